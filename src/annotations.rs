@@ -1,0 +1,740 @@
+//! Argo CD Image Updater's annotations, read unchanged into a typed configuration.
+//!
+//! Users migrate from the in-cluster controller without touching a single annotation, so
+//! this module accepts every key and old name Image Updater accepts. What we cannot honour
+//! (git write-back) is reported, never silently replaced by something else. A malformed value
+//! spoils only the image it belongs to: each image is parsed on its own.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::policy::{AllowTags, IgnoreTags, PolicyError, Strategy, TagPolicy, UnknownStrategy};
+
+pub const PREFIX: &str = "argocd-image-updater.argoproj.io/";
+
+/// Where an image's tag is written in the Application.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum HelmTarget {
+    /// Two parameters: repository and tag.
+    NameAndTag { name: String, tag: String },
+    /// One parameter holding `repository:tag`.
+    Spec { param: String },
+}
+
+/// A registry and repository, as written in `image-list`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ImageRef {
+    /// `None` for Docker Hub style names with no registry host.
+    pub registry: Option<String>,
+    pub repository: String,
+}
+
+impl ImageRef {
+    /// Splits `registry/path/name` the way Docker does: the first component is a registry
+    /// host only if it has a `.` or a `:`, or is `localhost`.
+    pub fn parse(text: &str) -> Self {
+        match text.split_once('/') {
+            Some((host, rest))
+                if host.contains('.') || host.contains(':') || host == "localhost" =>
+            {
+                Self {
+                    registry: Some(host.to_ascii_lowercase()),
+                    repository: rest.to_string(),
+                }
+            }
+            _ => Self {
+                registry: None,
+                repository: text.to_string(),
+            },
+        }
+    }
+
+    pub fn is(&self, registry: &str, repository: &str) -> bool {
+        self.registry.as_deref() == Some(registry) && self.repository == repository
+    }
+}
+
+impl fmt::Display for ImageRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.registry {
+            Some(r) => write!(f, "{r}/{}", self.repository),
+            None => f.write_str(&self.repository),
+        }
+    }
+}
+
+/// An `os/arch[/variant]` platform from the `platforms` annotation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Platform {
+    pub os: String,
+    pub arch: String,
+    pub variant: Option<String>,
+}
+
+/// Everything we know about one entry of `image-list`.
+#[derive(Debug, Clone)]
+pub struct ImageConfig {
+    pub alias: Option<String>,
+    pub image: ImageRef,
+    pub constraint: Option<String>,
+    pub policy: TagPolicy,
+    pub force_update: bool,
+    pub platforms: Vec<Platform>,
+    pub helm: HelmTarget,
+    /// `kustomize.image-name`: the image name Kustomize replaces; defaults to the image.
+    pub kustomize_image_name: Option<String>,
+    /// Things the user set that we accept but do not need, said in the report.
+    pub notes: Vec<String>,
+}
+
+/// One image-list entry that we can name, and what went wrong with its annotations.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("annotation `{annotation}` = `{value}`: {problem}")]
+pub struct AnnotationError {
+    pub annotation: String,
+    pub value: String,
+    pub problem: String,
+}
+
+/// How the Application wants its updates written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "method", rename_all = "kebab-case")]
+pub enum WriteBack {
+    /// Patch the Application itself: the only method we implement.
+    Argocd,
+    /// Commit to Git. Not built yet; such Applications are skipped, never patched instead.
+    Git {
+        credentials: String,
+        target: Option<String>,
+        branch: Option<String>,
+    },
+}
+
+/// One image-list entry after parsing: a config, or the error that spoils it.
+#[derive(Debug, Clone)]
+pub struct ImageEntry {
+    pub alias: Option<String>,
+    /// The raw image text, so a broken entry can still be matched and reported.
+    pub image: ImageRef,
+    pub config: Result<ImageConfig, AnnotationError>,
+}
+
+/// All the Image Updater configuration of one Application.
+#[derive(Debug, Clone)]
+pub struct AppConfig {
+    pub images: Vec<ImageEntry>,
+    pub write_back: Result<WriteBack, AnnotationError>,
+}
+
+/// Does this Application have an `image-list` naming `registry/repository`? Used on
+/// metadata-only listings to decide what to GET, so it must not parse anything else.
+pub fn image_list_names(
+    annotations: &BTreeMap<String, String>,
+    registry: &str,
+    repository: &str,
+) -> bool {
+    annotations
+        .get(&format!("{PREFIX}image-list"))
+        .is_some_and(|list| {
+            split_image_list(list).any(|entry| {
+                let (_, image, _) = split_entry(entry);
+                ImageRef::parse(image).is(registry, repository)
+            })
+        })
+}
+
+fn split_image_list(list: &str) -> impl Iterator<Item = &str> {
+    list.split(',').map(str::trim).filter(|e| !e.is_empty())
+}
+
+/// `[alias=]image[:constraint]`. The constraint is whatever follows the first `:` after the
+/// last `/`, kept verbatim: `~1.2`, `^0.1`, `1.x` are constraints, not tags.
+fn split_entry(entry: &str) -> (Option<&str>, &str, Option<&str>) {
+    let (alias, rest) = match entry.split_once('=') {
+        Some((a, r)) => (Some(a.trim()), r.trim()),
+        None => (None, entry),
+    };
+    let name_start = rest.rfind('/').map_or(0, |i| i + 1);
+    match rest[name_start..].find(':') {
+        Some(i) => {
+            let at = name_start + i;
+            (alias, &rest[..at], Some(&rest[at + 1..]))
+        }
+        None => (alias, rest, None),
+    }
+}
+
+impl AppConfig {
+    /// Reads the annotations of one Application. Returns `None` when it has no `image-list`
+    /// (it is not managed by Image Updater at all).
+    pub fn parse(annotations: &BTreeMap<String, String>) -> Option<Self> {
+        let reader = Reader { annotations };
+        let list = reader.get("image-list")?;
+        let write_back = reader.write_back();
+        let images = split_image_list(list)
+            .map(|entry| {
+                let (alias, image, constraint) = split_entry(entry);
+                ImageEntry {
+                    alias: alias.map(str::to_string),
+                    image: ImageRef::parse(image),
+                    config: reader.image(alias, image, constraint),
+                }
+            })
+            .collect();
+        Some(Self { images, write_back })
+    }
+}
+
+struct Reader<'a> {
+    annotations: &'a BTreeMap<String, String>,
+}
+
+impl Reader<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.annotations
+            .get(&format!("{PREFIX}{key}"))
+            .map(String::as_str)
+    }
+
+    /// The per-image key, then (where Image Updater has one) the app-wide key. Returns the
+    /// full annotation name too, so errors can say exactly which one was wrong.
+    fn lookup(&self, alias: Option<&str>, key: &str, app_wide: bool) -> Option<(String, &str)> {
+        let per_image = alias.and_then(|a| {
+            let name = format!("{}.{key}", a.replace('/', "_"));
+            self.get(&name).map(|v| (format!("{PREFIX}{name}"), v))
+        });
+        per_image.or_else(|| {
+            app_wide
+                .then(|| self.get(key).map(|v| (format!("{PREFIX}{key}"), v)))
+                .flatten()
+        })
+    }
+
+    fn image(
+        &self,
+        alias: Option<&str>,
+        image: &str,
+        constraint: Option<&str>,
+    ) -> Result<ImageConfig, AnnotationError> {
+        let list_key = format!("{PREFIX}image-list");
+        if image.is_empty() || alias == Some("") {
+            return Err(AnnotationError {
+                annotation: list_key,
+                value: image.to_string(),
+                problem: "expected `[alias=]registry/repository[:constraint]`".into(),
+            });
+        }
+        if image.contains('@') {
+            return Err(AnnotationError {
+                annotation: list_key,
+                value: image.to_string(),
+                problem: "image-list names a repository; put no digest in it (use update-strategy digest)".into(),
+            });
+        }
+        let mut notes = Vec::new();
+
+        let strategy = match self
+            .lookup(alias, "update-strategy", true)
+        {
+            Some((key, value)) => value.parse::<Strategy>().map_err(|UnknownStrategy(v)| AnnotationError {
+                annotation: key,
+                value: v,
+                problem: "unknown update strategy: use semver, newest-build, alphabetical or digest (old names: latest, name). Image Updater would silently fall back to semver; we refuse to guess".into(),
+            })?,
+            None => Strategy::Semver,
+        };
+
+        let allow = match self
+            .lookup(alias, "allow-tags", true)
+            .or_else(|| self.lookup(alias, "tag-match", true))
+        {
+            Some((key, value)) => {
+                AllowTags::parse(value).map_err(|e| policy_error(key, value, e))?
+            }
+            None => AllowTags::Any,
+        };
+        let ignore = match self.lookup(alias, "ignore-tags", true) {
+            Some((key, value)) => {
+                IgnoreTags::parse(value).map_err(|e| policy_error(key, value, e))?
+            }
+            None => IgnoreTags::default(),
+        };
+        let policy = TagPolicy::new(strategy, constraint, allow, ignore)
+            .map_err(|e| policy_error(list_key.clone(), constraint.unwrap_or_default(), e))?;
+
+        let force_update = match self.lookup(alias, "force-update", true) {
+            Some((key, value)) => parse_bool(&key, value)?,
+            None => false,
+        };
+        let platforms = match self.lookup(alias, "platforms", false) {
+            Some((key, value)) => parse_platforms(&key, value)?,
+            None => Vec::new(),
+        };
+        if let Some((key, _)) = self.lookup(alias, "pull-secret", true) {
+            notes.push(format!(
+                "`{key}` is not needed: the function reads ECR with its IAM role"
+            ));
+        }
+        let helm = match self.lookup(alias, "helm.image-spec", false) {
+            Some((key, value)) => HelmTarget::Spec {
+                param: non_empty(&key, value)?,
+            },
+            None => HelmTarget::NameAndTag {
+                name: self
+                    .lookup(alias, "helm.image-name", false)
+                    .map(|(key, v)| non_empty(&key, v))
+                    .transpose()?
+                    .unwrap_or_else(|| "image.name".into()),
+                tag: self
+                    .lookup(alias, "helm.image-tag", false)
+                    .map(|(key, v)| non_empty(&key, v))
+                    .transpose()?
+                    .unwrap_or_else(|| "image.tag".into()),
+            },
+        };
+        let kustomize_image_name = self
+            .lookup(alias, "kustomize.image-name", false)
+            .map(|(key, v)| non_empty(&key, v))
+            .transpose()?;
+
+        Ok(ImageConfig {
+            alias: alias.map(str::to_string),
+            image: ImageRef::parse(image),
+            constraint: constraint.map(str::to_string),
+            policy,
+            force_update,
+            platforms,
+            helm,
+            kustomize_image_name,
+            notes,
+        })
+    }
+
+    fn write_back(&self) -> Result<WriteBack, AnnotationError> {
+        let Some(method) = self.get("write-back-method").map(str::trim) else {
+            return Ok(WriteBack::Argocd);
+        };
+        let error = |problem: &str| AnnotationError {
+            annotation: format!("{PREFIX}write-back-method"),
+            value: method.to_string(),
+            problem: problem.to_string(),
+        };
+        match method {
+            "argocd" => Ok(WriteBack::Argocd),
+            "git" | "git:repocreds" => Ok(self.git(method)),
+            m if m.starts_with("git:secret:") => {
+                match m.trim_start_matches("git:secret:").split_once('/') {
+                    Some((ns, name)) if !ns.is_empty() && !name.is_empty() => Ok(self.git(m)),
+                    _ => Err(error("expected `git:secret:<namespace>/<name>`")),
+                }
+            }
+            _ => Err(error(
+                "expected `argocd`, `git`, `git:repocreds` or `git:secret:<namespace>/<name>`",
+            )),
+        }
+    }
+
+    fn git(&self, method: &str) -> WriteBack {
+        WriteBack::Git {
+            credentials: method.to_string(),
+            target: self.get("write-back-target").map(str::to_string),
+            branch: self.get("git-branch").map(str::to_string),
+        }
+    }
+}
+
+fn policy_error(annotation: String, value: &str, error: PolicyError) -> AnnotationError {
+    AnnotationError {
+        annotation,
+        value: value.to_string(),
+        problem: error.to_string(),
+    }
+}
+
+fn parse_bool(key: &str, value: &str) -> Result<bool, AnnotationError> {
+    match value.trim() {
+        "true" => Ok(true),
+        "false" | "" => Ok(false),
+        _ => Err(AnnotationError {
+            annotation: key.to_string(),
+            value: value.to_string(),
+            problem: "expected `true` or `false`".into(),
+        }),
+    }
+}
+
+fn non_empty(key: &str, value: &str) -> Result<String, AnnotationError> {
+    let value = value.trim();
+    if value.is_empty() || value.chars().any(char::is_control) {
+        return Err(AnnotationError {
+            annotation: key.to_string(),
+            value: value.to_string(),
+            problem: "expected a Helm parameter or image name without control characters".into(),
+        });
+    }
+    Ok(value.to_string())
+}
+
+fn parse_platforms(key: &str, value: &str) -> Result<Vec<Platform>, AnnotationError> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let parts: Vec<&str> = p.split('/').collect();
+            let valid = |s: &&str| {
+                !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            };
+            match parts.as_slice() {
+                [os, arch] if valid(os) && valid(arch) => Ok(Platform {
+                    os: os.to_string(),
+                    arch: arch.to_string(),
+                    variant: None,
+                }),
+                [os, arch, variant] if valid(os) && valid(arch) && valid(variant) => Ok(Platform {
+                    os: os.to_string(),
+                    arch: arch.to_string(),
+                    variant: Some(variant.to_string()),
+                }),
+                _ => Err(AnnotationError {
+                    annotation: key.to_string(),
+                    value: value.to_string(),
+                    problem: format!("`{p}` is not `os/arch[/variant]`, e.g. linux/arm64/v8"),
+                }),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{Decision, TagInfo};
+
+    fn annotations(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (format!("{PREFIX}{k}"), v.to_string()))
+            .collect()
+    }
+
+    fn only_image(pairs: &[(&str, &str)]) -> Result<ImageConfig, AnnotationError> {
+        let app = AppConfig::parse(&annotations(pairs)).unwrap();
+        assert_eq!(app.images.len(), 1);
+        app.images.into_iter().next().unwrap().config
+    }
+
+    const SEED_REGISTRY: &str = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com";
+
+    #[test]
+    fn the_seeds_exact_annotations_parse_into_a_newest_build_helm_image() {
+        let seed = annotations(&[
+            (
+                "image-list",
+                "app=768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/barun-dev-ecr",
+            ),
+            ("app.update-strategy", "latest"),
+            ("app.allow-tags", "regexp:^[0-9]{8}-[0-9]{6}$"),
+            ("write-back-method", "argocd"),
+            ("app.helm.image-name", "image.repository"),
+            ("app.helm.image-tag", "image.tag"),
+        ]);
+        let app = AppConfig::parse(&seed).unwrap();
+        assert_eq!(app.write_back, Ok(WriteBack::Argocd));
+        let image = app.images[0].config.clone().unwrap();
+        assert_eq!(image.alias.as_deref(), Some("app"));
+        assert!(image.image.is(SEED_REGISTRY, "barun-dev-ecr"));
+        assert_eq!(image.policy.strategy, Strategy::NewestBuild);
+        assert_eq!(
+            image.helm,
+            HelmTarget::NameAndTag {
+                name: "image.repository".into(),
+                tag: "image.tag".into()
+            }
+        );
+        assert_eq!(
+            image.policy.decide(None, &TagInfo::named("latest")),
+            Decision::Keep(crate::policy::KeepReason::NotAllowed("latest".into()))
+        );
+        assert!(image_list_names(&seed, SEED_REGISTRY, "barun-dev-ecr"));
+        assert!(!image_list_names(&seed, SEED_REGISTRY, "barun-dev-ecr-2"));
+        assert!(!image_list_names(
+            &seed,
+            "768157413559.dkr.ecr.us-east-1.amazonaws.com",
+            "barun-dev-ecr"
+        ));
+    }
+
+    #[test]
+    fn image_list_entries_keep_aliases_and_constraints_verbatim() {
+        let table: &[(&str, Option<&str>, &str, &str, Option<&str>)] = &[
+            (
+                "api=1.dkr.ecr.us-east-1.amazonaws.com/api:~1.2",
+                Some("api"),
+                "1.dkr.ecr.us-east-1.amazonaws.com",
+                "api",
+                Some("~1.2"),
+            ),
+            (
+                "r.example.com/team/web:^0.1",
+                None,
+                "r.example.com",
+                "team/web",
+                Some("^0.1"),
+            ),
+            (
+                "w=localhost:5000/web:1.x",
+                Some("w"),
+                "localhost:5000",
+                "web",
+                Some("1.x"),
+            ),
+            (
+                "x = r.example.com/a/b",
+                Some("x"),
+                "r.example.com",
+                "a/b",
+                None,
+            ),
+        ];
+        for (entry, alias, registry, repository, constraint) in table {
+            let (a, image, c) = split_entry(entry);
+            let image = ImageRef::parse(image);
+            assert_eq!(a, *alias, "{entry}");
+            assert!(image.is(registry, repository), "{entry}: {image:?}");
+            assert_eq!(c, *constraint, "{entry}");
+        }
+        assert_eq!(ImageRef::parse("nginx").registry, None);
+        assert_eq!(ImageRef::parse("library/nginx").registry, None);
+    }
+
+    #[test]
+    fn per_image_keys_win_over_app_wide_ones_and_slashes_in_aliases_become_underscores() {
+        let image = only_image(&[
+            ("image-list", "team/api=r.example.com/api"),
+            ("update-strategy", "alphabetical"),
+            ("team_api.update-strategy", "digest"),
+            ("allow-tags", "regexp:^v"),
+        ])
+        .unwrap_err();
+        // digest without a tracked tag: proves the per-image key was the one read.
+        assert_eq!(image.annotation, format!("{PREFIX}image-list"));
+        let image = only_image(&[
+            ("image-list", "team/api=r.example.com/api"),
+            ("update-strategy", "alphabetical"),
+            ("force-update", "true"),
+        ])
+        .unwrap();
+        assert_eq!(image.policy.strategy, Strategy::Alphabetical);
+        assert!(image.force_update);
+    }
+
+    #[test]
+    fn an_image_without_alias_gets_the_app_wide_settings_and_default_helm_names() {
+        let image = only_image(&[
+            ("image-list", "r.example.com/api:^1"),
+            ("update-strategy", "semver"),
+            ("helm.image-name", "ignored.because.per.image.only"),
+        ])
+        .unwrap();
+        assert_eq!(
+            image.helm,
+            HelmTarget::NameAndTag {
+                name: "image.name".into(),
+                tag: "image.tag".into()
+            }
+        );
+        assert_eq!(image.constraint.as_deref(), Some("^1"));
+    }
+
+    #[test]
+    fn old_annotation_names_are_accepted() {
+        let image = only_image(&[
+            ("image-list", "a=r.example.com/api"),
+            ("a.update-strategy", "name"),
+            ("a.tag-match", "regexp:^release-"),
+        ])
+        .unwrap();
+        assert_eq!(image.policy.strategy, Strategy::Alphabetical);
+        assert!(matches!(image.policy.allow, AllowTags::Regexp(_)));
+    }
+
+    #[test]
+    fn helm_spec_kustomize_platforms_and_pull_secret_are_read() {
+        let image = only_image(&[
+            ("image-list", "a=r.example.com/api"),
+            ("a.helm.image-spec", "foo[1].image"),
+            ("a.kustomize.image-name", "api"),
+            ("a.platforms", "linux/amd64, linux/arm64/v8"),
+            ("a.pull-secret", "secret:argocd/ecr"),
+        ])
+        .unwrap();
+        assert_eq!(
+            image.helm,
+            HelmTarget::Spec {
+                param: "foo[1].image".into()
+            }
+        );
+        assert_eq!(image.kustomize_image_name.as_deref(), Some("api"));
+        assert_eq!(image.platforms.len(), 2);
+        assert_eq!(image.platforms[1].variant.as_deref(), Some("v8"));
+        assert!(image.notes[0].contains("IAM role"), "{:?}", image.notes);
+    }
+
+    #[test]
+    fn git_write_back_is_recognised_and_reported_not_replaced() {
+        let table: &[(&str, &str)] = &[
+            ("git", "git"),
+            ("git:repocreds", "git:repocreds"),
+            ("git:secret:argocd/git-creds", "git:secret:argocd/git-creds"),
+        ];
+        for (method, credentials) in table {
+            let app = AppConfig::parse(&annotations(&[
+                ("image-list", "r.example.com/api"),
+                ("write-back-method", method),
+                ("write-back-target", "kustomization:../base"),
+                ("git-branch", "main:image-updates"),
+            ]))
+            .unwrap();
+            assert_eq!(
+                app.write_back,
+                Ok(WriteBack::Git {
+                    credentials: credentials.to_string(),
+                    target: Some("kustomization:../base".into()),
+                    branch: Some("main:image-updates".into()),
+                })
+            );
+        }
+    }
+
+    #[test]
+    fn every_malformed_value_names_the_annotation_the_value_and_what_was_expected() {
+        let table: &[(&[(&str, &str)], &str, &str, &str)] = &[
+            (
+                &[("a.update-strategy", "newest")],
+                "a.update-strategy",
+                "newest",
+                "unknown update strategy",
+            ),
+            (
+                &[("a.allow-tags", "regexp:(")],
+                "a.allow-tags",
+                "regexp:(",
+                "does not compile",
+            ),
+            (
+                &[("allow-tags", "^v1")],
+                "allow-tags",
+                "^v1",
+                "regexp:<pattern>",
+            ),
+            (
+                &[("a.ignore-tags", "[x")],
+                "a.ignore-tags",
+                "[x",
+                "invalid ignore-tags",
+            ),
+            (
+                &[("a.force-update", "yes")],
+                "a.force-update",
+                "yes",
+                "`true` or `false`",
+            ),
+            (
+                &[("a.platforms", "linux")],
+                "a.platforms",
+                "linux",
+                "os/arch",
+            ),
+            (
+                &[("a.helm.image-tag", " ")],
+                "a.helm.image-tag",
+                "",
+                "Helm parameter",
+            ),
+        ];
+        for (extra, key, value, expected) in table {
+            let mut pairs = vec![("image-list", "a=r.example.com/api")];
+            pairs.extend_from_slice(extra);
+            let error = only_image(&pairs).unwrap_err();
+            assert_eq!(error.annotation, format!("{PREFIX}{key}"));
+            assert_eq!(error.value, *value);
+            assert!(error.problem.contains(expected), "{key}: {}", error.problem);
+        }
+        let bad_constraint =
+            only_image(&[("image-list", "a=r.example.com/api:latest")]).unwrap_err();
+        assert_eq!(bad_constraint.value, "latest");
+        assert!(bad_constraint.problem.contains("invalid semver constraint"));
+        let digest_in_list =
+            only_image(&[("image-list", "r.example.com/api@sha256:00")]).unwrap_err();
+        assert!(digest_in_list.problem.contains("no digest"));
+        let bad_method = AppConfig::parse(&annotations(&[
+            ("image-list", "r.example.com/api"),
+            ("write-back-method", "git:secret:nope"),
+        ]))
+        .unwrap();
+        assert!(
+            bad_method
+                .write_back
+                .unwrap_err()
+                .problem
+                .contains("git:secret:<namespace>/<name>")
+        );
+    }
+
+    #[test]
+    fn one_bad_image_does_not_stop_the_others() {
+        let app = AppConfig::parse(&annotations(&[
+            (
+                "image-list",
+                "good=r.example.com/good, bad=r.example.com/bad",
+            ),
+            ("bad.update-strategy", "fastest"),
+        ]))
+        .unwrap();
+        assert!(app.images[0].config.is_ok());
+        assert!(app.images[1].config.is_err());
+        assert!(app.images[1].image.is("r.example.com", "bad"));
+    }
+
+    #[test]
+    fn applications_without_an_image_list_are_not_managed() {
+        assert!(AppConfig::parse(&annotations(&[("update-strategy", "semver")])).is_none());
+    }
+
+    #[test]
+    fn hostile_values_are_errors_not_panics() {
+        let huge = "a".repeat(300 * 1024);
+        let many: Vec<String> = (0..10_000)
+            .map(|i| format!("i{i}=r.example.com/repo{i}"))
+            .collect();
+        let many = many.join(",");
+        for list in [
+            "=",
+            "==",
+            ":",
+            "/",
+            "a=",
+            "\u{0}=\u{7}",
+            "r.example.com/é:\u{202e}",
+            huge.as_str(),
+            many.as_str(),
+        ] {
+            let app = AppConfig::parse(&annotations(&[
+                ("image-list", list),
+                ("helm.image-tag", "\u{1b}[31m"),
+            ]))
+            .unwrap();
+            for image in &app.images {
+                let _ = &image.config;
+            }
+        }
+        let app = AppConfig::parse(&annotations(&[("image-list", &many)])).unwrap();
+        assert_eq!(app.images.len(), 10_000);
+        let error = only_image(&[("image-list", "a=")]).unwrap_err();
+        assert!(error.problem.contains("[alias=]registry/repository"));
+    }
+}

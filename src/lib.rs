@@ -1,0 +1,7 @@
+//! argocd-ecr-updater: roll new ECR images out through Argo CD without anything in the
+//! cluster. An ECR push arrives as an EventBridge event; the function reads Argo CD Image
+//! Updater's annotations, decides, and patches the Application over the EKS API.
+
+pub mod annotations;
+pub mod policy;
+pub mod select_cli;

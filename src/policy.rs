@@ -1,0 +1,800 @@
+//! Tag policy: which tag an image should run, decided without any I/O.
+//!
+//! Two questions share one ordering per strategy, so they can never disagree:
+//! [`TagPolicy::select`] answers "which tag is best in this full list" (what Image Updater
+//! computes on every poll, and what reconcile mode uses); [`TagPolicy::decide`] answers
+//! "should this pushed tag replace the one the Application runs now" (what an ECR event
+//! asks). A candidate never replaces a current tag that ranks higher, so events that arrive
+//! late, twice or out of order cannot roll an Application back.
+
+pub mod constraint;
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::str::FromStr;
+
+use regex::Regex;
+use semver::Version;
+use serde::Serialize;
+use time::OffsetDateTime;
+
+pub use constraint::{Constraint, ConstraintError, parse_lenient_version};
+
+/// The update strategies of Argo CD Image Updater, under their current names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Strategy {
+    Semver,
+    NewestBuild,
+    Alphabetical,
+    Digest,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown update strategy `{0}`: use one of semver, newest-build, alphabetical, digest (or the old names latest, name)"
+)]
+pub struct UnknownStrategy(pub String);
+
+impl FromStr for Strategy {
+    type Err = UnknownStrategy;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "semver" => Ok(Self::Semver),
+            "newest-build" | "latest" => Ok(Self::NewestBuild),
+            "alphabetical" | "name" => Ok(Self::Alphabetical),
+            "digest" => Ok(Self::Digest),
+            other => Err(UnknownStrategy(other.to_string())),
+        }
+    }
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Semver => "semver",
+            Self::NewestBuild => "newest-build",
+            Self::Alphabetical => "alphabetical",
+            Self::Digest => "digest",
+        })
+    }
+}
+
+/// `allow-tags`: `any`, or `regexp:<re>`.
+#[derive(Debug, Clone)]
+pub enum AllowTags {
+    Any,
+    Regexp(Regex),
+}
+
+/// Regexes come from annotations anyone with write access to an Application can set; bound
+/// what one may cost. The `regex` crate already runs in linear time, so this only caps size.
+const REGEX_SIZE_LIMIT: usize = 1 << 20;
+
+impl AllowTags {
+    pub fn parse(value: &str) -> Result<Self, PolicyError> {
+        let value = value.trim();
+        if value == "any" || value.is_empty() {
+            return Ok(Self::Any);
+        }
+        let Some(pattern) = value.strip_prefix("regexp:") else {
+            return Err(PolicyError::BadAllowTags {
+                value: value.to_string(),
+                reason: "expected `any` or `regexp:<pattern>`".to_string(),
+            });
+        };
+        regex::RegexBuilder::new(pattern)
+            .size_limit(REGEX_SIZE_LIMIT)
+            .dfa_size_limit(REGEX_SIZE_LIMIT)
+            .build()
+            .map(Self::Regexp)
+            .map_err(|e| PolicyError::BadAllowTags {
+                value: value.to_string(),
+                reason: format!("the pattern does not compile: {e}"),
+            })
+    }
+
+    fn allows(&self, tag: &str) -> bool {
+        match self {
+            Self::Any => true,
+            Self::Regexp(re) => re.is_match(tag),
+        }
+    }
+}
+
+/// `ignore-tags`: glob patterns matched as Go's `filepath.Match` does (`*` stops at `/`).
+#[derive(Debug, Clone, Default)]
+pub struct IgnoreTags(Vec<glob::Pattern>);
+
+impl IgnoreTags {
+    pub fn parse(value: &str) -> Result<Self, PolicyError> {
+        value
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(|p| {
+                glob::Pattern::new(p).map_err(|e| PolicyError::BadIgnoreTags {
+                    pattern: p.to_string(),
+                    reason: e.msg.to_string(),
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Self)
+    }
+
+    fn ignores(&self, tag: &str) -> bool {
+        let options = glob::MatchOptions {
+            case_sensitive: true,
+            require_literal_separator: true,
+            require_literal_leading_dot: false,
+        };
+        self.0.iter().any(|p| p.matches_with(tag, options))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    #[error("invalid semver constraint `{constraint}`: {source}")]
+    BadConstraint {
+        constraint: String,
+        source: ConstraintError,
+    },
+    #[error("the digest strategy needs the tag to track as its constraint, e.g. `repo:latest`")]
+    DigestWithoutTag,
+    #[error("invalid allow-tags `{value}`: {reason}")]
+    BadAllowTags { value: String, reason: String },
+    #[error("invalid ignore-tags pattern `{pattern}`: {reason}")]
+    BadIgnoreTags { pattern: String, reason: String },
+}
+
+/// A tag as the registry knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TagInfo {
+    pub name: String,
+    pub pushed_at: Option<OffsetDateTime>,
+    pub digest: Option<String>,
+}
+
+impl TagInfo {
+    pub fn named(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            pushed_at: None,
+            digest: None,
+        }
+    }
+}
+
+/// How one image's tags are filtered and ranked.
+#[derive(Debug, Clone)]
+pub struct TagPolicy {
+    pub strategy: Strategy,
+    semver: Option<Constraint>,
+    /// For `digest`: the mutable tag being tracked.
+    tracked_tag: Option<String>,
+    pub allow: AllowTags,
+    pub ignore: IgnoreTags,
+}
+
+/// The outcome of [`TagPolicy::decide`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Write this value (a tag, or `tag@sha256:…` for `digest`).
+    Update {
+        to: String,
+    },
+    Keep(KeepReason),
+}
+
+/// Why a candidate does not replace the current tag. The text is what the report shows.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeepReason {
+    #[error("tag `{0}` is not allowed by allow-tags")]
+    NotAllowed(String),
+    #[error("tag `{0}` matches ignore-tags")]
+    Ignored(String),
+    #[error("tag `{0}` is not a semantic version")]
+    NotAVersion(String),
+    #[error("tag `{tag}` does not meet constraint `{constraint}`")]
+    ConstraintNotMet { tag: String, constraint: String },
+    #[error("tag `{0}` is not the tag this image tracks by digest (`{1}`)")]
+    NotTrackedTag(String, String),
+    #[error("tag `{0}` is already the current tag")]
+    SameAsCurrent(String),
+    #[error("digest {0} is already running")]
+    SameDigest(String),
+    #[error("tag `{candidate}` ranks below the current tag `{current}` under {strategy}")]
+    OlderThanCurrent {
+        candidate: String,
+        current: String,
+        strategy: Strategy,
+    },
+    #[error(
+        "the current tag `{0}` is not a semantic version, so semver cannot rank against it (Image Updater refuses this too): set a version tag once by hand"
+    )]
+    CurrentNotAVersion(String),
+    #[error("the registry has no digest for tag `{0}`")]
+    NoDigest(String),
+}
+
+/// The key that orders eligible tags under one strategy. Higher is better.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum RankKey<'a> {
+    Semver(Version, &'a str),
+    PushedAt(Option<OffsetDateTime>, &'a str),
+    Name(&'a str),
+}
+
+impl TagPolicy {
+    /// Builds a policy. `constraint` is the version-constraint position of `image-list`.
+    pub fn new(
+        strategy: Strategy,
+        constraint: Option<&str>,
+        allow: AllowTags,
+        ignore: IgnoreTags,
+    ) -> Result<Self, PolicyError> {
+        let constraint = constraint.map(str::trim).filter(|c| !c.is_empty());
+        let (semver, tracked_tag) = match strategy {
+            Strategy::Semver => {
+                // No constraint means `*`, which still keeps pre-releases out.
+                let c = constraint.unwrap_or("*");
+                let parsed = Constraint::parse(c).map_err(|source| PolicyError::BadConstraint {
+                    constraint: c.to_string(),
+                    source,
+                })?;
+                (Some(parsed), None)
+            }
+            Strategy::Digest => (
+                None,
+                Some(constraint.ok_or(PolicyError::DigestWithoutTag)?.to_string()),
+            ),
+            // Image Updater ignores the constraint under these strategies; so do we.
+            Strategy::NewestBuild | Strategy::Alphabetical => (None, None),
+        };
+        Ok(Self {
+            strategy,
+            semver,
+            tracked_tag,
+            allow,
+            ignore,
+        })
+    }
+
+    /// The tag `digest` tracks, if that is the strategy.
+    pub fn tracked_tag(&self) -> Option<&str> {
+        self.tracked_tag.as_deref()
+    }
+
+    /// The filters every candidate passes first, in Image Updater's order.
+    fn eligibility<'a>(&self, tag: &'a TagInfo) -> Result<RankKey<'a>, KeepReason> {
+        let name = tag.name.as_str();
+        if !self.allow.allows(name) {
+            return Err(KeepReason::NotAllowed(name.to_string()));
+        }
+        if self.ignore.ignores(name) {
+            return Err(KeepReason::Ignored(name.to_string()));
+        }
+        match self.strategy {
+            Strategy::Semver => {
+                let version = parse_lenient_version(name)
+                    .ok_or_else(|| KeepReason::NotAVersion(name.to_string()))?;
+                if let Some(c) = &self.semver
+                    && !c.matches(&version)
+                {
+                    return Err(KeepReason::ConstraintNotMet {
+                        tag: name.to_string(),
+                        constraint: c.to_string(),
+                    });
+                }
+                Ok(RankKey::Semver(version, name))
+            }
+            Strategy::NewestBuild => Ok(RankKey::PushedAt(tag.pushed_at, name)),
+            Strategy::Alphabetical => Ok(RankKey::Name(name)),
+            Strategy::Digest => {
+                let tracked = self.tracked_tag.as_deref().unwrap_or_default();
+                if name != tracked {
+                    return Err(KeepReason::NotTrackedTag(
+                        name.to_string(),
+                        tracked.to_string(),
+                    ));
+                }
+                Ok(RankKey::Name(name))
+            }
+        }
+    }
+
+    /// The best tag in a full list, as Image Updater would choose it; `None` if no tag is
+    /// eligible. For `digest`, the value is `tag@sha256:…`.
+    pub fn select(&self, tags: &[TagInfo]) -> Option<String> {
+        let best = tags
+            .iter()
+            .filter_map(|t| self.eligibility(t).ok().map(|key| (key, t)))
+            .max_by(|(a, _), (b, _)| a.cmp(b))
+            .map(|(_, tag)| tag)?;
+        match self.strategy {
+            Strategy::Digest => best.digest.as_ref().map(|d| format!("{}@{d}", best.name)),
+            _ => Some(best.name.clone()),
+        }
+    }
+
+    /// Should `candidate` replace `current`? `current` is what the Application's spec asks
+    /// for (its tag, and for `newest-build` its push time; for `digest` its running digest).
+    /// For `digest`, `candidate` must carry the digest the tracked tag points to *now*.
+    pub fn decide(&self, current: Option<&TagInfo>, candidate: &TagInfo) -> Decision {
+        let candidate_key = match self.eligibility(candidate) {
+            Ok(key) => key,
+            Err(reason) => return Decision::Keep(reason),
+        };
+        if self.strategy == Strategy::Digest {
+            let Some(digest) = &candidate.digest else {
+                return Decision::Keep(KeepReason::NoDigest(candidate.name.clone()));
+            };
+            if current.and_then(|c| c.digest.as_ref()) == Some(digest) {
+                return Decision::Keep(KeepReason::SameDigest(digest.clone()));
+            }
+            return Decision::Update {
+                to: format!("{}@{digest}", candidate.name),
+            };
+        }
+        let Some(current) = current else {
+            return Decision::Update {
+                to: candidate.name.clone(),
+            };
+        };
+        if current.name == candidate.name {
+            return Decision::Keep(KeepReason::SameAsCurrent(candidate.name.clone()));
+        }
+        let current_key = match self.rank_current(current) {
+            Ok(key) => key,
+            Err(reason) => return Decision::Keep(reason),
+        };
+        match candidate_key.cmp(&current_key) {
+            Ordering::Greater => Decision::Update {
+                to: candidate.name.clone(),
+            },
+            Ordering::Less | Ordering::Equal => Decision::Keep(KeepReason::OlderThanCurrent {
+                candidate: candidate.name.clone(),
+                current: current.name.clone(),
+                strategy: self.strategy,
+            }),
+        }
+    }
+
+    /// The current tag is ranked without the filters: a tag the user has since excluded
+    /// still has a place in the order, so a lower allowed tag does not count as newer.
+    fn rank_current<'a>(&self, current: &'a TagInfo) -> Result<RankKey<'a>, KeepReason> {
+        let name = current.name.as_str();
+        Ok(match self.strategy {
+            Strategy::Semver => RankKey::Semver(
+                parse_lenient_version(name)
+                    .ok_or_else(|| KeepReason::CurrentNotAVersion(name.to_string()))?,
+                name,
+            ),
+            Strategy::NewestBuild => RankKey::PushedAt(current.pushed_at, name),
+            Strategy::Alphabetical | Strategy::Digest => RankKey::Name(name),
+        })
+    }
+}
+
+/// The result of `select` on the CLI, and the shape of an offline policy check.
+#[derive(Debug, Serialize, PartialEq, Eq)]
+pub struct SelectOutput {
+    pub selected: Option<String>,
+    pub strategy: Strategy,
+    pub considered: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use time::macros::datetime;
+
+    fn policy(strategy: Strategy, constraint: Option<&str>) -> TagPolicy {
+        TagPolicy::new(strategy, constraint, AllowTags::Any, IgnoreTags::default()).unwrap()
+    }
+
+    fn tags(names: &[&str]) -> Vec<TagInfo> {
+        names.iter().map(|n| TagInfo::named(*n)).collect()
+    }
+
+    fn pushed(name: &str, at: OffsetDateTime) -> TagInfo {
+        TagInfo {
+            name: name.into(),
+            pushed_at: Some(at),
+            digest: None,
+        }
+    }
+
+    #[test]
+    fn semver_selection_matches_image_updaters_own_reference_cases() {
+        let all = tags(&["0.1", "0.5.1", "0.9", "1.0", "1.0.1", "1.1.2", "2.0.3"]);
+        let table: &[(Option<&str>, &[TagInfo], Option<&str>)] = &[
+            (None, &all, Some("2.0.3")),
+            (Some("^1.0"), &all, Some("1.1.2")),
+            (Some("~1.0"), &all, Some("1.0.1")),
+            (Some("~1.0"), &tags(&["0.1", "0.5.1", "0.9", "2.0.3"]), None),
+            (
+                None,
+                &tags(&["v2.2.0", "v2.3.0-rc.0", "v2.3.0-rc.1"]),
+                Some("v2.2.0"),
+            ),
+            (
+                Some("2.x-0"),
+                &tags(&["v2.2.0", "v2.3.0-rc.0", "v2.3.0-rc.1"]),
+                Some("v2.3.0-rc.1"),
+            ),
+            (None, &tags(&["latest", "stable", "1.0.0"]), Some("1.0.0")),
+            (None, &tags(&["latest"]), None),
+        ];
+        for (constraint, list, expected) in table {
+            assert_eq!(
+                policy(Strategy::Semver, *constraint)
+                    .select(list)
+                    .as_deref(),
+                *expected,
+                "constraint {constraint:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn newest_build_selects_the_latest_push_and_breaks_ties_by_the_greater_name() {
+        let p = policy(Strategy::NewestBuild, None);
+        let t = datetime!(2025-08-25 12:00 UTC);
+        let list = vec![
+            pushed("b", t),
+            pushed("z-old", t - time::Duration::hours(1)),
+            pushed("a", t),
+        ];
+        assert_eq!(p.select(&list).as_deref(), Some("b"));
+        let list = vec![
+            pushed("20250825-120000", t),
+            pushed("20250825-153012", t + time::Duration::hours(3)),
+        ];
+        assert_eq!(p.select(&list).as_deref(), Some("20250825-153012"));
+    }
+
+    #[test]
+    fn alphabetical_selection_is_byte_wise() {
+        let p = policy(Strategy::Alphabetical, None);
+        assert_eq!(
+            p.select(&tags(&["b", "B", "a10", "a9"])).as_deref(),
+            Some("b")
+        );
+        assert_eq!(p.select(&tags(&["a10", "a9"])).as_deref(), Some("a9"));
+        assert_eq!(p.select(&tags(&["Z", "Ä"])).as_deref(), Some("Ä"));
+    }
+
+    #[test]
+    fn digest_selection_pins_the_tracked_tag_to_its_digest() {
+        let p = policy(Strategy::Digest, Some("latest"));
+        let mut list = tags(&["latest", "1.0"]);
+        list[0].digest = Some("sha256:abc".into());
+        list[1].digest = Some("sha256:def".into());
+        assert_eq!(p.select(&list).as_deref(), Some("latest@sha256:abc"));
+        assert_eq!(p.select(&tags(&["1.0"])), None);
+    }
+
+    #[test]
+    fn allow_and_ignore_filters_apply_before_the_strategy() {
+        let allow = AllowTags::parse("regexp:^[0-9]{8}-[0-9]{6}$").unwrap();
+        let ignore = IgnoreTags::parse("*-999999, dev-*").unwrap();
+        let p = TagPolicy::new(Strategy::Alphabetical, None, allow, ignore).unwrap();
+        let list = tags(&[
+            "latest",
+            "zzz",
+            "20250825-120000",
+            "20250826-999999",
+            "dev-1",
+        ]);
+        assert_eq!(p.select(&list).as_deref(), Some("20250825-120000"));
+        let everything = IgnoreTags::parse("*").unwrap();
+        let p = TagPolicy::new(Strategy::Alphabetical, None, AllowTags::Any, everything).unwrap();
+        assert_eq!(p.select(&list), None);
+    }
+
+    #[test]
+    fn ignore_globs_follow_go_filepath_match_where_star_stops_at_a_slash() {
+        let ignore = IgnoreTags::parse("feature*").unwrap();
+        assert!(ignore.ignores("feature-x"));
+        assert!(!ignore.ignores("feature/x"));
+        assert!(IgnoreTags::parse("v1.?").unwrap().ignores("v1.2"));
+        assert!(IgnoreTags::parse("[ab]*").unwrap().ignores("beta"));
+    }
+
+    #[test]
+    fn strategy_names_include_the_old_ones() {
+        let table = [
+            ("semver", Strategy::Semver),
+            ("newest-build", Strategy::NewestBuild),
+            ("latest", Strategy::NewestBuild),
+            ("alphabetical", Strategy::Alphabetical),
+            ("name", Strategy::Alphabetical),
+            ("digest", Strategy::Digest),
+        ];
+        for (name, expected) in table {
+            assert_eq!(name.parse::<Strategy>(), Ok(expected));
+        }
+        assert_eq!(
+            "newest".parse::<Strategy>(),
+            Err(UnknownStrategy("newest".into()))
+        );
+    }
+
+    #[test]
+    fn bad_policy_inputs_are_specific_errors() {
+        assert!(matches!(
+            AllowTags::parse("regexp:(unclosed"),
+            Err(PolicyError::BadAllowTags { reason, .. }) if reason.contains("does not compile")
+        ));
+        assert!(matches!(
+            AllowTags::parse("^[0-9]+$"),
+            Err(PolicyError::BadAllowTags { reason, .. }) if reason.contains("regexp:")
+        ));
+        assert!(matches!(
+            IgnoreTags::parse("ok,[unclosed"),
+            Err(PolicyError::BadIgnoreTags { pattern, .. }) if pattern == "[unclosed"
+        ));
+        assert!(matches!(
+            TagPolicy::new(Strategy::Semver, Some("latest"), AllowTags::Any, IgnoreTags::default()),
+            Err(PolicyError::BadConstraint { constraint, .. }) if constraint == "latest"
+        ));
+        assert_eq!(
+            TagPolicy::new(
+                Strategy::Digest,
+                None,
+                AllowTags::Any,
+                IgnoreTags::default()
+            )
+            .err(),
+            Some(PolicyError::DigestWithoutTag)
+        );
+    }
+
+    #[test]
+    fn a_pathological_regex_compiles_in_bounded_size_or_is_refused() {
+        // Linear-time engine: catastrophic backtracking cannot happen; huge repetition is
+        // refused by the size limit rather than eating the function's memory.
+        let p = AllowTags::parse("regexp:^(a+)+$").unwrap();
+        assert!(!p.allows(&format!("{}b", "a".repeat(50_000))));
+        assert!(matches!(
+            AllowTags::parse("regexp:(\\w{1000}){1000}"),
+            Err(PolicyError::BadAllowTags { .. })
+        ));
+    }
+
+    #[test]
+    fn decide_answers_update_or_keep_with_the_reason() {
+        let allow = AllowTags::parse("regexp:^v?[0-9.]+$").unwrap();
+        let ignore = IgnoreTags::parse("1.9.*").unwrap();
+        let p = TagPolicy::new(Strategy::Semver, Some("^1.0"), allow, ignore).unwrap();
+        let cur = TagInfo::named("1.2.0");
+        let table: &[(&str, Decision)] = &[
+            ("1.3.0", Decision::Update { to: "1.3.0".into() }),
+            (
+                "1.1.0",
+                Decision::Keep(KeepReason::OlderThanCurrent {
+                    candidate: "1.1.0".into(),
+                    current: "1.2.0".into(),
+                    strategy: Strategy::Semver,
+                }),
+            ),
+            (
+                "1.2.0",
+                Decision::Keep(KeepReason::SameAsCurrent("1.2.0".into())),
+            ),
+            (
+                "1.3.0-rc1",
+                Decision::Keep(KeepReason::NotAllowed("1.3.0-rc1".into())),
+            ),
+            ("1.9.1", Decision::Keep(KeepReason::Ignored("1.9.1".into()))),
+            (
+                "2.0.0",
+                Decision::Keep(KeepReason::ConstraintNotMet {
+                    tag: "2.0.0".into(),
+                    constraint: "^1.0".into(),
+                }),
+            ),
+            // Same version, two spellings: the tie goes to the greater name, in select as
+            // here, so events and reconcile agree and the move happens at most once.
+            (
+                "v1.2.0",
+                Decision::Update {
+                    to: "v1.2.0".into(),
+                },
+            ),
+        ];
+        for (candidate, expected) in table {
+            assert_eq!(
+                &p.decide(Some(&cur), &TagInfo::named(*candidate)),
+                expected,
+                "{candidate}"
+            );
+        }
+    }
+
+    #[test]
+    fn decide_updates_when_the_application_names_no_tag_yet() {
+        let p = policy(Strategy::Semver, None);
+        assert_eq!(
+            p.decide(None, &TagInfo::named("1.0.0")),
+            Decision::Update { to: "1.0.0".into() }
+        );
+    }
+
+    #[test]
+    fn decide_under_semver_refuses_to_rank_against_a_non_version_current_tag() {
+        let p = policy(Strategy::Semver, None);
+        assert_eq!(
+            p.decide(Some(&TagInfo::named("latest")), &TagInfo::named("1.0.0")),
+            Decision::Keep(KeepReason::CurrentNotAVersion("latest".into()))
+        );
+    }
+
+    #[test]
+    fn decide_under_newest_build_compares_push_times_and_never_goes_back() {
+        let p = policy(Strategy::NewestBuild, None);
+        let t = datetime!(2025-08-25 12:00 UTC);
+        let current = pushed("20250825-120000", t);
+        assert_eq!(
+            p.decide(
+                Some(&current),
+                &pushed("20250825-153012", t + time::Duration::hours(3))
+            ),
+            Decision::Update {
+                to: "20250825-153012".into()
+            }
+        );
+        assert!(matches!(
+            p.decide(
+                Some(&current),
+                &pushed("20250824-090000", t - time::Duration::days(1))
+            ),
+            Decision::Keep(KeepReason::OlderThanCurrent { .. })
+        ));
+        // A current tag the registry no longer knows has no push time: anything pushed wins.
+        assert_eq!(
+            p.decide(Some(&TagInfo::named("gone")), &pushed("20250826-000000", t)),
+            Decision::Update {
+                to: "20250826-000000".into()
+            }
+        );
+    }
+
+    #[test]
+    fn decide_under_digest_follows_the_tracked_tags_digest_now() {
+        let p = policy(Strategy::Digest, Some("stable"));
+        let running = TagInfo {
+            name: "stable".into(),
+            pushed_at: None,
+            digest: Some("sha256:old".into()),
+        };
+        let mut now = running.clone();
+        now.digest = Some("sha256:new".into());
+        assert_eq!(
+            p.decide(Some(&running), &now),
+            Decision::Update {
+                to: "stable@sha256:new".into()
+            }
+        );
+        assert_eq!(
+            p.decide(Some(&now), &now),
+            Decision::Keep(KeepReason::SameDigest("sha256:new".into()))
+        );
+        assert_eq!(
+            p.decide(Some(&running), &TagInfo::named("other")),
+            Decision::Keep(KeepReason::NotTrackedTag("other".into(), "stable".into()))
+        );
+        assert_eq!(
+            p.decide(Some(&running), &TagInfo::named("stable")),
+            Decision::Keep(KeepReason::NoDigest("stable".into()))
+        );
+    }
+
+    #[test]
+    fn the_seeds_annotations_move_a_date_tag_forward_only() {
+        let allow = AllowTags::parse("regexp:^[0-9]{8}-[0-9]{6}$").unwrap();
+        let p = TagPolicy::new(Strategy::NewestBuild, None, allow, IgnoreTags::default()).unwrap();
+        let t = datetime!(2025-08-25 12:00 UTC);
+        let current = pushed("20250825-120000", t);
+        assert_eq!(
+            p.decide(
+                Some(&current),
+                &pushed("20250825-153012", t + time::Duration::minutes(210))
+            ),
+            Decision::Update {
+                to: "20250825-153012".into()
+            }
+        );
+        assert_eq!(
+            p.decide(
+                Some(&current),
+                &pushed("latest", t + time::Duration::hours(4))
+            ),
+            Decision::Keep(KeepReason::NotAllowed("latest".into()))
+        );
+    }
+
+    mod properties {
+        use super::Strategy;
+        use super::*;
+        use proptest::prelude::*;
+
+        fn apply_all(p: &TagPolicy, start: &TagInfo, pushes: &[TagInfo]) -> (TagInfo, bool) {
+            let mut current = start.clone();
+            let mut never_lowered = true;
+            for push in pushes {
+                if let Decision::Update { to } = p.decide(Some(&current), push) {
+                    let next = pushes.iter().find(|t| t.name == to).cloned().unwrap();
+                    let before = p.rank_current(&current).unwrap();
+                    let after = p.rank_current(&next).unwrap();
+                    never_lowered &= after > before;
+                    current = next;
+                }
+            }
+            (current, never_lowered)
+        }
+
+        proptest! {
+            #[test]
+            fn any_order_of_pushes_ends_at_the_same_tag_and_never_lowers_it(
+                versions in proptest::collection::vec((0u64..4, 0u64..4, 0u64..4), 1..12),
+                seed in any::<u64>(),
+                duplicate in any::<bool>(),
+            ) {
+                let p = TagPolicy::new(
+                    Strategy::Semver, Some(">=0.1"), AllowTags::Any, IgnoreTags::default(),
+                ).unwrap();
+                let mut pushes: Vec<TagInfo> = versions
+                    .iter()
+                    .map(|(a, b, c)| TagInfo::named(format!("{a}.{b}.{c}")))
+                    .collect();
+                if duplicate {
+                    pushes.push(pushes[0].clone());
+                }
+                let start = TagInfo::named("0.0.1");
+                let (in_order, _) = apply_all(&p, &start, &pushes);
+                let mut shuffled = pushes.clone();
+                let mut state = seed;
+                for i in (1..shuffled.len()).rev() {
+                    state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    shuffled.swap(i, (state >> 33) as usize % (i + 1));
+                }
+                let (any_order, never_lowered) = apply_all(&p, &start, &shuffled);
+                prop_assert_eq!(&in_order.name, &any_order.name);
+                prop_assert!(never_lowered);
+                let best = p.select(&pushes).unwrap_or_else(|| start.name.clone());
+                prop_assert_eq!(any_order.name, best);
+            }
+
+            #[test]
+            fn newest_build_events_in_any_order_end_at_the_latest_push(
+                minutes in proptest::collection::vec(0i64..10_000, 1..12),
+                seed in any::<u64>(),
+            ) {
+                let p = TagPolicy::new(
+                    Strategy::NewestBuild, None, AllowTags::Any, IgnoreTags::default(),
+                ).unwrap();
+                let base = datetime!(2025-01-01 0:00 UTC);
+                let pushes: Vec<TagInfo> = minutes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, m)| pushed(&format!("t{i}"), base + time::Duration::minutes(*m)))
+                    .collect();
+                let mut shuffled = pushes.clone();
+                let mut state = seed;
+                for i in (1..shuffled.len()).rev() {
+                    state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    shuffled.swap(i, (state >> 33) as usize % (i + 1));
+                }
+                let start = pushed("start", base - time::Duration::days(1));
+                let (a, lowered_a) = apply_all(&p, &start, &pushes);
+                let (b, lowered_b) = apply_all(&p, &start, &shuffled);
+                prop_assert_eq!(&a.name, &b.name);
+                prop_assert!(lowered_a && lowered_b);
+                prop_assert_eq!(Some(a.name), p.select(&pushes));
+            }
+        }
+    }
+}
