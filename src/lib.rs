@@ -3,5 +3,7 @@
 //! Updater's annotations, decides, and patches the Application over the EKS API.
 
 pub mod annotations;
+pub mod eks_auth;
+pub mod kube;
 pub mod policy;
 pub mod select_cli;

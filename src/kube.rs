@@ -1,0 +1,593 @@
+//! A small Kubernetes client for `applications.argoproj.io`: list (metadata only), get and
+//! patch, over TLS that trusts exactly the cluster's CA.
+//!
+//! Only what the function needs. Errors are parsed from the API server's `Status` bodies
+//! into cases that say whether a retry can help and what the operator should do.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode, header};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::eks_auth::{ClusterAccess, TokenError, TokenSource};
+
+const GROUP_VERSION: &str = "argoproj.io/v1alpha1";
+const METADATA_ONLY: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+pub const RBAC_HINT: &str = "grant it with the RBAC manifest in deploy/rbac.yaml (get, list and patch on applications.argoproj.io) bound to the group of the function's EKS access entry";
+
+/// Which namespaces hold the Applications to consider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NamespaceScope {
+    All,
+    Only(Vec<String>),
+}
+
+/// A JSON merge patch (RFC 7386) or a JSON patch (RFC 6902).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Patch {
+    Merge(Value),
+    Json(Value),
+}
+
+impl Patch {
+    fn content_type(&self) -> &'static str {
+        match self {
+            Self::Merge(_) => "application/merge-patch+json",
+            Self::Json(_) => "application/json-patch+json",
+        }
+    }
+
+    pub fn body(&self) -> &Value {
+        match self {
+            Self::Merge(v) | Self::Json(v) => v,
+        }
+    }
+}
+
+/// What a metadata-only listing tells us about one Application.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct AppMeta {
+    pub name: String,
+    #[serde(default)]
+    pub namespace: String,
+    #[serde(default)]
+    pub resource_version: String,
+    /// Only Image Updater's annotations, so that a large `last-applied-configuration` does
+    /// not ride along in memory for every Application in the cluster.
+    #[serde(default, deserialize_with = "image_updater_annotations")]
+    pub annotations: BTreeMap<String, String>,
+    #[serde(default)]
+    pub owner_references: Vec<OwnerReference>,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnerReference {
+    pub api_version: String,
+    pub kind: String,
+    pub name: String,
+}
+
+fn image_updater_annotations<'de, D>(deserializer: D) -> Result<BTreeMap<String, String>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    struct Visitor;
+    impl<'de> serde::de::Visitor<'de> for Visitor {
+        type Value = BTreeMap<String, String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a map of annotations")
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(BTreeMap::new())
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut kept = BTreeMap::new();
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                if key.starts_with(crate::annotations::PREFIX) {
+                    kept.insert(key.into_owned(), map.next_value::<String>()?);
+                } else {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+            Ok(kept)
+        }
+    }
+    deserializer.deserialize_any(Visitor)
+}
+
+#[derive(Deserialize)]
+struct MetadataList {
+    #[serde(default)]
+    metadata: ListMeta,
+    #[serde(default)]
+    items: Vec<MetadataItem>,
+}
+
+#[derive(Deserialize, Default)]
+struct ListMeta {
+    #[serde(default, rename = "continue")]
+    continue_token: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct MetadataItem {
+    metadata: AppMeta,
+}
+
+/// The counts behind one listing, for the report and the benchmarks.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ListStats {
+    pub pages: u32,
+    pub seen: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum KubeError {
+    #[error(
+        "the API server rejected the bearer token (401: {message}). Map the function's role in the cluster with an EKS access entry (or aws-auth), and check the clock and CLUSTER_NAME"
+    )]
+    Unauthorized { message: String },
+    #[error(
+        "the function's role is authenticated as \"{user}\" but may not {verb} applications in namespace \"{namespace}\": {RBAC_HINT}"
+    )]
+    Forbidden {
+        user: String,
+        verb: String,
+        namespace: String,
+    },
+    #[error("403 Forbidden: {message}: {RBAC_HINT}")]
+    ForbiddenOther { message: String },
+    #[error("not found: {message}")]
+    NotFound { message: String },
+    #[error("conflict (409): {message}")]
+    Conflict { message: String },
+    #[error("the API server refused the change as invalid (422): {message}")]
+    Invalid { message: String },
+    #[error("bad request ({code}): {message}")]
+    BadRequest { code: u16, message: String },
+    #[error("the list continuation expired (410): {message}")]
+    Expired { message: String },
+    #[error("the API server is throttling (429), retry after {retry_after:?}: {message}")]
+    TooManyRequests {
+        retry_after: Option<Duration>,
+        message: String,
+    },
+    #[error("the API server failed ({code}): {message}")]
+    Server {
+        code: u16,
+        retry_after: Option<Duration>,
+        message: String,
+    },
+    #[error("the API server did not answer in time ({0})")]
+    Timeout(String),
+    #[error(
+        "TLS with the API server failed: {0}. The server's certificate must be signed by the cluster CA; if KUBE_CA_DATA is set, check it"
+    )]
+    Tls(String),
+    #[error("could not connect to the API server: {0}")]
+    Connect(String),
+    #[error(transparent)]
+    Token(#[from] TokenError),
+    #[error("unexpected answer from the API server: {0}")]
+    BadResponse(String),
+    #[error("the HTTP client could not be built: {0}")]
+    Setup(String),
+}
+
+impl KubeError {
+    /// True where a retry, or an operator fixing access, can make the same request succeed.
+    /// The handler fails the invocation for these so that AWS retries the event.
+    pub fn is_retryable(&self) -> bool {
+        !matches!(
+            self,
+            Self::NotFound { .. } | Self::Invalid { .. } | Self::BadRequest { .. } | Self::Setup(_)
+        )
+    }
+
+    /// How long the server asked us to wait, if it did.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::TooManyRequests { retry_after, .. } | Self::Server { retry_after, .. } => {
+                *retry_after
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Timeouts for the API server connection; they must fit inside the Lambda timeout.
+#[derive(Debug, Clone, Copy)]
+pub struct KubeTimeouts {
+    pub connect: Duration,
+    pub request: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct KubeClient {
+    http: reqwest::Client,
+    base: url::Url,
+    tokens: Arc<dyn TokenSource>,
+}
+
+impl KubeClient {
+    /// Builds the client once per warm container: connections are pooled and reused.
+    pub fn new(
+        access: &ClusterAccess,
+        tokens: Arc<dyn TokenSource>,
+        timeouts: KubeTimeouts,
+    ) -> Result<Self, KubeError> {
+        let certificates = reqwest::Certificate::from_pem_bundle(&access.ca_pem)
+            .map_err(|e| KubeError::Setup(format!("cluster CA is not a PEM bundle: {e}")))?;
+        if certificates.is_empty() {
+            return Err(KubeError::Setup(
+                "cluster CA bundle holds no certificate".into(),
+            ));
+        }
+        let base = url::Url::parse(&access.endpoint)
+            .map_err(|e| KubeError::Setup(format!("endpoint `{}`: {e}", access.endpoint)))?;
+        if base.scheme() != "https" {
+            return Err(KubeError::Setup(format!(
+                "endpoint `{}` must be https",
+                access.endpoint
+            )));
+        }
+        let http = reqwest::Client::builder()
+            .tls_certs_only(certificates)
+            .https_only(true)
+            .connect_timeout(timeouts.connect)
+            .timeout(timeouts.request)
+            .pool_idle_timeout(Duration::from_secs(90))
+            .user_agent(concat!("argocd-ecr-updater/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| KubeError::Setup(e.to_string()))?;
+        Ok(Self { http, base, tokens })
+    }
+
+    fn url(&self, path: &str) -> Result<url::Url, KubeError> {
+        self.base
+            .join(path)
+            .map_err(|e| KubeError::Setup(format!("bad path {path}: {e}")))
+    }
+
+    /// Sends a request with a bearer token; after a 401 it renews the token once.
+    async fn send(
+        &self,
+        method: Method,
+        url: url::Url,
+        accept: &str,
+        body: Option<(&'static str, Vec<u8>)>,
+        namespace: &str,
+    ) -> Result<Vec<u8>, KubeError> {
+        for attempt in 0..2 {
+            let token = self.tokens.token().await?;
+            let mut request = self
+                .http
+                .request(method.clone(), url.clone())
+                .bearer_auth(token)
+                .header(header::ACCEPT, accept);
+            if let Some((content_type, bytes)) = &body {
+                request = request
+                    .header(header::CONTENT_TYPE, *content_type)
+                    .body(bytes.clone());
+            }
+            let response = request.send().await.map_err(transport_error)?;
+            let status = response.status();
+            let retry_after = response
+                .headers()
+                .get(header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(Duration::from_secs);
+            let bytes = response.bytes().await.map_err(transport_error)?;
+            if status.is_success() {
+                return Ok(bytes.to_vec());
+            }
+            if status == StatusCode::UNAUTHORIZED && attempt == 0 {
+                self.tokens.invalidate().await;
+                continue;
+            }
+            return Err(status_error(
+                status,
+                retry_after,
+                &bytes,
+                namespace,
+                &method,
+            ));
+        }
+        Err(KubeError::Unauthorized {
+            message: "rejected twice".into(),
+        })
+    }
+
+    /// Lists Applications metadata-only, page by page, keeping those `keep` accepts.
+    pub async fn list_application_metadata(
+        &self,
+        scope: &NamespaceScope,
+        label_selector: Option<&str>,
+        page_size: u32,
+        mut keep: impl FnMut(&AppMeta) -> bool,
+    ) -> Result<(Vec<AppMeta>, ListStats), KubeError> {
+        let paths: Vec<(String, String)> = match scope {
+            NamespaceScope::All => {
+                vec![(format!("/apis/{GROUP_VERSION}/applications"), String::new())]
+            }
+            NamespaceScope::Only(namespaces) => namespaces
+                .iter()
+                .map(|ns| {
+                    (
+                        format!("/apis/{GROUP_VERSION}/namespaces/{ns}/applications"),
+                        ns.clone(),
+                    )
+                })
+                .collect(),
+        };
+        let mut kept = Vec::new();
+        let mut stats = ListStats::default();
+        for (path, namespace) in paths {
+            let mut continue_token: Option<String> = None;
+            loop {
+                let mut url = self.url(&path)?;
+                {
+                    let mut q = url.query_pairs_mut();
+                    q.append_pair("limit", &page_size.to_string());
+                    if let Some(selector) = label_selector {
+                        q.append_pair("labelSelector", selector);
+                    }
+                    if let Some(token) = &continue_token {
+                        q.append_pair("continue", token);
+                    }
+                }
+                let bytes = self
+                    .send(Method::GET, url, METADATA_ONLY, None, &namespace)
+                    .await?;
+                let page: MetadataList = serde_json::from_slice(&bytes)
+                    .map_err(|e| KubeError::BadResponse(format!("metadata list: {e}")))?;
+                stats.pages += 1;
+                stats.seen += page.items.len();
+                kept.extend(
+                    page.items
+                        .into_iter()
+                        .map(|i| i.metadata)
+                        .filter(|m| keep(m)),
+                );
+                continue_token = page.metadata.continue_token.filter(|c| !c.is_empty());
+                if continue_token.is_none() {
+                    break;
+                }
+            }
+        }
+        Ok((kept, stats))
+    }
+
+    pub async fn get_application(&self, namespace: &str, name: &str) -> Result<Value, KubeError> {
+        let url = self.url(&app_path(namespace, name))?;
+        let bytes = self
+            .send(Method::GET, url, "application/json", None, namespace)
+            .await?;
+        serde_json::from_slice(&bytes)
+            .map_err(|e| KubeError::BadResponse(format!("application: {e}")))
+    }
+
+    pub async fn patch_application(
+        &self,
+        namespace: &str,
+        name: &str,
+        patch: &Patch,
+    ) -> Result<Value, KubeError> {
+        let url = self.url(&app_path(namespace, name))?;
+        let body = serde_json::to_vec(patch.body()).map_err(|e| KubeError::Setup(e.to_string()))?;
+        let bytes = self
+            .send(
+                Method::PATCH,
+                url,
+                "application/json",
+                Some((patch.content_type(), body)),
+                namespace,
+            )
+            .await?;
+        serde_json::from_slice(&bytes)
+            .map_err(|e| KubeError::BadResponse(format!("patched application: {e}")))
+    }
+}
+
+fn app_path(namespace: &str, name: &str) -> String {
+    format!("/apis/{GROUP_VERSION}/namespaces/{namespace}/applications/{name}")
+}
+
+#[derive(Deserialize, Default)]
+struct Status {
+    #[serde(default)]
+    message: String,
+}
+
+fn status_error(
+    status: StatusCode,
+    retry_after: Option<Duration>,
+    body: &[u8],
+    namespace: &str,
+    method: &Method,
+) -> KubeError {
+    let parsed: Status = serde_json::from_slice(body).unwrap_or_default();
+    let message = if parsed.message.is_empty() {
+        String::from_utf8_lossy(&body[..body.len().min(512)]).into_owned()
+    } else {
+        parsed.message
+    };
+    let code = status.as_u16();
+    match code {
+        401 => KubeError::Unauthorized { message },
+        403 => forbidden(message, namespace, method),
+        404 => KubeError::NotFound { message },
+        409 => KubeError::Conflict { message },
+        410 => KubeError::Expired { message },
+        422 => KubeError::Invalid { message },
+        429 => KubeError::TooManyRequests {
+            retry_after,
+            message,
+        },
+        504 => KubeError::Timeout(message),
+        500..=599 => KubeError::Server {
+            code,
+            retry_after,
+            message,
+        },
+        _ => KubeError::BadRequest { code, message },
+    }
+}
+
+/// The API server says `User "X" cannot patch resource "applications" in API group
+/// "argoproj.io" in the namespace "argocd"`; we turn that into what to do.
+fn forbidden(message: String, namespace: &str, method: &Method) -> KubeError {
+    let user = message
+        .split_once("User \"")
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .map(|(user, _)| user.to_string());
+    let verb = message
+        .split_once("\" cannot ")
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .map(str::to_string)
+        .unwrap_or_else(|| match *method {
+            Method::PATCH => "patch".into(),
+            _ => "get".into(),
+        });
+    let namespace = message
+        .split_once("in the namespace \"")
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .map_or_else(|| namespace.to_string(), |(ns, _)| ns.to_string());
+    match user {
+        Some(user) => KubeError::Forbidden {
+            user,
+            verb,
+            namespace,
+        },
+        None => KubeError::ForbiddenOther { message },
+    }
+}
+
+fn transport_error(error: reqwest::Error) -> KubeError {
+    if error.is_timeout() {
+        return KubeError::Timeout(error.to_string());
+    }
+    let chain = error_chain(&error);
+    if is_tls_failure(&error) {
+        return KubeError::Tls(chain);
+    }
+    if error.is_connect() || error.is_request() || error.is_body() {
+        return KubeError::Connect(chain);
+    }
+    KubeError::BadResponse(chain)
+}
+
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        source = e.source();
+    }
+    text
+}
+
+fn is_tls_failure(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut current = Some(error);
+    while let Some(e) = current {
+        if e.downcast_ref::<rustls::Error>().is_some() {
+            return true;
+        }
+        // io::Error::source skips the error it wraps, so look inside it by hand.
+        if let Some(inner) = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            && (inner.downcast_ref::<rustls::Error>().is_some() || is_tls_failure(inner))
+        {
+            return true;
+        }
+        current = e.source();
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error_for(code: u16, body: &str) -> KubeError {
+        status_error(
+            StatusCode::from_u16(code).unwrap(),
+            Some(Duration::from_secs(3)),
+            body.as_bytes(),
+            "argocd",
+            &Method::PATCH,
+        )
+    }
+
+    #[test]
+    fn status_bodies_become_typed_errors_with_retry_classes() {
+        let table: &[(u16, bool, &str)] = &[
+            (401, true, "EKS access entry"),
+            (404, false, "not found"),
+            (409, true, "conflict"),
+            (410, true, "expired"),
+            (422, false, "invalid"),
+            (429, true, "throttling"),
+            (500, true, "failed (500)"),
+            (503, true, "failed (503)"),
+            (504, true, "did not answer in time"),
+            (400, false, "bad request"),
+        ];
+        for (code, retryable, text) in table {
+            let body = format!(
+                r#"{{"kind":"Status","apiVersion":"v1","status":"Failure","message":"m{code}","code":{code}}}"#
+            );
+            let error = error_for(*code, &body);
+            assert_eq!(error.is_retryable(), *retryable, "{code}");
+            let shown = error.to_string();
+            assert!(shown.contains(text), "{code}: {shown}");
+            assert!(shown.contains(&format!("m{code}")), "{code}: {shown}");
+        }
+        assert_eq!(
+            error_for(429, "{}").retry_after(),
+            Some(Duration::from_secs(3))
+        );
+    }
+
+    #[test]
+    fn a_403_names_the_identity_the_verb_the_namespace_and_the_fix() {
+        let body = r#"{"kind":"Status","message":"applications.argoproj.io \"web\" is forbidden: User \"arn:aws:sts::123456789012:assumed-role/updater/fn\" cannot patch resource \"applications\" in API group \"argoproj.io\" in the namespace \"argocd\"","reason":"Forbidden","code":403}"#;
+        let error = error_for(403, body);
+        assert!(error.is_retryable());
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "the function's role is authenticated as \"arn:aws:sts::123456789012:assumed-role/updater/fn\" but may not patch applications in namespace \"argocd\": {RBAC_HINT}"
+            )
+        );
+        let other = error_for(403, "not json at all");
+        assert!(other.to_string().contains("not json at all"));
+        assert!(other.to_string().contains("deploy/rbac.yaml"));
+    }
+
+    #[test]
+    fn metadata_items_keep_only_image_updater_annotations() {
+        let json = r#"{"kind":"PartialObjectMetadataList","metadata":{"continue":"abc"},"items":[
+            {"metadata":{"name":"a","namespace":"argocd","resourceVersion":"7",
+              "annotations":{"argocd-image-updater.argoproj.io/image-list":"x/y","kubectl.kubernetes.io/last-applied-configuration":"{\"huge\":1}"},
+              "ownerReferences":[{"apiVersion":"argoproj.io/v1alpha1","kind":"ApplicationSet","name":"set","uid":"u"}]}},
+            {"metadata":{"name":"b","annotations":null}}]}"#;
+        let list: MetadataList = serde_json::from_str(json).unwrap();
+        assert_eq!(list.metadata.continue_token.as_deref(), Some("abc"));
+        let a = &list.items[0].metadata;
+        assert_eq!(a.annotations.len(), 1);
+        assert_eq!(a.owner_references[0].kind, "ApplicationSet");
+        assert!(list.items[1].metadata.annotations.is_empty());
+    }
+}
