@@ -1,1 +1,221 @@
+//! Local stand-ins for ECR, EKS, the EKS Kubernetes API server and the Lambda Runtime API.
+//!
+//! Test-only: the Lambda binary never links this crate. Everything listens on loopback, so
+//! the function's real production path runs unchanged: DescribeCluster hands out the
+//! stand-in API server's `https://127.0.0.1:PORT` and a CA made for this run, the token is
+//! checked as EKS checks it, and writes are validated against the Argo CD CRD.
 
+pub mod aws;
+pub mod faults;
+pub mod kube;
+pub mod runtime;
+pub mod seed;
+pub mod tls;
+pub mod token;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+pub use aws::{AwsState, Image};
+pub use faults::{FaultAction, LoggedRequest, Route, Service, Shared};
+pub use kube::KubeState;
+pub use runtime::{Outcome, RuntimeApi};
+pub use token::{Grant, Identity};
+
+/// The identity the function runs as in tests: what its Lambda role would sign with.
+pub const FUNCTION_ACCESS_KEY: &str = "ASIASTANDINFUNCTION1";
+pub const FUNCTION_SECRET_KEY: &str = "standin/secret+key/for/the/function/role==";
+pub const FUNCTION_SESSION_TOKEN: &str = "IQoJb3JpZ2luX2Vj//standin/session+token==";
+pub const FUNCTION_ROLE_ARN: &str =
+    "arn:aws:sts::768157413559:assumed-role/argocd-ecr-updater-role/argocd-ecr-updater";
+
+/// How to set the stand-ins up.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub account: String,
+    pub region: String,
+    pub cluster_name: String,
+    pub identities: Vec<Identity>,
+}
+
+impl Default for Options {
+    /// The seed's account and region; the function may get, list and patch in `argocd`.
+    fn default() -> Self {
+        Self {
+            account: "768157413559".into(),
+            region: "ap-northeast-2".into(),
+            cluster_name: "barun-dev".into(),
+            identities: vec![function_identity(vec![Grant::new(
+                &["get", "list", "patch"],
+                "argocd",
+            )])],
+        }
+    }
+}
+
+/// The function's identity with the given RBAC grants.
+pub fn function_identity(grants: Vec<Grant>) -> Identity {
+    Identity {
+        access_key_id: FUNCTION_ACCESS_KEY.into(),
+        secret_access_key: FUNCTION_SECRET_KEY.into(),
+        session_token: Some(FUNCTION_SESSION_TOKEN.into()),
+        arn: FUNCTION_ROLE_ARN.into(),
+        grants,
+    }
+}
+
+/// The running stand-ins. Dropping this stops them.
+pub struct StandIns {
+    pub options: Options,
+    pub shared: Arc<Shared>,
+    pub kube: Arc<KubeState>,
+    pub aws: Arc<AwsState>,
+    pub runtime: Arc<RuntimeApi>,
+    pub kube_addr: SocketAddr,
+    pub aws_addr: SocketAddr,
+    pub runtime_addr: SocketAddr,
+    pub ca_pem: String,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for StandIns {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("could not listen on loopback: {0}")]
+    Listen(#[from] std::io::Error),
+    #[error("could not make the cluster CA: {0}")]
+    Tls(#[from] rcgen::Error),
+    #[error("{0}")]
+    Setup(String),
+}
+
+impl StandIns {
+    /// Starts every stand-in on an ephemeral loopback port.
+    pub async fn start(options: Options) -> Result<Self, StartError> {
+        let shared = Arc::new(Shared::default());
+        let tls = tls::cluster_tls(&["127.0.0.1", "localhost"])?;
+        let kube = Arc::new(
+            KubeState::new(
+                &options.cluster_name,
+                options.identities.clone(),
+                shared.clone(),
+            )
+            .map_err(StartError::Setup)?,
+        );
+        let aws = Arc::new(AwsState::new(
+            &options.account,
+            &options.region,
+            &options.cluster_name,
+            tls.ca_pem.clone(),
+        ));
+        let runtime = Arc::new(RuntimeApi::default());
+
+        let kube_listener = TcpListener::bind("127.0.0.1:0").await?;
+        let kube_addr = kube_listener.local_addr()?;
+        *faults::lock(&aws.kube_endpoint) = format!("https://127.0.0.1:{}", kube_addr.port());
+        let kube_app = kube::router(kube.clone()).layer(axum::middleware::from_fn_with_state(
+            (shared.clone(), Service::Kube),
+            faults::intercept,
+        ));
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls.server_config));
+        let kube_task = tokio::spawn(async move {
+            loop {
+                let Ok((tcp, _)) = kube_listener.accept().await else {
+                    continue;
+                };
+                let acceptor = acceptor.clone();
+                let app = kube_app.clone();
+                tokio::spawn(async move {
+                    // A client that refuses our certificate ends here, as with a real server.
+                    let Ok(stream) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let service = TowerToHyperService::new(app);
+                    let _ = auto::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+
+        let aws_listener = TcpListener::bind("127.0.0.1:0").await?;
+        let aws_addr = aws_listener.local_addr()?;
+        let aws_app = aws::router(aws.clone()).layer(axum::middleware::from_fn_with_state(
+            (shared.clone(), Service::Ecr),
+            faults::intercept,
+        ));
+        let aws_task = tokio::spawn(async move {
+            let _ = axum::serve(aws_listener, aws_app).await;
+        });
+
+        let runtime_listener = TcpListener::bind("127.0.0.1:0").await?;
+        let runtime_addr = runtime_listener.local_addr()?;
+        let runtime_app = runtime::router(runtime.clone());
+        let runtime_task = tokio::spawn(async move {
+            let _ = axum::serve(runtime_listener, runtime_app).await;
+        });
+
+        Ok(Self {
+            options,
+            shared,
+            kube,
+            aws,
+            runtime,
+            kube_addr,
+            aws_addr,
+            runtime_addr,
+            ca_pem: tls.ca_pem,
+            tasks: vec![kube_task, aws_task, runtime_task],
+        })
+    }
+
+    /// Starts with the shipped seed: the `invitation` Application and its date-tagged images.
+    pub async fn start_seeded() -> Result<Self, StartError> {
+        let standins = Self::start(Options::default()).await?;
+        seed::load_builtin(&standins).map_err(StartError::Setup)?;
+        Ok(standins)
+    }
+
+    pub fn kube_endpoint(&self) -> String {
+        format!("https://127.0.0.1:{}", self.kube_addr.port())
+    }
+
+    pub fn aws_endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.aws_addr.port())
+    }
+
+    /// The environment that points the function (or `cargo lambda watch`) at the stand-ins:
+    /// the SDK's service-specific endpoint variables and the function identity's keys.
+    pub fn function_env(&self) -> Vec<(String, String)> {
+        [
+            ("AWS_ENDPOINT_URL_ECR", self.aws_endpoint()),
+            ("AWS_ENDPOINT_URL_EKS", self.aws_endpoint()),
+            ("AWS_REGION", self.options.region.clone()),
+            ("AWS_ACCESS_KEY_ID", FUNCTION_ACCESS_KEY.into()),
+            ("AWS_SECRET_ACCESS_KEY", FUNCTION_SECRET_KEY.into()),
+            ("AWS_SESSION_TOKEN", FUNCTION_SESSION_TOKEN.into()),
+            ("CLUSTER_NAME", self.options.cluster_name.clone()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+    }
+
+    /// The Runtime API address, as `AWS_LAMBDA_RUNTIME_API` wants it.
+    pub fn runtime_api(&self) -> String {
+        format!("127.0.0.1:{}", self.runtime_addr.port())
+    }
+}

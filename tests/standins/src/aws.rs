@@ -1,0 +1,370 @@
+//! ECR and EKS, speaking the wire protocols the AWS SDK sends once pointed at an endpoint
+//! URL: JSON 1.1 with `X-Amz-Target` for ECR, REST-JSON for EKS.
+
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+
+use crate::faults::lock;
+
+/// One image in a repository. Several tags on one digest are several `Image`s.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Image {
+    pub repository: String,
+    /// `None` for an untagged manifest (a platform image of a multi-arch push).
+    #[serde(default)]
+    pub tag: Option<String>,
+    pub digest: String,
+    #[serde(with = "time::serde::rfc3339")]
+    pub pushed_at: OffsetDateTime,
+    #[serde(default = "default_media_type")]
+    pub media_type: String,
+    /// For an image index: the platforms it holds, as `os/arch[/variant]`.
+    #[serde(default)]
+    pub platforms: Vec<String>,
+    #[serde(default)]
+    pub size: i64,
+}
+
+fn default_media_type() -> String {
+    "application/vnd.oci.image.manifest.v1+json".into()
+}
+
+pub const INDEX_MEDIA_TYPE: &str = "application/vnd.oci.image.index.v1+json";
+
+pub struct AwsState {
+    pub account: String,
+    pub region: String,
+    pub cluster_name: String,
+    /// Filled in once the Kubernetes stand-in is listening.
+    pub kube_endpoint: Mutex<String>,
+    pub ca_pem: String,
+    images: Mutex<Vec<Image>>,
+    repositories: Mutex<Vec<String>>,
+}
+
+impl AwsState {
+    pub fn new(account: &str, region: &str, cluster_name: &str, ca_pem: String) -> Self {
+        Self {
+            account: account.into(),
+            region: region.into(),
+            cluster_name: cluster_name.into(),
+            kube_endpoint: Mutex::new(String::new()),
+            ca_pem,
+            images: Mutex::new(Vec::new()),
+            repositories: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Adds (or re-tags) an image. A tag moves: ECR keeps one digest per tag.
+    pub fn push(&self, image: Image) {
+        let mut repos = lock(&self.repositories);
+        if !repos.contains(&image.repository) {
+            repos.push(image.repository.clone());
+        }
+        let mut images = lock(&self.images);
+        if image.tag.is_some() {
+            images.retain(|i| !(i.repository == image.repository && i.tag == image.tag));
+        }
+        images.push(image);
+    }
+
+    pub fn create_repository(&self, name: &str) {
+        let mut repos = lock(&self.repositories);
+        if !repos.iter().any(|r| r == name) {
+            repos.push(name.to_string());
+        }
+    }
+
+    pub fn images(&self) -> Vec<Image> {
+        lock(&self.images).clone()
+    }
+}
+
+pub fn router(state: Arc<AwsState>) -> Router {
+    Router::new()
+        .route("/", post(ecr))
+        .route("/clusters/{name}", get(describe_cluster))
+        .with_state(state)
+}
+
+fn aws_error(status: StatusCode, kind: &str, message: &str) -> Response {
+    let mut response = (
+        status,
+        axum::Json(json!({"__type": kind, "message": message})),
+    )
+        .into_response();
+    if let Ok(v) = kind.parse() {
+        response.headers_mut().insert("x-amzn-errortype", v);
+    }
+    response
+}
+
+async fn describe_cluster(
+    State(state): State<Arc<AwsState>>,
+    Path(name): Path<String>,
+) -> Response {
+    if name != state.cluster_name {
+        return aws_error(
+            StatusCode::NOT_FOUND,
+            "ResourceNotFoundException",
+            &format!("No cluster found for name: {name}."),
+        );
+    }
+    let endpoint = lock(&state.kube_endpoint).clone();
+    axum::Json(json!({"cluster": {
+        "name": name,
+        "arn": format!("arn:aws:eks:{}:{}:cluster/{name}", state.region, state.account),
+        "endpoint": endpoint,
+        "status": "ACTIVE",
+        "version": "1.33",
+        "certificateAuthority": {"data": STANDARD.encode(&state.ca_pem)},
+    }}))
+    .into_response()
+}
+
+async fn ecr(State(state): State<Arc<AwsState>>, headers: HeaderMap, body: Bytes) -> Response {
+    let target = headers
+        .get("x-amz-target")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let Ok(request) = serde_json::from_slice::<Value>(&body) else {
+        return aws_error(
+            StatusCode::BAD_REQUEST,
+            "SerializationException",
+            "body is not JSON",
+        );
+    };
+    match target.rsplit('.').next().unwrap_or_default() {
+        "DescribeImages" => describe_images(&state, &request),
+        "BatchGetImage" => batch_get_image(&state, &request),
+        other => aws_error(
+            StatusCode::BAD_REQUEST,
+            "UnknownOperationException",
+            &format!("operation {other} is not supported by the stand-in"),
+        ),
+    }
+}
+
+fn repository_checked(state: &AwsState, request: &Value) -> Result<String, Response> {
+    let repository = request["repositoryName"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    if let Some(registry) = request["registryId"].as_str()
+        && registry != state.account
+    {
+        return Err(aws_error(
+            StatusCode::BAD_REQUEST,
+            "RepositoryNotFoundException",
+            &format!(
+                "The repository with name '{repository}' does not exist in the registry with id '{registry}'"
+            ),
+        ));
+    }
+    if !lock(&state.repositories).contains(&repository) {
+        return Err(aws_error(
+            StatusCode::BAD_REQUEST,
+            "RepositoryNotFoundException",
+            &format!(
+                "The repository with name '{repository}' does not exist in the registry with id '{}'",
+                state.account
+            ),
+        ));
+    }
+    Ok(repository)
+}
+
+fn image_id_text(id: &Value) -> String {
+    format!(
+        "{{imageDigest:'{}', imageTag:'{}'}}",
+        id["imageDigest"].as_str().unwrap_or("null"),
+        id["imageTag"].as_str().unwrap_or("null")
+    )
+}
+
+fn describe_images(state: &AwsState, request: &Value) -> Response {
+    let repository = match repository_checked(state, request) {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    let images: Vec<Image> = lock(&state.images)
+        .iter()
+        .filter(|i| i.repository == repository)
+        .cloned()
+        .collect();
+    // ECR describes digests: all the tags of one digest in one imageDetails entry.
+    let mut digests: Vec<(String, Vec<&Image>)> = Vec::new();
+    for image in &images {
+        match digests.iter_mut().find(|(d, _)| *d == image.digest) {
+            Some((_, group)) => group.push(image),
+            None => digests.push((image.digest.clone(), vec![image])),
+        }
+    }
+    let detail = |group: &[&Image]| {
+        let first = group[0];
+        let tags: Vec<&str> = group.iter().filter_map(|i| i.tag.as_deref()).collect();
+        let pushed = group
+            .iter()
+            .map(|i| i.pushed_at)
+            .max()
+            .unwrap_or(first.pushed_at);
+        let mut d = json!({
+            "registryId": state.account,
+            "repositoryName": repository,
+            "imageDigest": first.digest,
+            "imageSizeInBytes": first.size,
+            "imagePushedAt": pushed.unix_timestamp() as f64 + f64::from(pushed.millisecond()) / 1000.0,
+            "imageManifestMediaType": first.media_type,
+        });
+        if !tags.is_empty() {
+            d["imageTags"] = json!(tags);
+        }
+        d
+    };
+
+    if let Some(ids) = request["imageIds"].as_array() {
+        if request.get("maxResults").is_some() || request.get("nextToken").is_some() {
+            return aws_error(
+                StatusCode::BAD_REQUEST,
+                "InvalidParameterException",
+                "maxResults and nextToken cannot be used with imageIds",
+            );
+        }
+        let mut details = Vec::new();
+        for id in ids {
+            let found = digests.iter().find(|(digest, group)| {
+                id["imageDigest"].as_str().is_none_or(|d| d == digest)
+                    && id["imageTag"]
+                        .as_str()
+                        .is_none_or(|t| group.iter().any(|i| i.tag.as_deref() == Some(t)))
+            });
+            match found {
+                Some((_, group)) => details.push(detail(group)),
+                None => {
+                    return aws_error(
+                        StatusCode::BAD_REQUEST,
+                        "ImageNotFoundException",
+                        &format!(
+                            "The image with imageId {} does not exist within the repository with name '{repository}' in the registry with id '{}'",
+                            image_id_text(id),
+                            state.account
+                        ),
+                    );
+                }
+            }
+        }
+        return axum::Json(json!({"imageDetails": details})).into_response();
+    }
+
+    let tag_status = request["filter"]["tagStatus"].as_str().unwrap_or("ANY");
+    let filtered: Vec<Value> = digests
+        .iter()
+        .filter(|(_, group)| {
+            let tagged = group.iter().any(|i| i.tag.is_some());
+            match tag_status {
+                "TAGGED" => tagged,
+                "UNTAGGED" => !tagged,
+                _ => true,
+            }
+        })
+        .map(|(_, group)| detail(group))
+        .collect();
+    let max = request["maxResults"].as_u64().unwrap_or(100).clamp(1, 1000) as usize;
+    let start = match request["nextToken"].as_str() {
+        None => 0,
+        Some(token) => match token.parse::<usize>() {
+            Ok(n) if n <= filtered.len() => n,
+            _ => {
+                return aws_error(
+                    StatusCode::BAD_REQUEST,
+                    "InvalidParameterException",
+                    "Invalid parameter at 'nextToken'",
+                );
+            }
+        },
+    };
+    let end = (start + max).min(filtered.len());
+    let mut body = json!({"imageDetails": filtered[start..end]});
+    if end < filtered.len() {
+        body["nextToken"] = json!(end.to_string());
+    }
+    axum::Json(body).into_response()
+}
+
+fn manifest_for(image: &Image) -> String {
+    if image.media_type == INDEX_MEDIA_TYPE {
+        let manifests: Vec<Value> = image
+            .platforms
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let mut parts = p.split('/');
+                let mut platform = json!({"os": parts.next().unwrap_or_default(), "architecture": parts.next().unwrap_or_default()});
+                if let Some(variant) = parts.next() {
+                    platform["variant"] = json!(variant);
+                }
+                json!({"mediaType": default_media_type(), "digest": format!("sha256:{i:064x}"), "size": 1000, "platform": platform})
+            })
+            .collect();
+        json!({"schemaVersion": 2, "mediaType": INDEX_MEDIA_TYPE, "manifests": manifests})
+            .to_string()
+    } else {
+        json!({"schemaVersion": 2, "mediaType": image.media_type,
+               "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": "sha256:".to_string() + &"0".repeat(64), "size": 100},
+               "layers": []})
+        .to_string()
+    }
+}
+
+fn batch_get_image(state: &AwsState, request: &Value) -> Response {
+    let repository = match repository_checked(state, request) {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    let images = lock(&state.images);
+    let mut found = Vec::new();
+    let mut failures = Vec::new();
+    for id in request["imageIds"].as_array().cloned().unwrap_or_default() {
+        let tag = id["imageTag"].as_str();
+        let digest = id["imageDigest"].as_str();
+        let by_tag = tag.and_then(|t| {
+            images
+                .iter()
+                .find(|i| i.repository == repository && i.tag.as_deref() == Some(t))
+        });
+        let image = match (by_tag, digest) {
+            (Some(i), Some(d)) if i.digest != d => {
+                failures.push(json!({"imageId": id, "failureCode": "ImageTagDoesNotMatchDigest", "failureReason": "Tag does not match digest"}));
+                continue;
+            }
+            (Some(i), _) => Some(i),
+            (None, Some(d)) if tag.is_none() => images
+                .iter()
+                .find(|i| i.repository == repository && i.digest == d),
+            _ => None,
+        };
+        match image {
+            Some(i) => found.push(json!({
+                "registryId": state.account,
+                "repositoryName": repository,
+                "imageId": {"imageDigest": i.digest, "imageTag": i.tag},
+                "imageManifest": manifest_for(i),
+                "imageManifestMediaType": i.media_type,
+            })),
+            None => failures.push(json!({"imageId": id, "failureCode": "ImageNotFound", "failureReason": "Requested image not found"})),
+        }
+    }
+    axum::Json(json!({"images": found, "failures": failures})).into_response()
+}

@@ -1,0 +1,341 @@
+//! Scriptable faults and the request log, shared by every stand-in.
+//!
+//! A test says "the next N requests to this route answer 503" (or are delayed, or lose their
+//! connection), then asserts on the log: which calls the function made, in what order, with
+//! what bodies. That is how a test proves what a decision cost.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+/// Which stand-in a request went to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Service {
+    Kube,
+    Ecr,
+    Eks,
+    Runtime,
+}
+
+/// One request, as the stand-in saw it.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoggedRequest {
+    pub service: Service,
+    pub method: String,
+    pub path: String,
+    pub query: String,
+    /// For ECR, the operation from `X-Amz-Target` (`DescribeImages`).
+    pub operation: String,
+    pub content_type: String,
+    pub accept: String,
+    pub body: String,
+    pub status: u16,
+}
+
+/// What a matching request gets instead of (or before) its normal answer.
+#[derive(Debug, Clone)]
+pub enum FaultAction {
+    /// Answer this status at once, with a Kubernetes `Status` or AWS error body.
+    Status { code: u16, retry_after: Option<u64> },
+    /// Wait, then answer normally.
+    Delay(Duration),
+    /// Send headers, then break the connection mid-body.
+    Drop,
+}
+
+/// Which requests a fault applies to. Empty fields match anything.
+#[derive(Debug, Clone, Default)]
+pub struct Route {
+    pub service: Option<Service>,
+    pub method: Option<String>,
+    pub path_contains: Option<String>,
+    pub operation: Option<String>,
+}
+
+impl Route {
+    pub fn kube(method: &str, path_contains: &str) -> Self {
+        Self {
+            service: Some(Service::Kube),
+            method: Some(method.to_string()),
+            path_contains: Some(path_contains.to_string()),
+            operation: None,
+        }
+    }
+
+    pub fn ecr(operation: &str) -> Self {
+        Self {
+            service: Some(Service::Ecr),
+            operation: Some(operation.to_string()),
+            ..Self::default()
+        }
+    }
+
+    pub fn eks() -> Self {
+        Self {
+            service: Some(Service::Eks),
+            ..Self::default()
+        }
+    }
+
+    fn matches(&self, service: Service, method: &str, path: &str, operation: &str) -> bool {
+        self.service.is_none_or(|s| s == service)
+            && self
+                .method
+                .as_deref()
+                .is_none_or(|m| m.eq_ignore_ascii_case(method))
+            && self
+                .path_contains
+                .as_deref()
+                .is_none_or(|p| path.contains(p))
+            && self.operation.as_deref().is_none_or(|o| o == operation)
+    }
+}
+
+#[derive(Debug)]
+struct FaultRule {
+    route: Route,
+    remaining: u32,
+    action: FaultAction,
+}
+
+/// State every stand-in shares: faults, the log, and the knobs on authentication.
+#[derive(Debug, Default)]
+pub struct Shared {
+    log: Mutex<Vec<LoggedRequest>>,
+    faults: Mutex<Vec<FaultRule>>,
+    clock_skew_secs: AtomicI64,
+    reject_tokens: AtomicU32,
+}
+
+impl Shared {
+    /// The next `count` requests matching `route` get `action`.
+    pub fn inject(&self, route: Route, count: u32, action: FaultAction) {
+        lock(&self.faults).push(FaultRule {
+            route,
+            remaining: count,
+            action,
+        });
+    }
+
+    pub fn clear_faults(&self) {
+        lock(&self.faults).clear();
+    }
+
+    /// The next `count` bearer tokens are refused with 401, however valid.
+    pub fn reject_next_tokens(&self, count: u32) {
+        self.reject_tokens.store(count, Ordering::SeqCst);
+    }
+
+    pub(crate) fn take_token_rejection(&self) -> bool {
+        self.reject_tokens
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    }
+
+    /// Moves the stand-in's clock: token expiry is judged against `now + skew`.
+    pub fn skew_clock(&self, seconds: i64) {
+        self.clock_skew_secs.store(seconds, Ordering::SeqCst);
+    }
+
+    pub fn now(&self) -> std::time::SystemTime {
+        let skew = self.clock_skew_secs.load(Ordering::SeqCst);
+        let now = std::time::SystemTime::now();
+        if skew >= 0 {
+            now + Duration::from_secs(skew.unsigned_abs())
+        } else {
+            now - Duration::from_secs(skew.unsigned_abs())
+        }
+    }
+
+    pub fn requests(&self) -> Vec<LoggedRequest> {
+        lock(&self.log).clone()
+    }
+
+    pub fn clear_log(&self) {
+        lock(&self.log).clear();
+    }
+
+    /// How many logged requests satisfy `predicate`.
+    pub fn count(&self, predicate: impl Fn(&LoggedRequest) -> bool) -> usize {
+        lock(&self.log).iter().filter(|r| predicate(r)).count()
+    }
+
+    fn take_fault(
+        &self,
+        service: Service,
+        method: &str,
+        path: &str,
+        operation: &str,
+    ) -> Option<FaultAction> {
+        let mut faults = lock(&self.faults);
+        let rule = faults
+            .iter_mut()
+            .find(|f| f.remaining > 0 && f.route.matches(service, method, path, operation))?;
+        rule.remaining -= 1;
+        Some(rule.action.clone())
+    }
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A test that panicked while holding the lock must not hide the next test's failure.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Bodies above this are refused: the stand-in must not be the thing that runs out of memory.
+pub const MAX_BODY: usize = 16 * 1024 * 1024;
+
+/// Middleware: log the request, then apply a matching fault or pass it on.
+pub async fn intercept(
+    State((shared, service)): State<(std::sync::Arc<Shared>, Service)>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let (parts, body) = request.into_parts();
+    // ECR and EKS share one listener, as they would share the SDK's endpoint override.
+    let service = if service == Service::Ecr && parts.uri.path().starts_with("/clusters/") {
+        Service::Eks
+    } else {
+        service
+    };
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY).await else {
+        return (StatusCode::PAYLOAD_TOO_LARGE, "body too large").into_response();
+    };
+    let header = |name: &str| {
+        parts
+            .headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string()
+    };
+    let operation = header("x-amz-target")
+        .rsplit('.')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let method = parts.method.to_string();
+    let path = parts.uri.path().to_string();
+    let mut entry = LoggedRequest {
+        service,
+        method: method.clone(),
+        path: path.clone(),
+        query: parts.uri.query().unwrap_or_default().to_string(),
+        operation: operation.clone(),
+        content_type: header("content-type"),
+        accept: header("accept"),
+        body: String::from_utf8_lossy(&bytes).into_owned(),
+        status: 0,
+    };
+    let fault = shared.take_fault(service, &method, &path, &operation);
+    let response = match fault {
+        Some(FaultAction::Status { code, retry_after }) => {
+            fault_response(service, code, retry_after)
+        }
+        Some(FaultAction::Drop) => {
+            let broken = futures_error_body();
+            Response::builder()
+                .status(StatusCode::OK)
+                .header("content-type", "application/json")
+                .body(broken)
+                .unwrap_or_default()
+        }
+        Some(FaultAction::Delay(duration)) => {
+            tokio::time::sleep(duration).await;
+            next.run(Request::from_parts(parts, Body::from(bytes)))
+                .await
+        }
+        None => {
+            next.run(Request::from_parts(parts, Body::from(bytes)))
+                .await
+        }
+    };
+    entry.status = response.status().as_u16();
+    lock(&shared.log).push(entry);
+    response
+}
+
+fn futures_error_body() -> Body {
+    let chunks: Vec<Result<Bytes, std::io::Error>> = vec![
+        Ok(Bytes::from_static(b"{\"kind\":")),
+        Err(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "fault: connection dropped",
+        )),
+    ];
+    Body::from_stream(tokio_stream_iter(chunks))
+}
+
+fn tokio_stream_iter(
+    items: Vec<Result<Bytes, std::io::Error>>,
+) -> impl futures_core::Stream<Item = Result<Bytes, std::io::Error>> + Send {
+    struct Iter(std::vec::IntoIter<Result<Bytes, std::io::Error>>);
+    impl futures_core::Stream for Iter {
+        type Item = Result<Bytes, std::io::Error>;
+        fn poll_next(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Self::Item>> {
+            std::task::Poll::Ready(self.0.next())
+        }
+    }
+    Iter(items.into_iter())
+}
+
+fn fault_response(service: Service, code: u16, retry_after: Option<u64>) -> Response {
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let body = match service {
+        Service::Kube => {
+            crate::kube::status_body(code, reason_for(code), &format!("injected fault {code}"))
+        }
+        Service::Ecr | Service::Eks => {
+            let kind = match code {
+                429 | 400 => "ThrottlingException",
+                _ => "ServerException",
+            };
+            serde_json::json!({"__type": kind, "message": format!("injected fault {code}")})
+        }
+        Service::Runtime => serde_json::json!({"errorMessage": "injected fault"}),
+    };
+    let mut response = (status, axum::Json(body)).into_response();
+    if service == Service::Ecr || service == Service::Eks {
+        let kind = if code == 429 || code == 400 {
+            "ThrottlingException"
+        } else {
+            "ServerException"
+        };
+        if let Ok(v) = HeaderValue::from_str(kind) {
+            response.headers_mut().insert("x-amzn-errortype", v);
+        }
+    }
+    if let Some(seconds) = retry_after
+        && let Ok(v) = HeaderValue::from_str(&seconds.to_string())
+    {
+        response.headers_mut().insert("retry-after", v);
+    }
+    response
+}
+
+pub(crate) fn reason_for(code: u16) -> &'static str {
+    match code {
+        400 => "BadRequest",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "NotFound",
+        409 => "Conflict",
+        410 => "Expired",
+        415 => "UnsupportedMediaType",
+        422 => "Invalid",
+        429 => "TooManyRequests",
+        503 => "ServiceUnavailable",
+        504 => "Timeout",
+        _ => "InternalError",
+    }
+}

@@ -1,0 +1,532 @@
+//! The Kubernetes API server, for `applications.argoproj.io/v1alpha1` only.
+//!
+//! It behaves like kube-apiserver where the function depends on it: bearer tokens checked
+//! like EKS checks them, RBAC denials with the real message shape, metadata-only lists with
+//! `limit`/`continue`, merge and JSON patches with their real failure codes, optimistic
+//! concurrency on `resourceVersion`, and validation of every write against the Argo CD CRD.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde_json::{Value, json};
+
+use crate::faults::{Shared, lock, reason_for};
+use crate::token::{Identity, verify};
+
+const CRD_YAML: &str = include_str!("../crd/application-crd.yaml");
+const API_VERSION: &str = "argoproj.io/v1alpha1";
+
+/// The Application store and what the API server needs to judge requests.
+pub struct KubeState {
+    pub cluster_name: String,
+    pub identities: Vec<Identity>,
+    pub shared: Arc<Shared>,
+    apps: Mutex<Store>,
+    schema: jsonschema::Validator,
+}
+
+#[derive(Default)]
+struct Store {
+    apps: BTreeMap<(String, String), Value>,
+    resource_version: u64,
+}
+
+/// The `openAPIV3Schema` of `v1alpha1` in the vendored CRD.
+pub fn application_schema() -> Result<Value, String> {
+    let crd: Value = serde_yaml_ng::from_str(CRD_YAML).map_err(|e| format!("CRD YAML: {e}"))?;
+    crd["spec"]["versions"]
+        .as_array()
+        .and_then(|versions| versions.iter().find(|v| v["name"] == "v1alpha1"))
+        .map(|v| v["schema"]["openAPIV3Schema"].clone())
+        .filter(|s| s.is_object())
+        .ok_or_else(|| "CRD has no v1alpha1 openAPIV3Schema".to_string())
+}
+
+impl KubeState {
+    pub fn new(
+        cluster_name: &str,
+        identities: Vec<Identity>,
+        shared: Arc<Shared>,
+    ) -> Result<Self, String> {
+        let schema =
+            jsonschema::validator_for(&application_schema()?).map_err(|e| e.to_string())?;
+        Ok(Self {
+            cluster_name: cluster_name.to_string(),
+            identities,
+            shared,
+            apps: Mutex::new(Store::default()),
+            schema,
+        })
+    }
+
+    /// Stores an Application as a create would: validated, with a fresh resourceVersion.
+    pub fn insert(&self, mut app: Value) -> Result<(), String> {
+        let name = app["metadata"]["name"]
+            .as_str()
+            .ok_or("application without metadata.name")?
+            .to_string();
+        let namespace = app["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("argocd")
+            .to_string();
+        app["metadata"]["namespace"] = json!(namespace);
+        app["apiVersion"] = json!(API_VERSION);
+        app["kind"] = json!("Application");
+        self.validate(&app)
+            .map_err(|e| format!("{namespace}/{name}: {e}"))?;
+        let mut store = lock(&self.apps);
+        store.resource_version += 1;
+        app["metadata"]["resourceVersion"] = json!(store.resource_version.to_string());
+        app["metadata"]["generation"] = json!(1);
+        app["metadata"]["uid"] = json!(format!(
+            "00000000-0000-0000-0000-{:012}",
+            store.resource_version
+        ));
+        store.apps.insert((namespace, name), app);
+        Ok(())
+    }
+
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Value> {
+        lock(&self.apps)
+            .apps
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    pub fn len(&self) -> usize {
+        lock(&self.apps).apps.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Edits an Application as another client would (a user, Argo CD): a write that bumps
+    /// the resourceVersion. Used to race the function.
+    pub fn edit(
+        &self,
+        namespace: &str,
+        name: &str,
+        change: impl FnOnce(&mut Value),
+    ) -> Result<(), String> {
+        let mut store = lock(&self.apps);
+        store.resource_version += 1;
+        let rv = store.resource_version;
+        let app = store
+            .apps
+            .get_mut(&(namespace.to_string(), name.to_string()))
+            .ok_or("no such application")?;
+        let before = app["spec"].clone();
+        change(app);
+        app["metadata"]["resourceVersion"] = json!(rv.to_string());
+        if app["spec"] != before {
+            let generation = app["metadata"]["generation"].as_i64().unwrap_or(1) + 1;
+            app["metadata"]["generation"] = json!(generation);
+        }
+        Ok(())
+    }
+
+    /// Validates against the CRD schema; the error lists every violation as the API does.
+    pub fn validate(&self, app: &Value) -> Result<(), String> {
+        let problems: Vec<String> = self
+            .schema
+            .iter_errors(app)
+            .map(|e| {
+                format!(
+                    "{}: Invalid value: {}",
+                    dotted(&e.instance_path().to_string()),
+                    e
+                )
+            })
+            .collect();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join(", "))
+        }
+    }
+}
+
+fn dotted(pointer: &str) -> String {
+    pointer.trim_start_matches('/').replace('/', ".")
+}
+
+pub fn router(state: Arc<KubeState>) -> Router {
+    Router::new()
+        .route("/apis/argoproj.io/v1alpha1/applications", get(list_all))
+        .route(
+            "/apis/argoproj.io/v1alpha1/namespaces/{namespace}/applications",
+            get(list_namespace),
+        )
+        .route(
+            "/apis/argoproj.io/v1alpha1/namespaces/{namespace}/applications/{name}",
+            get(get_one).patch(patch_one),
+        )
+        .fallback(|| async { status(404, "the server could not find the requested resource") })
+        .with_state(state)
+}
+
+/// A Kubernetes `Status` body.
+pub fn status_body(code: u16, reason: &str, message: &str) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+           "message": message, "reason": reason, "code": code})
+}
+
+fn status(code: u16, message: &str) -> Response {
+    let http = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (
+        http,
+        axum::Json(status_body(code, reason_for(code), message)),
+    )
+        .into_response()
+}
+
+/// Authenticates and authorizes. `name` is for the message of a denial.
+fn authorize<'a>(
+    state: &'a KubeState,
+    headers: &HeaderMap,
+    verb: &str,
+    namespace: Option<&str>,
+    name: Option<&str>,
+) -> Result<&'a Identity, Response> {
+    let unauthorized = || status(401, "Unauthorized");
+    let token = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .ok_or_else(unauthorized)?;
+    if state.shared.take_token_rejection() {
+        return Err(unauthorized());
+    }
+    let identity = verify(
+        token,
+        &state.cluster_name,
+        &state.identities,
+        state.shared.now(),
+    )
+    .map_err(|reason| {
+        tracing::debug!(%reason, "token refused");
+        unauthorized()
+    })?;
+    if identity.may(verb, namespace) {
+        return Ok(identity);
+    }
+    let object = match name {
+        Some(n) => format!("applications.argoproj.io \"{n}\""),
+        None => "applications.argoproj.io".to_string(),
+    };
+    let scope = match namespace {
+        Some(ns) => format!("in the namespace \"{ns}\""),
+        None => "at the cluster scope".to_string(),
+    };
+    Err(status(
+        403,
+        &format!(
+            "{object} is forbidden: User \"{}\" cannot {verb} resource \"applications\" in API group \"argoproj.io\" {scope}",
+            identity.arn
+        ),
+    ))
+}
+
+async fn list_all(
+    State(state): State<Arc<KubeState>>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> Response {
+    list(&state, &headers, None, query.as_deref().unwrap_or_default())
+}
+
+async fn list_namespace(
+    State(state): State<Arc<KubeState>>,
+    Path(namespace): Path<String>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> Response {
+    list(
+        &state,
+        &headers,
+        Some(&namespace),
+        query.as_deref().unwrap_or_default(),
+    )
+}
+
+fn list(state: &KubeState, headers: &HeaderMap, namespace: Option<&str>, query: &str) -> Response {
+    if let Err(denied) = authorize(state, headers, "list", namespace, None) {
+        return denied;
+    }
+    let params: BTreeMap<String, String> = url::form_urlencoded::parse(query.as_bytes())
+        .into_owned()
+        .collect();
+    let selector = match params
+        .get("labelSelector")
+        .map(|s| LabelSelector::parse(s))
+        .transpose()
+    {
+        Ok(s) => s,
+        Err(e) => return status(400, &format!("unable to parse requirement: {e}")),
+    };
+    let limit = match params.get("limit").map(|l| l.parse::<usize>()) {
+        None => None,
+        Some(Ok(0)) => None,
+        Some(Ok(n)) => Some(n),
+        Some(Err(_)) => return status(400, "limit must be an integer"),
+    };
+    let start_after = match params.get("continue").filter(|c| !c.is_empty()) {
+        None => None,
+        Some(token) => match decode_continue(token) {
+            Some(key) => Some(key),
+            None => return status(400, "continue key is not valid"),
+        },
+    };
+    let metadata_only = headers
+        .get("accept")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("as=PartialObjectMetadataList"));
+
+    let store = lock(&state.apps);
+    let mut items = Vec::new();
+    let mut next = None;
+    let candidates = store.apps.iter().filter(|((ns, _), app)| {
+        namespace.is_none_or(|wanted| wanted == ns)
+            && selector
+                .as_ref()
+                .is_none_or(|s| s.matches(&app["metadata"]["labels"]))
+    });
+    for (key, app) in
+        candidates.skip_while(|(key, _)| start_after.as_ref().is_some_and(|after| *key <= after))
+    {
+        if limit.is_some_and(|l| items.len() == l) {
+            // Kubernetes hands out `continue` only when more items remain.
+            next = items
+                .last()
+                .map(|(k, _): &((String, String), Value)| encode_continue(k));
+            break;
+        }
+        let item = if metadata_only {
+            json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": app["metadata"]})
+        } else {
+            app.clone()
+        };
+        items.push((key.clone(), item));
+    }
+    let mut list_meta = json!({"resourceVersion": store.resource_version.to_string()});
+    if let Some(token) = next {
+        list_meta["continue"] = json!(token);
+    }
+    let body = if metadata_only {
+        json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": list_meta,
+               "items": items.into_iter().map(|(_, v)| v).collect::<Vec<_>>()})
+    } else {
+        json!({"kind": "ApplicationList", "apiVersion": API_VERSION, "metadata": list_meta,
+               "items": items.into_iter().map(|(_, v)| v).collect::<Vec<_>>()})
+    };
+    axum::Json(body).into_response()
+}
+
+fn encode_continue(key: &(String, String)) -> String {
+    URL_SAFE_NO_PAD.encode(serde_json::to_vec(&json!([key.0, key.1])).unwrap_or_default())
+}
+
+fn decode_continue(token: &str) -> Option<(String, String)> {
+    let bytes = URL_SAFE_NO_PAD.decode(token).ok()?;
+    let parsed: (String, String) = serde_json::from_slice(&bytes).ok()?;
+    Some(parsed)
+}
+
+async fn get_one(
+    State(state): State<Arc<KubeState>>,
+    Path((namespace, name)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(denied) = authorize(&state, &headers, "get", Some(&namespace), Some(&name)) {
+        return denied;
+    }
+    match state.get(&namespace, &name) {
+        Some(app) => axum::Json(app).into_response(),
+        None => status(
+            404,
+            &format!("applications.argoproj.io \"{name}\" not found"),
+        ),
+    }
+}
+
+async fn patch_one(
+    State(state): State<Arc<KubeState>>,
+    Path((namespace, name)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Err(denied) = authorize(&state, &headers, "patch", Some(&namespace), Some(&name)) {
+        return denied;
+    }
+    let content_type = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    let mut store = lock(&state.apps);
+    let key = (namespace.clone(), name.clone());
+    let Some(current) = store.apps.get(&key).cloned() else {
+        return status(
+            404,
+            &format!("applications.argoproj.io \"{name}\" not found"),
+        );
+    };
+    let Ok(patch_value) = serde_json::from_slice::<Value>(&body) else {
+        return status(400, "the body of the request was in an unknown format");
+    };
+    let mut updated = current.clone();
+    match content_type.as_str() {
+        "application/merge-patch+json" => {
+            if let Some(rv) = patch_value["metadata"]["resourceVersion"].as_str()
+                && current["metadata"]["resourceVersion"].as_str() != Some(rv)
+            {
+                return status(409, &conflict_message(&name));
+            }
+            json_patch::merge(&mut updated, &patch_value);
+        }
+        "application/json-patch+json" => {
+            let Ok(patch) = serde_json::from_value::<json_patch::Patch>(patch_value) else {
+                return status(
+                    400,
+                    "the server rejected our request due to an error in our request: malformed JSON patch",
+                );
+            };
+            if let Err(e) = json_patch::patch(&mut updated, &patch) {
+                let message = match e.kind {
+                    json_patch::PatchErrorKind::TestFailed => {
+                        format!(
+                            "the server rejected our request due to an error in our request: test operation {} failed at {}",
+                            e.operation, e.path
+                        )
+                    }
+                    _ => format!(
+                        "the server rejected our request due to an error in our request: {e}"
+                    ),
+                };
+                return status(422, &message);
+            }
+        }
+        "application/strategic-merge-patch+json" => {
+            return status(
+                415,
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+            );
+        }
+        other => return status(415, &format!("unsupported patch type {other}")),
+    }
+    if updated["metadata"]["name"] != current["metadata"]["name"]
+        || updated["metadata"]["namespace"] != current["metadata"]["namespace"]
+    {
+        return status(
+            422,
+            &format!(
+                "Application.argoproj.io \"{name}\" is invalid: metadata.name: field is immutable"
+            ),
+        );
+    }
+    if updated["apiVersion"] != current["apiVersion"] || updated["kind"] != current["kind"] {
+        return status(
+            422,
+            &format!(
+                "Application.argoproj.io \"{name}\" is invalid: apiVersion/kind: field is immutable"
+            ),
+        );
+    }
+    if let Err(problems) = state.validate(&updated) {
+        return status(
+            422,
+            &format!("Application.argoproj.io \"{name}\" is invalid: {problems}"),
+        );
+    }
+    if updated == current {
+        // A no-op patch does not bump the resourceVersion.
+        return axum::Json(updated).into_response();
+    }
+    store.resource_version += 1;
+    updated["metadata"]["resourceVersion"] = json!(store.resource_version.to_string());
+    if updated["spec"] != current["spec"] {
+        let generation = current["metadata"]["generation"].as_i64().unwrap_or(1) + 1;
+        updated["metadata"]["generation"] = json!(generation);
+    }
+    store.apps.insert(key, updated.clone());
+    axum::Json(updated).into_response()
+}
+
+fn conflict_message(name: &str) -> String {
+    format!(
+        "Operation cannot be fulfilled on applications.argoproj.io \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+    )
+}
+
+/// Equality-based label selectors: `k=v`, `k==v`, `k!=v`, `k`, `!k`, comma as AND.
+#[derive(Debug)]
+struct LabelSelector(Vec<Requirement>);
+
+#[derive(Debug)]
+enum Requirement {
+    Equals(String, String),
+    NotEquals(String, String),
+    Exists(String),
+    Absent(String),
+}
+
+impl LabelSelector {
+    fn parse(text: &str) -> Result<Self, String> {
+        text.split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(|part| {
+                let valid = |s: &str| {
+                    !s.is_empty()
+                        && s.chars()
+                            .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+                };
+                let requirement = if let Some((k, v)) = part.split_once("!=") {
+                    Requirement::NotEquals(k.trim().into(), v.trim().into())
+                } else if let Some((k, v)) = part.split_once("==").or_else(|| part.split_once('='))
+                {
+                    Requirement::Equals(k.trim().into(), v.trim().into())
+                } else if let Some(k) = part.strip_prefix('!') {
+                    Requirement::Absent(k.trim().into())
+                } else {
+                    Requirement::Exists(part.into())
+                };
+                let key = match &requirement {
+                    Requirement::Equals(k, _)
+                    | Requirement::NotEquals(k, _)
+                    | Requirement::Exists(k)
+                    | Requirement::Absent(k) => k,
+                };
+                if valid(key) {
+                    Ok(requirement)
+                } else {
+                    Err(format!("invalid label key in `{part}`"))
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Self)
+    }
+
+    fn matches(&self, labels: &Value) -> bool {
+        let label = |k: &str| labels.get(k).and_then(Value::as_str);
+        self.0.iter().all(|r| match r {
+            Requirement::Equals(k, v) => label(k) == Some(v.as_str()),
+            Requirement::NotEquals(k, v) => label(k) != Some(v.as_str()),
+            Requirement::Exists(k) => label(k).is_some(),
+            Requirement::Absent(k) => label(k).is_none(),
+        })
+    }
+}

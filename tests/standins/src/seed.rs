@@ -1,0 +1,73 @@
+//! Seeding the stand-ins from files: Applications as YAML or JSON (one or many documents a
+//! file), and ECR images as a JSON array of `{repository, tag, digest, pushedAt, ...}`.
+
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::StandIns;
+use crate::aws::Image;
+
+const BUILTIN_APPLICATION: &str = include_str!("../seed/applications/aws-pipeline-test.yaml");
+const BUILTIN_IMAGES: &str = include_str!("../seed/images.json");
+
+/// The seed shipped with the project, mirroring the write-up in `shared/seed`.
+pub fn load_builtin(standins: &StandIns) -> Result<(), String> {
+    load_applications_text(standins, BUILTIN_APPLICATION, "builtin application")?;
+    load_images_text(standins, BUILTIN_IMAGES, "builtin images")
+}
+
+/// Loads `DIR/applications/*.{yaml,yml,json}` and `DIR/images.json`, whichever exist.
+pub fn load_dir(standins: &StandIns, dir: &Path) -> Result<(), String> {
+    let apps = dir.join("applications");
+    if apps.is_dir() {
+        let mut files: Vec<_> = std::fs::read_dir(&apps)
+            .map_err(|e| format!("{}: {e}", apps.display()))?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| {
+                matches!(
+                    p.extension().and_then(|e| e.to_str()),
+                    Some("yaml" | "yml" | "json")
+                )
+            })
+            .collect();
+        files.sort();
+        for file in files {
+            let text =
+                std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+            load_applications_text(standins, &text, &file.display().to_string())?;
+        }
+    }
+    let images = dir.join("images.json");
+    if images.is_file() {
+        let text =
+            std::fs::read_to_string(&images).map_err(|e| format!("{}: {e}", images.display()))?;
+        load_images_text(standins, &text, &images.display().to_string())?;
+    }
+    Ok(())
+}
+
+/// YAML is a superset of JSON, so one reader serves both.
+pub fn load_applications_text(standins: &StandIns, text: &str, origin: &str) -> Result<(), String> {
+    for document in serde_yaml_ng::Deserializer::from_str(text) {
+        let app = Value::deserialize(document).map_err(|e| format!("{origin}: {e}"))?;
+        if app.is_null() {
+            continue;
+        }
+        standins
+            .kube
+            .insert(app)
+            .map_err(|e| format!("{origin}: {e}"))?;
+    }
+    Ok(())
+}
+
+pub fn load_images_text(standins: &StandIns, text: &str, origin: &str) -> Result<(), String> {
+    let images: Vec<Image> = serde_json::from_str(text).map_err(|e| format!("{origin}: {e}"))?;
+    for image in images {
+        standins.aws.push(image);
+    }
+    Ok(())
+}
