@@ -37,6 +37,7 @@ pub struct LoggedRequest {
     pub content_type: String,
     pub accept: String,
     pub body: String,
+    /// The status sent; 0 when a fault dropped the connection.
     pub status: u16,
 }
 
@@ -235,6 +236,7 @@ pub async fn intercept(
         status: 0,
     };
     let fault = shared.take_fault(service, &method, &path, &operation);
+    let dropped = matches!(fault, Some(FaultAction::Drop));
     let response = match fault {
         Some(FaultAction::Status { code, retry_after }) => {
             fault_response(service, code, retry_after)
@@ -257,7 +259,11 @@ pub async fn intercept(
                 .await
         }
     };
-    entry.status = response.status().as_u16();
+    entry.status = if dropped {
+        0
+    } else {
+        response.status().as_u16()
+    };
     lock(&shared.log).push(entry);
     response
 }

@@ -1,0 +1,587 @@
+//! The Kubernetes client against the API-server stand-in, over real TLS: what the function
+//! relies on (metadata-only pagination, patch semantics, optimistic concurrency, schema
+//! validation, typed errors) and the stand-in's fidelity on each point.
+
+mod common;
+
+use std::time::Duration;
+
+use argocd_ecr_updater::eks_auth::ClusterAccess;
+use argocd_ecr_updater::kube::{KubeClient, KubeError, NamespaceScope, Patch};
+use argocd_ecr_updater_standins::{
+    FaultAction, Grant, Options, Route, Service, StandIns, function_identity, tls,
+};
+use common::{TIMEOUTS, kube_client, token_source};
+use serde_json::{Value, json};
+
+fn app(namespace: &str, name: &str, labels: Value, image_list: Option<&str>) -> Value {
+    let mut annotations =
+        json!({"kubectl.kubernetes.io/last-applied-configuration": "x".repeat(2000)});
+    if let Some(list) = image_list {
+        annotations["argocd-image-updater.argoproj.io/image-list"] = json!(list);
+    }
+    json!({
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels, "annotations": annotations},
+        "spec": {"project": "default", "destination": {"server": "https://kubernetes.default.svc", "namespace": "web"},
+                 "source": {"repoURL": "https://example.com/repo.git", "path": "chart",
+                            "helm": {"parameters": [{"name": "image.tag", "value": "1.0.0", "forceString": true}],
+                                     "valuesObject": {}}}},
+        "status": {"sourceType": "Helm", "summary": {"images": ["r.example.com/web:1.0.0"]}}
+    })
+}
+
+async fn standins_with(options: Options, apps: usize) -> StandIns {
+    let standins = StandIns::start(options).await.unwrap();
+    for i in 0..apps {
+        let labels = if i % 2 == 0 {
+            json!({"team": "a"})
+        } else {
+            json!({"team": "b"})
+        };
+        let list = (i % 3 == 0).then_some("r.example.com/web");
+        standins
+            .kube
+            .insert(app("argocd", &format!("app-{i:03}"), labels, list))
+            .unwrap();
+    }
+    standins
+}
+
+#[tokio::test]
+async fn metadata_only_lists_are_paginated_and_carry_only_our_annotations() {
+    let standins = standins_with(Options::default(), 23).await;
+    let client = kube_client(&standins);
+    let (kept, stats) = client
+        .list_application_metadata(&NamespaceScope::Only(vec!["argocd".into()]), None, 5, |m| {
+            m.annotations
+                .contains_key("argocd-image-updater.argoproj.io/image-list")
+        })
+        .await
+        .unwrap();
+    assert_eq!(stats.pages, 5);
+    assert_eq!(stats.seen, 23);
+    assert_eq!(kept.len(), 8);
+    assert!(
+        kept.iter()
+            .all(|m| m.annotations.len() == 1 && !m.resource_version.is_empty())
+    );
+    let lists: Vec<_> = standins
+        .shared
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "GET")
+        .collect();
+    assert_eq!(lists.len(), 5);
+    assert!(
+        lists
+            .iter()
+            .all(|r| r.accept.contains("as=PartialObjectMetadataList")
+                && r.query.contains("limit=5"))
+    );
+    assert!(lists[1..].iter().all(|r| r.query.contains("continue=")));
+}
+
+#[tokio::test]
+async fn label_selectors_narrow_the_list() {
+    let standins = standins_with(Options::default(), 10).await;
+    let client = kube_client(&standins);
+    let scope = NamespaceScope::Only(vec!["argocd".into()]);
+    let (kept, _) = client
+        .list_application_metadata(&scope, Some("team=a"), 100, |_| true)
+        .await
+        .unwrap();
+    assert_eq!(kept.len(), 5);
+    let (kept, _) = client
+        .list_application_metadata(&scope, Some("team!=a,team"), 100, |_| true)
+        .await
+        .unwrap();
+    assert_eq!(kept.len(), 5);
+    assert!(kept.iter().all(|m| m.name.ends_with('1')
+        || m.name.ends_with('3')
+        || m.name.ends_with('5')
+        || m.name.ends_with('7')
+        || m.name.ends_with('9')));
+}
+
+#[tokio::test]
+async fn listing_all_namespaces_needs_a_cluster_wide_grant() {
+    let standins = standins_with(Options::default(), 2).await;
+    let client = kube_client(&standins);
+    let error = client
+        .list_application_metadata(&NamespaceScope::All, None, 100, |_| true)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            KubeError::ForbiddenOther { .. } | KubeError::Forbidden { .. }
+        ),
+        "{error}"
+    );
+    assert!(error.to_string().contains("deploy/rbac.yaml"), "{error}");
+
+    let options = Options {
+        identities: vec![function_identity(vec![Grant::new(
+            &["get", "list", "patch"],
+            "*",
+        )])],
+        ..Options::default()
+    };
+    let standins = standins_with(options, 2).await;
+    standins
+        .kube
+        .insert(app("team-ns", "other", json!({}), None))
+        .unwrap();
+    let (kept, _) = kube_client(&standins)
+        .list_application_metadata(&NamespaceScope::All, None, 100, |_| true)
+        .await
+        .unwrap();
+    assert_eq!(kept.len(), 3);
+}
+
+#[tokio::test]
+async fn a_403_names_the_role_the_verb_and_the_namespace() {
+    let options = Options {
+        identities: vec![function_identity(vec![Grant::new(
+            &["get", "list"],
+            "argocd",
+        )])],
+        ..Options::default()
+    };
+    let standins = standins_with(options, 1).await;
+    let error = kube_client(&standins)
+        .patch_application(
+            "argocd",
+            "app-000",
+            &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})),
+        )
+        .await
+        .unwrap_err();
+    assert!(error.is_retryable());
+    let message = error.to_string();
+    assert!(
+        message.contains(argocd_ecr_updater_standins::FUNCTION_ROLE_ARN),
+        "{message}"
+    );
+    assert!(
+        message.contains("may not patch applications in namespace \"argocd\""),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn merge_patch_with_a_stale_resource_version_is_a_conflict() {
+    let standins = standins_with(Options::default(), 1).await;
+    let client = kube_client(&standins);
+    let before = client.get_application("argocd", "app-000").await.unwrap();
+    let rv = before["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    standins
+        .kube
+        .edit("argocd", "app-000", |a| {
+            a["metadata"]["labels"]["edited"] = json!("yes")
+        })
+        .unwrap();
+    let stale =
+        Patch::Merge(json!({"metadata": {"resourceVersion": rv}, "spec": {"project": "other"}}));
+    let error = client
+        .patch_application("argocd", "app-000", &stale)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, KubeError::Conflict { .. }), "{error}");
+    assert_eq!(
+        standins.kube.get("argocd", "app-000").unwrap()["spec"]["project"],
+        "default"
+    );
+}
+
+#[tokio::test]
+async fn writes_bump_resource_version_and_generation_only_when_spec_changes() {
+    let standins = standins_with(Options::default(), 1).await;
+    let client = kube_client(&standins);
+    let before = client.get_application("argocd", "app-000").await.unwrap();
+    let after_labels = client
+        .patch_application(
+            "argocd",
+            "app-000",
+            &Patch::Merge(json!({"metadata": {"labels": {"x": "1"}}})),
+        )
+        .await
+        .unwrap();
+    assert_ne!(
+        after_labels["metadata"]["resourceVersion"],
+        before["metadata"]["resourceVersion"]
+    );
+    assert_eq!(
+        after_labels["metadata"]["generation"],
+        before["metadata"]["generation"]
+    );
+    let after_spec = client
+        .patch_application(
+            "argocd",
+            "app-000",
+            &Patch::Merge(json!({"spec": {"project": "p2"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(after_spec["metadata"]["generation"], json!(2));
+}
+
+#[tokio::test]
+async fn a_failed_json_patch_test_is_422_and_changes_nothing() {
+    let standins = standins_with(Options::default(), 1).await;
+    let client = kube_client(&standins);
+    let patch = Patch::Json(json!([
+        {"op": "replace", "path": "/spec/project", "value": "changed"},
+        {"op": "test", "path": "/spec/source/helm/parameters/0/value", "value": "0.9.0"}
+    ]));
+    let error = client
+        .patch_application("argocd", "app-000", &patch)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, KubeError::Invalid { .. }), "{error}");
+    assert_eq!(
+        standins.kube.get("argocd", "app-000").unwrap()["spec"]["project"],
+        "default"
+    );
+    let missing = Patch::Json(json!([{"op": "replace", "path": "/spec/nope/deeper", "value": 1}]));
+    assert!(matches!(
+        client
+            .patch_application("argocd", "app-000", &missing)
+            .await
+            .unwrap_err(),
+        KubeError::Invalid { .. }
+    ));
+    let malformed = Patch::Json(json!([{"op": "frobnicate", "path": "/spec"}]));
+    assert!(matches!(
+        client
+            .patch_application("argocd", "app-000", &malformed)
+            .await
+            .unwrap_err(),
+        KubeError::BadRequest { code: 400, .. }
+    ));
+}
+
+#[tokio::test]
+async fn the_crd_schema_rejects_force_string_as_a_string() {
+    let standins = standins_with(Options::default(), 1).await;
+    let client = kube_client(&standins);
+    let patch = Patch::Json(json!([
+        {"op": "replace", "path": "/spec/source/helm/parameters/0/forceString", "value": "true"}
+    ]));
+    let error = client
+        .patch_application("argocd", "app-000", &patch)
+        .await
+        .unwrap_err();
+    match &error {
+        KubeError::Invalid { message } => assert!(
+            message.contains("spec.source.helm.parameters.0.forceString"),
+            "{message}"
+        ),
+        other => panic!("expected 422, got {other}"),
+    }
+    let no_destination = Patch::Merge(json!({"spec": {"destination": null}}));
+    assert!(matches!(
+        client
+            .patch_application("argocd", "app-000", &no_destination)
+            .await
+            .unwrap_err(),
+        KubeError::Invalid { .. }
+    ));
+}
+
+/// RFC 7386 section 3's example, applied under `valuesObject`, which the CRD leaves free-form.
+#[tokio::test]
+async fn merge_patch_follows_the_rfc_7386_example() {
+    let standins = standins_with(Options::default(), 1).await;
+    let client = kube_client(&standins);
+    let target = json!({"title": "Goodbye!", "author": {"givenName": "John", "familyName": "Doe"},
+                        "tags": ["example", "sample"], "content": "This will be unchanged"});
+    let rfc_patch = json!({"title": "Hello!", "phoneNumber": "+01-123-456-7890",
+                           "author": {"familyName": null}, "tags": ["example"]});
+    let expected = json!({"title": "Hello!", "author": {"givenName": "John"}, "tags": ["example"],
+                          "content": "This will be unchanged", "phoneNumber": "+01-123-456-7890"});
+    client
+        .patch_application(
+            "argocd",
+            "app-000",
+            &Patch::Merge(json!({"spec": {"source": {"helm": {"valuesObject": target}}}})),
+        )
+        .await
+        .unwrap();
+    let after = client
+        .patch_application(
+            "argocd",
+            "app-000",
+            &Patch::Merge(json!({"spec": {"source": {"helm": {"valuesObject": rfc_patch}}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(after["spec"]["source"]["helm"]["valuesObject"], expected);
+    // Lists are replaced whole: the parameters list is gone but for what the patch sends.
+    let replaced = client
+        .patch_application(
+            "argocd",
+            "app-000",
+            &Patch::Merge(
+                json!({"spec": {"source": {"helm": {"parameters": [{"name": "only"}]}}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        replaced["spec"]["source"]["helm"]["parameters"],
+        json!([{"name": "only"}])
+    );
+}
+
+/// RFC 6902 appendix A's examples (A.1 add, A.4 remove, A.8 test, A.10 add nested, A.16 array
+/// element), applied under `valuesObject`.
+#[tokio::test]
+async fn json_patch_follows_the_rfc_6902_examples() {
+    let standins = standins_with(Options::default(), 1).await;
+    let client = kube_client(&standins);
+    let base = "/spec/source/helm/valuesObject";
+    let cases: Vec<(Value, Value, Value)> = vec![
+        (
+            json!({"foo": "bar"}),
+            json!([{"op": "add", "path": "/baz", "value": "qux"}]),
+            json!({"baz": "qux", "foo": "bar"}),
+        ),
+        (
+            json!({"baz": "qux", "foo": "bar"}),
+            json!([{"op": "remove", "path": "/baz"}]),
+            json!({"foo": "bar"}),
+        ),
+        (
+            json!({"baz": "qux", "foo": ["a", 2, "c"]}),
+            json!([{"op": "test", "path": "/baz", "value": "qux"}, {"op": "test", "path": "/foo/1", "value": 2}]),
+            json!({"baz": "qux", "foo": ["a", 2, "c"]}),
+        ),
+        (
+            json!({"foo": "bar"}),
+            json!([{"op": "add", "path": "/child", "value": {"grandchild": {}}}]),
+            json!({"foo": "bar", "child": {"grandchild": {}}}),
+        ),
+        (
+            json!({"foo": ["bar"]}),
+            json!([{"op": "add", "path": "/foo/-", "value": ["abc", "def"]}]),
+            json!({"foo": ["bar", ["abc", "def"]]}),
+        ),
+    ];
+    for (document, ops, expected) in cases {
+        client
+            .patch_application(
+                "argocd",
+                "app-000",
+                &Patch::Json(json!([{"op": "replace", "path": base, "value": document}])),
+            )
+            .await
+            .unwrap();
+        let prefixed: Vec<Value> = ops
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|op| {
+                let mut op = op.clone();
+                op["path"] = json!(format!("{base}{}", op["path"].as_str().unwrap()));
+                op
+            })
+            .collect();
+        let after = client
+            .patch_application("argocd", "app-000", &Patch::Json(json!(prefixed)))
+            .await
+            .unwrap();
+        assert_eq!(
+            after["spec"]["source"]["helm"]["valuesObject"], expected,
+            "{ops}"
+        );
+    }
+    // A.9: a failed test.
+    let failing =
+        Patch::Json(json!([{"op": "test", "path": format!("{base}/foo/0"), "value": "nope"}]));
+    assert!(matches!(
+        client
+            .patch_application("argocd", "app-000", &failing)
+            .await
+            .unwrap_err(),
+        KubeError::Invalid { .. }
+    ));
+}
+
+#[tokio::test]
+async fn strategic_merge_patch_is_unsupported_for_custom_resources() {
+    let standins = standins_with(Options::default(), 1).await;
+    let token = token_source(&standins).fresh().await.unwrap().0;
+    let client = reqwest::Client::builder()
+        .tls_certs_only(reqwest::Certificate::from_pem_bundle(standins.ca_pem.as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    let response = client
+        .patch(format!(
+            "{}/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/app-000",
+            standins.kube_endpoint()
+        ))
+        .bearer_auth(token)
+        .header("content-type", "application/strategic-merge-patch+json")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 415);
+}
+
+#[tokio::test]
+async fn a_rejected_token_is_renewed_once_and_the_request_succeeds() {
+    let standins = standins_with(Options::default(), 1).await;
+    let client = kube_client(&standins);
+    client.get_application("argocd", "app-000").await.unwrap();
+    standins.shared.reject_next_tokens(1);
+    client.get_application("argocd", "app-000").await.unwrap();
+    standins.shared.reject_next_tokens(2);
+    let error = client
+        .get_application("argocd", "app-000")
+        .await
+        .unwrap_err();
+    assert!(matches!(error, KubeError::Unauthorized { .. }), "{error}");
+    assert!(error.to_string().contains("access entry"));
+}
+
+#[tokio::test]
+async fn a_token_for_another_cluster_or_a_skewed_clock_is_refused() {
+    let standins = standins_with(
+        Options {
+            cluster_name: "other".into(),
+            ..Options::default()
+        },
+        1,
+    )
+    .await;
+    let access = ClusterAccess {
+        endpoint: standins.kube_endpoint(),
+        ca_pem: standins.ca_pem.clone().into_bytes(),
+    };
+    // token_source signs for the stand-in's cluster name; sign for a different one instead.
+    let wrong = std::sync::Arc::new(argocd_ecr_updater::eks_auth::IamTokenSource::new(
+        "barun-dev",
+        "ap-northeast-2",
+        aws_credential_types::provider::SharedCredentialsProvider::new(
+            common::function_credentials(),
+        ),
+        std::sync::Arc::new(argocd_ecr_updater::eks_auth::SystemClock),
+    ));
+    let client = KubeClient::new(&access, wrong, TIMEOUTS).unwrap();
+    assert!(matches!(
+        client
+            .get_application("argocd", "app-000")
+            .await
+            .unwrap_err(),
+        KubeError::Unauthorized { .. }
+    ));
+
+    let standins = standins_with(Options::default(), 1).await;
+    standins.shared.skew_clock(16 * 60);
+    assert!(matches!(
+        kube_client(&standins)
+            .get_application("argocd", "app-000")
+            .await
+            .unwrap_err(),
+        KubeError::Unauthorized { .. }
+    ));
+}
+
+#[tokio::test]
+async fn a_server_certificate_from_another_ca_is_a_tls_error() {
+    let standins = standins_with(Options::default(), 1).await;
+    let other_ca = tls::cluster_tls(&["127.0.0.1"]).unwrap().ca_pem;
+    let access = ClusterAccess {
+        endpoint: standins.kube_endpoint(),
+        ca_pem: other_ca.into_bytes(),
+    };
+    let client = KubeClient::new(&access, token_source(&standins), TIMEOUTS).unwrap();
+    let error = client
+        .get_application("argocd", "app-000")
+        .await
+        .unwrap_err();
+    assert!(matches!(error, KubeError::Tls(_)), "{error:?}");
+    assert!(error.is_retryable());
+    // The host name is verified too: the certificate names 127.0.0.1, not this name.
+    let access = ClusterAccess {
+        endpoint: format!("https://127.0.0.2:{}", standins.kube_addr.port()),
+        ca_pem: standins.ca_pem.clone().into_bytes(),
+    };
+    let client = KubeClient::new(&access, token_source(&standins), TIMEOUTS).unwrap();
+    let error = client
+        .get_application("argocd", "app-000")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, KubeError::Tls(_) | KubeError::Connect(_)),
+        "{error:?}"
+    );
+}
+
+#[tokio::test]
+async fn injected_faults_become_typed_errors() {
+    let standins = standins_with(Options::default(), 1).await;
+    let client = kube_client(&standins);
+    let route = || Route::kube("GET", "/applications/app-000");
+    standins.shared.inject(
+        route(),
+        1,
+        FaultAction::Status {
+            code: 429,
+            retry_after: Some(7),
+        },
+    );
+    let error = client
+        .get_application("argocd", "app-000")
+        .await
+        .unwrap_err();
+    assert_eq!(error.retry_after(), Some(Duration::from_secs(7)));
+    standins.shared.inject(
+        route(),
+        1,
+        FaultAction::Status {
+            code: 503,
+            retry_after: None,
+        },
+    );
+    assert!(matches!(
+        client
+            .get_application("argocd", "app-000")
+            .await
+            .unwrap_err(),
+        KubeError::Server { code: 503, .. }
+    ));
+    standins.shared.inject(route(), 1, FaultAction::Drop);
+    let dropped = client
+        .get_application("argocd", "app-000")
+        .await
+        .unwrap_err();
+    assert!(dropped.is_retryable(), "{dropped:?}");
+    standins
+        .shared
+        .inject(route(), 1, FaultAction::Delay(Duration::from_secs(5)));
+    assert!(matches!(
+        client
+            .get_application("argocd", "app-000")
+            .await
+            .unwrap_err(),
+        KubeError::Timeout(_)
+    ));
+    // And the next request goes through: faults are counted.
+    client.get_application("argocd", "app-000").await.unwrap();
+    let statuses: Vec<u16> = standins
+        .shared
+        .requests()
+        .iter()
+        .filter(|r| r.service == Service::Kube)
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(&statuses[..3], &[429, 503, 0]);
+    assert_eq!(statuses.last(), Some(&200));
+}
