@@ -3,7 +3,11 @@
 //! Updater's annotations, decides, and patches the Application over the EKS API.
 
 pub mod annotations;
+pub mod config;
+pub mod ecr;
 pub mod eks_auth;
+pub mod event;
 pub mod kube;
+pub mod patch;
 pub mod policy;
 pub mod select_cli;

@@ -1,0 +1,330 @@
+//! Configuration, read once at cold start from environment variables.
+//!
+//! A missing or invalid variable stops the function before its first invocation, with a
+//! message that names the variable, rather than failing every event later.
+
+use std::time::Duration;
+
+use base64::Engine;
+
+use crate::eks_auth::{ClusterAccess, decode_ca};
+use crate::kube::{KubeTimeouts, NamespaceScope};
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub cluster_name: String,
+    pub namespaces: NamespaceScope,
+    pub label_selector: Option<String>,
+    pub dry_run: bool,
+    pub log_level: String,
+    pub timeouts: KubeTimeouts,
+    /// Set when the endpoint and CA are configured instead of asked of DescribeCluster.
+    pub cluster_override: Option<ClusterAccess>,
+    pub page_size: u32,
+    /// How many times one Application is re-read and re-decided after a conflict.
+    pub conflict_retries: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("configuration: {variable}: {problem}")]
+pub struct ConfigError {
+    pub variable: &'static str,
+    pub problem: String,
+}
+
+fn error(variable: &'static str, problem: impl Into<String>) -> ConfigError {
+    ConfigError {
+        variable,
+        problem: problem.into(),
+    }
+}
+
+/// Kubernetes names: lowercase alphanumerics and `-`, at most 63 characters.
+fn is_namespace(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+}
+
+impl Config {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads the variables through `lookup`, so tests need not touch the process env.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let get = |name: &str| {
+            lookup(name)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+        };
+
+        let cluster_name = get("CLUSTER_NAME").ok_or_else(|| {
+            error(
+                "CLUSTER_NAME",
+                "is required: the name of the EKS cluster that runs Argo CD",
+            )
+        })?;
+        if cluster_name.len() > 100
+            || !cluster_name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(error(
+                "CLUSTER_NAME",
+                format!("`{cluster_name}` is not an EKS cluster name"),
+            ));
+        }
+
+        let namespaces = match get("ARGOCD_NAMESPACES").as_deref() {
+            None => NamespaceScope::Only(vec!["argocd".into()]),
+            Some("*") => NamespaceScope::All,
+            Some(list) => {
+                let names: Vec<String> = list
+                    .split(',')
+                    .map(|n| n.trim().to_string())
+                    .filter(|n| !n.is_empty())
+                    .collect();
+                if let Some(bad) = names.iter().find(|n| !is_namespace(n)) {
+                    return Err(error(
+                        "ARGOCD_NAMESPACES",
+                        format!(
+                            "`{bad}` is not a namespace name; use a comma-separated list, or `*` for all"
+                        ),
+                    ));
+                }
+                NamespaceScope::Only(names)
+            }
+        };
+
+        let label_selector = get("APPLICATION_LABEL_SELECTOR");
+        if let Some(selector) = &label_selector
+            && selector.chars().any(|c| c.is_control())
+        {
+            return Err(error(
+                "APPLICATION_LABEL_SELECTOR",
+                "has control characters",
+            ));
+        }
+
+        let dry_run = match get("DRY_RUN").as_deref() {
+            None | Some("false") | Some("0") => false,
+            Some("true") | Some("1") => true,
+            Some(other) => return Err(error("DRY_RUN", format!("`{other}` is not true or false"))),
+        };
+
+        let log_level = get("LOG_LEVEL")
+            .unwrap_or_else(|| "info".into())
+            .to_ascii_lowercase();
+        if !["error", "warn", "info", "debug", "trace"].contains(&log_level.as_str()) {
+            return Err(error(
+                "LOG_LEVEL",
+                format!("`{log_level}` is not one of error, warn, info, debug, trace"),
+            ));
+        }
+
+        let millis =
+            |name: &'static str, default: u64, max: u64| -> Result<Duration, ConfigError> {
+                match get(name) {
+                    None => Ok(Duration::from_millis(default)),
+                    Some(v) => match v.parse::<u64>() {
+                        Ok(ms) if (1..=max).contains(&ms) => Ok(Duration::from_millis(ms)),
+                        _ => Err(error(
+                            name,
+                            format!("`{v}` is not a number of milliseconds from 1 to {max}"),
+                        )),
+                    },
+                }
+            };
+        let timeouts = KubeTimeouts {
+            connect: millis("KUBE_CONNECT_TIMEOUT_MS", 3_000, 60_000)?,
+            request: millis("KUBE_REQUEST_TIMEOUT_MS", 10_000, 300_000)?,
+        };
+
+        let cluster_override = match (get("KUBE_API_ENDPOINT"), get("KUBE_CA_DATA")) {
+            (None, None) => None,
+            (Some(endpoint), Some(ca)) => {
+                let parsed = url::Url::parse(&endpoint).map_err(|e| {
+                    error(
+                        "KUBE_API_ENDPOINT",
+                        format!("`{endpoint}` is not a URL: {e}"),
+                    )
+                })?;
+                if parsed.scheme() != "https" {
+                    return Err(error("KUBE_API_ENDPOINT", "must be an https:// URL"));
+                }
+                let ca_pem = decode_ca(&ca).map_err(|e| error("KUBE_CA_DATA", e.to_string()))?;
+                Some(ClusterAccess { endpoint, ca_pem })
+            }
+            (Some(_), None) => {
+                return Err(error(
+                    "KUBE_CA_DATA",
+                    "is required with KUBE_API_ENDPOINT (base64 of the cluster CA PEM)",
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(error("KUBE_API_ENDPOINT", "is required with KUBE_CA_DATA"));
+            }
+        };
+
+        let number = |name: &'static str,
+                      default: u32,
+                      range: std::ops::RangeInclusive<u32>|
+         -> Result<u32, ConfigError> {
+            match get(name) {
+                None => Ok(default),
+                Some(v) => v
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|n| range.contains(n))
+                    .ok_or_else(|| {
+                        error(
+                            name,
+                            format!(
+                                "`{v}` is not a whole number from {} to {}",
+                                range.start(),
+                                range.end()
+                            ),
+                        )
+                    }),
+            }
+        };
+        Ok(Self {
+            cluster_name,
+            namespaces,
+            label_selector,
+            dry_run,
+            log_level,
+            timeouts,
+            cluster_override,
+            page_size: number("LIST_PAGE_SIZE", 500, 1..=5_000)?,
+            conflict_retries: number("CONFLICT_RETRIES", 5, 0..=20)?,
+        })
+    }
+}
+
+/// For documentation and tests: base64 of a PEM, as `KUBE_CA_DATA` wants it.
+pub fn encode_ca(pem: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(pem)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn config(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn only_the_cluster_name_is_required_and_defaults_are_safe() {
+        let c = config(&[("CLUSTER_NAME", "barun-dev")]).unwrap();
+        assert_eq!(c.namespaces, NamespaceScope::Only(vec!["argocd".into()]));
+        assert!(!c.dry_run);
+        assert_eq!(c.log_level, "info");
+        assert_eq!(c.page_size, 500);
+        assert!(c.cluster_override.is_none());
+    }
+
+    #[test]
+    fn namespaces_are_a_list_or_all() {
+        let c = config(&[
+            ("CLUSTER_NAME", "c"),
+            ("ARGOCD_NAMESPACES", "argocd, team-a"),
+        ])
+        .unwrap();
+        assert_eq!(
+            c.namespaces,
+            NamespaceScope::Only(vec!["argocd".into(), "team-a".into()])
+        );
+        let c = config(&[("CLUSTER_NAME", "c"), ("ARGOCD_NAMESPACES", "*")]).unwrap();
+        assert_eq!(c.namespaces, NamespaceScope::All);
+    }
+
+    #[test]
+    fn the_endpoint_override_needs_both_variables_and_a_real_ca() {
+        let pem = encode_ca(b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n");
+        let c = config(&[
+            ("CLUSTER_NAME", "c"),
+            ("KUBE_API_ENDPOINT", "https://k.example.com"),
+            ("KUBE_CA_DATA", &pem),
+        ])
+        .unwrap();
+        assert_eq!(
+            c.cluster_override.unwrap().endpoint,
+            "https://k.example.com"
+        );
+    }
+
+    #[test]
+    fn every_bad_variable_is_named_in_the_error() {
+        let pem = encode_ca(b"-----BEGIN CERTIFICATE-----\n");
+        let table: &[(&[(&str, &str)], &str)] = &[
+            (&[], "CLUSTER_NAME"),
+            (&[("CLUSTER_NAME", "bad name!")], "CLUSTER_NAME"),
+            (
+                &[("CLUSTER_NAME", "c"), ("ARGOCD_NAMESPACES", "Argo CD")],
+                "ARGOCD_NAMESPACES",
+            ),
+            (&[("CLUSTER_NAME", "c"), ("DRY_RUN", "maybe")], "DRY_RUN"),
+            (&[("CLUSTER_NAME", "c"), ("LOG_LEVEL", "loud")], "LOG_LEVEL"),
+            (
+                &[("CLUSTER_NAME", "c"), ("KUBE_REQUEST_TIMEOUT_MS", "0")],
+                "KUBE_REQUEST_TIMEOUT_MS",
+            ),
+            (
+                &[("CLUSTER_NAME", "c"), ("KUBE_CONNECT_TIMEOUT_MS", "fast")],
+                "KUBE_CONNECT_TIMEOUT_MS",
+            ),
+            (
+                &[("CLUSTER_NAME", "c"), ("KUBE_API_ENDPOINT", "https://k")],
+                "KUBE_CA_DATA",
+            ),
+            (
+                &[("CLUSTER_NAME", "c"), ("KUBE_CA_DATA", &pem)],
+                "KUBE_API_ENDPOINT",
+            ),
+            (
+                &[
+                    ("CLUSTER_NAME", "c"),
+                    ("KUBE_API_ENDPOINT", "http://k"),
+                    ("KUBE_CA_DATA", &pem),
+                ],
+                "KUBE_API_ENDPOINT",
+            ),
+            (
+                &[
+                    ("CLUSTER_NAME", "c"),
+                    ("KUBE_API_ENDPOINT", "https://k"),
+                    ("KUBE_CA_DATA", "bm90IGEgY2VydA=="),
+                ],
+                "KUBE_CA_DATA",
+            ),
+            (
+                &[("CLUSTER_NAME", "c"), ("LIST_PAGE_SIZE", "0")],
+                "LIST_PAGE_SIZE",
+            ),
+            (
+                &[("CLUSTER_NAME", "c"), ("CONFLICT_RETRIES", "100")],
+                "CONFLICT_RETRIES",
+            ),
+        ];
+        for (vars, variable) in table {
+            let e = config(vars).unwrap_err();
+            assert_eq!(e.variable, *variable, "{vars:?}: {e}");
+            assert!(
+                e.to_string()
+                    .starts_with(&format!("configuration: {variable}: "))
+            );
+        }
+    }
+}

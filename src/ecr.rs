@@ -1,0 +1,353 @@
+//! ECR: the few facts the event does not carry.
+//!
+//! The push event already names the repository, the tag and when it was pushed. ECR is asked
+//! only where a strategy needs more: the current tag's push time (`newest-build`), the digest
+//! a tracked tag points to now (`digest`), a manifest's platforms (`platforms`), and the full
+//! tag list in reconcile mode.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use aws_sdk_ecr::error::ProvideErrorMetadata;
+use aws_sdk_ecr::types::{ImageDetail, ImageIdentifier, TagStatus};
+use serde::Deserialize;
+use time::OffsetDateTime;
+
+use crate::annotations::Platform;
+use crate::policy::TagInfo;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EcrError {
+    #[error("ECR repository `{repository}` does not exist in registry {registry}")]
+    RepositoryNotFound {
+        repository: String,
+        registry: String,
+    },
+    #[error(
+        "the function's role may not read ECR repository `{repository}` ({message}): grant ecr:DescribeImages and ecr:BatchGetImage on it (template.yaml's EcrRepositoryArns parameter)"
+    )]
+    AccessDenied { repository: String, message: String },
+    #[error("ECR {operation} on `{repository}` failed, and may succeed on retry: {message}")]
+    Transient {
+        operation: &'static str,
+        repository: String,
+        message: String,
+    },
+    #[error("ECR returned a manifest for `{repository}:{tag}` that is not JSON: {message}")]
+    BadManifest {
+        repository: String,
+        tag: String,
+        message: String,
+    },
+}
+
+impl EcrError {
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Transient { .. } | Self::AccessDenied { .. })
+    }
+}
+
+/// What a manifest says about platforms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Platforms {
+    /// An image index: the platforms it holds.
+    Index(Vec<Platform>),
+    /// One image manifest: its platform lives in the config blob, which the ECR API does not
+    /// serve, so it cannot be checked without pulling.
+    Single,
+}
+
+#[derive(Debug)]
+pub struct Ecr {
+    client: aws_sdk_ecr::Client,
+    calls: AtomicU32,
+}
+
+fn pushed_at(detail: &ImageDetail) -> Option<OffsetDateTime> {
+    let t = detail.image_pushed_at()?;
+    OffsetDateTime::from_unix_timestamp(t.secs())
+        .ok()
+        .map(|base| base + time::Duration::nanoseconds(i64::from(t.subsec_nanos())))
+}
+
+fn classify<E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static>(
+    operation: &'static str,
+    repository: &str,
+    registry: &str,
+    error: aws_sdk_ecr::error::SdkError<E>,
+) -> Result<(), EcrError> {
+    let code = error.code().unwrap_or_default().to_string();
+    let message = error
+        .message()
+        .map(str::to_string)
+        .unwrap_or_else(|| aws_sdk_ecr::error::DisplayErrorContext(&error).to_string());
+    match code.as_str() {
+        "ImageNotFoundException" => Ok(()),
+        "RepositoryNotFoundException" => Err(EcrError::RepositoryNotFound {
+            repository: repository.to_string(),
+            registry: registry.to_string(),
+        }),
+        "AccessDeniedException" => Err(EcrError::AccessDenied {
+            repository: repository.to_string(),
+            message,
+        }),
+        _ => Err(EcrError::Transient {
+            operation,
+            repository: repository.to_string(),
+            message: format!("{code} {message}").trim().to_string(),
+        }),
+    }
+}
+
+impl Ecr {
+    pub fn new(client: aws_sdk_ecr::Client) -> Self {
+        Self {
+            client,
+            calls: AtomicU32::new(0),
+        }
+    }
+
+    /// How many ECR requests this client has made; the report shows the cost of an event.
+    pub fn calls(&self) -> u32 {
+        self.calls.load(Ordering::Relaxed)
+    }
+
+    /// One tag's push time and digest; `None` if the tag does not exist (any more).
+    pub async fn describe_tag(
+        &self,
+        registry: &str,
+        repository: &str,
+        tag: &str,
+    ) -> Result<Option<TagInfo>, EcrError> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let result = self
+            .client
+            .describe_images()
+            .registry_id(registry)
+            .repository_name(repository)
+            .image_ids(ImageIdentifier::builder().image_tag(tag).build())
+            .send()
+            .await;
+        match result {
+            Ok(output) => Ok(output.image_details().first().map(|d| TagInfo {
+                name: tag.to_string(),
+                pushed_at: pushed_at(d),
+                digest: d.image_digest().map(str::to_string),
+            })),
+            Err(e) => classify("DescribeImages", repository, registry, e).map(|()| None),
+        }
+    }
+
+    /// Every tag in the repository, one `TagInfo` per tag, following `nextToken`.
+    pub async fn list_tags(
+        &self,
+        registry: &str,
+        repository: &str,
+    ) -> Result<Vec<TagInfo>, EcrError> {
+        let mut tags = Vec::new();
+        let mut next: Option<String> = None;
+        loop {
+            self.calls.fetch_add(1, Ordering::Relaxed);
+            let output = self
+                .client
+                .describe_images()
+                .registry_id(registry)
+                .repository_name(repository)
+                .filter(
+                    aws_sdk_ecr::types::DescribeImagesFilter::builder()
+                        .tag_status(TagStatus::Tagged)
+                        .build(),
+                )
+                .max_results(1000)
+                .set_next_token(next.take())
+                .send()
+                .await;
+            let output = match output {
+                Ok(o) => o,
+                Err(e) => {
+                    classify("DescribeImages", repository, registry, e)?;
+                    return Ok(tags);
+                }
+            };
+            for detail in output.image_details() {
+                for tag in detail.image_tags() {
+                    tags.push(TagInfo {
+                        name: tag.clone(),
+                        pushed_at: pushed_at(detail),
+                        digest: detail.image_digest().map(str::to_string),
+                    });
+                }
+            }
+            match output.next_token() {
+                Some(token) if !token.is_empty() => next = Some(token.to_string()),
+                _ => return Ok(tags),
+            }
+        }
+    }
+
+    /// The platforms of a tag's manifest.
+    pub async fn platforms(
+        &self,
+        registry: &str,
+        repository: &str,
+        tag: &str,
+    ) -> Result<Option<Platforms>, EcrError> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let result = self
+            .client
+            .batch_get_image()
+            .registry_id(registry)
+            .repository_name(repository)
+            .image_ids(ImageIdentifier::builder().image_tag(tag).build())
+            .set_accepted_media_types(Some(
+                [
+                    "application/vnd.oci.image.index.v1+json",
+                    "application/vnd.docker.distribution.manifest.list.v2+json",
+                    "application/vnd.oci.image.manifest.v1+json",
+                    "application/vnd.docker.distribution.manifest.v2+json",
+                ]
+                .map(String::from)
+                .to_vec(),
+            ))
+            .send()
+            .await;
+        let output = match result {
+            Ok(o) => o,
+            Err(e) => {
+                classify("BatchGetImage", repository, registry, e)?;
+                return Ok(None);
+            }
+        };
+        let Some(manifest) = output.images().first().and_then(|i| i.image_manifest()) else {
+            return Ok(None);
+        };
+        parse_platforms(manifest)
+            .map(Some)
+            .map_err(|message| EcrError::BadManifest {
+                repository: repository.to_string(),
+                tag: tag.to_string(),
+                message,
+            })
+    }
+}
+
+#[derive(Deserialize)]
+struct Manifest {
+    #[serde(default)]
+    manifests: Option<Vec<IndexEntry>>,
+}
+
+#[derive(Deserialize)]
+struct IndexEntry {
+    #[serde(default)]
+    platform: Option<ManifestPlatform>,
+}
+
+#[derive(Deserialize)]
+struct ManifestPlatform {
+    os: String,
+    architecture: String,
+    #[serde(default)]
+    variant: Option<String>,
+}
+
+/// Reads an image index or manifest. Pure, so it is tested without ECR.
+pub fn parse_platforms(manifest: &str) -> Result<Platforms, String> {
+    let parsed: Manifest = serde_json::from_str(manifest).map_err(|e| e.to_string())?;
+    Ok(match parsed.manifests {
+        Some(entries) => Platforms::Index(
+            entries
+                .into_iter()
+                .filter_map(|e| e.platform)
+                // Attestation manifests of buildx say `unknown/unknown`.
+                .filter(|p| p.os != "unknown")
+                .map(|p| Platform {
+                    os: p.os,
+                    arch: p.architecture,
+                    variant: p.variant,
+                })
+                .collect(),
+        ),
+        None => Platforms::Single,
+    })
+}
+
+/// Does an index offer every platform the annotation asks for? A platform asked without a
+/// variant matches any variant.
+pub fn offers_all(offered: &[Platform], wanted: &[Platform]) -> Result<(), Vec<String>> {
+    let missing: Vec<String> = wanted
+        .iter()
+        .filter(|w| {
+            !offered.iter().any(|o| {
+                o.os == w.os && o.arch == w.arch && (w.variant.is_none() || w.variant == o.variant)
+            })
+        })
+        .map(|w| match &w.variant {
+            Some(v) => format!("{}/{}/{v}", w.os, w.arch),
+            None => format!("{}/{}", w.os, w.arch),
+        })
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(missing)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn platform(os: &str, arch: &str, variant: Option<&str>) -> Platform {
+        Platform {
+            os: os.into(),
+            arch: arch.into(),
+            variant: variant.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn an_index_lists_its_platforms_without_attestations() {
+        let index = r#"{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[
+            {"digest":"sha256:a","platform":{"os":"linux","architecture":"amd64"}},
+            {"digest":"sha256:b","platform":{"os":"linux","architecture":"arm64","variant":"v8"}},
+            {"digest":"sha256:c","platform":{"os":"unknown","architecture":"unknown"}}]}"#;
+        assert_eq!(
+            parse_platforms(index).unwrap(),
+            Platforms::Index(vec![
+                platform("linux", "amd64", None),
+                platform("linux", "arm64", Some("v8"))
+            ])
+        );
+        assert_eq!(
+            parse_platforms(r#"{"schemaVersion":2,"layers":[]}"#).unwrap(),
+            Platforms::Single
+        );
+        assert!(parse_platforms("not json").is_err());
+    }
+
+    #[test]
+    fn every_wanted_platform_must_be_offered() {
+        let offered = [
+            platform("linux", "amd64", None),
+            platform("linux", "arm64", Some("v8")),
+        ];
+        assert_eq!(
+            offers_all(&offered, &[platform("linux", "arm64", None)]),
+            Ok(())
+        );
+        assert_eq!(
+            offers_all(&offered, &[platform("linux", "arm64", Some("v8"))]),
+            Ok(())
+        );
+        assert_eq!(
+            offers_all(
+                &offered,
+                &[
+                    platform("linux", "amd64", None),
+                    platform("linux", "arm", Some("v7"))
+                ]
+            ),
+            Err(vec!["linux/arm/v7".to_string()])
+        );
+    }
+}

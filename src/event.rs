@@ -1,0 +1,412 @@
+//! Event intake: what an invocation asks for.
+//!
+//! EventBridge delivers ECR `Image Action` events; the scheduler delivers `Scheduled Event`s
+//! for reconcile mode; a person can send `{"action": "reconcile"}`. Events that are not work
+//! (deletes, failures, untagged platform manifests, scans, other sources) are skipped with a
+//! reason. Events that cannot be real (missing fields, wrong types, impossible names) are
+//! errors, so the invocation fails and the event ends in the dead-letter queue for a look.
+
+use serde_json::Value;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+/// An ECR push of a tag: the only event that leads to a write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PushEvent {
+    pub id: String,
+    pub account: String,
+    pub region: String,
+    pub time: OffsetDateTime,
+    pub repository: String,
+    pub tag: String,
+    pub digest: Option<String>,
+}
+
+impl PushEvent {
+    /// `<account>.dkr.ecr.<region>.amazonaws.com`, as image references name ECR.
+    pub fn registry(&self) -> String {
+        registry_host(&self.account, &self.region)
+    }
+
+    pub fn image(&self) -> String {
+        format!("{}/{}", self.registry(), self.repository)
+    }
+}
+
+pub fn registry_host(account: &str, region: &str) -> String {
+    let suffix = if region.starts_with("cn-") {
+        "amazonaws.com.cn"
+    } else {
+        "amazonaws.com"
+    };
+    format!("{account}.dkr.ecr.{region}.{suffix}")
+}
+
+/// What an invocation is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Invocation {
+    Push(PushEvent),
+    /// Re-evaluate every annotated Application against ECR's full tag lists.
+    Reconcile {
+        id: String,
+    },
+    /// Not work for us; the reason goes to the log and the report.
+    Skip {
+        id: String,
+        reason: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EventError {
+    #[error(
+        "malformed event: {0}. This is not an event EventBridge sends for ECR; it is kept in the dead-letter queue for inspection"
+    )]
+    Malformed(String),
+}
+
+pub fn parse(event: &Value) -> Result<Invocation, EventError> {
+    let malformed = |m: String| EventError::Malformed(m);
+    let object = event
+        .as_object()
+        .ok_or_else(|| malformed(format!("expected a JSON object, got {}", kind(event))))?;
+    let id = optional_str(object.get("id"), "id")?
+        .unwrap_or_default()
+        .to_string();
+
+    if object.get("action").and_then(Value::as_str) == Some("reconcile") {
+        return Ok(Invocation::Reconcile { id });
+    }
+    let source = optional_str(object.get("source"), "source")?.unwrap_or_default();
+    let detail_type = optional_str(object.get("detail-type"), "detail-type")?.unwrap_or_default();
+    if source == "aws.events" && detail_type == "Scheduled Event" {
+        return Ok(Invocation::Reconcile { id });
+    }
+    let skip = |reason: String| {
+        Ok(Invocation::Skip {
+            id: id.clone(),
+            reason,
+        })
+    };
+    if source != "aws.ecr" {
+        if source.is_empty() && object.get("detail").is_none() {
+            return Err(malformed(
+                "no `source`: expected an EventBridge event, or {\"action\": \"reconcile\"}".into(),
+            ));
+        }
+        return skip(format!("source `{source}` is not aws.ecr"));
+    }
+    if detail_type != "ECR Image Action" {
+        return skip(format!(
+            "detail-type `{detail_type}` is not `ECR Image Action`"
+        ));
+    }
+    let detail = object
+        .get("detail")
+        .and_then(Value::as_object)
+        .ok_or_else(|| malformed("`detail` is missing or not an object".into()))?;
+    let field = |name: &str| optional_str(detail.get(name), &format!("detail.{name}"));
+
+    let action = field("action-type")?.unwrap_or_default();
+    let result = field("result")?.unwrap_or_default();
+    let repository = field("repository-name")?
+        .ok_or_else(|| malformed("`detail.repository-name` is missing".into()))?;
+    if !is_repository_name(repository) {
+        return Err(malformed(format!(
+            "`{}` is not an ECR repository name",
+            repository.escape_debug()
+        )));
+    }
+    let tag = field("image-tag")?.filter(|t| !t.is_empty());
+    let digest = field("image-digest")?.map(str::to_string);
+
+    if action != "PUSH" {
+        return skip(format!("action-type `{action}` is not PUSH"));
+    }
+    if result != "SUCCESS" {
+        return skip(format!(
+            "push of `{repository}` did not succeed (result `{result}`)"
+        ));
+    }
+    let Some(tag) = tag else {
+        return skip(format!(
+            "push to `{repository}` carries no image-tag (an untagged platform manifest of a multi-arch push); the tagged index has its own event"
+        ));
+    };
+    if !is_tag(tag) {
+        return Err(malformed(format!(
+            "`{}` is not a valid image tag ([A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})",
+            tag.escape_debug()
+        )));
+    }
+    // The event's digest is informational (the digest strategy asks ECR), so any
+    // `sha256:<hex>` passes; AWS's own sample event carries a shortened one.
+    if let Some(d) = &digest
+        && !d.strip_prefix("sha256:").is_some_and(|hex| {
+            !hex.is_empty() && hex.len() <= 64 && hex.bytes().all(|b| b.is_ascii_hexdigit())
+        })
+    {
+        return Err(malformed(format!(
+            "`{}` is not a sha256 digest",
+            d.escape_debug()
+        )));
+    }
+    let account = optional_str(object.get("account"), "account")?
+        .filter(|a| a.len() == 12 && a.bytes().all(|b| b.is_ascii_digit()))
+        .ok_or_else(|| malformed("`account` is missing or not 12 digits".into()))?;
+    let region = optional_str(object.get("region"), "region")?
+        .filter(|r| is_region(r))
+        .ok_or_else(|| malformed("`region` is missing or not an AWS region".into()))?;
+    let time = optional_str(object.get("time"), "time")?
+        .ok_or_else(|| malformed("`time` is missing".into()))
+        .and_then(|t| {
+            OffsetDateTime::parse(t, &Rfc3339)
+                .map_err(|e| malformed(format!("`time` `{t}` is not RFC 3339: {e}")))
+        })?;
+    Ok(Invocation::Push(PushEvent {
+        id,
+        account: account.to_string(),
+        region: region.to_string(),
+        time,
+        repository: repository.to_string(),
+        tag: tag.to_string(),
+        digest,
+    }))
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn optional_str<'a>(value: Option<&'a Value>, name: &str) -> Result<Option<&'a str>, EventError> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(other) => Err(EventError::Malformed(format!(
+            "`{name}` must be a string, got {}",
+            kind(other)
+        ))),
+    }
+}
+
+/// Docker's tag grammar, which ECR enforces.
+pub fn is_tag(tag: &str) -> bool {
+    let bytes = tag.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 128
+        && (bytes[0].is_ascii_alphanumeric() || bytes[0] == b'_')
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+/// ECR's repository name grammar: lowercase path components separated by `/`.
+fn is_repository_name(name: &str) -> bool {
+    name.len() <= 256
+        && !name.is_empty()
+        && name.split('/').all(|component| {
+            !component.is_empty()
+                && component.split(['.', '_', '-']).all(|part| {
+                    !part.is_empty()
+                        && part
+                            .bytes()
+                            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+                })
+        })
+}
+
+fn is_region(region: &str) -> bool {
+    let parts: Vec<&str> = region.split('-').collect();
+    parts.len() >= 3
+        && parts.iter().all(|p| {
+            !p.is_empty()
+                && p.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        })
+        && parts
+            .last()
+            .is_some_and(|p| p.bytes().all(|b| b.is_ascii_digit()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn push(detail: Value) -> Value {
+        json!({"version": "0", "id": "e-1", "detail-type": "ECR Image Action", "source": "aws.ecr",
+               "account": "768157413559", "time": "2025-08-25T06:30:14Z", "region": "ap-northeast-2",
+               "resources": [], "detail": detail})
+    }
+
+    const DIGEST: &str = "sha256:3333333333333333333333333333333333333333333333333333333333333333";
+
+    #[test]
+    fn a_successful_tagged_push_is_work_with_the_image_built_from_the_event() {
+        let event = push(
+            json!({"result": "SUCCESS", "repository-name": "barun-dev-ecr",
+            "image-digest": DIGEST, "action-type": "PUSH", "image-tag": "20250825-153012"}),
+        );
+        let Invocation::Push(p) = parse(&event).unwrap() else {
+            panic!("not a push")
+        };
+        assert_eq!(
+            p.image(),
+            "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/barun-dev-ecr"
+        );
+        assert_eq!(p.tag, "20250825-153012");
+        assert_eq!(p.digest.as_deref(), Some(DIGEST));
+        assert_eq!(p.time, time::macros::datetime!(2025-08-25 06:30:14 UTC));
+    }
+
+    #[test]
+    fn the_aws_documented_events_are_classified() {
+        let push_doc: Value = serde_json::from_str(include_str!(
+            "../tests/fixtures/aws-doc-image-action-push.json"
+        ))
+        .unwrap();
+        let Invocation::Push(p) = parse(&push_doc).unwrap() else {
+            panic!("push sample is work")
+        };
+        assert_eq!(
+            (p.repository.as_str(), p.tag.as_str()),
+            ("my-repository-name", "latest")
+        );
+        let delete: Value = serde_json::from_str(include_str!(
+            "../tests/fixtures/aws-doc-image-action-delete.json"
+        ))
+        .unwrap();
+        assert!(
+            matches!(parse(&delete), Ok(Invocation::Skip { reason, .. }) if reason.contains("DELETE"))
+        );
+        let scan: Value =
+            serde_json::from_str(include_str!("../tests/fixtures/aws-doc-image-scan.json"))
+                .unwrap();
+        assert!(
+            matches!(parse(&scan), Ok(Invocation::Skip { reason, .. }) if reason.contains("ECR Image Scan"))
+        );
+    }
+
+    #[test]
+    fn events_that_are_not_work_are_skipped_with_a_reason() {
+        let table: &[(Value, &str)] = &[
+            (
+                push(
+                    json!({"result": "SUCCESS", "repository-name": "r", "action-type": "DELETE", "image-tag": "1"}),
+                ),
+                "DELETE",
+            ),
+            (
+                push(
+                    json!({"result": "FAILURE", "repository-name": "r", "action-type": "PUSH", "image-tag": "1"}),
+                ),
+                "FAILURE",
+            ),
+            (
+                push(
+                    json!({"result": "SUCCESS", "repository-name": "r", "action-type": "PUSH", "image-digest": DIGEST}),
+                ),
+                "untagged platform manifest",
+            ),
+            (
+                push(
+                    json!({"result": "SUCCESS", "repository-name": "r", "action-type": "PUSH", "image-tag": ""}),
+                ),
+                "no image-tag",
+            ),
+            (
+                json!({"source": "aws.s3", "detail-type": "Object Created", "detail": {}}),
+                "not aws.ecr",
+            ),
+        ];
+        for (event, reason) in table {
+            match parse(event) {
+                Ok(Invocation::Skip { reason: r, .. }) => assert!(r.contains(reason), "{r}"),
+                other => panic!("{event}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn scheduled_and_manual_reconcile_requests_are_recognised() {
+        let scheduled = json!({"id": "s-1", "source": "aws.events", "detail-type": "Scheduled Event", "detail": {}});
+        assert_eq!(
+            parse(&scheduled),
+            Ok(Invocation::Reconcile { id: "s-1".into() })
+        );
+        assert_eq!(
+            parse(&json!({"action": "reconcile"})),
+            Ok(Invocation::Reconcile { id: String::new() })
+        );
+    }
+
+    #[test]
+    fn malformed_events_are_errors_that_say_what_is_wrong() {
+        let ok = || json!({"result": "SUCCESS", "repository-name": "r", "action-type": "PUSH", "image-tag": "1"});
+        let mut no_repo = push(ok());
+        no_repo["detail"]
+            .as_object_mut()
+            .unwrap()
+            .remove("repository-name");
+        let mut wrong_type = push(ok());
+        wrong_type["detail"]["image-tag"] = json!(42);
+        let mut hostile_tag = push(ok());
+        hostile_tag["detail"]["image-tag"] = json!("1.0;rm -rf /\u{1b}[2J");
+        let mut long_tag = push(ok());
+        long_tag["detail"]["image-tag"] = json!("a".repeat(129));
+        let mut bad_repo = push(ok());
+        bad_repo["detail"]["repository-name"] = json!("../Etc/passwd");
+        let mut bad_account = push(ok());
+        bad_account["account"] = json!("12345");
+        let mut bad_digest = push(ok());
+        bad_digest["detail"]["image-digest"] = json!("md5:abc");
+        let mut bad_time = push(ok());
+        bad_time["time"] = json!("yesterday");
+        let mut detail_string = push(ok());
+        detail_string["detail"] = json!("PUSH");
+        let table: Vec<(Value, &str)> = vec![
+            (json!([1, 2]), "expected a JSON object, got an array"),
+            (json!("push"), "got a string"),
+            (json!({}), "no `source`"),
+            (no_repo, "repository-name` is missing"),
+            (
+                wrong_type,
+                "`detail.image-tag` must be a string, got a number",
+            ),
+            (hostile_tag, "not a valid image tag"),
+            (long_tag, "not a valid image tag"),
+            (bad_repo, "not an ECR repository name"),
+            (bad_account, "12 digits"),
+            (bad_time, "RFC 3339"),
+            (bad_digest, "not a sha256 digest"),
+            (detail_string, "`detail` is missing or not an object"),
+        ];
+        for (event, expected) in table {
+            let EventError::Malformed(message) = parse(&event).unwrap_err();
+            assert!(message.contains(expected), "{event}: {message}");
+        }
+    }
+
+    #[test]
+    fn tags_follow_the_docker_grammar() {
+        for good in [
+            "1.0",
+            "v1.2.3-rc.1",
+            "20250825-153012",
+            "_x",
+            &"a".repeat(128),
+        ] {
+            assert!(is_tag(good), "{good}");
+        }
+        for bad in ["", "-x", ".x", "a b", "a/b", "é", "a:b", &"a".repeat(129)] {
+            assert!(!is_tag(bad), "{bad}");
+        }
+    }
+}
