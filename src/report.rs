@@ -1,0 +1,194 @@
+//! The report: one entry per Application and image, saying what happened and why.
+//!
+//! It is the handler's return value, what `plan` prints, and (one JSON line per entry) what
+//! the logs show. Failures carry their retry class: if any can be fixed by a retry or an
+//! operator, the invocation fails after all other targets are done, so AWS retries the event.
+
+use serde::Serialize;
+use serde_json::Value;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    Updated,
+    Unchanged,
+    Skipped,
+    Failed,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Entry {
+    pub namespace: String,
+    pub name: String,
+    pub alias: Option<String>,
+    pub image: String,
+    pub from: Option<String>,
+    pub to: Option<String>,
+    pub action: Action,
+    pub reason: String,
+    /// Where the value was written: `spec.source (helm)`, `spec.sources[1] (kustomize)`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<String>,
+    /// The patch, in dry-run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch: Option<Value>,
+    /// Whether a retry (or an operator) can fix this failure.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub retryable: bool,
+}
+
+impl Entry {
+    pub fn new(namespace: &str, name: &str, alias: Option<&str>, image: &str) -> Self {
+        Self {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            alias: alias.map(str::to_string),
+            image: image.to_string(),
+            from: None,
+            to: None,
+            action: Action::Skipped,
+            reason: String::new(),
+            sources: Vec::new(),
+            patch: None,
+            retryable: false,
+        }
+    }
+
+    pub fn with(mut self, action: Action, reason: impl Into<String>) -> Self {
+        self.action = action;
+        self.reason = reason.into();
+        self
+    }
+}
+
+/// What one invocation cost, by kind of request.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct Stats {
+    pub list_pages: u32,
+    pub applications_listed: usize,
+    pub applications_matched: usize,
+    pub gets: u32,
+    pub patches: u32,
+    pub conflicts: u32,
+    pub ecr_calls: u32,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Report {
+    /// `push`, `reconcile` or `skip`.
+    pub mode: &'static str,
+    pub event_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    pub dry_run: bool,
+    /// Why the whole event was not work, if it was not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+    pub entries: Vec<Entry>,
+    pub stats: Stats,
+}
+
+impl Report {
+    pub fn new(mode: &'static str, event_id: &str, dry_run: bool) -> Self {
+        Self {
+            mode,
+            event_id: event_id.to_string(),
+            image: None,
+            tag: None,
+            dry_run,
+            skipped: None,
+            entries: Vec::new(),
+            stats: Stats::default(),
+        }
+    }
+
+    pub fn retryable_failures(&self) -> impl Iterator<Item = &Entry> {
+        self.entries
+            .iter()
+            .filter(|e| e.action == Action::Failed && e.retryable)
+    }
+
+    /// One structured line per decision, at a level that matches its weight.
+    pub fn log(&self) {
+        if let Some(reason) = &self.skipped {
+            tracing::info!(event_id = %self.event_id, mode = self.mode, reason = %reason, "event skipped");
+        }
+        for e in &self.entries {
+            let from = e.from.as_deref().unwrap_or("");
+            let to = e.to.as_deref().unwrap_or("");
+            let alias = e.alias.as_deref().unwrap_or("");
+            let sources = e.sources.join(", ");
+            macro_rules! decision {
+                ($level:ident) => {
+                    tracing::$level!(
+                        event_id = %self.event_id, namespace = %e.namespace, application = %e.name,
+                        alias = %alias, image = %e.image, from = %from, to = %to,
+                        action = ?e.action, sources = %sources, dry_run = self.dry_run, reason = %e.reason,
+                        "decision"
+                    )
+                };
+            }
+            match e.action {
+                Action::Failed => decision!(error),
+                Action::Updated => decision!(info),
+                Action::Unchanged | Action::Skipped => decision!(info),
+            }
+        }
+        tracing::info!(event_id = %self.event_id, stats = ?self.stats, "invocation done");
+    }
+
+    /// The message an invocation fails with: every retryable failure, each with its fix.
+    pub fn failure_summary(&self) -> Option<String> {
+        let failures: Vec<String> = self
+            .retryable_failures()
+            .map(|e| format!("{}/{} ({}): {}", e.namespace, e.name, e.image, e.reason))
+            .collect();
+        (!failures.is_empty()).then(|| {
+            format!(
+                "{} target(s) failed and may succeed on retry; all other targets were finished. {}",
+                failures.len(),
+                failures.join("; ")
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_retryable_failures_fail_the_invocation() {
+        let mut report = Report::new("push", "e-1", false);
+        report
+            .entries
+            .push(Entry::new("argocd", "a", Some("app"), "r/x").with(Action::Updated, "ok"));
+        let mut config =
+            Entry::new("argocd", "b", None, "r/x").with(Action::Failed, "bad annotation");
+        config.retryable = false;
+        report.entries.push(config);
+        assert_eq!(report.failure_summary(), None);
+        let mut throttled =
+            Entry::new("argocd", "c", None, "r/x").with(Action::Failed, "throttled");
+        throttled.retryable = true;
+        report.entries.push(throttled);
+        let summary = report.failure_summary().unwrap();
+        assert!(summary.starts_with("1 target(s) failed"), "{summary}");
+        assert!(summary.contains("argocd/c (r/x): throttled"));
+    }
+
+    #[test]
+    fn the_report_serialises_with_lowercase_actions_and_no_empty_extras() {
+        let mut report = Report::new("push", "e-1", true);
+        report
+            .entries
+            .push(Entry::new("argocd", "a", Some("app"), "r/x").with(Action::Unchanged, "same"));
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["entries"][0]["action"], "unchanged");
+        assert!(json["entries"][0].get("patch").is_none());
+        assert!(json["entries"][0].get("retryable").is_none());
+        assert_eq!(json["dry_run"], true);
+    }
+}
