@@ -103,6 +103,29 @@ impl Handler {
         }
     }
 
+    /// Builds the handler from the SDK configuration `main` loads once per container.
+    pub fn from_sdk(
+        config: Config,
+        sdk: &aws_config::SdkConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, String> {
+        let region = sdk
+            .region()
+            .map(|r| r.to_string())
+            .ok_or("no AWS region: set AWS_REGION (Lambda sets it)")?;
+        let credentials = sdk
+            .credentials_provider()
+            .ok_or("no AWS credentials provider: configure the standard AWS credential chain")?;
+        Ok(Self::new(
+            config,
+            region,
+            aws_sdk_ecr::Client::new(sdk),
+            aws_sdk_eks::Client::new(sdk),
+            credentials,
+            clock,
+        ))
+    }
+
     pub fn config(&self) -> &Config {
         &self.config
     }

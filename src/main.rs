@@ -159,21 +159,7 @@ async fn sdk_config(region: Option<String>) -> aws_config::SdkConfig {
 }
 
 fn build_handler(config: Config, sdk: &aws_config::SdkConfig) -> Result<Handler, String> {
-    let region = sdk
-        .region()
-        .map(|r| r.to_string())
-        .ok_or("no AWS region: set AWS_REGION (Lambda sets it)")?;
-    let credentials = sdk
-        .credentials_provider()
-        .ok_or("no AWS credentials provider: configure the standard AWS credential chain")?;
-    Ok(Handler::new(
-        config,
-        region,
-        aws_sdk_ecr::Client::new(sdk),
-        aws_sdk_eks::Client::new(sdk),
-        credentials,
-        Arc::new(SystemClock),
-    ))
+    Handler::from_sdk(config, sdk, Arc::new(SystemClock))
 }
 
 fn diagnostic(error: &HandlerError) -> Diagnostic {
@@ -209,7 +195,9 @@ async fn lambda() -> ExitCode {
             .duration_since(SystemTime::now())
             .unwrap_or_default();
         let deadline = Instant::now() + remaining;
-        match handler.handle(&event.payload, Some(deadline)).await {
+        // Boxed: the handler's future is large, and nesting it in the runtime's types
+        // otherwise exceeds the compiler's layout query depth.
+        match Box::pin(handler.handle(&event.payload, Some(deadline))).await {
             Ok(report) => Ok(serde_json::to_value(&report).unwrap_or(Value::Null)),
             Err(e) => {
                 tracing::error!(error_type = e.error_type(), error = %e, "invocation failed");

@@ -16,6 +16,17 @@ pub enum Action {
     Failed,
 }
 
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Updated => "updated",
+            Self::Unchanged => "unchanged",
+            Self::Skipped => "skipped",
+            Self::Failed => "failed",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Entry {
     pub namespace: String,
@@ -125,7 +136,7 @@ impl Report {
                     tracing::$level!(
                         event_id = %self.event_id, namespace = %e.namespace, application = %e.name,
                         alias = %alias, image = %e.image, from = %from, to = %to,
-                        action = ?e.action, sources = %sources, dry_run = self.dry_run, reason = %e.reason,
+                        action = e.action.as_str(), sources = %sources, dry_run = self.dry_run, reason = %e.reason,
                         "decision"
                     )
                 };

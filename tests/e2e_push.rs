@@ -23,7 +23,10 @@ fn push(repository: &str, tag: &str, time: &str) -> Value {
 }
 
 fn image(repository: &str, tag: &str, digest: char, pushed_at: &str) -> Image {
-    serde_json::from_value(json!({"repository": repository, "tag": tag, "digest": D(digest), "pushedAt": pushed_at})).unwrap()
+    serde_json::from_value(
+        json!({"repository": repository, "tag": tag, "digest": D(digest), "pushedAt": pushed_at}),
+    )
+    .unwrap()
 }
 
 async fn ok(standins: &StandIns, vars: &[(&str, &str)], event: &Value) -> Report {
@@ -43,7 +46,9 @@ fn app(name: &str, namespace: &str, annotations: Value, source: Value, status: V
 }
 
 fn kube_requests(standins: &StandIns, method: &str) -> usize {
-    standins.shared.count(|r| r.service == Service::Kube && r.method == method)
+    standins
+        .shared
+        .count(|r| r.service == Service::Kube && r.method == method)
 }
 
 #[tokio::test]
@@ -55,11 +60,22 @@ async fn the_seed_application_moves_to_the_newly_pushed_date_tag() {
     assert_eq!(entry.from.as_deref(), Some("20250825-120000"));
     assert_eq!(entry.to.as_deref(), Some("20250825-153012"));
     assert_eq!(entry.sources, vec!["spec.source (helm)".to_string()]);
-    assert_eq!(helm_parameter(&standins, "argocd", "aws-pipeline-test", "image.tag").as_deref(), Some("20250825-153012"));
-    assert_eq!(helm_parameter(&standins, "argocd", "aws-pipeline-test", "image.repository").as_deref(), Some(SEED_IMAGE));
+    assert_eq!(
+        helm_parameter(&standins, "argocd", "aws-pipeline-test", "image.tag").as_deref(),
+        Some("20250825-153012")
+    );
+    assert_eq!(
+        helm_parameter(&standins, "argocd", "aws-pipeline-test", "image.repository").as_deref(),
+        Some(SEED_IMAGE)
+    );
     let stored = standins.kube.get("argocd", "aws-pipeline-test").unwrap();
     standins.kube.validate(&stored).unwrap();
-    let audit: Value = serde_json::from_str(stored["metadata"]["annotations"]["argocd-ecr-updater.io/last-update"].as_str().unwrap()).unwrap();
+    let audit: Value = serde_json::from_str(
+        stored["metadata"]["annotations"]["argocd-ecr-updater.io/last-update"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
     assert_eq!(audit["images"][0]["from"], "20250825-120000");
     assert_eq!(audit["eventId"], "6f0c5a4e-1d2b-4c3a-9e8f-7a6b5c4d3e21");
     // Cost: one list page, one GET, one PATCH, one ECR call (the current tag's push time).
@@ -68,7 +84,12 @@ async fn the_seed_application_moves_to_the_newly_pushed_date_tag() {
     assert_eq!(report.stats.ecr_calls, 1);
     assert_eq!(standins.shared.count(|r| r.service == Service::Ecr), 1);
     assert_eq!(standins.shared.count(|r| r.service == Service::Eks), 1);
-    let patch = standins.shared.requests().into_iter().find(|r| r.method == "PATCH").unwrap();
+    let patch = standins
+        .shared
+        .requests()
+        .into_iter()
+        .find(|r| r.method == "PATCH")
+        .unwrap();
     assert_eq!(patch.content_type, "application/json-patch+json");
 }
 
@@ -81,12 +102,19 @@ async fn out_of_order_and_duplicate_deliveries_never_downgrade() {
     let late = push("barun-dev-ecr", "20250824-093000", "2025-08-24T00:30:05Z");
     let report = h.handle(&late, None).await.unwrap();
     assert_eq!(only(&report).action, Action::Skipped);
-    assert!(only(&report).reason.contains("ranks below"), "{}", only(&report).reason);
+    assert!(
+        only(&report).reason.contains("ranks below"),
+        "{}",
+        only(&report).reason
+    );
     // The same event delivered twice: the second is a no-op.
     let report = h.handle(&event("push-date-tag.json"), None).await.unwrap();
     assert_eq!(only(&report).action, Action::Unchanged);
     assert_eq!(kube_requests(&standins, "PATCH"), 1);
-    assert_eq!(helm_parameter(&standins, "argocd", "aws-pipeline-test", "image.tag").as_deref(), Some("20250825-153012"));
+    assert_eq!(
+        helm_parameter(&standins, "argocd", "aws-pipeline-test", "image.tag").as_deref(),
+        Some("20250825-153012")
+    );
 }
 
 #[tokio::test]
@@ -102,7 +130,12 @@ async fn a_tag_that_allow_tags_rejects_costs_no_ecr_call_and_no_write() {
 #[tokio::test]
 async fn events_that_are_not_work_touch_nothing() {
     let standins = StandIns::start_seeded().await.unwrap();
-    for name in ["delete.json", "push-failure.json", "scan.json", "push-untagged-platform-manifest.json"] {
+    for name in [
+        "delete.json",
+        "push-failure.json",
+        "scan.json",
+        "push-untagged-platform-manifest.json",
+    ] {
         let report = ok(&standins, &[], &event(name)).await;
         assert!(report.skipped.is_some(), "{name}");
         assert!(report.entries.is_empty());
@@ -114,8 +147,14 @@ async fn events_that_are_not_work_touch_nothing() {
 async fn a_malformed_event_fails_the_invocation_as_permanent() {
     let standins = StandIns::start_seeded().await.unwrap();
     let mut bad = event("push-date-tag.json");
-    bad["detail"].as_object_mut().unwrap().remove("repository-name");
-    let error = handler(&standins, &[]).handle(&bad, None).await.unwrap_err();
+    bad["detail"]
+        .as_object_mut()
+        .unwrap()
+        .remove("repository-name");
+    let error = handler(&standins, &[])
+        .handle(&bad, None)
+        .await
+        .unwrap_err();
     assert_eq!(error.error_type(), "Permanent.MalformedEvent");
     assert!(error.to_string().contains("repository-name"));
 }
@@ -129,14 +168,31 @@ async fn semver_with_a_constraint_moves_within_it_only() {
         json!({"repoURL": "r", "chart": "api", "helm": {"parameters": [{"name": "image.name", "value": api}, {"name": "image.tag", "value": "v1.2.0"}]}}),
         json!({"sourceType": "Helm", "summary": {"images": [format!("{api}:v1.2.0")]}}))).unwrap();
     let report = ok(&standins, &[], &event("push-semver-tag.json")).await;
-    assert_eq!(only(&report).action, Action::Updated, "{}", only(&report).reason);
+    assert_eq!(
+        only(&report).action,
+        Action::Updated,
+        "{}",
+        only(&report).reason
+    );
     assert_eq!(report.stats.ecr_calls, 0);
     let major = push("api", "v2.0.0", "2025-09-02T00:00:00Z");
     let report = ok(&standins, &[], &major).await;
-    assert!(only(&report).reason.contains("does not meet constraint `^1.2`"), "{}", only(&report).reason);
+    assert!(
+        only(&report)
+            .reason
+            .contains("does not meet constraint `^1.2`"),
+        "{}",
+        only(&report).reason
+    );
     let pre = push("api", "v1.4.0-rc.1", "2025-09-02T00:00:00Z");
-    assert_eq!(only(&ok(&standins, &[], &pre).await).action, Action::Skipped);
-    assert_eq!(standins.kube.get("argocd", "api").unwrap()["spec"]["source"]["helm"]["parameters"][1]["value"], "v1.3.0");
+    assert_eq!(
+        only(&ok(&standins, &[], &pre).await).action,
+        Action::Skipped
+    );
+    assert_eq!(
+        standins.kube.get("argocd", "api").unwrap()["spec"]["source"]["helm"]["parameters"][1]["value"],
+        "v1.3.0"
+    );
 }
 
 #[tokio::test]
@@ -153,9 +209,20 @@ async fn the_digest_strategy_follows_what_the_tag_points_to_in_ecr_now() {
     let report = ok(&standins, &[], &stale).await;
     let pinned = report.entries.iter().find(|e| e.name == "pinned").unwrap();
     assert_eq!(pinned.action, Action::Updated, "{}", pinned.reason);
-    assert_eq!(pinned.to.as_deref(), Some(format!("latest@{}", D('3')).as_str()));
+    assert_eq!(
+        pinned.to.as_deref(),
+        Some(format!("latest@{}", D('3')).as_str())
+    );
     let report = ok(&standins, &[], &stale).await;
-    assert_eq!(report.entries.iter().find(|e| e.name == "pinned").unwrap().action, Action::Unchanged);
+    assert_eq!(
+        report
+            .entries
+            .iter()
+            .find(|e| e.name == "pinned")
+            .unwrap()
+            .action,
+        Action::Unchanged
+    );
 }
 
 #[tokio::test]
@@ -167,8 +234,23 @@ async fn kustomize_multi_source_directory_and_applicationset_apps_are_each_handl
     standins.kube.insert(app("kust", "argocd", annotations.clone(),
         json!({"repoURL": "r", "path": "overlays/prod", "kustomize": {"images": [format!("{SEED_IMAGE}:20250825-120000")]}}),
         status("Kustomize"))).unwrap();
-    standins.kube.insert(app("dir", "argocd", annotations.clone(), json!({"repoURL": "r", "path": "manifests"}), status("Directory"))).unwrap();
-    let mut multi = app("multi", "argocd", annotations.clone(), Value::Null, Value::Null);
+    standins
+        .kube
+        .insert(app(
+            "dir",
+            "argocd",
+            annotations.clone(),
+            json!({"repoURL": "r", "path": "manifests"}),
+            status("Directory"),
+        ))
+        .unwrap();
+    let mut multi = app(
+        "multi",
+        "argocd",
+        annotations.clone(),
+        Value::Null,
+        Value::Null,
+    );
     let spec = multi["spec"].as_object_mut().unwrap();
     spec.remove("source");
     spec.insert("sources".into(), json!([
@@ -177,7 +259,13 @@ async fn kustomize_multi_source_directory_and_applicationset_apps_are_each_handl
         {"repoURL": "r", "chart": "worker", "helm": {"parameters": [{"name": "image.tag", "value": "20250825-120000"}]}}]));
     multi["status"] = json!({"sourceTypes": ["Directory", "Helm", "Helm"], "summary": {"images": [format!("{SEED_IMAGE}:20250825-120000")]}});
     standins.kube.insert(multi).unwrap();
-    let mut owned = app("owned", "argocd", annotations, json!({"repoURL": "r", "chart": "c", "helm": {}}), status("Helm"));
+    let mut owned = app(
+        "owned",
+        "argocd",
+        annotations,
+        json!({"repoURL": "r", "chart": "c", "helm": {}}),
+        status("Helm"),
+    );
     owned["metadata"]["ownerReferences"] = json!([{"apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationSet", "name": "fleet", "uid": "u1"}]);
     standins.kube.insert(owned).unwrap();
 
@@ -188,21 +276,45 @@ async fn kustomize_multi_source_directory_and_applicationset_apps_are_each_handl
         standins.kube.get("argocd", "kust").unwrap()["spec"]["source"]["kustomize"]["images"],
         json!([format!("{SEED_IMAGE}:20250825-153012")])
     );
-    assert_eq!(by("multi").sources, vec!["spec.sources[1] (helm)".to_string(), "spec.sources[2] (helm)".to_string()]);
+    assert_eq!(
+        by("multi").sources,
+        vec![
+            "spec.sources[1] (helm)".to_string(),
+            "spec.sources[2] (helm)".to_string()
+        ]
+    );
     let stored = standins.kube.get("argocd", "multi").unwrap();
-    assert_eq!(stored["spec"]["sources"][2]["helm"]["parameters"][0]["value"], "20250825-153012");
-    assert_eq!(stored["spec"]["sources"][0], json!({"repoURL": "values", "targetRevision": "main", "ref": "values"}));
+    assert_eq!(
+        stored["spec"]["sources"][2]["helm"]["parameters"][0]["value"],
+        "20250825-153012"
+    );
+    assert_eq!(
+        stored["spec"]["sources"][0],
+        json!({"repoURL": "values", "targetRevision": "main", "ref": "values"})
+    );
     assert_eq!(by("dir").action, Action::Skipped);
-    assert_eq!(by("dir").reason, "skipping app 'argocd/dir' of type 'Directory' because it's not of supported source type");
+    assert_eq!(
+        by("dir").reason,
+        "skipping app 'argocd/dir' of type 'Directory' because it's not of supported source type"
+    );
     assert_eq!(by("owned").action, Action::Skipped);
     assert!(by("owned").reason.contains("ApplicationSet `fleet`"));
-    assert!(standins.kube.get("argocd", "owned").unwrap()["spec"]["source"]["helm"].get("parameters").is_none());
+    assert!(
+        standins.kube.get("argocd", "owned").unwrap()["spec"]["source"]["helm"]
+            .get("parameters")
+            .is_none()
+    );
 }
 
 #[tokio::test]
 async fn a_push_no_application_tracks_costs_one_list_and_nothing_else() {
     let standins = StandIns::start_seeded().await.unwrap();
-    let report = ok(&standins, &[], &push("unrelated", "1.0.0", "2025-09-01T00:00:00Z")).await;
+    let report = ok(
+        &standins,
+        &[],
+        &push("unrelated", "1.0.0", "2025-09-01T00:00:00Z"),
+    )
+    .await;
     assert!(report.entries.is_empty());
     assert_eq!(report.stats.applications_listed, 1);
     assert_eq!(kube_requests(&standins, "GET"), 1);
@@ -212,7 +324,10 @@ async fn a_push_no_application_tracks_costs_one_list_and_nothing_else() {
 #[tokio::test]
 async fn two_applications_in_two_namespaces_tracking_one_repository_both_move() {
     let options = Options {
-        identities: vec![function_identity(vec![Grant::new(&["get", "list", "patch"], "argocd"), Grant::new(&["get", "list", "patch"], "team-b")])],
+        identities: vec![function_identity(vec![
+            Grant::new(&["get", "list", "patch"], "argocd"),
+            Grant::new(&["get", "list", "patch"], "team-b"),
+        ])],
         ..Options::default()
     };
     let standins = StandIns::start(options).await.unwrap();
@@ -223,23 +338,36 @@ async fn two_applications_in_two_namespaces_tracking_one_repository_both_move() 
         second["metadata"].as_object_mut().unwrap().remove(key);
     }
     standins.kube.insert(second).unwrap();
-    let report = ok(&standins, &[("ARGOCD_NAMESPACES", "argocd,team-b")], &event("push-date-tag.json")).await;
+    let report = ok(
+        &standins,
+        &[("ARGOCD_NAMESPACES", "argocd,team-b")],
+        &event("push-date-tag.json"),
+    )
+    .await;
     assert_eq!(report.entries.len(), 2);
     assert!(report.entries.iter().all(|e| e.action == Action::Updated));
     for ns in ["argocd", "team-b"] {
-        assert_eq!(helm_parameter(&standins, ns, "aws-pipeline-test", "image.tag").as_deref(), Some("20250825-153012"));
+        assert_eq!(
+            helm_parameter(&standins, ns, "aws-pipeline-test", "image.tag").as_deref(),
+            Some("20250825-153012")
+        );
     }
 }
 
 #[tokio::test]
 async fn a_concurrent_edit_of_another_field_survives_our_write() {
     let standins = StandIns::start_seeded().await.unwrap();
-    standins.shared.inject(Route::kube("PATCH", "aws-pipeline-test"), 1, FaultAction::Delay(Duration::from_millis(300)));
+    standins.shared.inject(
+        Route::kube("PATCH", "aws-pipeline-test"),
+        1,
+        FaultAction::Delay(Duration::from_millis(300)),
+    );
     let kube = standins.kube.clone();
     let editor = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(100)).await;
         kube.edit("argocd", "aws-pipeline-test", |a| {
-            a["spec"]["syncPolicy"]["syncOptions"] = json!(["CreateNamespace=true", "ServerSideApply=true"]);
+            a["spec"]["syncPolicy"]["syncOptions"] =
+                json!(["CreateNamespace=true", "ServerSideApply=true"]);
             a["metadata"]["labels"] = json!({"edited-by": "human"});
         })
         .unwrap();
@@ -248,16 +376,31 @@ async fn a_concurrent_edit_of_another_field_survives_our_write() {
     editor.await.unwrap();
     assert_eq!(only(&report).action, Action::Updated);
     let stored = standins.kube.get("argocd", "aws-pipeline-test").unwrap();
-    assert_eq!(stored["spec"]["syncPolicy"]["syncOptions"], json!(["CreateNamespace=true", "ServerSideApply=true"]));
+    assert_eq!(
+        stored["spec"]["syncPolicy"]["syncOptions"],
+        json!(["CreateNamespace=true", "ServerSideApply=true"])
+    );
     assert_eq!(stored["metadata"]["labels"]["edited-by"], "human");
-    assert_eq!(helm_parameter(&standins, "argocd", "aws-pipeline-test", "image.tag").as_deref(), Some("20250825-153012"));
+    assert_eq!(
+        helm_parameter(&standins, "argocd", "aws-pipeline-test", "image.tag").as_deref(),
+        Some("20250825-153012")
+    );
 }
 
 #[tokio::test]
 async fn a_concurrent_edit_of_the_managed_parameter_makes_us_read_again_and_decide_again() {
     let standins = StandIns::start_seeded().await.unwrap();
-    standins.aws.push(image("barun-dev-ecr", "20250826-080000", '5', "2025-08-25T23:00:00Z"));
-    standins.shared.inject(Route::kube("PATCH", "aws-pipeline-test"), 1, FaultAction::Delay(Duration::from_millis(300)));
+    standins.aws.push(image(
+        "barun-dev-ecr",
+        "20250826-080000",
+        '5',
+        "2025-08-25T23:00:00Z",
+    ));
+    standins.shared.inject(
+        Route::kube("PATCH", "aws-pipeline-test"),
+        1,
+        FaultAction::Delay(Duration::from_millis(300)),
+    );
     let kube = standins.kube.clone();
     let editor = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -269,53 +412,109 @@ async fn a_concurrent_edit_of_the_managed_parameter_makes_us_read_again_and_deci
     let report = ok(&standins, &[], &event("push-date-tag.json")).await;
     editor.await.unwrap();
     // Re-decided against the newer tag someone else set: ours is older, so nothing is written.
-    assert_eq!(only(&report).action, Action::Skipped, "{}", only(&report).reason);
+    assert_eq!(
+        only(&report).action,
+        Action::Skipped,
+        "{}",
+        only(&report).reason
+    );
     assert!(only(&report).reason.contains("ranks below"));
     assert_eq!(report.stats.conflicts, 1);
-    assert_eq!(helm_parameter(&standins, "argocd", "aws-pipeline-test", "image.tag").as_deref(), Some("20250826-080000"));
+    assert_eq!(
+        helm_parameter(&standins, "argocd", "aws-pipeline-test", "image.tag").as_deref(),
+        Some("20250826-080000")
+    );
 }
 
 #[tokio::test]
 async fn a_conflict_storm_is_retried_a_bounded_number_of_times_then_fails_the_invocation() {
     let standins = StandIns::start_seeded().await.unwrap();
-    standins.shared.inject(Route::kube("PATCH", "aws-pipeline-test"), 2, FaultAction::Status { code: 409, retry_after: None });
+    standins.shared.inject(
+        Route::kube("PATCH", "aws-pipeline-test"),
+        2,
+        FaultAction::Status {
+            code: 409,
+            retry_after: None,
+        },
+    );
     let report = ok(&standins, &[], &event("push-date-tag.json")).await;
     assert_eq!(only(&report).action, Action::Updated);
     assert_eq!(report.stats.conflicts, 2);
 
     let standins = StandIns::start_seeded().await.unwrap();
-    standins.shared.inject(Route::kube("PATCH", "aws-pipeline-test"), 100, FaultAction::Status { code: 409, retry_after: None });
-    let error = handler(&standins, &[("CONFLICT_RETRIES", "3")]).handle(&event("push-date-tag.json"), None).await.unwrap_err();
-    let HandlerError::Targets { report, summary } = &error else { panic!("{error}") };
+    standins.shared.inject(
+        Route::kube("PATCH", "aws-pipeline-test"),
+        100,
+        FaultAction::Status {
+            code: 409,
+            retry_after: None,
+        },
+    );
+    let error = handler(&standins, &[("CONFLICT_RETRIES", "3")])
+        .handle(&event("push-date-tag.json"), None)
+        .await
+        .unwrap_err();
+    let HandlerError::Targets { report, summary } = &error else {
+        panic!("{error}")
+    };
     assert_eq!(error.error_type(), "Retryable.TargetsFailed");
     assert!(summary.contains("4 conflicts in a row"), "{summary}");
     assert_eq!(report.stats.patches, 4);
-    assert_eq!(helm_parameter(&standins, "argocd", "aws-pipeline-test", "image.tag").as_deref(), Some("20250825-120000"));
+    assert_eq!(
+        helm_parameter(&standins, "argocd", "aws-pipeline-test", "image.tag").as_deref(),
+        Some("20250825-120000")
+    );
 }
 
 #[tokio::test]
 async fn a_429_then_success_is_absorbed_within_the_invocation() {
     let standins = StandIns::start_seeded().await.unwrap();
-    standins.shared.inject(Route::kube("GET", "/applications/aws-pipeline-test"), 1, FaultAction::Status { code: 429, retry_after: Some(1) });
-    standins.shared.inject(Route::kube("PATCH", "aws-pipeline-test"), 1, FaultAction::Status { code: 503, retry_after: None });
+    standins.shared.inject(
+        Route::kube("GET", "/applications/aws-pipeline-test"),
+        1,
+        FaultAction::Status {
+            code: 429,
+            retry_after: Some(1),
+        },
+    );
+    standins.shared.inject(
+        Route::kube("PATCH", "aws-pipeline-test"),
+        1,
+        FaultAction::Status {
+            code: 503,
+            retry_after: None,
+        },
+    );
     let started = std::time::Instant::now();
     let report = ok(&standins, &[], &event("push-date-tag.json")).await;
     assert_eq!(only(&report).action, Action::Updated);
-    assert!(started.elapsed() >= Duration::from_secs(1), "Retry-After was honoured");
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "Retry-After was honoured"
+    );
 }
 
 #[tokio::test]
 async fn a_403_fails_the_invocation_with_the_fix_in_the_message() {
     let options = Options {
-        identities: vec![function_identity(vec![Grant::new(&["get", "list"], "argocd")])],
+        identities: vec![function_identity(vec![Grant::new(
+            &["get", "list"],
+            "argocd",
+        )])],
         ..Options::default()
     };
     let standins = StandIns::start(options).await.unwrap();
     seed::load_builtin(&standins).unwrap();
-    let error = handler(&standins, &[]).handle(&event("push-date-tag.json"), None).await.unwrap_err();
+    let error = handler(&standins, &[])
+        .handle(&event("push-date-tag.json"), None)
+        .await
+        .unwrap_err();
     assert_eq!(error.error_type(), "Retryable.TargetsFailed");
     let message = error.to_string();
-    assert!(message.contains("may not patch applications in namespace \"argocd\""), "{message}");
+    assert!(
+        message.contains("may not patch applications in namespace \"argocd\""),
+        "{message}"
+    );
     assert!(message.contains("deploy/rbac.yaml"), "{message}");
 }
 
@@ -323,13 +522,27 @@ async fn a_403_fails_the_invocation_with_the_fix_in_the_message() {
 async fn dry_run_reports_the_exact_patch_and_leaves_the_object_untouched() {
     let standins = StandIns::start_seeded().await.unwrap();
     let before = standins.kube.get("argocd", "aws-pipeline-test").unwrap();
-    let report = ok(&standins, &[("DRY_RUN", "true")], &event("push-date-tag.json")).await;
+    let report = ok(
+        &standins,
+        &[("DRY_RUN", "true")],
+        &event("push-date-tag.json"),
+    )
+    .await;
     assert!(report.dry_run);
     let entry = only(&report);
     assert!(entry.reason.starts_with("dry run:"));
     let patch = entry.patch.clone().unwrap();
-    assert!(patch.as_array().unwrap().iter().any(|op| op["op"] == "replace" && op["value"][1]["value"] == "20250825-153012"));
-    assert_eq!(standins.kube.get("argocd", "aws-pipeline-test").unwrap(), before);
+    assert!(
+        patch
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|op| op["op"] == "replace" && op["value"][1]["value"] == "20250825-153012")
+    );
+    assert_eq!(
+        standins.kube.get("argocd", "aws-pipeline-test").unwrap(),
+        before
+    );
     assert_eq!(kube_requests(&standins, "PATCH"), 0);
 }
 
@@ -338,12 +551,24 @@ async fn reconcile_catches_a_missed_event_and_follows_a_changed_constraint() {
     let standins = StandIns::start_seeded().await.unwrap();
     let report = ok(&standins, &[], &event("scheduled-reconcile.json")).await;
     assert_eq!(report.mode, "reconcile");
-    assert_eq!(only(&report).action, Action::Updated, "{}", only(&report).reason);
-    assert_eq!(helm_parameter(&standins, "argocd", "aws-pipeline-test", "image.tag").as_deref(), Some("20250825-153012"));
+    assert_eq!(
+        only(&report).action,
+        Action::Updated,
+        "{}",
+        only(&report).reason
+    );
+    assert_eq!(
+        helm_parameter(&standins, "argocd", "aws-pipeline-test", "image.tag").as_deref(),
+        Some("20250825-153012")
+    );
     // The user narrows allow-tags to the 24th: like Image Updater, reconcile moves there.
-    standins.kube.edit("argocd", "aws-pipeline-test", |a| {
-        a["metadata"]["annotations"]["argocd-image-updater.argoproj.io/app.allow-tags"] = json!("regexp:^20250824-[0-9]{6}$");
-    }).unwrap();
+    standins
+        .kube
+        .edit("argocd", "aws-pipeline-test", |a| {
+            a["metadata"]["annotations"]["argocd-image-updater.argoproj.io/app.allow-tags"] =
+                json!("regexp:^20250824-[0-9]{6}$");
+        })
+        .unwrap();
     let report = ok(&standins, &[], &json!({"action": "reconcile"})).await;
     assert_eq!(only(&report).to.as_deref(), Some("20250824-093000"));
     let report = ok(&standins, &[], &json!({"action": "reconcile"})).await;
@@ -353,29 +578,59 @@ async fn reconcile_catches_a_missed_event_and_follows_a_changed_constraint() {
 #[tokio::test]
 async fn a_bad_annotation_is_reported_without_failing_the_invocation_or_the_other_apps() {
     let standins = StandIns::start_seeded().await.unwrap();
-    standins.kube.insert(app("broken", "argocd",
-        json!({"argocd-image-updater.argoproj.io/image-list": format!("app={SEED_IMAGE}"),
+    standins
+        .kube
+        .insert(app(
+            "broken",
+            "argocd",
+            json!({"argocd-image-updater.argoproj.io/image-list": format!("app={SEED_IMAGE}"),
                "argocd-image-updater.argoproj.io/app.update-strategy": "fastest"}),
-        json!({"repoURL": "r", "chart": "c", "helm": {}}),
-        json!({"sourceType": "Helm", "summary": {"images": [format!("{SEED_IMAGE}:1")]}}))).unwrap();
+            json!({"repoURL": "r", "chart": "c", "helm": {}}),
+            json!({"sourceType": "Helm", "summary": {"images": [format!("{SEED_IMAGE}:1")]}}),
+        ))
+        .unwrap();
     let report = ok(&standins, &[], &event("push-date-tag.json")).await;
     let broken = report.entries.iter().find(|e| e.name == "broken").unwrap();
     assert_eq!(broken.action, Action::Failed);
     assert!(!broken.retryable);
-    assert!(broken.reason.contains("app.update-strategy"), "{}", broken.reason);
-    assert_eq!(report.entries.iter().find(|e| e.name == "aws-pipeline-test").unwrap().action, Action::Updated);
+    assert!(
+        broken.reason.contains("app.update-strategy"),
+        "{}",
+        broken.reason
+    );
+    assert_eq!(
+        report
+            .entries
+            .iter()
+            .find(|e| e.name == "aws-pipeline-test")
+            .unwrap()
+            .action,
+        Action::Updated
+    );
 }
 
 #[tokio::test]
 async fn an_image_the_application_does_not_run_is_skipped_unless_forced() {
     let standins = StandIns::start_seeded().await.unwrap();
-    standins.kube.edit("argocd", "aws-pipeline-test", |a| a["status"]["summary"]["images"] = json!([])).unwrap();
+    standins
+        .kube
+        .edit("argocd", "aws-pipeline-test", |a| {
+            a["status"]["summary"]["images"] = json!([])
+        })
+        .unwrap();
     let report = ok(&standins, &[], &event("push-date-tag.json")).await;
     assert!(only(&report).reason.contains("force-update"));
-    standins.kube.edit("argocd", "aws-pipeline-test", |a| {
-        a["metadata"]["annotations"]["argocd-image-updater.argoproj.io/app.force-update"] = json!("true");
-    }).unwrap();
-    assert_eq!(only(&ok(&standins, &[], &event("push-date-tag.json")).await).action, Action::Updated);
+    standins
+        .kube
+        .edit("argocd", "aws-pipeline-test", |a| {
+            a["metadata"]["annotations"]["argocd-image-updater.argoproj.io/app.force-update"] =
+                json!("true");
+        })
+        .unwrap();
+    assert_eq!(
+        only(&ok(&standins, &[], &event("push-date-tag.json")).await).action,
+        Action::Updated
+    );
 }
 
 #[tokio::test]
@@ -384,10 +639,20 @@ async fn platforms_must_all_be_in_the_pushed_index() {
     let index: Image = serde_json::from_value(json!({"repository": "barun-dev-ecr", "tag": "20250825-153012", "digest": D('3'),
         "pushedAt": "2025-08-25T06:30:14Z", "mediaType": "application/vnd.oci.image.index.v1+json", "platforms": ["linux/amd64"]})).unwrap();
     standins.aws.push(index);
-    standins.kube.edit("argocd", "aws-pipeline-test", |a| {
-        a["metadata"]["annotations"]["argocd-image-updater.argoproj.io/app.platforms"] = json!("linux/amd64,linux/arm64");
-    }).unwrap();
+    standins
+        .kube
+        .edit("argocd", "aws-pipeline-test", |a| {
+            a["metadata"]["annotations"]["argocd-image-updater.argoproj.io/app.platforms"] =
+                json!("linux/amd64,linux/arm64");
+        })
+        .unwrap();
     let report = ok(&standins, &[], &event("push-date-tag.json")).await;
-    assert!(only(&report).reason.contains("lacks platform(s) linux/arm64"), "{}", only(&report).reason);
+    assert!(
+        only(&report)
+            .reason
+            .contains("lacks platform(s) linux/arm64"),
+        "{}",
+        only(&report).reason
+    );
     assert_eq!(kube_requests(&standins, "PATCH"), 0);
 }

@@ -44,48 +44,89 @@ pub fn kube_client(standins: &StandIns) -> KubeClient {
     KubeClient::new(&access, token_source(standins), TIMEOUTS).unwrap()
 }
 
-/// The SDK configuration a function would have, pointed at the stand-ins.
-pub fn sdk_config(standins: &StandIns) -> aws_config::SdkConfig {
-    aws_config::SdkConfig::builder()
-        .behavior_version(aws_config::BehaviorVersion::latest())
-        .region(aws_config::Region::new(standins.options.region.clone()))
-        .credentials_provider(SharedCredentialsProvider::new(function_credentials()))
-        .endpoint_url(standins.aws_endpoint())
-        .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(3).with_initial_backoff(Duration::from_millis(10)))
-        .build()
-}
-
 /// The real handler, configured as the function would be with `vars` set, against stand-ins.
 pub fn handler(standins: &StandIns, vars: &[(&str, &str)]) -> argocd_ecr_updater::handler::Handler {
-    let mut map: std::collections::HashMap<String, String> =
-        vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    map.entry("CLUSTER_NAME".into()).or_insert_with(|| standins.options.cluster_name.clone());
+    let mut map: std::collections::HashMap<String, String> = vars
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    map.entry("CLUSTER_NAME".into())
+        .or_insert_with(|| standins.options.cluster_name.clone());
     let config = argocd_ecr_updater::config::Config::from_lookup(|k| map.get(k).cloned()).unwrap();
-    let sdk = sdk_config(standins);
-    argocd_ecr_updater::handler::Handler::new(
+    argocd_ecr_updater::handler::Handler::from_sdk(
         config,
-        standins.options.region.clone(),
-        aws_sdk_ecr::Client::new(&sdk),
-        aws_sdk_eks::Client::new(&sdk),
-        SharedCredentialsProvider::new(function_credentials()),
+        &standins.sdk_config(),
         Arc::new(SystemClock),
     )
+    .unwrap()
 }
 
 /// A sample event from `events/`.
 pub fn event(name: &str) -> serde_json::Value {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("events").join(name);
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("events")
+        .join(name);
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
 pub const SEED_IMAGE: &str = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/barun-dev-ecr";
 
 /// The Helm parameter `name` of `namespace/app` as the stand-in stores it now.
-pub fn helm_parameter(standins: &StandIns, namespace: &str, app: &str, name: &str) -> Option<String> {
+pub fn helm_parameter(
+    standins: &StandIns,
+    namespace: &str,
+    app: &str,
+    name: &str,
+) -> Option<String> {
     standins.kube.get(namespace, app)?["spec"]["source"]["helm"]["parameters"]
         .as_array()?
         .iter()
         .find(|p| p["name"] == name)?["value"]
         .as_str()
         .map(str::to_string)
+}
+
+/// The compiled function binary, running the way Lambda runs it: polling the Runtime API
+/// stand-in, configured only through environment variables. Killed on drop.
+pub struct LambdaProcess {
+    pub child: std::process::Child,
+}
+
+impl Drop for LambdaProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn lambda_env(standins: &StandIns) -> Vec<(String, String)> {
+    let mut env = standins.function_env();
+    env.extend(
+        [
+            ("AWS_LAMBDA_RUNTIME_API", standins.runtime_api()),
+            ("AWS_LAMBDA_FUNCTION_NAME", "argocd-ecr-updater".into()),
+            ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128".into()),
+            ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".into()),
+            // Hermetic: no profile, no instance metadata, whatever the machine has.
+            ("AWS_CONFIG_FILE", "/nonexistent/config".into()),
+            (
+                "AWS_SHARED_CREDENTIALS_FILE",
+                "/nonexistent/credentials".into(),
+            ),
+            ("AWS_EC2_METADATA_DISABLED", "true".into()),
+        ]
+        .map(|(k, v)| (k.to_string(), v)),
+    );
+    env
+}
+
+pub fn spawn_lambda(binary: &str, env: &[(String, String)]) -> LambdaProcess {
+    let child = std::process::Command::new(binary)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the function binary starts");
+    LambdaProcess { child }
 }

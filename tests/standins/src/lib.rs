@@ -214,6 +214,31 @@ impl StandIns {
         .collect()
     }
 
+    /// An AWS SDK configuration for the function's identity, pointed at these stand-ins,
+    /// with short retry backoffs so fault tests stay quick.
+    pub fn sdk_config(&self) -> aws_config::SdkConfig {
+        let credentials = aws_credential_types::Credentials::new(
+            FUNCTION_ACCESS_KEY,
+            FUNCTION_SECRET_KEY,
+            Some(FUNCTION_SESSION_TOKEN.to_string()),
+            None,
+            "standins",
+        );
+        aws_config::SdkConfig::builder()
+            .behavior_version(aws_config::BehaviorVersion::latest())
+            .region(aws_config::Region::new(self.options.region.clone()))
+            .credentials_provider(
+                aws_credential_types::provider::SharedCredentialsProvider::new(credentials),
+            )
+            .endpoint_url(self.aws_endpoint())
+            .retry_config(
+                aws_config::retry::RetryConfig::standard()
+                    .with_max_attempts(3)
+                    .with_initial_backoff(std::time::Duration::from_millis(10)),
+            )
+            .build()
+    }
+
     /// The Runtime API address, as `AWS_LAMBDA_RUNTIME_API` wants it.
     pub fn runtime_api(&self) -> String {
         format!("127.0.0.1:{}", self.runtime_addr.port())

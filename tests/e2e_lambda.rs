@@ -1,0 +1,192 @@
+//! The compiled function binary under the Lambda Runtime API stand-in: configured by
+//! environment variables only, as Lambda configures it, reaching ECR, EKS and the API server
+//! stand-ins over the network.
+
+mod common;
+
+use std::io::Read;
+use std::time::Duration;
+
+use argocd_ecr_updater_standins::{Grant, Options, Outcome, StandIns, function_identity, seed};
+use common::{event, helm_parameter, lambda_env, spawn_lambda};
+use serde_json::json;
+
+const BINARY: &str = env!("CARGO_BIN_EXE_argocd-ecr-updater");
+const DEADLINE: Duration = Duration::from_secs(20);
+
+#[tokio::test]
+async fn the_binary_updates_the_seed_application_and_returns_the_report() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    let _function = spawn_lambda(BINARY, &lambda_env(&standins));
+    let outcome = standins
+        .runtime
+        .invoke(event("push-date-tag.json"), DEADLINE)
+        .await
+        .unwrap();
+    let Outcome::Response(report) = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(report["entries"][0]["action"], "updated", "{report:#}");
+    assert_eq!(report["entries"][0]["to"], "20250825-153012");
+    assert_eq!(
+        helm_parameter(&standins, "argocd", "aws-pipeline-test", "image.tag").as_deref(),
+        Some("20250825-153012")
+    );
+    // A second, duplicate delivery on the warm process: no write.
+    let Outcome::Response(again) = standins
+        .runtime
+        .invoke(event("push-date-tag.json"), DEADLINE)
+        .await
+        .unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(again["entries"][0]["action"], "unchanged");
+    // The warm process asked EKS once for both invocations.
+    assert_eq!(
+        standins.shared.count(|r| r.path.starts_with("/clusters/")),
+        1
+    );
+}
+
+#[tokio::test]
+async fn every_sample_event_gets_an_answer_from_the_binary() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    let _function = spawn_lambda(BINARY, &lambda_env(&standins));
+    for name in [
+        "delete.json",
+        "push-failure.json",
+        "scan.json",
+        "push-untagged-platform-manifest.json",
+        "push-semver-tag.json",
+    ] {
+        let Outcome::Response(report) = standins
+            .runtime
+            .invoke(event(name), DEADLINE)
+            .await
+            .unwrap()
+        else {
+            panic!("{name}")
+        };
+        assert!(
+            report["entries"].as_array().unwrap().is_empty(),
+            "{name}: {report}"
+        );
+    }
+    let Outcome::Response(report) = standins
+        .runtime
+        .invoke(event("scheduled-reconcile.json"), DEADLINE)
+        .await
+        .unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(report["mode"], "reconcile");
+    assert_eq!(report["entries"][0]["action"], "updated");
+}
+
+#[tokio::test]
+async fn a_malformed_event_is_a_permanent_error_for_the_dead_letter_queue() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    let _function = spawn_lambda(BINARY, &lambda_env(&standins));
+    let outcome = standins.runtime.invoke(json!({"detail-type": "ECR Image Action", "source": "aws.ecr", "detail": {"action-type": 7}}), DEADLINE).await.unwrap();
+    let Outcome::Error(error) = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(error["errorType"], "Permanent.MalformedEvent");
+    assert!(
+        error["errorMessage"]
+            .as_str()
+            .unwrap()
+            .contains("must be a string"),
+        "{error}"
+    );
+    // The process survives bad input and serves the next event.
+    let Outcome::Response(_) = standins
+        .runtime
+        .invoke(event("delete.json"), DEADLINE)
+        .await
+        .unwrap()
+    else {
+        panic!()
+    };
+}
+
+#[tokio::test]
+async fn a_403_fails_the_invocation_with_a_retryable_error_naming_the_fix() {
+    let options = Options {
+        identities: vec![function_identity(vec![Grant::new(
+            &["get", "list"],
+            "argocd",
+        )])],
+        ..Options::default()
+    };
+    let standins = StandIns::start(options).await.unwrap();
+    seed::load_builtin(&standins).unwrap();
+    let _function = spawn_lambda(BINARY, &lambda_env(&standins));
+    let Outcome::Error(error) = standins
+        .runtime
+        .invoke(event("push-date-tag.json"), DEADLINE)
+        .await
+        .unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(error["errorType"], "Retryable.TargetsFailed");
+    assert!(
+        error["errorMessage"]
+            .as_str()
+            .unwrap()
+            .contains("deploy/rbac.yaml"),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn a_missing_variable_stops_the_cold_start_naming_it() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    let env: Vec<(String, String)> = lambda_env(&standins)
+        .into_iter()
+        .filter(|(k, _)| k != "CLUSTER_NAME")
+        .collect();
+    let mut function = spawn_lambda(BINARY, &env);
+    let status = function.child.wait().unwrap();
+    assert!(!status.success());
+    let mut stderr = String::new();
+    function
+        .child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(stderr.contains("CLUSTER_NAME"), "{stderr}");
+}
+
+#[tokio::test]
+async fn decisions_are_logged_as_one_json_line_each() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    let mut function = spawn_lambda(BINARY, &lambda_env(&standins));
+    standins
+        .runtime
+        .invoke(event("retag-existing-digest.json"), DEADLINE)
+        .await
+        .unwrap();
+    let _ = function.child.kill();
+    let mut stderr = String::new();
+    function
+        .child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let decision = stderr
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|l| l["message"] == "decision")
+        .unwrap_or_else(|| panic!("no decision line in {stderr}"));
+    assert_eq!(decision["application"], "aws-pipeline-test");
+    assert_eq!(decision["action"], "skipped");
+    assert!(decision["reason"].as_str().unwrap().contains("allow-tags"));
+}
