@@ -1,0 +1,142 @@
+//! The `token` and `plan` subcommands, run as the compiled binary a user runs.
+
+mod common;
+
+use std::process::Command;
+
+use argocd_ecr_updater_standins::token::verify;
+use argocd_ecr_updater_standins::{Grant, StandIns, function_identity};
+use common::helm_parameter;
+
+const BINARY: &str = env!("CARGO_BIN_EXE_argocd-ecr-updater");
+
+fn command(env: &[(String, String)]) -> Command {
+    let mut command = Command::new(BINARY);
+    command
+        .env_clear()
+        .env("AWS_CONFIG_FILE", "/nonexistent/config")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    command
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_prints_an_exec_credential_the_cluster_accepts() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    let output = command(&standins.function_env())
+        .args([
+            "token",
+            "--cluster",
+            "barun-dev",
+            "--region",
+            "ap-northeast-2",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let credential: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        credential["apiVersion"],
+        "client.authentication.k8s.io/v1beta1"
+    );
+    assert_eq!(credential["kind"], "ExecCredential");
+    assert!(
+        credential["status"]["expirationTimestamp"]
+            .as_str()
+            .unwrap()
+            .ends_with('Z')
+    );
+    let token = credential["status"]["token"].as_str().unwrap();
+    let identities = vec![function_identity(vec![Grant::new(&["get"], "argocd")])];
+    verify(
+        token,
+        "barun-dev",
+        &identities,
+        std::time::SystemTime::now(),
+    )
+    .unwrap();
+    // And it works as a bearer token against the API server.
+    let client = reqwest::Client::builder()
+        .tls_certs_only(reqwest::Certificate::from_pem_bundle(standins.ca_pem.as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    let status = client
+        .get(format!(
+            "{}/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/aws-pipeline-test",
+            standins.kube_endpoint()
+        ))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status.as_u16(), 200);
+}
+
+#[test]
+fn token_without_credentials_says_how_to_provide_them() {
+    let output = command(&[])
+        .args(["token", "--cluster", "c", "--region", "us-east-1"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("credential"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_is_a_dry_run_unless_asked_to_apply() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    let event = concat!(env!("CARGO_MANIFEST_DIR"), "/events/push-date-tag.json");
+    let output = command(&standins.function_env())
+        .args(["plan", "--event", event])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["dry_run"], true);
+    assert_eq!(report["entries"][0]["to"], "20250825-153012");
+    assert!(report["entries"][0]["patch"].is_array());
+    assert_eq!(
+        helm_parameter(&standins, "argocd", "aws-pipeline-test", "image.tag").as_deref(),
+        Some("20250825-120000")
+    );
+
+    let output = command(&standins.function_env())
+        .args(["plan", "--reconcile", "--apply"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["mode"], "reconcile");
+    assert_eq!(
+        helm_parameter(&standins, "argocd", "aws-pipeline-test", "image.tag").as_deref(),
+        Some("20250825-153012")
+    );
+}
+
+#[test]
+fn plan_rejects_an_event_that_is_not_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.json");
+    std::fs::write(&path, "{not json").unwrap();
+    let output = command(&[("CLUSTER_NAME".into(), "c".into())])
+        .args(["plan", "--event", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("is not JSON"));
+}
