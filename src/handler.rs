@@ -70,9 +70,10 @@ pub struct Handler {
     kube: OnceCell<KubeClient>,
 }
 
-/// What a decision compares against, per invocation mode.
+/// What a decision compares against, per invocation mode, with what this invocation has
+/// already learnt from ECR (Applications tracking one repository usually share a tag).
 enum Work<'a> {
-    Push(&'a PushEvent),
+    Push(&'a PushEvent, HashMap<String, Option<TagInfo>>),
     Reconcile(&'a mut HashMap<String, Result<Vec<TagInfo>, String>>),
 }
 
@@ -176,9 +177,12 @@ impl Handler {
                     return Ok(report);
                 }
                 let registry = push.registry();
-                self.run(&mut report, &mut Work::Push(&push), deadline, |m| {
-                    annotations::image_list_names(&m.annotations, &registry, &push.repository)
-                })
+                self.run(
+                    &mut report,
+                    &mut Work::Push(&push, HashMap::new()),
+                    deadline,
+                    |m| annotations::image_list_names(&m.annotations, &registry, &push.repository),
+                )
                 .await?;
                 report
             }
@@ -360,7 +364,7 @@ impl Handler {
             .images
             .iter()
             .filter(|entry| match work {
-                Work::Push(push) => entry.image.is(&push.registry(), &push.repository),
+                Work::Push(push, _) => entry.image.is(&push.registry(), &push.repository),
                 Work::Reconcile(_) => true,
             })
             .collect();
@@ -404,7 +408,7 @@ impl Handler {
             .format(&Rfc3339)
             .unwrap_or_default();
         let event_id = match work {
-            Work::Push(push) => push.id.clone(),
+            Work::Push(push, _) => push.id.clone(),
             Work::Reconcile(_) => String::new(),
         };
         let audit = json!({
@@ -475,7 +479,7 @@ impl Handler {
         };
 
         let decision = match work {
-            Work::Push(push) => {
+            Work::Push(push, described) => {
                 let candidate = TagInfo {
                     name: push.tag.clone(),
                     pushed_at: Some(push.time),
@@ -493,7 +497,14 @@ impl Handler {
                     precheck
                 } else {
                     match self
-                        .enrich(image, &registry, &repository, current_info, candidate)
+                        .enrich(
+                            image,
+                            &registry,
+                            &repository,
+                            current_info,
+                            candidate,
+                            described,
+                        )
                         .await
                     {
                         Ok((current, candidate)) => {
@@ -591,11 +602,11 @@ impl Handler {
                 "reconcile: `{to}` is the best allowed tag under {}",
                 image.policy.strategy
             ),
-            (Work::Push(_), Strategy::Digest) => format!(
+            (Work::Push(..), Strategy::Digest) => format!(
                 "tracked tag now points to {}",
                 to.split('@').nth(1).unwrap_or_default()
             ),
-            (Work::Push(_), strategy) => {
+            (Work::Push(..), strategy) => {
                 format!("`{to}` ranks above the current tag under {strategy}")
             }
         };
@@ -614,11 +625,14 @@ impl Handler {
         repository: &str,
         current: Option<TagInfo>,
         mut candidate: TagInfo,
+        described: &mut HashMap<String, Option<TagInfo>>,
     ) -> Result<(Option<TagInfo>, TagInfo), EcrError> {
         match image.policy.strategy {
             Strategy::NewestBuild => match current {
                 Some(c) if c.name != candidate.name => {
-                    let known = self.ecr.describe_tag(registry, repository, &c.name).await?;
+                    let known = self
+                        .describe_once(registry, repository, &c.name, described)
+                        .await?;
                     Ok((Some(known.unwrap_or(c)), candidate))
                 }
                 other => Ok((other, candidate)),
@@ -626,14 +640,30 @@ impl Handler {
             Strategy::Digest => {
                 // The truth is what the tag points to now, never the (maybe stale) event.
                 candidate.digest = self
-                    .ecr
-                    .describe_tag(registry, repository, &candidate.name)
+                    .describe_once(registry, repository, &candidate.name, described)
                     .await?
                     .and_then(|t| t.digest);
                 Ok((current, candidate))
             }
             Strategy::Semver | Strategy::Alphabetical => Ok((current, candidate)),
         }
+    }
+
+    /// `describe_tag`, asked at most once per tag in one invocation.
+    async fn describe_once(
+        &self,
+        registry: &str,
+        repository: &str,
+        tag: &str,
+        described: &mut HashMap<String, Option<TagInfo>>,
+    ) -> Result<Option<TagInfo>, EcrError> {
+        let key = format!("{registry}/{repository}:{tag}");
+        if let Some(known) = described.get(&key) {
+            return Ok(known.clone());
+        }
+        let found = self.ecr.describe_tag(registry, repository, tag).await?;
+        described.insert(key, found.clone());
+        Ok(found)
     }
 
     /// The registry id and repository of an ECR image in this function's region.

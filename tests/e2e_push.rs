@@ -346,6 +346,8 @@ async fn two_applications_in_two_namespaces_tracking_one_repository_both_move() 
     .await;
     assert_eq!(report.entries.len(), 2);
     assert!(report.entries.iter().all(|e| e.action == Action::Updated));
+    // Both run the same tag: its push time is asked of ECR once per invocation.
+    assert_eq!(report.stats.ecr_calls, 1);
     for ns in ["argocd", "team-b"] {
         assert_eq!(
             helm_parameter(&standins, ns, "aws-pipeline-test", "image.tag").as_deref(),
