@@ -10,10 +10,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aws_credential_types::provider::SharedCredentialsProvider;
+use futures_util::StreamExt;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
-use tokio::sync::OnceCell;
+use tokio::sync::{Mutex as AsyncMutex, OnceCell};
 
 use crate::annotations::{self, AppConfig, ImageConfig};
 use crate::config::Config;
@@ -70,12 +71,21 @@ pub struct Handler {
     kube: OnceCell<KubeClient>,
 }
 
+/// A repository's tag list as reconcile fetched it, or why it could not (and whether a
+/// retry may help).
+type TagList = Result<Arc<Vec<TagInfo>>, (String, bool)>;
+
 /// What a decision compares against, per invocation mode, with what this invocation has
-/// already learnt from ECR (Applications tracking one repository usually share a tag).
+/// already learnt from ECR (Applications tracking one repository usually share a tag). The
+/// caches are behind async locks held across the lookup, so concurrent Applications wait
+/// for the one request instead of repeating it.
 enum Work<'a> {
-    Push(&'a PushEvent, HashMap<String, Option<TagInfo>>),
-    Reconcile(&'a mut HashMap<String, Result<Vec<TagInfo>, String>>),
+    Push(&'a PushEvent, AsyncMutex<HashMap<String, Option<TagInfo>>>),
+    Reconcile(AsyncMutex<HashMap<String, TagList>>),
 }
+
+/// Matched Applications are read, decided and written this many at a time.
+const CONCURRENCY: usize = 8;
 
 /// The outcome of deciding one image of one Application.
 struct Decided {
@@ -179,7 +189,7 @@ impl Handler {
                 let registry = push.registry();
                 self.run(
                     &mut report,
-                    &mut Work::Push(&push, HashMap::new()),
+                    &Work::Push(&push, AsyncMutex::new(HashMap::new())),
                     deadline,
                     |m| annotations::image_list_names(&m.annotations, &registry, &push.repository),
                 )
@@ -188,11 +198,10 @@ impl Handler {
             }
             Invocation::Reconcile { id } => {
                 let mut report = Report::new("reconcile", &id, self.config.dry_run);
-                let mut cache = HashMap::new();
                 let key = format!("{}image-list", annotations::PREFIX);
                 self.run(
                     &mut report,
-                    &mut Work::Reconcile(&mut cache),
+                    &Work::Reconcile(AsyncMutex::new(HashMap::new())),
                     deadline,
                     |m| m.annotations.contains_key(&key),
                 )
@@ -214,7 +223,7 @@ impl Handler {
     async fn run(
         &self,
         report: &mut Report,
-        work: &mut Work<'_>,
+        work: &Work<'_>,
         deadline: Option<Instant>,
         keep: impl Fn(&AppMeta) -> bool,
     ) -> Result<(), HandlerError> {
@@ -232,8 +241,22 @@ impl Handler {
         report.stats.list_pages += stats.pages;
         report.stats.applications_listed += stats.seen;
         report.stats.applications_matched += matched.len();
-        for meta in &matched {
-            self.process(kube, meta, work, deadline, report).await;
+        // Each Application is independent; `buffered` keeps the report in listing order.
+        let (mode, event_id, dry_run) = (report.mode, report.event_id.as_str(), report.dry_run);
+        let outcomes: Vec<Report> =
+            futures_util::stream::iter(matched.iter().map(|meta| async move {
+                let mut outcome = Report::new(mode, event_id, dry_run);
+                self.process(kube, meta, work, deadline, &mut outcome).await;
+                outcome
+            }))
+            .buffered(CONCURRENCY)
+            .collect()
+            .await;
+        for outcome in outcomes {
+            report.entries.extend(outcome.entries);
+            report.stats.gets += outcome.stats.gets;
+            report.stats.patches += outcome.stats.patches;
+            report.stats.conflicts += outcome.stats.conflicts;
         }
         Ok(())
     }
@@ -243,7 +266,7 @@ impl Handler {
         &self,
         kube: &KubeClient,
         meta: &AppMeta,
-        work: &mut Work<'_>,
+        work: &Work<'_>,
         deadline: Option<Instant>,
         report: &mut Report,
     ) {
@@ -346,7 +369,7 @@ impl Handler {
     async fn decide_app(
         &self,
         app: &Value,
-        work: &mut Work<'_>,
+        work: &Work<'_>,
     ) -> Option<(Vec<Entry>, Option<patch::WritePlan>)> {
         let annotations: std::collections::BTreeMap<String, String> =
             app["metadata"]["annotations"]
@@ -438,7 +461,7 @@ impl Handler {
         app: &Value,
         image: &ImageConfig,
         mut entry: Entry,
-        work: &mut Work<'_>,
+        work: &Work<'_>,
     ) -> Decided {
         let keep = |entry: Entry, action: Action, reason: String| Decided {
             entry: entry.with(action, reason),
@@ -515,41 +538,17 @@ impl Handler {
                 }
             }
             Work::Reconcile(cache) => {
-                let key = format!("{registry}/{repository}");
-                if !cache.contains_key(&key) {
-                    let listed = self.ecr.list_tags(&registry, &repository).await;
-                    if let Err(e) = &listed
-                        && e.is_retryable()
-                    {
-                        let message = e.to_string();
-                        cache.insert(key.clone(), Err(message.clone()));
+                let tags = match self.tag_list(&registry, &repository, cache).await {
+                    Ok(tags) => tags,
+                    Err((message, retryable)) => {
                         return Decided {
-                            entry: failed(entry, &message, true),
-                            update: None,
-                        };
-                    }
-                    cache.insert(key.clone(), listed.map_err(|e| e.to_string()));
-                }
-                let tags = match cache.get(&key) {
-                    Some(Ok(tags)) => tags,
-                    Some(Err(message)) => {
-                        return Decided {
-                            entry: failed(entry, message, false),
-                            update: None,
-                        };
-                    }
-                    None => {
-                        return Decided {
-                            entry: failed(entry, "tag list missing", true),
+                            entry: failed(entry, &message, retryable),
                             update: None,
                         };
                     }
                 };
-                match image.policy.select(tags) {
-                    None => Decision::Keep(crate::policy::KeepReason::NotAllowed(format!(
-                        "(none of the {} tags in ECR satisfies the policy)",
-                        tags.len()
-                    ))),
+                match image.policy.select(&tags) {
+                    None => Decision::Keep(crate::policy::KeepReason::NoEligibleTag(tags.len())),
                     Some(selected) if Some(&selected) == entry.from.as_ref() => {
                         Decision::Keep(crate::policy::KeepReason::SameAsCurrent(selected))
                     }
@@ -625,7 +624,7 @@ impl Handler {
         repository: &str,
         current: Option<TagInfo>,
         mut candidate: TagInfo,
-        described: &mut HashMap<String, Option<TagInfo>>,
+        described: &AsyncMutex<HashMap<String, Option<TagInfo>>>,
     ) -> Result<(Option<TagInfo>, TagInfo), EcrError> {
         match image.policy.strategy {
             Strategy::NewestBuild => match current {
@@ -655,15 +654,38 @@ impl Handler {
         registry: &str,
         repository: &str,
         tag: &str,
-        described: &mut HashMap<String, Option<TagInfo>>,
+        described: &AsyncMutex<HashMap<String, Option<TagInfo>>>,
     ) -> Result<Option<TagInfo>, EcrError> {
         let key = format!("{registry}/{repository}:{tag}");
+        let mut described = described.lock().await;
         if let Some(known) = described.get(&key) {
             return Ok(known.clone());
         }
         let found = self.ecr.describe_tag(registry, repository, tag).await?;
         described.insert(key, found.clone());
         Ok(found)
+    }
+
+    /// A repository's full tag list, fetched at most once per reconcile.
+    async fn tag_list(
+        &self,
+        registry: &str,
+        repository: &str,
+        cache: &AsyncMutex<HashMap<String, TagList>>,
+    ) -> TagList {
+        let mut cache = cache.lock().await;
+        let key = format!("{registry}/{repository}");
+        if let Some(known) = cache.get(&key) {
+            return known.clone();
+        }
+        let listed = self
+            .ecr
+            .list_tags(registry, repository)
+            .await
+            .map(Arc::new)
+            .map_err(|e| (e.to_string(), e.is_retryable()));
+        cache.insert(key, listed.clone());
+        listed
     }
 
     /// The registry id and repository of an ECR image in this function's region.

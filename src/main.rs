@@ -126,21 +126,30 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 fn init_tracing(level: &str, json: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_new(format!("warn,argocd_ecr_updater={level}"))
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let level: tracing::Level = level.parse().unwrap_or(tracing::Level::INFO);
+    // Our own events at the configured level; the libraries' only when they warn.
+    let filter = tracing_subscriber::filter::Targets::new()
+        .with_default(tracing::Level::WARN)
+        .with_target("argocd_ecr_updater", level);
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     if json {
         // CloudWatch already stamps time; one JSON object per line is what Logs Insights parses.
-        builder
+        let layer = fmt
             .json()
             .flatten_event(true)
             .without_time()
             .with_current_span(false)
+            .with_span_list(false);
+        tracing_subscriber::registry()
+            .with(layer.with_filter(filter))
             .init();
     } else {
-        builder.init();
+        tracing_subscriber::registry()
+            .with(fmt.with_filter(filter))
+            .init();
     }
 }
 

@@ -216,6 +216,8 @@ pub enum KeepReason {
     CurrentNotAVersion(String),
     #[error("the registry has no digest for tag `{0}`")]
     NoDigest(String),
+    #[error("none of the {0} tags in the registry satisfies the policy")]
+    NoEligibleTag(usize),
 }
 
 /// The key that orders eligible tags under one strategy. Higher is better.

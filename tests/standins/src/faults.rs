@@ -39,6 +39,9 @@ pub struct LoggedRequest {
     pub body: String,
     /// The status sent; 0 when a fault dropped the connection.
     pub status: u16,
+    /// Time the stand-in spent producing the answer, injected delays excluded, so that
+    /// benchmarks can tell the function's time from the stand-in's.
+    pub handling_us: u64,
 }
 
 /// What a matching request gets instead of (or before) its normal answer.
@@ -234,6 +237,7 @@ pub async fn intercept(
         accept: header("accept"),
         body: String::from_utf8_lossy(&bytes).into_owned(),
         status: 0,
+        handling_us: 0,
     };
     let fault = shared.take_fault(service, &method, &path, &operation);
     let dropped = matches!(fault, Some(FaultAction::Drop));

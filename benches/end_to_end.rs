@@ -1,0 +1,249 @@
+//! Figures for the whole function, as Lambda runs it: the release binary under the Runtime
+//! API stand-in, against the ECR/EKS/Kubernetes stand-ins over loopback with TLS.
+//!
+//! One push event, 2,000 Applications in the namespace, 3 of which track the pushed
+//! repository, each with a ~50 KB `status`. Prints warm-invocation latency (p50, p99), HTTP
+//! requests per event by kind, peak RSS of the function process, cold start, and the binary
+//! size. `cargo bench --bench end_to_end`. Prints figures; asserts nothing.
+
+use std::time::{Duration, Instant};
+
+use argocd_ecr_updater_standins::{Image, Options, Outcome, Service, StandIns};
+use serde_json::{Value, json};
+
+const BINARY: &str = env!("CARGO_BIN_EXE_argocd-ecr-updater");
+const APPLICATIONS: usize = 2_000;
+const MATCHING: usize = 3;
+const WARM_RUNS: usize = 200;
+const COLD_RUNS: usize = 7;
+const REGISTRY: &str = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com";
+const REPOSITORY: &str = "bench-svc";
+
+fn status_of_about_50_kb(i: usize) -> Value {
+    let resources: Vec<Value> = (0..230)
+        .map(|r| {
+            json!({"group": "apps", "version": "v1", "kind": "Deployment", "namespace": format!("team-{}", i % 40),
+                   "name": format!("deployment-number-{r}-of-application-{i}"), "status": "Synced",
+                   "health": {"status": "Healthy", "message": "deployment has minimum availability and is progressing"}})
+        })
+        .collect();
+    json!({"sourceType": "Helm", "resources": resources,
+           "summary": {"images": [format!("{REGISTRY}/svc-{i}:20250101-000000"), format!("{REGISTRY}/{REPOSITORY}:20250101-000000")]},
+           "sync": {"status": "Synced"}, "health": {"status": "Healthy"}})
+}
+
+fn application(i: usize) -> Value {
+    let repository = if i % (APPLICATIONS / MATCHING) == 7 {
+        REPOSITORY.to_string()
+    } else {
+        format!("svc-{i}")
+    };
+    json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+        "metadata": {"name": format!("app-{i:04}"), "namespace": "argocd", "annotations": {
+            "argocd-image-updater.argoproj.io/image-list": format!("app={REGISTRY}/{repository}"),
+            "argocd-image-updater.argoproj.io/app.update-strategy": "latest",
+            "argocd-image-updater.argoproj.io/app.allow-tags": "regexp:^[0-9]{8}-[0-9]{6}$",
+            "argocd-image-updater.argoproj.io/app.helm.image-name": "image.repository",
+            "argocd-image-updater.argoproj.io/app.helm.image-tag": "image.tag"}},
+        "spec": {"project": "default", "destination": {"server": "https://kubernetes.default.svc", "namespace": "web"},
+            "source": {"repoURL": "https://example.com/charts.git", "path": "chart", "helm": {"parameters": [
+                {"name": "image.repository", "value": format!("{REGISTRY}/{repository}")},
+                {"name": "image.tag", "value": "20250101-000000"}]}}},
+        "status": status_of_about_50_kb(i)})
+}
+
+fn tag(n: usize) -> String {
+    format!("20250102-{:06}", n)
+}
+
+fn push(n: usize) -> Value {
+    json!({"version": "0", "id": format!("bench-{n}"), "detail-type": "ECR Image Action", "source": "aws.ecr",
+           "account": "768157413559", "time": format!("2025-01-02T00:{:02}:{:02}Z", (n / 60) % 60, n % 60),
+           "region": "ap-northeast-2", "resources": [],
+           "detail": {"result": "SUCCESS", "repository-name": REPOSITORY, "image-digest": format!("sha256:{n:064x}"),
+                      "action-type": "PUSH", "image-tag": tag(n)}})
+}
+
+fn image(tag: &str, digest: usize, pushed_at: &str) -> Image {
+    serde_json::from_value(json!({"repository": REPOSITORY, "tag": tag, "digest": format!("sha256:{digest:064x}"), "pushedAt": pushed_at})).unwrap()
+}
+
+fn environment(standins: &StandIns) -> Vec<(String, String)> {
+    let mut env = standins.function_env();
+    env.extend(
+        [
+            ("AWS_LAMBDA_RUNTIME_API", standins.runtime_api()),
+            ("AWS_LAMBDA_FUNCTION_NAME", "argocd-ecr-updater".to_string()),
+            ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128".to_string()),
+            ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".to_string()),
+            ("AWS_CONFIG_FILE", "/nonexistent".to_string()),
+            ("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent".to_string()),
+            ("AWS_EC2_METADATA_DISABLED", "true".to_string()),
+            ("LOG_LEVEL", "warn".to_string()),
+        ]
+        .map(|(k, v)| (k.to_string(), v)),
+    );
+    env
+}
+
+fn spawn(env: &[(String, String)]) -> std::process::Child {
+    std::process::Command::new(BINARY)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the release binary starts")
+}
+
+fn peak_rss_kb(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let standins = StandIns::start(Options::default()).await.unwrap();
+    let setup = Instant::now();
+    for i in 0..APPLICATIONS {
+        standins.kube.insert(application(i)).unwrap();
+    }
+    let status_bytes = serde_json::to_vec(&status_of_about_50_kb(0)).unwrap().len();
+    standins
+        .aws
+        .push(image("20250101-000000", 0, "2025-01-01T00:00:00Z"));
+    for n in 1..=WARM_RUNS + COLD_RUNS + 1 {
+        standins.aws.push(image(
+            &tag(n),
+            n,
+            &format!("2025-01-02T00:{:02}:{:02}Z", (n / 60) % 60, n % 60),
+        ));
+    }
+    println!(
+        "setup: {APPLICATIONS} Applications ({MATCHING} matching), status {:.1} KB each, in {:.1} s",
+        status_bytes as f64 / 1024.0,
+        setup.elapsed().as_secs_f64()
+    );
+    let env = environment(&standins);
+    let deadline = Duration::from_secs(30);
+
+    // Cold start: process start to the first invocation's response, on fresh processes.
+    let mut cold = Vec::new();
+    for n in 1..=COLD_RUNS {
+        let started = Instant::now();
+        let mut child = spawn(&env);
+        let outcome = standins.runtime.invoke(push(n), deadline).await.unwrap();
+        cold.push(started.elapsed());
+        assert!(matches!(outcome, Outcome::Response(_)), "{outcome:?}");
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    cold.sort();
+
+    // Warm: one process, a new tag each time, so every invocation patches all three.
+    let mut child = spawn(&env);
+    let next = COLD_RUNS + 1;
+    standins.runtime.invoke(push(next), deadline).await.unwrap();
+    let mut warm = Vec::new();
+    let mut standin_time = Vec::new();
+    let mut counted = None;
+    for n in next + 1..next + 1 + WARM_RUNS {
+        standins.shared.clear_log();
+        let started = Instant::now();
+        let outcome = standins.runtime.invoke(push(n), deadline).await.unwrap();
+        warm.push(started.elapsed());
+        standin_time.push(Duration::from_micros(
+            standins
+                .shared
+                .requests()
+                .iter()
+                .map(|r| r.handling_us)
+                .sum(),
+        ));
+        let Outcome::Response(report) = outcome else {
+            panic!("{outcome:?}")
+        };
+        if counted.is_none() {
+            let updated = report["entries"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|e| e["action"] == "updated")
+                .count();
+            let log = standins.shared.requests();
+            let count = |service: Service, method: &str| {
+                log.iter()
+                    .filter(|r| r.service == service && r.method == method)
+                    .count()
+            };
+            let lists = log
+                .iter()
+                .filter(|r| {
+                    r.service == Service::Kube
+                        && r.method == "GET"
+                        && r.path.ends_with("/applications")
+                })
+                .count();
+            counted = Some((
+                updated,
+                lists,
+                count(Service::Kube, "GET") - lists,
+                count(Service::Kube, "PATCH"),
+                count(Service::Ecr, "POST"),
+                count(Service::Eks, "GET"),
+            ));
+        }
+    }
+    let rss_kb = peak_rss_kb(child.id());
+    let _ = child.kill();
+    let _ = child.wait();
+    warm.sort();
+    standin_time.sort();
+    let (updated, lists, gets, patches, ecr, eks) = counted.unwrap();
+    let size = std::fs::metadata(BINARY).map(|m| m.len()).unwrap_or(0);
+
+    println!("| figure | value | target |");
+    println!("|---|---|---|");
+    println!(
+        "| warm invocation latency, p50 | {:.1} ms | under 20 ms |",
+        ms(percentile(&warm, 0.50))
+    );
+    println!(
+        "| warm invocation latency, p99 | {:.1} ms | |",
+        ms(percentile(&warm, 0.99))
+    );
+    println!(
+        "| of which the stand-ins' own handling (sum over requests, some concurrent), p50 | {:.1} ms | |",
+        ms(percentile(&standin_time, 0.50))
+    );
+    println!(
+        "| HTTP requests per event | {lists} list pages, {gets} GETs, {patches} PATCHes, {ecr} ECR, {eks} EKS ({updated} Applications updated) | {} list pages + {MATCHING} GET + {MATCHING} PATCH + at most 1 ECR |",
+        APPLICATIONS.div_ceil(500)
+    );
+    println!(
+        "| peak RSS of the function process | {:.1} MB | under 64 MB |",
+        rss_kb as f64 / 1024.0
+    );
+    println!(
+        "| cold start (process start to first response), median of {COLD_RUNS} | {:.1} ms (min {:.1}, max {:.1}) | under 100 ms |",
+        ms(percentile(&cold, 0.5)),
+        ms(cold[0]),
+        ms(cold[cold.len() - 1])
+    );
+    println!(
+        "| release binary size (x86_64, stripped) | {:.2} MB | under 10 MB |",
+        size as f64 / 1_048_576.0
+    );
+}
