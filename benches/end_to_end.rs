@@ -158,20 +158,26 @@ async fn main() {
     standins.runtime.invoke(push(next), deadline).await.unwrap();
     let mut warm = Vec::new();
     let mut standin_time = Vec::new();
+    let mut by_kind: std::collections::BTreeMap<&str, Vec<u64>> = std::collections::BTreeMap::new();
     let mut counted = None;
     for n in next + 1..next + 1 + WARM_RUNS {
         standins.shared.clear_log();
         let started = Instant::now();
         let outcome = standins.runtime.invoke(push(n), deadline).await.unwrap();
         warm.push(started.elapsed());
+        let log = standins.shared.requests();
         standin_time.push(Duration::from_micros(
-            standins
-                .shared
-                .requests()
-                .iter()
-                .map(|r| r.handling_us)
-                .sum(),
+            log.iter().map(|r| r.handling_us).sum(),
         ));
+        for r in &log {
+            let kind = match (r.service, r.method.as_str()) {
+                (Service::Kube, "GET") if r.path.ends_with("/applications") => "list page",
+                (Service::Kube, "GET") => "get",
+                (Service::Kube, _) => "patch",
+                _ => "ecr",
+            };
+            by_kind.entry(kind).or_default().push(r.handling_us);
+        }
         let Outcome::Response(report) = outcome else {
             panic!("{outcome:?}")
         };
@@ -214,6 +220,13 @@ async fn main() {
     let (updated, lists, gets, patches, ecr, eks) = counted.unwrap();
     let size = std::fs::metadata(BINARY).map(|m| m.len()).unwrap_or(0);
 
+    for (kind, times) in &mut by_kind {
+        times.sort();
+        println!(
+            "stand-in handling per {kind}: p50 {:.2} ms",
+            times[times.len() / 2] as f64 / 1e3
+        );
+    }
     println!("| figure | value | target |");
     println!("|---|---|---|");
     println!(

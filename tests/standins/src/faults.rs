@@ -255,12 +255,20 @@ pub async fn intercept(
         }
         Some(FaultAction::Delay(duration)) => {
             tokio::time::sleep(duration).await;
-            next.run(Request::from_parts(parts, Body::from(bytes)))
-                .await
+            let started = std::time::Instant::now();
+            let response = next
+                .run(Request::from_parts(parts, Body::from(bytes)))
+                .await;
+            entry.handling_us = started.elapsed().as_micros() as u64;
+            response
         }
         None => {
-            next.run(Request::from_parts(parts, Body::from(bytes)))
-                .await
+            let started = std::time::Instant::now();
+            let response = next
+                .run(Request::from_parts(parts, Body::from(bytes)))
+                .await;
+            entry.handling_us = started.elapsed().as_micros() as u64;
+            response
         }
     };
     entry.status = if dropped {

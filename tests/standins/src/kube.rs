@@ -36,6 +36,10 @@ pub struct KubeState {
 #[derive(Default)]
 struct Store {
     apps: BTreeMap<(String, String), Value>,
+    /// Each Application's `PartialObjectMetadata`, serialized when it is written, as the
+    /// API server's watch cache keeps serialized objects: a metadata-only page is then a
+    /// concatenation, not 500 conversions.
+    metadata: BTreeMap<(String, String), Vec<u8>>,
     resource_version: u64,
 }
 
@@ -90,7 +94,7 @@ impl KubeState {
             "00000000-0000-0000-0000-{:012}",
             store.resource_version
         ));
-        store.apps.insert((namespace, name), app);
+        store.put((namespace, name), app);
         Ok(())
     }
 
@@ -118,19 +122,17 @@ impl KubeState {
         change: impl FnOnce(&mut Value),
     ) -> Result<(), String> {
         let mut store = lock(&self.apps);
+        let key = (namespace.to_string(), name.to_string());
+        let mut app = store.apps.get(&key).cloned().ok_or("no such application")?;
         store.resource_version += 1;
-        let rv = store.resource_version;
-        let app = store
-            .apps
-            .get_mut(&(namespace.to_string(), name.to_string()))
-            .ok_or("no such application")?;
         let before = app["spec"].clone();
-        change(app);
-        app["metadata"]["resourceVersion"] = json!(rv.to_string());
+        change(&mut app);
+        app["metadata"]["resourceVersion"] = json!(store.resource_version.to_string());
         if app["spec"] != before {
             let generation = app["metadata"]["generation"].as_i64().unwrap_or(1) + 1;
             app["metadata"]["generation"] = json!(generation);
         }
+        store.put(key, app);
         Ok(())
     }
 
@@ -152,6 +154,17 @@ impl KubeState {
         } else {
             Err(problems.join(", "))
         }
+    }
+}
+
+impl Store {
+    fn put(&mut self, key: (String, String), app: Value) {
+        let partial = json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": app["metadata"]});
+        self.metadata.insert(
+            key.clone(),
+            serde_json::to_vec(&partial).unwrap_or_default(),
+        );
+        self.apps.insert(key, app);
     }
 }
 
@@ -292,43 +305,65 @@ fn list(state: &KubeState, headers: &HeaderMap, namespace: Option<&str>, query: 
         .is_some_and(|a| a.contains("as=PartialObjectMetadataList"));
 
     let store = lock(&state.apps);
-    let mut items = Vec::new();
+    let after = match &start_after {
+        Some(key) => std::ops::Bound::Excluded(key.clone()),
+        None => std::ops::Bound::Unbounded,
+    };
+    let mut items: Vec<(&(String, String), std::borrow::Cow<'_, [u8]>)> = Vec::new();
     let mut next = None;
-    let candidates = store.apps.iter().filter(|((ns, _), app)| {
-        namespace.is_none_or(|wanted| wanted == ns)
-            && selector
-                .as_ref()
-                .is_none_or(|s| s.matches(&app["metadata"]["labels"]))
-    });
-    for (key, app) in
-        candidates.skip_while(|(key, _)| start_after.as_ref().is_some_and(|after| *key <= after))
-    {
+    let candidates = store
+        .apps
+        .range((after, std::ops::Bound::Unbounded))
+        .filter(|((ns, _), app)| {
+            namespace.is_none_or(|wanted| wanted == ns)
+                && selector
+                    .as_ref()
+                    .is_none_or(|s| s.matches(&app["metadata"]["labels"]))
+        });
+    for (key, app) in candidates {
         if limit.is_some_and(|l| items.len() == l) {
             // Kubernetes hands out `continue` only when more items remain.
-            next = items
-                .last()
-                .map(|(k, _): &((String, String), Value)| encode_continue(k));
+            next = items.last().map(|(k, _)| encode_continue(k));
             break;
         }
         let item = if metadata_only {
-            json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": app["metadata"]})
+            std::borrow::Cow::Borrowed(
+                store
+                    .metadata
+                    .get(key)
+                    .map(Vec::as_slice)
+                    .unwrap_or_default(),
+            )
         } else {
-            app.clone()
+            std::borrow::Cow::Owned(serde_json::to_vec(app).unwrap_or_default())
         };
-        items.push((key.clone(), item));
+        items.push((key, item));
     }
     let mut list_meta = json!({"resourceVersion": store.resource_version.to_string()});
     if let Some(token) = next {
         list_meta["continue"] = json!(token);
     }
-    let body = if metadata_only {
-        json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": list_meta,
-               "items": items.into_iter().map(|(_, v)| v).collect::<Vec<_>>()})
+    let (kind, api_version) = if metadata_only {
+        ("PartialObjectMetadataList", "meta.k8s.io/v1")
     } else {
-        json!({"kind": "ApplicationList", "apiVersion": API_VERSION, "metadata": list_meta,
-               "items": items.into_iter().map(|(_, v)| v).collect::<Vec<_>>()})
+        ("ApplicationList", API_VERSION)
     };
-    axum::Json(body).into_response()
+    let mut body = format!(
+        r#"{{"kind":"{kind}","apiVersion":"{api_version}","metadata":{list_meta},"items":["#
+    )
+    .into_bytes();
+    for (i, (_, item)) in items.iter().enumerate() {
+        if i > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(item);
+    }
+    body.extend_from_slice(b"]}");
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response()
 }
 
 fn encode_continue(key: &(String, String)) -> String {
@@ -461,7 +496,7 @@ async fn patch_one(
         let generation = current["metadata"]["generation"].as_i64().unwrap_or(1) + 1;
         updated["metadata"]["generation"] = json!(generation);
     }
-    store.apps.insert(key, updated.clone());
+    store.put(key, updated.clone());
     axum::Json(updated).into_response()
 }
 
