@@ -7,7 +7,7 @@ mod common;
 use std::io::Read;
 use std::time::Duration;
 
-use argocd_ecr_updater_standins::{Grant, Options, Outcome, StandIns, function_identity, seed};
+use argocd_ecr_updater_standins::{Grant, Outcome, StandIns};
 use common::{event, helm_parameter, lambda_env, spawn_lambda};
 use serde_json::json;
 
@@ -114,15 +114,9 @@ async fn a_malformed_event_is_a_permanent_error_for_the_dead_letter_queue() {
 
 #[tokio::test]
 async fn a_403_fails_the_invocation_with_a_retryable_error_naming_the_fix() {
-    let options = Options {
-        identities: vec![function_identity(vec![Grant::new(
-            &["get", "list"],
-            "argocd",
-        )])],
-        ..Options::default()
-    };
-    let standins = StandIns::start(options).await.unwrap();
-    seed::load_builtin(&standins).unwrap();
+    let standins = StandIns::start_seeded_with_grants(vec![Grant::new(&["get", "list"], "argocd")])
+        .await
+        .unwrap();
     let _function = spawn_lambda(BINARY, &lambda_env(&standins));
     let Outcome::Error(error) = standins
         .runtime

@@ -7,9 +7,7 @@ use std::time::Duration;
 
 use argocd_ecr_updater::handler::HandlerError;
 use argocd_ecr_updater::report::{Action, Report};
-use argocd_ecr_updater_standins::{
-    FaultAction, Grant, Image, Options, Route, Service, StandIns, function_identity, seed,
-};
+use argocd_ecr_updater_standins::{FaultAction, Grant, Image, Options, Route, Service, StandIns};
 use common::{SEED_IMAGE, event, handler, helm_parameter};
 use serde_json::{Value, json};
 
@@ -323,15 +321,12 @@ async fn a_push_no_application_tracks_costs_one_list_and_nothing_else() {
 
 #[tokio::test]
 async fn two_applications_in_two_namespaces_tracking_one_repository_both_move() {
-    let options = Options {
-        identities: vec![function_identity(vec![
-            Grant::new(&["get", "list", "patch"], "argocd"),
-            Grant::new(&["get", "list", "patch"], "team-b"),
-        ])],
-        ..Options::default()
-    };
-    let standins = StandIns::start(options).await.unwrap();
-    seed::load_builtin(&standins).unwrap();
+    let standins = StandIns::start_seeded_with_grants(vec![
+        Grant::new(&["get", "list", "patch"], "argocd"),
+        Grant::new(&["get", "list", "patch"], "team-b"),
+    ])
+    .await
+    .unwrap();
     let mut second = standins.kube.get("argocd", "aws-pipeline-test").unwrap();
     second["metadata"]["namespace"] = json!("team-b");
     for key in ["resourceVersion", "uid", "generation"] {
@@ -498,15 +493,9 @@ async fn a_429_then_success_is_absorbed_within_the_invocation() {
 
 #[tokio::test]
 async fn a_403_fails_the_invocation_with_the_fix_in_the_message() {
-    let options = Options {
-        identities: vec![function_identity(vec![Grant::new(
-            &["get", "list"],
-            "argocd",
-        )])],
-        ..Options::default()
-    };
-    let standins = StandIns::start(options).await.unwrap();
-    seed::load_builtin(&standins).unwrap();
+    let standins = StandIns::start_seeded_with_grants(vec![Grant::new(&["get", "list"], "argocd")])
+        .await
+        .unwrap();
     let error = handler(&standins, &[])
         .handle(&event("push-date-tag.json"), None)
         .await

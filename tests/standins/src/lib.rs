@@ -189,6 +189,18 @@ impl StandIns {
         Ok(standins)
     }
 
+    /// The shipped seed, with the function's RBAC replaced by `grants`: for tests of what it
+    /// may and may not do.
+    pub async fn start_seeded_with_grants(grants: Vec<Grant>) -> Result<Self, StartError> {
+        let options = Options {
+            identities: vec![function_identity(grants)],
+            ..Options::default()
+        };
+        let standins = Self::start(options).await?;
+        seed::load_builtin(&standins).map_err(StartError::Setup)?;
+        Ok(standins)
+    }
+
     pub fn kube_endpoint(&self) -> String {
         format!("https://127.0.0.1:{}", self.kube_addr.port())
     }
