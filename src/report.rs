@@ -147,7 +147,13 @@ impl Report {
                 Action::Unchanged | Action::Skipped => decision!(info),
             }
         }
-        tracing::info!(event_id = %self.event_id, stats = ?self.stats, "invocation done");
+        let st = &self.stats;
+        tracing::info!(
+            event_id = %self.event_id, mode = self.mode, list_pages = st.list_pages,
+            applications_listed = st.applications_listed, applications_matched = st.applications_matched,
+            gets = st.gets, patches = st.patches, conflicts = st.conflicts, ecr_calls = st.ecr_calls,
+            "invocation done"
+        );
     }
 
     /// The message an invocation fails with: every retryable failure, each with its fix.
