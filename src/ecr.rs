@@ -137,6 +137,60 @@ impl Ecr {
         }
     }
 
+    /// Several tags in one `DescribeImages` call; tags ECR does not know are left out. If
+    /// ECR refuses the batch because one is missing, each is asked on its own.
+    pub async fn describe_tags(
+        &self,
+        registry: &str,
+        repository: &str,
+        tags: &[String],
+    ) -> Result<Vec<TagInfo>, EcrError> {
+        if let [tag] = tags {
+            return Ok(self
+                .describe_tag(registry, repository, tag)
+                .await?
+                .into_iter()
+                .collect());
+        }
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let ids = tags
+            .iter()
+            .map(|t| ImageIdentifier::builder().image_tag(t).build())
+            .collect();
+        let result = self
+            .client
+            .describe_images()
+            .registry_id(registry)
+            .repository_name(repository)
+            .set_image_ids(Some(ids))
+            .send()
+            .await;
+        match result {
+            Ok(output) => Ok(output
+                .image_details()
+                .iter()
+                .flat_map(|d| {
+                    d.image_tags()
+                        .iter()
+                        .filter(|t| tags.contains(t))
+                        .map(move |t| TagInfo {
+                            name: t.clone(),
+                            pushed_at: pushed_at(d),
+                            digest: d.image_digest().map(str::to_string),
+                        })
+                })
+                .collect()),
+            Err(e) => {
+                classify("DescribeImages", repository, registry, e)?;
+                let mut found = Vec::new();
+                for tag in tags {
+                    found.extend(self.describe_tag(registry, repository, tag).await?);
+                }
+                Ok(found)
+            }
+        }
+    }
+
     /// Every tag in the repository, one `TagInfo` per tag, following `nextToken`.
     pub async fn list_tags(
         &self,

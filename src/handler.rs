@@ -627,20 +627,39 @@ impl Handler {
         described: &AsyncMutex<HashMap<String, Option<TagInfo>>>,
     ) -> Result<(Option<TagInfo>, TagInfo), EcrError> {
         match image.policy.strategy {
-            Strategy::NewestBuild => match current {
-                Some(c) if c.name != candidate.name => {
-                    let known = self
-                        .describe_once(registry, repository, &c.name, described)
-                        .await?;
-                    Ok((Some(known.unwrap_or(c)), candidate))
+            Strategy::NewestBuild => {
+                // Both ranked by ECR's imagePushedAt, as `select` ranks them in reconcile:
+                // that is the digest's first push, so a new tag on an old image does not
+                // count as new. One request for both; the event time only if ECR has no
+                // record of the pushed tag yet.
+                let mut names = vec![candidate.name.clone()];
+                if let Some(c) = current.as_ref().filter(|c| c.name != candidate.name) {
+                    names.push(c.name.clone());
                 }
-                other => Ok((other, candidate)),
-            },
+                let known = self
+                    .describe_once(registry, repository, &names, described)
+                    .await?;
+                if let Some(Some(info)) = known.first() {
+                    candidate.pushed_at = info.pushed_at.or(candidate.pushed_at);
+                }
+                let current = match (current, known.get(1)) {
+                    (Some(_), Some(Some(info))) => Some(info.clone()),
+                    (current, _) => current,
+                };
+                Ok((current, candidate))
+            }
             Strategy::Digest => {
                 // The truth is what the tag points to now, never the (maybe stale) event.
                 candidate.digest = self
-                    .describe_once(registry, repository, &candidate.name, described)
+                    .describe_once(
+                        registry,
+                        repository,
+                        std::slice::from_ref(&candidate.name),
+                        described,
+                    )
                     .await?
+                    .pop()
+                    .flatten()
                     .and_then(|t| t.digest);
                 Ok((current, candidate))
             }
@@ -648,22 +667,35 @@ impl Handler {
         }
     }
 
-    /// `describe_tag`, asked at most once per tag in one invocation.
+    /// What ECR knows of `tags` (in their order; `None` where it has no such tag), each
+    /// asked at most once per invocation and the unknown ones in a single request.
     async fn describe_once(
         &self,
         registry: &str,
         repository: &str,
-        tag: &str,
+        tags: &[String],
         described: &AsyncMutex<HashMap<String, Option<TagInfo>>>,
-    ) -> Result<Option<TagInfo>, EcrError> {
-        let key = format!("{registry}/{repository}:{tag}");
+    ) -> Result<Vec<Option<TagInfo>>, EcrError> {
+        let key = |tag: &str| format!("{registry}/{repository}:{tag}");
         let mut described = described.lock().await;
-        if let Some(known) = described.get(&key) {
-            return Ok(known.clone());
+        let unknown: Vec<String> = tags
+            .iter()
+            .filter(|t| !described.contains_key(&key(t)))
+            .cloned()
+            .collect();
+        if !unknown.is_empty() {
+            let found = self
+                .ecr
+                .describe_tags(registry, repository, &unknown)
+                .await?;
+            for tag in &unknown {
+                described.insert(key(tag), found.iter().find(|f| &f.name == tag).cloned());
+            }
         }
-        let found = self.ecr.describe_tag(registry, repository, tag).await?;
-        described.insert(key, found.clone());
-        Ok(found)
+        Ok(tags
+            .iter()
+            .map(|t| described.get(&key(t)).cloned().flatten())
+            .collect())
     }
 
     /// A repository's full tag list, fetched at most once per reconcile.

@@ -116,6 +116,44 @@ async fn out_of_order_and_duplicate_deliveries_never_downgrade() {
 }
 
 #[tokio::test]
+async fn a_new_date_tag_on_an_old_image_does_not_count_as_newer() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    // Someone tags yesterday's image (digest 1111…, first pushed 2025-08-24) with today's date.
+    standins.aws.push(image(
+        "barun-dev-ecr",
+        "20250901-000000",
+        '1',
+        "2025-09-01T00:00:00Z",
+    ));
+    let retag = push("barun-dev-ecr", "20250901-000000", "2025-09-01T00:00:00Z");
+    let report = ok(&standins, &[], &retag).await;
+    assert_eq!(
+        only(&report).action,
+        Action::Skipped,
+        "{}",
+        only(&report).reason
+    );
+    assert!(only(&report).reason.contains("ranks below"));
+    // ECR ranked both tags in one request, as reconcile's select ranks them.
+    assert_eq!(report.stats.ecr_calls, 1);
+    let describe = standins
+        .shared
+        .requests()
+        .into_iter()
+        .find(|r| r.operation == "DescribeImages")
+        .unwrap();
+    assert!(
+        describe.body.contains("20250901-000000") && describe.body.contains("20250825-120000"),
+        "{}",
+        describe.body
+    );
+    assert_eq!(
+        helm_parameter(&standins, "argocd", "aws-pipeline-test", "image.tag").as_deref(),
+        Some("20250825-120000")
+    );
+}
+
+#[tokio::test]
 async fn a_tag_that_allow_tags_rejects_costs_no_ecr_call_and_no_write() {
     let standins = StandIns::start_seeded().await.unwrap();
     let report = ok(&standins, &[], &event("retag-existing-digest.json")).await;

@@ -381,6 +381,34 @@ mod tests {
         }
     }
 
+    /// Where Cargo's `VersionReq` (the nearest crate) answers differently, we answer as
+    /// Masterminds does. Each row shows both answers, so a change in either is caught.
+    #[test]
+    fn differences_from_cargos_version_req_are_deliberate_and_masterminds_wins() {
+        let table: &[(&str, &str, Option<bool>, bool)] = &[
+            // A comparator carrying a pre-release admits any pre-release above it in
+            // Masterminds; Cargo only those of the same major.minor.patch.
+            (">=1.2.3-beta.1", "1.2.4-beta", Some(false), true),
+            // Syntax Cargo does not have at all.
+            ("^1.0 || ^3.0", "3.1.0", None, true),
+            ("1.2 - 1.4.5", "1.3.0", None, true),
+            ("v1.2.3", "1.2.3", None, true),
+            ("!=1.2.3", "1.2.4", None, true),
+        ];
+        for (constraint, version, cargo, ours) in table {
+            let v = semver::Version::parse(version).unwrap();
+            let cargo_answer = semver::VersionReq::parse(constraint)
+                .ok()
+                .map(|r| r.matches(&v));
+            assert_eq!(cargo_answer, *cargo, "cargo on {constraint} / {version}");
+            assert_eq!(
+                check(constraint, version),
+                *ours,
+                "ours on {constraint} / {version}"
+            );
+        }
+    }
+
     #[test]
     fn tags_are_read_leniently_but_not_loosely() {
         assert_eq!(parse_lenient_version("v1.2"), Some(Version::new(1, 2, 0)));

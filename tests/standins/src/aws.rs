@@ -215,10 +215,12 @@ fn describe_images(state: &AwsState, request: &Value) -> Response {
     let detail = |group: &[&Image]| {
         let first = group[0];
         let tags: Vec<&str> = group.iter().filter_map(|i| i.tag.as_deref()).collect();
+        // ECR reports when the image (the digest) was first pushed; a later tag on the same
+        // digest does not move it (aws/containers-roadmap#214).
         let pushed = group
             .iter()
             .map(|i| i.pushed_at)
-            .max()
+            .min()
             .unwrap_or(first.pushed_at);
         let mut d = json!({
             "registryId": state.account,

@@ -1,0 +1,144 @@
+//! The ECR client through the real AWS SDK against the ECR stand-in: pagination, lookups of
+//! one tag, manifests, and ECR's own error shapes.
+
+use argocd_ecr_updater::ecr::{Ecr, EcrError, Platforms};
+use argocd_ecr_updater_standins::{Image, Options, Service, StandIns, seed};
+use serde_json::json;
+
+const ACCOUNT: &str = "768157413559";
+
+fn image(repository: &str, tag: Option<String>, n: usize) -> Image {
+    serde_json::from_value(
+        json!({"repository": repository, "tag": tag, "digest": format!("sha256:{n:064x}"),
+        "pushedAt": format!("2025-01-01T00:00:{:02}Z", n % 60)}),
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn list_tags_follows_next_token_across_pages_and_skips_untagged_images() {
+    let standins = StandIns::start(Options::default()).await.unwrap();
+    for n in 0..2_500 {
+        standins
+            .aws
+            .push(image("many", Some(format!("t{n:04}")), n));
+    }
+    standins.aws.push(image("many", None, 9_999));
+    let ecr = Ecr::new(aws_sdk_ecr::Client::new(&standins.sdk_config()));
+    let tags = ecr.list_tags(ACCOUNT, "many").await.unwrap();
+    assert_eq!(tags.len(), 2_500);
+    assert!(
+        tags.iter()
+            .all(|t| t.pushed_at.is_some() && t.digest.is_some())
+    );
+    assert_eq!(ecr.calls(), 3, "1,000 per page");
+    let bodies: Vec<String> = standins
+        .shared
+        .requests()
+        .into_iter()
+        .filter(|r| r.service == Service::Ecr)
+        .map(|r| r.body)
+        .collect();
+    assert!(
+        bodies
+            .iter()
+            .all(|b| b.contains("\"tagStatus\":\"TAGGED\""))
+    );
+    assert!(bodies[1].contains("nextToken"));
+}
+
+#[tokio::test]
+async fn one_tag_is_described_or_reported_missing() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    let ecr = Ecr::new(aws_sdk_ecr::Client::new(&standins.sdk_config()));
+    let latest = ecr
+        .describe_tag(ACCOUNT, "barun-dev-ecr", "latest")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        latest.digest.as_deref(),
+        Some(format!("sha256:{}", "3".repeat(64)).as_str())
+    );
+    assert_eq!(
+        latest.pushed_at,
+        Some(time::macros::datetime!(2025-08-25 06:30:14 UTC)),
+        "the digest's newest push"
+    );
+    assert_eq!(
+        ecr.describe_tag(ACCOUNT, "barun-dev-ecr", "nope")
+            .await
+            .unwrap(),
+        None
+    );
+    let missing = ecr
+        .describe_tag(ACCOUNT, "no-such-repo", "1")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(missing, EcrError::RepositoryNotFound { .. }),
+        "{missing}"
+    );
+    assert!(!missing.is_retryable());
+}
+
+#[tokio::test]
+async fn manifests_tell_index_platforms_from_single_images() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    let index: Image = serde_json::from_value(
+        json!({"repository": "multi", "tag": "1.0", "digest": format!("sha256:{}", "a".repeat(64)),
+        "pushedAt": "2025-01-01T00:00:00Z", "mediaType": "application/vnd.oci.image.index.v1+json",
+        "platforms": ["linux/amd64", "linux/arm64/v8"]}),
+    )
+    .unwrap();
+    standins.aws.push(index);
+    let ecr = Ecr::new(aws_sdk_ecr::Client::new(&standins.sdk_config()));
+    let Some(Platforms::Index(platforms)) = ecr.platforms(ACCOUNT, "multi", "1.0").await.unwrap()
+    else {
+        panic!("index expected")
+    };
+    assert_eq!(platforms.len(), 2);
+    assert_eq!(platforms[1].variant.as_deref(), Some("v8"));
+    assert_eq!(
+        ecr.platforms(ACCOUNT, "barun-dev-ecr", "latest")
+            .await
+            .unwrap(),
+        Some(Platforms::Single)
+    );
+    assert_eq!(
+        ecr.platforms(ACCOUNT, "barun-dev-ecr", "gone")
+            .await
+            .unwrap(),
+        None
+    );
+}
+
+#[tokio::test]
+async fn the_stand_ins_load_a_seed_folder_of_yaml_and_json() {
+    let standins = StandIns::start(Options::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("applications")).unwrap();
+    let app = include_str!("standins/seed/applications/aws-pipeline-test.yaml");
+    std::fs::write(
+        dir.path().join("applications/a.yaml"),
+        format!(
+            "{app}\n---\n{}",
+            app.replace("name: aws-pipeline-test", "name: second")
+        ),
+    )
+    .unwrap();
+    let as_json: serde_json::Value =
+        serde_yaml_ng::from_str(&app.replace("name: aws-pipeline-test", "name: third")).unwrap();
+    std::fs::write(dir.path().join("applications/b.json"), as_json.to_string()).unwrap();
+    std::fs::write(dir.path().join("images.json"), json!([{"repository": "r", "tag": "1", "digest": format!("sha256:{}", "1".repeat(64)), "pushedAt": "2025-01-01T00:00:00Z"}]).to_string()).unwrap();
+    seed::load_dir(&standins, dir.path()).unwrap();
+    assert_eq!(standins.kube.len(), 3);
+    assert_eq!(standins.aws.images().len(), 1);
+    std::fs::write(
+        dir.path().join("applications/c.yaml"),
+        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: bad}\nspec: {}\n",
+    )
+    .unwrap();
+    let error = seed::load_dir(&standins, dir.path()).unwrap_err();
+    assert!(error.contains("c.yaml"), "{error}");
+}
