@@ -118,23 +118,10 @@ impl Ecr {
         repository: &str,
         tag: &str,
     ) -> Result<Option<TagInfo>, EcrError> {
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        let result = self
-            .client
-            .describe_images()
-            .registry_id(registry)
-            .repository_name(repository)
-            .image_ids(ImageIdentifier::builder().image_tag(tag).build())
-            .send()
-            .await;
-        match result {
-            Ok(output) => Ok(output.image_details().first().map(|d| TagInfo {
-                name: tag.to_string(),
-                pushed_at: pushed_at(d),
-                digest: d.image_digest().map(str::to_string),
-            })),
-            Err(e) => classify("DescribeImages", repository, registry, e).map(|()| None),
-        }
+        Ok(self
+            .describe_tags(registry, repository, &[tag.to_string()])
+            .await?
+            .pop())
     }
 
     /// Several tags in one `DescribeImages` call; tags ECR does not know are left out. If
@@ -145,13 +132,28 @@ impl Ecr {
         repository: &str,
         tags: &[String],
     ) -> Result<Vec<TagInfo>, EcrError> {
-        if let [tag] = tags {
-            return Ok(self
-                .describe_tag(registry, repository, tag)
-                .await?
-                .into_iter()
-                .collect());
+        if let Some(found) = self.describe_batch(registry, repository, tags).await? {
+            return Ok(found);
         }
+        let mut found = Vec::new();
+        if tags.len() > 1 {
+            for tag in tags {
+                let one = self
+                    .describe_batch(registry, repository, std::slice::from_ref(tag))
+                    .await?;
+                found.extend(one.into_iter().flatten());
+            }
+        }
+        Ok(found)
+    }
+
+    /// One `DescribeImages` by tags; `None` when ECR answers that one of them is missing.
+    async fn describe_batch(
+        &self,
+        registry: &str,
+        repository: &str,
+        tags: &[String],
+    ) -> Result<Option<Vec<TagInfo>>, EcrError> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         let ids = tags
             .iter()
@@ -166,28 +168,23 @@ impl Ecr {
             .send()
             .await;
         match result {
-            Ok(output) => Ok(output
-                .image_details()
-                .iter()
-                .flat_map(|d| {
-                    d.image_tags()
-                        .iter()
-                        .filter(|t| tags.contains(t))
-                        .map(move |t| TagInfo {
-                            name: t.clone(),
-                            pushed_at: pushed_at(d),
-                            digest: d.image_digest().map(str::to_string),
-                        })
-                })
-                .collect()),
-            Err(e) => {
-                classify("DescribeImages", repository, registry, e)?;
-                let mut found = Vec::new();
-                for tag in tags {
-                    found.extend(self.describe_tag(registry, repository, tag).await?);
-                }
-                Ok(found)
-            }
+            Ok(output) => Ok(Some(
+                output
+                    .image_details()
+                    .iter()
+                    .flat_map(|d| {
+                        d.image_tags()
+                            .iter()
+                            .filter(|t| tags.contains(t))
+                            .map(move |t| TagInfo {
+                                name: t.clone(),
+                                pushed_at: pushed_at(d),
+                                digest: d.image_digest().map(str::to_string),
+                            })
+                    })
+                    .collect(),
+            )),
+            Err(e) => classify("DescribeImages", repository, registry, e).map(|()| None),
         }
     }
 

@@ -241,9 +241,9 @@ pub async fn intercept(
     };
     let fault = shared.take_fault(service, &method, &path, &operation);
     let dropped = matches!(fault, Some(FaultAction::Drop));
-    let response = match fault {
+    let response = match &fault {
         Some(FaultAction::Status { code, retry_after }) => {
-            fault_response(service, code, retry_after)
+            fault_response(service, *code, *retry_after)
         }
         Some(FaultAction::Drop) => {
             let broken = futures_error_body();
@@ -253,16 +253,10 @@ pub async fn intercept(
                 .body(broken)
                 .unwrap_or_default()
         }
-        Some(FaultAction::Delay(duration)) => {
-            tokio::time::sleep(duration).await;
-            let started = std::time::Instant::now();
-            let response = next
-                .run(Request::from_parts(parts, Body::from(bytes)))
-                .await;
-            entry.handling_us = started.elapsed().as_micros() as u64;
-            response
-        }
-        None => {
+        Some(FaultAction::Delay(_)) | None => {
+            if let Some(FaultAction::Delay(duration)) = fault {
+                tokio::time::sleep(duration).await;
+            }
             let started = std::time::Instant::now();
             let response = next
                 .run(Request::from_parts(parts, Body::from(bytes)))
