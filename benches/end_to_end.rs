@@ -68,24 +68,6 @@ fn image(tag: &str, digest: usize, pushed_at: &str) -> Image {
     serde_json::from_value(json!({"repository": REPOSITORY, "tag": tag, "digest": format!("sha256:{digest:064x}"), "pushedAt": pushed_at})).unwrap()
 }
 
-fn environment(standins: &StandIns) -> Vec<(String, String)> {
-    let mut env = standins.function_env();
-    env.extend(
-        [
-            ("AWS_LAMBDA_RUNTIME_API", standins.runtime_api()),
-            ("AWS_LAMBDA_FUNCTION_NAME", "argocd-ecr-updater".to_string()),
-            ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128".to_string()),
-            ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".to_string()),
-            ("AWS_CONFIG_FILE", "/nonexistent".to_string()),
-            ("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent".to_string()),
-            ("AWS_EC2_METADATA_DISABLED", "true".to_string()),
-            ("LOG_LEVEL", "warn".to_string()),
-        ]
-        .map(|(k, v)| (k.to_string(), v)),
-    );
-    env
-}
-
 fn spawn(env: &[(String, String)]) -> std::process::Child {
     std::process::Command::new(BINARY)
         .env_clear()
@@ -136,7 +118,8 @@ async fn main() {
         status_bytes as f64 / 1024.0,
         setup.elapsed().as_secs_f64()
     );
-    let env = environment(&standins);
+    let mut env = standins.lambda_env();
+    env.push(("LOG_LEVEL".into(), "warn".into()));
     let deadline = Duration::from_secs(30);
 
     // Cold start: process start to the first invocation's response, on fresh processes.

@@ -8,24 +8,33 @@ use std::io::Read;
 use std::time::Duration;
 
 use argocd_ecr_updater_standins::{Grant, Outcome, StandIns};
-use common::{event, helm_parameter, lambda_env, spawn_lambda};
+use common::{event, helm_parameter, spawn_lambda};
 use serde_json::json;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_argocd-ecr-updater");
 const DEADLINE: Duration = Duration::from_secs(20);
 
+/// Invokes the function and returns its response; anything else fails the test.
+async fn response(standins: &StandIns, event: serde_json::Value) -> serde_json::Value {
+    match standins.runtime.invoke(event, DEADLINE).await.unwrap() {
+        Outcome::Response(report) => report,
+        other => panic!("expected a response, got {other:?}"),
+    }
+}
+
+/// Invokes the function and returns the error it reported; anything else fails the test.
+async fn error(standins: &StandIns, event: serde_json::Value) -> serde_json::Value {
+    match standins.runtime.invoke(event, DEADLINE).await.unwrap() {
+        Outcome::Error(error) => error,
+        other => panic!("expected an error, got {other:?}"),
+    }
+}
+
 #[tokio::test]
 async fn the_binary_updates_the_seed_application_and_returns_the_report() {
     let standins = StandIns::start_seeded().await.unwrap();
-    let _function = spawn_lambda(BINARY, &lambda_env(&standins));
-    let outcome = standins
-        .runtime
-        .invoke(event("push-date-tag.json"), DEADLINE)
-        .await
-        .unwrap();
-    let Outcome::Response(report) = outcome else {
-        panic!("{outcome:?}")
-    };
+    let _function = spawn_lambda(BINARY, &standins.lambda_env());
+    let report = response(&standins, event("push-date-tag.json")).await;
     assert_eq!(report["entries"][0]["action"], "updated", "{report:#}");
     assert_eq!(report["entries"][0]["to"], "20250825-153012");
     assert_eq!(
@@ -33,14 +42,7 @@ async fn the_binary_updates_the_seed_application_and_returns_the_report() {
         Some("20250825-153012")
     );
     // A second, duplicate delivery on the warm process: no write.
-    let Outcome::Response(again) = standins
-        .runtime
-        .invoke(event("push-date-tag.json"), DEADLINE)
-        .await
-        .unwrap()
-    else {
-        panic!()
-    };
+    let again = response(&standins, event("push-date-tag.json")).await;
     assert_eq!(again["entries"][0]["action"], "unchanged");
     // The warm process asked EKS once for both invocations.
     assert_eq!(
@@ -52,7 +54,7 @@ async fn the_binary_updates_the_seed_application_and_returns_the_report() {
 #[tokio::test]
 async fn every_sample_event_gets_an_answer_from_the_binary() {
     let standins = StandIns::start_seeded().await.unwrap();
-    let _function = spawn_lambda(BINARY, &lambda_env(&standins));
+    let _function = spawn_lambda(BINARY, &standins.lambda_env());
     for name in [
         "delete.json",
         "push-failure.json",
@@ -60,27 +62,13 @@ async fn every_sample_event_gets_an_answer_from_the_binary() {
         "push-untagged-platform-manifest.json",
         "push-semver-tag.json",
     ] {
-        let Outcome::Response(report) = standins
-            .runtime
-            .invoke(event(name), DEADLINE)
-            .await
-            .unwrap()
-        else {
-            panic!("{name}")
-        };
+        let report = response(&standins, event(name)).await;
         assert!(
             report["entries"].as_array().unwrap().is_empty(),
             "{name}: {report}"
         );
     }
-    let Outcome::Response(report) = standins
-        .runtime
-        .invoke(event("scheduled-reconcile.json"), DEADLINE)
-        .await
-        .unwrap()
-    else {
-        panic!()
-    };
+    let report = response(&standins, event("scheduled-reconcile.json")).await;
     assert_eq!(report["mode"], "reconcile");
     assert_eq!(report["entries"][0]["action"], "updated");
 }
@@ -88,11 +76,8 @@ async fn every_sample_event_gets_an_answer_from_the_binary() {
 #[tokio::test]
 async fn a_malformed_event_is_a_permanent_error_for_the_dead_letter_queue() {
     let standins = StandIns::start_seeded().await.unwrap();
-    let _function = spawn_lambda(BINARY, &lambda_env(&standins));
-    let outcome = standins.runtime.invoke(json!({"detail-type": "ECR Image Action", "source": "aws.ecr", "detail": {"action-type": 7}}), DEADLINE).await.unwrap();
-    let Outcome::Error(error) = outcome else {
-        panic!("{outcome:?}")
-    };
+    let _function = spawn_lambda(BINARY, &standins.lambda_env());
+    let error = error(&standins, json!({"detail-type": "ECR Image Action", "source": "aws.ecr", "detail": {"action-type": 7}})).await;
     assert_eq!(error["errorType"], "Permanent.MalformedEvent");
     assert!(
         error["errorMessage"]
@@ -102,14 +87,7 @@ async fn a_malformed_event_is_a_permanent_error_for_the_dead_letter_queue() {
         "{error}"
     );
     // The process survives bad input and serves the next event.
-    let Outcome::Response(_) = standins
-        .runtime
-        .invoke(event("delete.json"), DEADLINE)
-        .await
-        .unwrap()
-    else {
-        panic!()
-    };
+    let _ = response(&standins, event("delete.json")).await;
 }
 
 #[tokio::test]
@@ -117,15 +95,8 @@ async fn a_403_fails_the_invocation_with_a_retryable_error_naming_the_fix() {
     let standins = StandIns::start_seeded_with_grants(vec![Grant::new(&["get", "list"], "argocd")])
         .await
         .unwrap();
-    let _function = spawn_lambda(BINARY, &lambda_env(&standins));
-    let Outcome::Error(error) = standins
-        .runtime
-        .invoke(event("push-date-tag.json"), DEADLINE)
-        .await
-        .unwrap()
-    else {
-        panic!()
-    };
+    let _function = spawn_lambda(BINARY, &standins.lambda_env());
+    let error = error(&standins, event("push-date-tag.json")).await;
     assert_eq!(error["errorType"], "Retryable.TargetsFailed");
     assert!(
         error["errorMessage"]
@@ -139,7 +110,8 @@ async fn a_403_fails_the_invocation_with_a_retryable_error_naming_the_fix() {
 #[tokio::test]
 async fn a_missing_variable_stops_the_cold_start_naming_it() {
     let standins = StandIns::start_seeded().await.unwrap();
-    let env: Vec<(String, String)> = lambda_env(&standins)
+    let env: Vec<(String, String)> = standins
+        .lambda_env()
         .into_iter()
         .filter(|(k, _)| k != "CLUSTER_NAME")
         .collect();
@@ -160,7 +132,7 @@ async fn a_missing_variable_stops_the_cold_start_naming_it() {
 #[tokio::test]
 async fn decisions_are_logged_as_one_json_line_each() {
     let standins = StandIns::start_seeded().await.unwrap();
-    let mut function = spawn_lambda(BINARY, &lambda_env(&standins));
+    let mut function = spawn_lambda(BINARY, &standins.lambda_env());
     standins
         .runtime
         .invoke(event("retag-existing-digest.json"), DEADLINE)

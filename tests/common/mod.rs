@@ -99,27 +99,6 @@ impl Drop for LambdaProcess {
     }
 }
 
-pub fn lambda_env(standins: &StandIns) -> Vec<(String, String)> {
-    let mut env = standins.function_env();
-    env.extend(
-        [
-            ("AWS_LAMBDA_RUNTIME_API", standins.runtime_api()),
-            ("AWS_LAMBDA_FUNCTION_NAME", "argocd-ecr-updater".into()),
-            ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128".into()),
-            ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".into()),
-            // Hermetic: no profile, no instance metadata, whatever the machine has.
-            ("AWS_CONFIG_FILE", "/nonexistent/config".into()),
-            (
-                "AWS_SHARED_CREDENTIALS_FILE",
-                "/nonexistent/credentials".into(),
-            ),
-            ("AWS_EC2_METADATA_DISABLED", "true".into()),
-        ]
-        .map(|(k, v)| (k.to_string(), v)),
-    );
-    env
-}
-
 pub fn spawn_lambda(binary: &str, env: &[(String, String)]) -> LambdaProcess {
     let child = std::process::Command::new(binary)
         .env_clear()

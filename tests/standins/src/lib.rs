@@ -251,6 +251,29 @@ impl StandIns {
             .build()
     }
 
+    /// Everything the compiled function needs to run as Lambda runs it against these
+    /// stand-ins: `function_env` plus the Runtime API and Lambda's own variables, and
+    /// nothing from the machine (no profile, no instance metadata).
+    pub fn lambda_env(&self) -> Vec<(String, String)> {
+        let mut env = self.function_env();
+        env.extend(
+            [
+                ("AWS_LAMBDA_RUNTIME_API", self.runtime_api()),
+                ("AWS_LAMBDA_FUNCTION_NAME", "argocd-ecr-updater".into()),
+                ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128".into()),
+                ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".into()),
+                ("AWS_CONFIG_FILE", "/nonexistent/config".into()),
+                (
+                    "AWS_SHARED_CREDENTIALS_FILE",
+                    "/nonexistent/credentials".into(),
+                ),
+                ("AWS_EC2_METADATA_DISABLED", "true".into()),
+            ]
+            .map(|(k, v)| (k.to_string(), v)),
+        );
+        env
+    }
+
     /// The Runtime API address, as `AWS_LAMBDA_RUNTIME_API` wants it.
     pub fn runtime_api(&self) -> String {
         format!("127.0.0.1:{}", self.runtime_addr.port())
