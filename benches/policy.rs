@@ -84,7 +84,7 @@ fn main() {
             "  {label:<40} {:>8.2} ms / {:>8.2} ms  -> {}",
             ms(median),
             ms(worst),
-            selected.unwrap_or_default()
+            selected.map(|t| t.to_string()).unwrap_or_default()
         );
     }
 

@@ -235,20 +235,39 @@ impl Ecr {
         }
     }
 
-    /// The platforms of a tag's manifest.
+    /// What one tag's manifest says about platforms; `None` if the tag does not exist.
     pub async fn platforms(
         &self,
         registry: &str,
         repository: &str,
         tag: &str,
     ) -> Result<Option<Platforms>, EcrError> {
+        Ok(self
+            .platforms_of(registry, repository, &[tag.to_string()])
+            .await?
+            .pop()
+            .flatten())
+    }
+
+    /// The manifests of several tags in one `BatchGetImage` (reconcile tries candidates in
+    /// rank order, a batch at a time), in the order asked; `None` for a tag ECR lacks.
+    pub async fn platforms_of(
+        &self,
+        registry: &str,
+        repository: &str,
+        tags: &[String],
+    ) -> Result<Vec<Option<Platforms>>, EcrError> {
         self.calls.fetch_add(1, Ordering::Relaxed);
+        let ids = tags
+            .iter()
+            .map(|t| ImageIdentifier::builder().image_tag(t).build())
+            .collect();
         let result = self
             .client
             .batch_get_image()
             .registry_id(registry)
             .repository_name(repository)
-            .image_ids(ImageIdentifier::builder().image_tag(tag).build())
+            .set_image_ids(Some(ids))
             .set_accepted_media_types(Some(
                 [
                     "application/vnd.oci.image.index.v1+json",
@@ -265,19 +284,27 @@ impl Ecr {
             Ok(o) => o,
             Err(e) => {
                 classify("BatchGetImage", repository, registry, e)?;
-                return Ok(None);
+                return Ok(vec![None; tags.len()]);
             }
         };
-        let Some(manifest) = output.images().first().and_then(|i| i.image_manifest()) else {
-            return Ok(None);
-        };
-        parse_platforms(manifest)
-            .map(Some)
-            .map_err(|message| EcrError::BadManifest {
-                repository: repository.to_string(),
-                tag: tag.to_string(),
-                message,
+        tags.iter()
+            .map(|tag| {
+                let manifest = output
+                    .images()
+                    .iter()
+                    .find(|i| i.image_id().and_then(|id| id.image_tag()) == Some(tag.as_str()))
+                    .and_then(|i| i.image_manifest());
+                manifest
+                    .map(|m| {
+                        parse_platforms(m).map_err(|message| EcrError::BadManifest {
+                            repository: repository.to_string(),
+                            tag: tag.to_string(),
+                            message,
+                        })
+                    })
+                    .transpose()
             })
+            .collect()
     }
 }
 

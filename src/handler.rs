@@ -1,35 +1,33 @@
-//! The handler: one invocation, from event to report.
+//! The handler: one invocation, from event to report, as orchestration only.
 //!
-//! Push: list Applications metadata-only, keep those whose `image-list` names the pushed
-//! repository, GET only those, decide each image with the policy, and patch. Reconcile: the
-//! same over every annotated Application, with `select` on ECR's full tag list. Every target
-//! is finished before the invocation fails for the ones a retry can fix.
+//! Parse the event, list Applications metadata-only per namespace, and for each that the
+//! event concerns: read it, fetch the registry facts its strategies ask for, let
+//! [`crate::decide`] decide, hand the write plan to the write-back, report. Every target is
+//! finished before the invocation fails for the ones a retry can fix.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use aws_credential_types::provider::SharedCredentialsProvider;
 use futures_util::StreamExt;
-use serde_json::{Value, json};
+use serde_json::Value;
 use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 use tokio::sync::{Mutex as AsyncMutex, OnceCell};
 
-use crate::annotations::{self, AppConfig, ImageConfig};
+use crate::annotations::{self, AppConfig};
+use crate::appset;
 use crate::config::Config;
-use crate::ecr::{Ecr, EcrError, Platforms, offers_all};
+use crate::decide::{self, Described, ImageCase, ImageOutcome, Mode};
+use crate::ecr::{Ecr, EcrError};
 use crate::eks_auth::{Clock, ClusterError, IamTokenSource, describe_cluster};
-use crate::event::{self, EventError, Invocation, PushEvent, registry_host};
-use crate::kube::{AppMeta, KubeClient, KubeError, Patch};
-use crate::patch::{self, ImageUpdate};
-use crate::policy::{Decision, Strategy, TagInfo};
+use crate::event::{self, EventError, Invocation, PushEvent};
+use crate::kube::{AppMeta, KubeClient, KubeError};
+use crate::patch::{self, ImageUpdate, WritePlan};
+use crate::policy::TagInfo;
 use crate::report::{Action, Entry, Report};
-
-/// Transient Kubernetes errors (429, 5xx, timeouts, dropped connections) are retried this
-/// many times in the invocation before the target is reported as failed.
-const TRANSIENT_ATTEMPTS: u32 = 4;
-const MAX_BACKOFF: Duration = Duration::from_secs(5);
+use crate::retry::{backoff, retry_transient};
+use crate::writeback::{ApplicationPatch, WriteBack, WriteError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum HandlerError {
@@ -71,9 +69,24 @@ pub struct Handler {
     kube: OnceCell<KubeClient>,
 }
 
-/// A repository's tag list as reconcile fetched it, or why it could not (and whether a
-/// retry may help).
-type TagList = Result<Arc<Vec<TagInfo>>, (String, bool)>;
+/// A repository's tag list as reconcile fetched it, or why it could not.
+type TagList = Result<Arc<Vec<TagInfo>>, FetchFailure>;
+
+/// A registry read that failed, with whether a retry may help.
+#[derive(Debug, Clone)]
+struct FetchFailure {
+    message: String,
+    retryable: bool,
+}
+
+impl From<EcrError> for FetchFailure {
+    fn from(error: EcrError) -> Self {
+        Self {
+            retryable: error.is_retryable(),
+            message: error.to_string(),
+        }
+    }
+}
 
 /// What a decision compares against, per invocation mode, with what this invocation has
 /// already learnt from ECR (Applications tracking one repository usually share a tag). The
@@ -84,14 +97,33 @@ enum Work<'a> {
     Reconcile(AsyncMutex<HashMap<String, TagList>>),
 }
 
+impl Work<'_> {
+    fn mode(&self) -> Mode<'_> {
+        match self {
+            Self::Push(push, _) => Mode::Push(push),
+            Self::Reconcile(_) => Mode::Reconcile,
+        }
+    }
+
+    fn event_id(&self) -> &str {
+        match self {
+            Self::Push(push, _) => &push.id,
+            Self::Reconcile(_) => "",
+        }
+    }
+}
+
 /// Matched Applications are read, decided and written this many at a time.
 const CONCURRENCY: usize = 8;
+/// Reconcile with a platforms annotation reads candidates' manifests this many at a time,
+/// best first, and stops at the first batch holding one that passes.
+const MANIFEST_BATCH: usize = 10;
 
-/// The outcome of deciding one image of one Application.
-struct Decided {
-    entry: Entry,
-    /// `(from, to)` when the image moves.
-    update: Option<(Option<String>, String)>,
+/// What deciding one Application produced: its report entries and, if anything moves, the
+/// write that moves it.
+struct AppDecision {
+    entries: Vec<Entry>,
+    plan: Option<WritePlan>,
 }
 
 impl Handler {
@@ -228,18 +260,47 @@ impl Handler {
         keep: impl Fn(&AppMeta) -> bool,
     ) -> Result<(), HandlerError> {
         let kube = self.kube().await?;
-        let (matched, stats) = retry_transient(deadline, || {
-            kube.list_application_metadata(
-                &self.config.namespaces,
-                self.config.label_selector.as_deref(),
-                self.config.page_size,
-                &keep,
-            )
-        })
-        .await
-        .map_err(HandlerError::List)?;
-        report.stats.list_pages += stats.pages;
-        report.stats.applications_listed += stats.seen;
+        // One namespace that cannot be listed must not stop the others.
+        let scopes = KubeClient::list_scopes(&self.config.namespaces);
+        let mut matched = Vec::new();
+        let mut unlisted = Vec::new();
+        for namespace in &scopes {
+            let listed = retry_transient(deadline, || {
+                kube.list_application_metadata(
+                    namespace,
+                    self.config.label_selector.as_deref(),
+                    self.config.page_size,
+                    &keep,
+                )
+            })
+            .await;
+            match listed {
+                Ok((kept, stats)) => {
+                    report.stats.list_pages += stats.pages;
+                    report.stats.applications_listed += stats.seen;
+                    matched.extend(kept);
+                }
+                Err(e) => unlisted.push((namespace.clone(), e)),
+            }
+        }
+        if unlisted.len() == scopes.len()
+            && let Some((_, error)) = unlisted.pop()
+        {
+            return Err(HandlerError::List(error));
+        }
+        for (namespace, error) in unlisted {
+            let scope = if namespace.is_empty() {
+                "*"
+            } else {
+                &namespace
+            };
+            let mut entry = Entry::new(scope, "(all Applications)", None, "").with(
+                Action::Failed,
+                format!("cannot list Applications in namespace `{scope}`: {error}"),
+            );
+            entry.retryable = error.is_retryable();
+            report.entries.push(entry);
+        }
         report.stats.applications_matched += matched.len();
         // Each Application is independent; `buffered` keeps the report in listing order.
         let (mode, event_id, dry_run) = (report.mode, report.event_id.as_str(), report.dry_run);
@@ -261,7 +322,7 @@ impl Handler {
         Ok(())
     }
 
-    /// One Application: read, decide, write; re-read and re-decide after a conflict.
+    /// One Application: read, decide, write; re-read and re-decide after a race.
     async fn process(
         &self,
         kube: &KubeClient,
@@ -271,6 +332,8 @@ impl Handler {
         report: &mut Report,
     ) {
         let (ns, name) = (meta.namespace.as_str(), meta.name.as_str());
+        let whole_app = || Entry::new(ns, name, None, "");
+        let writer = ApplicationPatch { kube, deadline };
         let mut last_refused: Option<Value> = None;
         for attempt in 0..=self.config.conflict_retries {
             report.stats.gets += 1;
@@ -278,28 +341,26 @@ impl Handler {
                 Ok(app) => app,
                 Err(KubeError::NotFound { .. }) => {
                     report.entries.push(
-                        Entry::new(ns, name, None, "")
-                            .with(Action::Skipped, "the Application was deleted meanwhile"),
+                        whole_app().with(Action::Skipped, "the Application was deleted meanwhile"),
                     );
                     return;
                 }
                 Err(e) => {
-                    report.entries.push(failed(
-                        Entry::new(ns, name, None, ""),
+                    report.entries.push(decide::failed_entry(
+                        whole_app(),
                         &e.to_string(),
                         e.is_retryable(),
                     ));
                     return;
                 }
             };
-            let Some(decided) = self.decide_app(&app, work).await else {
+            let Some(decided) = self.decide_app(kube, &app, work, deadline).await else {
                 report.entries.push(
-                    Entry::new(ns, name, None, "")
-                        .with(Action::Skipped, "no longer annotated for Image Updater"),
+                    whole_app().with(Action::Skipped, "no longer annotated for Image Updater"),
                 );
                 return;
             };
-            let (entries, plan) = decided;
+            let AppDecision { entries, plan } = decided;
             let Some(plan) = plan else {
                 report.entries.extend(entries);
                 return;
@@ -315,74 +376,66 @@ impl Handler {
                 return;
             }
             report.stats.patches += 1;
-            let json_patch = Patch::Json(plan.patch.clone());
-            let refused =
-                match retry_transient(deadline, || kube.patch_application(ns, name, &json_patch))
-                    .await
-                {
-                    Ok(_) => {
-                        report.entries.extend(entries);
-                        return;
-                    }
-                    // A failed `test` (422) or a 409 means someone wrote first: read again.
-                    Err(e @ (KubeError::Invalid { .. } | KubeError::Conflict { .. })) => e,
-                    Err(e) => {
-                        let retryable = e.is_retryable();
-                        report.entries.extend(
-                            entries
-                                .into_iter()
-                                .map(|en| write_failed(en, &e.to_string(), retryable)),
-                        );
-                        return;
-                    }
-                };
-            // The same patch refused twice on the same state is not a race: the API server
-            // rejects the content itself (for example a schema rule), and retrying is futile.
-            if last_refused.as_ref() == Some(&plan.patch) {
-                report.entries.extend(
-                    entries
-                        .into_iter()
-                        .map(|en| write_failed(en, &refused.to_string(), false)),
-                );
+            let (race, guard_failed) = match writer.write(&app, &plan).await {
+                Ok(()) => {
+                    report.entries.extend(entries);
+                    return;
+                }
+                Err(WriteError::Race(message)) => (message, true),
+                Err(WriteError::Conflict(message)) => (message, false),
+                Err(WriteError::Refused(message)) => {
+                    report
+                        .entries
+                        .extend(write_failed(entries, &message, false));
+                    return;
+                }
+                Err(WriteError::Failed { message, retryable }) => {
+                    report
+                        .entries
+                        .extend(write_failed(entries, &message, retryable));
+                    return;
+                }
+            };
+            // The same content refused twice on a fresh read is not a race: the server
+            // rejects the content itself. The audit timestamp is left out of the comparison.
+            let content = Value::Array(plan.content().into_iter().cloned().collect());
+            if guard_failed && last_refused.as_ref() == Some(&content) {
+                let reason = format!("the API server refused the same patch twice: {race}");
+                report.entries.extend(write_failed(entries, &reason, false));
                 return;
             }
-            last_refused = Some(plan.patch);
+            last_refused = guard_failed.then_some(content);
             report.stats.conflicts += 1;
             if attempt == self.config.conflict_retries {
                 let reason = format!(
-                    "the Application kept changing under us: {} conflicts in a row (last: {refused})",
+                    "the Application kept changing under us: {} conflicts in a row (last: {race})",
                     attempt + 1
                 );
-                report.entries.extend(
-                    entries
-                        .into_iter()
-                        .map(|en| write_failed(en, &reason, true)),
-                );
+                report.entries.extend(write_failed(entries, &reason, true));
                 return;
             }
             tokio::time::sleep(backoff(attempt, None)).await;
         }
     }
 
-    /// Decides every image of one Application that this invocation concerns. Returns the
-    /// entries and, if anything moves, the write plan; `None` if it has no image-list.
+    /// Decides every image of one Application that this invocation concerns; `None` if it
+    /// has no image-list.
     async fn decide_app(
         &self,
+        kube: &KubeClient,
         app: &Value,
         work: &Work<'_>,
-    ) -> Option<(Vec<Entry>, Option<patch::WritePlan>)> {
-        let annotations: std::collections::BTreeMap<String, String> =
-            app["metadata"]["annotations"]
-                .as_object()
-                .map(|m| {
-                    m.iter()
-                        .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
-                        .collect()
-                })
-                .unwrap_or_default();
+        deadline: Option<Instant>,
+    ) -> Option<AppDecision> {
+        let annotations: BTreeMap<String, String> = app["metadata"]["annotations"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default();
         let config = AppConfig::parse(&annotations)?;
-        let ns = app["metadata"]["namespace"].as_str().unwrap_or_default();
-        let name = app["metadata"]["name"].as_str().unwrap_or_default();
         let concerned: Vec<_> = config
             .images
             .iter()
@@ -395,287 +448,194 @@ impl Handler {
             let entries = concerned
                 .iter()
                 .map(|e| {
-                    Entry::new(ns, name, e.alias.as_deref(), &e.image.to_string())
+                    decide::base_entry(app, e.alias.as_deref(), &e.image.to_string())
                         .with(Action::Skipped, reason.clone())
                 })
                 .collect();
-            return Some((entries, None));
+            return Some(AppDecision {
+                entries,
+                plan: None,
+            });
         }
         let mut entries = Vec::new();
-        let mut moves: Vec<(usize, &ImageConfig, Option<String>, String)> = Vec::new();
+        let mut moves = Vec::new();
         for image_entry in concerned {
-            let base = Entry::new(
-                ns,
-                name,
-                image_entry.alias.as_deref(),
-                &image_entry.image.to_string(),
-            );
-            let image = match &image_entry.config {
-                Ok(image) => image,
-                Err(e) => {
-                    // The user's to fix; retrying the event would not help.
-                    entries.push(failed(base, &format!("configuration error: {e}"), false));
+            let case = match decide::prepare(app, image_entry, &self.region) {
+                Ok(case) => case,
+                Err(entry) => {
+                    entries.push(*entry);
                     continue;
                 }
             };
-            let decided = self.decide_image(app, image, base, work).await;
-            if let Some((from, to)) = decided.update {
-                moves.push((entries.len(), image, from, to));
+            for note in &case.config.notes {
+                tracing::info!(image = %case.config.image, note = %note, "annotation note");
             }
-            entries.push(decided.entry);
+            let outcome = self.decide_image(&case, work).await;
+            let first = entries.len();
+            entries.extend(outcome.entries);
+            if let Some(update) = outcome.update {
+                moves.push((case.config, update, first..entries.len()));
+            }
         }
         if moves.is_empty() {
-            return Some((entries, None));
+            return Some(AppDecision {
+                entries,
+                plan: None,
+            });
         }
-        let now = OffsetDateTime::now_utc()
-            .format(&Rfc3339)
-            .unwrap_or_default();
-        let event_id = match work {
-            Work::Push(push, _) => push.id.clone(),
-            Work::Reconcile(_) => String::new(),
-        };
-        let audit = json!({
-            "time": now,
-            "eventId": event_id,
-            "images": moves.iter().map(|(_, image, from, to)| json!({
-                "alias": image.alias, "image": image.image.to_string(), "from": from, "to": to,
-            })).collect::<Vec<_>>(),
-        });
+        let now = OffsetDateTime::from(self.clock.now());
+        let audited: Vec<_> = moves
+            .iter()
+            .flat_map(|(config, _, range)| {
+                entries[range.clone()]
+                    .iter()
+                    .filter(|e| e.action == Action::Updated)
+                    .map(move |e| (*config, e))
+            })
+            .collect();
+        let audit = decide::audit_record(now, work.event_id(), &audited);
         let updates: Vec<ImageUpdate<'_>> = moves
             .iter()
-            .map(|(_, image, from, to)| ImageUpdate {
-                config: image,
-                from: from.clone(),
-                to: to.clone(),
+            .map(|(config, update, _)| ImageUpdate {
+                config,
+                to: update.to.clone(),
+                sources: update.sources.clone(),
             })
             .collect();
         let plan = patch::plan(app, &updates, audit);
-        for ((index, ..), sources) in moves.iter().zip(&plan.targets) {
-            entries[*index].sources = sources.clone();
+        if let Some(owner) = appset::owner(app) {
+            let namespace = app["metadata"]["namespace"].as_str().unwrap_or_default();
+            let name = app["metadata"]["name"].as_str().unwrap_or_default();
+            let verdict = match retry_transient(deadline, || {
+                kube.get_application_set(namespace, owner)
+            })
+            .await
+            {
+                Ok(set) => appset::covers(&set, name, &plan.written_paths())
+                    .map_err(|reason| (Action::Skipped, reason, false)),
+                Err(KubeError::NotFound { .. }) => Err((
+                    Action::Skipped,
+                    format!(
+                        "owned by ApplicationSet `{owner}`, which cannot be found to check its ignoreApplicationDifferences"
+                    ),
+                    false,
+                )),
+                Err(e) => Err((
+                    Action::Failed,
+                    format!(
+                        "owned by ApplicationSet `{owner}`, whose ignoreApplicationDifferences cannot be read: {e}"
+                    ),
+                    e.is_retryable(),
+                )),
+            };
+            if let Err((action, reason, retryable)) = verdict {
+                let outcome = ImageOutcome {
+                    entries,
+                    update: None,
+                };
+                return Some(AppDecision {
+                    entries: outcome.refuse(action, &reason, retryable).entries,
+                    plan: None,
+                });
+            }
         }
-        Some((entries, Some(plan)))
+        Some(AppDecision {
+            entries,
+            plan: Some(plan),
+        })
     }
 
-    async fn decide_image(
-        &self,
-        app: &Value,
-        image: &ImageConfig,
-        mut entry: Entry,
-        work: &Work<'_>,
-    ) -> Decided {
-        let keep = |entry: Entry, action: Action, reason: String| Decided {
-            entry: entry.with(action, reason),
+    /// Fetches what the image's strategy needs from ECR, then lets `decide` answer.
+    async fn decide_image(&self, case: &ImageCase<'_>, work: &Work<'_>) -> ImageOutcome {
+        let (registry, repository) = (case.registry.as_str(), case.repository.as_str());
+        let failed = |error: FetchFailure| ImageOutcome {
+            entries: vec![decide::failed_entry(
+                case.entry(),
+                &error.message,
+                error.retryable,
+            )],
             update: None,
         };
-        for note in &image.notes {
-            tracing::info!(image = %image.image, note = %note, "annotation note");
-        }
-        let reference = image.image.to_string();
-        if !image.force_update && !patch::runs_image(app, &reference) {
-            return keep(
-                entry,
-                Action::Skipped,
-                format!(
-                    "`{reference}` is not among the images the Application runs (status.summary.images); set force-update to write it anyway"
-                ),
-            );
-        }
-        let current = patch::current(app, image);
-        entry.from = current.as_ref().map(|c| match &c.digest {
-            Some(d) => format!("{}@{d}", c.tag),
-            None => c.tag.clone(),
-        });
-        let current_info = current.as_ref().map(|c| TagInfo {
-            name: c.tag.clone(),
-            pushed_at: None,
-            digest: c.digest.clone(),
-        });
-        let Some((registry, repository)) = self.ecr_location(image) else {
-            return keep(
-                entry,
-                Action::Skipped,
-                format!(
-                    "`{reference}` is not an ECR repository of this account's registry in {}",
-                    self.region
-                ),
-            );
-        };
-
-        let decision = match work {
-            Work::Push(push, described) => {
-                let candidate = TagInfo {
-                    name: push.tag.clone(),
-                    pushed_at: Some(push.time),
-                    digest: None,
-                };
-                // Filters first: a tag the policy refuses costs no ECR call.
-                let precheck = image.policy.decide(None, &candidate);
-                let refused = match &precheck {
-                    Decision::Keep(reason) => {
-                        !matches!(reason, crate::policy::KeepReason::NoDigest(_))
-                    }
-                    Decision::Update { .. } => false,
-                };
-                if refused {
-                    precheck
+        match work {
+            Work::Push(push, cache) => {
+                let needs = case.needs(work.mode());
+                let described = if needs.describe.is_empty() {
+                    Described::new()
                 } else {
                     match self
-                        .enrich(
-                            image,
-                            &registry,
-                            &repository,
-                            current_info,
-                            candidate,
-                            described,
-                        )
+                        .describe_once(registry, repository, &needs.describe, cache)
                         .await
                     {
-                        Ok((current, candidate)) => {
-                            image.policy.decide(current.as_ref(), &candidate)
+                        Ok(described) => described,
+                        Err(e) => return failed(e.into()),
+                    }
+                };
+                let outcome = case.decide_push(push, &described);
+                let Some(tag) = outcome
+                    .update
+                    .as_ref()
+                    .and_then(|u| u.check_platforms.clone())
+                else {
+                    return outcome;
+                };
+                match self.ecr.platforms(registry, repository, &tag).await {
+                    Err(e) => failed(e.into()),
+                    Ok(manifest) => {
+                        match decide::platform_verdict(
+                            &tag,
+                            manifest.as_ref(),
+                            &case.config.platforms,
+                        ) {
+                            Ok(()) => outcome,
+                            Err(reason) => outcome.refuse(Action::Skipped, &reason, false),
                         }
-                        Err(e) => return ecr_failed(entry, e),
                     }
                 }
             }
             Work::Reconcile(cache) => {
-                let tags = match self.tag_list(&registry, &repository, cache).await {
+                let tags = match self.tag_list(registry, repository, cache).await {
                     Ok(tags) => tags,
-                    Err((message, retryable)) => {
-                        return Decided {
-                            entry: failed(entry, &message, retryable),
-                            update: None,
-                        };
-                    }
+                    Err(e) => return failed(e),
                 };
-                match image.policy.select(&tags) {
-                    None => Decision::Keep(crate::policy::KeepReason::NoEligibleTag(tags.len())),
-                    Some(selected) if Some(&selected) == entry.from.as_ref() => {
-                        Decision::Keep(crate::policy::KeepReason::SameAsCurrent(selected))
-                    }
-                    Some(selected) => Decision::Update { to: selected },
+                let candidates = case.candidates(&tags);
+                if case.config.platforms.is_empty() {
+                    return case.decide_reconcile(&tags, candidates.first().copied(), 0);
                 }
-            }
-        };
-        let to = match decision {
-            Decision::Keep(reason) => {
-                let action = match reason {
-                    crate::policy::KeepReason::SameAsCurrent(_)
-                    | crate::policy::KeepReason::SameDigest(_) => Action::Unchanged,
-                    _ => Action::Skipped,
-                };
-                return keep(entry, action, reason.to_string());
-            }
-            Decision::Update { to } => to,
-        };
-        if !image.platforms.is_empty() {
-            let tag = to.split('@').next().unwrap_or(&to);
-            match self.ecr.platforms(&registry, &repository, tag).await {
-                Err(e) => return ecr_failed(entry, e),
-                Ok(None) => {
-                    return keep(
-                        entry,
-                        Action::Skipped,
-                        format!("ECR has no manifest for `{tag}` any more"),
-                    );
-                }
-                Ok(Some(Platforms::Index(offered))) => {
-                    if let Err(missing) = offers_all(&offered, &image.platforms) {
-                        return keep(
-                            entry,
-                            Action::Skipped,
-                            format!(
-                                "`{tag}` lacks platform(s) {} asked by the platforms annotation",
-                                missing.join(", ")
-                            ),
-                        );
+                let mut refusals = 0;
+                for batch in candidates.chunks(MANIFEST_BATCH) {
+                    let names: Vec<String> = batch.iter().map(|t| t.name.clone()).collect();
+                    let manifests = match self.ecr.platforms_of(registry, repository, &names).await
+                    {
+                        Ok(manifests) => manifests,
+                        Err(e) => return failed(e.into()),
+                    };
+                    for (candidate, manifest) in batch.iter().zip(&manifests) {
+                        match decide::platform_verdict(
+                            &candidate.name,
+                            manifest.as_ref(),
+                            &case.config.platforms,
+                        ) {
+                            Ok(()) => {
+                                return case.decide_reconcile(&tags, Some(candidate), refusals);
+                            }
+                            Err(_) => refusals += 1,
+                        }
                     }
                 }
-                Ok(Some(Platforms::Single)) => {
-                    tracing::warn!(image = %reference, tag, "single-platform manifest: its platform cannot be read through the ECR API, so the platforms annotation is not checked");
-                }
+                case.decide_reconcile(&tags, None, refusals)
             }
-        }
-        entry.to = Some(to.clone());
-        let reason = match (work, image.policy.strategy) {
-            (Work::Reconcile(_), _) => format!(
-                "reconcile: `{to}` is the best allowed tag under {}",
-                image.policy.strategy
-            ),
-            (Work::Push(..), Strategy::Digest) => format!(
-                "tracked tag now points to {}",
-                to.split('@').nth(1).unwrap_or_default()
-            ),
-            (Work::Push(..), strategy) => {
-                format!("`{to}` ranks above the current tag under {strategy}")
-            }
-        };
-        let from = entry.from.clone();
-        Decided {
-            entry: entry.with(Action::Updated, reason),
-            update: Some((from, to)),
         }
     }
 
-    /// Adds what ECR knows and the event does not, only where the strategy needs it.
-    async fn enrich(
-        &self,
-        image: &ImageConfig,
-        registry: &str,
-        repository: &str,
-        current: Option<TagInfo>,
-        mut candidate: TagInfo,
-        described: &AsyncMutex<HashMap<String, Option<TagInfo>>>,
-    ) -> Result<(Option<TagInfo>, TagInfo), EcrError> {
-        match image.policy.strategy {
-            Strategy::NewestBuild => {
-                // Both ranked by ECR's imagePushedAt, as `select` ranks them in reconcile:
-                // that is the digest's first push, so a new tag on an old image does not
-                // count as new. One request for both; the event time only if ECR has no
-                // record of the pushed tag yet.
-                let mut names = vec![candidate.name.clone()];
-                if let Some(c) = current.as_ref().filter(|c| c.name != candidate.name) {
-                    names.push(c.name.clone());
-                }
-                let known = self
-                    .describe_once(registry, repository, &names, described)
-                    .await?;
-                if let Some(Some(info)) = known.first() {
-                    candidate.pushed_at = info.pushed_at.or(candidate.pushed_at);
-                }
-                let current = match (current, known.get(1)) {
-                    (Some(_), Some(Some(info))) => Some(info.clone()),
-                    (current, _) => current,
-                };
-                Ok((current, candidate))
-            }
-            Strategy::Digest => {
-                // The truth is what the tag points to now, never the (maybe stale) event.
-                candidate.digest = self
-                    .describe_once(
-                        registry,
-                        repository,
-                        std::slice::from_ref(&candidate.name),
-                        described,
-                    )
-                    .await?
-                    .pop()
-                    .flatten()
-                    .and_then(|t| t.digest);
-                Ok((current, candidate))
-            }
-            Strategy::Semver | Strategy::Alphabetical => Ok((current, candidate)),
-        }
-    }
-
-    /// What ECR knows of `tags` (in their order; `None` where it has no such tag), each
-    /// asked at most once per invocation and the unknown ones in a single request.
+    /// What ECR knows of `tags` (`None` where it has no such tag), each asked at most once
+    /// per invocation and the unknown ones in a single request.
     async fn describe_once(
         &self,
         registry: &str,
         repository: &str,
         tags: &[String],
         described: &AsyncMutex<HashMap<String, Option<TagInfo>>>,
-    ) -> Result<Vec<Option<TagInfo>>, EcrError> {
+    ) -> Result<Described, EcrError> {
         let key = |tag: &str| format!("{registry}/{repository}:{tag}");
         let mut described = described.lock().await;
         let unknown: Vec<String> = tags
@@ -694,7 +654,7 @@ impl Handler {
         }
         Ok(tags
             .iter()
-            .map(|t| described.get(&key(t)).cloned().flatten())
+            .map(|t| (t.clone(), described.get(&key(t)).cloned().flatten()))
             .collect())
     }
 
@@ -715,134 +675,18 @@ impl Handler {
             .list_tags(registry, repository)
             .await
             .map(Arc::new)
-            .map_err(|e| (e.to_string(), e.is_retryable()));
+            .map_err(FetchFailure::from);
         cache.insert(key, listed.clone());
         listed
     }
-
-    /// The registry id and repository of an ECR image in this function's region.
-    fn ecr_location(&self, image: &ImageConfig) -> Option<(String, String)> {
-        let registry = image.image.registry.as_deref()?;
-        let account = registry.split('.').next()?;
-        (registry == registry_host(account, &self.region))
-            .then(|| (account.to_string(), image.image.repository.clone()))
-    }
 }
 
-fn failed(entry: Entry, reason: &str, retryable: bool) -> Entry {
-    let mut entry = entry.with(Action::Failed, reason);
-    entry.retryable = retryable;
-    entry
-}
-
-fn write_failed(entry: Entry, reason: &str, retryable: bool) -> Entry {
-    if entry.action == Action::Updated {
-        let mut failed = failed(entry, reason, retryable);
-        failed.to = None;
-        failed
-    } else {
-        entry
-    }
-}
-
-fn ecr_failed(entry: Entry, error: EcrError) -> Decided {
-    let retryable = error.is_retryable();
-    Decided {
-        entry: failed(entry, &error.to_string(), retryable),
+/// The entries of a write that did not happen: the updates become failures.
+fn write_failed(entries: Vec<Entry>, reason: &str, retryable: bool) -> Vec<Entry> {
+    ImageOutcome {
+        entries,
         update: None,
     }
-}
-
-fn transient(error: &KubeError) -> bool {
-    matches!(
-        error,
-        KubeError::TooManyRequests { .. }
-            | KubeError::Server { .. }
-            | KubeError::Timeout(_)
-            | KubeError::Connect(_)
-            | KubeError::Expired { .. }
-    )
-}
-
-/// Exponential backoff with jitter, honouring the server's Retry-After.
-fn backoff(attempt: u32, retry_after: Option<Duration>) -> Duration {
-    let exponential = Duration::from_millis(50u64.saturating_mul(1 << attempt.min(10)));
-    let jitter = Duration::from_millis(rand::random_range(0..50));
-    retry_after.unwrap_or(exponential).min(MAX_BACKOFF) + jitter
-}
-
-/// Runs `op` again after transient failures, while the deadline leaves room.
-async fn retry_transient<T, F, Fut>(deadline: Option<Instant>, mut op: F) -> Result<T, KubeError>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, KubeError>>,
-{
-    let mut attempt = 0;
-    loop {
-        match op().await {
-            Ok(value) => return Ok(value),
-            Err(e) if transient(&e) && attempt + 1 < TRANSIENT_ATTEMPTS => {
-                let wait = backoff(attempt, e.retry_after());
-                let room =
-                    deadline.is_none_or(|d| Instant::now() + wait + Duration::from_secs(1) < d);
-                if !room {
-                    return Err(e);
-                }
-                tracing::warn!(error = %e, wait_ms = wait.as_millis() as u64, "transient Kubernetes error, retrying");
-                tokio::time::sleep(wait).await;
-                attempt += 1;
-            }
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_grows_is_capped_and_honours_retry_after() {
-        assert!(backoff(0, None) < Duration::from_millis(100));
-        assert!(backoff(3, None) >= Duration::from_millis(400));
-        assert!(backoff(20, None) <= MAX_BACKOFF + Duration::from_millis(50));
-        assert!(backoff(0, Some(Duration::from_secs(2))) >= Duration::from_secs(2));
-        assert!(
-            backoff(0, Some(Duration::from_secs(600))) <= MAX_BACKOFF + Duration::from_millis(50)
-        );
-    }
-
-    #[tokio::test]
-    async fn transient_errors_are_retried_and_others_are_not() {
-        let mut calls = 0;
-        let result: Result<u32, KubeError> = retry_transient(None, || {
-            calls += 1;
-            let n = calls;
-            async move {
-                if n < 3 {
-                    Err(KubeError::Server {
-                        code: 503,
-                        retry_after: Some(Duration::ZERO),
-                        message: "busy".into(),
-                    })
-                } else {
-                    Ok(n)
-                }
-            }
-        })
-        .await;
-        assert_eq!(result.unwrap(), 3);
-        let mut calls = 0;
-        let result: Result<u32, KubeError> = retry_transient(None, || {
-            calls += 1;
-            async {
-                Err(KubeError::Conflict {
-                    message: "c".into(),
-                })
-            }
-        })
-        .await;
-        assert!(result.is_err());
-        assert_eq!(calls, 1);
-    }
+    .refuse(Action::Failed, reason, retryable)
+    .entries
 }

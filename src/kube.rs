@@ -16,7 +16,7 @@ use crate::eks_auth::{ClusterAccess, TokenError, TokenSource};
 
 const GROUP_VERSION: &str = "argoproj.io/v1alpha1";
 const METADATA_ONLY: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
-pub const RBAC_HINT: &str = "grant it with the RBAC manifest in deploy/rbac.yaml (get, list and patch on applications.argoproj.io) bound to the group of the function's EKS access entry";
+pub const RBAC_HINT: &str = "grant it with the RBAC manifest in deploy/rbac.yaml (get, list and patch on applications.argoproj.io, get on applicationsets; deploy/rbac-all-namespaces.yaml for ARGOCD_NAMESPACES=*) bound to the group of the function's EKS access entry";
 
 /// Which namespaces hold the Applications to consider.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -136,12 +136,14 @@ pub enum KubeError {
     )]
     Unauthorized { message: String },
     #[error(
-        "the function's role is authenticated as \"{user}\" but may not {verb} applications in namespace \"{namespace}\": {RBAC_HINT}"
+        "the function's role is authenticated as \"{user}\" but may not {verb} {resource} {scope}: {RBAC_HINT}"
     )]
     Forbidden {
         user: String,
         verb: String,
-        namespace: String,
+        resource: String,
+        /// `in namespace "x"`, or `at the cluster scope` for `ARGOCD_NAMESPACES=*`.
+        scope: String,
     },
     #[error("403 Forbidden: {message}: {RBAC_HINT}")]
     ForbiddenOther { message: String },
@@ -149,8 +151,10 @@ pub enum KubeError {
     NotFound { message: String },
     #[error("conflict (409): {message}")]
     Conflict { message: String },
+    /// A 422 answer; `validation` is true when the server judged the content (a schema
+    /// rule, with field causes) rather than a failed `test` of a JSON patch (a race).
     #[error("the API server refused the change as invalid (422): {message}")]
-    Invalid { message: String },
+    Invalid { message: String, validation: bool },
     #[error("bad request ({code}): {message}")]
     BadRequest { code: u16, message: String },
     #[error("the list continuation expired (410): {message}")]
@@ -189,6 +193,19 @@ impl KubeError {
         !matches!(
             self,
             Self::NotFound { .. } | Self::Invalid { .. } | Self::BadRequest { .. } | Self::Setup(_)
+        )
+    }
+
+    /// True where the same request, sent again in a moment, may succeed: retried inside
+    /// the invocation before anything is reported.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            Self::TooManyRequests { .. }
+                | Self::Server { .. }
+                | Self::Timeout(_)
+                | Self::Connect(_)
+                | Self::Expired { .. }
         )
     }
 
@@ -251,10 +268,13 @@ impl KubeClient {
         Ok(Self { http, base, tokens })
     }
 
+    /// `path` under the endpoint, keeping a path prefix the endpoint has (a proxy such as
+    /// `https://rancher.example.com/k8s/clusters/c-1`); `Url::join` would drop it.
     fn url(&self, path: &str) -> Result<url::Url, KubeError> {
-        self.base
-            .join(path)
-            .map_err(|e| KubeError::Setup(format!("bad path {path}: {e}")))
+        let mut url = self.base.clone();
+        let prefix = self.base.path().trim_end_matches('/');
+        url.set_path(&format!("{prefix}{path}"));
+        Ok(url)
     }
 
     /// Sends a request with a bearer token; after a 401 it renews the token once.
@@ -280,6 +300,11 @@ impl KubeClient {
             }
             let response = request.send().await.map_err(transport_error)?;
             let status = response.status();
+            // The server says what it dropped or deprecated (an unknown field pruned from
+            // our write, say): worth a line in the log, never a failure.
+            for warning in response.headers().get_all("warning") {
+                tracing::warn!(warning = %String::from_utf8_lossy(warning.as_bytes()), %url, "API server warning");
+            }
             let retry_after = response
                 .headers()
                 .get(header::RETRY_AFTER)
@@ -307,64 +332,78 @@ impl KubeClient {
         })
     }
 
-    /// Lists Applications metadata-only, page by page, keeping those `keep` accepts.
+    /// The list paths of a scope, each with the namespace it covers (empty for all).
+    pub fn list_scopes(scope: &NamespaceScope) -> Vec<String> {
+        match scope {
+            NamespaceScope::All => vec![String::new()],
+            NamespaceScope::Only(namespaces) => namespaces.clone(),
+        }
+    }
+
+    /// Lists one namespace's Applications (all namespaces for `""`) metadata-only, page by
+    /// page, keeping those `keep` accepts.
     pub async fn list_application_metadata(
         &self,
-        scope: &NamespaceScope,
+        namespace: &str,
         label_selector: Option<&str>,
         page_size: u32,
         mut keep: impl FnMut(&AppMeta) -> bool,
     ) -> Result<(Vec<AppMeta>, ListStats), KubeError> {
-        let paths: Vec<(String, String)> = match scope {
-            NamespaceScope::All => {
-                vec![(format!("/apis/{GROUP_VERSION}/applications"), String::new())]
-            }
-            NamespaceScope::Only(namespaces) => namespaces
-                .iter()
-                .map(|ns| {
-                    (
-                        format!("/apis/{GROUP_VERSION}/namespaces/{ns}/applications"),
-                        ns.clone(),
-                    )
-                })
-                .collect(),
+        let path = if namespace.is_empty() {
+            format!("/apis/{GROUP_VERSION}/applications")
+        } else {
+            format!("/apis/{GROUP_VERSION}/namespaces/{namespace}/applications")
         };
         let mut kept = Vec::new();
         let mut stats = ListStats::default();
-        for (path, namespace) in paths {
-            let mut continue_token: Option<String> = None;
-            loop {
-                let mut url = self.url(&path)?;
-                {
-                    let mut q = url.query_pairs_mut();
-                    q.append_pair("limit", &page_size.to_string());
-                    if let Some(selector) = label_selector {
-                        q.append_pair("labelSelector", selector);
-                    }
-                    if let Some(token) = &continue_token {
-                        q.append_pair("continue", token);
-                    }
+        let mut continue_token: Option<String> = None;
+        loop {
+            let mut url = self.url(&path)?;
+            {
+                let mut q = url.query_pairs_mut();
+                q.append_pair("limit", &page_size.to_string());
+                if let Some(selector) = label_selector {
+                    q.append_pair("labelSelector", selector);
                 }
-                let bytes = self
-                    .send(Method::GET, url, METADATA_ONLY, None, &namespace)
-                    .await?;
-                let page: MetadataList = serde_json::from_slice(&bytes)
-                    .map_err(|e| KubeError::BadResponse(format!("metadata list: {e}")))?;
-                stats.pages += 1;
-                stats.seen += page.items.len();
-                kept.extend(
-                    page.items
-                        .into_iter()
-                        .map(|i| i.metadata)
-                        .filter(|m| keep(m)),
-                );
-                continue_token = page.metadata.continue_token.filter(|c| !c.is_empty());
-                if continue_token.is_none() {
-                    break;
+                if let Some(token) = &continue_token {
+                    q.append_pair("continue", token);
                 }
+            }
+            let bytes = self
+                .send(Method::GET, url, METADATA_ONLY, None, namespace)
+                .await?;
+            let page: MetadataList = serde_json::from_slice(&bytes)
+                .map_err(|e| KubeError::BadResponse(format!("metadata list: {e}")))?;
+            stats.pages += 1;
+            stats.seen += page.items.len();
+            kept.extend(
+                page.items
+                    .into_iter()
+                    .map(|i| i.metadata)
+                    .filter(|m| keep(m)),
+            );
+            continue_token = page.metadata.continue_token.filter(|c| !c.is_empty());
+            if continue_token.is_none() {
+                break;
             }
         }
         Ok((kept, stats))
+    }
+
+    /// The ApplicationSet that owns an Application, to read its `ignoreApplicationDifferences`.
+    pub async fn get_application_set(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Value, KubeError> {
+        let url = self.url(&format!(
+            "/apis/{GROUP_VERSION}/namespaces/{namespace}/applicationsets/{name}"
+        ))?;
+        let bytes = self
+            .send(Method::GET, url, "application/json", None, namespace)
+            .await?;
+        serde_json::from_slice(&bytes)
+            .map_err(|e| KubeError::BadResponse(format!("applicationset: {e}")))
     }
 
     pub async fn get_application(&self, namespace: &str, name: &str) -> Result<Value, KubeError> {
@@ -406,6 +445,14 @@ fn app_path(namespace: &str, name: &str) -> String {
 struct Status {
     #[serde(default)]
     message: String,
+    #[serde(default)]
+    details: Option<StatusDetails>,
+}
+
+#[derive(Deserialize, Default)]
+struct StatusDetails {
+    #[serde(default)]
+    causes: Vec<Value>,
 }
 
 fn status_error(
@@ -416,6 +463,14 @@ fn status_error(
     method: &Method,
 ) -> KubeError {
     let parsed: Status = serde_json::from_slice(body).unwrap_or_default();
+    // kube-apiserver answers a failed JSON-patch `test` with a bare 422 ("the server
+    // rejected our request due to an error in our request"); a schema refusal names the
+    // object ("X is invalid: ...") and lists field causes.
+    let validation = parsed
+        .details
+        .as_ref()
+        .is_some_and(|d| !d.causes.is_empty())
+        || parsed.message.contains(" is invalid: ");
     let message = if parsed.message.is_empty() {
         String::from_utf8_lossy(&body[..body.len().min(512)]).into_owned()
     } else {
@@ -428,7 +483,10 @@ fn status_error(
         404 => KubeError::NotFound { message },
         409 => KubeError::Conflict { message },
         410 => KubeError::Expired { message },
-        422 => KubeError::Invalid { message },
+        422 => KubeError::Invalid {
+            message,
+            validation,
+        },
         429 => KubeError::TooManyRequests {
             retry_after,
             message,
@@ -446,10 +504,15 @@ fn status_error(
 /// The API server says `User "X" cannot patch resource "applications" in API group
 /// "argoproj.io" in the namespace "argocd"`; we turn that into what to do.
 fn forbidden(message: String, namespace: &str, method: &Method) -> KubeError {
-    let user = message
-        .split_once("User \"")
-        .and_then(|(_, rest)| rest.split_once('"'))
-        .map(|(user, _)| user.to_string());
+    let between = |start: &str| {
+        message
+            .split_once(start)
+            .and_then(|(_, rest)| rest.split_once('"'))
+            .map(|(value, _)| value.to_string())
+    };
+    let Some(user) = between("User \"") else {
+        return KubeError::ForbiddenOther { message };
+    };
     let verb = message
         .split_once("\" cannot ")
         .and_then(|(_, rest)| rest.split_whitespace().next())
@@ -458,17 +521,19 @@ fn forbidden(message: String, namespace: &str, method: &Method) -> KubeError {
             Method::PATCH => "patch".into(),
             _ => "get".into(),
         });
-    let namespace = message
-        .split_once("in the namespace \"")
-        .and_then(|(_, rest)| rest.split_once('"'))
-        .map_or_else(|| namespace.to_string(), |(ns, _)| ns.to_string());
-    match user {
-        Some(user) => KubeError::Forbidden {
-            user,
-            verb,
-            namespace,
-        },
-        None => KubeError::ForbiddenOther { message },
+    let resource = between("resource \"").unwrap_or_else(|| "applications".into());
+    let scope = match between("in the namespace \"") {
+        Some(ns) => format!("in namespace \"{ns}\""),
+        None if message.contains("at the cluster scope") || namespace.is_empty() => {
+            "at the cluster scope (ARGOCD_NAMESPACES=*)".to_string()
+        }
+        None => format!("in namespace \"{namespace}\""),
+    };
+    KubeError::Forbidden {
+        user,
+        verb,
+        resource,
+        scope,
     }
 }
 

@@ -3,7 +3,9 @@
 //! Updater's annotations, decides, and patches the Application over the EKS API.
 
 pub mod annotations;
+pub mod appset;
 pub mod config;
+pub mod decide;
 pub mod ecr;
 pub mod eks_auth;
 pub mod event;
@@ -12,4 +14,6 @@ pub mod kube;
 pub mod patch;
 pub mod policy;
 pub mod report;
+pub mod retry;
 pub mod select_cli;
+pub mod writeback;

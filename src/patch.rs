@@ -9,7 +9,8 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::annotations::{self, AppConfig, HelmTarget, ImageConfig, WriteBack};
+use crate::annotations::{self, AppConfig, HelmTarget, ImageConfig, ImageRef, WriteBack};
+use crate::policy::TagRef;
 
 /// Our own annotation: what the last write changed, for humans and audits.
 pub const AUDIT_ANNOTATION: &str = "argocd-ecr-updater.io/last-update";
@@ -112,15 +113,6 @@ pub fn app_skip_reason(app: &Value, config: &AppConfig) -> Option<String> {
         }
         Ok(WriteBack::Argocd) => {}
     }
-    if let Some(owner) = app["metadata"]["ownerReferences"]
-        .as_array()
-        .and_then(|refs| refs.iter().find(|r| r["kind"] == "ApplicationSet"))
-    {
-        return Some(format!(
-            "owned by ApplicationSet `{}`, whose controller would revert a patched parameter at its next reconcile. Put the tag into the ApplicationSet's template or generator instead, or add `ignoreApplicationDifferences` for the managed parameters to the ApplicationSet",
-            owner["name"].as_str().unwrap_or_default()
-        ));
-    }
     let all = sources(app);
     if !all
         .iter()
@@ -152,25 +144,25 @@ pub fn split_reference(reference: &str) -> (&str, Option<&str>, Option<&str>) {
     }
 }
 
-/// Does Argo CD report the Application running this image (any tag)?
-pub fn runs_image(app: &Value, image: &str) -> bool {
+/// Does Argo CD report the Application running this image (any tag)? Like Image Updater,
+/// the `kustomize.image-name` is looked for first: a Kustomize app runs the image under the
+/// name its manifests use until the override has been applied once.
+pub fn runs_image(app: &Value, image: &ImageConfig) -> bool {
+    let reference = image.image.to_string();
+    let wanted: Vec<ImageRef> = image
+        .kustomize_image_name
+        .iter()
+        .map(|name| ImageRef::parse(name))
+        .chain(std::iter::once(ImageRef::parse(&reference)))
+        .collect();
     app["status"]["summary"]["images"]
         .as_array()
         .is_some_and(|images| {
-            images
-                .iter()
-                .filter_map(Value::as_str)
-                .any(|i| split_reference(i).0 == image)
+            images.iter().filter_map(Value::as_str).any(|i| {
+                let running = ImageRef::parse(split_reference(i).0);
+                wanted.contains(&running)
+            })
         })
-}
-
-/// The tag an image runs, as the Application's spec asks for it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Current {
-    pub tag: String,
-    pub digest: Option<String>,
-    /// True when read from `status.summary.images` because the spec names no tag.
-    pub from_status: bool,
 }
 
 fn parameters(source: &Value) -> &[Value] {
@@ -185,6 +177,7 @@ fn kustomize_images(source: &Value) -> &[Value] {
         .map_or(&[], Vec::as_slice)
 }
 
+/// The first parameter of that name, as Argo CD's Helm rendering reads it.
 fn parameter<'a>(source: &'a Value, name: &str) -> Option<&'a str> {
     parameters(source)
         .iter()
@@ -215,149 +208,224 @@ fn kustomize_name(image: &ImageConfig) -> String {
         .unwrap_or_else(|| image.image.to_string())
 }
 
-/// Does this source carry the entry we manage for `image`?
-fn carries(source: &Source<'_>, image: &ImageConfig) -> bool {
+/// A reference's `tag[@digest]`, if it has a tag.
+fn reference_tag(reference: &str) -> Option<TagRef> {
+    let (_, tag, digest) = split_reference(reference);
+    TagRef::parse(tag?).map(|t| TagRef {
+        digest: digest.map(str::to_string),
+        ..t
+    })
+}
+
+/// Does this source name the tracked image itself (not just a parameter of the same name)?
+/// A second chart in a multi-source Application pins its own image under the same
+/// parameter names; writing ours there would deploy the wrong image.
+fn names_image(source: &Source<'_>, image: &ImageConfig) -> bool {
     match source.kind {
         SourceKind::Helm => match &image.helm {
-            HelmTarget::NameAndTag { tag, .. } => parameter(source.value, tag).is_some(),
-            HelmTarget::Spec { param } => parameter(source.value, param).is_some(),
+            HelmTarget::NameAndTag { name, .. } => {
+                parameter(source.value, name).is_some_and(|v| ImageRef::parse(v) == image.image)
+            }
+            HelmTarget::Spec { param } => parameter(source.value, param)
+                .is_some_and(|v| ImageRef::parse(split_reference(v).0) == image.image),
         },
         SourceKind::Kustomize => kustomize_entry(source.value, image).is_some(),
-        _ => false,
+        SourceKind::Directory | SourceKind::Plugin => false,
     }
 }
 
-fn tag_and_digest(value: &str) -> (String, Option<String>) {
-    match value.split_once('@') {
-        Some((tag, digest)) => (tag.to_string(), Some(digest.to_string())),
-        None => (value.to_string(), None),
+/// The value this source holds for the image now, if it holds one.
+fn value_in(source: &Source<'_>, image: &ImageConfig) -> Option<TagRef> {
+    match source.kind {
+        SourceKind::Helm => match &image.helm {
+            HelmTarget::NameAndTag { tag, .. } => {
+                parameter(source.value, tag).and_then(TagRef::parse)
+            }
+            HelmTarget::Spec { param } => parameter(source.value, param).and_then(reference_tag),
+        },
+        SourceKind::Kustomize => kustomize_entry(source.value, image)
+            .and_then(|entry| reference_tag(entry.split_once('=').map_or(entry, |(_, r)| r))),
+        SourceKind::Directory | SourceKind::Plugin => None,
     }
 }
 
-/// What the spec asks for; only when the spec names nothing, what `status` reports.
-/// Comparing against status instead would downgrade whenever two pushes beat a sync.
-pub fn current(app: &Value, image: &ImageConfig) -> Option<Current> {
-    for source in sources(app) {
-        let found = match source.kind {
-            SourceKind::Helm => match &image.helm {
-                HelmTarget::NameAndTag { tag, .. } => {
-                    parameter(source.value, tag).map(tag_and_digest)
-                }
-                HelmTarget::Spec { param } => parameter(source.value, param).and_then(|v| {
-                    let (_, tag, digest) = split_reference(v);
-                    tag.map(|t| (t.to_string(), digest.map(str::to_string)))
-                }),
-            },
-            SourceKind::Kustomize => kustomize_entry(source.value, image).and_then(|entry| {
-                let reference = entry.split_once('=').map_or(entry, |(_, r)| r);
-                let (_, tag, digest) = split_reference(reference);
-                tag.map(|t| (t.to_string(), digest.map(str::to_string)))
-            }),
-            _ => None,
-        };
-        if let Some((tag, digest)) = found.filter(|(t, _)| !t.is_empty()) {
-            return Some(Current {
-                tag,
-                digest,
-                from_status: false,
-            });
-        }
-    }
-    let wanted = image.image.to_string();
+/// The tag Argo CD reports the image running with, for a source whose spec names none yet.
+fn running_tag(app: &Value, image: &ImageConfig) -> Option<TagRef> {
     app["status"]["summary"]["images"]
         .as_array()?
         .iter()
         .filter_map(Value::as_str)
-        .find_map(|i| {
-            let (name, tag, digest) = split_reference(i);
-            (name == wanted).then(|| Current {
-                tag: tag.unwrap_or_default().to_string(),
-                digest: digest.map(str::to_string),
-                from_status: true,
-            })
-        })
-        .filter(|c| !c.tag.is_empty())
+        .find(|i| ImageRef::parse(split_reference(i).0) == image.image)
+        .and_then(reference_tag)
 }
 
-/// One image to move: its configuration and the value to write (`tag` or `tag@sha256:…`).
+/// One source an image is written to, with the value it holds there now.
 #[derive(Debug, Clone)]
-pub struct ImageUpdate<'a> {
-    pub config: &'a ImageConfig,
-    pub from: Option<String>,
-    pub to: String,
+pub struct Target<'a> {
+    /// Position in [`sources`], which the write plan refers to.
+    pub index: usize,
+    pub source: Source<'a>,
+    /// What the spec asks for; only when the spec names nothing, what `status` reports.
+    /// Comparing against status instead would downgrade whenever two pushes beat a sync.
+    pub current: Option<TagRef>,
+    /// True when read from `status.summary.images` because the spec names no tag.
+    pub current_from_status: bool,
 }
 
-/// The computed write: a JSON patch, and which sources each image was written to.
-#[derive(Debug, Clone, PartialEq)]
-pub struct WritePlan {
-    pub patch: Value,
-    pub targets: Vec<Vec<String>>,
+/// Where an image is written, and why there.
+#[derive(Debug, Clone)]
+pub struct Targets<'a> {
+    pub targets: Vec<Target<'a>>,
+    /// No source names the image, so Image Updater's rule chose the first Helm or
+    /// Kustomize source; the report says so.
+    pub fallback: bool,
 }
 
-/// Where each image goes: every source carrying its entry, else the first Helm or Kustomize
-/// source (Image Updater would pick only one; multi-source users asked for all of them).
-fn targets_for(all: &[Source<'_>], image: &ImageConfig) -> Vec<usize> {
-    let carrying: Vec<usize> = (0..all.len())
-        .filter(|&i| carries(&all[i], image))
+/// Every source that names the image; if none does, the first Helm or Kustomize source.
+pub fn targets<'a>(app: &'a Value, image: &ImageConfig) -> Targets<'a> {
+    let all = sources(app);
+    let naming: Vec<usize> = (0..all.len())
+        .filter(|&i| names_image(&all[i], image))
         .collect();
-    if !carrying.is_empty() {
-        return carrying;
-    }
-    all.iter()
-        .position(|s| matches!(s.kind, SourceKind::Helm | SourceKind::Kustomize))
+    let fallback = naming.is_empty();
+    let chosen: Vec<usize> = if fallback {
+        all.iter()
+            .position(|s| matches!(s.kind, SourceKind::Helm | SourceKind::Kustomize))
+            .into_iter()
+            .collect()
+    } else {
+        naming
+    };
+    let targets = chosen
         .into_iter()
+        .map(|index| {
+            let source = all[index].clone();
+            let in_spec = value_in(&source, image);
+            let current_from_status = in_spec.is_none();
+            let current = in_spec.or_else(|| running_tag(app, image));
+            Target {
+                index,
+                current_from_status: current_from_status && current.is_some(),
+                source,
+                current,
+            }
+        })
+        .collect();
+    Targets { targets, fallback }
+}
+
+/// The value of `image` in each source of a historical sync (`status.history[].source(s)`).
+pub fn values_in_spec(spec: &Value, image: &ImageConfig) -> Vec<TagRef> {
+    let app = json!({"spec": spec});
+    sources(&app)
+        .iter()
+        .filter_map(|source| value_in(source, image))
         .collect()
 }
 
-fn set_parameter(list: &mut Vec<Value>, name: &str, value: &str) {
-    match list.iter_mut().find(|p| p["name"] == name) {
-        Some(entry) => {
-            entry["value"] = json!(value);
-            entry["forceString"] = json!(true);
-        }
-        None => list.push(json!({"name": name, "value": value, "forceString": true})),
+/// One image to move: its configuration, the value to write, and the sources (indexes into
+/// [`sources`]) it goes to.
+#[derive(Debug, Clone)]
+pub struct ImageUpdate<'a> {
+    pub config: &'a ImageConfig,
+    pub to: TagRef,
+    pub sources: Vec<usize>,
+}
+
+/// The computed write: a JSON patch whose every write is guarded by a `test`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WritePlan {
+    pub patch: Value,
+}
+
+impl WritePlan {
+    /// The patch without the audit annotation, whose timestamp differs on every attempt:
+    /// what tells "the same patch refused again" apart from a new decision.
+    pub fn content(&self) -> Vec<&Value> {
+        let audit = format!("/metadata/annotations/{}", escape_pointer(AUDIT_ANNOTATION));
+        self.patch
+            .as_array()
+            .map(|ops| {
+                ops.iter()
+                    .filter(|op| {
+                        op["path"] != audit.as_str() && op["path"] != "/metadata/annotations"
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The JSON pointers of what the patch writes (not what it only tests).
+    pub fn written_paths(&self) -> Vec<String> {
+        self.patch
+            .as_array()
+            .map(|ops| {
+                ops.iter()
+                    .filter(|op| op["op"] != "test")
+                    .filter_map(|op| op["path"].as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 }
 
-fn escape_pointer(key: &str) -> String {
+/// Image Updater rewrites every parameter of the managed name, not only the first.
+fn set_parameter(list: &mut Vec<Value>, name: &str, value: &str) {
+    let mut found = false;
+    for entry in list.iter_mut().filter(|p| p["name"] == name) {
+        entry["value"] = json!(value);
+        entry["forceString"] = json!(true);
+        found = true;
+    }
+    if !found {
+        list.push(json!({"name": name, "value": value, "forceString": true}));
+    }
+}
+
+pub fn escape_pointer(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
 }
 
 /// Builds the patch for all of one Application's updates, plus the audit annotation.
+///
+/// Every write is guarded by a `test` of what it replaces, or, where it creates something
+/// that was absent when read (a `parameters` list, a `helm` or `kustomize` block, the
+/// annotations map), of the object it is created in: JSON patch has no "test absent", and a
+/// plain `add` would silently replace what someone created meanwhile.
 pub fn plan(app: &Value, updates: &[ImageUpdate<'_>], audit: Value) -> WritePlan {
     let all = sources(app);
     // Working copies of every list we may rewrite, keyed by source index.
     let mut helm: Vec<Option<Vec<Value>>> = vec![None; all.len()];
     let mut kustomize: Vec<Option<Vec<Value>>> = vec![None; all.len()];
-    let mut targets = Vec::new();
     for update in updates {
         let image = update.config;
         let reference = image.image.to_string();
-        let mut written = Vec::new();
-        for index in targets_for(&all, image) {
-            let source = &all[index];
+        let to = update.to.to_string();
+        for &index in &update.sources {
+            let Some(source) = all.get(index) else {
+                continue;
+            };
             match source.kind {
                 SourceKind::Helm => {
                     let list = helm[index].get_or_insert_with(|| parameters(source.value).to_vec());
                     match &image.helm {
                         HelmTarget::NameAndTag { name, tag } => {
                             set_parameter(list, name, &reference);
-                            set_parameter(list, tag, &update.to);
+                            set_parameter(list, tag, &to);
                         }
                         HelmTarget::Spec { param } => {
-                            set_parameter(list, param, &format!("{reference}:{}", update.to))
+                            set_parameter(list, param, &format!("{reference}:{to}"))
                         }
                     }
-                    written.push(format!("{} (helm)", source.label));
                 }
                 SourceKind::Kustomize => {
                     let list = kustomize[index]
                         .get_or_insert_with(|| kustomize_images(source.value).to_vec());
                     let name = kustomize_name(image);
                     let entry = if name == reference {
-                        format!("{reference}:{}", update.to)
+                        format!("{reference}:{to}")
                     } else {
-                        format!("{name}={reference}:{}", update.to)
+                        format!("{name}={reference}:{to}")
                     };
                     match list
                         .iter_mut()
@@ -366,12 +434,10 @@ pub fn plan(app: &Value, updates: &[ImageUpdate<'_>], audit: Value) -> WritePlan
                         Some(existing) => *existing = json!(entry),
                         None => list.push(json!(entry)),
                     }
-                    written.push(format!("{} (kustomize)", source.label));
                 }
                 SourceKind::Directory | SourceKind::Plugin => {}
             }
         }
-        targets.push(written);
     }
 
     let mut ops = Vec::new();
@@ -392,15 +458,17 @@ pub fn plan(app: &Value, updates: &[ImageUpdate<'_>], audit: Value) -> WritePlan
             let Some(list) = list else { continue };
             let block_pointer = format!("{}/{block}", source.pointer);
             let list_pointer = format!("{block_pointer}/{field}");
-            match source.value.get(block).and_then(|b| b.get(field)) {
-                Some(old) => {
-                    ops.push(json!({"op": "test", "path": list_pointer, "value": old}));
+            match source.value.get(block) {
+                Some(existing) if existing.get(field).is_some() => {
+                    ops.push(json!({"op": "test", "path": list_pointer, "value": existing[field]}));
                     ops.push(json!({"op": "replace", "path": list_pointer, "value": list}));
                 }
-                None if source.value.get(block).is_some_and(Value::is_object) => {
+                Some(existing) if existing.is_object() => {
+                    ops.push(json!({"op": "test", "path": block_pointer, "value": existing}));
                     ops.push(json!({"op": "add", "path": list_pointer, "value": list}));
                 }
-                None => {
+                _ => {
+                    ops.push(json!({"op": "test", "path": source.pointer, "value": source.value}));
                     ops.push(json!({"op": "add", "path": block_pointer, "value": {field: list}}));
                 }
             }
@@ -411,13 +479,14 @@ pub fn plan(app: &Value, updates: &[ImageUpdate<'_>], audit: Value) -> WritePlan
     if app["metadata"]["annotations"].is_object() {
         ops.push(json!({"op": "add", "path": audit_path, "value": audit_text}));
     } else {
+        // No annotations map to test against: the resourceVersion stands for "still absent".
+        ops.push(json!({"op": "test", "path": "/metadata/resourceVersion", "value": app["metadata"]["resourceVersion"]}));
         let mut map = Map::new();
         map.insert(AUDIT_ANNOTATION.into(), audit_text);
         ops.push(json!({"op": "add", "path": "/metadata/annotations", "value": map}));
     }
     WritePlan {
         patch: Value::Array(ops),
-        targets,
     }
 }
 
@@ -427,6 +496,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     const IMAGE: &str = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/barun-dev-ecr";
+    const WORKER: &str = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/worker";
 
     fn config(pairs: &[(&str, &str)]) -> AppConfig {
         let map: BTreeMap<String, String> = pairs
@@ -449,7 +519,7 @@ mod tests {
 
     fn seed_app() -> Value {
         json!({
-            "metadata": {"name": "aws-pipeline-test", "namespace": "argocd", "annotations": {
+            "metadata": {"name": "aws-pipeline-test", "namespace": "argocd", "resourceVersion": "7", "annotations": {
                 "argocd-image-updater.argoproj.io/image-list": format!("app={IMAGE}"),
                 "other/annotation": "x"}},
             "spec": {"source": {"repoURL": "r", "path": "argocd", "helm": {"valueFiles": ["values.yaml"], "parameters": [
@@ -460,11 +530,34 @@ mod tests {
         })
     }
 
-    fn apply(app: &Value, patch: &Value) -> Value {
+    fn apply(app: &Value, patch: &Value) -> Result<Value, json_patch::PatchError> {
         let mut doc = app.clone();
         let patch: json_patch::Patch = serde_json::from_value(patch.clone()).unwrap();
-        json_patch::patch(&mut doc, &patch).unwrap();
-        doc
+        json_patch::patch(&mut doc, &patch)?;
+        Ok(doc)
+    }
+
+    /// The patch that moves `image` to `to` in every source `targets` picks.
+    fn plan_for(app: &Value, image: &ImageConfig, to: &str) -> Value {
+        let sources = targets(app, image)
+            .targets
+            .iter()
+            .map(|t| t.index)
+            .collect();
+        plan(
+            app,
+            &[ImageUpdate {
+                config: image,
+                to: TagRef::from(to),
+                sources,
+            }],
+            json!({"to": to}),
+        )
+        .patch
+    }
+
+    fn current(app: &Value, image: &ImageConfig) -> Option<TagRef> {
+        targets(app, image).targets.first()?.current.clone()
     }
 
     #[test]
@@ -472,28 +565,14 @@ mod tests {
         let app = seed_app();
         let cfg = seed_config();
         let image = cfg.images[0].config.as_ref().unwrap();
+        let found = targets(&app, image);
+        assert!(!found.fallback);
+        assert_eq!(found.targets.len(), 1);
         assert_eq!(
-            current(&app, image),
-            Some(Current {
-                tag: "20250825-120000".into(),
-                digest: None,
-                from_status: false
-            })
+            found.targets[0].current,
+            Some(TagRef::tag("20250825-120000"))
         );
-        let written = plan(
-            &app,
-            &[ImageUpdate {
-                config: image,
-                from: None,
-                to: "20250825-153012".into(),
-            }],
-            json!({"to": "20250825-153012"}),
-        );
-        assert_eq!(
-            written.targets,
-            vec![vec!["spec.source (helm)".to_string()]]
-        );
-        let after = apply(&app, &written.patch);
+        let after = apply(&app, &plan_for(&app, image, "20250825-153012")).unwrap();
         assert_eq!(
             after["spec"]["source"]["helm"]["parameters"],
             json!([
@@ -519,28 +598,101 @@ mod tests {
         let app = seed_app();
         let cfg = seed_config();
         let image = cfg.images[0].config.as_ref().unwrap();
-        let written = plan(
-            &app,
-            &[ImageUpdate {
-                config: image,
-                from: None,
-                to: "20250825-153012".into(),
-            }],
-            json!({}),
-        );
-        let patch: json_patch::Patch = serde_json::from_value(written.patch.clone()).unwrap();
+        let patch = plan_for(&app, image, "20250825-153012");
         let mut raced = app.clone();
         raced["spec"]["source"]["helm"]["parameters"][1]["value"] = json!("20250826-000000");
-        assert!(json_patch::patch(&mut raced, &patch).is_err());
+        assert!(apply(&raced, &patch).is_err());
         let mut raced = app.clone();
         raced["metadata"]["annotations"]["argocd-image-updater.argoproj.io/image-list"] =
             json!("changed");
-        assert!(json_patch::patch(&mut raced, &patch).is_err());
+        assert!(apply(&raced, &patch).is_err());
         // An edit elsewhere does not stop it and is kept.
         let mut raced = app.clone();
         raced["spec"]["syncPolicy"] = json!({"automated": {}});
-        json_patch::patch(&mut raced, &patch).unwrap();
-        assert_eq!(raced["spec"]["syncPolicy"], json!({"automated": {}}));
+        let after = apply(&raced, &patch).unwrap();
+        assert_eq!(after["spec"]["syncPolicy"], json!({"automated": {}}));
+    }
+
+    #[test]
+    fn creating_what_was_absent_is_refused_when_someone_created_it_meanwhile() {
+        let cfg = config(&[
+            ("image-list", &format!("a={IMAGE}")),
+            ("a.force-update", "true"),
+        ]);
+        let image = cfg.images[0].config.as_ref().unwrap();
+        let base = |source: Value, annotations: bool| {
+            let mut app = json!({"metadata": {"name": "a", "namespace": "argocd", "resourceVersion": "5"},
+                "spec": {"source": source}, "status": {"sourceType": "Helm"}});
+            if annotations {
+                app["metadata"]["annotations"] = json!({});
+            }
+            app
+        };
+        // (shape as read, the concurrent edit, what must survive or refuse)
+        let concurrent_list = json!([{"name": "other", "value": "1"}]);
+        type Race<'a> = Box<dyn Fn(&mut Value) + 'a>;
+        let table: Vec<(&str, Value, bool, Race)> = vec![
+            (
+                "no parameters list in an existing helm block",
+                json!({"chart": "web", "helm": {"valueFiles": ["v.yaml"]}}),
+                true,
+                Box::new(|app: &mut Value| {
+                    app["spec"]["source"]["helm"]["parameters"] = concurrent_list.clone()
+                }),
+            ),
+            (
+                "no helm block at all",
+                json!({"chart": "web"}),
+                true,
+                Box::new(|app: &mut Value| {
+                    app["spec"]["source"]["helm"] = json!({"parameters": concurrent_list.clone()})
+                }),
+            ),
+            (
+                "no annotations map",
+                json!({"chart": "web", "helm": {"parameters": []}}),
+                false,
+                Box::new(|app: &mut Value| {
+                    app["metadata"]["annotations"] = json!({"team": "web"});
+                    app["metadata"]["resourceVersion"] = json!("6");
+                }),
+            ),
+        ];
+        for (shape, source, annotations, race) in table {
+            let app = base(source, annotations);
+            let patch = plan_for(&app, image, "2.0.0");
+            let mut unchanged = apply(&app, &patch).unwrap_or_else(|e| panic!("{shape}: {e}"));
+            assert_eq!(
+                unchanged["spec"]["source"]["helm"]["parameters"][0]["value"]
+                    .as_str()
+                    .or_else(
+                        || unchanged["spec"]["source"]["helm"]["parameters"][1]["value"].as_str()
+                    ),
+                Some(IMAGE),
+                "{shape}"
+            );
+            unchanged = app.clone();
+            race(&mut unchanged);
+            assert!(
+                apply(&unchanged, &patch).is_err(),
+                "{shape}: a concurrent create was overwritten"
+            );
+        }
+    }
+
+    #[test]
+    fn every_parameter_of_the_managed_name_is_rewritten_as_image_updater_does() {
+        let cfg = config(&[("image-list", &format!("a={IMAGE}"))]);
+        let image = cfg.images[0].config.as_ref().unwrap();
+        let app = json!({"metadata": {"annotations": {}}, "spec": {"source": {"chart": "web", "helm": {"parameters": [
+            {"name": "image.name", "value": IMAGE},
+            {"name": "image.tag", "value": "1.0.0"},
+            {"name": "image.tag", "value": "0.9.0"}]}}}});
+        let after = apply(&app, &plan_for(&app, image, "1.1.0")).unwrap();
+        let params = &after["spec"]["source"]["helm"]["parameters"];
+        assert_eq!(params[1]["value"], "1.1.0");
+        assert_eq!(params[2]["value"], "1.1.0");
+        assert_eq!(params.as_array().unwrap().len(), 3);
     }
 
     #[test]
@@ -552,20 +704,8 @@ mod tests {
         let image = cfg.images[0].config.as_ref().unwrap();
         let app = json!({"metadata": {"annotations": {}}, "spec": {"source": {"chart": "web", "helm": {"parameters": [
             {"name": "app.image", "value": format!("{IMAGE}:1.0.0")}]}}}});
-        assert_eq!(current(&app, image).unwrap().tag, "1.0.0");
-        let after = apply(
-            &app,
-            &plan(
-                &app,
-                &[ImageUpdate {
-                    config: image,
-                    from: None,
-                    to: "1.1.0".into(),
-                }],
-                json!({}),
-            )
-            .patch,
-        );
+        assert_eq!(current(&app, image), Some(TagRef::tag("1.0.0")));
+        let after = apply(&app, &plan_for(&app, image, "1.1.0")).unwrap();
         assert_eq!(
             after["spec"]["source"]["helm"]["parameters"][0]["value"],
             format!("{IMAGE}:1.1.0")
@@ -581,17 +721,8 @@ mod tests {
         let image = cfg.images[0].config.as_ref().unwrap();
         let app = json!({"metadata": {"annotations": {}}, "spec": {"source": {"path": "k", "kustomize": {"images": [
             "sidecar:1", format!("web={IMAGE}:v1")]}}}, "status": {"sourceType": "Kustomize"}});
-        assert_eq!(current(&app, image).unwrap().tag, "v1");
-        let written = plan(
-            &app,
-            &[ImageUpdate {
-                config: image,
-                from: None,
-                to: "v2".into(),
-            }],
-            json!({}),
-        );
-        let after = apply(&app, &written.patch);
+        assert_eq!(current(&app, image), Some(TagRef::tag("v1")));
+        let after = apply(&app, &plan_for(&app, image, "v2")).unwrap();
         assert_eq!(
             after["spec"]["source"]["kustomize"]["images"],
             json!(["sidecar:1", format!("web={IMAGE}:v2")])
@@ -600,85 +731,91 @@ mod tests {
         let cfg = config(&[("image-list", &format!("a={IMAGE}"))]);
         let image = cfg.images[0].config.as_ref().unwrap();
         let bare = json!({"metadata": {"annotations": {}}, "spec": {"source": {"path": "k"}}, "status": {"sourceType": "Kustomize"}});
-        let after = apply(&bare, &plan_for(&bare, image, "v3"));
+        let after = apply(&bare, &plan_for(&bare, image, "v3")).unwrap();
         assert_eq!(
             after["spec"]["source"]["kustomize"]["images"],
             json!([format!("{IMAGE}:v3")])
         );
     }
 
-    fn plan_for(app: &Value, image: &ImageConfig, to: &str) -> Value {
-        plan(
-            app,
-            &[ImageUpdate {
-                config: image,
-                from: None,
-                to: to.into(),
-            }],
-            json!({}),
-        )
-        .patch
+    fn multi_source(web_tag: &str, worker_tag: &str) -> Value {
+        json!({"metadata": {"annotations": {}}, "spec": {"sources": [
+            {"repoURL": "values", "ref": "values"},
+            {"chart": "web", "helm": {"parameters": [{"name": "image.name", "value": IMAGE}, {"name": "image.tag", "value": web_tag}]}},
+            {"chart": "worker", "helm": {"parameters": [{"name": "image.name", "value": WORKER}, {"name": "image.tag", "value": worker_tag}]}},
+            {"chart": "redis", "helm": {"parameters": [{"name": "image.tag", "value": "7.2"}]}}]},
+            "status": {"sourceTypes": ["Directory", "Helm", "Helm", "Helm"]}})
     }
 
     #[test]
-    fn multi_source_applications_update_every_source_carrying_the_parameter() {
+    fn a_multi_source_image_goes_only_to_the_sources_that_name_it() {
         let cfg = config(&[("image-list", &format!("a={IMAGE}"))]);
         let image = cfg.images[0].config.as_ref().unwrap();
-        let app = json!({"metadata": {"annotations": {}}, "spec": {"sources": [
-            {"repoURL": "values", "ref": "values"},
-            {"chart": "web", "helm": {"parameters": [{"name": "image.tag", "value": "1"}]}},
-            {"chart": "web2", "helm": {"parameters": [{"name": "image.tag", "value": "1"}]}}]},
-            "status": {"sourceTypes": ["Directory", "Helm", "Helm"]}});
-        let written = plan(
-            &app,
-            &[ImageUpdate {
-                config: image,
-                from: None,
-                to: "2".into(),
-            }],
-            json!({}),
+        let app = multi_source("1.0.0", "9.9.9");
+        let found = targets(&app, image);
+        assert!(!found.fallback);
+        assert_eq!(
+            found.targets.iter().map(|t| t.index).collect::<Vec<_>>(),
+            vec![1]
+        );
+        let after = apply(&app, &plan_for(&app, image, "2.0.0")).unwrap();
+        assert_eq!(
+            after["spec"]["sources"][1]["helm"]["parameters"][1]["value"],
+            "2.0.0"
         );
         assert_eq!(
-            written.targets[0],
-            vec![
-                "spec.sources[1] (helm)".to_string(),
-                "spec.sources[2] (helm)".to_string()
-            ]
-        );
-        let after = apply(&app, &written.patch);
-        assert_eq!(
-            after["spec"]["sources"][1]["helm"]["parameters"][0]["value"],
-            "2"
+            after["spec"]["sources"][2]["helm"]["parameters"][1]["value"],
+            "9.9.9"
         );
         assert_eq!(
-            after["spec"]["sources"][2]["helm"]["parameters"][0]["value"],
-            "2"
+            after["spec"]["sources"][3]["helm"]["parameters"],
+            json!([{"name": "image.tag", "value": "7.2"}])
         );
         assert_eq!(
             after["spec"]["sources"][0],
             json!({"repoURL": "values", "ref": "values"})
         );
-        // None carries it: the first Helm or Kustomize source gets it.
-        let app = json!({"metadata": {"annotations": {}}, "spec": {"sources": [
-            {"repoURL": "values", "ref": "values"}, {"chart": "web"}]}});
-        let written = plan(
-            &app,
-            &[ImageUpdate {
-                config: image,
-                from: None,
-                to: "2".into(),
-            }],
-            json!({}),
-        );
+    }
+
+    #[test]
+    fn each_source_naming_the_image_keeps_its_own_current_tag() {
+        let cfg = config(&[("image-list", &format!("a={IMAGE}"))]);
+        let image = cfg.images[0].config.as_ref().unwrap();
+        let mut app = multi_source("1.0.0", "9.9.9");
+        app["spec"]["sources"][2]["helm"]["parameters"][0]["value"] = json!(IMAGE);
+        let found = targets(&app, image);
+        let currents: Vec<_> = found
+            .targets
+            .iter()
+            .map(|t| (t.index, t.current.clone()))
+            .collect();
         assert_eq!(
-            written.targets[0],
-            vec!["spec.sources[1] (helm)".to_string()]
+            currents,
+            vec![
+                (1, Some(TagRef::tag("1.0.0"))),
+                (2, Some(TagRef::tag("9.9.9")))
+            ]
         );
-        let after = apply(&app, &written.patch);
+    }
+
+    #[test]
+    fn when_no_source_names_the_image_the_first_helm_or_kustomize_source_gets_it() {
+        let cfg = config(&[("image-list", &format!("a={IMAGE}"))]);
+        let image = cfg.images[0].config.as_ref().unwrap();
+        let app = json!({"metadata": {"annotations": {}}, "spec": {"sources": [
+            {"repoURL": "values", "ref": "values"}, {"chart": "web"}, {"chart": "other"}]}});
+        let found = targets(&app, image);
+        assert!(found.fallback);
+        assert_eq!(
+            found.targets.iter().map(|t| t.index).collect::<Vec<_>>(),
+            vec![1]
+        );
+        let after = apply(&app, &plan_for(&app, image, "2")).unwrap();
         assert_eq!(
             after["spec"]["sources"][1]["helm"]["parameters"][1],
             json!({"name": "image.tag", "value": "2", "forceString": true})
         );
+        assert!(after["spec"]["sources"][2].get("helm").is_none());
     }
 
     #[test]
@@ -687,33 +824,43 @@ mod tests {
         let image = cfg.images[0].config.as_ref().unwrap();
         let mut app = seed_app();
         app["status"]["summary"]["images"] = json!([format!("{IMAGE}:20250824-000000")]);
-        assert_eq!(current(&app, image).unwrap().tag, "20250825-120000");
-        app["spec"]["source"]["helm"]["parameters"] = json!([]);
+        assert_eq!(current(&app, image), Some(TagRef::tag("20250825-120000")));
+        app["spec"]["source"]["helm"]["parameters"] =
+            json!([{"name": "image.repository", "value": IMAGE}]);
+        let found = targets(&app, image);
         assert_eq!(
-            current(&app, image),
-            Some(Current {
-                tag: "20250824-000000".into(),
-                digest: None,
-                from_status: true
-            })
+            found.targets[0].current,
+            Some(TagRef::tag("20250824-000000"))
         );
+        assert!(found.targets[0].current_from_status);
         app["status"]["summary"]["images"] = json!(["other/image:1"]);
         assert_eq!(current(&app, image), None);
-        app["spec"]["source"]["helm"]["parameters"] =
-            json!([{"name": "image.tag", "value": "latest@sha256:abc"}]);
+        app["spec"]["source"]["helm"]["parameters"] = json!([{"name": "image.repository", "value": IMAGE},
+            {"name": "image.tag", "value": "latest@sha256:abc"}]);
         assert_eq!(
             current(&app, image),
-            Some(Current {
-                tag: "latest".into(),
-                digest: Some("sha256:abc".into()),
-                from_status: false
-            })
+            Some(TagRef::from("latest@sha256:abc"))
         );
     }
 
     #[test]
+    fn a_kustomize_app_runs_its_image_under_the_kustomize_image_name() {
+        let cfg = config(&[
+            ("image-list", &format!("a={IMAGE}")),
+            ("a.kustomize.image-name", "nginx"),
+        ]);
+        let image = cfg.images[0].config.as_ref().unwrap();
+        let app = json!({"status": {"summary": {"images": ["nginx:1.25"]}}});
+        assert!(runs_image(&app, image));
+        let app = json!({"status": {"summary": {"images": [format!("{IMAGE}:1")]}}});
+        assert!(runs_image(&app, image));
+        let app = json!({"status": {"summary": {"images": ["redis:7"]}}});
+        assert!(!runs_image(&app, image));
+    }
+
+    #[test]
     fn applications_we_must_not_patch_get_a_reason() {
-        let mut app = seed_app();
+        let app = seed_app();
         assert_eq!(app_skip_reason(&app, &seed_config()), None);
         let git = config(&[
             ("image-list", IMAGE),
@@ -723,12 +870,6 @@ mod tests {
             app_skip_reason(&app, &git)
                 .unwrap()
                 .contains("not supported yet")
-        );
-        app["metadata"]["ownerReferences"] = json!([{"apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationSet", "name": "set", "uid": "u"}]);
-        assert!(
-            app_skip_reason(&app, &seed_config())
-                .unwrap()
-                .contains("ApplicationSet `set`")
         );
         let directory = json!({"metadata": {"name": "d", "namespace": "argocd"}, "spec": {"source": {"path": "manifests"}}, "status": {"sourceType": "Directory"}});
         assert_eq!(
@@ -746,6 +887,35 @@ mod tests {
     }
 
     #[test]
+    fn the_content_of_a_plan_leaves_out_the_audit_timestamp() {
+        let app = seed_app();
+        let cfg = seed_config();
+        let image = cfg.images[0].config.as_ref().unwrap();
+        let sources = vec![0];
+        let at = |time: &str| {
+            plan(
+                &app,
+                &[ImageUpdate {
+                    config: image,
+                    to: TagRef::tag("20250825-153012"),
+                    sources: sources.clone(),
+                }],
+                json!({"time": time}),
+            )
+        };
+        let (first, second) = (at("2025-08-25T15:30:13Z"), at("2025-08-25T15:30:14Z"));
+        assert_ne!(first.patch, second.patch);
+        assert_eq!(first.content(), second.content());
+        assert_eq!(
+            first.written_paths(),
+            vec![
+                "/spec/source/helm/parameters".to_string(),
+                "/metadata/annotations/argocd-ecr-updater.io~1last-update".to_string()
+            ]
+        );
+    }
+
+    #[test]
     fn references_split_into_name_tag_and_digest() {
         let table = [
             (
@@ -759,10 +929,11 @@ mod tests {
         for (reference, expected) in table {
             assert_eq!(split_reference(reference), expected, "{reference}");
         }
-        assert!(runs_image(&seed_app(), IMAGE));
-        assert!(!runs_image(
-            &seed_app(),
-            "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/other"
-        ));
+        let cfg = seed_config();
+        let image = cfg.images[0].config.as_ref().unwrap();
+        assert!(runs_image(&seed_app(), image));
+        let mut other = seed_app();
+        other["status"]["summary"]["images"] = json!([format!("{WORKER}:1")]);
+        assert!(!runs_image(&other, image));
     }
 }

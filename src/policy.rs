@@ -8,6 +8,7 @@
 //! late, twice or out of order cannot roll an Application back.
 
 pub mod constraint;
+pub mod go_glob;
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -40,13 +41,26 @@ impl FromStr for Strategy {
     type Err = UnknownStrategy;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim() {
+        // Image Updater lower-cases the name first: `Latest` and `SemVer` are valid there.
+        match s.trim().to_ascii_lowercase().as_str() {
             "semver" => Ok(Self::Semver),
             "newest-build" | "latest" => Ok(Self::NewestBuild),
             "alphabetical" | "name" => Ok(Self::Alphabetical),
             "digest" => Ok(Self::Digest),
-            other => Err(UnknownStrategy(other.to_string())),
+            _ => Err(UnknownStrategy(s.trim().to_string())),
         }
+    }
+}
+
+impl Strategy {
+    /// Image Updater's `NeedsMetadata`: ranking needs when each tag was pushed.
+    pub fn needs_push_times(self) -> bool {
+        matches!(self, Self::NewestBuild)
+    }
+
+    /// The value written needs what the tracked tag points to now.
+    pub fn needs_digest(self) -> bool {
+        matches!(self, Self::Digest)
     }
 }
 
@@ -75,10 +89,15 @@ const REGEX_SIZE_LIMIT: usize = 1 << 20;
 impl AllowTags {
     pub fn parse(value: &str) -> Result<Self, PolicyError> {
         let value = value.trim();
-        if value == "any" || value.is_empty() {
+        // Image Updater compares `any` and the `regexp:` prefix case-insensitively.
+        if value.eq_ignore_ascii_case("any") || value.is_empty() {
             return Ok(Self::Any);
         }
-        let Some(pattern) = value.strip_prefix("regexp:") else {
+        let pattern = value
+            .split_once(':')
+            .filter(|(kind, _)| kind.eq_ignore_ascii_case("regexp"))
+            .map(|(_, pattern)| pattern);
+        let Some(pattern) = pattern else {
             return Err(PolicyError::BadAllowTags {
                 value: value.to_string(),
                 reason: "expected `any` or `regexp:<pattern>`".to_string(),
@@ -103,9 +122,9 @@ impl AllowTags {
     }
 }
 
-/// `ignore-tags`: glob patterns matched as Go's `filepath.Match` does (`*` stops at `/`).
+/// `ignore-tags`: glob patterns matched exactly as Go's `filepath.Match` matches them.
 #[derive(Debug, Clone, Default)]
-pub struct IgnoreTags(Vec<glob::Pattern>);
+pub struct IgnoreTags(Vec<go_glob::GoGlob>);
 
 impl IgnoreTags {
     pub fn parse(value: &str) -> Result<Self, PolicyError> {
@@ -114,9 +133,9 @@ impl IgnoreTags {
             .map(str::trim)
             .filter(|p| !p.is_empty())
             .map(|p| {
-                glob::Pattern::new(p).map_err(|e| PolicyError::BadIgnoreTags {
+                go_glob::GoGlob::parse(p).map_err(|e| PolicyError::BadIgnoreTags {
                     pattern: p.to_string(),
-                    reason: e.msg.to_string(),
+                    reason: format!("{e}; patterns follow Go's filepath.Match"),
                 })
             })
             .collect::<Result<Vec<_>, _>>()
@@ -124,12 +143,7 @@ impl IgnoreTags {
     }
 
     fn ignores(&self, tag: &str) -> bool {
-        let options = glob::MatchOptions {
-            case_sensitive: true,
-            require_literal_separator: true,
-            require_literal_leading_dot: false,
-        };
-        self.0.iter().any(|p| p.matches_with(tag, options))
+        self.0.iter().any(|p| p.matches(tag))
     }
 }
 
@@ -166,6 +180,50 @@ impl TagInfo {
     }
 }
 
+/// A value written where an image's tag lives: a tag, or `tag@sha256:…` for the digest
+/// strategy. Parsed and printed only here.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TagRef {
+    pub tag: String,
+    pub digest: Option<String>,
+}
+
+impl TagRef {
+    pub fn tag(tag: impl Into<String>) -> Self {
+        Self {
+            tag: tag.into(),
+            digest: None,
+        }
+    }
+
+    /// `tag`, `tag@digest`; `None` for an empty tag.
+    pub fn parse(value: &str) -> Option<Self> {
+        let (tag, digest) = match value.split_once('@') {
+            Some((tag, digest)) => (tag, Some(digest.to_string())),
+            None => (value, None),
+        };
+        (!tag.is_empty()).then(|| Self {
+            tag: tag.to_string(),
+            digest,
+        })
+    }
+}
+
+impl From<&str> for TagRef {
+    fn from(value: &str) -> Self {
+        Self::parse(value).unwrap_or_else(|| Self::tag(value))
+    }
+}
+
+impl fmt::Display for TagRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.digest {
+            Some(digest) => write!(f, "{}@{digest}", self.tag),
+            None => f.write_str(&self.tag),
+        }
+    }
+}
+
 /// How one image's tags are filtered and ranked.
 #[derive(Debug, Clone)]
 pub struct TagPolicy {
@@ -182,7 +240,7 @@ pub struct TagPolicy {
 pub enum Decision {
     /// Write this value (a tag, or `tag@sha256:…` for `digest`).
     Update {
-        to: String,
+        to: TagRef,
     },
     Keep(KeepReason),
 }
@@ -308,16 +366,50 @@ impl TagPolicy {
 
     /// The best tag in a full list, as Image Updater would choose it; `None` if no tag is
     /// eligible. For `digest`, the value is `tag@sha256:…`.
-    pub fn select(&self, tags: &[TagInfo]) -> Option<String> {
+    pub fn select(&self, tags: &[TagInfo]) -> Option<TagRef> {
         let best = tags
             .iter()
             .filter_map(|t| self.eligibility(t).ok().map(|key| (key, t)))
             .max_by(|(a, _), (b, _)| a.cmp(b))
             .map(|(_, tag)| tag)?;
+        self.value_for(best)
+    }
+
+    /// Every eligible tag, best first: the order in which reconcile tries candidates when a
+    /// later check (the platforms a manifest offers) may refuse the best one.
+    pub fn ranked<'a>(&self, tags: &'a [TagInfo]) -> Vec<&'a TagInfo> {
+        let mut eligible: Vec<(RankKey<'a>, &'a TagInfo)> = tags
+            .iter()
+            .filter_map(|t| self.eligibility(t).ok().map(|key| (key, t)))
+            .collect();
+        eligible.sort_by(|(a, _), (b, _)| b.cmp(a));
+        eligible.into_iter().map(|(_, tag)| tag).collect()
+    }
+
+    /// The value written for a chosen tag: the tag, or `tag@digest` under `digest` (which
+    /// needs the digest).
+    pub fn value_for(&self, tag: &TagInfo) -> Option<TagRef> {
         match self.strategy {
-            Strategy::Digest => best.digest.as_ref().map(|d| format!("{}@{d}", best.name)),
-            _ => Some(best.name.clone()),
+            Strategy::Digest => tag.digest.as_ref().map(|d| TagRef {
+                tag: tag.name.clone(),
+                digest: Some(d.clone()),
+            }),
+            _ => Some(TagRef::tag(&tag.name)),
         }
+    }
+
+    /// Does the tag pass the filters and the constraint?
+    pub fn is_eligible(&self, tag: &TagInfo) -> bool {
+        self.eligibility(tag).is_ok()
+    }
+
+    /// Does `candidate` rank strictly above `current` under the strategy? `current` is
+    /// ranked without the filters, as in [`TagPolicy::decide`]; `None` when it cannot be
+    /// ranked at all (a non-version under semver).
+    pub fn ranks_above(&self, candidate: &TagInfo, current: &TagInfo) -> Option<bool> {
+        let candidate = self.rank_current(candidate).ok()?;
+        let current = self.rank_current(current).ok()?;
+        Some(candidate > current)
     }
 
     /// Should `candidate` replace `current`? `current` is what the Application's spec asks
@@ -336,12 +428,15 @@ impl TagPolicy {
                 return Decision::Keep(KeepReason::SameDigest(digest.clone()));
             }
             return Decision::Update {
-                to: format!("{}@{digest}", candidate.name),
+                to: TagRef {
+                    tag: candidate.name.clone(),
+                    digest: Some(digest.clone()),
+                },
             };
         }
         let Some(current) = current else {
             return Decision::Update {
-                to: candidate.name.clone(),
+                to: TagRef::tag(&candidate.name),
             };
         };
         if current.name == candidate.name {
@@ -353,7 +448,7 @@ impl TagPolicy {
         };
         match candidate_key.cmp(&current_key) {
             Ordering::Greater => Decision::Update {
-                to: candidate.name.clone(),
+                to: TagRef::tag(&candidate.name),
             },
             Ordering::Less | Ordering::Equal => Decision::Keep(KeepReason::OlderThanCurrent {
                 candidate: candidate.name.clone(),
@@ -433,6 +528,7 @@ mod tests {
             assert_eq!(
                 policy(Strategy::Semver, *constraint)
                     .select(list)
+                    .map(|t| t.to_string())
                     .as_deref(),
                 *expected,
                 "constraint {constraint:?}"
@@ -449,23 +545,38 @@ mod tests {
             pushed("z-old", t - time::Duration::hours(1)),
             pushed("a", t),
         ];
-        assert_eq!(p.select(&list).as_deref(), Some("b"));
+        assert_eq!(p.select(&list).map(|t| t.to_string()).as_deref(), Some("b"));
         let list = vec![
             pushed("20250825-120000", t),
             pushed("20250825-153012", t + time::Duration::hours(3)),
         ];
-        assert_eq!(p.select(&list).as_deref(), Some("20250825-153012"));
+        assert_eq!(
+            p.select(&list).map(|t| t.to_string()).as_deref(),
+            Some("20250825-153012")
+        );
     }
 
     #[test]
     fn alphabetical_selection_is_byte_wise() {
         let p = policy(Strategy::Alphabetical, None);
         assert_eq!(
-            p.select(&tags(&["b", "B", "a10", "a9"])).as_deref(),
+            p.select(&tags(&["b", "B", "a10", "a9"]))
+                .map(|t| t.to_string())
+                .as_deref(),
             Some("b")
         );
-        assert_eq!(p.select(&tags(&["a10", "a9"])).as_deref(), Some("a9"));
-        assert_eq!(p.select(&tags(&["Z", "Ä"])).as_deref(), Some("Ä"));
+        assert_eq!(
+            p.select(&tags(&["a10", "a9"]))
+                .map(|t| t.to_string())
+                .as_deref(),
+            Some("a9")
+        );
+        assert_eq!(
+            p.select(&tags(&["Z", "Ä"]))
+                .map(|t| t.to_string())
+                .as_deref(),
+            Some("Ä")
+        );
     }
 
     #[test]
@@ -474,7 +585,10 @@ mod tests {
         let mut list = tags(&["latest", "1.0"]);
         list[0].digest = Some("sha256:abc".into());
         list[1].digest = Some("sha256:def".into());
-        assert_eq!(p.select(&list).as_deref(), Some("latest@sha256:abc"));
+        assert_eq!(
+            p.select(&list).map(|t| t.to_string()).as_deref(),
+            Some("latest@sha256:abc")
+        );
         assert_eq!(p.select(&tags(&["1.0"])), None);
     }
 
@@ -490,7 +604,10 @@ mod tests {
             "20250826-999999",
             "dev-1",
         ]);
-        assert_eq!(p.select(&list).as_deref(), Some("20250825-120000"));
+        assert_eq!(
+            p.select(&list).map(|t| t.to_string()).as_deref(),
+            Some("20250825-120000")
+        );
         let everything = IgnoreTags::parse("*").unwrap();
         let p = TagPolicy::new(Strategy::Alphabetical, None, AllowTags::Any, everything).unwrap();
         assert_eq!(p.select(&list), None);
@@ -728,7 +845,7 @@ mod tests {
             let mut never_lowered = true;
             for push in pushes {
                 if let Decision::Update { to } = p.decide(Some(&current), push) {
-                    let next = pushes.iter().find(|t| t.name == to).cloned().unwrap();
+                    let next = pushes.iter().find(|t| t.name == to.tag).cloned().unwrap();
                     let before = p.rank_current(&current).unwrap();
                     let after = p.rank_current(&next).unwrap();
                     never_lowered &= after > before;
@@ -766,7 +883,7 @@ mod tests {
                 let (any_order, never_lowered) = apply_all(&p, &start, &shuffled);
                 prop_assert_eq!(&in_order.name, &any_order.name);
                 prop_assert!(never_lowered);
-                let best = p.select(&pushes).unwrap_or_else(|| start.name.clone());
+                let best = p.select(&pushes).map_or_else(|| start.name.clone(), |t| t.tag);
                 prop_assert_eq!(any_order.name, best);
             }
 
@@ -795,7 +912,7 @@ mod tests {
                 let (b, lowered_b) = apply_all(&p, &start, &shuffled);
                 prop_assert_eq!(&a.name, &b.name);
                 prop_assert!(lowered_a && lowered_b);
-                prop_assert_eq!(Some(a.name), p.select(&pushes));
+                prop_assert_eq!(Some(a.name), p.select(&pushes).map(|t| t.tag));
             }
         }
     }

@@ -42,7 +42,7 @@ pub fn run(request: &SelectRequest<'_>, tags_text: &str) -> Result<SelectOutput,
     )?;
     let tags = parse_tags(tags_text)?;
     Ok(SelectOutput {
-        selected: policy.select(&tags),
+        selected: policy.select(&tags).map(|t| t.to_string()),
         strategy,
         considered: tags.len(),
     })

@@ -291,8 +291,9 @@ async fn kustomize_multi_source_directory_and_applicationset_apps_are_each_handl
     spec.remove("source");
     spec.insert("sources".into(), json!([
         {"repoURL": "values", "targetRevision": "main", "ref": "values"},
-        {"repoURL": "r", "chart": "web", "helm": {"parameters": [{"name": "image.tag", "value": "20250825-120000"}]}},
-        {"repoURL": "r", "chart": "worker", "helm": {"parameters": [{"name": "image.tag", "value": "20250825-120000"}]}}]));
+        {"repoURL": "r", "chart": "web", "helm": {"parameters": [{"name": "image.name", "value": SEED_IMAGE}, {"name": "image.tag", "value": "20250825-120000"}]}},
+        // A second chart pinning its own image under the same parameter names.
+        {"repoURL": "r", "chart": "worker", "helm": {"parameters": [{"name": "image.name", "value": "public.ecr.aws/docker/library/redis"}, {"name": "image.tag", "value": "20250825-120000"}]}}]));
     multi["status"] = json!({"sourceTypes": ["Directory", "Helm", "Helm"], "summary": {"images": [format!("{SEED_IMAGE}:20250825-120000")]}});
     standins.kube.insert(multi).unwrap();
     let mut owned = app(
@@ -304,6 +305,12 @@ async fn kustomize_multi_source_directory_and_applicationset_apps_are_each_handl
     );
     owned["metadata"]["ownerReferences"] = json!([{"apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationSet", "name": "fleet", "uid": "u1"}]);
     standins.kube.insert(owned).unwrap();
+    standins
+        .kube
+        .insert_application_set(
+            json!({"metadata": {"name": "fleet", "namespace": "argocd"}, "spec": {"template": {}}}),
+        )
+        .unwrap();
 
     let report = ok(&standins, &[], &event("push-date-tag.json")).await;
     let by = |n: &str| report.entries.iter().find(|e| e.name == n).unwrap();
@@ -314,15 +321,17 @@ async fn kustomize_multi_source_directory_and_applicationset_apps_are_each_handl
     );
     assert_eq!(
         by("multi").sources,
-        vec![
-            "spec.sources[1] (helm)".to_string(),
-            "spec.sources[2] (helm)".to_string()
-        ]
+        vec!["spec.sources[1] (helm)".to_string()]
     );
     let stored = standins.kube.get("argocd", "multi").unwrap();
     assert_eq!(
-        stored["spec"]["sources"][2]["helm"]["parameters"][0]["value"],
+        stored["spec"]["sources"][1]["helm"]["parameters"][1]["value"],
         "20250825-153012"
+    );
+    // The worker chart's own image is untouched.
+    assert_eq!(
+        stored["spec"]["sources"][2]["helm"]["parameters"][1]["value"],
+        "20250825-120000"
     );
     assert_eq!(
         stored["spec"]["sources"][0],
@@ -334,7 +343,12 @@ async fn kustomize_multi_source_directory_and_applicationset_apps_are_each_handl
         "skipping app 'argocd/dir' of type 'Directory' because it's not of supported source type"
     );
     assert_eq!(by("owned").action, Action::Skipped);
-    assert!(by("owned").reason.contains("ApplicationSet `fleet`"));
+    assert!(
+        by("owned").reason.contains("ApplicationSet `fleet`"),
+        "{}",
+        by("owned").reason
+    );
+    assert!(by("owned").reason.contains("ignoreApplicationDifferences"));
     assert!(
         standins.kube.get("argocd", "owned").unwrap()["spec"]["source"]["helm"]
             .get("parameters")

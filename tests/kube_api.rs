@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use argocd_ecr_updater::eks_auth::ClusterAccess;
-use argocd_ecr_updater::kube::{KubeClient, KubeError, NamespaceScope, Patch};
+use argocd_ecr_updater::kube::{KubeClient, KubeError, Patch};
 use argocd_ecr_updater_standins::{
     FaultAction, Grant, Options, Route, Service, StandIns, function_identity, tls,
 };
@@ -53,7 +53,7 @@ async fn metadata_only_lists_are_paginated_and_carry_only_our_annotations() {
     let standins = standins_with(Options::default(), 23).await;
     let client = kube_client(&standins);
     let (kept, stats) = client
-        .list_application_metadata(&NamespaceScope::Only(vec!["argocd".into()]), None, 5, |m| {
+        .list_application_metadata("argocd", None, 5, |m| {
             m.annotations
                 .contains_key("argocd-image-updater.argoproj.io/image-list")
         })
@@ -86,14 +86,14 @@ async fn metadata_only_lists_are_paginated_and_carry_only_our_annotations() {
 async fn label_selectors_narrow_the_list() {
     let standins = standins_with(Options::default(), 10).await;
     let client = kube_client(&standins);
-    let scope = NamespaceScope::Only(vec!["argocd".into()]);
+    let scope = "argocd";
     let (kept, _) = client
-        .list_application_metadata(&scope, Some("team=a"), 100, |_| true)
+        .list_application_metadata(scope, Some("team=a"), 100, |_| true)
         .await
         .unwrap();
     assert_eq!(kept.len(), 5);
     let (kept, _) = client
-        .list_application_metadata(&scope, Some("team!=a,team"), 100, |_| true)
+        .list_application_metadata(scope, Some("team!=a,team"), 100, |_| true)
         .await
         .unwrap();
     assert_eq!(kept.len(), 5);
@@ -109,7 +109,7 @@ async fn listing_all_namespaces_needs_a_cluster_wide_grant() {
     let standins = standins_with(Options::default(), 2).await;
     let client = kube_client(&standins);
     let error = client
-        .list_application_metadata(&NamespaceScope::All, None, 100, |_| true)
+        .list_application_metadata("", None, 100, |_| true)
         .await
         .unwrap_err();
     assert!(
@@ -134,7 +134,7 @@ async fn listing_all_namespaces_needs_a_cluster_wide_grant() {
         .insert(app("team-ns", "other", json!({}), None))
         .unwrap();
     let (kept, _) = kube_client(&standins)
-        .list_application_metadata(&NamespaceScope::All, None, 100, |_| true)
+        .list_application_metadata("", None, 100, |_| true)
         .await
         .unwrap();
     assert_eq!(kept.len(), 3);
@@ -277,10 +277,19 @@ async fn the_crd_schema_rejects_force_string_as_a_string() {
         .await
         .unwrap_err();
     match &error {
-        KubeError::Invalid { message } => assert!(
-            message.contains("spec.source.helm.parameters.0.forceString"),
-            "{message}"
-        ),
+        KubeError::Invalid {
+            message,
+            validation,
+        } => {
+            assert!(
+                message.contains("spec.source.helm.parameters.0.forceString"),
+                "{message}"
+            );
+            assert!(
+                validation,
+                "a schema refusal is told apart from a failed test"
+            );
+        }
         other => panic!("expected 422, got {other}"),
     }
     let no_destination = Patch::Merge(json!({"spec": {"destination": null}}));

@@ -1,9 +1,13 @@
-//! The Kubernetes API server, for `applications.argoproj.io/v1alpha1` only.
+//! The Kubernetes API server, for `applications.argoproj.io/v1alpha1` (and reading
+//! `applicationsets`).
 //!
 //! It behaves like kube-apiserver where the function depends on it: bearer tokens checked
 //! like EKS checks them, RBAC denials with the real message shape, metadata-only lists with
-//! `limit`/`continue`, merge and JSON patches with their real failure codes, optimistic
-//! concurrency on `resourceVersion`, and validation of every write against the Argo CD CRD.
+//! `limit`/`continue` and the real content negotiation (406 for a media type it cannot
+//! serve), merge and JSON patches with their real failure codes, optimistic concurrency on
+//! `resourceVersion`, structural pruning of unknown fields with a `Warning` header,
+//! validation of every write against the Argo CD CRD (422 with field causes), discovery and
+//! `SelfSubjectAccessReview`, so that `kubectl` itself runs against it.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -31,6 +35,9 @@ pub struct KubeState {
     pub shared: Arc<Shared>,
     apps: Mutex<Store>,
     schema: jsonschema::Validator,
+    schema_value: Value,
+    /// Every `Warning` header sent, oldest first: tests assert the function causes none.
+    warnings: Mutex<Vec<String>>,
 }
 
 #[derive(Default)]
@@ -40,6 +47,8 @@ struct Store {
     /// API server's watch cache keeps serialized objects: a metadata-only page is then a
     /// concatenation, not 500 conversions.
     metadata: BTreeMap<(String, String), Vec<u8>>,
+    /// ApplicationSets, served read-only for their `ignoreApplicationDifferences`.
+    application_sets: BTreeMap<(String, String), Value>,
     resource_version: u64,
 }
 
@@ -60,15 +69,50 @@ impl KubeState {
         identities: Vec<Identity>,
         shared: Arc<Shared>,
     ) -> Result<Self, String> {
-        let schema =
-            jsonschema::validator_for(&application_schema()?).map_err(|e| e.to_string())?;
+        let schema_value = application_schema()?;
+        let schema = jsonschema::validator_for(&schema_value).map_err(|e| e.to_string())?;
         Ok(Self {
             cluster_name: cluster_name.to_string(),
             identities,
             shared,
             apps: Mutex::new(Store::default()),
             schema,
+            schema_value,
+            warnings: Mutex::new(Vec::new()),
         })
+    }
+
+    /// The `Warning` headers sent so far.
+    pub fn warnings(&self) -> Vec<String> {
+        lock(&self.warnings).clone()
+    }
+
+    /// Stores an ApplicationSet (read-only here: the function only reads them).
+    pub fn insert_application_set(&self, mut set: Value) -> Result<(), String> {
+        let name = set["metadata"]["name"]
+            .as_str()
+            .ok_or("applicationset without metadata.name")?
+            .to_string();
+        let namespace = set["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("argocd")
+            .to_string();
+        set["metadata"]["namespace"] = json!(namespace);
+        set["apiVersion"] = json!(API_VERSION);
+        set["kind"] = json!("ApplicationSet");
+        let mut store = lock(&self.apps);
+        store.resource_version += 1;
+        set["metadata"]["resourceVersion"] = json!(store.resource_version.to_string());
+        store.application_sets.insert((namespace, name), set);
+        Ok(())
+    }
+
+    /// Drops the fields the CRD's structural schema does not declare, as kube-apiserver
+    /// prunes custom resources, and returns their paths for the `Warning` header.
+    pub fn prune(&self, app: &mut Value) -> Vec<String> {
+        let mut dropped = Vec::new();
+        prune(app, &self.schema_value, "", &mut dropped);
+        dropped
     }
 
     /// Stores an Application as a create would: validated, with a fresh resourceVersion.
@@ -84,9 +128,22 @@ impl KubeState {
         app["metadata"]["namespace"] = json!(namespace);
         app["apiVersion"] = json!(API_VERSION);
         app["kind"] = json!("Application");
+        let dropped = self.prune(&mut app);
+        if !dropped.is_empty() {
+            lock(&self.warnings).extend(dropped.iter().map(|f| format!("unknown field \"{f}\"")));
+        }
         self.validate(&app)
             .map_err(|e| format!("{namespace}/{name}: {e}"))?;
         let mut store = lock(&self.apps);
+        app["metadata"]["creationTimestamp"] = json!(
+            time::OffsetDateTime::now_utc()
+                .replace_nanosecond(0)
+                .ok()
+                .and_then(|t| t
+                    .format(&time::format_description::well_known::Rfc3339)
+                    .ok())
+                .unwrap_or_default()
+        );
         store.resource_version += 1;
         app["metadata"]["resourceVersion"] = json!(store.resource_version.to_string());
         app["metadata"]["generation"] = json!(1);
@@ -138,22 +195,24 @@ impl KubeState {
 
     /// Validates against the CRD schema; the error lists every violation as the API does.
     pub fn validate(&self, app: &Value) -> Result<(), String> {
-        let problems: Vec<String> = self
-            .schema
-            .iter_errors(app)
-            .map(|e| {
-                format!(
-                    "{}: Invalid value: {}",
-                    dotted(&e.instance_path().to_string()),
-                    e
-                )
-            })
-            .collect();
-        if problems.is_empty() {
+        let causes = self.causes(app);
+        if causes.is_empty() {
             Ok(())
         } else {
-            Err(problems.join(", "))
+            Err(causes
+                .iter()
+                .map(|(field, message)| format!("{field}: Invalid value: {message}"))
+                .collect::<Vec<_>>()
+                .join(", "))
         }
+    }
+
+    /// Each violation as `(field, message)`, the `details.causes` of a 422.
+    fn causes(&self, app: &Value) -> Vec<(String, String)> {
+        self.schema
+            .iter_errors(app)
+            .map(|e| (dotted(&e.instance_path().to_string()), e.to_string()))
+            .collect()
     }
 }
 
@@ -172,8 +231,67 @@ fn dotted(pointer: &str) -> String {
     pointer.trim_start_matches('/').replace('/', ".")
 }
 
+/// Structural pruning: an object whose schema declares `properties` keeps only those, unless
+/// it preserves unknown fields; lists and maps are walked with their item schemas.
+fn prune(value: &mut Value, schema: &Value, path: &str, dropped: &mut Vec<String>) {
+    if schema["x-kubernetes-preserve-unknown-fields"] == json!(true) {
+        return;
+    }
+    let join = |key: &str| {
+        if path.is_empty() {
+            key.to_string()
+        } else {
+            format!("{path}.{key}")
+        }
+    };
+    match value {
+        Value::Object(map) => {
+            if let Some(properties) = schema["properties"].as_object() {
+                let unknown: Vec<String> = map
+                    .keys()
+                    .filter(|k| !properties.contains_key(*k))
+                    .cloned()
+                    .collect();
+                for key in unknown {
+                    map.remove(&key);
+                    dropped.push(join(&key));
+                }
+                for (key, child) in map.iter_mut() {
+                    if let Some(child_schema) = properties.get(key) {
+                        prune(child, child_schema, &join(key), dropped);
+                    }
+                }
+            } else if schema["additionalProperties"].is_object() {
+                for (key, child) in map.iter_mut() {
+                    prune(child, &schema["additionalProperties"], &join(key), dropped);
+                }
+            }
+        }
+        Value::Array(items) if schema["items"].is_object() => {
+            for (i, item) in items.iter_mut().enumerate() {
+                prune(item, &schema["items"], &format!("{path}[{i}]"), dropped);
+            }
+        }
+        _ => {}
+    }
+}
+
 pub fn router(state: Arc<KubeState>) -> Router {
     Router::new()
+        .route("/version", get(version))
+        .route("/api", get(core_versions))
+        .route("/api/v1", get(core_resources))
+        .route("/apis", get(group_list))
+        .route("/apis/argoproj.io", get(argoproj_group))
+        .route("/apis/argoproj.io/v1alpha1", get(argoproj_resources))
+        .route(
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            axum::routing::post(access_review),
+        )
+        .route(
+            "/apis/argoproj.io/v1alpha1/namespaces/{namespace}/applicationsets/{name}",
+            get(get_application_set),
+        )
         .route("/apis/argoproj.io/v1alpha1/applications", get(list_all))
         .route(
             "/apis/argoproj.io/v1alpha1/namespaces/{namespace}/applications",
@@ -202,14 +320,8 @@ fn status(code: u16, message: &str) -> Response {
         .into_response()
 }
 
-/// Authenticates and authorizes. `name` is for the message of a denial.
-fn authorize<'a>(
-    state: &'a KubeState,
-    headers: &HeaderMap,
-    verb: &str,
-    namespace: Option<&str>,
-    name: Option<&str>,
-) -> Result<&'a Identity, Response> {
+/// Authenticates only: who is asking.
+fn authenticate<'a>(state: &'a KubeState, headers: &HeaderMap) -> Result<&'a Identity, Response> {
     let unauthorized = || status(401, "Unauthorized");
     let token = headers
         .get("authorization")
@@ -219,7 +331,7 @@ fn authorize<'a>(
     if state.shared.take_token_rejection() {
         return Err(unauthorized());
     }
-    let identity = verify(
+    verify(
         token,
         &state.cluster_name,
         &state.identities,
@@ -228,13 +340,35 @@ fn authorize<'a>(
     .map_err(|reason| {
         tracing::debug!(%reason, "token refused");
         unauthorized()
-    })?;
-    if identity.may(verb, namespace) {
+    })
+}
+
+/// Authenticates and authorizes `verb` on `applications`. `name` is for a denial's message.
+fn authorize<'a>(
+    state: &'a KubeState,
+    headers: &HeaderMap,
+    verb: &str,
+    namespace: Option<&str>,
+    name: Option<&str>,
+) -> Result<&'a Identity, Response> {
+    authorize_on(state, headers, verb, "applications", namespace, name)
+}
+
+fn authorize_on<'a>(
+    state: &'a KubeState,
+    headers: &HeaderMap,
+    verb: &str,
+    resource: &str,
+    namespace: Option<&str>,
+    name: Option<&str>,
+) -> Result<&'a Identity, Response> {
+    let identity = authenticate(state, headers)?;
+    if identity.may(verb, resource, namespace) {
         return Ok(identity);
     }
     let object = match name {
-        Some(n) => format!("applications.argoproj.io \"{n}\""),
-        None => "applications.argoproj.io".to_string(),
+        Some(n) => format!("{resource}.argoproj.io \"{n}\""),
+        None => format!("{resource}.argoproj.io"),
     };
     let scope = match namespace {
         Some(ns) => format!("in the namespace \"{ns}\""),
@@ -243,7 +377,7 @@ fn authorize<'a>(
     Err(status(
         403,
         &format!(
-            "{object} is forbidden: User \"{}\" cannot {verb} resource \"applications\" in API group \"argoproj.io\" {scope}",
+            "{object} is forbidden: User \"{}\" cannot {verb} resource \"{resource}\" in API group \"argoproj.io\" {scope}",
             identity.arn
         ),
     ))
@@ -299,10 +433,10 @@ fn list(state: &KubeState, headers: &HeaderMap, namespace: Option<&str>, query: 
             None => return status(400, "continue key is not valid"),
         },
     };
-    let metadata_only = headers
-        .get("accept")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|a| a.contains("as=PartialObjectMetadataList"));
+    let metadata_only = match negotiate(headers) {
+        Ok(metadata_only) => metadata_only,
+        Err(refused) => return refused,
+    };
 
     let store = lock(&state.apps);
     let after = match &start_after {
@@ -364,6 +498,41 @@ fn list(state: &KubeState, headers: &HeaderMap, namespace: Option<&str>, query: 
         body,
     )
         .into_response()
+}
+
+/// Content negotiation as kube-apiserver does it for a list: the first acceptable media
+/// type wins; `as=PartialObjectMetadataList` is served only with `g=meta.k8s.io;v=v1`
+/// (or `v1beta1`); `as=Table` is not served here, so a client falls back to its next
+/// choice; nothing acceptable is a 406. `Ok(true)` means metadata only.
+fn negotiate(headers: &HeaderMap) -> Result<bool, Response> {
+    let accept = headers
+        .get("accept")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json");
+    for media in accept.split(',') {
+        let mut parts = media.split(';').map(str::trim);
+        let essence = parts.next().unwrap_or_default();
+        if !matches!(essence, "application/json" | "application/*" | "*/*") {
+            continue;
+        }
+        let params: BTreeMap<&str, &str> = parts.filter_map(|p| p.split_once('=')).collect();
+        match params.get("as") {
+            None => return Ok(false),
+            Some(&"PartialObjectMetadataList")
+                if params.get("g") == Some(&"meta.k8s.io")
+                    && matches!(params.get("v"), Some(&"v1") | Some(&"v1beta1")) =>
+            {
+                return Ok(true);
+            }
+            Some(_) => continue,
+        }
+    }
+    Err(status(
+        406,
+        &format!(
+            "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf (asked: {accept})"
+        ),
+    ))
 }
 
 fn encode_continue(key: &(String, String)) -> String {
@@ -480,15 +649,28 @@ async fn patch_one(
             ),
         );
     }
-    if let Err(problems) = state.validate(&updated) {
-        return status(
-            422,
-            &format!("Application.argoproj.io \"{name}\" is invalid: {problems}"),
-        );
+    let dropped = state.prune(&mut updated);
+    let causes = state.causes(&updated);
+    if !causes.is_empty() {
+        return invalid(&name, &causes);
     }
+    let warnings: Vec<String> = dropped
+        .iter()
+        .map(|f| format!("299 - \"unknown field \\\"{f}\\\"\""))
+        .collect();
+    lock(&state.warnings).extend(dropped.iter().map(|f| format!("unknown field \"{f}\"")));
+    let respond = |app: Value| {
+        let mut response = axum::Json(app).into_response();
+        for warning in &warnings {
+            if let Ok(value) = axum::http::HeaderValue::from_str(warning) {
+                response.headers_mut().append("warning", value);
+            }
+        }
+        response
+    };
     if updated == current {
         // A no-op patch does not bump the resourceVersion.
-        return axum::Json(updated).into_response();
+        return respond(updated);
     }
     store.resource_version += 1;
     updated["metadata"]["resourceVersion"] = json!(store.resource_version.to_string());
@@ -497,7 +679,117 @@ async fn patch_one(
         updated["metadata"]["generation"] = json!(generation);
     }
     store.put(key, updated.clone());
-    axum::Json(updated).into_response()
+    respond(updated)
+}
+
+/// A 422 as kube-apiserver words a schema refusal: the object, every field, and the causes.
+fn invalid(name: &str, causes: &[(String, String)]) -> Response {
+    let problems = causes
+        .iter()
+        .map(|(field, message)| format!("{field}: Invalid value: {message}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut body = status_body(
+        422,
+        "Invalid",
+        &format!("Application.argoproj.io \"{name}\" is invalid: {problems}"),
+    );
+    body["details"] = json!({"name": name, "group": "argoproj.io", "kind": "Application",
+        "causes": causes.iter().map(|(field, message)| json!({"reason": "FieldValueInvalid", "message": message, "field": field})).collect::<Vec<_>>()});
+    (StatusCode::UNPROCESSABLE_ENTITY, axum::Json(body)).into_response()
+}
+
+async fn get_application_set(
+    State(state): State<Arc<KubeState>>,
+    Path((namespace, name)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(denied) = authorize_on(
+        &state,
+        &headers,
+        "get",
+        "applicationsets",
+        Some(&namespace),
+        Some(&name),
+    ) {
+        return denied;
+    }
+    match lock(&state.apps)
+        .application_sets
+        .get(&(namespace, name.clone()))
+    {
+        Some(set) => axum::Json(set.clone()).into_response(),
+        None => status(
+            404,
+            &format!("applicationsets.argoproj.io \"{name}\" not found"),
+        ),
+    }
+}
+
+/// `kubectl auth can-i`: answers from the same RBAC grants the other routes enforce.
+async fn access_review(
+    State(state): State<Arc<KubeState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let identity = match authenticate(&state, &headers) {
+        Ok(identity) => identity,
+        Err(denied) => return denied,
+    };
+    let Ok(mut review) = serde_json::from_slice::<Value>(&body) else {
+        return status(400, "the body of the request was in an unknown format");
+    };
+    let attributes = &review["spec"]["resourceAttributes"];
+    let verb = attributes["verb"].as_str().unwrap_or_default();
+    let resource = attributes["resource"].as_str().unwrap_or_default();
+    let group = attributes["group"].as_str().unwrap_or_default();
+    let namespace = attributes["namespace"].as_str().filter(|n| !n.is_empty());
+    let allowed = group == "argoproj.io" && identity.may(verb, resource, namespace);
+    review["status"] = json!({"allowed": allowed});
+    review["metadata"] = json!({"creationTimestamp": null});
+    (StatusCode::CREATED, axum::Json(review)).into_response()
+}
+
+async fn version() -> Response {
+    axum::Json(json!({"major": "1", "minor": "32", "gitVersion": "v1.32.0-standin", "platform": "linux/amd64"})).into_response()
+}
+
+async fn core_versions() -> Response {
+    axum::Json(json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]})).into_response()
+}
+
+async fn core_resources() -> Response {
+    axum::Json(json!({"kind": "APIResourceList", "groupVersion": "v1", "resources": []}))
+        .into_response()
+}
+
+fn argoproj_group_value() -> Value {
+    json!({"name": "argoproj.io", "versions": [{"groupVersion": API_VERSION, "version": "v1alpha1"}],
+           "preferredVersion": {"groupVersion": API_VERSION, "version": "v1alpha1"}})
+}
+
+async fn group_list() -> Response {
+    let authorization = json!({"name": "authorization.k8s.io", "versions": [{"groupVersion": "authorization.k8s.io/v1", "version": "v1"}],
+        "preferredVersion": {"groupVersion": "authorization.k8s.io/v1", "version": "v1"}});
+    axum::Json(json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [argoproj_group_value(), authorization]})).into_response()
+}
+
+async fn argoproj_group() -> Response {
+    let mut group = argoproj_group_value();
+    group["kind"] = json!("APIGroup");
+    group["apiVersion"] = json!("v1");
+    axum::Json(group).into_response()
+}
+
+async fn argoproj_resources() -> Response {
+    axum::Json(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": API_VERSION, "resources": [
+        {"name": "applications", "singularName": "application", "namespaced": true, "kind": "Application",
+         "verbs": ["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"],
+         "shortNames": ["app", "apps"], "categories": ["argocd"]},
+        {"name": "applicationsets", "singularName": "applicationset", "namespaced": true, "kind": "ApplicationSet",
+         "verbs": ["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"],
+         "shortNames": ["appset", "appsets"]}
+    ]})).into_response()
 }
 
 fn conflict_message(name: &str) -> String {

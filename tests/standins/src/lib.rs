@@ -51,10 +51,10 @@ impl Default for Options {
             account: "768157413559".into(),
             region: "ap-northeast-2".into(),
             cluster_name: "barun-dev".into(),
-            identities: vec![function_identity(vec![Grant::new(
-                &["get", "list", "patch"],
-                "argocd",
-            )])],
+            identities: vec![function_identity(vec![
+                Grant::new(&["get", "list", "patch"], "argocd"),
+                Grant::on("applicationsets", &["get"], "argocd"),
+            ])],
         }
     }
 }

@@ -24,17 +24,25 @@ pub struct Identity {
     pub grants: Vec<Grant>,
 }
 
-/// RBAC: these verbs on applications in this namespace (`*` for every namespace and the
-/// cluster scope).
+/// RBAC: these verbs on one resource of `argoproj.io` in this namespace (`*` for every
+/// namespace and the cluster scope).
 #[derive(Debug, Clone)]
 pub struct Grant {
+    pub resource: String,
     pub verbs: Vec<String>,
     pub namespace: String,
 }
 
 impl Grant {
+    /// Verbs on `applications`.
     pub fn new(verbs: &[&str], namespace: &str) -> Self {
+        Self::on("applications", verbs, namespace)
+    }
+
+    /// Verbs on another resource (`applicationsets`).
+    pub fn on(resource: &str, verbs: &[&str], namespace: &str) -> Self {
         Self {
+            resource: resource.to_string(),
             verbs: verbs.iter().map(|v| v.to_string()).collect(),
             namespace: namespace.to_string(),
         }
@@ -42,10 +50,11 @@ impl Grant {
 }
 
 impl Identity {
-    /// May this identity `verb` applications in `namespace` (`None`: cluster scope)?
-    pub fn may(&self, verb: &str, namespace: Option<&str>) -> bool {
+    /// May this identity `verb` the `resource` in `namespace` (`None`: cluster scope)?
+    pub fn may(&self, verb: &str, resource: &str, namespace: Option<&str>) -> bool {
         self.grants.iter().any(|g| {
-            g.verbs.iter().any(|v| v == verb || v == "*")
+            (g.resource == resource || g.resource == "*")
+                && g.verbs.iter().any(|v| v == verb || v == "*")
                 && (g.namespace == "*" || Some(g.namespace.as_str()) == namespace)
         })
     }

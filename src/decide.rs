@@ -1,0 +1,601 @@
+//! Decisions, without I/O: for each image of one Application, whether it moves, where, and
+//! why not.
+//!
+//! The handler gathers the registry facts a strategy asks for ([`ImageCase::needs`]) and
+//! hands them in; every rule lives here: the liveness gate, which sources an image is written
+//! to, never-downgrade per source, what to do when the running tag has left ECR, the
+//! reconcile selection turned into a decision, the report's reason texts and the audit
+//! record (with the clock passed in).
+
+use std::collections::HashMap;
+
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use crate::annotations::{ImageConfig, ImageEntry, Platform};
+use crate::ecr::{Platforms, offers_all};
+use crate::event::{PushEvent, registry_host};
+use crate::patch::{self, AUDIT_ANNOTATION, Targets};
+use crate::policy::{Decision, KeepReason, Strategy, TagInfo, TagRef};
+use crate::report::{Action, Entry};
+
+/// What the invocation compares against.
+#[derive(Debug, Clone, Copy)]
+pub enum Mode<'a> {
+    /// An ECR push of one tag: move forward to it, or keep.
+    Push(&'a PushEvent),
+    /// Re-evaluate against the repository's full tag list, as Image Updater's poll would.
+    Reconcile,
+}
+
+/// What the handler must fetch from ECR before [`ImageCase::decide_push`] or
+/// [`ImageCase::decide_reconcile`] can answer: exactly what the strategy needs, no more.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Needs {
+    /// Tags whose push time and digest ECR must describe (one request for all).
+    pub describe: Vec<String>,
+    /// The repository's full tag list (reconcile).
+    pub tag_list: bool,
+    /// Manifests must be checked for the platforms annotation.
+    pub manifests: bool,
+}
+
+/// What ECR said about described tags: `None` where it has no such tag.
+pub type Described = HashMap<String, Option<TagInfo>>;
+
+/// One image of one Application that passed the gates, with where it is written.
+#[derive(Debug)]
+pub struct ImageCase<'a> {
+    pub config: &'a ImageConfig,
+    pub registry: String,
+    pub repository: String,
+    app: &'a Value,
+    targets: Targets<'a>,
+    base: Entry,
+}
+
+/// The outcome for one image: an entry per target, and the move if any target moves.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImageOutcome {
+    pub entries: Vec<Entry>,
+    pub update: Option<Move>,
+}
+
+/// A value to write into some of an image's sources.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Move {
+    pub to: TagRef,
+    /// Indexes into [`patch::sources`].
+    pub sources: Vec<usize>,
+    /// Tags whose manifests must offer the wanted platforms before the write (push mode).
+    pub check_platforms: Option<String>,
+}
+
+impl ImageOutcome {
+    fn only(entry: Entry) -> Self {
+        Self {
+            entries: vec![entry],
+            update: None,
+        }
+    }
+
+    /// Turns a planned update into a skip: the platform check or ECR said no.
+    pub fn refuse(mut self, action: Action, reason: &str, retryable: bool) -> Self {
+        for entry in self
+            .entries
+            .iter_mut()
+            .filter(|e| e.action == Action::Updated)
+        {
+            entry.action = action;
+            entry.reason = reason.to_string();
+            entry.retryable = retryable;
+            entry.to = None;
+        }
+        self.update = None;
+        self
+    }
+}
+
+/// The entry for a whole image that failed for a reason of its own (ECR, configuration).
+pub fn failed_entry(base: Entry, reason: &str, retryable: bool) -> Entry {
+    let mut entry = base.with(Action::Failed, reason);
+    entry.retryable = retryable;
+    entry
+}
+
+/// The report entry an image starts from.
+pub fn base_entry(app: &Value, alias: Option<&str>, image: &str) -> Entry {
+    Entry::new(
+        app["metadata"]["namespace"].as_str().unwrap_or_default(),
+        app["metadata"]["name"].as_str().unwrap_or_default(),
+        alias,
+        image,
+    )
+}
+
+/// The gates before any registry fact is needed: configuration errors, the liveness rule,
+/// an image outside this function's registry, an Application with nowhere to write.
+pub fn prepare<'a>(
+    app: &'a Value,
+    image_entry: &'a ImageEntry,
+    region: &str,
+) -> Result<ImageCase<'a>, Box<Entry>> {
+    let reference = image_entry.image.to_string();
+    let base = base_entry(app, image_entry.alias.as_deref(), &reference);
+    let config = match &image_entry.config {
+        Ok(config) => config,
+        // The user's to fix; retrying the event would not help.
+        Err(e) => {
+            return Err(Box::new(failed_entry(
+                base,
+                &format!("configuration error: {e}"),
+                false,
+            )));
+        }
+    };
+    if !config.force_update && !patch::runs_image(app, config) {
+        let names = match &config.kustomize_image_name {
+            Some(name) => format!("`{name}` or `{reference}`"),
+            None => format!("`{reference}`"),
+        };
+        return Err(Box::new(base.with(
+            Action::Skipped,
+            format!(
+                "{names} is not among the images the Application runs (status.summary.images); set force-update to write it anyway"
+            ),
+        )));
+    }
+    let Some((registry, repository)) = ecr_location(config, region) else {
+        return Err(Box::new(base.with(
+            Action::Skipped,
+            format!(
+                "`{reference}` is not an ECR repository of this account's registry in {region}"
+            ),
+        )));
+    };
+    let targets = patch::targets(app, config);
+    if targets.targets.is_empty() {
+        return Err(Box::new(base.with(
+            Action::Skipped,
+            "the Application has no Helm or Kustomize source to write the image to",
+        )));
+    }
+    Ok(ImageCase {
+        config,
+        registry,
+        repository,
+        app,
+        targets,
+        base,
+    })
+}
+
+/// The registry id and repository of an ECR image in this region.
+fn ecr_location(image: &ImageConfig, region: &str) -> Option<(String, String)> {
+    let registry = image.image.registry.as_deref()?;
+    let account = registry.split('.').next()?;
+    (registry == registry_host(account, region))
+        .then(|| (account.to_string(), image.image.repository.clone()))
+}
+
+impl ImageCase<'_> {
+    /// The registry facts this image's strategy needs in this mode.
+    pub fn needs(&self, mode: Mode<'_>) -> Needs {
+        let policy = &self.config.policy;
+        let manifests = !self.config.platforms.is_empty();
+        match mode {
+            Mode::Reconcile => Needs {
+                describe: Vec::new(),
+                tag_list: true,
+                manifests,
+            },
+            Mode::Push(push) => {
+                // Filters first: a tag the policy refuses costs no ECR call.
+                if self.refused_by_filters(&push.tag).is_some() {
+                    return Needs::default();
+                }
+                let mut describe = Vec::new();
+                if policy.strategy.needs_push_times() || policy.strategy.needs_digest() {
+                    describe.push(push.tag.clone());
+                }
+                if policy.strategy.needs_push_times() {
+                    for current in self
+                        .targets
+                        .targets
+                        .iter()
+                        .filter_map(|t| t.current.as_ref())
+                    {
+                        if !describe.contains(&current.tag) {
+                            describe.push(current.tag.clone());
+                        }
+                    }
+                }
+                Needs {
+                    describe,
+                    tag_list: false,
+                    manifests,
+                }
+            }
+        }
+    }
+
+    fn refused_by_filters(&self, tag: &str) -> Option<KeepReason> {
+        match self.config.policy.decide(None, &TagInfo::named(tag)) {
+            Decision::Keep(KeepReason::NoDigest(_)) | Decision::Update { .. } => None,
+            Decision::Keep(reason) => Some(reason),
+        }
+    }
+
+    /// The report entry for the image as a whole.
+    pub fn entry(&self) -> Entry {
+        self.base.clone()
+    }
+
+    fn target_entry(&self, index: usize) -> Entry {
+        let target = &self.targets.targets[index];
+        let mut entry = self.base.clone();
+        entry.from = target.current.as_ref().map(ToString::to_string);
+        let kind = match target.source.kind {
+            patch::SourceKind::Kustomize => "kustomize",
+            _ => "helm",
+        };
+        entry.sources = vec![format!("{} ({kind})", target.source.label)];
+        entry
+    }
+
+    /// Builds the outcome from one verdict per target.
+    fn outcome(&self, verdicts: Vec<Verdict>) -> ImageOutcome {
+        let mut entries = Vec::new();
+        let mut update: Option<Move> = None;
+        for (index, verdict) in verdicts.into_iter().enumerate() {
+            let mut entry = self.target_entry(index);
+            match verdict {
+                Verdict::Keep(action, reason) => entries.push(entry.with(action, reason)),
+                Verdict::Update(to, mut reason) => {
+                    if self.targets.fallback {
+                        reason.push_str("; no source names the image, so it goes to the first Helm or Kustomize source, as Image Updater does");
+                    }
+                    entry.to = Some(to.to_string());
+                    entries.push(entry.with(Action::Updated, reason));
+                    let source = self.targets.targets[index].index;
+                    match &mut update {
+                        Some(existing) => existing.sources.push(source),
+                        None => {
+                            update = Some(Move {
+                                to,
+                                sources: vec![source],
+                                check_platforms: None,
+                            })
+                        }
+                    }
+                }
+            }
+        }
+        ImageOutcome { entries, update }
+    }
+
+    /// Push: does the pushed tag replace what each target runs?
+    pub fn decide_push(&self, push: &PushEvent, described: &Described) -> ImageOutcome {
+        let policy = &self.config.policy;
+        if let Some(reason) = self.refused_by_filters(&push.tag) {
+            let verdicts = self
+                .targets
+                .targets
+                .iter()
+                .map(|_| Verdict::keep(&reason))
+                .collect();
+            return self.outcome(verdicts);
+        }
+        let asked = policy.strategy.needs_push_times() || policy.strategy.needs_digest();
+        let candidate = if asked {
+            match described.get(&push.tag).cloned().flatten() {
+                Some(known) => known,
+                None => {
+                    let reason = format!(
+                        "ECR has no tag `{}` in `{}` any more (deleted since the push?): nothing to deploy",
+                        push.tag, self.repository
+                    );
+                    return ImageOutcome::only(self.base.clone().with(Action::Skipped, reason));
+                }
+            }
+        } else {
+            TagInfo {
+                name: push.tag.clone(),
+                pushed_at: Some(push.time),
+                digest: None,
+            }
+        };
+        let verdicts = self
+            .targets
+            .targets
+            .iter()
+            .map(|target| {
+                let Some(current) = &target.current else {
+                    return self.update_verdict(
+                        Mode::Push(push),
+                        TagRef::tag(&candidate.name),
+                        &candidate,
+                    );
+                };
+                let mut current_info = TagInfo {
+                    name: current.tag.clone(),
+                    pushed_at: None,
+                    digest: current.digest.clone(),
+                };
+                if policy.strategy.needs_push_times() && current.tag != candidate.name {
+                    match described.get(&current.tag).cloned().flatten() {
+                        Some(known) => current_info.pushed_at = known.pushed_at,
+                        None => match self.running_since(current) {
+                            Some(since) => current_info.pushed_at = Some(since.time),
+                            None => {
+                                return Verdict::Keep(Action::Skipped, self.unknown_age(current));
+                            }
+                        },
+                    }
+                }
+                match policy.decide(Some(&current_info), &candidate) {
+                    Decision::Update { to } => {
+                        self.update_verdict(Mode::Push(push), to, &candidate)
+                    }
+                    Decision::Keep(reason) => Verdict::keep(&reason),
+                }
+            })
+            .collect();
+        let mut outcome = self.outcome(verdicts);
+        if let Some(update) = outcome.update.as_mut()
+            && !self.config.platforms.is_empty()
+        {
+            update.check_platforms = Some(update.to.tag.clone());
+        }
+        outcome
+    }
+
+    fn update_verdict(&self, mode: Mode<'_>, to: TagRef, _candidate: &TagInfo) -> Verdict {
+        let strategy = self.config.policy.strategy;
+        let reason = match (mode, strategy) {
+            (Mode::Reconcile, _) => {
+                format!("reconcile: `{to}` is the best allowed tag under {strategy}")
+            }
+            (Mode::Push(_), Strategy::Digest) => format!(
+                "tracked tag now points to {}",
+                to.digest.as_deref().unwrap_or_default()
+            ),
+            (Mode::Push(_), strategy) => {
+                format!("`{to}` ranks above the current tag under {strategy}")
+            }
+        };
+        Verdict::Update(to, reason)
+    }
+
+    /// Reconcile: the candidates in the order to try them. With a platforms annotation the
+    /// best tag may lack a platform, so the handler checks manifests in this order and
+    /// stops at the first that passes; without one only the best is needed.
+    pub fn candidates<'t>(&self, tags: &'t [TagInfo]) -> Vec<&'t TagInfo> {
+        let ranked = self.config.policy.ranked(tags);
+        if self.config.platforms.is_empty() {
+            ranked.into_iter().take(1).collect()
+        } else {
+            ranked
+        }
+    }
+
+    /// Reconcile: move each target to `chosen` (the best candidate that passed every check),
+    /// unless that would move it back to an image pushed before the one it runs.
+    pub fn decide_reconcile(
+        &self,
+        tags: &[TagInfo],
+        chosen: Option<&TagInfo>,
+        platform_refusals: usize,
+    ) -> ImageOutcome {
+        let policy = &self.config.policy;
+        let Some(chosen) = chosen else {
+            let reason = if platform_refusals > 0 {
+                format!(
+                    "none of the {platform_refusals} allowed tags offers the platform(s) {} asked by the platforms annotation",
+                    platform_list(&self.config.platforms)
+                )
+            } else {
+                KeepReason::NoEligibleTag(tags.len()).to_string()
+            };
+            let verdicts = self
+                .targets
+                .targets
+                .iter()
+                .map(|_| Verdict::Keep(Action::Skipped, reason.clone()))
+                .collect();
+            return self.outcome(verdicts);
+        };
+        let Some(to) = policy.value_for(chosen) else {
+            let reason = KeepReason::NoDigest(chosen.name.clone());
+            return self.outcome(
+                self.targets
+                    .targets
+                    .iter()
+                    .map(|_| Verdict::keep(&reason))
+                    .collect(),
+            );
+        };
+        let verdicts = self
+            .targets
+            .targets
+            .iter()
+            .map(|target| {
+                let Some(current) = &target.current else {
+                    return self.update_verdict(Mode::Reconcile, to.clone(), chosen);
+                };
+                if current == &to {
+                    return Verdict::keep(&KeepReason::SameAsCurrent(to.to_string()));
+                }
+                let in_registry = tags.iter().any(|t| t.name == current.tag);
+                if !in_registry && policy.strategy != Strategy::Digest {
+                    // The running tag has left ECR (lifecycle policy, manual delete): an
+                    // unknown tag must not count as oldest and pull the app back in time.
+                    let Some(since) = self.running_since(current) else {
+                        return Verdict::Keep(Action::Skipped, self.unknown_age(current));
+                    };
+                    if chosen.pushed_at.is_none_or(|pushed| pushed <= since.time) {
+                        return Verdict::Keep(
+                            Action::Skipped,
+                            format!(
+                                "`{}` was pushed before the running tag `{current}` ({}); the running tag is no longer in ECR, and a move would go back in time",
+                                chosen.name, since.described()
+                            ),
+                        );
+                    }
+                    let running = TagInfo::named(&current.tag);
+                    if policy.is_eligible(&running) && policy.ranks_above(chosen, &running) != Some(true) {
+                        return Verdict::keep(&KeepReason::OlderThanCurrent {
+                            candidate: chosen.name.clone(),
+                            current: current.tag.clone(),
+                            strategy: policy.strategy,
+                        });
+                    }
+                }
+                self.update_verdict(Mode::Reconcile, to.clone(), chosen)
+            })
+            .collect();
+        self.outcome(verdicts)
+    }
+
+    /// When the running value was known to run: ECR does not know the tag any more, so the
+    /// audit record of our own write, else Argo CD's sync history, bounds its push time.
+    fn running_since(&self, current: &TagRef) -> Option<Since> {
+        running_since(self.app, self.config, current)
+    }
+
+    fn unknown_age(&self, current: &TagRef) -> String {
+        format!(
+            "the running tag `{current}` is no longer in ECR and when it was pushed is unknown (no {AUDIT_ANNOTATION} record of it, no Argo CD sync history naming it): not moving, since the candidate might be older. Set the tag once by hand to resume updates"
+        )
+    }
+}
+
+/// One target's answer.
+enum Verdict {
+    Update(TagRef, String),
+    Keep(Action, String),
+}
+
+impl Verdict {
+    fn keep(reason: &KeepReason) -> Self {
+        let action = match reason {
+            KeepReason::SameAsCurrent(_) | KeepReason::SameDigest(_) => Action::Unchanged,
+            _ => Action::Skipped,
+        };
+        Self::Keep(action, reason.to_string())
+    }
+}
+
+/// The latest time a running value is known to have existed by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Since {
+    pub time: OffsetDateTime,
+    pub source: &'static str,
+}
+
+impl Since {
+    fn described(&self) -> String {
+        format!(
+            "running since {} per {}",
+            self.time.format(&Rfc3339).unwrap_or_default(),
+            self.source
+        )
+    }
+}
+
+/// When `current` of `image` was last written by us (the audit annotation), else when Argo
+/// CD first synced it (`status.history[].deployedAt`). Either is later than its push, so a
+/// candidate pushed before it is certainly older.
+pub fn running_since(app: &Value, image: &ImageConfig, current: &TagRef) -> Option<Since> {
+    let reference = image.image.to_string();
+    let current_text = current.to_string();
+    let audited = app["metadata"]["annotations"][AUDIT_ANNOTATION]
+        .as_str()
+        .and_then(|text| serde_json::from_str::<Value>(text).ok())
+        .filter(|audit| {
+            audit["images"].as_array().is_some_and(|images| {
+                images
+                    .iter()
+                    .any(|i| i["image"] == reference.as_str() && i["to"] == current_text.as_str())
+            })
+        })
+        .and_then(|audit| {
+            audit["time"]
+                .as_str()
+                .and_then(|t| OffsetDateTime::parse(t, &Rfc3339).ok())
+        });
+    if let Some(time) = audited {
+        return Some(Since {
+            time,
+            source: "the argocd-ecr-updater.io/last-update annotation",
+        });
+    }
+    app["status"]["history"]
+        .as_array()?
+        .iter()
+        .filter(|entry| {
+            let spec = json!({"source": entry["source"], "sources": entry["sources"]});
+            patch::values_in_spec(&spec, image).contains(current)
+        })
+        .filter_map(|entry| {
+            entry["deployedAt"]
+                .as_str()
+                .and_then(|t| OffsetDateTime::parse(t, &Rfc3339).ok())
+        })
+        .min()
+        .map(|time| Since {
+            time,
+            source: "Argo CD's status.history",
+        })
+}
+
+/// Does a manifest offer every wanted platform? `Err` holds the skip reason.
+pub fn platform_verdict(
+    tag: &str,
+    manifest: Option<&Platforms>,
+    wanted: &[Platform],
+) -> Result<(), String> {
+    match manifest {
+        None => Err(format!("ECR has no manifest for `{tag}` any more")),
+        Some(Platforms::Index(offered)) => offers_all(offered, wanted).map_err(|missing| {
+            format!(
+                "`{tag}` lacks platform(s) {} asked by the platforms annotation",
+                missing.join(", ")
+            )
+        }),
+        Some(Platforms::Single) => {
+            tracing::warn!(
+                tag,
+                "single-platform manifest: its platform cannot be read through the ECR API, so the platforms annotation is not checked"
+            );
+            Ok(())
+        }
+    }
+}
+
+fn platform_list(platforms: &[Platform]) -> String {
+    platforms
+        .iter()
+        .map(|p| match &p.variant {
+            Some(v) => format!("{}/{}/{v}", p.os, p.arch),
+            None => format!("{}/{}", p.os, p.arch),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The audit annotation's record of one write.
+pub fn audit_record(
+    now: OffsetDateTime,
+    event_id: &str,
+    moves: &[(&ImageConfig, &Entry)],
+) -> Value {
+    json!({
+        "time": now.format(&Rfc3339).unwrap_or_default(),
+        "eventId": event_id,
+        "images": moves.iter().map(|(image, entry)| json!({
+            "alias": image.alias, "image": image.image.to_string(), "from": entry.from, "to": entry.to,
+        })).collect::<Vec<_>>(),
+    })
+}
