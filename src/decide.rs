@@ -599,3 +599,314 @@ pub fn audit_record(
         })).collect::<Vec<_>>(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::annotations::{AppConfig, PREFIX};
+    use std::collections::BTreeMap;
+    use time::macros::datetime;
+
+    const IMAGE: &str = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/web";
+    const REGION: &str = "ap-northeast-2";
+
+    fn config(pairs: &[(&str, &str)]) -> AppConfig {
+        let mut map: BTreeMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (format!("{PREFIX}{k}"), v.to_string()))
+            .collect();
+        map.entry(format!("{PREFIX}image-list"))
+            .or_insert(format!("app={IMAGE}"));
+        AppConfig::parse(&map).unwrap()
+    }
+
+    fn app(tag: &str, running: &str) -> Value {
+        json!({"metadata": {"name": "web", "namespace": "argocd", "annotations": {}},
+               "spec": {"source": {"chart": "web", "helm": {"parameters": [
+                   {"name": "image.name", "value": IMAGE}, {"name": "image.tag", "value": tag}]}}},
+               "status": {"sourceType": "Helm", "summary": {"images": [running]}}})
+    }
+
+    fn push(tag: &str) -> PushEvent {
+        PushEvent {
+            id: "e".into(),
+            account: "768157413559".into(),
+            region: REGION.into(),
+            time: datetime!(2025-08-25 12:00 UTC),
+            repository: "web".into(),
+            tag: tag.into(),
+            digest: None,
+        }
+    }
+
+    fn tag(name: &str, pushed: Option<OffsetDateTime>) -> TagInfo {
+        TagInfo {
+            name: name.into(),
+            pushed_at: pushed,
+            digest: Some(format!("sha256:{name}")),
+        }
+    }
+
+    fn described(tags: &[TagInfo], missing: &[&str]) -> Described {
+        tags.iter()
+            .map(|t| (t.name.clone(), Some(t.clone())))
+            .chain(missing.iter().map(|m| (m.to_string(), None)))
+            .collect()
+    }
+
+    fn running(tag: &str) -> String {
+        format!("{IMAGE}:{tag}")
+    }
+
+    #[test]
+    fn an_image_the_application_does_not_run_is_skipped_unless_forced() {
+        let table: &[(&[(&str, &str)], &str, bool)] = &[
+            (&[], "other/image:1", false),
+            (&[("app.force-update", "true")], "other/image:1", true),
+            (&[], &running("1.0.0"), true),
+        ];
+        for (pairs, runs, passes) in table {
+            let cfg = config(pairs);
+            let app = app("1.0.0", runs);
+            let prepared = prepare(&app, &cfg.images[0], REGION);
+            assert_eq!(prepared.is_ok(), *passes, "{pairs:?} {runs}");
+            if let Err(entry) = prepared {
+                assert!(entry.reason.contains("force-update"), "{}", entry.reason);
+            }
+        }
+    }
+
+    #[test]
+    fn each_strategy_asks_ecr_for_exactly_what_it_needs() {
+        let event = push("2.0.0");
+        let table: &[(&str, &[&str])] = &[
+            ("semver", &[]),
+            ("alphabetical", &[]),
+            ("newest-build", &["2.0.0", "1.0.0"]),
+        ];
+        for (strategy, asked) in table {
+            let cfg = config(&[("app.update-strategy", strategy)]);
+            let app = app("1.0.0", &running("1.0.0"));
+            let case = prepare(&app, &cfg.images[0], REGION).unwrap();
+            assert_eq!(
+                case.needs(Mode::Push(&event)).describe,
+                *asked,
+                "{strategy}"
+            );
+            assert!(case.needs(Mode::Reconcile).tag_list, "{strategy}");
+        }
+        // A tag the filters refuse costs nothing.
+        let cfg = config(&[
+            ("app.update-strategy", "newest-build"),
+            ("app.allow-tags", "regexp:^v"),
+        ]);
+        let app = app("1.0.0", &running("1.0.0"));
+        let case = prepare(&app, &cfg.images[0], REGION).unwrap();
+        assert_eq!(case.needs(Mode::Push(&event)), Needs::default());
+    }
+
+    #[test]
+    fn a_push_decides_against_what_ecr_says_and_what_the_application_recorded() {
+        let t = datetime!(2025-08-25 12:00 UTC);
+        let newer = tag("2.0.0", Some(t));
+        let older = tag("0.9.0", Some(t - time::Duration::days(3)));
+        let current = tag("1.0.0", Some(t - time::Duration::days(1)));
+        let audit =
+            json!({"time": "2025-08-24T12:00:00Z", "images": [{"image": IMAGE, "to": "1.0.0"}]})
+                .to_string();
+        // (case, pushed tag, what ECR knows, audit record of the running tag, action, reason part)
+        let table: &[(&str, &TagInfo, Described, Option<&str>, Action, &str)] = &[
+            (
+                "a newer push moves",
+                &newer,
+                described(&[newer.clone(), current.clone()], &[]),
+                None,
+                Action::Updated,
+                "ranks above",
+            ),
+            (
+                "an older push stays",
+                &older,
+                described(&[older.clone(), current.clone()], &[]),
+                None,
+                Action::Skipped,
+                "ranks below",
+            ),
+            (
+                "a pushed tag ECR lost is skipped",
+                &newer,
+                described(std::slice::from_ref(&current), &["2.0.0"]),
+                None,
+                Action::Skipped,
+                "ECR has no tag `2.0.0`",
+            ),
+            (
+                "a gone running tag with no record stays",
+                &older,
+                described(std::slice::from_ref(&older), &["1.0.0"]),
+                None,
+                Action::Skipped,
+                "no longer in ECR",
+            ),
+            (
+                "a gone running tag with our record refuses an older push",
+                &older,
+                described(std::slice::from_ref(&older), &["1.0.0"]),
+                Some(&audit),
+                Action::Skipped,
+                "ranks below",
+            ),
+            (
+                "a gone running tag with our record takes a newer push",
+                &newer,
+                described(std::slice::from_ref(&newer), &["1.0.0"]),
+                Some(&audit),
+                Action::Updated,
+                "ranks above",
+            ),
+        ];
+        let cfg = config(&[("app.update-strategy", "newest-build")]);
+        for (case_name, pushed, known, audit, action, reason) in table {
+            let mut app = app("1.0.0", &running("1.0.0"));
+            if let Some(audit) = audit {
+                app["metadata"]["annotations"][AUDIT_ANNOTATION] = json!(audit);
+            }
+            let case = prepare(&app, &cfg.images[0], REGION).unwrap();
+            let outcome = case.decide_push(&push(&pushed.name), known);
+            let entry = &outcome.entries[0];
+            assert_eq!(entry.action, *action, "{case_name}: {}", entry.reason);
+            assert!(
+                entry.reason.contains(reason),
+                "{case_name}: {}",
+                entry.reason
+            );
+            assert_eq!(
+                outcome.update.is_some(),
+                *action == Action::Updated,
+                "{case_name}"
+            );
+        }
+    }
+
+    #[test]
+    fn reconcile_moves_to_the_chosen_tag_but_never_back_past_a_running_tag_ecr_lost() {
+        let t = datetime!(2025-08-25 12:00 UTC);
+        let history = json!([{"deployedAt": "2025-08-25T00:00:00Z", "source": {"chart": "web", "helm": {"parameters": [
+            {"name": "image.name", "value": IMAGE}, {"name": "image.tag", "value": "1.5.0"}]}}}]);
+        // (case, tags in ECR, the running tag, its sync history, action, reason part)
+        let table: &[(&str, Vec<TagInfo>, &str, Value, Action, &str)] = &[
+            (
+                "the best tag moves",
+                vec![tag("1.0.0", Some(t)), tag("1.1.0", Some(t))],
+                "1.0.0",
+                Value::Null,
+                Action::Updated,
+                "best allowed tag",
+            ),
+            (
+                "the same tag is unchanged",
+                vec![tag("1.0.0", Some(t))],
+                "1.0.0",
+                Value::Null,
+                Action::Unchanged,
+                "already the current tag",
+            ),
+            (
+                "no eligible tag stays",
+                vec![tag("latest", Some(t))],
+                "1.0.0",
+                Value::Null,
+                Action::Skipped,
+                "none of the 1 tags",
+            ),
+            (
+                "a lost running tag of unknown age stays",
+                vec![tag("1.4.0", Some(t))],
+                "1.5.0",
+                Value::Null,
+                Action::Skipped,
+                "no longer in ECR",
+            ),
+            (
+                "a lost running tag outranks an older candidate",
+                vec![tag("1.4.0", Some(t - time::Duration::days(2)))],
+                "1.5.0",
+                history.clone(),
+                Action::Skipped,
+                "pushed before",
+            ),
+            (
+                "a lost running tag still ranks above a later hotfix of an older line",
+                vec![tag("1.4.1", Some(t))],
+                "1.5.0",
+                history.clone(),
+                Action::Skipped,
+                "ranks below",
+            ),
+            (
+                "a lost running tag gives way to a newer, higher tag",
+                vec![tag("1.6.0", Some(t))],
+                "1.5.0",
+                history,
+                Action::Updated,
+                "best allowed tag",
+            ),
+        ];
+        let cfg = config(&[]);
+        for (case_name, tags, current, history, action, reason) in table {
+            let mut app = app(current, &running(current));
+            app["status"]["history"] = history.clone();
+            let case = prepare(&app, &cfg.images[0], REGION).unwrap();
+            let chosen = case.candidates(tags).first().copied();
+            let outcome = case.decide_reconcile(tags, chosen, 0);
+            let entry = &outcome.entries[0];
+            assert_eq!(entry.action, *action, "{case_name}: {}", entry.reason);
+            assert!(
+                entry.reason.contains(reason),
+                "{case_name}: {}",
+                entry.reason
+            );
+        }
+    }
+
+    #[test]
+    fn reconcile_names_the_platforms_when_every_allowed_tag_lacks_one() {
+        let cfg = config(&[("app.platforms", "linux/arm64")]);
+        let app = app("1.0.0", &running("1.0.0"));
+        let case = prepare(&app, &cfg.images[0], REGION).unwrap();
+        let tags = vec![tag("1.1.0", None), tag("1.2.0", None)];
+        assert_eq!(case.candidates(&tags).len(), 2);
+        let outcome = case.decide_reconcile(&tags, None, 2);
+        assert!(
+            outcome.entries[0]
+                .reason
+                .contains("none of the 2 allowed tags offers the platform(s) linux/arm64"),
+            "{}",
+            outcome.entries[0].reason
+        );
+    }
+
+    #[test]
+    fn the_running_since_time_comes_from_our_record_then_from_argo_cds_history() {
+        let cfg = config(&[]);
+        let image = cfg.images[0].config.as_ref().unwrap();
+        let mut app = app("1.0.0", &running("1.0.0"));
+        let current = TagRef::tag("1.0.0");
+        assert_eq!(running_since(&app, image, &current), None);
+        app["status"]["history"] = json!([
+            {"deployedAt": "2025-08-20T00:00:00Z", "source": {"chart": "web", "helm": {"parameters": [{"name": "image.name", "value": IMAGE}, {"name": "image.tag", "value": "0.9.0"}]}}},
+            {"deployedAt": "2025-08-21T00:00:00Z", "source": {"chart": "web", "helm": {"parameters": [{"name": "image.name", "value": IMAGE}, {"name": "image.tag", "value": "1.0.0"}]}}},
+            {"deployedAt": "2025-08-22T00:00:00Z", "source": {"chart": "web", "helm": {"parameters": [{"name": "image.name", "value": IMAGE}, {"name": "image.tag", "value": "1.0.0"}]}}}]);
+        assert_eq!(
+            running_since(&app, image, &current).map(|s| s.time),
+            Some(datetime!(2025-08-21 0:00 UTC))
+        );
+        app["metadata"]["annotations"][AUDIT_ANNOTATION] = json!(
+            json!({"time": "2025-08-23T00:00:00Z", "images": [{"image": IMAGE, "to": "1.0.0"}]})
+                .to_string()
+        );
+        let since = running_since(&app, image, &current).unwrap();
+        assert_eq!(since.time, datetime!(2025-08-23 0:00 UTC));
+        assert!(since.source.contains("last-update"));
+    }
+}

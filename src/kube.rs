@@ -642,6 +642,74 @@ mod tests {
     }
 
     #[test]
+    fn a_422_with_field_causes_is_a_validation_and_a_bare_422_a_failed_test() {
+        let schema = r#"{"kind":"Status","message":"Application.argoproj.io \"a\" is invalid: spec.x: Invalid value","reason":"Invalid","details":{"causes":[{"field":"spec.x"}]},"code":422}"#;
+        let bare = r#"{"kind":"Status","message":"the server rejected our request due to an error in our request","reason":"Invalid","code":422}"#;
+        assert!(matches!(
+            error_for(422, schema),
+            KubeError::Invalid {
+                validation: true,
+                ..
+            }
+        ));
+        assert!(matches!(
+            error_for(422, bare),
+            KubeError::Invalid {
+                validation: false,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn a_403_at_the_cluster_scope_says_so_and_names_the_all_namespaces_manifest() {
+        let body = r#"{"kind":"Status","message":"applications.argoproj.io is forbidden: User \"arn:aws:sts::1:assumed-role/u/f\" cannot list resource \"applications\" in API group \"argoproj.io\" at the cluster scope","code":403}"#;
+        let shown = status_error(
+            StatusCode::FORBIDDEN,
+            None,
+            body.as_bytes(),
+            "",
+            &Method::GET,
+        )
+        .to_string();
+        assert!(
+            shown.contains("may not list applications at the cluster scope"),
+            "{shown}"
+        );
+        assert!(shown.contains("rbac-all-namespaces.yaml"), "{shown}");
+    }
+
+    #[test]
+    fn an_endpoint_with_a_path_prefix_keeps_it_on_every_request() {
+        let tls = argocd_ecr_updater_standins::tls::cluster_tls(&["proxy.example.com"]).unwrap();
+        let access = ClusterAccess {
+            endpoint: "https://proxy.example.com/k8s/clusters/c-1/".into(),
+            ca_pem: tls.ca_pem.into_bytes(),
+        };
+        #[derive(Debug)]
+        struct NoTokens;
+        #[async_trait::async_trait]
+        impl TokenSource for NoTokens {
+            async fn token(&self) -> Result<String, TokenError> {
+                Ok(String::new())
+            }
+            async fn invalidate(&self) {}
+        }
+        let timeouts = KubeTimeouts {
+            connect: Duration::from_secs(1),
+            request: Duration::from_secs(1),
+        };
+        let client = KubeClient::new(&access, Arc::new(NoTokens), timeouts).unwrap();
+        assert_eq!(
+            client
+                .url("/apis/argoproj.io/v1alpha1/applications")
+                .unwrap()
+                .as_str(),
+            "https://proxy.example.com/k8s/clusters/c-1/apis/argoproj.io/v1alpha1/applications"
+        );
+    }
+
+    #[test]
     fn metadata_items_keep_only_image_updater_annotations() {
         let json = r#"{"kind":"PartialObjectMetadataList","metadata":{"continue":"abc"},"items":[
             {"metadata":{"name":"a","namespace":"argocd","resourceVersion":"7",

@@ -301,6 +301,8 @@ async fn plan(
             eprintln!("argocd-ecr-updater: {summary}");
             ExitCode::FAILURE
         }
+        // The input is wrong, like unreadable JSON: a usage error, as the README says.
+        Err(e @ HandlerError::Event(_)) => usage_error(e.to_string()),
         Err(e) => {
             eprintln!("argocd-ecr-updater: {e}");
             ExitCode::FAILURE

@@ -631,6 +631,10 @@ mod tests {
             ("alphabetical", Strategy::Alphabetical),
             ("name", Strategy::Alphabetical),
             ("digest", Strategy::Digest),
+            // Image Updater lower-cases the name before matching.
+            ("Latest", Strategy::NewestBuild),
+            ("SemVer", Strategy::Semver),
+            ("NAME", Strategy::Alphabetical),
         ];
         for (name, expected) in table {
             assert_eq!(name.parse::<Strategy>(), Ok(expected));
@@ -639,6 +643,23 @@ mod tests {
             "newest".parse::<Strategy>(),
             Err(UnknownStrategy("newest".into()))
         );
+    }
+
+    #[test]
+    fn allow_tags_keywords_and_prefixes_are_case_insensitive_as_in_image_updater() {
+        for value in ["any", "ANY", "Any"] {
+            assert!(
+                matches!(AllowTags::parse(value), Ok(AllowTags::Any)),
+                "{value}"
+            );
+        }
+        for value in ["regexp:^v1", "Regexp:^v1", "REGEXP:^v1"] {
+            let allow = AllowTags::parse(value).unwrap();
+            assert!(allow.allows("v1.2"), "{value}");
+            assert!(!allow.allows("2.0"), "{value}");
+        }
+        // The pattern itself stays case-sensitive.
+        assert!(!AllowTags::parse("regexp:^v1").unwrap().allows("V1"));
     }
 
     #[test]
@@ -772,7 +793,8 @@ mod tests {
             ),
             Decision::Keep(KeepReason::OlderThanCurrent { .. })
         ));
-        // A current tag the registry no longer knows has no push time: anything pushed wins.
+        // Without a push time the current tag ranks lowest here; `decide` never hands the
+        // policy such a tag without first finding when it ran (or keeping it).
         assert_eq!(
             p.decide(Some(&TagInfo::named("gone")), &pushed("20250826-000000", t)),
             Decision::Update {

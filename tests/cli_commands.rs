@@ -140,3 +140,24 @@ fn plan_rejects_an_event_that_is_not_json() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("is not JSON"));
 }
+
+#[test]
+fn plan_exits_2_for_an_event_that_is_json_but_malformed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("malformed.json");
+    std::fs::write(
+        &path,
+        r#"{"version":"0","id":"e","detail-type":"ECR Image Action","source":"aws.ecr","account":"768157413559","time":"2025-08-25T06:30:14Z","region":"ap-northeast-2","detail":{"action-type":"PUSH","result":"SUCCESS"}}"#,
+    )
+    .unwrap();
+    let output = command(&[
+        ("CLUSTER_NAME".into(), "c".into()),
+        ("AWS_REGION".into(), "ap-northeast-2".into()),
+    ])
+    .args(["plan", "--event", path.to_str().unwrap()])
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("repository-name"), "{stderr}");
+}

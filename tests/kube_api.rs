@@ -594,3 +594,137 @@ async fn injected_faults_become_typed_errors() {
     assert_eq!(&statuses[..3], &[429, 503, 0]);
     assert_eq!(statuses.last(), Some(&200));
 }
+
+/// A raw HTTPS client with the function's token, for what our client never sends.
+async fn raw(standins: &StandIns) -> (reqwest::Client, String) {
+    let token = token_source(standins).fresh().await.unwrap().0;
+    let client = reqwest::Client::builder()
+        .tls_certs_only(reqwest::Certificate::from_pem_bundle(standins.ca_pem.as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    (client, token)
+}
+
+#[tokio::test]
+async fn a_metadata_only_list_without_its_group_and_version_is_not_acceptable() {
+    let standins = standins_with(Options::default(), 1).await;
+    let (client, token) = raw(&standins).await;
+    let url = format!(
+        "{}/apis/argoproj.io/v1alpha1/namespaces/argocd/applications",
+        standins.kube_endpoint()
+    );
+    let table: &[(&str, u16, &str)] = &[
+        (
+            "application/json;as=PartialObjectMetadataList",
+            406,
+            "Status",
+        ),
+        (
+            "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+            200,
+            "PartialObjectMetadataList",
+        ),
+        (
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+            200,
+            "ApplicationList",
+        ),
+        (
+            "application/json;as=Table;v=v1;g=meta.k8s.io",
+            406,
+            "Status",
+        ),
+        ("application/json", 200, "ApplicationList"),
+    ];
+    for (accept, code, kind) in table {
+        let response = client
+            .get(&url)
+            .bearer_auth(&token)
+            .header("accept", *accept)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), *code, "{accept}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["kind"], *kind, "{accept}");
+    }
+}
+
+#[tokio::test]
+async fn unknown_fields_in_a_write_are_pruned_and_named_in_a_warning_header() {
+    let standins = standins_with(Options::default(), 1).await;
+    let (client, token) = raw(&standins).await;
+    let response = client
+        .patch(format!(
+            "{}/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/app-000",
+            standins.kube_endpoint()
+        ))
+        .bearer_auth(token)
+        .header("content-type", "application/merge-patch+json")
+        .body(r#"{"spec":{"source":{"helm":{"imageTag":"2.0.0"}}}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let warning = response
+        .headers()
+        .get("warning")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        warning,
+        r#"299 - "unknown field \"spec.source.helm.imageTag\"""#
+    );
+    let stored = standins.kube.get("argocd", "app-000").unwrap();
+    assert!(stored["spec"]["source"]["helm"].get("imageTag").is_none());
+    // Declared but schemaless parts (valuesObject preserves unknown fields) are kept.
+    assert_eq!(stored["spec"]["source"]["helm"]["valuesObject"], json!({}));
+    assert_eq!(
+        standins.kube.warnings(),
+        vec![r#"unknown field "spec.source.helm.imageTag""#.to_string()]
+    );
+}
+
+#[tokio::test]
+async fn a_schema_refusal_carries_field_causes_and_a_failed_test_does_not() {
+    let standins = standins_with(Options::default(), 1).await;
+    let client = kube_client(&standins);
+    let invalid = Patch::Json(
+        json!([{"op": "replace", "path": "/spec/source/helm/parameters/0/forceString", "value": "yes"}]),
+    );
+    let failed_test = Patch::Json(
+        json!([{"op": "test", "path": "/spec/source/helm/parameters/0/value", "value": "9.9.9"}]),
+    );
+    for (patch, validation) in [(invalid, true), (failed_test, false)] {
+        match client.patch_application("argocd", "app-000", &patch).await {
+            Err(KubeError::Invalid {
+                validation: got,
+                message,
+            }) => assert_eq!(got, validation, "{message}"),
+            other => panic!("expected 422, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn every_answer_of_the_stand_in_outside_its_routes_is_a_status_body() {
+    let standins = standins_with(Options::default(), 1).await;
+    let (client, token) = raw(&standins).await;
+    for path in [
+        "/apis/apps/v1/deployments",
+        "/apis/argoproj.io/v1alpha1/namespaces/argocd/applicationsets/none",
+    ] {
+        let response = client
+            .get(format!("{}{path}", standins.kube_endpoint()))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 404, "{path}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["kind"], "Status", "{path}");
+        assert_eq!(body["code"], 404, "{path}");
+    }
+}

@@ -80,6 +80,12 @@ impl AwsState {
         images.push(image);
     }
 
+    /// Deletes a tag, as a lifecycle policy or `aws ecr batch-delete-image` would.
+    pub fn remove(&self, repository: &str, tag: &str) {
+        lock(&self.images)
+            .retain(|i| !(i.repository == repository && i.tag.as_deref() == Some(tag)));
+    }
+
     pub fn create_repository(&self, name: &str) {
         let mut repos = lock(&self.repositories);
         if !repos.iter().any(|r| r == name) {

@@ -276,14 +276,28 @@ fn prune(value: &mut Value, schema: &Value, path: &str, dropped: &mut Vec<String
     }
 }
 
+/// Where the API is served a second time, as behind a proxy that routes by path
+/// (Rancher's `/k8s/clusters/<id>`), so a client that drops an endpoint's path is caught.
+pub const PROXY_PREFIX: &str = "/k8s/clusters/c-1";
+
 pub fn router(state: Arc<KubeState>) -> Router {
+    let api = api_router(state);
+    Router::new().nest(PROXY_PREFIX, api.clone()).merge(api)
+}
+
+fn api_router(state: Arc<KubeState>) -> Router {
     Router::new()
         .route("/version", get(version))
         .route("/api", get(core_versions))
         .route("/api/v1", get(core_resources))
+        .route("/api/v1/namespaces/{namespace}", get(get_namespace))
         .route("/apis", get(group_list))
         .route("/apis/argoproj.io", get(argoproj_group))
         .route("/apis/argoproj.io/v1alpha1", get(argoproj_resources))
+        .route(
+            "/apis/authorization.k8s.io/v1",
+            get(authorization_resources),
+        )
         .route(
             "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
             axum::routing::post(access_review),
@@ -726,6 +740,68 @@ async fn get_application_set(
     }
 }
 
+/// kube-apiserver's protobuf envelope (`k8s\0` + `runtime.Unknown`) and the fields of a
+/// `SelfSubjectAccessReview` that `kubectl auth can-i` sends, with the field numbers of
+/// `k8s.io/api/authorization/v1/generated.proto`. kubectl speaks protobuf to built-in types.
+mod proto {
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Unknown {
+        #[prost(bytes = "vec", tag = "2")]
+        pub raw: Vec<u8>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct SelfSubjectAccessReview {
+        #[prost(message, optional, tag = "2")]
+        pub spec: Option<Spec>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Spec {
+        #[prost(message, optional, tag = "1")]
+        pub resource_attributes: Option<ResourceAttributes>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct ResourceAttributes {
+        #[prost(string, tag = "1")]
+        pub namespace: String,
+        #[prost(string, tag = "2")]
+        pub verb: String,
+        #[prost(string, tag = "3")]
+        pub group: String,
+        #[prost(string, tag = "4")]
+        pub version: String,
+        #[prost(string, tag = "5")]
+        pub resource: String,
+        #[prost(string, tag = "6")]
+        pub subresource: String,
+        #[prost(string, tag = "7")]
+        pub name: String,
+    }
+}
+
+/// A SelfSubjectAccessReview body, JSON or protobuf, as JSON.
+fn access_review_body(headers: &HeaderMap, body: &[u8]) -> Option<Value> {
+    let content_type = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json");
+    if !content_type.starts_with("application/vnd.kubernetes.protobuf") {
+        return serde_json::from_slice(body).ok();
+    }
+    use prost::Message;
+    let envelope = proto::Unknown::decode(body.strip_prefix(b"k8s\0")?).ok()?;
+    let review = proto::SelfSubjectAccessReview::decode(envelope.raw.as_slice()).ok()?;
+    let attributes = review.spec?.resource_attributes?;
+    Some(
+        json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"namespace": attributes.namespace, "verb": attributes.verb,
+            "group": attributes.group, "version": attributes.version, "resource": attributes.resource,
+            "subresource": attributes.subresource, "name": attributes.name}}}),
+    )
+}
+
 /// `kubectl auth can-i`: answers from the same RBAC grants the other routes enforce.
 async fn access_review(
     State(state): State<Arc<KubeState>>,
@@ -736,7 +812,7 @@ async fn access_review(
         Ok(identity) => identity,
         Err(denied) => return denied,
     };
-    let Ok(mut review) = serde_json::from_slice::<Value>(&body) else {
+    let Some(mut review) = access_review_body(&headers, &body) else {
         return status(400, "the body of the request was in an unknown format");
     };
     let attributes = &review["spec"]["resourceAttributes"];
@@ -758,9 +834,44 @@ async fn core_versions() -> Response {
     axum::Json(json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]})).into_response()
 }
 
+async fn authorization_resources() -> Response {
+    axum::Json(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "authorization.k8s.io/v1", "resources": [
+        {"name": "selfsubjectaccessreviews", "singularName": "selfsubjectaccessreview", "namespaced": false,
+         "kind": "SelfSubjectAccessReview", "verbs": ["create"]}]})).into_response()
+}
+
 async fn core_resources() -> Response {
-    axum::Json(json!({"kind": "APIResourceList", "groupVersion": "v1", "resources": []}))
+    axum::Json(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "v1", "resources": [
+        {"name": "namespaces", "singularName": "namespace", "namespaced": false, "kind": "Namespace",
+         "verbs": ["get", "list"], "shortNames": ["ns"]}]})).into_response()
+}
+
+/// A namespace exists here when something lives in it. kubectl asks after a 404 to tell
+/// "no such object" from "no such namespace". (Served to any authenticated identity, where
+/// a cluster would check `get namespaces`; kubectl treats a denial the same way.)
+async fn get_namespace(
+    State(state): State<Arc<KubeState>>,
+    Path(namespace): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(denied) = authenticate(&state, &headers) {
+        return denied;
+    }
+    let store = lock(&state.apps);
+    let exists = store.apps.keys().any(|(ns, _)| *ns == namespace)
+        || store
+            .application_sets
+            .keys()
+            .any(|(ns, _)| *ns == namespace);
+    if exists {
+        axum::Json(
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace},
+            "status": {"phase": "Active"}}),
+        )
         .into_response()
+    } else {
+        status(404, &format!("namespaces \"{namespace}\" not found"))
+    }
 }
 
 fn argoproj_group_value() -> Value {

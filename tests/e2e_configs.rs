@@ -1,0 +1,655 @@
+//! End to end against the stand-ins: the configurations real Image Updater users have, each
+//! of which the function once got wrong (wrong image deployed, a wrong skip, a loop).
+
+mod common;
+
+use std::time::Duration;
+
+use argocd_ecr_updater::config::encode_ca;
+use argocd_ecr_updater::handler::HandlerError;
+use argocd_ecr_updater::report::{Action, Entry, Report};
+use argocd_ecr_updater_standins::kube::PROXY_PREFIX;
+use argocd_ecr_updater_standins::{FaultAction, Grant, Image, Route, Service, StandIns};
+use common::{SEED_IMAGE, event, handler};
+use serde_json::{Value, json};
+
+const P: &str = "argocd-image-updater.argoproj.io/";
+
+fn push(repository: &str, tag: &str, time: &str) -> Value {
+    json!({"version": "0", "id": format!("evt-{tag}"), "detail-type": "ECR Image Action", "source": "aws.ecr",
+           "account": "768157413559", "time": time, "region": "ap-northeast-2", "resources": [],
+           "detail": {"result": "SUCCESS", "repository-name": repository, "image-digest": format!("sha256:{}", "9".repeat(64)),
+                      "action-type": "PUSH", "image-tag": tag}})
+}
+
+fn reconcile() -> Value {
+    json!({"action": "reconcile"})
+}
+
+fn image(repository: &str, tag: &str, digest: char, pushed_at: &str, platforms: &[&str]) -> Image {
+    serde_json::from_value(json!({"repository": repository, "tag": tag, "digest": format!("sha256:{}", digest.to_string().repeat(64)),
+        "pushedAt": pushed_at, "platforms": platforms,
+        "mediaType": if platforms.is_empty() { "application/vnd.oci.image.manifest.v1+json" } else { "application/vnd.oci.image.index.v1+json" }}))
+    .unwrap()
+}
+
+/// An Application tracking the seed image with `annotations` (prefix added), one `source`.
+fn app(name: &str, annotations: &[(&str, &str)], source: Value, running: &[&str]) -> Value {
+    let mut all: serde_json::Map<String, Value> = annotations
+        .iter()
+        .map(|(k, v)| (format!("{P}{k}"), json!(v)))
+        .collect();
+    all.entry(format!("{P}image-list"))
+        .or_insert(json!(format!("app={SEED_IMAGE}")));
+    json!({"metadata": {"name": name, "namespace": "argocd", "annotations": all},
+           "spec": {"project": "default", "destination": {"server": "https://kubernetes.default.svc", "namespace": "web"}, "source": source},
+           "status": {"sourceType": "Helm", "summary": {"images": running}}})
+}
+
+fn helm(params: &[(&str, &str)]) -> Value {
+    json!({"repoURL": "https://git.example.com/web.git", "path": "chart", "helm": {
+        "parameters": params.iter().map(|(n, v)| json!({"name": n, "value": v})).collect::<Vec<_>>()}})
+}
+
+const RUNNING: &str =
+    "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/barun-dev-ecr:20250825-120000";
+
+async fn run(standins: &StandIns, vars: &[(&str, &str)], event: &Value) -> Report {
+    handler(standins, vars).handle(event, None).await.unwrap()
+}
+
+fn for_app<'r>(report: &'r Report, name: &str) -> Vec<&'r Entry> {
+    report.entries.iter().filter(|e| e.name == name).collect()
+}
+
+fn one<'r>(report: &'r Report, name: &str) -> &'r Entry {
+    let entries = for_app(report, name);
+    assert_eq!(entries.len(), 1, "{entries:#?}");
+    entries[0]
+}
+
+fn params(standins: &StandIns, name: &str, source: &str) -> Value {
+    let stored = standins.kube.get("argocd", name).unwrap();
+    stored
+        .pointer(&format!("/spec/{source}/helm/parameters"))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+fn patches(standins: &StandIns) -> usize {
+    standins
+        .shared
+        .count(|r| r.service == Service::Kube && r.method == "PATCH")
+}
+
+#[tokio::test]
+async fn a_multi_source_image_moves_only_where_a_source_names_it_and_never_down_per_source() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    standins.aws.push(image(
+        "barun-dev-ecr",
+        "20250826-000000",
+        '4',
+        "2025-08-26T00:00:00Z",
+        &[],
+    ));
+    let names = [("image.name", SEED_IMAGE)];
+    let mut multi = app(
+        "multi",
+        &[("app.update-strategy", "newest-build")],
+        Value::Null,
+        &[RUNNING],
+    );
+    let spec = multi["spec"].as_object_mut().unwrap();
+    spec.remove("source");
+    spec.insert(
+        "sources".into(),
+        json!([
+            helm(&[names[0], ("image.tag", "20250825-120000")]),
+            // A canary chart of the same image, already ahead of the push.
+            helm(&[names[0], ("image.tag", "20250826-000000")]),
+            // A third-party chart pinning its own image under the same parameter names.
+            helm(&[
+                ("image.name", "public.ecr.aws/bitnami/redis"),
+                ("image.tag", "7.2.4")
+            ]),
+        ]),
+    );
+    multi["status"] =
+        json!({"sourceTypes": ["Helm", "Helm", "Helm"], "summary": {"images": [RUNNING]}});
+    standins.kube.insert(multi).unwrap();
+
+    let report = run(&standins, &[], &event("push-date-tag.json")).await;
+    let entries = for_app(&report, "multi");
+    assert_eq!(entries.len(), 2, "{entries:#?}");
+    assert_eq!(entries[0].action, Action::Updated, "{}", entries[0].reason);
+    assert_eq!(
+        entries[0].sources,
+        vec!["spec.sources[0] (helm)".to_string()]
+    );
+    assert_eq!(entries[1].action, Action::Skipped);
+    assert!(
+        entries[1].reason.contains("ranks below"),
+        "{}",
+        entries[1].reason
+    );
+    assert_eq!(
+        params(&standins, "multi", "sources/0")[1]["value"],
+        "20250825-153012"
+    );
+    assert_eq!(
+        params(&standins, "multi", "sources/1")[1]["value"],
+        "20250826-000000"
+    );
+    assert_eq!(
+        params(&standins, "multi", "sources/2"),
+        json!([{"name": "image.name", "value": "public.ecr.aws/bitnami/redis"}, {"name": "image.tag", "value": "7.2.4"}])
+    );
+}
+
+#[tokio::test]
+async fn ignore_tags_follow_go_filepath_match_and_a_malformed_pattern_names_itself() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    // In Go `!` is a literal inside a class, so `[!2]*` ignores tags starting with `!` or
+    // `2`; the glob crate would read it as a negation and ignore nothing starting with 2.
+    let cases = [("bang", "[!2]*"), ("caret", "[^2]*"), ("broken", "2025[0-")];
+    for (name, pattern) in cases {
+        standins
+            .kube
+            .insert(app(
+                name,
+                &[
+                    ("app.update-strategy", "latest"),
+                    ("app.ignore-tags", pattern),
+                    ("app.helm.image-name", "image.repository"),
+                ],
+                helm(&[
+                    ("image.repository", SEED_IMAGE),
+                    ("image.tag", "20250825-120000"),
+                ]),
+                &[RUNNING],
+            ))
+            .unwrap();
+    }
+    let report = run(&standins, &[], &event("push-date-tag.json")).await;
+    assert_eq!(one(&report, "bang").action, Action::Skipped);
+    assert!(one(&report, "bang").reason.contains("matches ignore-tags"));
+    assert_eq!(
+        one(&report, "caret").action,
+        Action::Updated,
+        "{}",
+        one(&report, "caret").reason
+    );
+    let broken = one(&report, "broken");
+    assert_eq!(broken.action, Action::Failed);
+    assert!(!broken.retryable);
+    assert!(broken.reason.contains("`2025[0-`"), "{}", broken.reason);
+    assert!(
+        broken.reason.contains("filepath.Match"),
+        "{}",
+        broken.reason
+    );
+}
+
+#[tokio::test]
+async fn a_kustomize_app_running_its_original_image_name_gets_its_first_update() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    let mut kust = app(
+        "kust",
+        &[
+            ("app.update-strategy", "latest"),
+            ("app.kustomize.image-name", "invitation"),
+        ],
+        json!({"repoURL": "https://git.example.com/k.git", "path": "overlays/prod"}),
+        &["invitation:1.0"],
+    );
+    kust["status"]["sourceType"] = json!("Kustomize");
+    standins.kube.insert(kust).unwrap();
+    let report = run(&standins, &[], &event("push-date-tag.json")).await;
+    assert_eq!(
+        one(&report, "kust").action,
+        Action::Updated,
+        "{}",
+        one(&report, "kust").reason
+    );
+    assert_eq!(
+        standins.kube.get("argocd", "kust").unwrap()["spec"]["source"]["kustomize"]["images"],
+        json!([format!("invitation={SEED_IMAGE}:20250825-153012")])
+    );
+}
+
+#[tokio::test]
+async fn strategy_names_and_allow_tags_prefixes_are_read_case_insensitively() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    standins
+        .kube
+        .insert(app(
+            "cased",
+            &[
+                ("app.update-strategy", "Latest"),
+                ("app.allow-tags", "Regexp:^[0-9]{8}-[0-9]{6}$"),
+                ("app.helm.image-name", "image.repository"),
+            ],
+            helm(&[
+                ("image.repository", SEED_IMAGE),
+                ("image.tag", "20250825-120000"),
+            ]),
+            &[RUNNING],
+        ))
+        .unwrap();
+    let report = run(&standins, &[], &event("push-date-tag.json")).await;
+    assert_eq!(
+        one(&report, "cased").action,
+        Action::Updated,
+        "{}",
+        one(&report, "cased").reason
+    );
+}
+
+#[tokio::test]
+async fn every_duplicate_of_the_managed_helm_parameter_is_rewritten() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    standins
+        .kube
+        .insert(app(
+            "dup",
+            &[("app.update-strategy", "latest")],
+            helm(&[
+                ("image.name", SEED_IMAGE),
+                ("image.tag", "20250825-120000"),
+                ("image.tag", "20250825-120000"),
+            ]),
+            &[RUNNING],
+        ))
+        .unwrap();
+    run(&standins, &[], &event("push-date-tag.json")).await;
+    let stored = params(&standins, "dup", "source");
+    assert_eq!(stored[1]["value"], "20250825-153012");
+    assert_eq!(stored[2]["value"], "20250825-153012");
+}
+
+#[tokio::test]
+async fn a_running_tag_deleted_from_ecr_is_never_replaced_by_an_older_image() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    // The lifecycle policy expired the running tag; only an older and the pushed one remain.
+    standins.aws.remove("barun-dev-ecr", "20250825-120000");
+    standins.aws.remove("barun-dev-ecr", "20250825-153012");
+    standins.aws.remove("barun-dev-ecr", "latest");
+    let late = push("barun-dev-ecr", "20250824-093000", "2025-08-24T00:30:05Z");
+
+    // Nothing says when the running tag was pushed: keep it and say why.
+    let report = run(&standins, &[], &late).await;
+    let entry = one(&report, "aws-pipeline-test");
+    assert_eq!(entry.action, Action::Skipped);
+    assert!(
+        entry.reason.contains("no longer in ECR"),
+        "{}",
+        entry.reason
+    );
+    let report = run(&standins, &[], &reconcile()).await;
+    assert_eq!(one(&report, "aws-pipeline-test").action, Action::Skipped);
+    assert!(
+        one(&report, "aws-pipeline-test")
+            .reason
+            .contains("no longer in ECR")
+    );
+
+    // Argo CD's sync history says it ran from 2025-08-25: the 08-24 image is older.
+    standins.kube.edit("argocd", "aws-pipeline-test", |a| {
+        a["status"]["history"] = json!([{"id": 1, "revision": "abc", "deployedAt": "2025-08-25T03:05:00Z",
+            "source": {"repoURL": "https://github.com/barun/invitation.git", "path": "argocd",
+                       "helm": {"parameters": [{"name": "image.repository", "value": SEED_IMAGE}, {"name": "image.tag", "value": "20250825-120000"}]}}}]);
+    }).unwrap();
+    for event in [&late, &reconcile()] {
+        let report = run(&standins, &[], event).await;
+        let entry = one(&report, "aws-pipeline-test");
+        assert_eq!(entry.action, Action::Skipped, "{}", entry.reason);
+        assert!(
+            entry.reason.contains("ranks below") || entry.reason.contains("pushed before"),
+            "{}",
+            entry.reason
+        );
+    }
+    assert_eq!(patches(&standins), 0);
+
+    // A genuinely newer push still moves it.
+    standins.aws.push(image(
+        "barun-dev-ecr",
+        "20250826-000000",
+        '4',
+        "2025-08-26T00:00:00Z",
+        &[],
+    ));
+    let report = run(
+        &standins,
+        &[],
+        &push("barun-dev-ecr", "20250826-000000", "2025-08-26T00:00:00Z"),
+    )
+    .await;
+    assert_eq!(one(&report, "aws-pipeline-test").action, Action::Updated);
+}
+
+#[tokio::test]
+async fn reconcile_skips_a_better_tag_lacking_a_platform_and_takes_the_best_that_has_it() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    standins.aws.push(image(
+        "web",
+        "1.0.0",
+        'a',
+        "2025-08-01T00:00:00Z",
+        &["linux/amd64", "linux/arm64"],
+    ));
+    standins.aws.push(image(
+        "web",
+        "1.1.0",
+        'b',
+        "2025-08-02T00:00:00Z",
+        &["linux/amd64", "linux/arm64"],
+    ));
+    standins.aws.push(image(
+        "web",
+        "1.2.0",
+        'c',
+        "2025-08-03T00:00:00Z",
+        &["linux/amd64"],
+    ));
+    let web = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/web";
+    standins
+        .kube
+        .insert(app(
+            "web",
+            &[
+                ("image-list", &format!("app={web}")),
+                ("app.platforms", "linux/amd64,linux/arm64"),
+            ],
+            helm(&[("image.name", web), ("image.tag", "1.0.0")]),
+            &[&format!("{web}:1.0.0")],
+        ))
+        .unwrap();
+    let report = run(&standins, &[], &reconcile()).await;
+    let entry = one(&report, "web");
+    assert_eq!(entry.action, Action::Updated, "{}", entry.reason);
+    assert_eq!(entry.to.as_deref(), Some("1.1.0"));
+    // One BatchGetImage for both candidates, in rank order.
+    let batches: Vec<_> = standins
+        .shared
+        .requests()
+        .into_iter()
+        .filter(|r| r.service == Service::Ecr && r.operation == "BatchGetImage")
+        .collect();
+    assert_eq!(batches.len(), 1);
+    let asked: Value = serde_json::from_str(&batches[0].body).unwrap();
+    assert_eq!(asked["imageIds"][0]["imageTag"], "1.2.0");
+    assert_eq!(asked["imageIds"][1]["imageTag"], "1.1.0");
+}
+
+#[tokio::test]
+async fn creating_a_missing_helm_block_loses_nothing_someone_created_meanwhile() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    standins
+        .kube
+        .insert(app(
+            "bare",
+            &[
+                ("app.force-update", "true"),
+                ("app.update-strategy", "latest"),
+            ],
+            json!({"repoURL": "https://git.example.com/web.git", "chart": "web"}),
+            &[],
+        ))
+        .unwrap();
+    standins.shared.inject(
+        Route::kube("PATCH", "/bare"),
+        1,
+        FaultAction::Delay(Duration::from_millis(300)),
+    );
+    let kube = standins.kube.clone();
+    let editor = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        kube.edit("argocd", "bare", |a| {
+            a["spec"]["source"]["helm"] =
+                json!({"parameters": [{"name": "replicas", "value": "3"}]});
+        })
+        .unwrap();
+    });
+    let report = run(&standins, &[], &event("push-date-tag.json")).await;
+    editor.await.unwrap();
+    assert_eq!(
+        one(&report, "bare").action,
+        Action::Updated,
+        "{}",
+        one(&report, "bare").reason
+    );
+    assert_eq!(report.stats.conflicts, 1);
+    assert_eq!(
+        params(&standins, "bare", "source"),
+        json!([{"name": "replicas", "value": "3"},
+               {"name": "image.name", "value": SEED_IMAGE, "forceString": true},
+               {"name": "image.tag", "value": "20250825-153012", "forceString": true}])
+    );
+}
+
+#[tokio::test]
+async fn a_schema_refusal_is_a_permanent_failure_of_that_application_not_a_retry_loop() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    // The stored object already violates the CRD (written before a stricter CRD version):
+    // every write to it is refused with field causes.
+    standins
+        .kube
+        .edit("argocd", "aws-pipeline-test", |a| {
+            a["spec"]["syncPolicy"]["automated"]["prune"] = json!("yes");
+        })
+        .unwrap();
+    let report = run(
+        &standins,
+        &[("CONFLICT_RETRIES", "5")],
+        &event("push-date-tag.json"),
+    )
+    .await;
+    let entry = one(&report, "aws-pipeline-test");
+    assert_eq!(entry.action, Action::Failed);
+    assert!(!entry.retryable);
+    assert!(entry.reason.contains("is invalid"), "{}", entry.reason);
+    assert_eq!(patches(&standins), 1);
+}
+
+#[tokio::test]
+async fn the_same_patch_refused_twice_on_a_fresh_read_stops_despite_the_audit_timestamp() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    // A bare 422 (what a failed `test` looks like) that is not a race: nothing changed.
+    standins.shared.inject(
+        Route::kube("PATCH", "aws-pipeline-test"),
+        100,
+        FaultAction::Status {
+            code: 422,
+            retry_after: None,
+        },
+    );
+    let report = run(
+        &standins,
+        &[("CONFLICT_RETRIES", "5")],
+        &event("push-date-tag.json"),
+    )
+    .await;
+    let entry = one(&report, "aws-pipeline-test");
+    assert_eq!(entry.action, Action::Failed);
+    assert!(!entry.retryable);
+    assert!(
+        entry.reason.contains("refused the same patch twice"),
+        "{}",
+        entry.reason
+    );
+    assert_eq!(patches(&standins), 2);
+}
+
+#[tokio::test]
+async fn a_namespace_that_cannot_be_listed_does_not_stop_the_others() {
+    let standins =
+        StandIns::start_seeded_with_grants(vec![Grant::new(&["get", "list", "patch"], "argocd")])
+            .await
+            .unwrap();
+    let error = handler(&standins, &[("ARGOCD_NAMESPACES", "team-b,argocd")])
+        .handle(&event("push-date-tag.json"), None)
+        .await
+        .unwrap_err();
+    assert_eq!(error.error_type(), "Retryable.TargetsFailed");
+    let HandlerError::Targets { report, summary } = error else {
+        unreachable!()
+    };
+    assert_eq!(one(&report, "aws-pipeline-test").action, Action::Updated);
+    let unlisted = report
+        .entries
+        .iter()
+        .find(|e| e.namespace == "team-b")
+        .unwrap();
+    assert_eq!(unlisted.action, Action::Failed);
+    assert!(unlisted.retryable);
+    assert!(
+        unlisted
+            .reason
+            .contains("may not list applications in namespace \"team-b\""),
+        "{}",
+        unlisted.reason
+    );
+    assert!(summary.contains("team-b"), "{summary}");
+    assert_eq!(patches(&standins), 1);
+
+    // With `*`, a denial names the cluster scope and the manifest that grants it.
+    let error = handler(&standins, &[("ARGOCD_NAMESPACES", "*")])
+        .handle(&event("push-date-tag.json"), None)
+        .await
+        .unwrap_err();
+    let message = error.to_string();
+    assert!(message.contains("at the cluster scope"), "{message}");
+    assert!(message.contains("rbac-all-namespaces.yaml"), "{message}");
+}
+
+fn owned_app(name: &str) -> Value {
+    let mut owned = app(
+        name,
+        &[("app.update-strategy", "latest")],
+        helm(&[("image.name", SEED_IMAGE), ("image.tag", "20250825-120000")]),
+        &[RUNNING],
+    );
+    owned["metadata"]["ownerReferences"] = json!([{"apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationSet", "name": "fleet", "uid": "u1"}]);
+    owned
+}
+
+#[tokio::test]
+async fn an_applicationset_app_is_patched_when_the_set_ignores_the_managed_parameters() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    standins.kube.insert(owned_app("covered")).unwrap();
+    standins.kube.insert(owned_app("other")).unwrap();
+    standins
+        .kube
+        .insert_application_set(
+            json!({"metadata": {"name": "fleet", "namespace": "argocd"}, "spec": {
+        "template": {}, "ignoreApplicationDifferences": [
+            {"name": "covered", "jqPathExpressions": [".spec.source.helm.parameters"]}]}}),
+        )
+        .unwrap();
+    let report = run(&standins, &[], &event("push-date-tag.json")).await;
+    assert_eq!(
+        one(&report, "covered").action,
+        Action::Updated,
+        "{}",
+        one(&report, "covered").reason
+    );
+    assert_eq!(
+        params(&standins, "covered", "source")[1]["value"],
+        "20250825-153012"
+    );
+    let other = one(&report, "other");
+    assert_eq!(other.action, Action::Skipped);
+    assert!(
+        other
+            .reason
+            .contains("jsonPointers: [/spec/source/helm/parameters]"),
+        "{}",
+        other.reason
+    );
+    assert_eq!(
+        params(&standins, "other", "source")[1]["value"],
+        "20250825-120000"
+    );
+}
+
+#[tokio::test]
+async fn an_applicationset_that_may_not_be_read_fails_retryably_with_the_rbac_fix() {
+    let standins =
+        StandIns::start_seeded_with_grants(vec![Grant::new(&["get", "list", "patch"], "argocd")])
+            .await
+            .unwrap();
+    standins.kube.insert(owned_app("owned")).unwrap();
+    let error = handler(&standins, &[])
+        .handle(&event("push-date-tag.json"), None)
+        .await
+        .unwrap_err();
+    let HandlerError::Targets { report, .. } = error else {
+        unreachable!()
+    };
+    let entry = one(&report, "owned");
+    assert_eq!(entry.action, Action::Failed);
+    assert!(entry.retryable);
+    assert!(
+        entry.reason.contains("may not get applicationsets"),
+        "{}",
+        entry.reason
+    );
+    assert!(
+        entry.reason.contains("deploy/rbac.yaml"),
+        "{}",
+        entry.reason
+    );
+}
+
+#[tokio::test]
+async fn an_endpoint_behind_a_path_prefix_keeps_the_prefix_on_every_request() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    let endpoint = format!("{}{PROXY_PREFIX}", standins.kube_endpoint());
+    let ca = encode_ca(standins.ca_pem.as_bytes());
+    let report = run(
+        &standins,
+        &[("KUBE_API_ENDPOINT", &endpoint), ("KUBE_CA_DATA", &ca)],
+        &event("push-date-tag.json"),
+    )
+    .await;
+    assert_eq!(one(&report, "aws-pipeline-test").action, Action::Updated);
+    let paths: Vec<String> = standins
+        .shared
+        .requests()
+        .into_iter()
+        .filter(|r| r.service == Service::Kube)
+        .map(|r| r.path)
+        .collect();
+    assert!(!paths.is_empty());
+    assert!(
+        paths.iter().all(|p| p.starts_with(PROXY_PREFIX)),
+        "{paths:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_pushed_tag_ecr_does_not_know_is_skipped_with_that_reason() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    let report = run(
+        &standins,
+        &[],
+        &push("barun-dev-ecr", "20250830-000000", "2025-08-30T00:00:00Z"),
+    )
+    .await;
+    let entry = one(&report, "aws-pipeline-test");
+    assert_eq!(entry.action, Action::Skipped);
+    assert!(
+        entry.reason.contains("ECR has no tag `20250830-000000`"),
+        "{}",
+        entry.reason
+    );
+}
+
+#[tokio::test]
+async fn the_functions_own_writes_never_make_the_api_server_prune_a_field() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    run(&standins, &[], &event("push-date-tag.json")).await;
+    assert_eq!(patches(&standins), 1);
+    assert_eq!(standins.kube.warnings(), Vec::<String>::new());
+}

@@ -1,0 +1,193 @@
+//! The Kubernetes stand-in driven by a real client: `kubectl`, where it is installed, runs the
+//! README's commands against it unchanged. A stand-in that only our own client has talked to
+//! could agree with our client's mistakes; kubectl's discovery, content negotiation, tables
+//! and access reviews cannot.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use argocd_ecr_updater_standins::{Grant, StandIns};
+
+fn kubectl_installed() -> bool {
+    Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// kubectl with no kubeconfig and a private cache, so nothing on this machine leaks in.
+fn kubectl(home: &Path, args: &[&str]) -> Output {
+    Command::new("kubectl")
+        .env_clear()
+        .env("HOME", home)
+        .env("KUBECONFIG", home.join("absent-kubeconfig"))
+        .env("KUBECACHEDIR", home.join("cache"))
+        .args(args)
+        .output()
+        .expect("kubectl runs")
+}
+
+struct Cluster {
+    _standins: StandIns,
+    home: tempfile::TempDir,
+    server: String,
+    ca_file: String,
+    token: String,
+}
+
+impl Cluster {
+    async fn start() -> Self {
+        let standins = StandIns::start_seeded_with_grants(vec![
+            Grant::new(&["get", "list", "patch"], "argocd"),
+            Grant::on("applicationsets", &["get"], "argocd"),
+        ])
+        .await
+        .unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let ca_file = home.path().join("ca.pem");
+        std::fs::write(&ca_file, &standins.ca_pem).unwrap();
+        let (token, _) = common::token_source(&standins).fresh().await.unwrap();
+        Self {
+            server: standins.kube_endpoint(),
+            _standins: standins,
+            ca_file: ca_file.to_string_lossy().into_owned(),
+            home,
+            token,
+        }
+    }
+
+    /// kubectl as the README's access check runs it: server, CA file and bearer token.
+    fn run(&self, args: &[&str]) -> Output {
+        let mut all = vec![
+            "--server",
+            &self.server,
+            "--certificate-authority",
+            &self.ca_file,
+            "--token",
+            &self.token,
+        ];
+        all.extend_from_slice(args);
+        kubectl(self.home.path(), &all)
+    }
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_lists_gets_and_checks_access_against_the_stand_in_unchanged() {
+    if !kubectl_installed() {
+        eprintln!(
+            "skipping: kubectl is not installed here, so the stand-in is not checked against a real client"
+        );
+        return;
+    }
+    let cluster = Cluster::start().await;
+
+    let version = cluster.run(&["version", "-o", "json"]);
+    assert!(
+        stdout(&version).contains("\"serverVersion\""),
+        "{}",
+        stderr(&version)
+    );
+
+    let names = cluster.run(&["get", "applications", "-n", "argocd", "-o", "name"]);
+    assert!(names.status.success(), "{}", stderr(&names));
+    assert_eq!(
+        stdout(&names).trim(),
+        "application.argoproj.io/aws-pipeline-test"
+    );
+
+    // The default table output needs discovery, negotiation and creationTimestamp (AGE).
+    let table = cluster.run(&["get", "apps", "-n", "argocd"]);
+    assert!(table.status.success(), "{}", stderr(&table));
+    let text = stdout(&table);
+    assert!(text.contains("NAME") && text.contains("AGE"), "{text}");
+    assert!(text.contains("aws-pipeline-test"), "{text}");
+    assert!(!text.contains("<unknown>"), "{text}");
+
+    let one = cluster.run(&[
+        "get",
+        "application",
+        "aws-pipeline-test",
+        "-n",
+        "argocd",
+        "-o",
+        "jsonpath={.spec.source.helm.parameters[1].value}",
+    ]);
+    assert_eq!(stdout(&one), "20250825-120000", "{}", stderr(&one));
+
+    let missing = cluster.run(&["get", "application", "nope", "-n", "argocd"]);
+    assert!(!missing.status.success());
+    assert!(
+        stderr(&missing).contains("\"nope\" not found"),
+        "{}",
+        stderr(&missing)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readmes_access_check_answers_yes_and_no_from_the_rbac_grants() {
+    if !kubectl_installed() {
+        eprintln!(
+            "skipping: kubectl is not installed here, so the stand-in is not checked against a real client"
+        );
+        return;
+    }
+    let cluster = Cluster::start().await;
+    let allowed = cluster.run(&[
+        "auth",
+        "can-i",
+        "patch",
+        "applications.argoproj.io",
+        "-n",
+        "argocd",
+    ]);
+    assert_eq!(stdout(&allowed).trim(), "yes", "{}", stderr(&allowed));
+    assert!(allowed.status.success());
+    let denied = cluster.run(&[
+        "auth",
+        "can-i",
+        "patch",
+        "applications.argoproj.io",
+        "-n",
+        "team-b",
+    ]);
+    assert_eq!(stdout(&denied).trim(), "no", "{}", stderr(&denied));
+    assert!(!denied.status.success());
+    let appsets = cluster.run(&[
+        "auth",
+        "can-i",
+        "get",
+        "applicationsets.argoproj.io",
+        "-n",
+        "argocd",
+    ]);
+    assert_eq!(stdout(&appsets).trim(), "yes", "{}", stderr(&appsets));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_with_a_wrong_token_is_told_it_is_unauthorized() {
+    if !kubectl_installed() {
+        eprintln!(
+            "skipping: kubectl is not installed here, so the stand-in is not checked against a real client"
+        );
+        return;
+    }
+    let mut cluster = Cluster::start().await;
+    cluster.token = "k8s-aws-v1.not-a-token".into();
+    let output = cluster.run(&["get", "applications", "-n", "argocd"]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("Unauthorized"),
+        "{}",
+        stderr(&output)
+    );
+}
