@@ -1,6 +1,24 @@
 //! argocd-ecr-updater: roll new ECR images out through Argo CD without anything in the
 //! cluster. An ECR push arrives as an EventBridge event; the function reads Argo CD Image
 //! Updater's annotations, decides, and patches the Application over the EKS API.
+//!
+//! # Layout, in the order data flows through it
+//!
+//! - [`event`]: the invocation payload into a push, a reconcile or a skip.
+//! - [`config`]: the environment, read once per cold start.
+//! - [`kube`]: lists Applications metadata-only, reads one, reads its ApplicationSet, patches.
+//! - [`annotations`]: Image Updater's annotations into a typed configuration.
+//! - [`policy`]: strategies, filters and ranking of tags (pure).
+//! - [`ecr`]: the registry facts a strategy asks for.
+//! - [`decide`]: per image and source, update or keep, and why (pure).
+//! - [`patch`], [`appset`]: where an image lives and the guarded patch; whether an
+//!   ApplicationSet keeps it (pure).
+//! - [`writeback`]: turns a write plan into API calls, behind one trait.
+//! - [`retry`]: transient-error retries within the Lambda deadline.
+//! - [`handler`]: the orchestration of the above for one invocation.
+//! - [`report`]: what happened and why, as the return value and the log lines.
+//! - [`eks_auth`]: the IAM-signed bearer token and DescribeCluster.
+//! - [`select_cli`]: the offline `select` command.
 
 pub mod annotations;
 pub mod appset;

@@ -19,7 +19,7 @@ use argocd_ecr_updater::select_cli::{self, SelectRequest};
 /// Roll new ECR images out through Argo CD, from a Lambda function.
 ///
 /// Without a subcommand it runs as the Lambda function (configured by environment variables;
-/// see the README).
+/// see the README's configuration table).
 #[derive(Parser)]
 #[command(name = "argocd-ecr-updater", version)]
 struct Cli {

@@ -1,5 +1,5 @@
 //! The Kubernetes stand-in driven by a real client: `kubectl`, where it is installed, runs the
-//! README's commands against it unchanged. A stand-in that only our own client has talked to
+//! documented commands (docs/operations.md) against it unchanged. A stand-in that only our own client has talked to
 //! could agree with our client's mistakes; kubectl's discovery, content negotiation, tables
 //! and access reviews cannot.
 
@@ -58,7 +58,7 @@ impl Cluster {
         }
     }
 
-    /// kubectl as the README's access check runs it: server, CA file and bearer token.
+    /// kubectl as the documented access check runs it: server, CA file and bearer token.
     fn run(&self, args: &[&str]) -> Output {
         let mut all = vec![
             "--server",
@@ -134,7 +134,7 @@ async fn kubectl_lists_gets_and_checks_access_against_the_stand_in_unchanged() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_readmes_access_check_answers_yes_and_no_from_the_rbac_grants() {
+async fn the_documented_access_check_answers_yes_and_no_from_the_rbac_grants() {
     if !kubectl_installed() {
         eprintln!(
             "skipping: kubectl is not installed here, so the stand-in is not checked against a real client"

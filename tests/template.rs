@@ -205,21 +205,47 @@ fn the_templates_defaults_are_a_configuration_the_function_accepts() {
 }
 
 #[test]
-fn the_rbac_manifest_grants_get_list_and_patch_on_applications_only() {
+fn the_rbac_manifests_grant_patch_on_applications_and_only_get_on_applicationsets() {
+    for (file, kind) in [
+        ("rbac.yaml", "Role"),
+        ("rbac-all-namespaces.yaml", "ClusterRole"),
+    ] {
+        let text = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("deploy")
+                .join(file),
+        )
+        .unwrap();
+        let documents: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&text)
+            .map(|d| serde::Deserialize::deserialize(d).unwrap())
+            .collect();
+        let role = documents
+            .iter()
+            .find(|d| d["kind"].as_str() == Some(kind))
+            .unwrap();
+        let rules = role["rules"].as_sequence().unwrap();
+        assert_eq!(rules.len(), 2, "{file}");
+        for rule in rules {
+            assert_eq!(strings(&rule["apiGroups"]), ["argoproj.io"], "{file}");
+        }
+        assert_eq!(strings(&rules[0]["resources"]), ["applications"], "{file}");
+        assert_eq!(
+            strings(&rules[0]["verbs"]),
+            ["get", "list", "patch"],
+            "{file}"
+        );
+        assert_eq!(
+            strings(&rules[1]["resources"]),
+            ["applicationsets"],
+            "{file}"
+        );
+        assert_eq!(strings(&rules[1]["verbs"]), ["get"], "{file}");
+    }
     let text =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/rbac.yaml")).unwrap();
     let documents: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&text)
         .map(|d| serde::Deserialize::deserialize(d).unwrap())
         .collect();
-    let role = documents
-        .iter()
-        .find(|d| d["kind"].as_str() == Some("Role"))
-        .unwrap();
-    let rules = role["rules"].as_sequence().unwrap();
-    assert_eq!(rules.len(), 1);
-    assert_eq!(strings(&rules[0]["apiGroups"]), ["argoproj.io"]);
-    assert_eq!(strings(&rules[0]["resources"]), ["applications"]);
-    assert_eq!(strings(&rules[0]["verbs"]), ["get", "list", "patch"]);
     let binding = documents
         .iter()
         .find(|d| d["kind"].as_str() == Some("RoleBinding"))
