@@ -7,6 +7,54 @@
 
 use serde_json::Value;
 
+use crate::report::Action;
+
+/// What reading the owning ApplicationSet gave.
+#[derive(Debug)]
+pub enum Lookup<'a> {
+    Found(&'a Value),
+    Missing,
+    Unreadable { message: String, retryable: bool },
+}
+
+/// Why the write does not happen: the entries' new action, reason and retry class.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub action: Action,
+    pub reason: String,
+    pub retryable: bool,
+}
+
+/// May the Application owned by `owner` be patched at `written`?
+pub fn verdict(
+    owner: &str,
+    lookup: Lookup<'_>,
+    app_name: &str,
+    written: &[String],
+) -> Result<(), Refusal> {
+    match lookup {
+        Lookup::Found(set) => covers(set, app_name, written).map_err(|reason| Refusal {
+            action: Action::Skipped,
+            reason,
+            retryable: false,
+        }),
+        Lookup::Missing => Err(Refusal {
+            action: Action::Skipped,
+            reason: format!(
+                "owned by ApplicationSet `{owner}`, which cannot be found to check its ignoreApplicationDifferences"
+            ),
+            retryable: false,
+        }),
+        Lookup::Unreadable { message, retryable } => Err(Refusal {
+            action: Action::Failed,
+            reason: format!(
+                "owned by ApplicationSet `{owner}`, whose ignoreApplicationDifferences cannot be read: {message}"
+            ),
+            retryable,
+        }),
+    }
+}
+
 /// The name of the ApplicationSet that owns this Application, if one does.
 pub fn owner(app: &Value) -> Option<&str> {
     app["metadata"]["ownerReferences"]

@@ -7,8 +7,46 @@ use std::time::Duration;
 
 use base64::Engine;
 
-use crate::eks_auth::{ClusterAccess, decode_ca};
-use crate::kube::{KubeTimeouts, NamespaceScope};
+use base64::engine::general_purpose::STANDARD;
+
+/// Which namespaces hold the Applications to consider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NamespaceScope {
+    All,
+    Only(Vec<String>),
+}
+
+/// Timeouts for the API server connection; they must fit inside the Lambda timeout.
+#[derive(Debug, Clone, Copy)]
+pub struct KubeTimeouts {
+    pub connect: Duration,
+    pub request: Duration,
+}
+
+/// How to reach the API server: its URL and the CA bundle (PEM) that signs its certificate.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClusterAccess {
+    pub endpoint: String,
+    pub ca_pem: Vec<u8>,
+}
+
+impl std::fmt::Debug for ClusterAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterAccess")
+            .field("endpoint", &self.endpoint)
+            .field("ca_pem_bytes", &self.ca_pem.len())
+            .finish()
+    }
+}
+
+/// Decodes `certificateAuthority.data`: base64 of a PEM bundle.
+pub fn decode_ca(data: &str) -> Result<Vec<u8>, String> {
+    let pem = STANDARD.decode(data.trim()).map_err(|e| e.to_string())?;
+    if !pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----") {
+        return Err("no `-----BEGIN CERTIFICATE-----` block after decoding".into());
+    }
+    Ok(pem)
+}
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -157,7 +195,12 @@ impl Config {
                 if parsed.scheme() != "https" {
                     return Err(error("KUBE_API_ENDPOINT", "must be an https:// URL"));
                 }
-                let ca_pem = decode_ca(&ca).map_err(|e| error("KUBE_CA_DATA", e.to_string()))?;
+                let ca_pem = decode_ca(&ca).map_err(|e| {
+                    error(
+                        "KUBE_CA_DATA",
+                        format!("the cluster CA is not base64 of a PEM bundle: {e}"),
+                    )
+                })?;
                 Some(ClusterAccess { endpoint, ca_pem })
             }
             (Some(_), None) => {
@@ -215,6 +258,18 @@ pub fn encode_ca(pem: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_ca_must_be_base64_of_a_pem_bundle() {
+        let pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+        assert_eq!(decode_ca(&STANDARD.encode(pem)).unwrap(), pem.as_bytes());
+        assert!(decode_ca("%%%").is_err());
+        assert!(
+            decode_ca(&STANDARD.encode("hello"))
+                .unwrap_err()
+                .contains("BEGIN CERTIFICATE")
+        );
+    }
     use std::collections::HashMap;
 
     fn config(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {

@@ -16,7 +16,7 @@ use time::format_description::well_known::Rfc3339;
 use crate::annotations::{ImageConfig, ImageEntry, Platform};
 use crate::ecr::{Platforms, offers_all};
 use crate::event::{PushEvent, registry_host};
-use crate::patch::{self, AUDIT_ANNOTATION, Targets};
+use crate::patch::{self, AUDIT_ANNOTATION, ImageUpdate, Targets, WritePlan};
 use crate::policy::{Decision, KeepReason, Strategy, TagInfo, TagRef};
 use crate::report::{Action, Entry};
 
@@ -94,6 +94,132 @@ impl ImageOutcome {
         }
         self.update = None;
         self
+    }
+}
+
+/// What deciding one Application produced: its report entries and, if anything moves, the
+/// write that moves it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AppDecision {
+    pub entries: Vec<Entry>,
+    pub plan: Option<WritePlan>,
+}
+
+impl AppDecision {
+    /// Every image of the Application left alone, for one reason.
+    pub fn skipped(entries: Vec<Entry>) -> Self {
+        Self {
+            entries,
+            plan: None,
+        }
+    }
+
+    /// The write did not happen: the updates become `action` with `reason`.
+    pub fn refused(self, action: Action, reason: &str, retryable: bool) -> Vec<Entry> {
+        ImageOutcome {
+            entries: self.entries,
+            update: None,
+        }
+        .refuse(action, reason, retryable)
+        .entries
+    }
+}
+
+/// Puts the images' outcomes together into one write, with the audit record of it.
+pub fn assemble(
+    app: &Value,
+    mut entries: Vec<Entry>,
+    outcomes: Vec<(&ImageConfig, ImageOutcome)>,
+    now: OffsetDateTime,
+    event_id: &str,
+) -> AppDecision {
+    let mut updates = Vec::new();
+    let mut audited = Vec::new();
+    for (config, outcome) in outcomes {
+        if let Some(update) = outcome.update {
+            audited.extend(
+                outcome
+                    .entries
+                    .iter()
+                    .filter(|e| e.action == Action::Updated)
+                    .map(|e| audit_image(config, e)),
+            );
+            updates.push(ImageUpdate {
+                config,
+                to: update.to,
+                sources: update.sources,
+            });
+        }
+        entries.extend(outcome.entries);
+    }
+    if updates.is_empty() {
+        return AppDecision::skipped(entries);
+    }
+    let audit = json!({
+        "time": now.format(&Rfc3339).unwrap_or_default(),
+        "eventId": event_id,
+        "images": audited,
+    });
+    AppDecision {
+        plan: Some(patch::plan(app, &updates, audit)),
+        entries,
+    }
+}
+
+/// Outcomes of a whole Application rather than of one of its images.
+pub mod app {
+    use super::*;
+
+    /// A push in another region than the function's: not ours to handle.
+    pub fn elsewhere(push: &PushEvent, region: &str) -> Option<String> {
+        (push.region != region).then(|| {
+            format!(
+                "the push is in region {}, this function serves {region}: deploy one function per region",
+                push.region
+            )
+        })
+    }
+
+    pub fn deleted(namespace: &str, name: &str) -> Entry {
+        Entry::new(namespace, name, None, "")
+            .with(Action::Skipped, "the Application was deleted meanwhile")
+    }
+
+    pub fn not_annotated(namespace: &str, name: &str) -> Entry {
+        Entry::new(namespace, name, None, "")
+            .with(Action::Skipped, "no longer annotated for Image Updater")
+    }
+
+    pub fn unreadable(namespace: &str, name: &str, error: &str, retryable: bool) -> Entry {
+        failed_entry(Entry::new(namespace, name, None, ""), error, retryable)
+    }
+
+    /// A namespace (`""` for all) whose Applications could not be listed.
+    pub fn unlisted(namespace: &str, error: &str, retryable: bool) -> Entry {
+        let scope = if namespace.is_empty() { "*" } else { namespace };
+        failed_entry(
+            Entry::new(scope, "(all Applications)", None, ""),
+            &format!("cannot list Applications in namespace `{scope}`: {error}"),
+            retryable,
+        )
+    }
+
+    pub fn refused_twice(race: &str) -> String {
+        format!("the API server refused the same patch twice: {race}")
+    }
+
+    pub fn kept_changing(attempts: u32, race: &str) -> String {
+        format!(
+            "the Application kept changing under us: {attempts} conflicts in a row (last: {race})"
+        )
+    }
+
+    pub fn dry_run(mut entry: Entry, plan: &WritePlan) -> Entry {
+        if entry.action == Action::Updated {
+            entry.reason = format!("dry run: {} (patch computed, not sent)", entry.reason);
+            entry.patch = Some(plan.patch.clone());
+        }
+        entry
     }
 }
 
@@ -585,19 +711,9 @@ fn platform_list(platforms: &[Platform]) -> String {
         .join(", ")
 }
 
-/// The audit annotation's record of one write.
-pub fn audit_record(
-    now: OffsetDateTime,
-    event_id: &str,
-    moves: &[(&ImageConfig, &Entry)],
-) -> Value {
-    json!({
-        "time": now.format(&Rfc3339).unwrap_or_default(),
-        "eventId": event_id,
-        "images": moves.iter().map(|(image, entry)| json!({
-            "alias": image.alias, "image": image.image.to_string(), "from": entry.from, "to": entry.to,
-        })).collect::<Vec<_>>(),
-    })
+/// The audit annotation's record of one image's move.
+fn audit_image(image: &ImageConfig, entry: &Entry) -> Value {
+    json!({"alias": image.alias, "image": image.image.to_string(), "from": entry.from, "to": entry.to})
 }
 
 #[cfg(test)]

@@ -15,7 +15,9 @@ use aws_sigv4::http_request::{
 };
 use aws_sigv4::sign::v4;
 use base64::Engine;
-use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+
+use crate::config::{ClusterAccess, decode_ca};
 use serde::Serialize;
 use tokio::sync::Mutex;
 
@@ -221,22 +223,6 @@ pub fn exec_credential(token: String, signed_at: SystemTime) -> ExecCredential {
     }
 }
 
-/// How to reach the API server: its URL and the CA bundle (PEM) that signs its certificate.
-#[derive(Clone, PartialEq, Eq)]
-pub struct ClusterAccess {
-    pub endpoint: String,
-    pub ca_pem: Vec<u8>,
-}
-
-impl std::fmt::Debug for ClusterAccess {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClusterAccess")
-            .field("endpoint", &self.endpoint)
-            .field("ca_pem_bytes", &self.ca_pem.len())
-            .finish()
-    }
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
     #[error(
@@ -259,19 +245,6 @@ impl ClusterError {
     pub fn is_retryable(&self) -> bool {
         matches!(self, Self::Transient { .. } | Self::AccessDenied { .. })
     }
-}
-
-/// Decodes `certificateAuthority.data`: base64 of a PEM bundle.
-pub fn decode_ca(data: &str) -> Result<Vec<u8>, ClusterError> {
-    let pem = STANDARD
-        .decode(data.trim())
-        .map_err(|e| ClusterError::BadCa(e.to_string()))?;
-    if !pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----") {
-        return Err(ClusterError::BadCa(
-            "no `-----BEGIN CERTIFICATE-----` block after decoding".into(),
-        ));
-    }
-    Ok(pem)
 }
 
 /// Asks EKS for the cluster's endpoint and CA.
@@ -319,7 +292,7 @@ pub async fn describe_cluster(
         .ok_or_else(|| incomplete("no certificate authority data"))?;
     Ok(ClusterAccess {
         endpoint,
-        ca_pem: decode_ca(&ca)?,
+        ca_pem: decode_ca(&ca).map_err(ClusterError::BadCa)?,
     })
 }
 
@@ -524,16 +497,6 @@ mod tests {
         );
     }
 
-    #[test]
-    fn the_ca_must_be_base64_of_a_pem_bundle() {
-        let pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
-        assert_eq!(decode_ca(&STANDARD.encode(pem)).unwrap(), pem.as_bytes());
-        assert!(matches!(decode_ca("%%%"), Err(ClusterError::BadCa(_))));
-        assert!(
-            matches!(decode_ca(&STANDARD.encode("hello")), Err(ClusterError::BadCa(m)) if m.contains("BEGIN CERTIFICATE"))
-        );
-    }
-
     mod describe {
         use super::*;
         use aws_sdk_eks::operation::describe_cluster::{
@@ -553,7 +516,9 @@ mod tests {
                             Cluster::builder()
                                 .endpoint("https://ABC.gr7.ap-northeast-2.eks.amazonaws.com")
                                 .certificate_authority(
-                                    Certificate::builder().data(STANDARD.encode(pem)).build(),
+                                    Certificate::builder()
+                                        .data(base64::engine::general_purpose::STANDARD.encode(pem))
+                                        .build(),
                                 )
                                 .build(),
                         )

@@ -5,7 +5,6 @@
 //! [`crate::decide`] decide, hand the write plan to the write-back, report. Every target is
 //! finished before the invocation fails for the ones a retry can fix.
 
-use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -13,19 +12,19 @@ use aws_credential_types::provider::SharedCredentialsProvider;
 use futures_util::StreamExt;
 use serde_json::Value;
 use time::OffsetDateTime;
-use tokio::sync::{Mutex as AsyncMutex, OnceCell};
+use tokio::sync::OnceCell;
 
 use crate::annotations::{self, AppConfig};
 use crate::appset;
 use crate::config::Config;
-use crate::decide::{self, Described, ImageCase, ImageOutcome, Mode};
-use crate::ecr::{Ecr, EcrError};
+use crate::decide::{self, AppDecision, Described, ImageCase, ImageOutcome, Mode};
+use crate::ecr::Ecr;
 use crate::eks_auth::{Clock, ClusterError, IamTokenSource, describe_cluster};
-use crate::event::{self, EventError, Invocation, PushEvent};
-use crate::kube::{AppMeta, KubeClient, KubeError};
-use crate::patch::{self, ImageUpdate, WritePlan};
-use crate::policy::TagInfo;
-use crate::report::{Action, Entry, Report};
+use crate::event::{self, EventError, Invocation};
+use crate::facts::{FetchFailure, RegistryFacts};
+use crate::kube::{AppMeta, KubeClient, KubeError, ListOptions};
+use crate::patch;
+use crate::report::{Action, Report};
 use crate::retry::{backoff, retry_transient};
 use crate::writeback::{ApplicationPatch, WriteBack, WriteError};
 
@@ -69,61 +68,23 @@ pub struct Handler {
     kube: OnceCell<KubeClient>,
 }
 
-/// A repository's tag list as reconcile fetched it, or why it could not.
-type TagList = Result<Arc<Vec<TagInfo>>, FetchFailure>;
+/// Matched Applications are read, decided and written this many at a time.
+const CONCURRENCY: usize = 8;
 
-/// A registry read that failed, with whether a retry may help.
-#[derive(Debug, Clone)]
-struct FetchFailure {
-    message: String,
-    retryable: bool,
-}
-
-impl From<EcrError> for FetchFailure {
-    fn from(error: EcrError) -> Self {
-        Self {
-            retryable: error.is_retryable(),
-            message: error.to_string(),
-        }
-    }
-}
-
-/// What a decision compares against, per invocation mode, with what this invocation has
-/// already learnt from ECR (Applications tracking one repository usually share a tag). The
-/// caches are behind async locks held across the lookup, so concurrent Applications wait
-/// for the one request instead of repeating it.
-enum Work<'a> {
-    Push(&'a PushEvent, AsyncMutex<HashMap<String, Option<TagInfo>>>),
-    Reconcile(AsyncMutex<HashMap<String, TagList>>),
+/// One invocation's mode, deadline and what it learnt from ECR so far.
+struct Work<'a> {
+    mode: Mode<'a>,
+    facts: RegistryFacts<'a>,
+    deadline: Option<Instant>,
 }
 
 impl Work<'_> {
-    fn mode(&self) -> Mode<'_> {
-        match self {
-            Self::Push(push, _) => Mode::Push(push),
-            Self::Reconcile(_) => Mode::Reconcile,
-        }
-    }
-
     fn event_id(&self) -> &str {
-        match self {
-            Self::Push(push, _) => &push.id,
-            Self::Reconcile(_) => "",
+        match self.mode {
+            Mode::Push(push) => &push.id,
+            Mode::Reconcile => "",
         }
     }
-}
-
-/// Matched Applications are read, decided and written this many at a time.
-const CONCURRENCY: usize = 8;
-/// Reconcile with a platforms annotation reads candidates' manifests this many at a time,
-/// best first, and stops at the first batch holding one that passes.
-const MANIFEST_BATCH: usize = 10;
-
-/// What deciding one Application produced: its report entries and, if anything moves, the
-/// write that moves it.
-struct AppDecision {
-    entries: Vec<Entry>,
-    plan: Option<WritePlan>,
 }
 
 impl Handler {
@@ -210,34 +171,33 @@ impl Handler {
                 let mut report = Report::new("push", &push.id, self.config.dry_run);
                 report.image = Some(push.image());
                 report.tag = Some(push.tag.clone());
-                if push.region != self.region {
-                    report.skipped = Some(format!(
-                        "the push is in region {}, this function serves {}: deploy one function per region",
-                        push.region, self.region
-                    ));
+                if let Some(reason) = decide::app::elsewhere(&push, &self.region) {
+                    report.skipped = Some(reason);
                     report.log();
                     return Ok(report);
                 }
                 let registry = push.registry();
-                self.run(
-                    &mut report,
-                    &Work::Push(&push, AsyncMutex::new(HashMap::new())),
+                let work = Work {
+                    mode: Mode::Push(&push),
+                    facts: RegistryFacts::new(&self.ecr),
                     deadline,
-                    |m| annotations::image_list_names(&m.annotations, &registry, &push.repository),
-                )
+                };
+                self.run(&mut report, &work, |m| {
+                    annotations::image_list_names(&m.annotations, &registry, &push.repository)
+                })
                 .await?;
                 report
             }
             Invocation::Reconcile { id } => {
                 let mut report = Report::new("reconcile", &id, self.config.dry_run);
                 let key = format!("{}image-list", annotations::PREFIX);
-                self.run(
-                    &mut report,
-                    &Work::Reconcile(AsyncMutex::new(HashMap::new())),
+                let work = Work {
+                    mode: Mode::Reconcile,
+                    facts: RegistryFacts::new(&self.ecr),
                     deadline,
-                    |m| m.annotations.contains_key(&key),
-                )
-                .await?;
+                };
+                self.run(&mut report, &work, |m| m.annotations.contains_key(&key))
+                    .await?;
                 report
             }
         };
@@ -252,26 +212,26 @@ impl Handler {
         }
     }
 
+    /// Lists every namespace, then reads, decides and writes the matching Applications.
     async fn run(
         &self,
         report: &mut Report,
         work: &Work<'_>,
-        deadline: Option<Instant>,
         keep: impl Fn(&AppMeta) -> bool,
     ) -> Result<(), HandlerError> {
         let kube = self.kube().await?;
+        let options = ListOptions {
+            label_selector: self.config.label_selector.as_deref(),
+            page_size: self.config.page_size,
+            annotation_prefix: annotations::PREFIX,
+        };
         // One namespace that cannot be listed must not stop the others.
         let scopes = KubeClient::list_scopes(&self.config.namespaces);
         let mut matched = Vec::new();
         let mut unlisted = Vec::new();
         for namespace in &scopes {
-            let listed = retry_transient(deadline, || {
-                kube.list_application_metadata(
-                    namespace,
-                    self.config.label_selector.as_deref(),
-                    self.config.page_size,
-                    &keep,
-                )
+            let listed = retry_transient(work.deadline, || {
+                kube.list_application_metadata(namespace, options, &keep)
             })
             .await;
             match listed {
@@ -288,17 +248,8 @@ impl Handler {
         {
             return Err(HandlerError::List(error));
         }
-        for (namespace, error) in unlisted {
-            let scope = if namespace.is_empty() {
-                "*"
-            } else {
-                &namespace
-            };
-            let mut entry = Entry::new(scope, "(all Applications)", None, "").with(
-                Action::Failed,
-                format!("cannot list Applications in namespace `{scope}`: {error}"),
-            );
-            entry.retryable = error.is_retryable();
+        for (namespace, e) in unlisted {
+            let entry = decide::app::unlisted(&namespace, &e.to_string(), e.is_retryable());
             report.entries.push(entry);
         }
         report.stats.applications_matched += matched.len();
@@ -307,7 +258,7 @@ impl Handler {
         let outcomes: Vec<Report> =
             futures_util::stream::iter(matched.iter().map(|meta| async move {
                 let mut outcome = Report::new(mode, event_id, dry_run);
-                self.process(kube, meta, work, deadline, &mut outcome).await;
+                self.process(kube, meta, work, &mut outcome).await;
                 outcome
             }))
             .buffered(CONCURRENCY)
@@ -328,57 +279,48 @@ impl Handler {
         kube: &KubeClient,
         meta: &AppMeta,
         work: &Work<'_>,
-        deadline: Option<Instant>,
         report: &mut Report,
     ) {
         let (ns, name) = (meta.namespace.as_str(), meta.name.as_str());
-        let whole_app = || Entry::new(ns, name, None, "");
-        let writer = ApplicationPatch { kube, deadline };
+        let writer = ApplicationPatch {
+            kube,
+            deadline: work.deadline,
+        };
         let mut last_refused: Option<Value> = None;
         for attempt in 0..=self.config.conflict_retries {
             report.stats.gets += 1;
-            let app = match retry_transient(deadline, || kube.get_application(ns, name)).await {
+            let app = match retry_transient(work.deadline, || kube.get_application(ns, name)).await
+            {
                 Ok(app) => app,
                 Err(KubeError::NotFound { .. }) => {
-                    report.entries.push(
-                        whole_app().with(Action::Skipped, "the Application was deleted meanwhile"),
-                    );
+                    report.entries.push(decide::app::deleted(ns, name));
                     return;
                 }
                 Err(e) => {
-                    report.entries.push(decide::failed_entry(
-                        whole_app(),
-                        &e.to_string(),
-                        e.is_retryable(),
-                    ));
+                    let entry = decide::app::unreadable(ns, name, &e.to_string(), e.is_retryable());
+                    report.entries.push(entry);
                     return;
                 }
             };
-            let Some(decided) = self.decide_app(kube, &app, work, deadline).await else {
-                report.entries.push(
-                    whole_app().with(Action::Skipped, "no longer annotated for Image Updater"),
-                );
+            let Some(decided) = self.decide_app(kube, &app, work).await else {
+                report.entries.push(decide::app::not_annotated(ns, name));
                 return;
             };
-            let AppDecision { entries, plan } = decided;
-            let Some(plan) = plan else {
-                report.entries.extend(entries);
+            let Some(plan) = decided.plan.clone() else {
+                report.entries.extend(decided.entries);
                 return;
             };
             if self.config.dry_run {
-                report.entries.extend(entries.into_iter().map(|mut e| {
-                    if e.action == Action::Updated {
-                        e.reason = format!("dry run: {} (patch computed, not sent)", e.reason);
-                        e.patch = Some(plan.patch.clone());
-                    }
-                    e
-                }));
+                let entries = decided.entries.into_iter();
+                report
+                    .entries
+                    .extend(entries.map(|e| decide::app::dry_run(e, &plan)));
                 return;
             }
             report.stats.patches += 1;
             let (race, guard_failed) = match writer.write(&app, &plan).await {
                 Ok(()) => {
-                    report.entries.extend(entries);
+                    report.entries.extend(decided.entries);
                     return;
                 }
                 Err(WriteError::Race(message)) => (message, true),
@@ -386,13 +328,13 @@ impl Handler {
                 Err(WriteError::Refused(message)) => {
                     report
                         .entries
-                        .extend(write_failed(entries, &message, false));
+                        .extend(decided.refused(Action::Failed, &message, false));
                     return;
                 }
                 Err(WriteError::Failed { message, retryable }) => {
                     report
                         .entries
-                        .extend(write_failed(entries, &message, retryable));
+                        .extend(decided.refused(Action::Failed, &message, retryable));
                     return;
                 }
             };
@@ -400,18 +342,19 @@ impl Handler {
             // rejects the content itself. The audit timestamp is left out of the comparison.
             let content = Value::Array(plan.content().into_iter().cloned().collect());
             if guard_failed && last_refused.as_ref() == Some(&content) {
-                let reason = format!("the API server refused the same patch twice: {race}");
-                report.entries.extend(write_failed(entries, &reason, false));
+                let reason = decide::app::refused_twice(&race);
+                report
+                    .entries
+                    .extend(decided.refused(Action::Failed, &reason, false));
                 return;
             }
             last_refused = guard_failed.then_some(content);
             report.stats.conflicts += 1;
             if attempt == self.config.conflict_retries {
-                let reason = format!(
-                    "the Application kept changing under us: {} conflicts in a row (last: {race})",
-                    attempt + 1
-                );
-                report.entries.extend(write_failed(entries, &reason, true));
+                let reason = decide::app::kept_changing(attempt + 1, &race);
+                report
+                    .entries
+                    .extend(decided.refused(Action::Failed, &reason, true));
                 return;
             }
             tokio::time::sleep(backoff(attempt, None)).await;
@@ -425,149 +368,83 @@ impl Handler {
         kube: &KubeClient,
         app: &Value,
         work: &Work<'_>,
-        deadline: Option<Instant>,
     ) -> Option<AppDecision> {
-        let annotations: BTreeMap<String, String> = app["metadata"]["annotations"]
-            .as_object()
-            .map(|m| {
-                m.iter()
-                    .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let config = AppConfig::parse(&annotations)?;
+        let config = AppConfig::parse(&annotations::of(app))?;
         let concerned: Vec<_> = config
             .images
             .iter()
-            .filter(|entry| match work {
-                Work::Push(push, _) => entry.image.is(&push.registry(), &push.repository),
-                Work::Reconcile(_) => true,
+            .filter(|entry| match work.mode {
+                Mode::Push(push) => entry.image.is(&push.registry(), &push.repository),
+                Mode::Reconcile => true,
             })
             .collect();
         if let Some(reason) = patch::app_skip_reason(app, &config) {
-            let entries = concerned
-                .iter()
-                .map(|e| {
-                    decide::base_entry(app, e.alias.as_deref(), &e.image.to_string())
-                        .with(Action::Skipped, reason.clone())
-                })
-                .collect();
-            return Some(AppDecision {
-                entries,
-                plan: None,
+            let entries = concerned.iter().map(|e| {
+                decide::base_entry(app, e.alias.as_deref(), &e.image.to_string())
+                    .with(Action::Skipped, reason.clone())
             });
+            return Some(AppDecision::skipped(entries.collect()));
         }
-        let mut entries = Vec::new();
-        let mut moves = Vec::new();
+        let mut gated = Vec::new();
+        let mut outcomes = Vec::new();
         for image_entry in concerned {
-            let case = match decide::prepare(app, image_entry, &self.region) {
-                Ok(case) => case,
-                Err(entry) => {
-                    entries.push(*entry);
-                    continue;
+            match decide::prepare(app, image_entry, &self.region) {
+                Ok(case) => {
+                    for note in &case.config.notes {
+                        tracing::info!(image = %case.config.image, note = %note, "annotation note");
+                    }
+                    outcomes.push((case.config, self.decide_image(&case, work).await));
                 }
-            };
-            for note in &case.config.notes {
-                tracing::info!(image = %case.config.image, note = %note, "annotation note");
+                Err(entry) => gated.push(*entry),
             }
-            let outcome = self.decide_image(&case, work).await;
-            let first = entries.len();
-            entries.extend(outcome.entries);
-            if let Some(update) = outcome.update {
-                moves.push((case.config, update, first..entries.len()));
-            }
-        }
-        if moves.is_empty() {
-            return Some(AppDecision {
-                entries,
-                plan: None,
-            });
         }
         let now = OffsetDateTime::from(self.clock.now());
-        let audited: Vec<_> = moves
-            .iter()
-            .flat_map(|(config, _, range)| {
-                entries[range.clone()]
-                    .iter()
-                    .filter(|e| e.action == Action::Updated)
-                    .map(move |e| (*config, e))
-            })
-            .collect();
-        let audit = decide::audit_record(now, work.event_id(), &audited);
-        let updates: Vec<ImageUpdate<'_>> = moves
-            .iter()
-            .map(|(config, update, _)| ImageUpdate {
-                config,
-                to: update.to.clone(),
-                sources: update.sources.clone(),
-            })
-            .collect();
-        let plan = patch::plan(app, &updates, audit);
-        if let Some(owner) = appset::owner(app) {
-            let namespace = app["metadata"]["namespace"].as_str().unwrap_or_default();
-            let name = app["metadata"]["name"].as_str().unwrap_or_default();
-            let verdict = match retry_transient(deadline, || {
-                kube.get_application_set(namespace, owner)
-            })
-            .await
-            {
-                Ok(set) => appset::covers(&set, name, &plan.written_paths())
-                    .map_err(|reason| (Action::Skipped, reason, false)),
-                Err(KubeError::NotFound { .. }) => Err((
-                    Action::Skipped,
-                    format!(
-                        "owned by ApplicationSet `{owner}`, which cannot be found to check its ignoreApplicationDifferences"
-                    ),
-                    false,
-                )),
-                Err(e) => Err((
-                    Action::Failed,
-                    format!(
-                        "owned by ApplicationSet `{owner}`, whose ignoreApplicationDifferences cannot be read: {e}"
-                    ),
-                    e.is_retryable(),
-                )),
-            };
-            if let Err((action, reason, retryable)) = verdict {
-                let outcome = ImageOutcome {
-                    entries,
-                    update: None,
-                };
-                return Some(AppDecision {
-                    entries: outcome.refuse(action, &reason, retryable).entries,
-                    plan: None,
-                });
-            }
+        let decided = decide::assemble(app, gated, outcomes, now, work.event_id());
+        let (Some(plan), Some(owner)) = (&decided.plan, appset::owner(app)) else {
+            return Some(decided);
+        };
+        let namespace = app["metadata"]["namespace"].as_str().unwrap_or_default();
+        let name = app["metadata"]["name"].as_str().unwrap_or_default();
+        let fetched =
+            retry_transient(work.deadline, || kube.get_application_set(namespace, owner)).await;
+        let lookup = match &fetched {
+            Ok(set) => appset::Lookup::Found(set),
+            Err(KubeError::NotFound { .. }) => appset::Lookup::Missing,
+            Err(e) => appset::Lookup::Unreadable {
+                message: e.to_string(),
+                retryable: e.is_retryable(),
+            },
+        };
+        match appset::verdict(owner, lookup, name, &plan.written_paths()) {
+            Ok(()) => Some(decided),
+            Err(refusal) => Some(AppDecision::skipped(decided.refused(
+                refusal.action,
+                &refusal.reason,
+                refusal.retryable,
+            ))),
         }
-        Some(AppDecision {
-            entries,
-            plan: Some(plan),
-        })
     }
 
     /// Fetches what the image's strategy needs from ECR, then lets `decide` answer.
     async fn decide_image(&self, case: &ImageCase<'_>, work: &Work<'_>) -> ImageOutcome {
-        let (registry, repository) = (case.registry.as_str(), case.repository.as_str());
-        let failed = |error: FetchFailure| ImageOutcome {
-            entries: vec![decide::failed_entry(
-                case.entry(),
-                &error.message,
-                error.retryable,
-            )],
+        let failed = |e: FetchFailure| ImageOutcome {
+            entries: vec![decide::failed_entry(case.entry(), &e.message, e.retryable)],
             update: None,
         };
-        match work {
-            Work::Push(push, cache) => {
-                let needs = case.needs(work.mode());
+        let (registry, repository) = (case.registry.as_str(), case.repository.as_str());
+        match work.mode {
+            Mode::Push(push) => {
+                let needs = case.needs(work.mode);
                 let described = if needs.describe.is_empty() {
                     Described::new()
                 } else {
-                    match self
-                        .describe_once(registry, repository, &needs.describe, cache)
+                    match work
+                        .facts
+                        .describe(registry, repository, &needs.describe)
                         .await
                     {
                         Ok(described) => described,
-                        Err(e) => return failed(e.into()),
+                        Err(e) => return failed(e),
                     }
                 };
                 let outcome = case.decide_push(push, &described);
@@ -578,115 +455,25 @@ impl Handler {
                 else {
                     return outcome;
                 };
-                match self.ecr.platforms(registry, repository, &tag).await {
-                    Err(e) => failed(e.into()),
-                    Ok(manifest) => {
-                        match decide::platform_verdict(
-                            &tag,
-                            manifest.as_ref(),
-                            &case.config.platforms,
-                        ) {
-                            Ok(()) => outcome,
-                            Err(reason) => outcome.refuse(Action::Skipped, &reason, false),
-                        }
-                    }
+                match work.facts.check_platforms(case, &tag).await {
+                    Ok(Ok(())) => outcome,
+                    Ok(Err(reason)) => outcome.refuse(Action::Skipped, &reason, false),
+                    Err(e) => failed(e),
                 }
             }
-            Work::Reconcile(cache) => {
-                let tags = match self.tag_list(registry, repository, cache).await {
+            Mode::Reconcile => {
+                let tags = match work.facts.tag_list(registry, repository).await {
                     Ok(tags) => tags,
                     Err(e) => return failed(e),
                 };
                 let candidates = case.candidates(&tags);
-                if case.config.platforms.is_empty() {
-                    return case.decide_reconcile(&tags, candidates.first().copied(), 0);
-                }
-                let mut refusals = 0;
-                for batch in candidates.chunks(MANIFEST_BATCH) {
-                    let names: Vec<String> = batch.iter().map(|t| t.name.clone()).collect();
-                    let manifests = match self.ecr.platforms_of(registry, repository, &names).await
-                    {
-                        Ok(manifests) => manifests,
-                        Err(e) => return failed(e.into()),
-                    };
-                    for (candidate, manifest) in batch.iter().zip(&manifests) {
-                        match decide::platform_verdict(
-                            &candidate.name,
-                            manifest.as_ref(),
-                            &case.config.platforms,
-                        ) {
-                            Ok(()) => {
-                                return case.decide_reconcile(&tags, Some(candidate), refusals);
-                            }
-                            Err(_) => refusals += 1,
-                        }
+                match work.facts.choose(case, &candidates).await {
+                    Ok(choice) => {
+                        case.decide_reconcile(&tags, choice.chosen, choice.platform_refusals)
                     }
+                    Err(e) => failed(e),
                 }
-                case.decide_reconcile(&tags, None, refusals)
             }
         }
     }
-
-    /// What ECR knows of `tags` (`None` where it has no such tag), each asked at most once
-    /// per invocation and the unknown ones in a single request.
-    async fn describe_once(
-        &self,
-        registry: &str,
-        repository: &str,
-        tags: &[String],
-        described: &AsyncMutex<HashMap<String, Option<TagInfo>>>,
-    ) -> Result<Described, EcrError> {
-        let key = |tag: &str| format!("{registry}/{repository}:{tag}");
-        let mut described = described.lock().await;
-        let unknown: Vec<String> = tags
-            .iter()
-            .filter(|t| !described.contains_key(&key(t)))
-            .cloned()
-            .collect();
-        if !unknown.is_empty() {
-            let found = self
-                .ecr
-                .describe_tags(registry, repository, &unknown)
-                .await?;
-            for tag in &unknown {
-                described.insert(key(tag), found.iter().find(|f| &f.name == tag).cloned());
-            }
-        }
-        Ok(tags
-            .iter()
-            .map(|t| (t.clone(), described.get(&key(t)).cloned().flatten()))
-            .collect())
-    }
-
-    /// A repository's full tag list, fetched at most once per reconcile.
-    async fn tag_list(
-        &self,
-        registry: &str,
-        repository: &str,
-        cache: &AsyncMutex<HashMap<String, TagList>>,
-    ) -> TagList {
-        let mut cache = cache.lock().await;
-        let key = format!("{registry}/{repository}");
-        if let Some(known) = cache.get(&key) {
-            return known.clone();
-        }
-        let listed = self
-            .ecr
-            .list_tags(registry, repository)
-            .await
-            .map(Arc::new)
-            .map_err(FetchFailure::from);
-        cache.insert(key, listed.clone());
-        listed
-    }
-}
-
-/// The entries of a write that did not happen: the updates become failures.
-fn write_failed(entries: Vec<Entry>, reason: &str, retryable: bool) -> Vec<Entry> {
-    ImageOutcome {
-        entries,
-        update: None,
-    }
-    .refuse(Action::Failed, reason, retryable)
-    .entries
 }

@@ -12,18 +12,12 @@ use reqwest::{Method, StatusCode, header};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::eks_auth::{ClusterAccess, TokenError, TokenSource};
+use crate::config::{ClusterAccess, KubeTimeouts, NamespaceScope};
+use crate::eks_auth::{TokenError, TokenSource};
 
 const GROUP_VERSION: &str = "argoproj.io/v1alpha1";
 const METADATA_ONLY: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
 pub const RBAC_HINT: &str = "grant it with the RBAC manifest in deploy/rbac.yaml (get, list and patch on applications.argoproj.io, get on applicationsets; deploy/rbac-all-namespaces.yaml for ARGOCD_NAMESPACES=*) bound to the group of the function's EKS access entry";
-
-/// Which namespaces hold the Applications to consider.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NamespaceScope {
-    All,
-    Only(Vec<String>),
-}
 
 /// A JSON merge patch (RFC 7386) or a JSON patch (RFC 6902).
 #[derive(Debug, Clone, PartialEq)]
@@ -48,19 +42,14 @@ impl Patch {
 }
 
 /// What a metadata-only listing tells us about one Application.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AppMeta {
     pub name: String,
-    #[serde(default)]
     pub namespace: String,
-    #[serde(default)]
     pub resource_version: String,
-    /// Only Image Updater's annotations, so that a large `last-applied-configuration` does
-    /// not ride along in memory for every Application in the cluster.
-    #[serde(default, deserialize_with = "image_updater_annotations")]
+    /// Only the annotations the caller asked for (by prefix), so that a large
+    /// `last-applied-configuration` does not ride along in memory for every Application.
     pub annotations: BTreeMap<String, String>,
-    #[serde(default)]
     pub owner_references: Vec<OwnerReference>,
 }
 
@@ -72,43 +61,21 @@ pub struct OwnerReference {
     pub name: String,
 }
 
-fn image_updater_annotations<'de, D>(deserializer: D) -> Result<BTreeMap<String, String>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-{
-    struct Visitor;
-    impl<'de> serde::de::Visitor<'de> for Visitor {
-        type Value = BTreeMap<String, String>;
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("a map of annotations")
-        }
-        fn visit_unit<E>(self) -> Result<Self::Value, E> {
-            Ok(BTreeMap::new())
-        }
-        fn visit_map<A: serde::de::MapAccess<'de>>(
-            self,
-            mut map: A,
-        ) -> Result<Self::Value, A::Error> {
-            let mut kept = BTreeMap::new();
-            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-                if key.starts_with(crate::annotations::PREFIX) {
-                    kept.insert(key.into_owned(), map.next_value::<String>()?);
-                } else {
-                    map.next_value::<serde::de::IgnoredAny>()?;
-                }
-            }
-            Ok(kept)
-        }
-    }
-    deserializer.deserialize_any(Visitor)
+/// How to list: which Applications, how many per page, which annotations to keep.
+#[derive(Debug, Clone, Copy)]
+pub struct ListOptions<'a> {
+    pub label_selector: Option<&'a str>,
+    pub page_size: u32,
+    /// Annotations whose key starts with this are kept; the rest are skipped unparsed.
+    pub annotation_prefix: &'a str,
 }
 
 #[derive(Deserialize)]
-struct MetadataList {
+struct MetadataList<'a> {
     #[serde(default)]
     metadata: ListMeta,
-    #[serde(default)]
-    items: Vec<MetadataItem>,
+    #[serde(default, borrow)]
+    items: Vec<MetadataItem<'a>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -118,8 +85,44 @@ struct ListMeta {
 }
 
 #[derive(Deserialize)]
-struct MetadataItem {
-    metadata: AppMeta,
+struct MetadataItem<'a> {
+    #[serde(borrow)]
+    metadata: RawMeta<'a>,
+}
+
+/// An item's metadata with its annotation values left as borrowed raw JSON: the ones not
+/// kept are never copied out of the page.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawMeta<'a> {
+    name: String,
+    #[serde(default)]
+    namespace: String,
+    #[serde(default)]
+    resource_version: String,
+    #[serde(default, borrow)]
+    annotations: Option<BTreeMap<std::borrow::Cow<'a, str>, &'a serde_json::value::RawValue>>,
+    #[serde(default)]
+    owner_references: Vec<OwnerReference>,
+}
+
+impl RawMeta<'_> {
+    fn keep(self, prefix: &str) -> Result<AppMeta, serde_json::Error> {
+        let annotations = self
+            .annotations
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(key, _)| key.starts_with(prefix))
+            .map(|(key, raw)| Ok((key.into_owned(), serde_json::from_str(raw.get())?)))
+            .collect::<Result<_, serde_json::Error>>()?;
+        Ok(AppMeta {
+            name: self.name,
+            namespace: self.namespace,
+            resource_version: self.resource_version,
+            annotations,
+            owner_references: self.owner_references,
+        })
+    }
 }
 
 /// The counts behind one listing, for the report and the benchmarks.
@@ -218,13 +221,6 @@ impl KubeError {
             _ => None,
         }
     }
-}
-
-/// Timeouts for the API server connection; they must fit inside the Lambda timeout.
-#[derive(Debug, Clone, Copy)]
-pub struct KubeTimeouts {
-    pub connect: Duration,
-    pub request: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -345,8 +341,7 @@ impl KubeClient {
     pub async fn list_application_metadata(
         &self,
         namespace: &str,
-        label_selector: Option<&str>,
-        page_size: u32,
+        options: ListOptions<'_>,
         mut keep: impl FnMut(&AppMeta) -> bool,
     ) -> Result<(Vec<AppMeta>, ListStats), KubeError> {
         let path = if namespace.is_empty() {
@@ -361,8 +356,8 @@ impl KubeClient {
             let mut url = self.url(&path)?;
             {
                 let mut q = url.query_pairs_mut();
-                q.append_pair("limit", &page_size.to_string());
-                if let Some(selector) = label_selector {
+                q.append_pair("limit", &options.page_size.to_string());
+                if let Some(selector) = options.label_selector {
                     q.append_pair("labelSelector", selector);
                 }
                 if let Some(token) = &continue_token {
@@ -376,12 +371,14 @@ impl KubeClient {
                 .map_err(|e| KubeError::BadResponse(format!("metadata list: {e}")))?;
             stats.pages += 1;
             stats.seen += page.items.len();
-            kept.extend(
-                page.items
-                    .into_iter()
-                    .map(|i| i.metadata)
-                    .filter(|m| keep(m)),
-            );
+            for item in page.items {
+                let meta = item.metadata.keep(options.annotation_prefix).map_err(|e| {
+                    KubeError::BadResponse(format!("metadata list annotations: {e}"))
+                })?;
+                if keep(&meta) {
+                    kept.push(meta);
+                }
+            }
             continue_token = page.metadata.continue_token.filter(|c| !c.is_empty());
             if continue_token.is_none() {
                 break;
@@ -710,7 +707,7 @@ mod tests {
     }
 
     #[test]
-    fn metadata_items_keep_only_image_updater_annotations() {
+    fn metadata_items_keep_only_the_annotations_asked_for() {
         let json = r#"{"kind":"PartialObjectMetadataList","metadata":{"continue":"abc"},"items":[
             {"metadata":{"name":"a","namespace":"argocd","resourceVersion":"7",
               "annotations":{"argocd-image-updater.argoproj.io/image-list":"x/y","kubectl.kubernetes.io/last-applied-configuration":"{\"huge\":1}"},
@@ -718,9 +715,23 @@ mod tests {
             {"metadata":{"name":"b","annotations":null}}]}"#;
         let list: MetadataList = serde_json::from_str(json).unwrap();
         assert_eq!(list.metadata.continue_token.as_deref(), Some("abc"));
-        let a = &list.items[0].metadata;
-        assert_eq!(a.annotations.len(), 1);
-        assert_eq!(a.owner_references[0].kind, "ApplicationSet");
-        assert!(list.items[1].metadata.annotations.is_empty());
+        let kept: Vec<AppMeta> = list
+            .items
+            .into_iter()
+            .map(|i| {
+                i.metadata
+                    .keep("argocd-image-updater.argoproj.io/")
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(
+            kept[0].annotations,
+            BTreeMap::from([(
+                "argocd-image-updater.argoproj.io/image-list".to_string(),
+                "x/y".to_string()
+            )])
+        );
+        assert_eq!(kept[0].owner_references[0].kind, "ApplicationSet");
+        assert!(kept[1].annotations.is_empty());
     }
 }

@@ -9,7 +9,7 @@
 //! - [`kube`]: lists Applications metadata-only, reads one, reads its ApplicationSet, patches.
 //! - [`annotations`]: Image Updater's annotations into a typed configuration.
 //! - [`policy`]: strategies, filters and ranking of tags (pure).
-//! - [`ecr`]: the registry facts a strategy asks for.
+//! - [`ecr`], [`facts`]: the registry facts a strategy asks for, each asked once.
 //! - [`decide`]: per image and source, update or keep, and why (pure).
 //! - [`patch`], [`appset`]: where an image lives and the guarded patch; whether an
 //!   ApplicationSet keeps it (pure).
@@ -18,20 +18,21 @@
 //! - [`handler`]: the orchestration of the above for one invocation.
 //! - [`report`]: what happened and why, as the return value and the log lines.
 //! - [`eks_auth`]: the IAM-signed bearer token and DescribeCluster.
-//! - [`select_cli`]: the offline `select` command.
+//! - [`cli`]: the laptop commands `select`, `token` and `plan`.
 
 pub mod annotations;
 pub mod appset;
+pub mod cli;
 pub mod config;
 pub mod decide;
 pub mod ecr;
 pub mod eks_auth;
 pub mod event;
+pub mod facts;
 pub mod handler;
 pub mod kube;
 pub mod patch;
 pub mod policy;
 pub mod report;
 pub mod retry;
-pub mod select_cli;
 pub mod writeback;

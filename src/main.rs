@@ -1,20 +1,23 @@
-use std::io::Read;
-use std::path::PathBuf;
+//! The binary: the Lambda function by default, or one of the laptop commands in
+//! [`argocd_ecr_updater::cli`]. Sets up logging, reads the configuration once, builds the
+//! AWS clients and the handler once, then runs the Lambda runtime.
+
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Instant, SystemTime};
 
-use aws_config::BehaviorVersion;
-use aws_config::retry::RetryConfig;
-use aws_credential_types::provider::ProvideCredentials;
 use clap::{Parser, Subcommand};
 use lambda_runtime::{Diagnostic, LambdaEvent, service_fn};
 use serde_json::Value;
 
+use argocd_ecr_updater::cli::plan::PlanRequest;
+use argocd_ecr_updater::cli::select::SelectRequest;
+use argocd_ecr_updater::cli::{
+    self, init_tracing, print_json, read_input, sdk_config, usage_error,
+};
 use argocd_ecr_updater::config::Config;
-use argocd_ecr_updater::eks_auth::{IamTokenSource, SystemClock, exec_credential};
+use argocd_ecr_updater::eks_auth::SystemClock;
 use argocd_ecr_updater::handler::{Handler, HandlerError};
-use argocd_ecr_updater::select_cli::{self, SelectRequest};
 
 /// Roll new ECR images out through Argo CD, from a Lambda function.
 ///
@@ -96,24 +99,28 @@ fn main() -> ExitCode {
                 allow_tags: allow_tags.as_deref(),
                 ignore_tags: ignore_tags.as_deref(),
             };
-            match select_cli::run(&request, &text) {
-                Ok(output) => {
-                    println!(
-                        "{}",
-                        serde_json::to_string(&output).expect("select output serialises")
-                    );
-                    ExitCode::SUCCESS
-                }
+            match cli::select::run(&request, &text) {
+                Ok(output) => match print_json(&output, false) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(code) => code,
+                },
                 Err(e) => usage_error(e.to_string()),
             }
         }
-        Some(Command::Token { cluster, region }) => runtime().block_on(token(cluster, region)),
+        Some(Command::Token { cluster, region }) => {
+            runtime().block_on(cli::token::run(cluster, region))
+        }
         Some(Command::Plan {
             event,
             reconcile,
             apply,
             cluster,
-        }) => runtime().block_on(plan(event, reconcile, apply, cluster)),
+        }) => runtime().block_on(cli::plan::run(PlanRequest {
+            event,
+            reconcile,
+            apply,
+            cluster,
+        })),
         None => runtime().block_on(lambda()),
     }
 }
@@ -123,52 +130,6 @@ fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .expect("the tokio runtime starts")
-}
-
-fn init_tracing(level: &str, json: bool) {
-    use tracing_subscriber::Layer;
-    use tracing_subscriber::layer::SubscriberExt;
-    use tracing_subscriber::util::SubscriberInitExt;
-    let level: tracing::Level = level.parse().unwrap_or(tracing::Level::INFO);
-    // Our own events at the configured level; the libraries' only when they warn.
-    let filter = tracing_subscriber::filter::Targets::new()
-        .with_default(tracing::Level::WARN)
-        .with_target("argocd_ecr_updater", level);
-    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
-    if json {
-        // CloudWatch already stamps time; one JSON object per line is what Logs Insights parses.
-        let layer = fmt
-            .json()
-            .flatten_event(true)
-            .without_time()
-            .with_current_span(false)
-            .with_span_list(false);
-        tracing_subscriber::registry()
-            .with(layer.with_filter(filter))
-            .init();
-    } else {
-        tracing_subscriber::registry()
-            .with(fmt.with_filter(filter))
-            .init();
-    }
-}
-
-async fn sdk_config(region: Option<String>) -> aws_config::SdkConfig {
-    let mut loader = aws_config::defaults(BehaviorVersion::latest())
-        // Short backoffs: a Lambda has seconds, not minutes, and AWS retries the event anyway.
-        .retry_config(
-            RetryConfig::standard()
-                .with_max_attempts(3)
-                .with_initial_backoff(Duration::from_millis(100)),
-        );
-    if let Some(region) = region {
-        loader = loader.region(aws_config::Region::new(region));
-    }
-    loader.load().await
-}
-
-fn build_handler(config: Config, sdk: &aws_config::SdkConfig) -> Result<Handler, String> {
-    Handler::from_sdk(config, sdk, Arc::new(SystemClock))
 }
 
 fn diagnostic(error: &HandlerError) -> Diagnostic {
@@ -189,7 +150,7 @@ async fn lambda() -> ExitCode {
     };
     init_tracing(&config.log_level, true);
     let sdk = sdk_config(None).await;
-    let handler = match build_handler(config, &sdk) {
+    let handler = match Handler::from_sdk(config, &sdk, Arc::new(SystemClock)) {
         Ok(h) => h,
         Err(e) => {
             tracing::error!(error = %e, "cannot start");
@@ -222,105 +183,4 @@ async fn lambda() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-async fn token(cluster: String, region: Option<String>) -> ExitCode {
-    let sdk = sdk_config(region).await;
-    let Some(region) = sdk.region().map(|r| r.to_string()) else {
-        return usage_error("no AWS region: pass --region or set AWS_REGION".into());
-    };
-    let Some(credentials) = sdk.credentials_provider() else {
-        return usage_error(
-            "no AWS credentials: configure the standard AWS credential chain".into(),
-        );
-    };
-    if let Err(e) = credentials.provide_credentials().await {
-        return usage_error(format!("no AWS credentials: {e}"));
-    }
-    let source = IamTokenSource::new(cluster, region, credentials, Arc::new(SystemClock));
-    match source.fresh().await {
-        Ok((token, signed_at)) => {
-            let credential = exec_credential(token, signed_at);
-            println!(
-                "{}",
-                serde_json::to_string(&credential).expect("ExecCredential serialises")
-            );
-            ExitCode::SUCCESS
-        }
-        Err(e) => usage_error(e.to_string()),
-    }
-}
-
-async fn plan(
-    event: Option<String>,
-    reconcile: bool,
-    apply: bool,
-    cluster: Option<String>,
-) -> ExitCode {
-    let payload: Value = if reconcile {
-        serde_json::json!({"action": "reconcile"})
-    } else {
-        let path = event.unwrap_or_else(|| "-".into());
-        let text = match read_input(&path) {
-            Ok(text) => text,
-            Err(e) => return usage_error(format!("cannot read event `{path}`: {e}")),
-        };
-        match serde_json::from_str(&text) {
-            Ok(v) => v,
-            Err(e) => return usage_error(format!("event `{path}` is not JSON: {e}")),
-        }
-    };
-    let config = Config::from_lookup(|name| match (name, &cluster) {
-        ("CLUSTER_NAME", Some(c)) => Some(c.clone()),
-        ("DRY_RUN", _) => Some((!apply).to_string()),
-        _ => std::env::var(name).ok(),
-    });
-    let config = match config {
-        Ok(c) => c,
-        Err(e) => return usage_error(e.to_string()),
-    };
-    init_tracing(&config.log_level, false);
-    let sdk = sdk_config(None).await;
-    let handler = match build_handler(config, &sdk) {
-        Ok(h) => h,
-        Err(e) => return usage_error(e),
-    };
-    match handler.handle(&payload, None).await {
-        Ok(report) => {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&report).expect("report serialises")
-            );
-            ExitCode::SUCCESS
-        }
-        Err(HandlerError::Targets { summary, report }) => {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&report).expect("report serialises")
-            );
-            eprintln!("argocd-ecr-updater: {summary}");
-            ExitCode::FAILURE
-        }
-        // The input is wrong, like unreadable JSON: a usage error, as the README says.
-        Err(e @ HandlerError::Event(_)) => usage_error(e.to_string()),
-        Err(e) => {
-            eprintln!("argocd-ecr-updater: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn read_input(path: &str) -> std::io::Result<String> {
-    if path == "-" {
-        let mut text = String::new();
-        std::io::stdin().read_to_string(&mut text)?;
-        Ok(text)
-    } else {
-        std::fs::read_to_string(PathBuf::from(path))
-    }
-}
-
-fn usage_error(message: String) -> ExitCode {
-    eprintln!("argocd-ecr-updater: {message}");
-    ExitCode::from(2)
 }

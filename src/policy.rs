@@ -474,14 +474,6 @@ impl TagPolicy {
     }
 }
 
-/// The result of `select` on the CLI, and the shape of an offline policy check.
-#[derive(Debug, Serialize, PartialEq, Eq)]
-pub struct SelectOutput {
-    pub selected: Option<String>,
-    pub strategy: Strategy,
-    pub considered: usize,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

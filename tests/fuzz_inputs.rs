@@ -6,9 +6,9 @@
 use std::collections::BTreeMap;
 
 use argocd_ecr_updater::annotations::{AppConfig, PREFIX};
+use argocd_ecr_updater::cli::select as select_cli;
 use argocd_ecr_updater::event::{self, Invocation};
 use argocd_ecr_updater::policy::{Constraint, parse_lenient_version};
-use argocd_ecr_updater::select_cli;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

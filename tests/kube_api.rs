@@ -6,8 +6,8 @@ mod common;
 
 use std::time::Duration;
 
-use argocd_ecr_updater::eks_auth::ClusterAccess;
-use argocd_ecr_updater::kube::{KubeClient, KubeError, Patch};
+use argocd_ecr_updater::config::ClusterAccess;
+use argocd_ecr_updater::kube::{KubeClient, KubeError, ListOptions, Patch};
 use argocd_ecr_updater_standins::{
     FaultAction, Grant, Options, Route, Service, StandIns, function_identity, tls,
 };
@@ -29,6 +29,14 @@ fn app(namespace: &str, name: &str, labels: Value, image_list: Option<&str>) -> 
                                      "valuesObject": {}}}},
         "status": {"sourceType": "Helm", "summary": {"images": ["r.example.com/web:1.0.0"]}}
     })
+}
+
+fn list_options(label_selector: Option<&str>, page_size: u32) -> ListOptions<'_> {
+    ListOptions {
+        label_selector,
+        page_size,
+        annotation_prefix: "argocd-image-updater.argoproj.io/",
+    }
 }
 
 async fn standins_with(options: Options, apps: usize) -> StandIns {
@@ -53,7 +61,7 @@ async fn metadata_only_lists_are_paginated_and_carry_only_our_annotations() {
     let standins = standins_with(Options::default(), 23).await;
     let client = kube_client(&standins);
     let (kept, stats) = client
-        .list_application_metadata("argocd", None, 5, |m| {
+        .list_application_metadata("argocd", list_options(None, 5), |m| {
             m.annotations
                 .contains_key("argocd-image-updater.argoproj.io/image-list")
         })
@@ -88,12 +96,12 @@ async fn label_selectors_narrow_the_list() {
     let client = kube_client(&standins);
     let scope = "argocd";
     let (kept, _) = client
-        .list_application_metadata(scope, Some("team=a"), 100, |_| true)
+        .list_application_metadata(scope, list_options(Some("team=a"), 100), |_| true)
         .await
         .unwrap();
     assert_eq!(kept.len(), 5);
     let (kept, _) = client
-        .list_application_metadata(scope, Some("team!=a,team"), 100, |_| true)
+        .list_application_metadata(scope, list_options(Some("team!=a,team"), 100), |_| true)
         .await
         .unwrap();
     assert_eq!(kept.len(), 5);
@@ -109,7 +117,7 @@ async fn listing_all_namespaces_needs_a_cluster_wide_grant() {
     let standins = standins_with(Options::default(), 2).await;
     let client = kube_client(&standins);
     let error = client
-        .list_application_metadata("", None, 100, |_| true)
+        .list_application_metadata("", list_options(None, 100), |_| true)
         .await
         .unwrap_err();
     assert!(
@@ -134,7 +142,7 @@ async fn listing_all_namespaces_needs_a_cluster_wide_grant() {
         .insert(app("team-ns", "other", json!({}), None))
         .unwrap();
     let (kept, _) = kube_client(&standins)
-        .list_application_metadata("", None, 100, |_| true)
+        .list_application_metadata("", list_options(None, 100), |_| true)
         .await
         .unwrap();
     assert_eq!(kept.len(), 3);

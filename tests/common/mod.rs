@@ -4,8 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use argocd_ecr_updater::eks_auth::{ClusterAccess, IamTokenSource, SystemClock};
-use argocd_ecr_updater::kube::{KubeClient, KubeTimeouts};
+use argocd_ecr_updater::config::{ClusterAccess, KubeTimeouts};
+use argocd_ecr_updater::eks_auth::{IamTokenSource, SystemClock};
+use argocd_ecr_updater::kube::KubeClient;
 use argocd_ecr_updater_standins::{
     FUNCTION_ACCESS_KEY, FUNCTION_SECRET_KEY, FUNCTION_SESSION_TOKEN, StandIns,
 };

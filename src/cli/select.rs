@@ -7,9 +7,17 @@
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use crate::policy::{
-    AllowTags, IgnoreTags, PolicyError, SelectOutput, Strategy, TagInfo, TagPolicy,
-};
+use serde::Serialize;
+
+use crate::policy::{AllowTags, IgnoreTags, PolicyError, Strategy, TagInfo, TagPolicy};
+
+/// What `select` prints.
+#[derive(Debug, Serialize, PartialEq, Eq)]
+pub struct SelectOutput {
+    pub selected: Option<String>,
+    pub strategy: Strategy,
+    pub considered: usize,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum SelectError {

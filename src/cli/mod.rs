@@ -1,0 +1,92 @@
+//! The command-line side of the binary: `select`, `token` and `plan`, for a laptop. Each
+//! returns the process exit code: 0 done, 1 a target failed in a way a retry could fix, 2 the
+//! input or the environment is wrong.
+
+pub mod plan;
+pub mod select;
+pub mod token;
+
+use std::io::Read;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use aws_config::BehaviorVersion;
+use aws_config::retry::RetryConfig;
+use serde::Serialize;
+
+/// The AWS SDK configuration the function and the commands share: the standard chain,
+/// with short backoffs (a Lambda has seconds, not minutes, and AWS retries the event).
+pub async fn sdk_config(region: Option<String>) -> aws_config::SdkConfig {
+    let mut loader = aws_config::defaults(BehaviorVersion::latest()).retry_config(
+        RetryConfig::standard()
+            .with_max_attempts(3)
+            .with_initial_backoff(Duration::from_millis(100)),
+    );
+    if let Some(region) = region {
+        loader = loader.region(aws_config::Region::new(region));
+    }
+    loader.load().await
+}
+
+/// Logging: our own events at `level`, the libraries' only when they warn; JSON lines (as
+/// CloudWatch Logs Insights parses them) or text.
+pub fn init_tracing(level: &str, json: bool) {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let level: tracing::Level = level.parse().unwrap_or(tracing::Level::INFO);
+    // Our own events at the configured level; the libraries' only when they warn.
+    let filter = tracing_subscriber::filter::Targets::new()
+        .with_default(tracing::Level::WARN)
+        .with_target("argocd_ecr_updater", level);
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    if json {
+        // CloudWatch already stamps time; one JSON object per line is what Logs Insights parses.
+        let layer = fmt
+            .json()
+            .flatten_event(true)
+            .without_time()
+            .with_current_span(false)
+            .with_span_list(false);
+        tracing_subscriber::registry()
+            .with(layer.with_filter(filter))
+            .init();
+    } else {
+        tracing_subscriber::registry()
+            .with(fmt.with_filter(filter))
+            .init();
+    }
+}
+
+/// Reads a file, or standard input for `-`.
+pub fn read_input(path: &str) -> std::io::Result<String> {
+    if path == "-" {
+        let mut text = String::new();
+        std::io::stdin().read_to_string(&mut text)?;
+        Ok(text)
+    } else {
+        std::fs::read_to_string(path)
+    }
+}
+
+/// Says what is wrong and exits 2.
+pub fn usage_error(message: String) -> ExitCode {
+    eprintln!("argocd-ecr-updater: {message}");
+    ExitCode::from(2)
+}
+
+/// Prints `value` as JSON on standard output.
+pub fn print_json(value: &impl Serialize, pretty: bool) -> Result<(), ExitCode> {
+    let text = if pretty {
+        serde_json::to_string_pretty(value)
+    } else {
+        serde_json::to_string(value)
+    };
+    match text {
+        Ok(text) => {
+            println!("{text}");
+            Ok(())
+        }
+        Err(e) => Err(usage_error(format!("cannot print the output: {e}"))),
+    }
+}

@@ -1,0 +1,78 @@
+//! `argocd-ecr-updater plan`: the function's pipeline from a laptop, with the caller's AWS
+//! credentials; a dry run unless `--apply`. Prints the report.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::{init_tracing, print_json, read_input, sdk_config, usage_error};
+use crate::config::Config;
+use crate::eks_auth::SystemClock;
+use crate::handler::{Handler, HandlerError};
+
+/// What `plan` was asked.
+pub struct PlanRequest {
+    /// An event file, or `-` for standard input; ignored with `reconcile`.
+    pub event: Option<String>,
+    pub reconcile: bool,
+    pub apply: bool,
+    /// Overrides `CLUSTER_NAME`.
+    pub cluster: Option<String>,
+}
+
+pub async fn run(request: PlanRequest) -> ExitCode {
+    let PlanRequest {
+        event,
+        reconcile,
+        apply,
+        cluster,
+    } = request;
+    let payload: Value = if reconcile {
+        serde_json::json!({"action": "reconcile"})
+    } else {
+        let path = event.unwrap_or_else(|| "-".into());
+        let text = match read_input(&path) {
+            Ok(text) => text,
+            Err(e) => return usage_error(format!("cannot read event `{path}`: {e}")),
+        };
+        match serde_json::from_str(&text) {
+            Ok(v) => v,
+            Err(e) => return usage_error(format!("event `{path}` is not JSON: {e}")),
+        }
+    };
+    let config = Config::from_lookup(|name| match (name, &cluster) {
+        ("CLUSTER_NAME", Some(c)) => Some(c.clone()),
+        ("DRY_RUN", _) => Some((!apply).to_string()),
+        _ => std::env::var(name).ok(),
+    });
+    let config = match config {
+        Ok(c) => c,
+        Err(e) => return usage_error(e.to_string()),
+    };
+    init_tracing(&config.log_level, false);
+    let sdk = sdk_config(None).await;
+    let handler = match Handler::from_sdk(config, &sdk, Arc::new(SystemClock)) {
+        Ok(h) => h,
+        Err(e) => return usage_error(e),
+    };
+    match handler.handle(&payload, None).await {
+        Ok(report) => match print_json(&report, true) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(code) => code,
+        },
+        Err(HandlerError::Targets { summary, report }) => {
+            if let Err(code) = print_json(&report, true) {
+                return code;
+            }
+            eprintln!("argocd-ecr-updater: {summary}");
+            ExitCode::FAILURE
+        }
+        // The input is wrong, like unreadable JSON: a usage error, as documented.
+        Err(e @ HandlerError::Event(_)) => usage_error(e.to_string()),
+        Err(e) => {
+            eprintln!("argocd-ecr-updater: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
