@@ -8,6 +8,9 @@
 
 use std::time::{Duration, Instant};
 
+use argocd_ecr_updater_standins::fixtures::{
+    Application, image_with_digest, numbered_digest, push_event,
+};
 use argocd_ecr_updater_standins::{Image, Options, Outcome, Service, StandIns};
 use serde_json::{Value, json};
 
@@ -38,18 +41,18 @@ fn application(i: usize) -> Value {
     } else {
         format!("svc-{i}")
     };
-    json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-        "metadata": {"name": format!("app-{i:04}"), "namespace": "argocd", "annotations": {
-            "argocd-image-updater.argoproj.io/image-list": format!("app={REGISTRY}/{repository}"),
-            "argocd-image-updater.argoproj.io/app.update-strategy": "latest",
-            "argocd-image-updater.argoproj.io/app.allow-tags": "regexp:^[0-9]{8}-[0-9]{6}$",
-            "argocd-image-updater.argoproj.io/app.helm.image-name": "image.repository",
-            "argocd-image-updater.argoproj.io/app.helm.image-tag": "image.tag"}},
-        "spec": {"project": "default", "destination": {"server": "https://kubernetes.default.svc", "namespace": "web"},
-            "source": {"repoURL": "https://example.com/charts.git", "path": "chart", "helm": {"parameters": [
-                {"name": "image.repository", "value": format!("{REGISTRY}/{repository}")},
-                {"name": "image.tag", "value": "20250101-000000"}]}}},
-        "status": status_of_about_50_kb(i)})
+    let image = format!("{REGISTRY}/{repository}");
+    Application::tracking(&format!("app-{i:04}"), &image, "20250101-000000")
+        .annotate("app.update-strategy", "latest")
+        .annotate("app.allow-tags", "regexp:^[0-9]{8}-[0-9]{6}$")
+        .annotate("app.helm.image-name", "image.repository")
+        .annotate("app.helm.image-tag", "image.tag")
+        .helm(&[
+            ("image.repository", &image),
+            ("image.tag", "20250101-000000"),
+        ])
+        .with(|app| app["status"] = status_of_about_50_kb(i))
+        .build()
 }
 
 fn tag(n: usize) -> String {
@@ -57,15 +60,12 @@ fn tag(n: usize) -> String {
 }
 
 fn push(n: usize) -> Value {
-    json!({"version": "0", "id": format!("bench-{n}"), "detail-type": "ECR Image Action", "source": "aws.ecr",
-           "account": "768157413559", "time": format!("2025-01-02T00:{:02}:{:02}Z", (n / 60) % 60, n % 60),
-           "region": "ap-northeast-2", "resources": [],
-           "detail": {"result": "SUCCESS", "repository-name": REPOSITORY, "image-digest": format!("sha256:{n:064x}"),
-                      "action-type": "PUSH", "image-tag": tag(n)}})
+    let time = format!("2025-01-02T00:{:02}:{:02}Z", (n / 60) % 60, n % 60);
+    push_event(REPOSITORY, &tag(n), &time)
 }
 
 fn image(tag: &str, digest: usize, pushed_at: &str) -> Image {
-    serde_json::from_value(json!({"repository": REPOSITORY, "tag": tag, "digest": format!("sha256:{digest:064x}"), "pushedAt": pushed_at})).unwrap()
+    image_with_digest(REPOSITORY, Some(tag), &numbered_digest(digest), pushed_at)
 }
 
 fn spawn(env: &[(String, String)]) -> std::process::Child {

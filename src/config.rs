@@ -250,11 +250,6 @@ impl Config {
     }
 }
 
-/// For documentation and tests: base64 of a PEM, as `KUBE_CA_DATA` wants it.
-pub fn encode_ca(pem: &[u8]) -> String {
-    base64::engine::general_purpose::STANDARD.encode(pem)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -307,7 +302,8 @@ mod tests {
 
     #[test]
     fn the_endpoint_override_needs_both_variables_and_a_real_ca() {
-        let pem = encode_ca(b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n");
+        let pem =
+            STANDARD.encode(b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n");
         let c = config(&[
             ("CLUSTER_NAME", "c"),
             ("KUBE_API_ENDPOINT", "https://k.example.com"),
@@ -322,7 +318,7 @@ mod tests {
 
     #[test]
     fn every_bad_variable_is_named_in_the_error() {
-        let pem = encode_ca(b"-----BEGIN CERTIFICATE-----\n");
+        let pem = STANDARD.encode(b"-----BEGIN CERTIFICATE-----\n");
         let table: &[(&[(&str, &str)], &str)] = &[
             (&[], "CLUSTER_NAME"),
             (&[("CLUSTER_NAME", "bad name!")], "CLUSTER_NAME"),

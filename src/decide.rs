@@ -370,6 +370,11 @@ impl ImageCase<'_> {
         entry
     }
 
+    /// One verdict per target, in target order, made into the outcome.
+    fn each_target(&self, verdict: impl FnMut(&patch::Target<'_>) -> Verdict) -> ImageOutcome {
+        self.outcome(self.targets.targets.iter().map(verdict).collect())
+    }
+
     /// Builds the outcome from one verdict per target.
     fn outcome(&self, verdicts: Vec<Verdict>) -> ImageOutcome {
         let mut entries = Vec::new();
@@ -405,13 +410,8 @@ impl ImageCase<'_> {
     pub fn decide_push(&self, push: &PushEvent, described: &Described) -> ImageOutcome {
         let policy = &self.config.policy;
         if let Some(reason) = self.refused_by_filters(&push.tag) {
-            let verdicts = self
-                .targets
-                .targets
-                .iter()
-                .map(|_| Verdict::keep(&reason))
-                .collect();
-            return self.outcome(verdicts);
+            let outcome = self.each_target(|_| Verdict::keep(&reason));
+            return outcome;
         }
         let asked = policy.strategy.needs_push_times() || policy.strategy.needs_digest();
         let candidate = if asked {
@@ -432,43 +432,31 @@ impl ImageCase<'_> {
                 digest: None,
             }
         };
-        let verdicts = self
-            .targets
-            .targets
-            .iter()
-            .map(|target| {
-                let Some(current) = &target.current else {
-                    return self.update_verdict(
-                        Mode::Push(push),
-                        TagRef::tag(&candidate.name),
-                        &candidate,
-                    );
-                };
-                let mut current_info = TagInfo {
-                    name: current.tag.clone(),
-                    pushed_at: None,
-                    digest: current.digest.clone(),
-                };
-                if policy.strategy.needs_push_times() && current.tag != candidate.name {
-                    match described.get(&current.tag).cloned().flatten() {
-                        Some(known) => current_info.pushed_at = known.pushed_at,
-                        None => match self.running_since(current) {
-                            Some(since) => current_info.pushed_at = Some(since.time),
-                            None => {
-                                return Verdict::Keep(Action::Skipped, self.unknown_age(current));
-                            }
-                        },
-                    }
+        let mut outcome = self.each_target(|target| {
+            let Some(current) = &target.current else {
+                return self.update_verdict(Mode::Push(push), TagRef::tag(&candidate.name));
+            };
+            let mut current_info = TagInfo {
+                name: current.tag.clone(),
+                pushed_at: None,
+                digest: current.digest.clone(),
+            };
+            if policy.strategy.needs_push_times() && current.tag != candidate.name {
+                match described.get(&current.tag).cloned().flatten() {
+                    Some(known) => current_info.pushed_at = known.pushed_at,
+                    None => match self.running_since(current) {
+                        Some(since) => current_info.pushed_at = Some(since.time),
+                        None => {
+                            return Verdict::Keep(Action::Skipped, self.unknown_age(current));
+                        }
+                    },
                 }
-                match policy.decide(Some(&current_info), &candidate) {
-                    Decision::Update { to } => {
-                        self.update_verdict(Mode::Push(push), to, &candidate)
-                    }
-                    Decision::Keep(reason) => Verdict::keep(&reason),
-                }
-            })
-            .collect();
-        let mut outcome = self.outcome(verdicts);
+            }
+            match policy.decide(Some(&current_info), &candidate) {
+                Decision::Update { to } => self.update_verdict(Mode::Push(push), to),
+                Decision::Keep(reason) => Verdict::keep(&reason),
+            }
+        });
         if let Some(update) = outcome.update.as_mut()
             && !self.config.platforms.is_empty()
         {
@@ -477,7 +465,7 @@ impl ImageCase<'_> {
         outcome
     }
 
-    fn update_verdict(&self, mode: Mode<'_>, to: TagRef, _candidate: &TagInfo) -> Verdict {
+    fn update_verdict(&self, mode: Mode<'_>, to: TagRef) -> Verdict {
         let strategy = self.config.policy.strategy;
         let reason = match (mode, strategy) {
             (Mode::Reconcile, _) => {
@@ -524,31 +512,16 @@ impl ImageCase<'_> {
             } else {
                 KeepReason::NoEligibleTag(tags.len()).to_string()
             };
-            let verdicts = self
-                .targets
-                .targets
-                .iter()
-                .map(|_| Verdict::Keep(Action::Skipped, reason.clone()))
-                .collect();
-            return self.outcome(verdicts);
+            let outcome = self.each_target(|_| Verdict::Keep(Action::Skipped, reason.clone()));
+            return outcome;
         };
         let Some(to) = policy.value_for(chosen) else {
             let reason = KeepReason::NoDigest(chosen.name.clone());
-            return self.outcome(
-                self.targets
-                    .targets
-                    .iter()
-                    .map(|_| Verdict::keep(&reason))
-                    .collect(),
-            );
+            return self.each_target(|_| Verdict::keep(&reason));
         };
-        let verdicts = self
-            .targets
-            .targets
-            .iter()
-            .map(|target| {
+        self.each_target(|target| {
                 let Some(current) = &target.current else {
-                    return self.update_verdict(Mode::Reconcile, to.clone(), chosen);
+                    return self.update_verdict(Mode::Reconcile, to.clone());
                 };
                 if current == &to {
                     return Verdict::keep(&KeepReason::SameAsCurrent(to.to_string()));
@@ -578,10 +551,8 @@ impl ImageCase<'_> {
                         });
                     }
                 }
-                self.update_verdict(Mode::Reconcile, to.clone(), chosen)
+                self.update_verdict(Mode::Reconcile, to.clone())
             })
-            .collect();
-        self.outcome(verdicts)
     }
 
     /// When the running value was known to run: ECR does not know the tag any more, so the
@@ -720,6 +691,7 @@ fn audit_image(image: &ImageConfig, entry: &Entry) -> Value {
 mod tests {
     use super::*;
     use crate::annotations::{AppConfig, PREFIX};
+    use argocd_ecr_updater_standins::fixtures::Application;
     use std::collections::BTreeMap;
     use time::macros::datetime;
 
@@ -737,10 +709,9 @@ mod tests {
     }
 
     fn app(tag: &str, running: &str) -> Value {
-        json!({"metadata": {"name": "web", "namespace": "argocd", "annotations": {}},
-               "spec": {"source": {"chart": "web", "helm": {"parameters": [
-                   {"name": "image.name", "value": IMAGE}, {"name": "image.tag", "value": tag}]}}},
-               "status": {"sourceType": "Helm", "summary": {"images": [running]}}})
+        Application::tracking("web", IMAGE, tag)
+            .running(&[running])
+            .build()
     }
 
     fn push(tag: &str) -> PushEvent {

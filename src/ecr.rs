@@ -111,19 +111,6 @@ impl Ecr {
         self.calls.load(Ordering::Relaxed)
     }
 
-    /// One tag's push time and digest; `None` if the tag does not exist (any more).
-    pub async fn describe_tag(
-        &self,
-        registry: &str,
-        repository: &str,
-        tag: &str,
-    ) -> Result<Option<TagInfo>, EcrError> {
-        Ok(self
-            .describe_tags(registry, repository, &[tag.to_string()])
-            .await?
-            .pop())
-    }
-
     /// Several tags in one `DescribeImages` call; tags ECR does not know are left out. If
     /// ECR refuses the batch because one is missing, each is asked on its own.
     pub async fn describe_tags(
@@ -155,10 +142,7 @@ impl Ecr {
         tags: &[String],
     ) -> Result<Option<Vec<TagInfo>>, EcrError> {
         self.calls.fetch_add(1, Ordering::Relaxed);
-        let ids = tags
-            .iter()
-            .map(|t| ImageIdentifier::builder().image_tag(t).build())
-            .collect();
+        let ids = by_tag(tags);
         let result = self
             .client
             .describe_images()
@@ -258,10 +242,7 @@ impl Ecr {
         tags: &[String],
     ) -> Result<Vec<Option<Platforms>>, EcrError> {
         self.calls.fetch_add(1, Ordering::Relaxed);
-        let ids = tags
-            .iter()
-            .map(|t| ImageIdentifier::builder().image_tag(t).build())
-            .collect();
+        let ids = by_tag(tags);
         let result = self
             .client
             .batch_get_image()
@@ -306,6 +287,13 @@ impl Ecr {
             })
             .collect()
     }
+}
+
+/// Image identifiers that name images by tag.
+fn by_tag(tags: &[String]) -> Vec<ImageIdentifier> {
+    tags.iter()
+        .map(|t| ImageIdentifier::builder().image_tag(t).build())
+        .collect()
 }
 
 #[derive(Deserialize)]

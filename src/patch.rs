@@ -493,9 +493,9 @@ pub fn plan(app: &Value, updates: &[ImageUpdate<'_>], audit: Value) -> WritePlan
 #[cfg(test)]
 mod tests {
     use super::*;
+    use argocd_ecr_updater_standins::fixtures::{Application, SEED_IMAGE as IMAGE};
     use std::collections::BTreeMap;
 
-    const IMAGE: &str = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/barun-dev-ecr";
     const WORKER: &str = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/worker";
 
     fn config(pairs: &[(&str, &str)]) -> AppConfig {
@@ -517,17 +517,18 @@ mod tests {
         ])
     }
 
+    /// The seed's Application with one annotation of someone else's.
     fn seed_app() -> Value {
-        json!({
-            "metadata": {"name": "aws-pipeline-test", "namespace": "argocd", "resourceVersion": "7", "annotations": {
-                "argocd-image-updater.argoproj.io/image-list": format!("app={IMAGE}"),
-                "other/annotation": "x"}},
-            "spec": {"source": {"repoURL": "r", "path": "argocd", "helm": {"valueFiles": ["values.yaml"], "parameters": [
-                {"name": "image.repository", "value": IMAGE},
-                {"name": "image.tag", "value": "20250825-120000"},
-                {"name": "replicas", "value": "2"}]}}},
-            "status": {"sourceType": "Helm", "summary": {"images": [format!("{IMAGE}:20250825-120000")]}}
-        })
+        Application::seed()
+            .annotation("other/annotation", "x")
+            .with(|app| {
+                app["metadata"]["resourceVersion"] = json!("7");
+                let params = &mut app["spec"]["source"]["helm"]["parameters"];
+                if let Some(list) = params.as_array_mut() {
+                    list.push(json!({"name": "replicas", "value": "2"}));
+                }
+            })
+            .build()
     }
 
     fn apply(app: &Value, patch: &Value) -> Result<Value, json_patch::PatchError> {

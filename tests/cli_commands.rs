@@ -6,7 +6,7 @@ use std::process::Command;
 
 use argocd_ecr_updater_standins::token::verify;
 use argocd_ecr_updater_standins::{Grant, StandIns, function_identity};
-use common::helm_parameter;
+use common::seed_tag;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_argocd-ecr-updater");
 
@@ -106,10 +106,7 @@ async fn plan_is_a_dry_run_unless_asked_to_apply() {
     assert_eq!(report["dry_run"], true);
     assert_eq!(report["entries"][0]["to"], "20250825-153012");
     assert!(report["entries"][0]["patch"].is_array());
-    assert_eq!(
-        helm_parameter(&standins, "argocd", "aws-pipeline-test", "image.tag").as_deref(),
-        Some("20250825-120000")
-    );
+    assert_eq!(seed_tag(&standins).as_deref(), Some("20250825-120000"));
 
     let output = command(&standins.function_env())
         .args(["plan", "--reconcile", "--apply"])
@@ -122,10 +119,7 @@ async fn plan_is_a_dry_run_unless_asked_to_apply() {
     );
     let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(report["mode"], "reconcile");
-    assert_eq!(
-        helm_parameter(&standins, "argocd", "aws-pipeline-test", "image.tag").as_deref(),
-        Some("20250825-153012")
-    );
+    assert_eq!(seed_tag(&standins).as_deref(), Some("20250825-153012"));
 }
 
 #[test]

@@ -5,54 +5,46 @@ mod common;
 
 use std::time::Duration;
 
-use argocd_ecr_updater::config::encode_ca;
 use argocd_ecr_updater::handler::HandlerError;
 use argocd_ecr_updater::report::{Action, Entry, Report};
+use argocd_ecr_updater_standins::fixtures::kube_ca_data;
+use argocd_ecr_updater_standins::fixtures::{
+    Application, SEED_IMAGE, SEED_TAG, helm_source as helm, multi_arch_image as image,
+    push_event as push, reconcile_event as reconcile,
+};
 use argocd_ecr_updater_standins::kube::PROXY_PREFIX;
-use argocd_ecr_updater_standins::{FaultAction, Grant, Image, Route, Service, StandIns};
-use common::{SEED_IMAGE, event, handler};
+use argocd_ecr_updater_standins::{FaultAction, Grant, Route, Service, StandIns};
+use common::{event, expect_decision, handler};
 use serde_json::{Value, json};
 
-const P: &str = "argocd-image-updater.argoproj.io/";
-
-fn push(repository: &str, tag: &str, time: &str) -> Value {
-    json!({"version": "0", "id": format!("evt-{tag}"), "detail-type": "ECR Image Action", "source": "aws.ecr",
-           "account": "768157413559", "time": time, "region": "ap-northeast-2", "resources": [],
-           "detail": {"result": "SUCCESS", "repository-name": repository, "image-digest": format!("sha256:{}", "9".repeat(64)),
-                      "action-type": "PUSH", "image-tag": tag}})
-}
-
-fn reconcile() -> Value {
-    json!({"action": "reconcile"})
-}
-
-fn image(repository: &str, tag: &str, digest: char, pushed_at: &str, platforms: &[&str]) -> Image {
-    serde_json::from_value(json!({"repository": repository, "tag": tag, "digest": format!("sha256:{}", digest.to_string().repeat(64)),
-        "pushedAt": pushed_at, "platforms": platforms,
-        "mediaType": if platforms.is_empty() { "application/vnd.oci.image.manifest.v1+json" } else { "application/vnd.oci.image.index.v1+json" }}))
-    .unwrap()
-}
-
-/// An Application tracking the seed image with `annotations` (prefix added), one `source`.
+/// An Application tracking the seed image with these Image Updater annotations and source.
 fn app(name: &str, annotations: &[(&str, &str)], source: Value, running: &[&str]) -> Value {
-    let mut all: serde_json::Map<String, Value> = annotations
+    annotations
         .iter()
-        .map(|(k, v)| (format!("{P}{k}"), json!(v)))
-        .collect();
-    all.entry(format!("{P}image-list"))
-        .or_insert(json!(format!("app={SEED_IMAGE}")));
-    json!({"metadata": {"name": name, "namespace": "argocd", "annotations": all},
-           "spec": {"project": "default", "destination": {"server": "https://kubernetes.default.svc", "namespace": "web"}, "source": source},
-           "status": {"sourceType": "Helm", "summary": {"images": running}}})
+        .fold(
+            Application::tracking(name, SEED_IMAGE, SEED_TAG),
+            |a, (k, v)| a.annotate(k, v),
+        )
+        .source(source, "Helm")
+        .running(running)
+        .build()
 }
 
-fn helm(params: &[(&str, &str)]) -> Value {
-    json!({"repoURL": "https://git.example.com/web.git", "path": "chart", "helm": {
-        "parameters": params.iter().map(|(n, v)| json!({"name": n, "value": v})).collect::<Vec<_>>()}})
+/// Shaped like the seed: the image under `image.repository`, running the seed's tag.
+fn seed_shaped(name: &str, annotations: &[(&str, &str)]) -> Value {
+    let mut all = vec![("app.helm.image-name", "image.repository")];
+    all.extend_from_slice(annotations);
+    app(
+        name,
+        &all,
+        helm(&[("image.repository", SEED_IMAGE), ("image.tag", SEED_TAG)]),
+        &[&running_seed()],
+    )
 }
 
-const RUNNING: &str =
-    "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/barun-dev-ecr:20250825-120000";
+fn running_seed() -> String {
+    format!("{SEED_IMAGE}:{SEED_TAG}")
+}
 
 async fn run(standins: &StandIns, vars: &[(&str, &str)], event: &Value) -> Report {
     handler(standins, vars).handle(event, None).await.unwrap()
@@ -97,7 +89,7 @@ async fn a_multi_source_image_moves_only_where_a_source_names_it_and_never_down_
         "multi",
         &[("app.update-strategy", "newest-build")],
         Value::Null,
-        &[RUNNING],
+        &[&running_seed()],
     );
     let spec = multi["spec"].as_object_mut().unwrap();
     spec.remove("source");
@@ -115,7 +107,7 @@ async fn a_multi_source_image_moves_only_where_a_source_names_it_and_never_down_
         ]),
     );
     multi["status"] =
-        json!({"sourceTypes": ["Helm", "Helm", "Helm"], "summary": {"images": [RUNNING]}});
+        json!({"sourceTypes": ["Helm", "Helm", "Helm"], "summary": {"images": [running_seed()]}});
     standins.kube.insert(multi).unwrap();
 
     let report = run(&standins, &[], &event("push-date-tag.json")).await;
@@ -155,30 +147,19 @@ async fn ignore_tags_follow_go_filepath_match_and_a_malformed_pattern_names_itse
     for (name, pattern) in cases {
         standins
             .kube
-            .insert(app(
+            .insert(seed_shaped(
                 name,
                 &[
                     ("app.update-strategy", "latest"),
                     ("app.ignore-tags", pattern),
-                    ("app.helm.image-name", "image.repository"),
                 ],
-                helm(&[
-                    ("image.repository", SEED_IMAGE),
-                    ("image.tag", "20250825-120000"),
-                ]),
-                &[RUNNING],
             ))
             .unwrap();
     }
     let report = run(&standins, &[], &event("push-date-tag.json")).await;
     assert_eq!(one(&report, "bang").action, Action::Skipped);
     assert!(one(&report, "bang").reason.contains("matches ignore-tags"));
-    assert_eq!(
-        one(&report, "caret").action,
-        Action::Updated,
-        "{}",
-        one(&report, "caret").reason
-    );
+    expect_decision(one(&report, "caret"), Action::Updated, "");
     let broken = one(&report, "broken");
     assert_eq!(broken.action, Action::Failed);
     assert!(!broken.retryable);
@@ -205,12 +186,7 @@ async fn a_kustomize_app_running_its_original_image_name_gets_its_first_update()
     kust["status"]["sourceType"] = json!("Kustomize");
     standins.kube.insert(kust).unwrap();
     let report = run(&standins, &[], &event("push-date-tag.json")).await;
-    assert_eq!(
-        one(&report, "kust").action,
-        Action::Updated,
-        "{}",
-        one(&report, "kust").reason
-    );
+    expect_decision(one(&report, "kust"), Action::Updated, "");
     assert_eq!(
         standins.kube.get("argocd", "kust").unwrap()["spec"]["source"]["kustomize"]["images"],
         json!([format!("invitation={SEED_IMAGE}:20250825-153012")])
@@ -222,27 +198,16 @@ async fn strategy_names_and_allow_tags_prefixes_are_read_case_insensitively() {
     let standins = StandIns::start_seeded().await.unwrap();
     standins
         .kube
-        .insert(app(
+        .insert(seed_shaped(
             "cased",
             &[
                 ("app.update-strategy", "Latest"),
                 ("app.allow-tags", "Regexp:^[0-9]{8}-[0-9]{6}$"),
-                ("app.helm.image-name", "image.repository"),
             ],
-            helm(&[
-                ("image.repository", SEED_IMAGE),
-                ("image.tag", "20250825-120000"),
-            ]),
-            &[RUNNING],
         ))
         .unwrap();
     let report = run(&standins, &[], &event("push-date-tag.json")).await;
-    assert_eq!(
-        one(&report, "cased").action,
-        Action::Updated,
-        "{}",
-        one(&report, "cased").reason
-    );
+    expect_decision(one(&report, "cased"), Action::Updated, "");
 }
 
 #[tokio::test]
@@ -258,7 +223,7 @@ async fn every_duplicate_of_the_managed_helm_parameter_is_rewritten() {
                 ("image.tag", "20250825-120000"),
                 ("image.tag", "20250825-120000"),
             ]),
-            &[RUNNING],
+            &[&running_seed()],
         ))
         .unwrap();
     run(&standins, &[], &event("push-date-tag.json")).await;
@@ -413,12 +378,7 @@ async fn creating_a_missing_helm_block_loses_nothing_someone_created_meanwhile()
     });
     let report = run(&standins, &[], &event("push-date-tag.json")).await;
     editor.await.unwrap();
-    assert_eq!(
-        one(&report, "bare").action,
-        Action::Updated,
-        "{}",
-        one(&report, "bare").reason
-    );
+    expect_decision(one(&report, "bare"), Action::Updated, "");
     assert_eq!(report.stats.conflicts, 1);
     assert_eq!(
         params(&standins, "bare", "source"),
@@ -528,7 +488,7 @@ fn owned_app(name: &str) -> Value {
         name,
         &[("app.update-strategy", "latest")],
         helm(&[("image.name", SEED_IMAGE), ("image.tag", "20250825-120000")]),
-        &[RUNNING],
+        &[&running_seed()],
     );
     owned["metadata"]["ownerReferences"] = json!([{"apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationSet", "name": "fleet", "uid": "u1"}]);
     owned
@@ -548,12 +508,7 @@ async fn an_applicationset_app_is_patched_when_the_set_ignores_the_managed_param
         )
         .unwrap();
     let report = run(&standins, &[], &event("push-date-tag.json")).await;
-    assert_eq!(
-        one(&report, "covered").action,
-        Action::Updated,
-        "{}",
-        one(&report, "covered").reason
-    );
+    expect_decision(one(&report, "covered"), Action::Updated, "");
     assert_eq!(
         params(&standins, "covered", "source")[1]["value"],
         "20250825-153012"
@@ -606,7 +561,7 @@ async fn an_applicationset_that_may_not_be_read_fails_retryably_with_the_rbac_fi
 async fn an_endpoint_behind_a_path_prefix_keeps_the_prefix_on_every_request() {
     let standins = StandIns::start_seeded().await.unwrap();
     let endpoint = format!("{}{PROXY_PREFIX}", standins.kube_endpoint());
-    let ca = encode_ca(standins.ca_pem.as_bytes());
+    let ca = kube_ca_data(&standins.ca_pem);
     let report = run(
         &standins,
         &[("KUBE_API_ENDPOINT", &endpoint), ("KUBE_CA_DATA", &ca)],

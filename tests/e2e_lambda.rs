@@ -8,7 +8,7 @@ use std::io::Read;
 use std::time::Duration;
 
 use argocd_ecr_updater_standins::{Grant, Outcome, StandIns};
-use common::{event, helm_parameter, spawn_lambda};
+use common::{event, seed_tag, spawn_lambda};
 use serde_json::json;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_argocd-ecr-updater");
@@ -37,10 +37,7 @@ async fn the_binary_updates_the_seed_application_and_returns_the_report() {
     let report = response(&standins, event("push-date-tag.json")).await;
     assert_eq!(report["entries"][0]["action"], "updated", "{report:#}");
     assert_eq!(report["entries"][0]["to"], "20250825-153012");
-    assert_eq!(
-        helm_parameter(&standins, "argocd", "aws-pipeline-test", "image.tag").as_deref(),
-        Some("20250825-153012")
-    );
+    assert_eq!(seed_tag(&standins).as_deref(), Some("20250825-153012"));
     // A second, duplicate delivery on the warm process: no write.
     let again = response(&standins, event("push-date-tag.json")).await;
     assert_eq!(again["entries"][0]["action"], "unchanged");

@@ -7,25 +7,12 @@ use std::time::Duration;
 
 use argocd_ecr_updater::handler::HandlerError;
 use argocd_ecr_updater::report::{Action, Report};
+use argocd_ecr_updater_standins::fixtures::{
+    Application, SEED_IMAGE, SEED_TAG, digest as D, image, push_event as push,
+};
 use argocd_ecr_updater_standins::{FaultAction, Grant, Image, Options, Route, Service, StandIns};
-use common::{SEED_IMAGE, event, handler, helm_parameter};
+use common::{event, expect_decision, handler, helm_parameter, seed_tag};
 use serde_json::{Value, json};
-
-const D: fn(char) -> String = |c| format!("sha256:{}", c.to_string().repeat(64));
-
-fn push(repository: &str, tag: &str, time: &str) -> Value {
-    json!({"version": "0", "id": format!("evt-{tag}"), "detail-type": "ECR Image Action", "source": "aws.ecr",
-           "account": "768157413559", "time": time, "region": "ap-northeast-2", "resources": [],
-           "detail": {"result": "SUCCESS", "repository-name": repository, "image-digest": D('9'),
-                      "action-type": "PUSH", "image-tag": tag}})
-}
-
-fn image(repository: &str, tag: &str, digest: char, pushed_at: &str) -> Image {
-    serde_json::from_value(
-        json!({"repository": repository, "tag": tag, "digest": D(digest), "pushedAt": pushed_at}),
-    )
-    .unwrap()
-}
 
 async fn ok(standins: &StandIns, vars: &[(&str, &str)], event: &Value) -> Report {
     handler(standins, vars).handle(event, None).await.unwrap()
@@ -36,11 +23,16 @@ fn only(report: &Report) -> &argocd_ecr_updater::report::Entry {
     &report.entries[0]
 }
 
+/// An Application with exactly these annotations, source and status.
 fn app(name: &str, namespace: &str, annotations: Value, source: Value, status: Value) -> Value {
-    json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-           "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
-           "spec": {"project": "default", "destination": {"server": "https://kubernetes.default.svc", "namespace": "web"}, "source": source},
-           "status": status})
+    Application::tracking(name, SEED_IMAGE, SEED_TAG)
+        .namespace(namespace)
+        .with(|app| {
+            app["metadata"]["annotations"] = annotations;
+            app["spec"]["source"] = source;
+            app["status"] = status;
+        })
+        .build()
 }
 
 fn kube_requests(standins: &StandIns, method: &str) -> usize {
@@ -58,10 +50,7 @@ async fn the_seed_application_moves_to_the_newly_pushed_date_tag() {
     assert_eq!(entry.from.as_deref(), Some("20250825-120000"));
     assert_eq!(entry.to.as_deref(), Some("20250825-153012"));
     assert_eq!(entry.sources, vec!["spec.source (helm)".to_string()]);
-    assert_eq!(
-        helm_parameter(&standins, "argocd", "aws-pipeline-test", "image.tag").as_deref(),
-        Some("20250825-153012")
-    );
+    assert_eq!(seed_tag(&standins).as_deref(), Some("20250825-153012"));
     assert_eq!(
         helm_parameter(&standins, "argocd", "aws-pipeline-test", "image.repository").as_deref(),
         Some(SEED_IMAGE)
@@ -99,20 +88,12 @@ async fn out_of_order_and_duplicate_deliveries_never_downgrade() {
     // A late event for an older push arrives after the newer one.
     let late = push("barun-dev-ecr", "20250824-093000", "2025-08-24T00:30:05Z");
     let report = h.handle(&late, None).await.unwrap();
-    assert_eq!(only(&report).action, Action::Skipped);
-    assert!(
-        only(&report).reason.contains("ranks below"),
-        "{}",
-        only(&report).reason
-    );
+    expect_decision(only(&report), Action::Skipped, "ranks below");
     // The same event delivered twice: the second is a no-op.
     let report = h.handle(&event("push-date-tag.json"), None).await.unwrap();
     assert_eq!(only(&report).action, Action::Unchanged);
     assert_eq!(kube_requests(&standins, "PATCH"), 1);
-    assert_eq!(
-        helm_parameter(&standins, "argocd", "aws-pipeline-test", "image.tag").as_deref(),
-        Some("20250825-153012")
-    );
+    assert_eq!(seed_tag(&standins).as_deref(), Some("20250825-153012"));
 }
 
 #[tokio::test]
@@ -127,13 +108,7 @@ async fn a_new_date_tag_on_an_old_image_does_not_count_as_newer() {
     ));
     let retag = push("barun-dev-ecr", "20250901-000000", "2025-09-01T00:00:00Z");
     let report = ok(&standins, &[], &retag).await;
-    assert_eq!(
-        only(&report).action,
-        Action::Skipped,
-        "{}",
-        only(&report).reason
-    );
-    assert!(only(&report).reason.contains("ranks below"));
+    expect_decision(only(&report), Action::Skipped, "ranks below");
     // ECR ranked both tags in one request, as reconcile's select ranks them.
     assert_eq!(report.stats.ecr_calls, 1);
     let describe = standins
@@ -147,18 +122,14 @@ async fn a_new_date_tag_on_an_old_image_does_not_count_as_newer() {
         "{}",
         describe.body
     );
-    assert_eq!(
-        helm_parameter(&standins, "argocd", "aws-pipeline-test", "image.tag").as_deref(),
-        Some("20250825-120000")
-    );
+    assert_eq!(seed_tag(&standins).as_deref(), Some("20250825-120000"));
 }
 
 #[tokio::test]
 async fn a_tag_that_allow_tags_rejects_costs_no_ecr_call_and_no_write() {
     let standins = StandIns::start_seeded().await.unwrap();
     let report = ok(&standins, &[], &event("retag-existing-digest.json")).await;
-    assert_eq!(only(&report).action, Action::Skipped);
-    assert!(only(&report).reason.contains("not allowed by allow-tags"));
+    expect_decision(only(&report), Action::Skipped, "not allowed by allow-tags");
     assert_eq!(report.stats.ecr_calls, 0);
     assert_eq!(kube_requests(&standins, "PATCH"), 0);
 }
@@ -430,10 +401,7 @@ async fn a_concurrent_edit_of_another_field_survives_our_write() {
         json!(["CreateNamespace=true", "ServerSideApply=true"])
     );
     assert_eq!(stored["metadata"]["labels"]["edited-by"], "human");
-    assert_eq!(
-        helm_parameter(&standins, "argocd", "aws-pipeline-test", "image.tag").as_deref(),
-        Some("20250825-153012")
-    );
+    assert_eq!(seed_tag(&standins).as_deref(), Some("20250825-153012"));
 }
 
 #[tokio::test]
@@ -461,18 +429,9 @@ async fn a_concurrent_edit_of_the_managed_parameter_makes_us_read_again_and_deci
     let report = ok(&standins, &[], &event("push-date-tag.json")).await;
     editor.await.unwrap();
     // Re-decided against the newer tag someone else set: ours is older, so nothing is written.
-    assert_eq!(
-        only(&report).action,
-        Action::Skipped,
-        "{}",
-        only(&report).reason
-    );
-    assert!(only(&report).reason.contains("ranks below"));
+    expect_decision(only(&report), Action::Skipped, "ranks below");
     assert_eq!(report.stats.conflicts, 1);
-    assert_eq!(
-        helm_parameter(&standins, "argocd", "aws-pipeline-test", "image.tag").as_deref(),
-        Some("20250826-080000")
-    );
+    assert_eq!(seed_tag(&standins).as_deref(), Some("20250826-080000"));
 }
 
 #[tokio::test]
@@ -509,10 +468,7 @@ async fn a_conflict_storm_is_retried_a_bounded_number_of_times_then_fails_the_in
     assert_eq!(error.error_type(), "Retryable.TargetsFailed");
     assert!(summary.contains("4 conflicts in a row"), "{summary}");
     assert_eq!(report.stats.patches, 4);
-    assert_eq!(
-        helm_parameter(&standins, "argocd", "aws-pipeline-test", "image.tag").as_deref(),
-        Some("20250825-120000")
-    );
+    assert_eq!(seed_tag(&standins).as_deref(), Some("20250825-120000"));
 }
 
 #[tokio::test]
@@ -600,10 +556,7 @@ async fn reconcile_catches_a_missed_event_and_follows_a_changed_constraint() {
         "{}",
         only(&report).reason
     );
-    assert_eq!(
-        helm_parameter(&standins, "argocd", "aws-pipeline-test", "image.tag").as_deref(),
-        Some("20250825-153012")
-    );
+    assert_eq!(seed_tag(&standins).as_deref(), Some("20250825-153012"));
     // The user narrows allow-tags to the 24th: like Image Updater, reconcile moves there.
     standins
         .kube

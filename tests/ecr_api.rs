@@ -2,17 +2,15 @@
 //! one tag, manifests, and ECR's own error shapes.
 
 use argocd_ecr_updater::ecr::{Ecr, EcrError, Platforms};
+use argocd_ecr_updater_standins::fixtures::{image_with_digest, numbered_digest};
 use argocd_ecr_updater_standins::{Image, Options, Service, StandIns, seed};
 use serde_json::json;
 
 const ACCOUNT: &str = "768157413559";
 
 fn image(repository: &str, tag: Option<String>, n: usize) -> Image {
-    serde_json::from_value(
-        json!({"repository": repository, "tag": tag, "digest": format!("sha256:{n:064x}"),
-        "pushedAt": format!("2025-01-01T00:00:{:02}Z", n % 60)}),
-    )
-    .unwrap()
+    let pushed_at = format!("2025-01-01T00:00:{:02}Z", n % 60);
+    image_with_digest(repository, tag.as_deref(), &numbered_digest(n), &pushed_at)
 }
 
 #[tokio::test]
@@ -51,10 +49,12 @@ async fn list_tags_follows_next_token_across_pages_and_skips_untagged_images() {
 async fn one_tag_is_described_or_reported_missing() {
     let standins = StandIns::start_seeded().await.unwrap();
     let ecr = Ecr::new(aws_sdk_ecr::Client::new(&standins.sdk_config()));
+    let described = |tag: &str| vec![tag.to_string()];
     let latest = ecr
-        .describe_tag(ACCOUNT, "barun-dev-ecr", "latest")
+        .describe_tags(ACCOUNT, "barun-dev-ecr", &described("latest"))
         .await
         .unwrap()
+        .pop()
         .unwrap();
     assert_eq!(
         latest.digest.as_deref(),
@@ -66,13 +66,13 @@ async fn one_tag_is_described_or_reported_missing() {
         "the digest's newest push"
     );
     assert_eq!(
-        ecr.describe_tag(ACCOUNT, "barun-dev-ecr", "nope")
+        ecr.describe_tags(ACCOUNT, "barun-dev-ecr", &described("nope"))
             .await
             .unwrap(),
-        None
+        vec![]
     );
     let missing = ecr
-        .describe_tag(ACCOUNT, "no-such-repo", "1")
+        .describe_tags(ACCOUNT, "no-such-repo", &described("1"))
         .await
         .unwrap_err();
     assert!(

@@ -244,8 +244,8 @@ async fn expired_and_rejected_tokens_fail_the_invocation_with_the_access_fix() {
 #[tokio::test]
 async fn a_wrong_ca_or_an_unresolvable_endpoint_fails_the_invocation_naming_the_setting() {
     let standins = StandIns::start_seeded().await.unwrap();
-    let other_ca = argocd_ecr_updater::config::encode_ca(
-        tls::cluster_tls(&["127.0.0.1"]).unwrap().ca_pem.as_bytes(),
+    let other_ca = argocd_ecr_updater_standins::fixtures::kube_ca_data(
+        &tls::cluster_tls(&["127.0.0.1"]).unwrap().ca_pem,
     );
     let endpoint = standins.kube_endpoint();
     let h = handler(
@@ -265,7 +265,7 @@ async fn a_wrong_ca_or_an_unresolvable_endpoint_fails_the_invocation_naming_the_
     );
     assert!(error.to_string().contains("KUBE_CA_DATA"), "{error}");
 
-    let right_ca = argocd_ecr_updater::config::encode_ca(standins.ca_pem.as_bytes());
+    let right_ca = argocd_ecr_updater_standins::fixtures::kube_ca_data(&standins.ca_pem);
     let h = handler(
         &standins,
         &[

@@ -34,10 +34,6 @@ impl GoGlob {
         Ok(Self(pattern.to_string()))
     }
 
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
     pub fn matches(&self, name: &str) -> bool {
         matches(&self.0, name).unwrap_or(false)
     }

@@ -70,8 +70,6 @@ pub fn event(name: &str) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-pub const SEED_IMAGE: &str = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/barun-dev-ecr";
-
 /// The Helm parameter `name` of `namespace/app` as the stand-in stores it now.
 pub fn helm_parameter(
     standins: &StandIns,
@@ -109,4 +107,24 @@ pub fn spawn_lambda(binary: &str, env: &[(String, String)]) -> LambdaProcess {
         .spawn()
         .expect("the function binary starts");
     LambdaProcess { child }
+}
+
+/// The seed Application's `image.tag` as the stand-in stores it now.
+pub fn seed_tag(standins: &StandIns) -> Option<String> {
+    helm_parameter(standins, "argocd", "aws-pipeline-test", "image.tag")
+}
+
+/// Asserts a decision's action and a part of its reason, showing the reason on failure.
+pub fn expect_decision(
+    entry: &argocd_ecr_updater::report::Entry,
+    action: argocd_ecr_updater::report::Action,
+    reason_part: &str,
+) {
+    assert_eq!(entry.action, action, "{}: {}", entry.name, entry.reason);
+    assert!(
+        entry.reason.contains(reason_part),
+        "{}: `{}` lacks `{reason_part}`",
+        entry.name,
+        entry.reason
+    );
 }

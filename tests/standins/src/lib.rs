@@ -7,6 +7,7 @@
 
 pub mod aws;
 pub mod faults;
+pub mod fixtures;
 pub mod kube;
 pub mod runtime;
 pub mod seed;
