@@ -86,18 +86,47 @@ pub struct ImageConfig {
     pub helm: HelmTarget,
     /// `kustomize.image-name`: the image name Kustomize replaces; defaults to the image.
     pub kustomize_image_name: Option<String>,
+    /// An ImageUpdater object's `manifestTargets.plugin`: environment variables of a
+    /// Config Management Plugin source that carry the image. Annotations have no such key.
+    pub plugin: Option<PluginTarget>,
     /// Things the user set that we accept but do not need, said in the report.
     pub notes: Vec<String>,
 }
 
-/// One image-list entry that we can name, and what went wrong with its annotations.
+/// The plugin environment variables an image is written to: `spec` holds `repo:tag`, else
+/// `name` holds the repository and `tag` the tag.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PluginTarget {
+    pub name: Option<String>,
+    pub tag: Option<String>,
+    pub spec: Option<String>,
+}
+
+/// One image-list entry that we can name, and what went wrong with its configuration.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("annotation `{annotation}` = `{value}`: {problem}")]
+#[error("{} = `{value}`: {problem}", self.setting())]
 pub struct AnnotationError {
+    /// The annotation key, or for an ImageUpdater object `ImageUpdater ns/name <field path>`.
     pub annotation: String,
     pub value: String,
     pub problem: String,
 }
+
+impl AnnotationError {
+    /// How the message names the setting: an annotation, or an ImageUpdater object's field.
+    fn setting(&self) -> String {
+        if self.annotation.starts_with("ImageUpdater ") {
+            self.annotation.clone()
+        } else {
+            format!("annotation `{}`", self.annotation)
+        }
+    }
+}
+
+/// Keys an ImageUpdater object's plugin targets are read under. They exist only in the
+/// configuration this crate synthesises from such an object; Image Updater has no plugin
+/// annotations, so an Application's own annotations never reach them.
+pub const PLUGIN_KEYS: [&str; 3] = ["plugin.env-name", "plugin.env-tag", "plugin.env-spec"];
 
 /// How the Application wants its updates written.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -183,7 +212,40 @@ impl AppConfig {
     /// Reads the annotations of one Application. Returns `None` when it has no `image-list`
     /// (it is not managed by Image Updater at all).
     pub fn parse(annotations: &BTreeMap<String, String>) -> Option<Self> {
-        let reader = Reader { annotations };
+        Self::read(Reader {
+            annotations,
+            synthesized: false,
+        })
+    }
+
+    /// Reads configuration synthesised from an ImageUpdater object in the annotations'
+    /// shape (so both go through the same rules), with its plugin targets, and names each
+    /// error by the object field it came from (`origins`: annotation key -> field).
+    pub fn parse_synthesized(
+        annotations: &BTreeMap<String, String>,
+        origins: &BTreeMap<String, String>,
+    ) -> Option<Self> {
+        let mut config = Self::read(Reader {
+            annotations,
+            synthesized: true,
+        })?;
+        let rename = |error: &mut AnnotationError| {
+            if let Some(field) = origins.get(&error.annotation) {
+                error.annotation = field.clone();
+            }
+        };
+        for image in &mut config.images {
+            if let Err(error) = &mut image.config {
+                rename(error);
+            }
+        }
+        if let Err(error) = &mut config.write_back {
+            rename(error);
+        }
+        Some(config)
+    }
+
+    fn read(reader: Reader<'_>) -> Option<Self> {
         let list = reader.get("image-list")?;
         let write_back = reader.write_back();
         let images = split_image_list(list)
@@ -202,6 +264,8 @@ impl AppConfig {
 
 struct Reader<'a> {
     annotations: &'a BTreeMap<String, String>,
+    /// Read from an ImageUpdater object: plugin targets exist.
+    synthesized: bool,
 }
 
 impl Reader<'_> {
@@ -311,6 +375,21 @@ impl Reader<'_> {
             .lookup(alias, "kustomize.image-name", false)
             .map(|(key, v)| non_empty(&key, v))
             .transpose()?;
+        let plugin = if self.synthesized {
+            let [name, tag, spec] = PLUGIN_KEYS.map(|key| {
+                self.lookup(alias, key, false)
+                    .map(|(key, v)| non_empty(&key, v))
+                    .transpose()
+            });
+            let (name, tag, spec) = (name?, tag?, spec?);
+            (name.is_some() || tag.is_some() || spec.is_some()).then_some(PluginTarget {
+                name,
+                tag,
+                spec,
+            })
+        } else {
+            None
+        };
 
         Ok(ImageConfig {
             alias: alias.map(str::to_string),
@@ -321,6 +400,7 @@ impl Reader<'_> {
             platforms,
             helm,
             kustomize_image_name,
+            plugin,
             notes,
         })
     }

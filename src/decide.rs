@@ -364,6 +364,7 @@ impl ImageCase<'_> {
         entry.from = target.current.as_ref().map(ToString::to_string);
         let kind = match target.source.kind {
             patch::SourceKind::Kustomize => "kustomize",
+            patch::SourceKind::Plugin => "plugin env",
             _ => "helm",
         };
         entry.sources = vec![format!("{} ({kind})", target.source.label)];

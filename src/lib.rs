@@ -7,7 +7,8 @@
 //! - [`event`]: the invocation payload into a push, a reconcile or a skip.
 //! - [`config`]: the environment, read once per cold start.
 //! - [`kube`]: lists Applications metadata-only, reads one, reads its ApplicationSet, patches.
-//! - [`annotations`]: Image Updater's annotations into a typed configuration.
+//! - [`annotations`], [`imageupdater`]: Image Updater's annotations, or the `ImageUpdater`
+//!   object that matches an Application, into one typed configuration.
 //! - [`policy`]: strategies, filters and ranking of tags (pure).
 //! - [`ecr`], [`facts`]: the registry facts a strategy asks for, each asked once.
 //! - [`decide`]: per image and source, update or keep, and why (pure).
@@ -30,6 +31,7 @@ pub mod eks_auth;
 pub mod event;
 pub mod facts;
 pub mod handler;
+pub mod imageupdater;
 pub mod kube;
 pub mod patch;
 pub mod policy;

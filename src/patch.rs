@@ -114,10 +114,16 @@ pub fn app_skip_reason(app: &Value, config: &AppConfig) -> Option<String> {
         Ok(WriteBack::Argocd) => {}
     }
     let all = sources(app);
-    if !all
+    // Plugin sources are written only through an ImageUpdater object's plugin targets.
+    let plugin_targets = config
+        .images
         .iter()
-        .any(|s| matches!(s.kind, SourceKind::Helm | SourceKind::Kustomize))
-    {
+        .any(|i| i.config.as_ref().is_ok_and(|c| c.plugin.is_some()));
+    if !all.iter().any(|s| match s.kind {
+        SourceKind::Helm | SourceKind::Kustomize => true,
+        SourceKind::Plugin => plugin_targets,
+        SourceKind::Directory => false,
+    }) {
         let kind = all.first().map_or("Directory", |s| s.kind.name());
         // Image Updater's own wording, which users grep their logs for.
         return Some(format!(
@@ -171,6 +177,19 @@ fn parameters(source: &Value) -> &[Value] {
         .map_or(&[], Vec::as_slice)
 }
 
+fn plugin_env(source: &Value) -> &[Value] {
+    source["plugin"]["env"]
+        .as_array()
+        .map_or(&[], Vec::as_slice)
+}
+
+fn env_value<'a>(source: &'a Value, name: &str) -> Option<&'a str> {
+    plugin_env(source)
+        .iter()
+        .find(|e| e["name"] == name)
+        .and_then(|e| e["value"].as_str())
+}
+
 fn kustomize_images(source: &Value) -> &[Value] {
     source["kustomize"]["images"]
         .as_array()
@@ -221,6 +240,17 @@ fn reference_tag(reference: &str) -> Option<TagRef> {
 /// A second chart in a multi-source Application pins its own image under the same
 /// parameter names; writing ours there would deploy the wrong image.
 fn names_image(source: &Source<'_>, image: &ImageConfig) -> bool {
+    if let Some(plugin) = &image.plugin {
+        return source.kind == SourceKind::Plugin
+            && match (&plugin.spec, &plugin.name) {
+                (Some(spec), _) => env_value(source.value, spec)
+                    .is_some_and(|v| ImageRef::parse(split_reference(v).0) == image.image),
+                (None, Some(name)) => {
+                    env_value(source.value, name).is_some_and(|v| ImageRef::parse(v) == image.image)
+                }
+                (None, None) => false,
+            };
+    }
     match source.kind {
         SourceKind::Helm => match &image.helm {
             HelmTarget::NameAndTag { name, .. } => {
@@ -236,6 +266,16 @@ fn names_image(source: &Source<'_>, image: &ImageConfig) -> bool {
 
 /// The value this source holds for the image now, if it holds one.
 fn value_in(source: &Source<'_>, image: &ImageConfig) -> Option<TagRef> {
+    if let Some(plugin) = &image.plugin {
+        if source.kind != SourceKind::Plugin {
+            return None;
+        }
+        return match (&plugin.spec, &plugin.tag) {
+            (Some(spec), _) => env_value(source.value, spec).and_then(reference_tag),
+            (None, Some(tag)) => env_value(source.value, tag).and_then(TagRef::parse),
+            (None, None) => None,
+        };
+    }
     match source.kind {
         SourceKind::Helm => match &image.helm {
             HelmTarget::NameAndTag { tag, .. } => {
@@ -288,9 +328,13 @@ pub fn targets<'a>(app: &'a Value, image: &ImageConfig) -> Targets<'a> {
         .filter(|&i| names_image(&all[i], image))
         .collect();
     let fallback = naming.is_empty();
+    let writable = |kind: SourceKind| match image.plugin {
+        Some(_) => kind == SourceKind::Plugin,
+        None => matches!(kind, SourceKind::Helm | SourceKind::Kustomize),
+    };
     let chosen: Vec<usize> = if fallback {
         all.iter()
-            .position(|s| matches!(s.kind, SourceKind::Helm | SourceKind::Kustomize))
+            .position(|s| writable(s.kind))
             .into_iter()
             .collect()
     } else {
@@ -369,6 +413,14 @@ impl WritePlan {
     }
 }
 
+/// Sets a plugin environment variable, adding it if absent (Image Updater's `AddEnvEntry`).
+fn set_env(list: &mut Vec<Value>, name: &str, value: &str) {
+    match list.iter_mut().find(|e| e["name"] == name) {
+        Some(entry) => entry["value"] = json!(value),
+        None => list.push(json!({"name": name, "value": value})),
+    }
+}
+
 /// Image Updater rewrites every parameter of the managed name, not only the first.
 fn set_parameter(list: &mut Vec<Value>, name: &str, value: &str) {
     let mut found = false;
@@ -397,6 +449,7 @@ pub fn plan(app: &Value, updates: &[ImageUpdate<'_>], audit: Value) -> WritePlan
     // Working copies of every list we may rewrite, keyed by source index.
     let mut helm: Vec<Option<Vec<Value>>> = vec![None; all.len()];
     let mut kustomize: Vec<Option<Vec<Value>>> = vec![None; all.len()];
+    let mut plugin: Vec<Option<Vec<Value>>> = vec![None; all.len()];
     for update in updates {
         let image = update.config;
         let reference = image.image.to_string();
@@ -435,7 +488,25 @@ pub fn plan(app: &Value, updates: &[ImageUpdate<'_>], audit: Value) -> WritePlan
                         None => list.push(json!(entry)),
                     }
                 }
-                SourceKind::Directory | SourceKind::Plugin => {}
+                SourceKind::Plugin => {
+                    let list =
+                        plugin[index].get_or_insert_with(|| plugin_env(source.value).to_vec());
+                    let Some(target) = &image.plugin else {
+                        continue;
+                    };
+                    match (&target.spec, &target.name, &target.tag) {
+                        (Some(spec), _, _) => set_env(list, spec, &format!("{reference}:{to}")),
+                        (None, name, tag) => {
+                            if let Some(name) = name {
+                                set_env(list, name, &reference);
+                            }
+                            if let Some(tag) = tag {
+                                set_env(list, tag, &to);
+                            }
+                        }
+                    }
+                }
+                SourceKind::Directory => {}
             }
         }
     }
@@ -454,6 +525,7 @@ pub fn plan(app: &Value, updates: &[ImageUpdate<'_>], audit: Value) -> WritePlan
         for (block, field, list) in [
             ("helm", "parameters", &helm[index]),
             ("kustomize", "images", &kustomize[index]),
+            ("plugin", "env", &plugin[index]),
         ] {
             let Some(list) = list else { continue };
             let block_pointer = format!("{}/{block}", source.pointer);

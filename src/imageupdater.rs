@@ -1,0 +1,1152 @@
+//! Image Updater v1.x `ImageUpdater` objects: which one configures an Application, and the
+//! configuration it gives, resolved as Image Updater resolves it (pure, no I/O).
+//!
+//! Image Updater's rules, from its source (`pkg/argocd/argocd.go`): an object's
+//! `applicationRefs` are tried most specific first (an exact name beats any glob, more
+//! literal characters beat fewer, label selectors add weight) and the first whose
+//! `namePattern` (Go's `filepath.Match`) and `labelSelectors` match the Application wins;
+//! settings merge image > ref > spec. Where Image Updater lets two objects matching one
+//! Application fight, we skip the Application and name both.
+//!
+//! The configuration is synthesised in the shape of the annotations and read by the same
+//! code ([`AppConfig::parse_synthesized`]), so both ways of configuring decide identically;
+//! errors name the object's field.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::annotations::{AppConfig, ImageRef, PREFIX};
+use crate::policy::go_glob::GoGlob;
+
+pub const GROUP: &str = "argocd-image-updater.argoproj.io";
+pub const VERSION: &str = "v1alpha1";
+pub const PLURAL: &str = "imageupdaters";
+
+/// An `ImageUpdater` object, as far as we read it.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageUpdaterObject {
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: Spec,
+    #[serde(default)]
+    pub status: Value,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectMeta {
+    pub name: String,
+    #[serde(default)]
+    pub namespace: String,
+    #[serde(default)]
+    pub uid: String,
+    #[serde(default)]
+    pub generation: i64,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Spec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub common_update_settings: Option<UpdateSettings>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_back_config: Option<WriteBackSettings>,
+    #[serde(default)]
+    pub application_refs: Vec<ApplicationRef>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplicationRef {
+    pub name_pattern: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_selectors: Option<LabelSelector>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub use_annotations: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub common_update_settings: Option<UpdateSettings>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_back_config: Option<WriteBackSettings>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<ImageSpec>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageSpec {
+    pub alias: String,
+    pub image_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub common_update_settings: Option<UpdateSettings>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest_targets: Option<ManifestTargets>,
+}
+
+/// `commonUpdateSettings`, at any of the three levels.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdateSettings {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_strategy: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub force_update: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_tags: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ignore_tags: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_secret: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platforms: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct WriteBackSettings {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_config: Option<GitConfig>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct GitConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_back_target: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_request: Option<Value>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ManifestTargets {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub helm: Option<NameTagSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kustomize: Option<KustomizeTarget>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<NameTagSpec>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+pub struct NameTagSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+pub struct KustomizeTarget {
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct LabelSelector {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub match_labels: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub match_expressions: Option<Vec<LabelExpression>>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+pub struct LabelExpression {
+    pub key: String,
+    pub operator: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values: Option<Vec<String>>,
+}
+
+impl LabelSelector {
+    /// `metav1.LabelSelector` semantics; an invalid selector (unknown operator, `In` without
+    /// values, `Exists` with values) matches nothing, as in Image Updater.
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        let labels_match = self
+            .match_labels
+            .iter()
+            .flatten()
+            .all(|(k, v)| labels.get(k) == Some(v));
+        let expressions_match = self.match_expressions.iter().flatten().all(|e| {
+            let values = e.values.as_deref().unwrap_or_default();
+            let label = labels.get(&e.key);
+            match e.operator.as_str() {
+                "In" if !values.is_empty() => label.is_some_and(|l| values.contains(l)),
+                "NotIn" if !values.is_empty() => label.is_none_or(|l| !values.contains(l)),
+                "Exists" if values.is_empty() => label.is_some(),
+                "DoesNotExist" if values.is_empty() => label.is_none(),
+                _ => false,
+            }
+        });
+        labels_match && expressions_match
+    }
+}
+
+/// Image Updater's `calculateSpecificity`: the higher, the more specific.
+pub fn specificity(reference: &ApplicationRef) -> usize {
+    let pattern = reference.name_pattern.as_str();
+    let mut score = 0;
+    if !pattern.contains(['*', '?', '[', ']']) {
+        score += 1_000_000;
+    }
+    // Character classes `[...]` count for nothing, then the other wildcards are removed.
+    let mut literals = String::new();
+    let mut rest = pattern;
+    while let Some(open) = rest.find('[') {
+        match rest[open..].find(']') {
+            Some(close) => {
+                literals.push_str(&rest[..open]);
+                rest = &rest[open + close + 1..];
+            }
+            None => break,
+        }
+    }
+    literals.push_str(rest);
+    score += literals.replace(['*', '?'], "").len();
+    if let Some(selector) = &reference.label_selectors {
+        score += 10_000;
+        score += selector.match_labels.as_ref().map_or(0, BTreeMap::len) * 100;
+        score += selector.match_expressions.as_ref().map_or(0, Vec::len) * 100;
+    }
+    score
+}
+
+/// Where an Application's configuration comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Source<'a> {
+    /// No ImageUpdater object matches: its own annotations, as Image Updater v0.x reads them.
+    Annotations,
+    /// One object's `applicationRefs[reference]` matches.
+    Object {
+        object: &'a ImageUpdaterObject,
+        reference: usize,
+    },
+    /// More than one object matches; named by `namespace/name`.
+    Conflict(Vec<String>),
+}
+
+impl fmt::Display for Source<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Annotations => f.write_str("annotations"),
+            Self::Object { object, reference } => {
+                let pattern = object
+                    .spec
+                    .application_refs
+                    .get(*reference)
+                    .map_or("", |r| r.name_pattern.as_str());
+                write!(
+                    f,
+                    "ImageUpdater {}/{}, ref \"{pattern}\"",
+                    object.metadata.namespace, object.metadata.name
+                )?;
+                if self.uses_annotations() {
+                    f.write_str(" (useAnnotations)")?;
+                }
+                Ok(())
+            }
+            Self::Conflict(names) => write!(f, "ImageUpdater {}", names.join(", ")),
+        }
+    }
+}
+
+impl Source<'_> {
+    fn uses_annotations(&self) -> bool {
+        match self {
+            Self::Object { object, reference } => object
+                .spec
+                .application_refs
+                .get(*reference)
+                .and_then(|r| r.use_annotations)
+                .unwrap_or(false),
+            _ => false,
+        }
+    }
+
+    /// The configuration this source gives the Application with these annotations; `None`
+    /// when there is none (no image-list, no images).
+    pub fn config(&self, annotations: &BTreeMap<String, String>) -> Option<AppConfig> {
+        match self {
+            Self::Annotations => AppConfig::parse(annotations),
+            Self::Conflict(_) => None,
+            Self::Object { .. } if self.uses_annotations() => AppConfig::parse(annotations),
+            Self::Object { object, reference } => {
+                let (synthesized, origins) = synthesize(object, *reference)?;
+                AppConfig::parse_synthesized(&synthesized, &origins)
+            }
+        }
+    }
+
+    /// Does the configuration name `registry/repository` (for the push path's cheap
+    /// filter on metadata)?
+    pub fn names(
+        &self,
+        annotations: &BTreeMap<String, String>,
+        registry: &str,
+        repository: &str,
+    ) -> bool {
+        match self {
+            Self::Annotations => {
+                crate::annotations::image_list_names(annotations, registry, repository)
+            }
+            Self::Object { .. } if self.uses_annotations() => {
+                crate::annotations::image_list_names(annotations, registry, repository)
+            }
+            Self::Object { object, reference } => object
+                .spec
+                .application_refs
+                .get(*reference)
+                .is_some_and(|r| {
+                    r.images.iter().any(|i| {
+                        let (name, _) = split_constraint(&i.image_name);
+                        ImageRef::parse(name).is(registry, repository)
+                    })
+                }),
+            // Kept so the report can say why it is skipped.
+            Self::Conflict(_) => true,
+        }
+    }
+}
+
+/// The best-matching ref of one object for an Application, if any ref matches. An object
+/// whose patterns do not compile matches nothing (its status says why).
+fn best_ref(
+    object: &ImageUpdaterObject,
+    name: &str,
+    labels: &BTreeMap<String, String>,
+) -> Option<usize> {
+    let refs = &object.spec.application_refs;
+    let patterns: Vec<GoGlob> = refs
+        .iter()
+        .map(|r| GoGlob::parse(&r.name_pattern))
+        .collect::<Result<_, _>>()
+        .ok()?;
+    let mut order: Vec<usize> = (0..refs.len()).collect();
+    // Stable, most specific first: equal scores keep the order they are written in.
+    order.sort_by_key(|&i| std::cmp::Reverse(specificity(&refs[i])));
+    order.into_iter().find(|&i| {
+        patterns[i].matches(name)
+            && refs[i]
+                .label_selectors
+                .as_ref()
+                .is_none_or(|s| s.matches(labels))
+    })
+}
+
+/// Which configuration applies to the Application `namespace/name` with `labels`, given the
+/// ImageUpdater objects of its namespace.
+pub fn resolve<'a>(
+    objects: &'a [ImageUpdaterObject],
+    namespace: &str,
+    name: &str,
+    labels: &BTreeMap<String, String>,
+) -> Source<'a> {
+    let matches: Vec<(&ImageUpdaterObject, usize)> = objects
+        .iter()
+        .filter(|o| o.metadata.namespace == namespace)
+        .filter_map(|o| best_ref(o, name, labels).map(|r| (o, r)))
+        .collect();
+    match matches.as_slice() {
+        [] => Source::Annotations,
+        [(object, reference)] => Source::Object {
+            object,
+            reference: *reference,
+        },
+        several => Source::Conflict(
+            several
+                .iter()
+                .map(|(o, _)| format!("{}/{}", o.metadata.namespace, o.metadata.name))
+                .collect(),
+        ),
+    }
+}
+
+/// Why an object's patterns make it match nothing, for its status.
+pub fn invalid_patterns(object: &ImageUpdaterObject) -> Option<String> {
+    object
+        .spec
+        .application_refs
+        .iter()
+        .enumerate()
+        .find_map(|(i, r)| {
+            GoGlob::parse(&r.name_pattern).err().map(|e| {
+                format!(
+                    "spec.applicationRefs[{i}].namePattern `{}`: {e}; the object matches no Application until it is fixed",
+                    r.name_pattern
+                )
+            })
+        })
+}
+
+/// `registry/repo[:constraint]` into the repository and its constraint.
+fn split_constraint(image_name: &str) -> (&str, Option<&str>) {
+    let name_start = image_name.rfind('/').map_or(0, |i| i + 1);
+    match image_name[name_start..].find(':') {
+        Some(i) => (
+            &image_name[..name_start + i],
+            Some(&image_name[name_start + i + 1..]),
+        ),
+        None => (image_name, None),
+    }
+}
+
+/// The configuration of `applicationRefs[reference]` in the annotations' shape, and for
+/// each synthesised key the object field it came from.
+fn synthesize(
+    object: &ImageUpdaterObject,
+    reference: usize,
+) -> Option<(BTreeMap<String, String>, BTreeMap<String, String>)> {
+    let ref_ = object.spec.application_refs.get(reference)?;
+    let owner = format!(
+        "ImageUpdater {}/{}",
+        object.metadata.namespace, object.metadata.name
+    );
+    let ref_path = format!("spec.applicationRefs[{reference}]");
+    let mut map = BTreeMap::new();
+    let mut origins = BTreeMap::new();
+    let mut put = |key: String, value: String, field: String| {
+        let key = format!("{PREFIX}{key}");
+        origins.insert(key.clone(), format!("{owner} `{field}`"));
+        map.insert(key, value);
+    };
+    let list: Vec<String> = ref_
+        .images
+        .iter()
+        .map(|i| format!("{}={}", i.alias, i.image_name))
+        .collect();
+    if list.is_empty() {
+        return None;
+    }
+    put(
+        "image-list".into(),
+        list.join(","),
+        format!("{ref_path}.images[].imageName"),
+    );
+    for (index, image) in ref_.images.iter().enumerate() {
+        let alias = image.alias.replace('/', "_");
+        let image_path = format!("{ref_path}.images[{index}]");
+        let levels = [
+            (
+                object.spec.common_update_settings.as_ref(),
+                "spec.commonUpdateSettings".to_string(),
+            ),
+            (
+                ref_.common_update_settings.as_ref(),
+                format!("{ref_path}.commonUpdateSettings"),
+            ),
+            (
+                image.common_update_settings.as_ref(),
+                format!("{image_path}.commonUpdateSettings"),
+            ),
+        ];
+        // Image > ref > spec: the last level that sets a field wins.
+        let winner = |pick: &dyn Fn(&UpdateSettings) -> Option<String>, field: &str| {
+            levels.iter().rev().find_map(|(settings, path)| {
+                settings
+                    .and_then(|s| pick(s))
+                    .map(|v| (v, format!("{path}.{field}")))
+            })
+        };
+        let fields: [(&str, &str, Option<(String, String)>); 6] = [
+            (
+                "update-strategy",
+                "updateStrategy",
+                winner(&|s| s.update_strategy.clone(), "updateStrategy"),
+            ),
+            (
+                "allow-tags",
+                "allowTags",
+                winner(&|s| s.allow_tags.clone(), "allowTags"),
+            ),
+            (
+                "ignore-tags",
+                "ignoreTags",
+                winner(
+                    &|s| s.ignore_tags.as_ref().map(|t| t.join(",")),
+                    "ignoreTags",
+                ),
+            ),
+            (
+                "force-update",
+                "forceUpdate",
+                winner(&|s| s.force_update.map(|f| f.to_string()), "forceUpdate"),
+            ),
+            (
+                "platforms",
+                "platforms",
+                winner(&|s| s.platforms.as_ref().map(|p| p.join(",")), "platforms"),
+            ),
+            (
+                "pull-secret",
+                "pullSecret",
+                winner(&|s| s.pull_secret.clone(), "pullSecret"),
+            ),
+        ];
+        for (key, _, found) in fields {
+            if let Some((value, field)) = found {
+                put(format!("{alias}.{key}"), value, field);
+            }
+        }
+        let targets = image.manifest_targets.clone().unwrap_or_default();
+        let target_path = format!("{image_path}.manifestTargets");
+        let chosen = [
+            targets.helm.is_some(),
+            targets.kustomize.is_some(),
+            targets.plugin.is_some(),
+        ]
+        .iter()
+        .filter(|set| **set)
+        .count();
+        if chosen > 1 {
+            // Image Updater skips such an image; we report it as a configuration error.
+            put(
+                format!("{alias}.helm.image-spec"),
+                String::new(),
+                format!("{target_path} (only one of helm, kustomize, plugin may be set)"),
+            );
+            continue;
+        }
+        if let Some(helm) = &targets.helm {
+            match &helm.spec {
+                Some(spec) => put(
+                    format!("{alias}.helm.image-spec"),
+                    spec.clone(),
+                    format!("{target_path}.helm.spec"),
+                ),
+                None => {
+                    if let Some(name) = &helm.name {
+                        put(
+                            format!("{alias}.helm.image-name"),
+                            name.clone(),
+                            format!("{target_path}.helm.name"),
+                        );
+                    }
+                    if let Some(tag) = &helm.tag {
+                        put(
+                            format!("{alias}.helm.image-tag"),
+                            tag.clone(),
+                            format!("{target_path}.helm.tag"),
+                        );
+                    }
+                }
+            }
+        }
+        if let Some(name) = targets.kustomize.as_ref().and_then(|k| k.name.clone()) {
+            put(
+                format!("{alias}.kustomize.image-name"),
+                name,
+                format!("{target_path}.kustomize.name"),
+            );
+        }
+        if let Some(plugin) = &targets.plugin {
+            let [name_key, tag_key, spec_key] = crate::annotations::PLUGIN_KEYS;
+            match &plugin.spec {
+                Some(spec) => put(
+                    format!("{alias}.{spec_key}"),
+                    spec.clone(),
+                    format!("{target_path}.plugin.spec"),
+                ),
+                None => {
+                    if let Some(name) = &plugin.name {
+                        put(
+                            format!("{alias}.{name_key}"),
+                            name.clone(),
+                            format!("{target_path}.plugin.name"),
+                        );
+                    }
+                    if let Some(tag) = &plugin.tag {
+                        put(
+                            format!("{alias}.{tag_key}"),
+                            tag.clone(),
+                            format!("{target_path}.plugin.tag"),
+                        );
+                    }
+                }
+            }
+        }
+    }
+    // Write-back: the ref's settings over the object's, field by field (`mergeWBCSettings`).
+    let spec_wbc = object.spec.write_back_config.clone().unwrap_or_default();
+    let ref_wbc = ref_.write_back_config.clone().unwrap_or_default();
+    let pick = |field: &str, get: &dyn Fn(&WriteBackSettings) -> Option<String>| {
+        get(&ref_wbc)
+            .map(|v| (v, format!("{ref_path}.writeBackConfig.{field}")))
+            .or_else(|| get(&spec_wbc).map(|v| (v, format!("spec.writeBackConfig.{field}"))))
+    };
+    let git = |w: &WriteBackSettings| w.git_config.clone().unwrap_or_default();
+    let write_back = [
+        ("write-back-method", pick("method", &|w| w.method.clone())),
+        ("git-branch", pick("gitConfig.branch", &|w| git(w).branch)),
+        (
+            "write-back-target",
+            pick("gitConfig.writeBackTarget", &|w| git(w).write_back_target),
+        ),
+        (
+            "git-repository",
+            pick("gitConfig.repository", &|w| git(w).repository),
+        ),
+    ];
+    for (key, found) in write_back {
+        if let Some((value, field)) = found {
+            put(key.to_string(), value, field);
+        }
+    }
+    Some((map, origins))
+}
+
+/// One update of the invocation, for an object's `status.recentUpdates`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecentUpdate {
+    pub alias: String,
+    pub image: String,
+    pub new_version: String,
+    pub applications_updated: usize,
+    pub message: String,
+}
+
+/// What one invocation saw of an object, to write into its status.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Observed {
+    pub applications_matched: usize,
+    pub images_managed: usize,
+    pub updates: Vec<RecentUpdate>,
+    /// The first configuration error or failure, for the Ready condition.
+    pub error: Option<String>,
+}
+
+/// How many updates `status.recentUpdates` keeps, newest first.
+const RECENT_UPDATES: usize = 20;
+
+/// The merge patch of the status subresource for what this invocation observed, as Image
+/// Updater writes it (`kubectl get imageupdaters` shows the same columns).
+pub fn status_patch(object: &ImageUpdaterObject, observed: &Observed, now: &str) -> Value {
+    let previous = &object.status;
+    let mut recent: Vec<Value> = observed
+        .updates
+        .iter()
+        .map(|u| {
+            json!({"alias": u.alias, "image": u.image, "newVersion": u.new_version,
+                   "applicationsUpdated": u.applications_updated, "updatedAt": now, "message": u.message})
+        })
+        .collect();
+    recent.extend(
+        previous["recentUpdates"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default(),
+    );
+    recent.truncate(RECENT_UPDATES);
+    let (status, reason, message) = match &observed.error {
+        None => (
+            "True",
+            "Reconciled",
+            "the configuration was applied".to_string(),
+        ),
+        Some(error) => ("False", "Error", error.clone()),
+    };
+    let ready_before = previous["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Ready"));
+    let transitioned = ready_before
+        .filter(|c| c["status"] == status)
+        .and_then(|c| c["lastTransitionTime"].as_str())
+        .unwrap_or(now);
+    let mut patch = json!({"status": {
+        "observedGeneration": object.metadata.generation,
+        "applicationsMatched": observed.applications_matched,
+        "imagesManaged": observed.images_managed,
+        "lastCheckedAt": now,
+        "recentUpdates": recent,
+        "conditions": [{"type": "Ready", "status": status, "reason": reason, "message": message,
+                        "lastTransitionTime": transitioned, "observedGeneration": object.metadata.generation}],
+    }});
+    if !observed.updates.is_empty() {
+        patch["status"]["lastUpdatedAt"] = json!(now);
+    }
+    patch
+}
+
+/// The ImageUpdater object equivalent to these Applications' annotations: one
+/// `applicationRef` per Application (its exact name), images and settings as annotated.
+/// The reverse of Image Updater's own migration guide, so a team can move to v1.x-style
+/// configuration without changing behaviour.
+pub fn from_annotations(name: &str, namespace: &str, applications: &[Annotated]) -> Value {
+    let refs: Vec<ApplicationRef> = applications
+        .iter()
+        .filter_map(ref_from_annotations)
+        .collect();
+    json!({"apiVersion": format!("{GROUP}/{VERSION}"), "kind": "ImageUpdater",
+           "metadata": {"name": name, "namespace": namespace},
+           "spec": {"applicationRefs": refs}})
+}
+
+/// An Application as `migrate` reads it.
+#[derive(Debug, Clone)]
+pub struct Annotated {
+    pub name: String,
+    pub annotations: BTreeMap<String, String>,
+    /// `Helm`, `Kustomize`, … as Argo CD reports it: an object names one manifest target
+    /// per image, annotations may carry both the Helm and the Kustomize keys.
+    pub source_type: Option<String>,
+}
+
+fn ref_from_annotations(app: &Annotated) -> Option<ApplicationRef> {
+    let get = |key: &str| app.annotations.get(&format!("{PREFIX}{key}")).cloned();
+    let list = get("image-list")?;
+    let per_image_or_app =
+        |alias: &str, key: &str| get(&format!("{alias}.{key}")).or_else(|| get(key));
+    let images = list
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .enumerate()
+        .map(|(index, entry)| {
+            let (alias, image_name) = match entry.split_once('=') {
+                Some((alias, image)) => (alias.trim().to_string(), image.trim().to_string()),
+                // Image Updater v1.x requires an alias; the annotations' unnamed entries get one.
+                None => (format!("image{index}"), entry.to_string()),
+            };
+            let key = alias.replace('/', "_");
+            let settings = UpdateSettings {
+                update_strategy: per_image_or_app(&key, "update-strategy"),
+                force_update: per_image_or_app(&key, "force-update").map(|v| v.trim() == "true"),
+                allow_tags: per_image_or_app(&key, "allow-tags")
+                    .or_else(|| per_image_or_app(&key, "tag-match")),
+                ignore_tags: per_image_or_app(&key, "ignore-tags").map(|v| {
+                    v.split(',')
+                        .map(str::trim)
+                        .filter(|p| !p.is_empty())
+                        .map(str::to_string)
+                        .collect()
+                }),
+                pull_secret: per_image_or_app(&key, "pull-secret"),
+                platforms: get(&format!("{key}.platforms")).map(|v| {
+                    v.split(',')
+                        .map(str::trim)
+                        .filter(|p| !p.is_empty())
+                        .map(str::to_string)
+                        .collect()
+                }),
+            };
+            let helm = NameTagSpec {
+                name: get(&format!("{key}.helm.image-name")),
+                tag: get(&format!("{key}.helm.image-tag")),
+                spec: get(&format!("{key}.helm.image-spec")),
+            };
+            let kustomize = get(&format!("{key}.kustomize.image-name"))
+                .map(|name| KustomizeTarget { name: Some(name) });
+            let kustomize_app = app.source_type.as_deref() == Some("Kustomize");
+            let helm_set = helm != NameTagSpec::default() && !kustomize_app;
+            let targets = ManifestTargets {
+                helm: helm_set.then_some(helm),
+                kustomize: if helm_set { None } else { kustomize },
+                plugin: None,
+            };
+            ImageSpec {
+                alias,
+                image_name,
+                common_update_settings: (settings != UpdateSettings::default()).then_some(settings),
+                manifest_targets: (targets != ManifestTargets::default()).then_some(targets),
+            }
+        })
+        .collect();
+    let git = GitConfig {
+        repository: get("git-repository"),
+        branch: get("git-branch"),
+        write_back_target: get("write-back-target"),
+        pull_request: None,
+    };
+    let write_back = WriteBackSettings {
+        method: get("write-back-method"),
+        git_config: (git != GitConfig::default()).then_some(git),
+    };
+    Some(ApplicationRef {
+        name_pattern: app.name.clone(),
+        write_back_config: (write_back != WriteBackSettings::default()).then_some(write_back),
+        images,
+        ..ApplicationRef::default()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::annotations::HelmTarget;
+    use crate::policy::Strategy;
+    use argocd_ecr_updater_standins::fixtures::{Application, SEED_IMAGE};
+
+    fn object(name: &str, spec: Value) -> ImageUpdaterObject {
+        serde_json::from_value(json!({"metadata": {"name": name, "namespace": "argocd", "generation": 3}, "spec": spec}))
+            .unwrap()
+    }
+
+    fn reference(pattern: &str, selector: Value) -> ApplicationRef {
+        serde_json::from_value(json!({"namePattern": pattern, "labelSelectors": selector})).unwrap()
+    }
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn the_most_specific_ref_ranks_first_by_image_updaters_score() {
+        // (pattern, label selector, score) in Image Updater's calculateSpecificity.
+        let table: &[(&str, Value, usize)] = &[
+            ("web-prod", Value::Null, 1_000_008),
+            ("web-*", Value::Null, 4),
+            ("web-prod-*", Value::Null, 9),
+            ("web-?", Value::Null, 4),
+            ("web-[a-z]*", Value::Null, 4),
+            ("*", Value::Null, 0),
+            ("*", json!({"matchLabels": {"team": "a"}}), 10_100),
+            (
+                "*",
+                json!({"matchLabels": {"team": "a", "env": "prod"}, "matchExpressions": [{"key": "tier", "operator": "Exists"}]}),
+                10_300,
+            ),
+            ("web-*", json!({}), 10_004),
+        ];
+        for (pattern, selector, score) in table {
+            assert_eq!(
+                specificity(&reference(pattern, selector.clone())),
+                *score,
+                "{pattern} {selector}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_exact_name_beats_a_longer_glob_and_a_label_selector_beats_literals() {
+        let spec = json!({"applicationRefs": [
+            {"namePattern": "*", "images": [{"alias": "any", "imageName": "r.example.com/any"}]},
+            {"namePattern": "web-prod-*", "images": [{"alias": "glob", "imageName": "r.example.com/glob"}]},
+            {"namePattern": "web-prod-eu", "images": [{"alias": "exact", "imageName": "r.example.com/exact"}]},
+            {"namePattern": "web-*", "labelSelectors": {"matchLabels": {"team": "a"}}, "images": [{"alias": "labelled", "imageName": "r.example.com/labelled"}]}]});
+        let objects = vec![object("iu", spec)];
+        let picked =
+            |name: &str, l: &[(&str, &str)]| match resolve(&objects, "argocd", name, &labels(l)) {
+                Source::Object { reference, .. } => objects[0].spec.application_refs[reference]
+                    .images[0]
+                    .alias
+                    .clone(),
+                other => panic!("{other:?}"),
+            };
+        assert_eq!(picked("web-prod-eu", &[("team", "a")]), "exact");
+        assert_eq!(picked("web-prod-us", &[("team", "a")]), "labelled");
+        assert_eq!(picked("web-prod-us", &[("team", "b")]), "glob");
+        assert_eq!(picked("api", &[]), "any");
+    }
+
+    #[test]
+    fn label_selectors_follow_kubernetes_semantics_and_an_invalid_one_matches_nothing() {
+        let l = labels(&[("team", "a"), ("env", "prod")]);
+        let table: &[(Value, bool)] = &[
+            (json!({"matchLabels": {"team": "a"}}), true),
+            (json!({"matchLabels": {"team": "b"}}), false),
+            (
+                json!({"matchExpressions": [{"key": "env", "operator": "In", "values": ["prod", "stage"]}]}),
+                true,
+            ),
+            (
+                json!({"matchExpressions": [{"key": "env", "operator": "NotIn", "values": ["prod"]}]}),
+                false,
+            ),
+            (
+                json!({"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["web"]}]}),
+                true,
+            ),
+            (
+                json!({"matchExpressions": [{"key": "team", "operator": "Exists"}]}),
+                true,
+            ),
+            (
+                json!({"matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}]}),
+                true,
+            ),
+            (
+                json!({"matchExpressions": [{"key": "team", "operator": "DoesNotExist"}]}),
+                false,
+            ),
+            (
+                json!({"matchExpressions": [{"key": "env", "operator": "In", "values": []}]}),
+                false,
+            ),
+            (
+                json!({"matchExpressions": [{"key": "env", "operator": "Exists", "values": ["x"]}]}),
+                false,
+            ),
+            (
+                json!({"matchExpressions": [{"key": "env", "operator": "Gt", "values": ["1"]}]}),
+                false,
+            ),
+            (json!({}), true),
+        ];
+        for (selector, matches) in table {
+            let selector: LabelSelector = serde_json::from_value(selector.clone()).unwrap();
+            assert_eq!(selector.matches(&l), *matches, "{selector:?}");
+        }
+    }
+
+    #[test]
+    fn no_object_means_annotations_and_two_objects_are_a_conflict_naming_both() {
+        let a = object("a", json!({"applicationRefs": [{"namePattern": "web*"}]}));
+        let b = object("b", json!({"applicationRefs": [{"namePattern": "*"}]}));
+        let objects = vec![a, b];
+        assert_eq!(
+            resolve(&objects, "argocd", "api", &BTreeMap::new()).to_string(),
+            "ImageUpdater argocd/b, ref \"*\""
+        );
+        assert_eq!(
+            resolve(&objects, "argocd", "web", &BTreeMap::new()),
+            Source::Conflict(vec!["argocd/a".into(), "argocd/b".into()])
+        );
+        assert_eq!(
+            resolve(&objects, "team-b", "web", &BTreeMap::new()),
+            Source::Annotations
+        );
+        let broken = vec![object(
+            "c",
+            json!({"applicationRefs": [{"namePattern": "web[", "images": []}]}),
+        )];
+        assert_eq!(
+            resolve(&broken, "argocd", "web", &BTreeMap::new()),
+            Source::Annotations
+        );
+        assert!(
+            invalid_patterns(&broken[0])
+                .unwrap()
+                .contains("namePattern `web[`")
+        );
+    }
+
+    #[test]
+    fn settings_merge_image_over_ref_over_spec() {
+        let spec = json!({
+            "commonUpdateSettings": {"updateStrategy": "alphabetical", "allowTags": "regexp:^v", "forceUpdate": true},
+            "applicationRefs": [{"namePattern": "web",
+                "commonUpdateSettings": {"updateStrategy": "newest-build", "ignoreTags": ["v0*"]},
+                "images": [
+                    {"alias": "a", "imageName": "r.example.com/a"},
+                    {"alias": "b", "imageName": "r.example.com/b:^1.0", "commonUpdateSettings": {"updateStrategy": "semver", "allowTags": "any"}}]}]});
+        let objects = vec![object("iu", spec)];
+        let config = resolve(&objects, "argocd", "web", &BTreeMap::new())
+            .config(&BTreeMap::new())
+            .unwrap();
+        let a = config.images[0].config.as_ref().unwrap();
+        assert_eq!(a.policy.strategy, Strategy::NewestBuild, "ref over spec");
+        assert!(a.force_update, "spec when nothing closer sets it");
+        assert!(
+            !a.policy
+                .select(&[crate::policy::TagInfo::named("x1")])
+                .is_some(),
+            "spec's allowTags applies"
+        );
+        let b = config.images[1].config.as_ref().unwrap();
+        assert_eq!(b.policy.strategy, Strategy::Semver, "image over ref");
+        assert_eq!(b.constraint.as_deref(), Some("^1.0"));
+        assert_eq!(
+            b.policy
+                .select(&[
+                    crate::policy::TagInfo::named("1.2.0"),
+                    crate::policy::TagInfo::named("v0.9")
+                ])
+                .map(|t| t.to_string()),
+            Some("1.2.0".to_string())
+        );
+    }
+
+    #[test]
+    fn a_bad_value_is_an_error_of_that_image_naming_the_objects_field() {
+        let spec = json!({"applicationRefs": [{"namePattern": "web", "images": [
+            {"alias": "a", "imageName": "r.example.com/a", "commonUpdateSettings": {"allowTags": "regexp:(unclosed"}},
+            {"alias": "b", "imageName": "r.example.com/b", "commonUpdateSettings": {"updateStrategy": "newest"}},
+            {"alias": "c", "imageName": "r.example.com/c", "commonUpdateSettings": {"ignoreTags": ["v[1-"]}},
+            {"alias": "d", "imageName": "r.example.com/d", "manifestTargets": {"helm": {"name": "n"}, "kustomize": {"name": "k"}}},
+            {"alias": "e", "imageName": "r.example.com/e"}]}]});
+        let objects = vec![object("iu", spec)];
+        let config = resolve(&objects, "argocd", "web", &BTreeMap::new())
+            .config(&BTreeMap::new())
+            .unwrap();
+        let error = |i: usize| config.images[i].config.as_ref().unwrap_err().to_string();
+        assert!(error(0).starts_with("ImageUpdater argocd/iu `spec.applicationRefs[0].images[0].commonUpdateSettings.allowTags` = `regexp:(unclosed`"), "{}", error(0));
+        assert!(
+            error(1).contains("images[1].commonUpdateSettings.updateStrategy"),
+            "{}",
+            error(1)
+        );
+        assert!(
+            error(2).contains("images[2].commonUpdateSettings.ignoreTags"),
+            "{}",
+            error(2)
+        );
+        assert!(
+            error(3).contains("only one of helm, kustomize, plugin"),
+            "{}",
+            error(3)
+        );
+        assert!(config.images[4].config.is_ok());
+    }
+
+    #[test]
+    fn manifest_targets_become_helm_kustomize_or_plugin_targets() {
+        let spec = json!({"applicationRefs": [{"namePattern": "web", "images": [
+            {"alias": "h", "imageName": "r.example.com/h", "manifestTargets": {"helm": {"name": "app.repo", "tag": "app.tag"}}},
+            {"alias": "s", "imageName": "r.example.com/s", "manifestTargets": {"helm": {"spec": "app.image"}}},
+            {"alias": "k", "imageName": "r.example.com/k", "manifestTargets": {"kustomize": {"name": "nginx"}}},
+            {"alias": "p", "imageName": "r.example.com/p", "manifestTargets": {"plugin": {"name": "IMAGE", "tag": "TAG"}}}]}]});
+        let objects = vec![object("iu", spec)];
+        let config = resolve(&objects, "argocd", "web", &BTreeMap::new())
+            .config(&BTreeMap::new())
+            .unwrap();
+        let image = |i: usize| config.images[i].config.as_ref().unwrap();
+        assert_eq!(
+            image(0).helm,
+            HelmTarget::NameAndTag {
+                name: "app.repo".into(),
+                tag: "app.tag".into()
+            }
+        );
+        assert_eq!(
+            image(1).helm,
+            HelmTarget::Spec {
+                param: "app.image".into()
+            }
+        );
+        assert_eq!(image(2).kustomize_image_name.as_deref(), Some("nginx"));
+        let plugin = image(3).plugin.as_ref().unwrap();
+        assert_eq!(
+            (
+                plugin.name.as_deref(),
+                plugin.tag.as_deref(),
+                plugin.spec.as_deref()
+            ),
+            (Some("IMAGE"), Some("TAG"), None)
+        );
+    }
+
+    #[test]
+    fn use_annotations_reads_the_applications_own_annotations() {
+        let objects = vec![object(
+            "iu",
+            json!({"applicationRefs": [{"namePattern": "*", "useAnnotations": true}]}),
+        )];
+        let app = Application::seed().build();
+        let annotations = crate::annotations::of(&app);
+        let source = resolve(&objects, "argocd", "aws-pipeline-test", &BTreeMap::new());
+        assert!(source.to_string().ends_with("(useAnnotations)"));
+        let config = source.config(&annotations).unwrap();
+        assert_eq!(
+            config.images[0].config.as_ref().unwrap().policy.strategy,
+            Strategy::NewestBuild
+        );
+        assert!(source.names(
+            &annotations,
+            "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com",
+            "barun-dev-ecr"
+        ));
+    }
+
+    #[test]
+    fn the_migrated_object_gives_the_seed_the_same_configuration_as_its_annotations() {
+        let app = Application::seed().build();
+        let annotations = crate::annotations::of(&app);
+        let migrated = from_annotations(
+            "seed",
+            "argocd",
+            &[Annotated {
+                name: "aws-pipeline-test".into(),
+                annotations: annotations.clone(),
+                source_type: Some("Helm".into()),
+            }],
+        );
+        let object: ImageUpdaterObject = serde_json::from_value(migrated.clone()).unwrap();
+        assert_eq!(
+            migrated["spec"]["applicationRefs"][0]["images"][0]["imageName"],
+            SEED_IMAGE
+        );
+        let objects = vec![object];
+        let from_object = resolve(&objects, "argocd", "aws-pipeline-test", &BTreeMap::new())
+            .config(&BTreeMap::new())
+            .unwrap();
+        let from_annotations = AppConfig::parse(&annotations).unwrap();
+        let (a, b) = (
+            from_object.images[0].config.as_ref().unwrap(),
+            from_annotations.images[0].config.as_ref().unwrap(),
+        );
+        assert_eq!(a.image, b.image);
+        assert_eq!(a.policy.strategy, b.policy.strategy);
+        assert_eq!(a.helm, b.helm);
+        assert_eq!(from_object.write_back, from_annotations.write_back);
+        let tags = [
+            crate::policy::TagInfo::named("latest"),
+            crate::policy::TagInfo::named("20250825-153012"),
+        ];
+        assert_eq!(a.policy.select(&tags), b.policy.select(&tags));
+    }
+
+    #[test]
+    fn the_status_keeps_the_ready_transition_time_while_it_stays_ready() {
+        let mut iu = object("iu", json!({"applicationRefs": []}));
+        let observed = Observed {
+            applications_matched: 2,
+            images_managed: 3,
+            ..Observed::default()
+        };
+        let first = status_patch(&iu, &observed, "2025-08-25T00:00:00Z");
+        assert_eq!(first["status"]["conditions"][0]["status"], "True");
+        assert_eq!(first["status"]["applicationsMatched"], 2);
+        assert_eq!(first["status"]["observedGeneration"], 3);
+        assert!(first["status"].get("lastUpdatedAt").is_none());
+        iu.status = first["status"].clone();
+        let again = status_patch(&iu, &observed, "2025-08-25T01:00:00Z");
+        assert_eq!(
+            again["status"]["conditions"][0]["lastTransitionTime"],
+            "2025-08-25T00:00:00Z"
+        );
+        let failing = Observed {
+            error: Some("bad allowTags".into()),
+            ..observed.clone()
+        };
+        let failed = status_patch(&iu, &failing, "2025-08-25T02:00:00Z");
+        assert_eq!(failed["status"]["conditions"][0]["status"], "False");
+        assert_eq!(
+            failed["status"]["conditions"][0]["lastTransitionTime"],
+            "2025-08-25T02:00:00Z"
+        );
+        assert_eq!(
+            failed["status"]["conditions"][0]["message"],
+            "bad allowTags"
+        );
+        let updated = Observed {
+            updates: vec![RecentUpdate {
+                alias: "app".into(),
+                image: "r/x".into(),
+                new_version: "2".into(),
+                applications_updated: 1,
+                message: "m".into(),
+            }],
+            ..observed
+        };
+        let with_update = status_patch(&iu, &updated, "2025-08-25T03:00:00Z");
+        assert_eq!(
+            with_update["status"]["lastUpdatedAt"],
+            "2025-08-25T03:00:00Z"
+        );
+        assert_eq!(with_update["status"]["recentUpdates"][0]["newVersion"], "2");
+    }
+}
