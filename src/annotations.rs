@@ -170,6 +170,18 @@ pub fn of(app: &serde_json::Value) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
+/// The labels of an Application object.
+pub fn labels_of(app: &serde_json::Value) -> BTreeMap<String, String> {
+    app["metadata"]["labels"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Does this Application have an `image-list` naming `registry/repository`? Used on
 /// metadata-only listings to decide what to GET, so it must not parse anything else.
 pub fn image_list_names(

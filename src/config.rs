@@ -54,6 +54,9 @@ pub struct Config {
     pub namespaces: NamespaceScope,
     pub label_selector: Option<String>,
     pub dry_run: bool,
+    /// Read Image Updater v1.x `ImageUpdater` objects (they win over annotations for the
+    /// Applications they match). Off: annotations only, and no RBAC on imageupdaters needed.
+    pub read_image_updaters: bool,
     pub log_level: String,
     pub timeouts: KubeTimeouts,
     /// Set when the endpoint and CA are configured instead of asked of DescribeCluster.
@@ -149,11 +152,14 @@ impl Config {
             ));
         }
 
-        let dry_run = match get("DRY_RUN").as_deref() {
-            None | Some("false") | Some("0") => false,
-            Some("true") | Some("1") => true,
-            Some(other) => return Err(error("DRY_RUN", format!("`{other}` is not true or false"))),
+        let flag = |name: &'static str, default: bool| match get(name).as_deref() {
+            None => Ok(default),
+            Some("true" | "1") => Ok(true),
+            Some("false" | "0") => Ok(false),
+            Some(other) => Err(error(name, format!("`{other}` is not true or false"))),
         };
+        let dry_run = flag("DRY_RUN", false)?;
+        let read_image_updaters = flag("READ_IMAGEUPDATERS", true)?;
 
         let log_level = get("LOG_LEVEL")
             .unwrap_or_else(|| "info".into())
@@ -241,6 +247,7 @@ impl Config {
             namespaces,
             label_selector,
             dry_run,
+            read_image_updaters,
             log_level,
             timeouts,
             cluster_override,

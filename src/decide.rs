@@ -16,6 +16,7 @@ use time::format_description::well_known::Rfc3339;
 use crate::annotations::{ImageConfig, ImageEntry, Platform};
 use crate::ecr::{Platforms, offers_all};
 use crate::event::{PushEvent, registry_host};
+use crate::imageupdater::Source;
 use crate::patch::{self, AUDIT_ANNOTATION, ImageUpdate, Targets, WritePlan};
 use crate::policy::{Decision, KeepReason, Strategy, TagInfo, TagRef};
 use crate::report::{Action, Entry};
@@ -170,6 +171,42 @@ pub fn assemble(
 pub mod app {
     use super::*;
 
+    /// The Application's namespace and name.
+    pub fn names(app: &Value) -> (&str, &str) {
+        (
+            app["metadata"]["namespace"].as_str().unwrap_or_default(),
+            app["metadata"]["name"].as_str().unwrap_or_default(),
+        )
+    }
+
+    /// Two ImageUpdater objects match: Image Updater would let them take turns.
+    pub fn contested(app: &Value, objects: &[String]) -> Entry {
+        let (namespace, name) = names(app);
+        Entry::new(namespace, name, None, "").with(
+            Action::Skipped,
+            format!(
+                "matched by more than one ImageUpdater object ({}); Image Updater would let them fight, flipping the Application between their decisions. Narrow their applicationRefs until one matches",
+                objects.join(", ")
+            ),
+        )
+    }
+
+    /// Says on every entry which configuration decided.
+    pub fn configured_by(mut decided: AppDecision, source: &Source<'_>) -> AppDecision {
+        let object = match source {
+            Source::Object { object, .. } => Some((
+                object.metadata.namespace.clone(),
+                object.metadata.name.clone(),
+            )),
+            _ => None,
+        };
+        for entry in &mut decided.entries {
+            entry.configured_by = Some(source.to_string());
+            entry.configuring_object = object.clone();
+        }
+        decided
+    }
+
     /// A push in another region than the function's: not ours to handle.
     pub fn elsewhere(push: &PushEvent, region: &str) -> Option<String> {
         (push.region != region).then(|| {
@@ -194,12 +231,28 @@ pub mod app {
         failed_entry(Entry::new(namespace, name, None, ""), error, retryable)
     }
 
-    /// A namespace (`""` for all) whose Applications could not be listed.
-    pub fn unlisted(namespace: &str, error: &str, retryable: bool) -> Entry {
+    /// What could not be listed in a namespace.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Listing {
+        Applications,
+        ImageUpdaters,
+    }
+
+    /// A namespace (`""` for all) whose Applications, or ImageUpdater objects, could not be
+    /// listed: none of its Applications was decided.
+    pub fn unlisted(namespace: &str, listing: Listing, error: &str, retryable: bool) -> Entry {
         let scope = if namespace.is_empty() { "*" } else { namespace };
+        let reason = match listing {
+            Listing::Applications => {
+                format!("cannot list Applications in namespace `{scope}`: {error}")
+            }
+            Listing::ImageUpdaters => format!(
+                "cannot list ImageUpdater objects in namespace `{scope}`, so its Applications were not decided: {error}. Or set READ_IMAGEUPDATERS=false to read annotations only"
+            ),
+        };
         failed_entry(
             Entry::new(scope, "(all Applications)", None, ""),
-            &format!("cannot list Applications in namespace `{scope}`: {error}"),
+            &reason,
             retryable,
         )
     }

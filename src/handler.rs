@@ -12,17 +12,21 @@ use aws_credential_types::provider::SharedCredentialsProvider;
 use futures_util::StreamExt;
 use serde_json::Value;
 use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
 use tokio::sync::OnceCell;
 
-use crate::annotations::{self, AppConfig};
+use crate::annotations;
 use crate::appset;
 use crate::config::Config;
+use crate::decide::app::Listing;
 use crate::decide::{self, AppDecision, Described, ImageCase, ImageOutcome, Mode};
 use crate::ecr::Ecr;
 use crate::eks_auth::{Clock, ClusterError, IamTokenSource, describe_cluster};
 use crate::event::{self, EventError, Invocation};
 use crate::facts::{FetchFailure, RegistryFacts};
+use crate::imageupdater::{self, ImageUpdaterObject, Source};
 use crate::kube::{AppMeta, KubeClient, KubeError, ListOptions};
+use crate::objects::{ObjectCache, Objects, Tally};
 use crate::patch;
 use crate::report::{Action, Report};
 use crate::retry::{backoff, retry_transient};
@@ -66,6 +70,7 @@ pub struct Handler {
     credentials: SharedCredentialsProvider,
     clock: Arc<dyn Clock>,
     kube: OnceCell<KubeClient>,
+    objects: ObjectCache,
 }
 
 /// Matched Applications are read, decided and written this many at a time.
@@ -104,6 +109,7 @@ impl Handler {
             credentials,
             clock,
             kube: OnceCell::new(),
+            objects: ObjectCache::default(),
         }
     }
 
@@ -176,28 +182,22 @@ impl Handler {
                     report.log();
                     return Ok(report);
                 }
-                let registry = push.registry();
                 let work = Work {
                     mode: Mode::Push(&push),
                     facts: RegistryFacts::new(&self.ecr),
                     deadline,
                 };
-                self.run(&mut report, &work, |m| {
-                    annotations::image_list_names(&m.annotations, &registry, &push.repository)
-                })
-                .await?;
+                self.run(&mut report, &work).await?;
                 report
             }
             Invocation::Reconcile { id } => {
                 let mut report = Report::new("reconcile", &id, self.config.dry_run);
-                let key = format!("{}image-list", annotations::PREFIX);
                 let work = Work {
                     mode: Mode::Reconcile,
                     facts: RegistryFacts::new(&self.ecr),
                     deadline,
                 };
-                self.run(&mut report, &work, |m| m.annotations.contains_key(&key))
-                    .await?;
+                self.run(&mut report, &work).await?;
                 report
             }
         };
@@ -212,53 +212,81 @@ impl Handler {
         }
     }
 
-    /// Lists every namespace, then reads, decides and writes the matching Applications.
-    async fn run(
-        &self,
-        report: &mut Report,
-        work: &Work<'_>,
-        keep: impl Fn(&AppMeta) -> bool,
-    ) -> Result<(), HandlerError> {
+    /// Lists every namespace (its ImageUpdater objects, then its Applications metadata-only),
+    /// reads, decides and writes the Applications the invocation concerns, then writes the
+    /// status of the objects that configured them.
+    async fn run(&self, report: &mut Report, work: &Work<'_>) -> Result<(), HandlerError> {
         let kube = self.kube().await?;
         let options = ListOptions {
             label_selector: self.config.label_selector.as_deref(),
             page_size: self.config.page_size,
             annotation_prefix: annotations::PREFIX,
         };
+        let tally = Tally::default();
+        let image_list = format!("{}image-list", annotations::PREFIX);
         // One namespace that cannot be listed must not stop the others.
         let scopes = KubeClient::list_scopes(&self.config.namespaces);
         let mut matched = Vec::new();
         let mut unlisted = Vec::new();
         for namespace in &scopes {
+            let objects = match self.image_updaters(kube, namespace, report).await {
+                Ok(objects) => objects,
+                Err(e) => {
+                    unlisted.push((namespace.clone(), Listing::ImageUpdaters, e));
+                    continue;
+                }
+            };
+            if let Mode::Reconcile = work.mode {
+                objects.iter().for_each(|o| tally.involve(o));
+            }
+            let concerns = |meta: &AppMeta| {
+                let source =
+                    imageupdater::resolve(&objects, &meta.namespace, &meta.name, &meta.labels);
+                tally.count(&source, meta);
+                let concerned = match work.mode {
+                    Mode::Push(push) => {
+                        source.names(&meta.annotations, &push.registry(), &push.repository)
+                    }
+                    Mode::Reconcile => match source {
+                        Source::Annotations => meta.annotations.contains_key(&image_list),
+                        Source::Object { .. } | Source::Conflict(_) => true,
+                    },
+                };
+                if let (true, Source::Object { object, .. }) = (concerned, &source) {
+                    tally.involve(object);
+                }
+                concerned
+            };
             let listed = retry_transient(work.deadline, || {
-                kube.list_application_metadata(namespace, options, &keep)
+                kube.list_application_metadata(namespace, options, &concerns)
             })
             .await;
             match listed {
                 Ok((kept, stats)) => {
                     report.stats.list_pages += stats.pages;
                     report.stats.applications_listed += stats.seen;
-                    matched.extend(kept);
+                    matched.extend(kept.into_iter().map(|meta| (meta, objects.clone())));
                 }
-                Err(e) => unlisted.push((namespace.clone(), e)),
+                Err(e) => unlisted.push((namespace.clone(), Listing::Applications, e)),
             }
         }
         if unlisted.len() == scopes.len()
-            && let Some((_, error)) = unlisted.pop()
+            && let Some((_, _, error)) = unlisted.pop()
         {
             return Err(HandlerError::List(error));
         }
-        for (namespace, e) in unlisted {
-            let entry = decide::app::unlisted(&namespace, &e.to_string(), e.is_retryable());
+        for (namespace, listing, e) in unlisted {
+            let entry =
+                decide::app::unlisted(&namespace, listing, &e.to_string(), e.is_retryable());
             report.entries.push(entry);
         }
         report.stats.applications_matched += matched.len();
         // Each Application is independent; `buffered` keeps the report in listing order.
         let (mode, event_id, dry_run) = (report.mode, report.event_id.as_str(), report.dry_run);
         let outcomes: Vec<Report> =
-            futures_util::stream::iter(matched.iter().map(|meta| async move {
+            futures_util::stream::iter(matched.iter().map(|(meta, objects)| async move {
                 let mut outcome = Report::new(mode, event_id, dry_run);
-                self.process(kube, meta, work, &mut outcome).await;
+                self.process(kube, meta, objects, work, &mut outcome).await;
                 outcome
             }))
             .buffered(CONCURRENCY)
@@ -270,7 +298,30 @@ impl Handler {
             report.stats.patches += outcome.stats.patches;
             report.stats.conflicts += outcome.stats.conflicts;
         }
+        if !self.config.dry_run {
+            let now = OffsetDateTime::from(self.clock.now())
+                .format(&Rfc3339)
+                .unwrap_or_default();
+            let requests = &mut report.stats.image_updater_requests;
+            tally
+                .write_statuses(kube, &self.objects, &report.entries, &now, requests)
+                .await;
+        }
         Ok(())
+    }
+
+    /// The ImageUpdater objects of a listed scope, unless switched off.
+    async fn image_updaters(
+        &self,
+        kube: &KubeClient,
+        namespace: &str,
+        report: &mut Report,
+    ) -> Result<Objects, KubeError> {
+        if !self.config.read_image_updaters {
+            return Ok(Objects::default());
+        }
+        let requests = &mut report.stats.image_updater_requests;
+        self.objects.load(kube, namespace, requests).await
     }
 
     /// One Application: read, decide, write; re-read and re-decide after a race.
@@ -278,6 +329,7 @@ impl Handler {
         &self,
         kube: &KubeClient,
         meta: &AppMeta,
+        objects: &[ImageUpdaterObject],
         work: &Work<'_>,
         report: &mut Report,
     ) {
@@ -302,7 +354,7 @@ impl Handler {
                     return;
                 }
             };
-            let Some(decided) = self.decide_app(kube, &app, work).await else {
+            let Some(decided) = self.decide_app(kube, &app, objects, work).await else {
                 report.entries.push(decide::app::not_annotated(ns, name));
                 return;
             };
@@ -362,14 +414,35 @@ impl Handler {
     }
 
     /// Decides every image of one Application that this invocation concerns; `None` if it
-    /// has no image-list.
+    /// has no configuration (no image-list, no ImageUpdater object).
     async fn decide_app(
         &self,
         kube: &KubeClient,
         app: &Value,
+        objects: &[ImageUpdaterObject],
         work: &Work<'_>,
     ) -> Option<AppDecision> {
-        let config = AppConfig::parse(&annotations::of(app))?;
+        let (ns, name) = decide::app::names(app);
+        let labels = annotations::labels_of(app);
+        let source = imageupdater::resolve(objects, ns, name, &labels);
+        let decided = self.decide_configured(kube, app, &source, work).await?;
+        Some(decide::app::configured_by(decided, &source))
+    }
+
+    /// Decides with the configuration `source` gives the Application.
+    async fn decide_configured(
+        &self,
+        kube: &KubeClient,
+        app: &Value,
+        source: &Source<'_>,
+        work: &Work<'_>,
+    ) -> Option<AppDecision> {
+        if let Source::Conflict(names) = source {
+            return Some(AppDecision::skipped(vec![decide::app::contested(
+                app, names,
+            )]));
+        }
+        let config = source.config(&annotations::of(app))?;
         let concerned: Vec<_> = config
             .images
             .iter()

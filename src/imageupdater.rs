@@ -455,7 +455,7 @@ fn synthesize(
         let winner = |pick: &dyn Fn(&UpdateSettings) -> Option<String>, field: &str| {
             levels.iter().rev().find_map(|(settings, path)| {
                 settings
-                    .and_then(|s| pick(s))
+                    .and_then(pick)
                     .map(|v| (v, format!("{path}.{field}")))
             })
         };
@@ -951,9 +951,9 @@ mod tests {
         assert_eq!(a.policy.strategy, Strategy::NewestBuild, "ref over spec");
         assert!(a.force_update, "spec when nothing closer sets it");
         assert!(
-            !a.policy
+            a.policy
                 .select(&[crate::policy::TagInfo::named("x1")])
-                .is_some(),
+                .is_none(),
             "spec's allowTags applies"
         );
         let b = config.images[1].config.as_ref().unwrap();

@@ -17,7 +17,38 @@ use crate::eks_auth::{TokenError, TokenSource};
 
 const GROUP_VERSION: &str = "argoproj.io/v1alpha1";
 const METADATA_ONLY: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
-pub const RBAC_HINT: &str = "grant it with the RBAC manifest in deploy/rbac.yaml (get, list and patch on applications.argoproj.io, get on applicationsets; deploy/rbac-all-namespaces.yaml for ARGOCD_NAMESPACES=*) bound to the group of the function's EKS access entry";
+pub const RBAC_HINT: &str = "grant it with the RBAC manifest in deploy/rbac.yaml (get, list and patch on applications.argoproj.io, get on applicationsets, get and list on imageupdaters and patch on imageupdaters/status; deploy/rbac-all-namespaces.yaml for ARGOCD_NAMESPACES=*) bound to the group of the function's EKS access entry";
+
+/// A kind of custom resource, by API group, version and plural name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resource {
+    pub group_version: &'static str,
+    pub plural: &'static str,
+}
+
+impl Resource {
+    /// The collection in `namespace`, or in every namespace for `""`.
+    fn collection(&self, namespace: &str) -> String {
+        let Self {
+            group_version,
+            plural,
+        } = self;
+        if namespace.is_empty() {
+            format!("/apis/{group_version}/{plural}")
+        } else {
+            format!("/apis/{group_version}/namespaces/{namespace}/{plural}")
+        }
+    }
+}
+
+/// One page of a list, whatever the kind: the items as JSON and the continue token.
+#[derive(Deserialize)]
+struct Page {
+    #[serde(default)]
+    metadata: ListMeta,
+    #[serde(default)]
+    items: Vec<Value>,
+}
 
 /// A JSON merge patch (RFC 7386) or a JSON patch (RFC 6902).
 #[derive(Debug, Clone, PartialEq)]
@@ -50,6 +81,8 @@ pub struct AppMeta {
     /// Only the annotations the caller asked for (by prefix), so that a large
     /// `last-applied-configuration` does not ride along in memory for every Application.
     pub annotations: BTreeMap<String, String>,
+    /// Labels, for label selectors (`ImageUpdater` refs): small, so kept whole.
+    pub labels: BTreeMap<String, String>,
     pub owner_references: Vec<OwnerReference>,
 }
 
@@ -103,6 +136,8 @@ struct RawMeta<'a> {
     #[serde(default, borrow)]
     annotations: Option<BTreeMap<std::borrow::Cow<'a, str>, &'a serde_json::value::RawValue>>,
     #[serde(default)]
+    labels: Option<BTreeMap<String, String>>,
+    #[serde(default)]
     owner_references: Vec<OwnerReference>,
 }
 
@@ -120,6 +155,7 @@ impl RawMeta<'_> {
             namespace: self.namespace,
             resource_version: self.resource_version,
             annotations,
+            labels: self.labels.unwrap_or_default(),
             owner_references: self.owner_references,
         })
     }
@@ -431,6 +467,67 @@ impl KubeClient {
             .await?;
         serde_json::from_slice(&bytes)
             .map_err(|e| KubeError::BadResponse(format!("patched application: {e}")))
+    }
+}
+
+impl KubeClient {
+    /// Every object of `resource` in `namespace` (all for `""`), as JSON, following
+    /// `continue`; metadata only (`PartialObjectMetadata`) when asked.
+    pub async fn list_objects(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        page_size: u32,
+        metadata_only: bool,
+    ) -> Result<Vec<Value>, KubeError> {
+        let accept = if metadata_only {
+            METADATA_ONLY
+        } else {
+            "application/json"
+        };
+        let mut items = Vec::new();
+        let mut continue_token: Option<String> = None;
+        loop {
+            let mut url = self.url(&resource.collection(namespace))?;
+            {
+                let mut q = url.query_pairs_mut();
+                q.append_pair("limit", &page_size.to_string());
+                if let Some(token) = &continue_token {
+                    q.append_pair("continue", token);
+                }
+            }
+            let bytes = self.send(Method::GET, url, accept, None, namespace).await?;
+            let page: Page = serde_json::from_slice(&bytes)
+                .map_err(|e| KubeError::BadResponse(format!("{} list: {e}", resource.plural)))?;
+            items.extend(page.items);
+            continue_token = page.metadata.continue_token.filter(|c| !c.is_empty());
+            if continue_token.is_none() {
+                return Ok(items);
+            }
+        }
+    }
+
+    /// A JSON merge patch of an object's `status` subresource.
+    pub async fn patch_status(
+        &self,
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+        patch: &Value,
+    ) -> Result<Value, KubeError> {
+        let url = self.url(&format!("{}/{name}/status", resource.collection(namespace)))?;
+        let body = serde_json::to_vec(patch).map_err(|e| KubeError::Setup(e.to_string()))?;
+        let bytes = self
+            .send(
+                Method::PATCH,
+                url,
+                "application/json",
+                Some(("application/merge-patch+json", body)),
+                namespace,
+            )
+            .await?;
+        serde_json::from_slice(&bytes)
+            .map_err(|e| KubeError::BadResponse(format!("patched {} status: {e}", resource.plural)))
     }
 }
 

@@ -6,7 +6,8 @@
 //!
 //! - [`event`]: the invocation payload into a push, a reconcile or a skip.
 //! - [`config`]: the environment, read once per cold start.
-//! - [`kube`]: lists Applications metadata-only, reads one, reads its ApplicationSet, patches.
+//! - [`kube`], [`objects`]: lists Applications metadata-only, reads one, reads its
+//!   ApplicationSet, patches; `ImageUpdater` objects cached per warm container.
 //! - [`annotations`], [`imageupdater`]: Image Updater's annotations, or the `ImageUpdater`
 //!   object that matches an Application, into one typed configuration.
 //! - [`policy`]: strategies, filters and ranking of tags (pure).
@@ -33,6 +34,7 @@ pub mod facts;
 pub mod handler;
 pub mod imageupdater;
 pub mod kube;
+pub mod objects;
 pub mod patch;
 pub mod policy;
 pub mod report;

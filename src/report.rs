@@ -46,6 +46,12 @@ pub struct Entry {
     /// Whether a retry (or an operator) can fix this failure.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub retryable: bool,
+    /// Which configuration decided: `annotations`, or `ImageUpdater ns/name, ref "app-*"`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub configured_by: Option<String>,
+    /// The ImageUpdater object (`namespace`, `name`) behind the decision, for its status.
+    #[serde(skip)]
+    pub configuring_object: Option<(String, String)>,
 }
 
 impl Entry {
@@ -62,6 +68,8 @@ impl Entry {
             sources: Vec::new(),
             patch: None,
             retryable: false,
+            configured_by: None,
+            configuring_object: None,
         }
     }
 
@@ -82,6 +90,9 @@ pub struct Stats {
     pub patches: u32,
     pub conflicts: u32,
     pub ecr_calls: u32,
+    /// ImageUpdater object requests: list pages (metadata-only revalidations included) and
+    /// status writes.
+    pub image_updater_requests: u32,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -131,12 +142,14 @@ impl Report {
             let to = e.to.as_deref().unwrap_or("");
             let alias = e.alias.as_deref().unwrap_or("");
             let sources = e.sources.join(", ");
+            let configured_by = e.configured_by.as_deref().unwrap_or("");
             macro_rules! decision {
                 ($level:ident) => {
                     tracing::$level!(
                         event_id = %self.event_id, namespace = %e.namespace, application = %e.name,
                         alias = %alias, image = %e.image, from = %from, to = %to,
-                        action = e.action.as_str(), sources = %sources, dry_run = self.dry_run, reason = %e.reason,
+                        action = e.action.as_str(), sources = %sources, configured_by = %configured_by,
+                        dry_run = self.dry_run, reason = %e.reason,
                         "decision"
                     )
                 };
@@ -152,6 +165,7 @@ impl Report {
             event_id = %self.event_id, mode = self.mode, list_pages = st.list_pages,
             applications_listed = st.applications_listed, applications_matched = st.applications_matched,
             gets = st.gets, patches = st.patches, conflicts = st.conflicts, ecr_calls = st.ecr_calls,
+            image_updater_requests = st.image_updater_requests,
             "invocation done"
         );
     }

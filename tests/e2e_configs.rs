@@ -13,7 +13,9 @@ use argocd_ecr_updater_standins::fixtures::{
     push_event as push, reconcile_event as reconcile,
 };
 use argocd_ecr_updater_standins::kube::PROXY_PREFIX;
-use argocd_ecr_updater_standins::{FaultAction, Grant, Route, Service, StandIns};
+use argocd_ecr_updater_standins::{
+    FaultAction, Grant, Route, Service, StandIns, image_updater_grants,
+};
 use common::{event, expect_decision, handler};
 use serde_json::{Value, json};
 
@@ -443,11 +445,15 @@ async fn the_same_patch_refused_twice_on_a_fresh_read_stops_despite_the_audit_ti
 
 #[tokio::test]
 async fn a_namespace_that_cannot_be_listed_does_not_stop_the_others() {
-    let standins =
-        StandIns::start_seeded_with_grants(vec![Grant::new(&["get", "list", "patch"], "argocd")])
-            .await
-            .unwrap();
-    let error = handler(&standins, &[("ARGOCD_NAMESPACES", "team-b,argocd")])
+    // team-b: its ImageUpdater objects may be read, its Applications not; team-c: nothing.
+    let grants = [
+        vec![Grant::new(&["get", "list", "patch"], "argocd")],
+        image_updater_grants("argocd"),
+        image_updater_grants("team-b"),
+    ]
+    .concat();
+    let standins = StandIns::start_seeded_with_grants(grants).await.unwrap();
+    let error = handler(&standins, &[("ARGOCD_NAMESPACES", "team-c,team-b,argocd")])
         .handle(&event("push-date-tag.json"), None)
         .await
         .unwrap_err();
@@ -455,22 +461,29 @@ async fn a_namespace_that_cannot_be_listed_does_not_stop_the_others() {
     let HandlerError::Targets { report, summary } = error else {
         unreachable!()
     };
-    assert_eq!(one(&report, "aws-pipeline-test").action, Action::Updated);
-    let unlisted = report
-        .entries
-        .iter()
-        .find(|e| e.namespace == "team-b")
-        .unwrap();
-    assert_eq!(unlisted.action, Action::Failed);
-    assert!(unlisted.retryable);
-    assert!(
-        unlisted
-            .reason
-            .contains("may not list applications in namespace \"team-b\""),
-        "{}",
-        unlisted.reason
-    );
-    assert!(summary.contains("team-b"), "{summary}");
+    expect_decision(one(&report, "aws-pipeline-test"), Action::Updated, "");
+    let unlisted = |namespace: &str| {
+        report
+            .entries
+            .iter()
+            .find(|e| e.namespace == namespace)
+            .unwrap()
+    };
+    for (namespace, part) in [
+        (
+            "team-b",
+            "may not list applications in namespace \"team-b\"",
+        ),
+        (
+            "team-c",
+            "may not list imageupdaters in namespace \"team-c\"",
+        ),
+        ("team-c", "READ_IMAGEUPDATERS=false"),
+    ] {
+        expect_decision(unlisted(namespace), Action::Failed, part);
+        assert!(unlisted(namespace).retryable);
+        assert!(summary.contains(namespace), "{summary}");
+    }
     assert_eq!(patches(&standins), 1);
 
     // With `*`, a denial names the cluster scope and the manifest that grants it.
@@ -530,10 +543,15 @@ async fn an_applicationset_app_is_patched_when_the_set_ignores_the_managed_param
 
 #[tokio::test]
 async fn an_applicationset_that_may_not_be_read_fails_retryably_with_the_rbac_fix() {
-    let standins =
-        StandIns::start_seeded_with_grants(vec![Grant::new(&["get", "list", "patch"], "argocd")])
-            .await
-            .unwrap();
+    let standins = StandIns::start_seeded_with_grants(
+        [
+            vec![Grant::new(&["get", "list", "patch"], "argocd")],
+            image_updater_grants("argocd"),
+        ]
+        .concat(),
+    )
+    .await
+    .unwrap();
     standins.kube.insert(owned_app("owned")).unwrap();
     let error = handler(&standins, &[])
         .handle(&event("push-date-tag.json"), None)

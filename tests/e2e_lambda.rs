@@ -7,7 +7,7 @@ mod common;
 use std::io::Read;
 use std::time::Duration;
 
-use argocd_ecr_updater_standins::{Grant, Outcome, StandIns};
+use argocd_ecr_updater_standins::{Grant, Outcome, StandIns, image_updater_grants};
 use common::{event, seed_tag, spawn_lambda};
 use serde_json::json;
 
@@ -89,9 +89,15 @@ async fn a_malformed_event_is_a_permanent_error_for_the_dead_letter_queue() {
 
 #[tokio::test]
 async fn a_403_fails_the_invocation_with_a_retryable_error_naming_the_fix() {
-    let standins = StandIns::start_seeded_with_grants(vec![Grant::new(&["get", "list"], "argocd")])
-        .await
-        .unwrap();
+    let standins = StandIns::start_seeded_with_grants(
+        [
+            vec![Grant::new(&["get", "list"], "argocd")],
+            image_updater_grants("argocd"),
+        ]
+        .concat(),
+    )
+    .await
+    .unwrap();
     let _function = spawn_lambda(BINARY, &standins.lambda_env());
     let error = error(&standins, event("push-date-tag.json")).await;
     assert_eq!(error["errorType"], "Retryable.TargetsFailed");

@@ -10,7 +10,9 @@ use argocd_ecr_updater::report::{Action, Report};
 use argocd_ecr_updater_standins::fixtures::{
     Application, SEED_IMAGE, SEED_TAG, digest as D, image, push_event as push,
 };
-use argocd_ecr_updater_standins::{FaultAction, Grant, Image, Options, Route, Service, StandIns};
+use argocd_ecr_updater_standins::{
+    FaultAction, Grant, Image, Options, Route, Service, StandIns, image_updater_grants,
+};
 use common::{event, expect_decision, handler, helm_parameter, seed_tag};
 use serde_json::{Value, json};
 
@@ -65,8 +67,10 @@ async fn the_seed_application_moves_to_the_newly_pushed_date_tag() {
     .unwrap();
     assert_eq!(audit["images"][0]["from"], "20250825-120000");
     assert_eq!(audit["eventId"], "6f0c5a4e-1d2b-4c3a-9e8f-7a6b5c4d3e21");
-    // Cost: one list page, one GET, one PATCH, one ECR call (the current tag's push time).
-    assert_eq!(kube_requests(&standins, "GET"), 2);
+    // Cost: one metadata-only list of ImageUpdater objects (none here), one list page, one
+    // GET, one PATCH, one ECR call (the current tag's push time).
+    assert_eq!(report.stats.image_updater_requests, 1);
+    assert_eq!(kube_requests(&standins, "GET"), 3);
     assert_eq!(kube_requests(&standins, "PATCH"), 1);
     assert_eq!(report.stats.ecr_calls, 1);
     assert_eq!(standins.shared.count(|r| r.service == Service::Ecr), 1);
@@ -338,16 +342,24 @@ async fn a_push_no_application_tracks_costs_one_list_and_nothing_else() {
     .await;
     assert!(report.entries.is_empty());
     assert_eq!(report.stats.applications_listed, 1);
-    assert_eq!(kube_requests(&standins, "GET"), 1);
+    // The ImageUpdater objects' metadata and the Applications' metadata.
+    assert_eq!(kube_requests(&standins, "GET"), 2);
     assert_eq!(report.stats.ecr_calls, 0);
 }
 
 #[tokio::test]
 async fn two_applications_in_two_namespaces_tracking_one_repository_both_move() {
-    let standins = StandIns::start_seeded_with_grants(vec![
-        Grant::new(&["get", "list", "patch"], "argocd"),
-        Grant::new(&["get", "list", "patch"], "team-b"),
-    ])
+    let standins = StandIns::start_seeded_with_grants(
+        [
+            vec![
+                Grant::new(&["get", "list", "patch"], "argocd"),
+                Grant::new(&["get", "list", "patch"], "team-b"),
+            ],
+            image_updater_grants("argocd"),
+            image_updater_grants("team-b"),
+        ]
+        .concat(),
+    )
     .await
     .unwrap();
     let mut second = standins.kube.get("argocd", "aws-pipeline-test").unwrap();
@@ -501,9 +513,15 @@ async fn a_429_then_success_is_absorbed_within_the_invocation() {
 
 #[tokio::test]
 async fn a_403_fails_the_invocation_with_the_fix_in_the_message() {
-    let standins = StandIns::start_seeded_with_grants(vec![Grant::new(&["get", "list"], "argocd")])
-        .await
-        .unwrap();
+    let standins = StandIns::start_seeded_with_grants(
+        [
+            vec![Grant::new(&["get", "list"], "argocd")],
+            image_updater_grants("argocd"),
+        ]
+        .concat(),
+    )
+    .await
+    .unwrap();
     let error = handler(&standins, &[])
         .handle(&event("push-date-tag.json"), None)
         .await

@@ -36,6 +36,8 @@ pub struct KubeState {
     apps: Mutex<Store>,
     schema: jsonschema::Validator,
     schema_value: Value,
+    /// Image Updater v1.x objects, with their own CRD.
+    pub image_updaters: crate::imageupdaters::ImageUpdaterStore,
     /// Every `Warning` header sent, oldest first: tests assert the function causes none.
     warnings: Mutex<Vec<String>>,
 }
@@ -78,8 +80,20 @@ impl KubeState {
             apps: Mutex::new(Store::default()),
             schema,
             schema_value,
+            image_updaters: crate::imageupdaters::ImageUpdaterStore::new()?,
             warnings: Mutex::new(Vec::new()),
         })
+    }
+
+    /// A new resourceVersion: one counter for every kind, as etcd's revision is.
+    pub(crate) fn next_resource_version(&self) -> u64 {
+        let mut store = lock(&self.apps);
+        store.resource_version += 1;
+        store.resource_version
+    }
+
+    pub(crate) fn current_resource_version(&self) -> u64 {
+        lock(&self.apps).resource_version
     }
 
     /// The `Warning` headers sent so far.
@@ -233,7 +247,7 @@ fn dotted(pointer: &str) -> String {
 
 /// Structural pruning: an object whose schema declares `properties` keeps only those, unless
 /// it preserves unknown fields; lists and maps are walked with their item schemas.
-fn prune(value: &mut Value, schema: &Value, path: &str, dropped: &mut Vec<String>) {
+pub(crate) fn prune(value: &mut Value, schema: &Value, path: &str, dropped: &mut Vec<String>) {
     if schema["x-kubernetes-preserve-unknown-fields"] == json!(true) {
         return;
     }
@@ -281,7 +295,7 @@ fn prune(value: &mut Value, schema: &Value, path: &str, dropped: &mut Vec<String
 pub const PROXY_PREFIX: &str = "/k8s/clusters/c-1";
 
 pub fn router(state: Arc<KubeState>) -> Router {
-    let api = api_router(state);
+    let api = api_router(state.clone()).merge(crate::imageupdaters::router(state));
     Router::new().nest(PROXY_PREFIX, api.clone()).merge(api)
 }
 
@@ -325,7 +339,7 @@ pub fn status_body(code: u16, reason: &str, message: &str) -> Value {
            "message": message, "reason": reason, "code": code})
 }
 
-fn status(code: u16, message: &str) -> Response {
+pub(crate) fn status(code: u16, message: &str) -> Response {
     let http = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (
         http,
@@ -368,7 +382,7 @@ fn authorize<'a>(
     authorize_on(state, headers, verb, "applications", namespace, name)
 }
 
-fn authorize_on<'a>(
+pub(crate) fn authorize_on<'a>(
     state: &'a KubeState,
     headers: &HeaderMap,
     verb: &str,
@@ -380,9 +394,15 @@ fn authorize_on<'a>(
     if identity.may(verb, resource, namespace) {
         return Ok(identity);
     }
+    let group = if resource.starts_with("imageupdaters") {
+        "argocd-image-updater.argoproj.io"
+    } else {
+        "argoproj.io"
+    };
+    let plural = resource.split('/').next().unwrap_or(resource);
     let object = match name {
-        Some(n) => format!("{resource}.argoproj.io \"{n}\""),
-        None => format!("{resource}.argoproj.io"),
+        Some(n) => format!("{plural}.{group} \"{n}\""),
+        None => format!("{plural}.{group}"),
     };
     let scope = match namespace {
         Some(ns) => format!("in the namespace \"{ns}\""),
@@ -391,7 +411,7 @@ fn authorize_on<'a>(
     Err(status(
         403,
         &format!(
-            "{object} is forbidden: User \"{}\" cannot {verb} resource \"{resource}\" in API group \"argoproj.io\" {scope}",
+            "{object} is forbidden: User \"{}\" cannot {verb} resource \"{resource}\" in API group \"{group}\" {scope}",
             identity.arn
         ),
     ))
@@ -518,7 +538,7 @@ fn list(state: &KubeState, headers: &HeaderMap, namespace: Option<&str>, query: 
 /// type wins; `as=PartialObjectMetadataList` is served only with `g=meta.k8s.io;v=v1`
 /// (or `v1beta1`); `as=Table` is not served here, so a client falls back to its next
 /// choice; nothing acceptable is a 406. `Ok(true)` means metadata only.
-fn negotiate(headers: &HeaderMap) -> Result<bool, Response> {
+pub(crate) fn negotiate(headers: &HeaderMap) -> Result<bool, Response> {
     let accept = headers
         .get("accept")
         .and_then(|v| v.to_str().ok())
@@ -549,11 +569,11 @@ fn negotiate(headers: &HeaderMap) -> Result<bool, Response> {
     ))
 }
 
-fn encode_continue(key: &(String, String)) -> String {
+pub(crate) fn encode_continue(key: &(String, String)) -> String {
     URL_SAFE_NO_PAD.encode(serde_json::to_vec(&json!([key.0, key.1])).unwrap_or_default())
 }
 
-fn decode_continue(token: &str) -> Option<(String, String)> {
+pub(crate) fn decode_continue(token: &str) -> Option<(String, String)> {
     let bytes = URL_SAFE_NO_PAD.decode(token).ok()?;
     let parsed: (String, String) = serde_json::from_slice(&bytes).ok()?;
     Some(parsed)
@@ -882,7 +902,7 @@ fn argoproj_group_value() -> Value {
 async fn group_list() -> Response {
     let authorization = json!({"name": "authorization.k8s.io", "versions": [{"groupVersion": "authorization.k8s.io/v1", "version": "v1"}],
         "preferredVersion": {"groupVersion": "authorization.k8s.io/v1", "version": "v1"}});
-    axum::Json(json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [argoproj_group_value(), authorization]})).into_response()
+    axum::Json(json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [argoproj_group_value(), crate::imageupdaters::group(), authorization]})).into_response()
 }
 
 async fn argoproj_group() -> Response {

@@ -8,6 +8,7 @@
 pub mod aws;
 pub mod faults;
 pub mod fixtures;
+pub mod imageupdaters;
 pub mod kube;
 pub mod runtime;
 pub mod seed;
@@ -27,6 +28,7 @@ pub use aws::{AwsState, Image};
 pub use faults::{FaultAction, LoggedRequest, Route, Service, Shared};
 pub use kube::KubeState;
 pub use runtime::{Outcome, RuntimeApi};
+pub use token::image_updater_grants;
 pub use token::{Grant, Identity};
 
 /// The identity the function runs as in tests: what its Lambda role would sign with.
@@ -55,6 +57,8 @@ impl Default for Options {
             identities: vec![function_identity(vec![
                 Grant::new(&["get", "list", "patch"], "argocd"),
                 Grant::on("applicationsets", &["get"], "argocd"),
+                Grant::on("imageupdaters", &["get", "list"], "argocd"),
+                Grant::on("imageupdaters/status", &["patch"], "argocd"),
             ])],
         }
     }

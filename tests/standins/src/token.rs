@@ -33,6 +33,14 @@ pub struct Grant {
     pub namespace: String,
 }
 
+/// What the function needs on `imageupdaters` in a namespace, as `deploy/rbac.yaml` grants.
+pub fn image_updater_grants(namespace: &str) -> Vec<Grant> {
+    vec![
+        Grant::on("imageupdaters", &["get", "list"], namespace),
+        Grant::on("imageupdaters/status", &["patch"], namespace),
+    ]
+}
+
 impl Grant {
     /// Verbs on `applications`.
     pub fn new(verbs: &[&str], namespace: &str) -> Self {

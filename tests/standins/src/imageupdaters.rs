@@ -1,0 +1,369 @@
+//! `imageupdaters.argocd-image-updater.argoproj.io/v1alpha1` on the Kubernetes stand-in: the
+//! vendored Image Updater CRD validates every write, and the `status` subresource behaves as
+//! kube-apiserver's does (a write to `/status` changes only status and not `generation`; a
+//! write to the object leaves status alone).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde_json::{Value, json};
+
+use crate::faults::lock;
+use crate::kube::{
+    KubeState, authorize_on, decode_continue, encode_continue, negotiate, prune, status,
+};
+
+const CRD_YAML: &str = include_str!("../crd/imageupdater-crd.yaml");
+pub const API_VERSION: &str = "argocd-image-updater.argoproj.io/v1alpha1";
+const RESOURCE: &str = "imageupdaters";
+
+/// The stored objects and their schema.
+pub struct ImageUpdaterStore {
+    objects: Mutex<BTreeMap<(String, String), Value>>,
+    schema: jsonschema::Validator,
+    schema_value: Value,
+}
+
+impl ImageUpdaterStore {
+    pub fn new() -> Result<Self, String> {
+        let crd: Value =
+            serde_yaml_ng::from_str(CRD_YAML).map_err(|e| format!("ImageUpdater CRD: {e}"))?;
+        let schema_value = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone();
+        let schema = jsonschema::validator_for(&schema_value).map_err(|e| e.to_string())?;
+        Ok(Self {
+            objects: Mutex::new(BTreeMap::new()),
+            schema,
+            schema_value,
+        })
+    }
+
+    fn validate(&self, object: &mut Value) -> Result<(), String> {
+        let mut dropped = Vec::new();
+        prune(object, &self.schema_value, "", &mut dropped);
+        let problems: Vec<String> = self
+            .schema
+            .iter_errors(object)
+            .map(|e| format!("{}: Invalid value: {e}", e.instance_path()))
+            .collect();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join(", "))
+        }
+    }
+
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Value> {
+        lock(&self.objects)
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    /// Removes an object, as `kubectl delete` would.
+    pub fn delete(&self, namespace: &str, name: &str) {
+        lock(&self.objects).remove(&(namespace.to_string(), name.to_string()));
+    }
+}
+
+impl KubeState {
+    /// Creates an ImageUpdater object as `kubectl apply` would: validated, with a uid,
+    /// `generation` 1 and a fresh resourceVersion.
+    pub fn insert_image_updater(&self, mut object: Value) -> Result<(), String> {
+        let name = object["metadata"]["name"]
+            .as_str()
+            .ok_or("imageupdater without metadata.name")?
+            .to_string();
+        let namespace = object["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("argocd")
+            .to_string();
+        object["apiVersion"] = json!(API_VERSION);
+        object["kind"] = json!("ImageUpdater");
+        object["metadata"]["namespace"] = json!(namespace);
+        self.image_updaters
+            .validate(&mut object)
+            .map_err(|e| format!("{namespace}/{name}: {e}"))?;
+        let version = self.next_resource_version();
+        object["metadata"]["resourceVersion"] = json!(version.to_string());
+        object["metadata"]["generation"] = json!(1);
+        object["metadata"]["uid"] = json!(format!("00000000-0000-0000-1111-{version:012}"));
+        lock(&self.image_updaters.objects).insert((namespace, name), object);
+        Ok(())
+    }
+
+    /// Changes an object's spec as a user would: `generation` moves, status stays.
+    pub fn edit_image_updater(
+        &self,
+        namespace: &str,
+        name: &str,
+        change: impl FnOnce(&mut Value),
+    ) -> Result<(), String> {
+        let key = (namespace.to_string(), name.to_string());
+        let mut objects = lock(&self.image_updaters.objects);
+        let mut object = objects.get(&key).cloned().ok_or("no such imageupdater")?;
+        let before = object["spec"].clone();
+        change(&mut object);
+        if object["spec"] != before {
+            let generation = object["metadata"]["generation"].as_i64().unwrap_or(1) + 1;
+            object["metadata"]["generation"] = json!(generation);
+        }
+        object["metadata"]["resourceVersion"] = json!(self.next_resource_version().to_string());
+        objects.insert(key, object);
+        Ok(())
+    }
+
+    pub fn image_updater(&self, namespace: &str, name: &str) -> Option<Value> {
+        self.image_updaters.get(namespace, name)
+    }
+}
+
+pub fn router(state: Arc<KubeState>) -> Router {
+    let base = "/apis/argocd-image-updater.argoproj.io/v1alpha1";
+    Router::new()
+        .route(base, get(resources))
+        .route(&format!("{base}/imageupdaters"), get(list_all))
+        .route(
+            &format!("{base}/namespaces/{{namespace}}/imageupdaters"),
+            get(list_namespace),
+        )
+        .route(
+            &format!("{base}/namespaces/{{namespace}}/imageupdaters/{{name}}"),
+            get(get_one).patch(patch_object),
+        )
+        .route(
+            &format!("{base}/namespaces/{{namespace}}/imageupdaters/{{name}}/status"),
+            get(get_one).patch(patch_status),
+        )
+        .with_state(state)
+}
+
+pub fn group() -> Value {
+    json!({"name": "argocd-image-updater.argoproj.io",
+           "versions": [{"groupVersion": API_VERSION, "version": "v1alpha1"}],
+           "preferredVersion": {"groupVersion": API_VERSION, "version": "v1alpha1"}})
+}
+
+async fn resources() -> Response {
+    axum::Json(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": API_VERSION, "resources": [
+        {"name": RESOURCE, "singularName": "imageupdater", "namespaced": true, "kind": "ImageUpdater",
+         "verbs": ["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"]},
+        {"name": "imageupdaters/status", "singularName": "", "namespaced": true, "kind": "ImageUpdater",
+         "verbs": ["get", "patch", "update"]}]}))
+    .into_response()
+}
+
+async fn list_all(
+    State(state): State<Arc<KubeState>>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> Response {
+    list(&state, &headers, None, query.as_deref().unwrap_or_default())
+}
+
+async fn list_namespace(
+    State(state): State<Arc<KubeState>>,
+    Path(namespace): Path<String>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> Response {
+    list(
+        &state,
+        &headers,
+        Some(&namespace),
+        query.as_deref().unwrap_or_default(),
+    )
+}
+
+fn list(state: &KubeState, headers: &HeaderMap, namespace: Option<&str>, query: &str) -> Response {
+    if let Err(denied) = authorize_on(state, headers, "list", RESOURCE, namespace, None) {
+        return denied;
+    }
+    let metadata_only = match negotiate(headers) {
+        Ok(metadata_only) => metadata_only,
+        Err(refused) => return refused,
+    };
+    let params: BTreeMap<String, String> = url::form_urlencoded::parse(query.as_bytes())
+        .into_owned()
+        .collect();
+    let limit = params
+        .get("limit")
+        .and_then(|l| l.parse::<usize>().ok())
+        .filter(|l| *l > 0);
+    let after = match params.get("continue").filter(|c| !c.is_empty()) {
+        None => std::ops::Bound::Unbounded,
+        Some(token) => match decode_continue(token) {
+            Some(key) => std::ops::Bound::Excluded(key),
+            None => return status(400, "continue key is not valid"),
+        },
+    };
+    let objects = lock(&state.image_updaters.objects);
+    let mut items = Vec::new();
+    let mut next = None;
+    for (key, object) in objects
+        .range((after, std::ops::Bound::Unbounded))
+        .filter(|((ns, _), _)| namespace.is_none_or(|wanted| wanted == ns))
+    {
+        if limit.is_some_and(|l| items.len() == l) {
+            next = items.last().map(|(last, _)| encode_continue(last));
+            break;
+        }
+        items.push((
+            key.clone(),
+            if metadata_only {
+                json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": object["metadata"]})
+            } else {
+                object.clone()
+            },
+        ));
+    }
+    let mut metadata = json!({"resourceVersion": state.current_resource_version().to_string()});
+    if let Some(token) = next {
+        metadata["continue"] = json!(token);
+    }
+    let (kind, api_version) = if metadata_only {
+        ("PartialObjectMetadataList", "meta.k8s.io/v1")
+    } else {
+        ("ImageUpdaterList", API_VERSION)
+    };
+    axum::Json(
+        json!({"kind": kind, "apiVersion": api_version, "metadata": metadata,
+                      "items": items.into_iter().map(|(_, item)| item).collect::<Vec<_>>()}),
+    )
+    .into_response()
+}
+
+async fn get_one(
+    State(state): State<Arc<KubeState>>,
+    Path((namespace, name)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(denied) = authorize_on(
+        &state,
+        &headers,
+        "get",
+        RESOURCE,
+        Some(&namespace),
+        Some(&name),
+    ) {
+        return denied;
+    }
+    match state.image_updaters.get(&namespace, &name) {
+        Some(object) => axum::Json(object).into_response(),
+        None => not_found(&name),
+    }
+}
+
+fn not_found(name: &str) -> Response {
+    status(
+        404,
+        &format!("imageupdaters.argocd-image-updater.argoproj.io \"{name}\" not found"),
+    )
+}
+
+/// Which part of the object a write may change.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Object,
+    Status,
+}
+
+async fn patch_object(
+    State(state): State<Arc<KubeState>>,
+    Path((namespace, name)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    patch(&state, &headers, &namespace, &name, &body, Part::Object)
+}
+
+async fn patch_status(
+    State(state): State<Arc<KubeState>>,
+    Path((namespace, name)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    patch(&state, &headers, &namespace, &name, &body, Part::Status)
+}
+
+fn patch(
+    state: &KubeState,
+    headers: &HeaderMap,
+    namespace: &str,
+    name: &str,
+    body: &[u8],
+    part: Part,
+) -> Response {
+    let resource = match part {
+        Part::Object => RESOURCE,
+        Part::Status => "imageupdaters/status",
+    };
+    if let Err(denied) = authorize_on(
+        state,
+        headers,
+        "patch",
+        resource,
+        Some(namespace),
+        Some(name),
+    ) {
+        return denied;
+    }
+    let content_type = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if !content_type.starts_with("application/merge-patch+json") {
+        return status(
+            415,
+            &format!(
+                "unsupported patch type {content_type} (this stand-in takes merge patches for imageupdaters)"
+            ),
+        );
+    }
+    let Ok(patch) = serde_json::from_slice::<Value>(body) else {
+        return status(400, "the body of the request was in an unknown format");
+    };
+    let key = (namespace.to_string(), name.to_string());
+    let mut objects = lock(&state.image_updaters.objects);
+    let Some(current) = objects.get(&key).cloned() else {
+        return not_found(name);
+    };
+    let mut patched = current.clone();
+    json_patch::merge(&mut patched, &patch);
+    let mut updated = current.clone();
+    match part {
+        // The status subresource ignores everything but status.
+        Part::Status => updated["status"] = patched["status"].clone(),
+        // The main resource ignores status.
+        Part::Object => {
+            updated = patched;
+            updated["status"] = current["status"].clone();
+            if updated["status"].is_null()
+                && let Some(map) = updated.as_object_mut()
+            {
+                map.remove("status");
+            }
+        }
+    }
+    if let Err(problems) = state.image_updaters.validate(&mut updated) {
+        return status(
+            422,
+            &format!(
+                "ImageUpdater.argocd-image-updater.argoproj.io \"{name}\" is invalid: {problems}"
+            ),
+        );
+    }
+    if updated != current {
+        if updated["spec"] != current["spec"] {
+            let generation = current["metadata"]["generation"].as_i64().unwrap_or(1) + 1;
+            updated["metadata"]["generation"] = json!(generation);
+        }
+        updated["metadata"]["resourceVersion"] = json!(state.next_resource_version().to_string());
+    }
+    objects.insert(key, updated.clone());
+    axum::Json(updated).into_response()
+}
