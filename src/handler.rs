@@ -141,7 +141,7 @@ impl Handler {
     }
 
     /// The Kubernetes client, made on first use and kept for the warm container's life.
-    async fn kube(&self) -> Result<&KubeClient, HandlerError> {
+    pub async fn kube(&self) -> Result<&KubeClient, HandlerError> {
         self.kube
             .get_or_try_init(|| async {
                 let access = match &self.config.cluster_override {

@@ -41,6 +41,11 @@ impl Resource {
     }
 }
 
+pub const APPLICATIONS: Resource = Resource {
+    group_version: GROUP_VERSION,
+    plural: "applications",
+};
+
 /// One page of a list, whatever the kind: the items as JSON and the continue token.
 #[derive(Deserialize)]
 struct Page {

@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 use lambda_runtime::{Diagnostic, LambdaEvent, service_fn};
 use serde_json::Value;
 
+use argocd_ecr_updater::cli::migrate::MigrateRequest;
 use argocd_ecr_updater::cli::plan::PlanRequest;
 use argocd_ecr_updater::cli::select::SelectRequest;
 use argocd_ecr_updater::cli::{
@@ -57,6 +58,18 @@ enum Command {
         /// Defaults to the standard AWS region chain (AWS_REGION, profile).
         #[arg(long)]
         region: Option<String>,
+    },
+    /// Print the ImageUpdater object equivalent to a namespace's Image Updater annotations.
+    Migrate {
+        /// The namespace whose Applications to read.
+        #[arg(long, default_value = "argocd")]
+        namespace: String,
+        /// The name of the printed ImageUpdater object.
+        #[arg(long, default_value = "migrated-from-annotations")]
+        name: String,
+        /// Overrides CLUSTER_NAME.
+        #[arg(long)]
+        cluster: Option<String>,
     },
     /// Run the function's pipeline from a laptop: dry-run unless --apply.
     Plan {
@@ -119,6 +132,15 @@ fn main() -> ExitCode {
             event,
             reconcile,
             apply,
+            cluster,
+        })),
+        Some(Command::Migrate {
+            namespace,
+            name,
+            cluster,
+        }) => runtime().block_on(cli::migrate::run(MigrateRequest {
+            namespace,
+            name,
             cluster,
         })),
         None => runtime().block_on(lambda()),

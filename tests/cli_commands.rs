@@ -105,6 +105,7 @@ async fn plan_is_a_dry_run_unless_asked_to_apply() {
     let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(report["dry_run"], true);
     assert_eq!(report["entries"][0]["to"], "20250825-153012");
+    assert_eq!(report["entries"][0]["configured_by"], "annotations");
     assert!(report["entries"][0]["patch"].is_array());
     assert_eq!(seed_tag(&standins).as_deref(), Some("20250825-120000"));
 
@@ -154,4 +155,52 @@ fn plan_exits_2_for_an_event_that_is_json_but_malformed() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("repository-name"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrate_prints_an_imageupdater_object_that_decides_like_the_annotations() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    let output = command(&standins.function_env())
+        .args(["migrate", "--namespace", "argocd", "--name", "invitation"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let object: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(object["kind"], "ImageUpdater");
+    assert_eq!(
+        object["spec"]["applicationRefs"][0]["namePattern"],
+        "aws-pipeline-test"
+    );
+    // The API server accepts it (the vendored CRD validates it), and with the annotations
+    // gone it moves the seed exactly as they did.
+    standins.kube.insert_image_updater(object).unwrap();
+    standins
+        .kube
+        .edit("argocd", "aws-pipeline-test", |app| {
+            if let Some(map) = app["metadata"]["annotations"].as_object_mut() {
+                map.retain(|k, _| !k.starts_with("argocd-image-updater.argoproj.io/"));
+            }
+        })
+        .unwrap();
+    let event = concat!(env!("CARGO_MANIFEST_DIR"), "/events/push-date-tag.json");
+    let output = command(&standins.function_env())
+        .args(["plan", "--event", event, "--apply"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["entries"][0]["action"], "updated");
+    assert_eq!(
+        report["entries"][0]["configured_by"],
+        "ImageUpdater argocd/invitation, ref \"aws-pipeline-test\""
+    );
+    assert_eq!(seed_tag(&standins).as_deref(), Some("20250825-153012"));
 }

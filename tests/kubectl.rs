@@ -8,7 +8,8 @@ mod common;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use argocd_ecr_updater_standins::{Grant, StandIns};
+use argocd_ecr_updater_standins::fixtures::seed_image_updater;
+use argocd_ecr_updater_standins::{Grant, StandIns, image_updater_grants};
 
 fn kubectl_installed() -> bool {
     Command::new("kubectl")
@@ -39,12 +40,22 @@ struct Cluster {
 
 impl Cluster {
     async fn start() -> Self {
-        let standins = StandIns::start_seeded_with_grants(vec![
-            Grant::new(&["get", "list", "patch"], "argocd"),
-            Grant::on("applicationsets", &["get"], "argocd"),
-        ])
+        let standins = StandIns::start_seeded_with_grants(
+            [
+                vec![
+                    Grant::new(&["get", "list", "patch"], "argocd"),
+                    Grant::on("applicationsets", &["get"], "argocd"),
+                ],
+                image_updater_grants("argocd"),
+            ]
+            .concat(),
+        )
         .await
         .unwrap();
+        standins
+            .kube
+            .insert_image_updater(seed_image_updater())
+            .unwrap();
         let home = tempfile::tempdir().unwrap();
         let ca_file = home.path().join("ca.pem");
         std::fs::write(&ca_file, &standins.ca_pem).unwrap();
@@ -124,6 +135,14 @@ async fn kubectl_lists_gets_and_checks_access_against_the_stand_in_unchanged() {
     ]);
     assert_eq!(stdout(&one), "20250825-120000", "{}", stderr(&one));
 
+    let updaters = cluster.run(&["get", "imageupdaters", "-n", "argocd", "-o", "name"]);
+    assert_eq!(
+        stdout(&updaters).trim(),
+        "imageupdater.argocd-image-updater.argoproj.io/invitation",
+        "{}",
+        stderr(&updaters)
+    );
+
     let missing = cluster.run(&["get", "application", "nope", "-n", "argocd"]);
     assert!(!missing.status.success());
     assert!(
@@ -162,6 +181,16 @@ async fn the_documented_access_check_answers_yes_and_no_from_the_rbac_grants() {
     ]);
     assert_eq!(stdout(&denied).trim(), "no", "{}", stderr(&denied));
     assert!(!denied.status.success());
+    let status = cluster.run(&[
+        "auth",
+        "can-i",
+        "patch",
+        "imageupdaters.argocd-image-updater.argoproj.io",
+        "--subresource=status",
+        "-n",
+        "argocd",
+    ]);
+    assert_eq!(stdout(&status).trim(), "yes", "{}", stderr(&status));
     let appsets = cluster.run(&[
         "auth",
         "can-i",

@@ -205,7 +205,7 @@ fn the_templates_defaults_are_a_configuration_the_function_accepts() {
 }
 
 #[test]
-fn the_rbac_manifests_grant_patch_on_applications_and_only_get_on_applicationsets() {
+fn the_rbac_manifests_grant_exactly_what_the_function_uses() {
     for (file, kind) in [
         ("rbac.yaml", "Role"),
         ("rbac-all-namespaces.yaml", "ClusterRole"),
@@ -224,22 +224,41 @@ fn the_rbac_manifests_grant_patch_on_applications_and_only_get_on_applicationset
             .find(|d| d["kind"].as_str() == Some(kind))
             .unwrap();
         let rules = role["rules"].as_sequence().unwrap();
-        assert_eq!(rules.len(), 2, "{file}");
-        for rule in rules {
-            assert_eq!(strings(&rule["apiGroups"]), ["argoproj.io"], "{file}");
-        }
-        assert_eq!(strings(&rules[0]["resources"]), ["applications"], "{file}");
+        let granted: Vec<[Vec<String>; 3]> = rules
+            .iter()
+            .map(|r| {
+                [
+                    strings(&r["apiGroups"]),
+                    strings(&r["resources"]),
+                    strings(&r["verbs"]),
+                ]
+            })
+            .collect();
+        let rule = |group: &str, resource: &str, verbs: &[&str]| {
+            [
+                vec![group.to_string()],
+                vec![resource.to_string()],
+                verbs.iter().map(|v| v.to_string()).collect(),
+            ]
+        };
         assert_eq!(
-            strings(&rules[0]["verbs"]),
-            ["get", "list", "patch"],
+            granted,
+            vec![
+                rule("argoproj.io", "applications", &["get", "list", "patch"]),
+                rule("argoproj.io", "applicationsets", &["get"]),
+                rule(
+                    "argocd-image-updater.argoproj.io",
+                    "imageupdaters",
+                    &["get", "list"]
+                ),
+                rule(
+                    "argocd-image-updater.argoproj.io",
+                    "imageupdaters/status",
+                    &["patch"]
+                ),
+            ],
             "{file}"
         );
-        assert_eq!(
-            strings(&rules[1]["resources"]),
-            ["applicationsets"],
-            "{file}"
-        );
-        assert_eq!(strings(&rules[1]["verbs"]), ["get"], "{file}");
     }
     let text =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/rbac.yaml")).unwrap();

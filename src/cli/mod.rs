@@ -1,7 +1,8 @@
-//! The command-line side of the binary: `select`, `token` and `plan`, for a laptop. Each
+//! The command-line side of the binary: `select`, `token`, `plan` and `migrate`, for a laptop. Each
 //! returns the process exit code: 0 done, 1 a target failed in a way a retry could fix, 2 the
 //! input or the environment is wrong.
 
+pub mod migrate;
 pub mod plan;
 pub mod select;
 pub mod token;

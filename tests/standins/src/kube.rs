@@ -840,7 +840,14 @@ async fn access_review(
     let resource = attributes["resource"].as_str().unwrap_or_default();
     let group = attributes["group"].as_str().unwrap_or_default();
     let namespace = attributes["namespace"].as_str().filter(|n| !n.is_empty());
-    let allowed = group == "argoproj.io" && identity.may(verb, resource, namespace);
+    let subresource = attributes["subresource"].as_str().unwrap_or_default();
+    let resource = if subresource.is_empty() {
+        resource.to_string()
+    } else {
+        format!("{resource}/{subresource}")
+    };
+    let allowed = matches!(group, "argoproj.io" | "argocd-image-updater.argoproj.io")
+        && identity.may(verb, &resource, namespace);
     review["status"] = json!({"allowed": allowed});
     review["metadata"] = json!({"creationTimestamp": null});
     (StatusCode::CREATED, axum::Json(review)).into_response()

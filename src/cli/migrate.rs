@@ -1,0 +1,86 @@
+//! `argocd-ecr-updater migrate`: prints the `ImageUpdater` object equivalent to the Image
+//! Updater annotations of a namespace's Applications, the reverse of Image Updater's own
+//! migration guide, so a team can move to v1.x-style configuration without changing
+//! behaviour. Read-only: it writes nothing to the cluster.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use super::{init_tracing, print_json, sdk_config, usage_error};
+use crate::annotations;
+use crate::config::Config;
+use crate::eks_auth::SystemClock;
+use crate::handler::Handler;
+use crate::imageupdater::{self, Annotated};
+use crate::kube::APPLICATIONS;
+
+/// What `migrate` was asked.
+pub struct MigrateRequest {
+    pub namespace: String,
+    /// The name of the printed object.
+    pub name: String,
+    /// Overrides `CLUSTER_NAME`.
+    pub cluster: Option<String>,
+}
+
+pub async fn run(request: MigrateRequest) -> ExitCode {
+    let config = Config::from_lookup(|name| match (name, &request.cluster) {
+        ("CLUSTER_NAME", Some(c)) => Some(c.clone()),
+        _ => std::env::var(name).ok(),
+    });
+    let config = match config {
+        Ok(c) => c,
+        Err(e) => return usage_error(e.to_string()),
+    };
+    init_tracing(&config.log_level, false);
+    let page_size = config.page_size;
+    let sdk = sdk_config(None).await;
+    let handler = match Handler::from_sdk(config, &sdk, Arc::new(SystemClock)) {
+        Ok(h) => h,
+        Err(e) => return usage_error(e),
+    };
+    let kube = match handler.kube().await {
+        Ok(kube) => kube,
+        Err(e) => {
+            eprintln!("argocd-ecr-updater: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let applications = match kube
+        .list_objects(APPLICATIONS, &request.namespace, page_size, false)
+        .await
+    {
+        Ok(items) => items,
+        Err(e) => {
+            eprintln!("argocd-ecr-updater: cannot list Applications: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let annotated: Vec<Annotated> = applications
+        .iter()
+        .map(|app| Annotated {
+            name: app["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            annotations: annotations::of(app),
+            source_type: app["status"]["sourceType"].as_str().map(str::to_string),
+        })
+        .filter(|a| {
+            a.annotations
+                .contains_key(&format!("{}image-list", annotations::PREFIX))
+        })
+        .collect();
+    if annotated.is_empty() {
+        eprintln!(
+            "argocd-ecr-updater: no Application in namespace `{}` has an image-list annotation: nothing to migrate",
+            request.namespace
+        );
+        return ExitCode::from(2);
+    }
+    let object = imageupdater::from_annotations(&request.name, &request.namespace, &annotated);
+    match print_json(&object, true) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(code) => code,
+    }
+}

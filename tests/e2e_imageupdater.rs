@@ -1,0 +1,308 @@
+//! End to end: Image Updater v1.x `ImageUpdater` objects configure Applications as Image
+//! Updater would, side by side with annotations, against the stand-in serving the vendored
+//! CRD with its status subresource.
+
+mod common;
+
+use argocd_ecr_updater::report::{Action, Entry, Report};
+use argocd_ecr_updater_standins::fixtures::{
+    Application, IMAGE_UPDATER, PUSHED_TAG, SEED_APP, SEED_IMAGE, SEED_TAG, image_updater,
+    seed_image_updater,
+};
+use argocd_ecr_updater_standins::{FaultAction, Route, StandIns};
+use common::{event, expect_decision, handler, seed_tag};
+use serde_json::{Value, json};
+
+async fn push(standins: &StandIns) -> Report {
+    handler(standins, &[])
+        .handle(&event("push-date-tag.json"), None)
+        .await
+        .unwrap()
+}
+
+fn for_app<'r>(report: &'r Report, name: &str) -> Vec<&'r Entry> {
+    report.entries.iter().filter(|e| e.name == name).collect()
+}
+
+/// The seed Application with every Image Updater annotation removed.
+fn strip_annotations(standins: &StandIns) {
+    standins
+        .kube
+        .edit("argocd", SEED_APP, |app| {
+            if let Some(map) = app["metadata"]["annotations"].as_object_mut() {
+                map.retain(|k, _| !k.starts_with(IMAGE_UPDATER));
+            }
+        })
+        .unwrap();
+}
+
+fn status(standins: &StandIns, name: &str) -> Value {
+    standins.kube.image_updater("argocd", name).unwrap()["status"].clone()
+}
+
+#[tokio::test]
+async fn the_seeds_push_decides_the_same_from_annotations_and_from_the_equivalent_object() {
+    let by_annotations = StandIns::start_seeded().await.unwrap();
+    let expected = push(&by_annotations).await;
+
+    let by_object = StandIns::start_seeded().await.unwrap();
+    strip_annotations(&by_object);
+    by_object
+        .kube
+        .insert_image_updater(seed_image_updater())
+        .unwrap();
+    let got = push(&by_object).await;
+
+    let (expected, got) = (&expected.entries[0], &got.entries[0]);
+    assert_eq!(
+        (got.action, &got.from, &got.to, &got.sources),
+        (
+            expected.action,
+            &expected.from,
+            &expected.to,
+            &expected.sources
+        )
+    );
+    assert_eq!(expected.configured_by.as_deref(), Some("annotations"));
+    assert_eq!(
+        got.configured_by.as_deref(),
+        Some("ImageUpdater argocd/invitation, ref \"aws-pipeline-test\"")
+    );
+    assert_eq!(seed_tag(&by_object).as_deref(), Some(PUSHED_TAG));
+}
+
+#[tokio::test]
+async fn the_objects_status_shows_what_it_matched_and_what_moved() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    standins
+        .kube
+        .insert_image_updater(seed_image_updater())
+        .unwrap();
+    push(&standins).await;
+    let status = status(&standins, "invitation");
+    assert_eq!(status["applicationsMatched"], 1);
+    assert_eq!(status["imagesManaged"], 1);
+    assert_eq!(status["observedGeneration"], 1);
+    assert!(status["lastCheckedAt"].is_string());
+    assert_eq!(status["lastUpdatedAt"], status["lastCheckedAt"]);
+    assert_eq!(status["recentUpdates"][0]["alias"], "app");
+    assert_eq!(status["recentUpdates"][0]["image"], SEED_IMAGE);
+    assert_eq!(status["recentUpdates"][0]["newVersion"], PUSHED_TAG);
+    assert_eq!(status["recentUpdates"][0]["applicationsUpdated"], 1);
+    assert_eq!(status["conditions"][0]["type"], "Ready");
+    assert_eq!(status["conditions"][0]["status"], "True");
+    // Status writes never touch the spec, nor bump the generation.
+    let stored = standins.kube.image_updater("argocd", "invitation").unwrap();
+    assert_eq!(stored["spec"], seed_image_updater()["spec"]);
+    assert_eq!(stored["metadata"]["generation"], 1);
+}
+
+#[tokio::test]
+async fn objects_are_listed_once_per_warm_container_and_revalidated_by_generation() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    standins
+        .kube
+        .insert_image_updater(seed_image_updater())
+        .unwrap();
+    let h = handler(&standins, &[]);
+    let first = h.handle(&event("push-date-tag.json"), None).await.unwrap();
+    // Metadata list, full list, status write.
+    assert_eq!(first.stats.image_updater_requests, 3);
+    let again = h.handle(&event("push-date-tag.json"), None).await.unwrap();
+    // Metadata list (unchanged generations), status write.
+    assert_eq!(again.stats.image_updater_requests, 2);
+    expect_decision(
+        &again.entries[0],
+        Action::Unchanged,
+        "already the current tag",
+    );
+    // A spec change is seen on the next event.
+    standins
+        .kube
+        .edit_image_updater("argocd", "invitation", |o| {
+            o["spec"]["applicationRefs"][0]["images"][0]["commonUpdateSettings"]["allowTags"] =
+                json!("regexp:^v");
+        })
+        .unwrap();
+    let changed = h.handle(&event("push-date-tag.json"), None).await.unwrap();
+    assert_eq!(changed.stats.image_updater_requests, 3);
+    expect_decision(
+        &changed.entries[0],
+        Action::Skipped,
+        "is not allowed by allow-tags",
+    );
+}
+
+#[tokio::test]
+async fn two_objects_matching_one_application_leave_it_alone_and_name_both() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    standins
+        .kube
+        .insert_image_updater(seed_image_updater())
+        .unwrap();
+    let mut other = seed_image_updater();
+    other["metadata"]["name"] = json!("catch-all");
+    other["spec"]["applicationRefs"][0]["namePattern"] = json!("aws-*");
+    standins.kube.insert_image_updater(other).unwrap();
+    let report = push(&standins).await;
+    let entries = for_app(&report, SEED_APP);
+    assert_eq!(entries.len(), 1);
+    expect_decision(
+        entries[0],
+        Action::Skipped,
+        "argocd/catch-all, argocd/invitation",
+    );
+    assert_eq!(seed_tag(&standins).as_deref(), Some(SEED_TAG));
+}
+
+#[tokio::test]
+async fn a_bad_value_fails_that_image_and_the_objects_ready_condition_says_why() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    strip_annotations(&standins);
+    let mut broken = seed_image_updater();
+    broken["spec"]["applicationRefs"][0]["images"][0]["commonUpdateSettings"]["allowTags"] =
+        json!("regexp:(unclosed");
+    standins.kube.insert_image_updater(broken).unwrap();
+    let report = push(&standins).await;
+    let entry = for_app(&report, SEED_APP)[0];
+    expect_decision(
+        entry,
+        Action::Failed,
+        "ImageUpdater argocd/invitation `spec.applicationRefs[0].images[0].commonUpdateSettings.allowTags`",
+    );
+    assert!(!entry.retryable);
+    let status = status(&standins, "invitation");
+    assert_eq!(status["conditions"][0]["status"], "False");
+    assert!(
+        status["conditions"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not compile"),
+        "{status}"
+    );
+}
+
+#[tokio::test]
+async fn use_annotations_lets_an_object_select_applications_that_keep_their_annotations() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    standins
+        .kube
+        .insert_image_updater(image_updater(
+            "legacy",
+            json!([{"namePattern": "*", "useAnnotations": true}]),
+        ))
+        .unwrap();
+    let report = push(&standins).await;
+    let entry = for_app(&report, SEED_APP)[0];
+    expect_decision(entry, Action::Updated, "ranks above");
+    assert_eq!(
+        entry.configured_by.as_deref(),
+        Some("ImageUpdater argocd/legacy, ref \"*\" (useAnnotations)")
+    );
+}
+
+#[tokio::test]
+async fn label_selectors_choose_between_refs_of_one_object() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    strip_annotations(&standins);
+    standins
+        .kube
+        .edit("argocd", SEED_APP, |a| {
+            a["metadata"]["labels"] = json!({"tier": "frontend"})
+        })
+        .unwrap();
+    let refs = json!([
+        {"namePattern": "*", "labelSelectors": {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["frontend"]}]},
+         "images": [{"alias": "app", "imageName": SEED_IMAGE,
+                     "commonUpdateSettings": {"updateStrategy": "newest-build"},
+                     "manifestTargets": {"helm": {"name": "image.repository", "tag": "image.tag"}}}]},
+        {"namePattern": SEED_APP,
+         "images": [{"alias": "app", "imageName": SEED_IMAGE,
+                     "commonUpdateSettings": {"updateStrategy": "newest-build", "allowTags": "regexp:^v"},
+                     "manifestTargets": {"helm": {"name": "image.repository", "tag": "image.tag"}}}]}]);
+    standins
+        .kube
+        .insert_image_updater(image_updater("tiers", refs))
+        .unwrap();
+    // The exact name outranks the label selector (1,000,000 against 10,100): its allowTags
+    // refuses the push.
+    let report = push(&standins).await;
+    let entry = for_app(&report, SEED_APP)[0];
+    expect_decision(entry, Action::Skipped, "is not allowed by allow-tags");
+    assert!(
+        entry
+            .configured_by
+            .as_deref()
+            .unwrap()
+            .contains("ref \"aws-pipeline-test\"")
+    );
+}
+
+#[tokio::test]
+async fn a_plugin_target_writes_the_plugins_environment_variables() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    let plugin_app = Application::tracking("cmp", SEED_IMAGE, SEED_TAG)
+        .source(
+            json!({"repoURL": "https://git.example.com/cmp.git", "path": "deploy",
+                   "plugin": {"name": "envsubst", "env": [
+                       {"name": "IMAGE", "value": SEED_IMAGE}, {"name": "TAG", "value": SEED_TAG},
+                       {"name": "REPLICAS", "value": "2"}]}}),
+            "Plugin",
+        )
+        .with(|a| {
+            if let Some(map) = a["metadata"]["annotations"].as_object_mut() {
+                map.clear();
+            }
+        })
+        .build();
+    standins.kube.insert(plugin_app).unwrap();
+    standins
+        .kube
+        .insert_image_updater(image_updater(
+            "cmp",
+            json!([{"namePattern": "cmp", "images": [{"alias": "app", "imageName": SEED_IMAGE,
+                "commonUpdateSettings": {"updateStrategy": "newest-build"},
+                "manifestTargets": {"plugin": {"name": "IMAGE", "tag": "TAG"}}}]}]),
+        ))
+        .unwrap();
+    let report = push(&standins).await;
+    let entry = for_app(&report, "cmp")[0];
+    expect_decision(entry, Action::Updated, "ranks above");
+    assert_eq!(entry.sources, vec!["spec.source (plugin env)".to_string()]);
+    assert_eq!(
+        standins.kube.get("argocd", "cmp").unwrap()["spec"]["source"]["plugin"]["env"],
+        json!([{"name": "IMAGE", "value": SEED_IMAGE}, {"name": "TAG", "value": PUSHED_TAG},
+               {"name": "REPLICAS", "value": "2"}])
+    );
+}
+
+#[tokio::test]
+async fn without_the_crd_installed_annotations_work_and_cost_nothing_after_the_first_look() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    // A cluster without the CRD answers 404 for the resource.
+    standins.shared.inject(
+        Route::kube("GET", "imageupdaters"),
+        1,
+        FaultAction::Status {
+            code: 404,
+            retry_after: None,
+        },
+    );
+    let h = handler(&standins, &[]);
+    let first = h.handle(&event("push-date-tag.json"), None).await.unwrap();
+    assert_eq!(first.stats.image_updater_requests, 1);
+    expect_decision(&first.entries[0], Action::Updated, "ranks above");
+    let second = h.handle(&event("push-date-tag.json"), None).await.unwrap();
+    assert_eq!(
+        second.stats.image_updater_requests, 0,
+        "the absence is remembered"
+    );
+
+    // Switched off, not even the first look happens.
+    let off = handler(&standins, &[("READ_IMAGEUPDATERS", "false")]);
+    let report = off
+        .handle(&event("push-date-tag.json"), None)
+        .await
+        .unwrap();
+    assert_eq!(report.stats.image_updater_requests, 0);
+}
