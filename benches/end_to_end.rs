@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use argocd_ecr_updater_standins::fixtures::{
-    Application, image_with_digest, numbered_digest, push_event,
+    Application, image_updater, image_with_digest, numbered_digest, push_event,
 };
 use argocd_ecr_updater_standins::{Image, Options, Outcome, Service, StandIns};
 use serde_json::{Value, json};
@@ -21,6 +21,93 @@ const WARM_RUNS: usize = 200;
 const COLD_RUNS: usize = 7;
 const REGISTRY: &str = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com";
 const REPOSITORY: &str = "bench-svc";
+const IMAGE_UPDATERS: usize = 50;
+
+/// What a series of warm invocations measured.
+struct Warm {
+    latencies: Vec<Duration>,
+    standin_time: Vec<Duration>,
+    by_kind: std::collections::BTreeMap<&'static str, Vec<u64>>,
+    /// Updated, list pages, GETs, PATCHes, ECR, EKS, ImageUpdater requests: of one event.
+    counted: (usize, usize, usize, usize, usize, usize, usize),
+    rss_kb: u64,
+}
+
+/// One warm process, `WARM_RUNS` pushes of new tags from push number `first`.
+async fn measure_warm(
+    standins: &StandIns,
+    env: &[(String, String)],
+    first: usize,
+    deadline: Duration,
+) -> Warm {
+    let mut child = spawn(env);
+    standins
+        .runtime
+        .invoke(push(first), deadline)
+        .await
+        .unwrap();
+    let mut latencies = Vec::new();
+    let mut standin_time = Vec::new();
+    let mut by_kind: std::collections::BTreeMap<&'static str, Vec<u64>> =
+        std::collections::BTreeMap::new();
+    let mut counted = None;
+    for n in first + 1..first + 1 + WARM_RUNS {
+        standins.shared.clear_log();
+        let started = Instant::now();
+        let outcome = standins.runtime.invoke(push(n), deadline).await.unwrap();
+        latencies.push(started.elapsed());
+        let log = standins.shared.requests();
+        standin_time.push(Duration::from_micros(
+            log.iter().map(|r| r.handling_us).sum(),
+        ));
+        let kind_of =
+            |r: &argocd_ecr_updater_standins::LoggedRequest| match (r.service, r.method.as_str()) {
+                (Service::Kube, _) if r.path.contains("/imageupdaters") => "imageupdaters",
+                (Service::Kube, "GET") if r.path.ends_with("/applications") => "list page",
+                (Service::Kube, "GET") => "get",
+                (Service::Kube, _) => "patch",
+                _ => "ecr",
+            };
+        for r in &log {
+            by_kind.entry(kind_of(r)).or_default().push(r.handling_us);
+        }
+        let Outcome::Response(report) = outcome else {
+            panic!("{outcome:?}")
+        };
+        if counted.is_none() {
+            let updated = report["entries"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|e| e["action"] == "updated")
+                .count();
+            let count = |kind: &str| log.iter().filter(|r| kind_of(r) == kind).count();
+            let ecr = log.iter().filter(|r| r.service == Service::Ecr).count();
+            let eks = log.iter().filter(|r| r.service == Service::Eks).count();
+            counted = Some((
+                updated,
+                count("list page"),
+                count("get"),
+                count("patch"),
+                ecr,
+                eks,
+                count("imageupdaters"),
+            ));
+        }
+    }
+    let rss_kb = peak_rss_kb(child.id());
+    let _ = child.kill();
+    let _ = child.wait();
+    latencies.sort();
+    standin_time.sort();
+    Warm {
+        latencies,
+        standin_time,
+        by_kind,
+        counted: counted.unwrap(),
+        rss_kb,
+    }
+}
 
 fn status_of_about_50_kb(i: usize) -> Value {
     let resources: Vec<Value> = (0..230)
@@ -106,7 +193,7 @@ async fn main() {
     standins
         .aws
         .push(image("20250101-000000", 0, "2025-01-01T00:00:00Z"));
-    for n in 1..=WARM_RUNS + COLD_RUNS + 1 {
+    for n in 1..=2 * WARM_RUNS + COLD_RUNS + 3 {
         standins.aws.push(image(
             &tag(n),
             n,
@@ -136,72 +223,41 @@ async fn main() {
     cold.sort();
 
     // Warm: one process, a new tag each time, so every invocation patches all three.
-    let mut child = spawn(&env);
-    let next = COLD_RUNS + 1;
-    standins.runtime.invoke(push(next), deadline).await.unwrap();
-    let mut warm = Vec::new();
-    let mut standin_time = Vec::new();
-    let mut by_kind: std::collections::BTreeMap<&str, Vec<u64>> = std::collections::BTreeMap::new();
-    let mut counted = None;
-    for n in next + 1..next + 1 + WARM_RUNS {
-        standins.shared.clear_log();
-        let started = Instant::now();
-        let outcome = standins.runtime.invoke(push(n), deadline).await.unwrap();
-        warm.push(started.elapsed());
-        let log = standins.shared.requests();
-        standin_time.push(Duration::from_micros(
-            log.iter().map(|r| r.handling_us).sum(),
-        ));
-        for r in &log {
-            let kind = match (r.service, r.method.as_str()) {
-                (Service::Kube, "GET") if r.path.ends_with("/applications") => "list page",
-                (Service::Kube, "GET") => "get",
-                (Service::Kube, _) => "patch",
-                _ => "ecr",
-            };
-            by_kind.entry(kind).or_default().push(r.handling_us);
-        }
-        let Outcome::Response(report) = outcome else {
-            panic!("{outcome:?}")
-        };
-        if counted.is_none() {
-            let updated = report["entries"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|e| e["action"] == "updated")
-                .count();
-            let log = standins.shared.requests();
-            let count = |service: Service, method: &str| {
-                log.iter()
-                    .filter(|r| r.service == service && r.method == method)
-                    .count()
-            };
-            let lists = log
-                .iter()
-                .filter(|r| {
-                    r.service == Service::Kube
-                        && r.method == "GET"
-                        && r.path.ends_with("/applications")
-                })
-                .count();
-            counted = Some((
-                updated,
-                lists,
-                count(Service::Kube, "GET") - lists,
-                count(Service::Kube, "PATCH"),
-                count(Service::Ecr, "POST"),
-                count(Service::Eks, "GET"),
-            ));
-        }
+    let warm = measure_warm(&standins, &env, COLD_RUNS + 1, deadline).await;
+    // The same with 50 ImageUpdater objects in the namespace (none matching the pushed
+    // repository's Applications): what reading v1.x configuration costs an event.
+    for i in 0..IMAGE_UPDATERS {
+        standins
+            .kube
+            .insert_image_updater(image_updater(
+                &format!("team-{i:02}"),
+                json!([{"namePattern": format!("team-{i:02}-*"), "images": [
+                    {"alias": "svc", "imageName": format!("{REGISTRY}/team-{i:02}")}]}]),
+            ))
+            .unwrap();
     }
-    let rss_kb = peak_rss_kb(child.id());
-    let _ = child.kill();
-    let _ = child.wait();
-    warm.sort();
-    standin_time.sort();
-    let (updated, lists, gets, patches, ecr, eks) = counted.unwrap();
+    let with_objects = measure_warm(&standins, &env, COLD_RUNS + WARM_RUNS + 2, deadline).await;
     let size = std::fs::metadata(BINARY).map(|m| m.len()).unwrap_or(0);
+    let Warm {
+        latencies: warm,
+        standin_time,
+        mut by_kind,
+        counted,
+        rss_kb,
+    } = warm;
+    let (updated, lists, gets, patches, ecr, eks, objects) = counted;
+    println!(
+        "with {IMAGE_UPDATERS} ImageUpdater objects: warm p50 {:.1} ms, p99 {:.1} ms; per event {} ImageUpdater requests (metadata-only revalidation), {} list pages, {} GETs, {} PATCHes",
+        ms(percentile(&with_objects.latencies, 0.50)),
+        ms(percentile(&with_objects.latencies, 0.99)),
+        with_objects.counted.6,
+        with_objects.counted.1,
+        with_objects.counted.2,
+        with_objects.counted.3,
+    );
+    println!(
+        "without: {objects} ImageUpdater requests per event (a metadata-only list that finds none)"
+    );
 
     for (kind, times) in &mut by_kind {
         times.sort();
