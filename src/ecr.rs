@@ -75,11 +75,9 @@ fn classify<E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static>
     registry: &str,
     error: aws_sdk_ecr::error::SdkError<E>,
 ) -> Result<(), EcrError> {
-    let code = error.code().unwrap_or_default().to_string();
-    let message = error
-        .message()
-        .map(str::to_string)
-        .unwrap_or_else(|| aws_sdk_ecr::error::DisplayErrorContext(&error).to_string());
+    let described = crate::aws_error::describe(&error);
+    let code = described.code.clone().unwrap_or_default();
+    let message = described.text.clone();
     match code.as_str() {
         "ImageNotFoundException" => Ok(()),
         "RepositoryNotFoundException" => Err(EcrError::RepositoryNotFound {
@@ -93,7 +91,7 @@ fn classify<E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static>
         _ => Err(EcrError::Transient {
             operation,
             repository: repository.to_string(),
-            message: format!("{code} {message}").trim().to_string(),
+            message: described.to_string(),
         }),
     }
 }

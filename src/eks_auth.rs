@@ -252,7 +252,6 @@ pub async fn describe_cluster(
     client: &aws_sdk_eks::Client,
     cluster: &str,
 ) -> Result<ClusterAccess, ClusterError> {
-    use aws_sdk_eks::error::ProvideErrorMetadata;
     use aws_sdk_eks::operation::describe_cluster::DescribeClusterError;
 
     let output = client
@@ -261,19 +260,20 @@ pub async fn describe_cluster(
         .send()
         .await
         .map_err(|e| {
-            let message = e.message().unwrap_or("no message").to_string();
-            let code = e.code().unwrap_or_default().to_string();
+            let described = crate::aws_error::describe(&e);
             match e.into_service_error() {
                 DescribeClusterError::ResourceNotFoundException(_) => ClusterError::NotFound {
                     cluster: cluster.to_string(),
                 },
-                _ if code == "AccessDeniedException" => ClusterError::AccessDenied {
+                _ if described.cause == crate::aws_error::Cause::AccessDenied => {
+                    ClusterError::AccessDenied {
+                        cluster: cluster.to_string(),
+                        message: described.text,
+                    }
+                }
+                _ => ClusterError::Transient {
                     cluster: cluster.to_string(),
-                    message,
-                },
-                other => ClusterError::Transient {
-                    cluster: cluster.to_string(),
-                    message: format!("{code} {message} {other}").trim().to_string(),
+                    message: described.to_string(),
                 },
             }
         })?;

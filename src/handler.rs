@@ -125,7 +125,7 @@ impl Handler {
             .ok_or("no AWS region: set AWS_REGION (Lambda sets it)")?;
         let credentials = sdk
             .credentials_provider()
-            .ok_or("no AWS credentials provider: configure the standard AWS credential chain")?;
+            .ok_or(crate::aws_error::NO_CREDENTIALS)?;
         Ok(Self::new(
             config,
             region,

@@ -20,10 +20,20 @@
 //! - [`handler`]: the orchestration of the above for one invocation.
 //! - [`report`]: what happened and why, as the return value and the log lines.
 //! - [`eks_auth`]: the IAM-signed bearer token and DescribeCluster.
+//! - [`aws_error`]: AWS SDK errors told by their whole cause chain.
 //! - [`cli`]: the laptop commands `select`, `token` and `plan`.
+
+/// The version and the git commit it was built from.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("GIT_COMMIT"),
+    ")"
+);
 
 pub mod annotations;
 pub mod appset;
+pub mod aws_error;
 pub mod cli;
 pub mod config;
 pub mod decide;

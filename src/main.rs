@@ -14,7 +14,7 @@ use argocd_ecr_updater::cli::migrate::MigrateRequest;
 use argocd_ecr_updater::cli::plan::PlanRequest;
 use argocd_ecr_updater::cli::select::SelectRequest;
 use argocd_ecr_updater::cli::{
-    self, init_tracing, print_json, read_input, sdk_config, usage_error,
+    self, LogFormat, init_tracing, print_json, read_input, sdk_config, usage_error,
 };
 use argocd_ecr_updater::config::Config;
 use argocd_ecr_updater::eks_auth::SystemClock;
@@ -25,8 +25,11 @@ use argocd_ecr_updater::handler::{Handler, HandlerError};
 /// Without a subcommand it runs as the Lambda function (configured by environment variables;
 /// see the README's configuration table).
 #[derive(Parser)]
-#[command(name = "argocd-ecr-updater", version)]
+#[command(name = "argocd-ecr-updater", version = argocd_ecr_updater::VERSION)]
 struct Cli {
+    /// Log format of the commands: `text` (colours only on a terminal) or `json`.
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -133,6 +136,7 @@ fn main() -> ExitCode {
             reconcile,
             apply,
             cluster,
+            log_format: cli.log_format,
         })),
         Some(Command::Migrate {
             namespace,
@@ -142,6 +146,7 @@ fn main() -> ExitCode {
             namespace,
             name,
             cluster,
+            log_format: cli.log_format,
         })),
         None => runtime().block_on(lambda()),
     }
@@ -170,7 +175,20 @@ async fn lambda() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    init_tracing(&config.log_level, true);
+    init_tracing(&config.log_level, LogFormat::Json);
+    // Once per cold start: what this function is and how it is configured (no secrets).
+    tracing::info!(
+        version = argocd_ecr_updater::VERSION,
+        cluster = %config.cluster_name,
+        namespaces = ?config.namespaces,
+        label_selector = config.label_selector.as_deref().unwrap_or(""),
+        dry_run = config.dry_run,
+        read_image_updaters = config.read_image_updaters,
+        endpoint_override = config.cluster_override.as_ref().map_or("", |a| a.endpoint.as_str()),
+        page_size = config.page_size,
+        conflict_retries = config.conflict_retries,
+        "starting"
+    );
     let sdk = sdk_config(None).await;
     let handler = match Handler::from_sdk(config, &sdk, Arc::new(SystemClock)) {
         Ok(h) => h,

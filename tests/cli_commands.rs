@@ -86,7 +86,65 @@ fn token_without_credentials_says_how_to_provide_them() {
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("credential"), "{stderr}");
+    // What was tried and what to do, as `aws` says it.
+    for part in [
+        "no AWS credentials found",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_PROFILE",
+        "aws sso login",
+        "aws configure",
+    ] {
+        assert!(stderr.contains(part), "{part}: {stderr}");
+    }
+}
+
+#[test]
+fn version_names_the_commit_the_binary_was_built_from() {
+    let output = command(&[]).arg("--version").output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success());
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    match head {
+        // Built from this checkout (maybe with uncommitted changes: `-dirty`).
+        Some(commit) => assert!(stdout.contains(&format!("(commit {commit}")), "{stdout}"),
+        None => assert!(stdout.contains("(commit unknown)"), "{stdout}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_written_to_a_pipe_carry_no_colour_and_json_is_one_object_per_line() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    let event = concat!(env!("CARGO_MANIFEST_DIR"), "/events/push-date-tag.json");
+    let mut env = standins.function_env();
+    env.push(("LOG_LEVEL".into(), "info".into()));
+    let text = command(&env)
+        .args(["plan", "--event", event])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&text.stderr);
+    assert!(stderr.contains("decision"), "{stderr}");
+    assert!(
+        !stderr.contains('\u{1b}'),
+        "escape codes in a pipe: {stderr:?}"
+    );
+    let json = command(&env)
+        .args(["--log-format", "json", "plan", "--event", event])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&json.stderr);
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.is_empty()).collect();
+    assert!(!lines.is_empty());
+    for line in lines {
+        let parsed: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(parsed["message"].is_string(), "{line}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -158,4 +158,19 @@ async fn decisions_are_logged_as_one_json_line_each() {
     assert_eq!(decision["application"], "aws-pipeline-test");
     assert_eq!(decision["action"], "skipped");
     assert!(decision["reason"].as_str().unwrap().contains("allow-tags"));
+    assert_eq!(decision["configured_by"], "annotations");
+    // Once per cold start: what the function is and how it is configured.
+    let starting = stderr
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|l| l["message"] == "starting")
+        .unwrap_or_else(|| panic!("no starting line in {stderr}"));
+    assert_eq!(starting["version"], argocd_ecr_updater::VERSION);
+    assert!(starting["version"].as_str().unwrap().contains("(commit "));
+    assert_eq!(starting["cluster"], "barun-dev");
+    assert_eq!(starting["read_image_updaters"], true);
+    assert!(
+        !stderr.contains("BEGIN CERTIFICATE"),
+        "secrets stay out of the log"
+    );
 }

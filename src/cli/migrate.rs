@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use super::{init_tracing, print_json, sdk_config, usage_error};
+use super::{LogFormat, init_tracing, print_json, sdk_config, usage_error};
 use crate::annotations;
 use crate::config::Config;
 use crate::eks_auth::SystemClock;
@@ -21,6 +21,7 @@ pub struct MigrateRequest {
     pub name: String,
     /// Overrides `CLUSTER_NAME`.
     pub cluster: Option<String>,
+    pub log_format: LogFormat,
 }
 
 pub async fn run(request: MigrateRequest) -> ExitCode {
@@ -32,7 +33,7 @@ pub async fn run(request: MigrateRequest) -> ExitCode {
         Ok(c) => c,
         Err(e) => return usage_error(e.to_string()),
     };
-    init_tracing(&config.log_level, false);
+    init_tracing(&config.log_level, request.log_format);
     let page_size = config.page_size;
     let sdk = sdk_config(None).await;
     let handler = match Handler::from_sdk(config, &sdk, Arc::new(SystemClock)) {

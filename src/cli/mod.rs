@@ -31,7 +31,7 @@ pub async fn sdk_config(region: Option<String>) -> aws_config::SdkConfig {
 
 /// Logging: our own events at `level`, the libraries' only when they warn; JSON lines (as
 /// CloudWatch Logs Insights parses them) or text.
-pub fn init_tracing(level: &str, json: bool) {
+pub fn init_tracing(level: &str, format: LogFormat) {
     use tracing_subscriber::Layer;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
@@ -40,8 +40,11 @@ pub fn init_tracing(level: &str, json: bool) {
     let filter = tracing_subscriber::filter::Targets::new()
         .with_default(tracing::Level::WARN)
         .with_target("argocd_ecr_updater", level);
-    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
-    if json {
+    // Colour only for a person at a terminal: a file or a pipe gets plain text.
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    if format == LogFormat::Json {
         // CloudWatch already stamps time; one JSON object per line is what Logs Insights parses.
         let layer = fmt
             .json()
@@ -57,6 +60,15 @@ pub fn init_tracing(level: &str, json: bool) {
             .with(fmt.with_filter(filter))
             .init();
     }
+}
+
+/// How logs are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line (what the Lambda function writes).
+    Json,
 }
 
 /// Reads a file, or standard input for `-`.

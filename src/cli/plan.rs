@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{init_tracing, print_json, read_input, sdk_config, usage_error};
+use super::{LogFormat, init_tracing, print_json, read_input, sdk_config, usage_error};
 use crate::config::Config;
 use crate::eks_auth::SystemClock;
 use crate::handler::{Handler, HandlerError};
@@ -19,6 +19,7 @@ pub struct PlanRequest {
     pub apply: bool,
     /// Overrides `CLUSTER_NAME`.
     pub cluster: Option<String>,
+    pub log_format: LogFormat,
 }
 
 pub async fn run(request: PlanRequest) -> ExitCode {
@@ -27,6 +28,7 @@ pub async fn run(request: PlanRequest) -> ExitCode {
         reconcile,
         apply,
         cluster,
+        log_format,
     } = request;
     let payload: Value = if reconcile {
         serde_json::json!({"action": "reconcile"})
@@ -50,7 +52,7 @@ pub async fn run(request: PlanRequest) -> ExitCode {
         Ok(c) => c,
         Err(e) => return usage_error(e.to_string()),
     };
-    init_tracing(&config.log_level, false);
+    init_tracing(&config.log_level, log_format);
     let sdk = sdk_config(None).await;
     let handler = match Handler::from_sdk(config, &sdk, Arc::new(SystemClock)) {
         Ok(h) => h,

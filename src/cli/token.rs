@@ -7,6 +7,7 @@ use std::sync::Arc;
 use aws_credential_types::provider::ProvideCredentials;
 
 use super::{print_json, sdk_config, usage_error};
+use crate::aws_error::NO_CREDENTIALS;
 use crate::eks_auth::{IamTokenSource, SystemClock, exec_credential};
 
 pub async fn run(cluster: String, region: Option<String>) -> ExitCode {
@@ -15,12 +16,10 @@ pub async fn run(cluster: String, region: Option<String>) -> ExitCode {
         return usage_error("no AWS region: pass --region or set AWS_REGION".into());
     };
     let Some(credentials) = sdk.credentials_provider() else {
-        return usage_error(
-            "no AWS credentials: configure the standard AWS credential chain".into(),
-        );
+        return usage_error(NO_CREDENTIALS.into());
     };
     if let Err(e) = credentials.provide_credentials().await {
-        return usage_error(format!("no AWS credentials: {e}"));
+        return usage_error(format!("{NO_CREDENTIALS} (the SDK said: {e})"));
     }
     let source = IamTokenSource::new(cluster, region, credentials, Arc::new(SystemClock));
     match source.fresh().await {

@@ -49,6 +49,9 @@ pub struct LoggedRequest {
 pub enum FaultAction {
     /// Answer this status at once, with a Kubernetes `Status` or AWS error body.
     Status { code: u16, retry_after: Option<u64> },
+    /// Answer this AWS error (`AccessDeniedException`, `ExpiredTokenException`, …) with
+    /// this status, as the AWS JSON protocol shapes it.
+    AwsError { code: u16, kind: &'static str },
     /// Wait, then answer normally.
     Delay(Duration),
     /// Send headers, then break the connection mid-body.
@@ -245,6 +248,7 @@ pub async fn intercept(
         Some(FaultAction::Status { code, retry_after }) => {
             fault_response(service, *code, *retry_after)
         }
+        Some(FaultAction::AwsError { code, kind }) => aws_error_response(*code, kind),
         Some(FaultAction::Drop) => {
             let broken = futures_error_body();
             Response::builder()
@@ -299,6 +303,16 @@ fn tokio_stream_iter(
         }
     }
     Iter(items.into_iter())
+}
+
+fn aws_error_response(code: u16, kind: &str) -> Response {
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_REQUEST);
+    let body = serde_json::json!({"__type": kind, "message": format!("injected {kind}")});
+    let mut response = (status, axum::Json(body)).into_response();
+    if let Ok(v) = HeaderValue::from_str(kind) {
+        response.headers_mut().insert("x-amzn-errortype", v);
+    }
+    response
 }
 
 fn fault_response(service: Service, code: u16, retry_after: Option<u64>) -> Response {

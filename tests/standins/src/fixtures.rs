@@ -199,6 +199,26 @@ impl Application {
     }
 }
 
+/// An `ImageUpdater` object in `argocd` with these `applicationRefs`.
+pub fn image_updater(name: &str, application_refs: Value) -> Value {
+    json!({"apiVersion": "argocd-image-updater.argoproj.io/v1alpha1", "kind": "ImageUpdater",
+           "metadata": {"name": name, "namespace": "argocd"},
+           "spec": {"applicationRefs": application_refs}})
+}
+
+/// The `ImageUpdater` object equivalent to the seed Application's annotations, as Image
+/// Updater's migration guide would write it.
+pub fn seed_image_updater() -> Value {
+    image_updater(
+        "invitation",
+        json!([{"namePattern": SEED_APP,
+                "writeBackConfig": {"method": "argocd"},
+                "images": [{"alias": "app", "imageName": SEED_IMAGE,
+                            "commonUpdateSettings": {"updateStrategy": "latest", "allowTags": "regexp:^[0-9]{8}-[0-9]{6}$"},
+                            "manifestTargets": {"helm": {"name": "image.repository", "tag": "image.tag"}}}]}]),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,24 +241,4 @@ mod tests {
         assert!(app["spec"].get("source").is_none());
         assert_eq!(app["status"]["sourceTypes"], json!(["Helm"]));
     }
-}
-
-/// An `ImageUpdater` object in `argocd` with these `applicationRefs`.
-pub fn image_updater(name: &str, application_refs: Value) -> Value {
-    json!({"apiVersion": "argocd-image-updater.argoproj.io/v1alpha1", "kind": "ImageUpdater",
-           "metadata": {"name": name, "namespace": "argocd"},
-           "spec": {"applicationRefs": application_refs}})
-}
-
-/// The `ImageUpdater` object equivalent to the seed Application's annotations, as Image
-/// Updater's migration guide would write it.
-pub fn seed_image_updater() -> Value {
-    image_updater(
-        "invitation",
-        json!([{"namePattern": SEED_APP,
-                "writeBackConfig": {"method": "argocd"},
-                "images": [{"alias": "app", "imageName": SEED_IMAGE,
-                            "commonUpdateSettings": {"updateStrategy": "latest", "allowTags": "regexp:^[0-9]{8}-[0-9]{6}$"},
-                            "manifestTargets": {"helm": {"name": "image.repository", "tag": "image.tag"}}}]}]),
-    )
 }
