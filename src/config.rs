@@ -57,6 +57,9 @@ pub struct Config {
     /// Read Image Updater v1.x `ImageUpdater` objects (they win over annotations for the
     /// Applications they match). Off: annotations only, and no RBAC on imageupdaters needed.
     pub read_image_updaters: bool,
+    /// An SNS topic receiving the report of every invocation that updated or failed
+    /// something.
+    pub notification_topic_arn: Option<String>,
     pub log_level: String,
     pub timeouts: KubeTimeouts,
     /// Set when the endpoint and CA are configured instead of asked of DescribeCluster.
@@ -160,6 +163,15 @@ impl Config {
         };
         let dry_run = flag("DRY_RUN", false)?;
         let read_image_updaters = flag("READ_IMAGEUPDATERS", true)?;
+        let notification_topic_arn = get("NOTIFICATION_TOPIC_ARN");
+        if let Some(arn) = &notification_topic_arn
+            && !(arn.starts_with("arn:") && arn.contains(":sns:"))
+        {
+            return Err(error(
+                "NOTIFICATION_TOPIC_ARN",
+                format!("`{arn}` is not an SNS topic ARN (arn:aws:sns:region:account:name)"),
+            ));
+        }
 
         let log_level = get("LOG_LEVEL")
             .unwrap_or_else(|| "info".into())
@@ -248,6 +260,7 @@ impl Config {
             label_selector,
             dry_run,
             read_image_updaters,
+            notification_topic_arn,
             log_level,
             timeouts,
             cluster_override,

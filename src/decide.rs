@@ -207,6 +207,52 @@ pub mod app {
         decided
     }
 
+    /// The Kubernetes Event of a write, as Image Updater records one (`reason: ImagesUpdated`,
+    /// the per-image annotations it sets), so the update shows in Argo CD's UI and in
+    /// `kubectl describe`. `now` is RFC 3339, `nanos` makes the name unique.
+    pub fn images_updated_event(app: &Value, entries: &[Entry], now: &str, nanos: i128) -> Value {
+        let (namespace, name) = names(app);
+        let updated: Vec<&Entry> = entries
+            .iter()
+            .filter(|e| e.action == Action::Updated)
+            .collect();
+        let mut annotations = serde_json::Map::new();
+        for (i, entry) in updated.iter().enumerate() {
+            let prefix = format!("argocd-image-updater.image-{i}");
+            let short = entry.image.rsplit('/').next().unwrap_or(&entry.image);
+            for (key, value) in [
+                ("full-image-name", entry.image.as_str()),
+                ("image-name", short),
+                ("old-tag", entry.from.as_deref().unwrap_or("")),
+                ("new-tag", entry.to.as_deref().unwrap_or("")),
+            ] {
+                annotations.insert(format!("{prefix}/{key}"), json!(value));
+            }
+        }
+        let changes: Vec<String> = updated
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} {} {} -> {}",
+                    e.alias.as_deref().unwrap_or("-"),
+                    e.image,
+                    e.from.as_deref().unwrap_or("(none)"),
+                    e.to.as_deref().unwrap_or("")
+                )
+            })
+            .collect();
+        json!({"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": format!("{name}.{nanos:x}"), "namespace": namespace, "annotations": annotations},
+            "involvedObject": {"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "name": name,
+                "namespace": namespace, "uid": app["metadata"]["uid"], "resourceVersion": app["metadata"]["resourceVersion"]},
+            "reason": "ImagesUpdated",
+            "message": format!("Successfully updated application '{name}': {}", changes.join("; ")),
+            "type": "Normal",
+            "source": {"component": "argocd-ecr-updater"},
+            "reportingComponent": "argocd-ecr-updater",
+            "firstTimestamp": now, "lastTimestamp": now, "count": 1})
+    }
+
     /// A push in another region than the function's: not ours to handle.
     pub fn elsewhere(push: &PushEvent, region: &str) -> Option<String> {
         (push.region != region).then(|| {

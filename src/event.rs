@@ -66,6 +66,36 @@ pub enum EventError {
 }
 
 pub fn parse(event: &Value) -> Result<Invocation, EventError> {
+    parse_event(unwrap_failed(event)?.as_ref())
+}
+
+/// A failed event comes back in the shape it was parked in: a Lambda on-failure destination
+/// record carries the original event as `requestPayload`; an SQS message from the rule's
+/// dead-letter queue carries it as the body. Both are unwrapped to the original event.
+fn unwrap_failed(event: &Value) -> Result<std::borrow::Cow<'_, Value>, EventError> {
+    if let Some(payload) = event.get("requestPayload")
+        && event.get("requestContext").is_some()
+    {
+        return Ok(std::borrow::Cow::Borrowed(payload));
+    }
+    if let Some(records) = event.get("Records").and_then(Value::as_array)
+        && records.first().and_then(|r| r["eventSource"].as_str()) == Some("aws:sqs")
+    {
+        let [record] = records.as_slice() else {
+            return Err(EventError::Malformed(format!(
+                "an SQS batch of {} messages: configure the event source mapping with BatchSize 1, or redrive with `argocd-ecr-updater redrive`",
+                records.len()
+            )));
+        };
+        let body = record["body"].as_str().unwrap_or_default();
+        let inner: Value = serde_json::from_str(body)
+            .map_err(|e| EventError::Malformed(format!("the SQS message body is not JSON: {e}")))?;
+        return Ok(std::borrow::Cow::Owned(unwrap_failed(&inner)?.into_owned()));
+    }
+    Ok(std::borrow::Cow::Borrowed(event))
+}
+
+fn parse_event(event: &Value) -> Result<Invocation, EventError> {
     let malformed = |m: String| EventError::Malformed(m);
     let object = event
         .as_object()
@@ -247,6 +277,44 @@ mod tests {
     }
 
     const DIGEST: &str = "sha256:3333333333333333333333333333333333333333333333333333333333333333";
+
+    #[test]
+    fn a_failed_event_parked_by_lambda_or_by_the_rule_decides_like_the_original() {
+        let original = push(
+            json!({"result": "SUCCESS", "repository-name": "barun-dev-ecr",
+            "image-digest": DIGEST, "action-type": "PUSH", "image-tag": "20250825-153012"}),
+        );
+        let expected = parse(&original).unwrap();
+        // A Lambda on-failure destination record (what the function's failures park).
+        let destination = json!({"version": "1.0", "timestamp": "2025-08-25T06:31:00.000Z",
+            "requestContext": {"requestId": "r", "functionArn": "arn:aws:lambda:ap-northeast-2:1:function:f",
+                               "condition": "RetriesExhausted", "approximateInvokeCount": 3},
+            "requestPayload": original,
+            "responseContext": {"statusCode": 200, "functionError": "Unhandled"},
+            "responsePayload": {"errorType": "Retryable.TargetsFailed", "errorMessage": "m"}});
+        assert_eq!(parse(&destination).unwrap(), expected);
+        // An SQS message, as an SQS trigger delivers the rule's dead-letter queue: the body is
+        // the event, or a destination record.
+        for body in [&original, &destination] {
+            let sqs = json!({"Records": [{"messageId": "m", "eventSource": "aws:sqs",
+                "body": body.to_string(), "attributes": {}}]});
+            assert_eq!(parse(&sqs).unwrap(), expected);
+        }
+        let batch = json!({"Records": [{"eventSource": "aws:sqs", "body": "{}"}, {"eventSource": "aws:sqs", "body": "{}"}]});
+        assert!(
+            parse(&batch)
+                .unwrap_err()
+                .to_string()
+                .contains("BatchSize 1")
+        );
+        let bad_body = json!({"Records": [{"eventSource": "aws:sqs", "body": "not json"}]});
+        assert!(
+            parse(&bad_body)
+                .unwrap_err()
+                .to_string()
+                .contains("body is not JSON")
+        );
+    }
 
     #[test]
     fn a_successful_tagged_push_is_work_with_the_image_built_from_the_event() {

@@ -28,7 +28,7 @@ use crate::imageupdater::{self, ImageUpdaterObject, Source};
 use crate::kube::{AppMeta, KubeClient, KubeError, ListOptions};
 use crate::objects::{ObjectCache, Objects, Tally};
 use crate::patch;
-use crate::report::{Action, Report};
+use crate::report::{Action, Entry, Report};
 use crate::retry::{backoff, retry_transient};
 use crate::writeback::{ApplicationPatch, WriteBack, WriteError};
 
@@ -71,6 +71,7 @@ pub struct Handler {
     clock: Arc<dyn Clock>,
     kube: OnceCell<KubeClient>,
     objects: ObjectCache,
+    sns: aws_sdk_sns::Client,
 }
 
 /// Matched Applications are read, decided and written this many at a time.
@@ -98,6 +99,7 @@ impl Handler {
         region: String,
         ecr: aws_sdk_ecr::Client,
         eks: aws_sdk_eks::Client,
+        sns: aws_sdk_sns::Client,
         credentials: SharedCredentialsProvider,
         clock: Arc<dyn Clock>,
     ) -> Self {
@@ -110,6 +112,7 @@ impl Handler {
             clock,
             kube: OnceCell::new(),
             objects: ObjectCache::default(),
+            sns,
         }
     }
 
@@ -131,6 +134,7 @@ impl Handler {
             region,
             aws_sdk_ecr::Client::new(sdk),
             aws_sdk_eks::Client::new(sdk),
+            aws_sdk_sns::Client::new(sdk),
             credentials,
             clock,
         ))
@@ -203,12 +207,43 @@ impl Handler {
         };
         report.stats.ecr_calls = self.ecr.calls() - ecr_calls_before;
         report.log();
+        self.notify(&report).await;
         match report.failure_summary() {
             Some(summary) => Err(HandlerError::Targets {
                 summary,
                 report: Box::new(report),
             }),
             None => Ok(report),
+        }
+    }
+
+    /// Publishes the report to the notification topic when something moved or failed. A
+    /// report that cannot be published is logged: the decisions stand.
+    async fn notify(&self, report: &Report) {
+        let Some(topic) = &self.config.notification_topic_arn else {
+            return;
+        };
+        let Some(subject) = report.notification_subject() else {
+            return;
+        };
+        let message = match serde_json::to_string_pretty(report) {
+            Ok(message) => message,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot serialise the report for the notification");
+                return;
+            }
+        };
+        let sent = self
+            .sns
+            .publish()
+            .topic_arn(topic)
+            .subject(subject)
+            .message(message)
+            .send()
+            .await;
+        if let Err(e) = sent {
+            let described = crate::aws_error::describe(&e);
+            tracing::warn!(topic = %topic, error = %described, "cannot publish the decision report");
         }
     }
 
@@ -297,6 +332,7 @@ impl Handler {
             report.stats.gets += outcome.stats.gets;
             report.stats.patches += outcome.stats.patches;
             report.stats.conflicts += outcome.stats.conflicts;
+            report.stats.events += outcome.stats.events;
         }
         if !self.config.dry_run {
             let now = OffsetDateTime::from(self.clock.now())
@@ -372,6 +408,8 @@ impl Handler {
             report.stats.patches += 1;
             let (race, guard_failed) = match writer.write(&app, &plan).await {
                 Ok(()) => {
+                    self.record_event(kube, &app, &decided.entries, report)
+                        .await;
                     report.entries.extend(decided.entries);
                     return;
                 }
@@ -410,6 +448,26 @@ impl Handler {
                 return;
             }
             tokio::time::sleep(backoff(attempt, None)).await;
+        }
+    }
+
+    /// Records the `ImagesUpdated` Event of a write. An Event that cannot be written is
+    /// logged: the update itself stands.
+    async fn record_event(
+        &self,
+        kube: &KubeClient,
+        app: &Value,
+        entries: &[Entry],
+        report: &mut Report,
+    ) {
+        let now = OffsetDateTime::from(self.clock.now());
+        let stamp = now.format(&Rfc3339).unwrap_or_default();
+        let event =
+            decide::app::images_updated_event(app, entries, &stamp, now.unix_timestamp_nanos());
+        let (namespace, name) = decide::app::names(app);
+        report.stats.events += 1;
+        if let Err(e) = kube.create_event(namespace, &event).await {
+            tracing::warn!(application = %format!("{namespace}/{name}"), error = %e, "cannot record the ImagesUpdated event");
         }
     }
 

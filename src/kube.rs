@@ -17,7 +17,7 @@ use crate::eks_auth::{TokenError, TokenSource};
 
 const GROUP_VERSION: &str = "argoproj.io/v1alpha1";
 const METADATA_ONLY: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
-pub const RBAC_HINT: &str = "grant it with the RBAC manifest in deploy/rbac.yaml (get, list and patch on applications.argoproj.io, get on applicationsets, get and list on imageupdaters and patch on imageupdaters/status; deploy/rbac-all-namespaces.yaml for ARGOCD_NAMESPACES=*) bound to the group of the function's EKS access entry";
+pub const RBAC_HINT: &str = "grant it with the RBAC manifest in deploy/rbac.yaml (get, list and patch on applications.argoproj.io, get on applicationsets, get and list on imageupdaters and patch on imageupdaters/status, create on events; deploy/rbac-all-namespaces.yaml for ARGOCD_NAMESPACES=*) bound to the group of the function's EKS access entry";
 
 /// A kind of custom resource, by API group, version and plural name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -510,6 +510,21 @@ impl KubeClient {
                 return Ok(items);
             }
         }
+    }
+
+    /// Records a core `Event` (`POST /api/v1/namespaces/{ns}/events`).
+    pub async fn create_event(&self, namespace: &str, event: &Value) -> Result<(), KubeError> {
+        let url = self.url(&format!("/api/v1/namespaces/{namespace}/events"))?;
+        let body = serde_json::to_vec(event).map_err(|e| KubeError::Setup(e.to_string()))?;
+        self.send(
+            Method::POST,
+            url,
+            "application/json",
+            Some(("application/json", body)),
+            namespace,
+        )
+        .await
+        .map(|_| ())
     }
 
     /// A JSON merge patch of an object's `status` subresource.

@@ -18,7 +18,8 @@
 //! - [`writeback`]: turns a write plan into API calls, behind one trait.
 //! - [`retry`]: transient-error retries within the Lambda deadline.
 //! - [`handler`]: the orchestration of the above for one invocation.
-//! - [`report`]: what happened and why, as the return value and the log lines.
+//! - [`report`], [`metrics`]: what happened and why, as the return value, the log lines,
+//!   embedded metrics and the optional SNS notification.
 //! - [`eks_auth`]: the IAM-signed bearer token and DescribeCluster.
 //! - [`aws_error`]: AWS SDK errors told by their whole cause chain.
 //! - [`cli`]: the laptop commands `select`, `token` and `plan`.
@@ -44,6 +45,7 @@ pub mod facts;
 pub mod handler;
 pub mod imageupdater;
 pub mod kube;
+pub mod metrics;
 pub mod objects;
 pub mod patch;
 pub mod policy;

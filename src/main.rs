@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use argocd_ecr_updater::cli::migrate::MigrateRequest;
 use argocd_ecr_updater::cli::plan::PlanRequest;
+use argocd_ecr_updater::cli::redrive::RedriveRequest;
 use argocd_ecr_updater::cli::select::SelectRequest;
 use argocd_ecr_updater::cli::{
     self, LogFormat, init_tracing, print_json, read_input, sdk_config, usage_error,
@@ -19,6 +20,7 @@ use argocd_ecr_updater::cli::{
 use argocd_ecr_updater::config::Config;
 use argocd_ecr_updater::eks_auth::SystemClock;
 use argocd_ecr_updater::handler::{Handler, HandlerError};
+use argocd_ecr_updater::metrics;
 
 /// Roll new ECR images out through Argo CD, from a Lambda function.
 ///
@@ -70,6 +72,22 @@ enum Command {
         /// The name of the printed ImageUpdater object.
         #[arg(long, default_value = "migrated-from-annotations")]
         name: String,
+        /// Overrides CLUSTER_NAME.
+        #[arg(long)]
+        cluster: Option<String>,
+    },
+    /// Run the events parked in the dead-letter queue again: dry-run unless --apply; a
+    /// message is deleted only after its event succeeded.
+    Redrive {
+        /// The dead-letter queue's URL (the stack's DeadLetterQueueUrl output).
+        #[arg(long)]
+        queue: String,
+        /// Write, and delete the messages whose events succeeded.
+        #[arg(long)]
+        apply: bool,
+        /// Stop after this many messages.
+        #[arg(long, default_value_t = 100)]
+        max: usize,
         /// Overrides CLUSTER_NAME.
         #[arg(long)]
         cluster: Option<String>,
@@ -148,6 +166,18 @@ fn main() -> ExitCode {
             cluster,
             log_format: cli.log_format,
         })),
+        Some(Command::Redrive {
+            queue,
+            apply,
+            max,
+            cluster,
+        }) => runtime().block_on(cli::redrive::run(RedriveRequest {
+            queue_url: queue,
+            apply,
+            max,
+            cluster,
+            log_format: cli.log_format,
+        })),
         None => runtime().block_on(lambda()),
     }
 }
@@ -198,7 +228,11 @@ async fn lambda() -> ExitCode {
         }
     };
     let handler = &handler;
+    let function_name =
+        std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_else(|_| "argocd-ecr-updater".into());
+    let function_name = function_name.as_str();
     let result = lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
+        let started = Instant::now();
         let remaining = event
             .context
             .deadline()
@@ -207,7 +241,28 @@ async fn lambda() -> ExitCode {
         let deadline = Instant::now() + remaining;
         // Boxed: the handler's future is large, and nesting it in the runtime's types
         // otherwise exceeds the compiler's layout query depth.
-        match Box::pin(handler.handle(&event.payload, Some(deadline))).await {
+        let result = Box::pin(handler.handle(&event.payload, Some(deadline))).await;
+        // Metrics in Embedded Metric Format, on stdout: CloudWatch extracts them from the log.
+        let (mode, failed, report) = match &result {
+            Ok(report) => (report.mode, false, Some(report)),
+            Err(HandlerError::Targets { report, .. }) => (report.mode, true, Some(&**report)),
+            Err(_) => ("none", true, None),
+        };
+        let now_ms = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i128);
+        println!(
+            "{}",
+            metrics::emf(
+                function_name,
+                mode,
+                failed,
+                report,
+                started.elapsed(),
+                now_ms
+            )
+        );
+        match result {
             Ok(report) => Ok(serde_json::to_value(&report).unwrap_or(Value::Null)),
             Err(e) => {
                 tracing::error!(error_type = e.error_type(), error = %e, "invocation failed");

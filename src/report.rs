@@ -93,6 +93,8 @@ pub struct Stats {
     /// ImageUpdater object requests: list pages (metadata-only revalidations included) and
     /// status writes.
     pub image_updater_requests: u32,
+    /// Kubernetes Events recorded for updated Applications.
+    pub events: u32,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -165,9 +167,23 @@ impl Report {
             event_id = %self.event_id, mode = self.mode, list_pages = st.list_pages,
             applications_listed = st.applications_listed, applications_matched = st.applications_matched,
             gets = st.gets, patches = st.patches, conflicts = st.conflicts, ecr_calls = st.ecr_calls,
-            image_updater_requests = st.image_updater_requests,
+            image_updater_requests = st.image_updater_requests, events = st.events,
             "invocation done"
         );
+    }
+
+    /// The subject of the notification of this report, if it is worth one: something was
+    /// updated or failed. SNS subjects are plain text under 100 characters.
+    pub fn notification_subject(&self) -> Option<String> {
+        let count = |action: Action| self.entries.iter().filter(|e| e.action == action).count();
+        let (updated, failed) = (count(Action::Updated), count(Action::Failed));
+        (updated + failed > 0).then(|| {
+            let what = self.image.as_deref().unwrap_or(self.mode);
+            let mut subject =
+                format!("argocd-ecr-updater: {updated} updated, {failed} failed ({what})");
+            subject.truncate(99);
+            subject
+        })
     }
 
     /// The message an invocation fails with: every retryable failure, each with its fix.

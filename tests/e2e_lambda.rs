@@ -174,3 +174,48 @@ async fn decisions_are_logged_as_one_json_line_each() {
         "secrets stay out of the log"
     );
 }
+
+#[tokio::test]
+async fn each_invocation_writes_its_metrics_as_one_embedded_metric_format_line() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    let mut function = spawn_lambda(BINARY, &standins.lambda_env());
+    standins
+        .runtime
+        .invoke(event("push-date-tag.json"), DEADLINE)
+        .await
+        .unwrap();
+    let _ = function.child.kill();
+    let mut stdout = String::new();
+    function
+        .child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    let lines: Vec<serde_json::Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|l: &serde_json::Value| l.get("_aws").is_some())
+        .collect();
+    assert_eq!(lines.len(), 1, "{stdout}");
+    let line = &lines[0];
+    // The EMF specification: a Timestamp, and every metric declared is a top-level member,
+    // as is every dimension.
+    assert!(line["_aws"]["Timestamp"].as_i64().unwrap() > 1_600_000_000_000);
+    let directive = &line["_aws"]["CloudWatchMetrics"][0];
+    for dimension in directive["Dimensions"][0].as_array().unwrap() {
+        assert!(line[dimension.as_str().unwrap()].is_string(), "{dimension}");
+    }
+    for metric in directive["Metrics"].as_array().unwrap() {
+        assert!(
+            line[metric["Name"].as_str().unwrap()].is_number(),
+            "{metric}"
+        );
+    }
+    assert_eq!(line["FunctionName"], "argocd-ecr-updater");
+    assert_eq!(line["Mode"], "push");
+    assert_eq!(line["Outcome"], "ok");
+    assert_eq!(line["ImagesUpdated"], 1);
+    assert_eq!(line["EcrRequests"], 1);
+}

@@ -388,6 +388,7 @@ fn the_rbac_manifests_grant_exactly_what_the_function_uses() {
                     "imageupdaters/status",
                     &["patch"]
                 ),
+                rule("", "events", &["create"]),
             ],
             "{file}"
         );

@@ -1,9 +1,10 @@
-//! The command-line side of the binary: `select`, `token`, `plan` and `migrate`, for a laptop. Each
+//! The command-line side of the binary: `select`, `token`, `plan`, `migrate` and `redrive`, for a laptop. Each
 //! returns the process exit code: 0 done, 1 a target failed in a way a retry could fix, 2 the
 //! input or the environment is wrong.
 
 pub mod migrate;
 pub mod plan;
+pub mod redrive;
 pub mod select;
 pub mod token;
 

@@ -102,7 +102,7 @@ pub fn spawn_lambda(binary: &str, env: &[(String, String)]) -> LambdaProcess {
     let child = std::process::Command::new(binary)
         .env_clear()
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .stdout(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("the function binary starts");

@@ -1,6 +1,7 @@
 //! ECR and EKS, speaking the wire protocols the AWS SDK sends once pointed at an endpoint
 //! URL: JSON 1.1 with `X-Amz-Target` for ECR, REST-JSON for EKS.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
@@ -52,6 +53,28 @@ pub struct AwsState {
     pub ca_pem: String,
     images: Mutex<Vec<Image>>,
     repositories: Mutex<Vec<String>>,
+    /// SNS messages published: `{TopicArn, Subject, Message}`.
+    published: Mutex<Vec<Value>>,
+    /// SQS queues by URL, and each one's messages.
+    queues: Mutex<BTreeMap<String, Vec<QueueMessage>>>,
+}
+
+/// A message in an SQS queue.
+#[derive(Debug, Clone)]
+pub struct QueueMessage {
+    pub id: String,
+    pub body: String,
+    /// Set while received and not deleted: hidden from further receives until the
+    /// visibility timeout passes or is changed.
+    receipt: Option<(String, std::time::Instant)>,
+}
+
+impl QueueMessage {
+    fn visible(&self) -> bool {
+        self.receipt
+            .as_ref()
+            .is_none_or(|(_, until)| *until <= std::time::Instant::now())
+    }
 }
 
 impl AwsState {
@@ -64,7 +87,44 @@ impl AwsState {
             ca_pem,
             images: Mutex::new(Vec::new()),
             repositories: Mutex::new(Vec::new()),
+            published: Mutex::new(Vec::new()),
+            queues: Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// What was published to SNS.
+    pub fn published(&self) -> Vec<Value> {
+        lock(&self.published).clone()
+    }
+
+    /// Creates an SQS queue and returns its URL (as the AWS SDK sees it).
+    pub fn create_queue(&self, name: &str) -> String {
+        let url = format!(
+            "https://sqs.{}.amazonaws.com/{}/{name}",
+            self.region, self.account
+        );
+        lock(&self.queues).entry(url.clone()).or_default();
+        url
+    }
+
+    /// Puts a message in a queue, as EventBridge or Lambda would park a failed event.
+    pub fn send_message(&self, queue_url: &str, body: &str) {
+        let mut queues = lock(&self.queues);
+        let messages = queues.entry(queue_url.to_string()).or_default();
+        let id = format!("00000000-0000-0000-2222-{:012}", messages.len() + 1);
+        messages.push(QueueMessage {
+            id,
+            body: body.to_string(),
+            receipt: None,
+        });
+    }
+
+    /// The messages still in a queue (received or not).
+    pub fn queue(&self, queue_url: &str) -> Vec<QueueMessage> {
+        lock(&self.queues)
+            .get(queue_url)
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// Adds (or re-tags) an image. A tag moves: ECR keeps one digest per tag.
@@ -145,6 +205,13 @@ async fn ecr(State(state): State<Arc<AwsState>>, headers: HeaderMap, body: Bytes
         .get("x-amz-target")
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
+    let form = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|c| c.starts_with("application/x-www-form-urlencoded"));
+    if form {
+        return sns(&state, &body);
+    }
     let Ok(request) = serde_json::from_slice::<Value>(&body) else {
         return aws_error(
             StatusCode::BAD_REQUEST,
@@ -155,10 +222,129 @@ async fn ecr(State(state): State<Arc<AwsState>>, headers: HeaderMap, body: Bytes
     match target.rsplit('.').next().unwrap_or_default() {
         "DescribeImages" => describe_images(&state, &request),
         "BatchGetImage" => batch_get_image(&state, &request),
+        "ReceiveMessage" if target.starts_with("AmazonSQS") => receive_message(&state, &request),
+        "DeleteMessage" if target.starts_with("AmazonSQS") => delete_message(&state, &request),
+        "ChangeMessageVisibility" if target.starts_with("AmazonSQS") => {
+            change_message_visibility(&state, &request)
+        }
         other => aws_error(
             StatusCode::BAD_REQUEST,
             "UnknownOperationException",
             &format!("operation {other} is not supported by the stand-in"),
+        ),
+    }
+}
+
+/// SNS speaks the AWS query protocol: a form in, XML out. Only `Publish`.
+fn sns(state: &AwsState, body: &[u8]) -> Response {
+    let form: BTreeMap<String, String> = url::form_urlencoded::parse(body).into_owned().collect();
+    let xml = |status: StatusCode, text: String| {
+        (status, [("content-type", "text/xml")], text).into_response()
+    };
+    if form.get("Action").map(String::as_str) != Some("Publish") {
+        return xml(
+            StatusCode::BAD_REQUEST,
+            "<ErrorResponse><Error><Type>Sender</Type><Code>InvalidAction</Code><Message>only Publish is served</Message></Error><RequestId>r</RequestId></ErrorResponse>".into(),
+        );
+    }
+    let (Some(topic), Some(message)) = (form.get("TopicArn"), form.get("Message")) else {
+        return xml(
+            StatusCode::BAD_REQUEST,
+            "<ErrorResponse><Error><Type>Sender</Type><Code>InvalidParameter</Code><Message>TopicArn and Message are required</Message></Error><RequestId>r</RequestId></ErrorResponse>".into(),
+        );
+    };
+    let mut published = lock(&state.published);
+    published.push(json!({"TopicArn": topic, "Subject": form.get("Subject"), "Message": message}));
+    let id = format!("00000000-0000-0000-3333-{:012}", published.len());
+    xml(
+        StatusCode::OK,
+        format!(
+            "<PublishResponse xmlns=\"http://sns.amazonaws.com/doc/2010-03-31/\"><PublishResult><MessageId>{id}</MessageId></PublishResult><ResponseMetadata><RequestId>r-{id}</RequestId></ResponseMetadata></PublishResponse>"
+        ),
+    )
+}
+
+static RECEIPTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn no_queue(url: &str) -> Response {
+    aws_error(
+        StatusCode::BAD_REQUEST,
+        "com.amazonaws.sqs#QueueDoesNotExist",
+        &format!("The specified queue does not exist: {url}"),
+    )
+}
+
+fn receive_message(state: &AwsState, request: &Value) -> Response {
+    let url = request["QueueUrl"].as_str().unwrap_or_default();
+    let max = request["MaxNumberOfMessages"]
+        .as_u64()
+        .unwrap_or(1)
+        .clamp(1, 10) as usize;
+    let mut queues = lock(&state.queues);
+    let Some(messages) = queues.get_mut(url) else {
+        return no_queue(url);
+    };
+    let visibility =
+        std::time::Duration::from_secs(request["VisibilityTimeout"].as_u64().unwrap_or(30));
+    let mut out = Vec::new();
+    for message in messages.iter_mut().filter(|m| m.visible()).take(max) {
+        // A new receipt handle on every receive, as SQS hands out.
+        let receipt = format!(
+            "receipt-{}-{}",
+            message.id,
+            RECEIPTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        message.receipt = Some((receipt.clone(), std::time::Instant::now() + visibility));
+        out.push(json!({"MessageId": message.id, "ReceiptHandle": receipt, "Body": message.body}));
+    }
+    axum::Json(if out.is_empty() {
+        json!({})
+    } else {
+        json!({"Messages": out})
+    })
+    .into_response()
+}
+
+fn delete_message(state: &AwsState, request: &Value) -> Response {
+    let url = request["QueueUrl"].as_str().unwrap_or_default();
+    let receipt = request["ReceiptHandle"].as_str().unwrap_or_default();
+    let mut queues = lock(&state.queues);
+    let Some(messages) = queues.get_mut(url) else {
+        return no_queue(url);
+    };
+    let before = messages.len();
+    messages.retain(|m| m.receipt.as_ref().is_none_or(|(r, _)| r != receipt));
+    if messages.len() == before {
+        return aws_error(
+            StatusCode::BAD_REQUEST,
+            "com.amazonaws.sqs#ReceiptHandleIsInvalid",
+            &format!("The input receipt handle \"{receipt}\" is not a valid receipt handle."),
+        );
+    }
+    axum::Json(json!({})).into_response()
+}
+
+fn change_message_visibility(state: &AwsState, request: &Value) -> Response {
+    let url = request["QueueUrl"].as_str().unwrap_or_default();
+    let receipt = request["ReceiptHandle"].as_str().unwrap_or_default();
+    let seconds = request["VisibilityTimeout"].as_u64().unwrap_or(0);
+    let mut queues = lock(&state.queues);
+    let Some(messages) = queues.get_mut(url) else {
+        return no_queue(url);
+    };
+    match messages
+        .iter_mut()
+        .find(|m| m.receipt.as_ref().is_some_and(|(r, _)| r == receipt))
+    {
+        Some(message) => {
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+            message.receipt = Some((receipt.to_string(), until));
+            axum::Json(json!({})).into_response()
+        }
+        None => aws_error(
+            StatusCode::BAD_REQUEST,
+            "com.amazonaws.sqs#ReceiptHandleIsInvalid",
+            &format!("The input receipt handle \"{receipt}\" is not a valid receipt handle."),
         ),
     }
 }

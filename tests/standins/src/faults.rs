@@ -22,6 +22,8 @@ pub enum Service {
     Kube,
     Ecr,
     Eks,
+    Sns,
+    Sqs,
     Runtime,
 }
 
@@ -207,10 +209,22 @@ pub async fn intercept(
 ) -> Response {
     let (parts, body) = request.into_parts();
     // ECR and EKS share one listener, as they would share the SDK's endpoint override.
-    let service = if service == Service::Ecr && parts.uri.path().starts_with("/clusters/") {
-        Service::Eks
-    } else {
-        service
+    // ECR, EKS, SNS and SQS share one listener, as they would share an endpoint override.
+    let target = parts
+        .headers
+        .get("x-amz-target")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let form = parts
+        .headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|c| c.starts_with("application/x-www-form-urlencoded"));
+    let service = match service {
+        Service::Ecr if parts.uri.path().starts_with("/clusters/") => Service::Eks,
+        Service::Ecr if target.starts_with("AmazonSQS") => Service::Sqs,
+        Service::Ecr if form => Service::Sns,
+        other => other,
     };
     let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY).await else {
         return (StatusCode::PAYLOAD_TOO_LARGE, "body too large").into_response();
@@ -321,7 +335,7 @@ fn fault_response(service: Service, code: u16, retry_after: Option<u64>) -> Resp
         Service::Kube => {
             crate::kube::status_body(code, reason_for(code), &format!("injected fault {code}"))
         }
-        Service::Ecr | Service::Eks => {
+        Service::Ecr | Service::Eks | Service::Sns | Service::Sqs => {
             let kind = match code {
                 429 | 400 => "ThrottlingException",
                 _ => "ServerException",

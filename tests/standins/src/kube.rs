@@ -36,6 +36,8 @@ pub struct KubeState {
     apps: Mutex<Store>,
     schema: jsonschema::Validator,
     schema_value: Value,
+    /// Core `Event`s created, oldest first.
+    events: Mutex<Vec<Value>>,
     /// Image Updater v1.x objects, with their own CRD.
     pub image_updaters: crate::imageupdaters::ImageUpdaterStore,
     /// Every `Warning` header sent, oldest first: tests assert the function causes none.
@@ -81,6 +83,7 @@ impl KubeState {
             schema,
             schema_value,
             image_updaters: crate::imageupdaters::ImageUpdaterStore::new()?,
+            events: Mutex::new(Vec::new()),
             warnings: Mutex::new(Vec::new()),
         })
     }
@@ -94,6 +97,11 @@ impl KubeState {
 
     pub(crate) fn current_resource_version(&self) -> u64 {
         lock(&self.apps).resource_version
+    }
+
+    /// The Events created so far.
+    pub fn events(&self) -> Vec<Value> {
+        lock(&self.events).clone()
     }
 
     /// The `Warning` headers sent so far.
@@ -305,6 +313,10 @@ fn api_router(state: Arc<KubeState>) -> Router {
         .route("/api", get(core_versions))
         .route("/api/v1", get(core_resources))
         .route("/api/v1/namespaces/{namespace}", get(get_namespace))
+        .route(
+            "/api/v1/namespaces/{namespace}/events",
+            axum::routing::post(create_event),
+        )
         .route("/apis", get(group_list))
         .route("/apis/argoproj.io", get(argoproj_group))
         .route("/apis/argoproj.io/v1alpha1", get(argoproj_resources))
@@ -396,13 +408,20 @@ pub(crate) fn authorize_on<'a>(
     }
     let group = if resource.starts_with("imageupdaters") {
         "argocd-image-updater.argoproj.io"
+    } else if resource == "events" {
+        ""
     } else {
         "argoproj.io"
     };
     let plural = resource.split('/').next().unwrap_or(resource);
+    let qualified = if group.is_empty() {
+        plural.to_string()
+    } else {
+        format!("{plural}.{group}")
+    };
     let object = match name {
-        Some(n) => format!("{plural}.{group} \"{n}\""),
-        None => format!("{plural}.{group}"),
+        Some(n) => format!("{qualified} \"{n}\""),
+        None => qualified,
     };
     let scope = match namespace {
         Some(ns) => format!("in the namespace \"{ns}\""),
@@ -871,6 +890,41 @@ async fn core_resources() -> Response {
     axum::Json(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "v1", "resources": [
         {"name": "namespaces", "singularName": "namespace", "namespaced": false, "kind": "Namespace",
          "verbs": ["get", "list"], "shortNames": ["ns"]}]})).into_response()
+}
+
+/// `POST` of a core Event: stored for tests, with the fields kube-apiserver requires.
+async fn create_event(
+    State(state): State<Arc<KubeState>>,
+    Path(namespace): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Err(denied) = authorize_on(&state, &headers, "create", "events", Some(&namespace), None)
+    {
+        return denied;
+    }
+    let Ok(mut event) = serde_json::from_slice::<Value>(&body) else {
+        return status(400, "the body of the request was in an unknown format");
+    };
+    let missing: Vec<&str> = ["involvedObject", "reason", "message", "type"]
+        .into_iter()
+        .filter(|f| event.get(*f).is_none())
+        .collect();
+    if event["metadata"]["name"].as_str().is_none_or(str::is_empty) || !missing.is_empty() {
+        return status(
+            422,
+            &format!("Event is invalid: metadata.name and {missing:?} are required"),
+        );
+    }
+    if event["metadata"]["namespace"].as_str() != Some(namespace.as_str()) {
+        return status(
+            422,
+            "Event is invalid: metadata.namespace: does not match the namespace of the request",
+        );
+    }
+    event["metadata"]["resourceVersion"] = json!(state.next_resource_version().to_string());
+    lock(&state.events).push(event.clone());
+    (StatusCode::CREATED, axum::Json(event)).into_response()
 }
 
 /// A namespace exists here when something lives in it. kubectl asks after a 404 to tell

@@ -24,7 +24,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-pub use aws::{AwsState, Image};
+pub use aws::{AwsState, Image, QueueMessage};
 pub use faults::{FaultAction, LoggedRequest, Route, Service, Shared};
 pub use kube::KubeState;
 pub use runtime::{Outcome, RuntimeApi};
@@ -59,6 +59,7 @@ impl Default for Options {
                 Grant::on("applicationsets", &["get"], "argocd"),
                 Grant::on("imageupdaters", &["get", "list"], "argocd"),
                 Grant::on("imageupdaters/status", &["patch"], "argocd"),
+                Grant::on("events", &["create"], "argocd"),
             ])],
         }
     }
@@ -220,6 +221,8 @@ impl StandIns {
         [
             ("AWS_ENDPOINT_URL_ECR", self.aws_endpoint()),
             ("AWS_ENDPOINT_URL_EKS", self.aws_endpoint()),
+            ("AWS_ENDPOINT_URL_SNS", self.aws_endpoint()),
+            ("AWS_ENDPOINT_URL_SQS", self.aws_endpoint()),
             ("AWS_REGION", self.options.region.clone()),
             ("AWS_ACCESS_KEY_ID", FUNCTION_ACCESS_KEY.into()),
             ("AWS_SECRET_ACCESS_KEY", FUNCTION_SECRET_KEY.into()),

@@ -1,0 +1,156 @@
+//! `argocd-ecr-updater redrive`: runs the events parked in the dead-letter queue through
+//! the pipeline again, after the cause was fixed. A dry run unless `--apply`; a message is
+//! deleted only after its event succeeded, so nothing is lost when a redrive fails again.
+//! Both shapes a parked event has are understood: the original event (the rule's
+//! dead-letter queue) and a Lambda on-failure destination record.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::{LogFormat, init_tracing, sdk_config, usage_error};
+use crate::config::Config;
+use crate::eks_auth::SystemClock;
+use crate::handler::Handler;
+use crate::report::{Action, Report};
+
+/// What `redrive` was asked.
+pub struct RedriveRequest {
+    pub queue_url: String,
+    /// Write, and delete the messages whose events succeeded. Without it nothing changes.
+    pub apply: bool,
+    /// Stop after this many messages.
+    pub max: usize,
+    /// Overrides `CLUSTER_NAME`.
+    pub cluster: Option<String>,
+    pub log_format: LogFormat,
+}
+
+/// Messages are received with this visibility: long enough to decide and write one event.
+const VISIBILITY_SECONDS: i32 = 300;
+
+pub async fn run(request: RedriveRequest) -> ExitCode {
+    let config = Config::from_lookup(|name| match (name, &request.cluster) {
+        ("CLUSTER_NAME", Some(c)) => Some(c.clone()),
+        ("DRY_RUN", _) => Some((!request.apply).to_string()),
+        _ => std::env::var(name).ok(),
+    });
+    let config = match config {
+        Ok(c) => c,
+        Err(e) => return usage_error(e.to_string()),
+    };
+    init_tracing(&config.log_level, request.log_format);
+    let sdk = sdk_config(None).await;
+    let sqs = aws_sdk_sqs::Client::new(&sdk);
+    let handler = match Handler::from_sdk(config, &sdk, Arc::new(SystemClock)) {
+        Ok(h) => h,
+        Err(e) => return usage_error(e),
+    };
+    let (mut seen, mut failed) = (0, 0);
+    // Messages kept (dry run, or failed again) are hidden while this run reads on, then
+    // released at the end, so the next run sees them at once.
+    let mut kept: Vec<String> = Vec::new();
+    while seen < request.max {
+        let batch = (request.max - seen).min(10) as i32;
+        let received = sqs
+            .receive_message()
+            .queue_url(&request.queue_url)
+            .max_number_of_messages(batch)
+            .visibility_timeout(VISIBILITY_SECONDS)
+            .wait_time_seconds(0)
+            .send()
+            .await;
+        let messages = match received {
+            Ok(output) => output.messages.unwrap_or_default(),
+            Err(e) => {
+                let described = crate::aws_error::describe(&e);
+                eprintln!(
+                    "argocd-ecr-updater: cannot read {}: {described}",
+                    request.queue_url
+                );
+                return ExitCode::FAILURE;
+            }
+        };
+        if messages.is_empty() {
+            break;
+        }
+        for message in messages {
+            seen += 1;
+            let id = message.message_id.unwrap_or_default();
+            let receipt = message.receipt_handle.unwrap_or_default();
+            let outcome = match serde_json::from_str::<Value>(message.body.as_deref().unwrap_or(""))
+            {
+                Ok(event) => handler
+                    .handle(&event, None)
+                    .await
+                    .map_err(|e| format!("failed ({}): {e}", e.error_type())),
+                Err(e) => Err(format!("failed: the message body is not JSON ({e})")),
+            };
+            let line = match outcome {
+                Ok(report) if request.apply => {
+                    match sqs
+                        .delete_message()
+                        .queue_url(&request.queue_url)
+                        .receipt_handle(&receipt)
+                        .send()
+                        .await
+                    {
+                        Ok(_) => format!("{} -> deleted", summary(&report)),
+                        Err(e) => {
+                            failed += 1;
+                            kept.push(receipt);
+                            let described = crate::aws_error::describe(&e);
+                            format!("{} -> not deleted: {described}", summary(&report))
+                        }
+                    }
+                }
+                Ok(report) => {
+                    kept.push(receipt);
+                    format!(
+                        "{} -> dry run, kept (add --apply to write and delete)",
+                        summary(&report)
+                    )
+                }
+                Err(reason) => {
+                    failed += 1;
+                    kept.push(receipt);
+                    format!("{reason} -> kept")
+                }
+            };
+            println!("message {id}: {line}");
+        }
+    }
+    for receipt in kept {
+        let released = sqs
+            .change_message_visibility()
+            .queue_url(&request.queue_url)
+            .receipt_handle(receipt)
+            .visibility_timeout(0)
+            .send()
+            .await;
+        if let Err(e) = released {
+            // It reappears after the visibility timeout anyway.
+            tracing::warn!(error = %crate::aws_error::describe(&e), "cannot release a kept message");
+        }
+    }
+    println!("{seen} message(s) redriven, {failed} failed");
+    if failed > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// `push 6f0c…: 1 updated, 0 unchanged, 0 skipped`.
+fn summary(report: &Report) -> String {
+    let count = |action: Action| report.entries.iter().filter(|e| e.action == action).count();
+    format!(
+        "{} {}: {} updated, {} unchanged, {} skipped",
+        report.mode,
+        report.event_id,
+        count(Action::Updated),
+        count(Action::Unchanged),
+        count(Action::Skipped)
+    )
+}

@@ -1,0 +1,112 @@
+//! Metrics as CloudWatch Embedded Metric Format: one JSON line per invocation on stdout,
+//! which Lambda ships to CloudWatch Logs and CloudWatch turns into metrics. No API call, no
+//! extra permission. Dimensions stay low-cardinality: the function, the mode, the outcome.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::report::{Action, Report};
+
+pub const NAMESPACE: &str = "ArgocdEcrUpdater";
+
+/// The EMF line for one invocation. `report` is `None` when the invocation failed before
+/// deciding anything (a malformed event, an unreachable cluster); `timestamp_ms` is Unix
+/// milliseconds.
+pub fn emf(
+    function: &str,
+    mode: &str,
+    failed: bool,
+    report: Option<&Report>,
+    duration: Duration,
+    timestamp_ms: i128,
+) -> Value {
+    let count = |action: Action| {
+        report.map_or(0, |r| {
+            r.entries.iter().filter(|e| e.action == action).count()
+        })
+    };
+    let stats = report.map(|r| r.stats.clone()).unwrap_or_default();
+    let kube_requests =
+        stats.list_pages + stats.gets + stats.patches + stats.image_updater_requests + stats.events;
+    let metrics: [(&str, &str, Value); 9] = [
+        ("ImagesUpdated", "Count", json!(count(Action::Updated))),
+        ("ImagesUnchanged", "Count", json!(count(Action::Unchanged))),
+        ("ImagesSkipped", "Count", json!(count(Action::Skipped))),
+        ("ImagesFailed", "Count", json!(count(Action::Failed))),
+        ("Conflicts", "Count", json!(stats.conflicts)),
+        ("KubernetesRequests", "Count", json!(kube_requests)),
+        ("EcrRequests", "Count", json!(stats.ecr_calls)),
+        // Git write-back is not built yet; the metric exists so dashboards need no change.
+        ("GitRequests", "Count", json!(0)),
+        (
+            "DurationMs",
+            "Milliseconds",
+            json!(duration.as_secs_f64() * 1000.0),
+        ),
+    ];
+    let mut line = json!({
+        "_aws": {
+            "Timestamp": timestamp_ms,
+            "CloudWatchMetrics": [{
+                "Namespace": NAMESPACE,
+                "Dimensions": [["FunctionName", "Mode", "Outcome"]],
+                "Metrics": metrics.iter().map(|(name, unit, _)| json!({"Name": name, "Unit": unit})).collect::<Vec<_>>(),
+            }],
+        },
+        "FunctionName": function,
+        "Mode": mode,
+        "Outcome": if failed { "failed" } else { "ok" },
+    });
+    for (name, _, value) in metrics {
+        line[name] = value;
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::Entry;
+
+    #[test]
+    fn the_line_declares_every_metric_it_carries_under_low_cardinality_dimensions() {
+        let mut report = Report::new("push", "e", false);
+        report
+            .entries
+            .push(Entry::new("argocd", "a", None, "r/x").with(Action::Updated, "up"));
+        report
+            .entries
+            .push(Entry::new("argocd", "b", None, "r/x").with(Action::Skipped, "no"));
+        report.stats.gets = 2;
+        report.stats.patches = 1;
+        report.stats.list_pages = 1;
+        report.stats.ecr_calls = 1;
+        let line = emf(
+            "fn",
+            "push",
+            false,
+            Some(&report),
+            Duration::from_millis(12),
+            1_700_000_000_000,
+        );
+        let directive = &line["_aws"]["CloudWatchMetrics"][0];
+        assert_eq!(directive["Namespace"], NAMESPACE);
+        assert_eq!(
+            directive["Dimensions"],
+            json!([["FunctionName", "Mode", "Outcome"]])
+        );
+        for metric in directive["Metrics"].as_array().unwrap() {
+            let name = metric["Name"].as_str().unwrap();
+            assert!(line[name].is_number(), "{name} is declared but missing");
+        }
+        assert_eq!(line["ImagesUpdated"], 1);
+        assert_eq!(line["ImagesSkipped"], 1);
+        assert_eq!(line["KubernetesRequests"], 4);
+        assert_eq!(line["Outcome"], "ok");
+        assert_eq!(line["DurationMs"], 12.0);
+        let failed = emf("fn", "push", true, None, Duration::ZERO, 0);
+        assert_eq!(failed["Outcome"], "failed");
+        assert_eq!(failed["ImagesUpdated"], 0);
+    }
+}
