@@ -396,12 +396,17 @@ fn describe_images(state: &AwsState, request: &Value) -> Response {
         .filter(|i| i.repository == repository)
         .cloned()
         .collect();
-    // ECR describes digests: all the tags of one digest in one imageDetails entry.
+    // ECR describes digests: all the tags of one digest in one imageDetails entry. Grouped
+    // through an index, so the cost is linear in the repository, not quadratic.
     let mut digests: Vec<(String, Vec<&Image>)> = Vec::new();
+    let mut by_digest: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for image in &images {
-        match digests.iter_mut().find(|(d, _)| *d == image.digest) {
-            Some((_, group)) => group.push(image),
-            None => digests.push((image.digest.clone(), vec![image])),
+        match by_digest.get(image.digest.as_str()) {
+            Some(&index) => digests[index].1.push(image),
+            None => {
+                by_digest.insert(&image.digest, digests.len());
+                digests.push((image.digest.clone(), vec![image]));
+            }
         }
     }
     let detail = |group: &[&Image]| {
@@ -436,14 +441,26 @@ fn describe_images(state: &AwsState, request: &Value) -> Response {
                 "maxResults and nextToken cannot be used with imageIds",
             );
         }
+        let by_tag: std::collections::HashMap<&str, usize> = digests
+            .iter()
+            .enumerate()
+            .flat_map(|(index, (_, group))| {
+                group
+                    .iter()
+                    .filter_map(move |i| i.tag.as_deref().map(|t| (t, index)))
+            })
+            .collect();
         let mut details = Vec::new();
         for id in ids {
-            let found = digests.iter().find(|(digest, group)| {
-                id["imageDigest"].as_str().is_none_or(|d| d == digest)
-                    && id["imageTag"]
-                        .as_str()
-                        .is_none_or(|t| group.iter().any(|i| i.tag.as_deref() == Some(t)))
-            });
+            let index = match (id["imageTag"].as_str(), id["imageDigest"].as_str()) {
+                (Some(tag), digest) => by_tag
+                    .get(tag)
+                    .copied()
+                    .filter(|&i| digest.is_none_or(|d| d == digests[i].0)),
+                (None, Some(digest)) => by_digest.get(digest).copied(),
+                (None, None) => None,
+            };
+            let found = index.map(|i| &digests[i]);
             match found {
                 Some((_, group)) => details.push(detail(group)),
                 None => {
@@ -463,7 +480,8 @@ fn describe_images(state: &AwsState, request: &Value) -> Response {
     }
 
     let tag_status = request["filter"]["tagStatus"].as_str().unwrap_or("ANY");
-    let filtered: Vec<Value> = digests
+    // Only the page is rendered: the cost follows what is returned.
+    let filtered: Vec<&Vec<&Image>> = digests
         .iter()
         .filter(|(_, group)| {
             let tagged = group.iter().any(|i| i.tag.is_some());
@@ -473,7 +491,7 @@ fn describe_images(state: &AwsState, request: &Value) -> Response {
                 _ => true,
             }
         })
-        .map(|(_, group)| detail(group))
+        .map(|(_, group)| group)
         .collect();
     let max = request["maxResults"].as_u64().unwrap_or(100).clamp(1, 1000) as usize;
     let start = match request["nextToken"].as_str() {
@@ -490,7 +508,11 @@ fn describe_images(state: &AwsState, request: &Value) -> Response {
         },
     };
     let end = (start + max).min(filtered.len());
-    let mut body = json!({"imageDetails": filtered[start..end]});
+    let page: Vec<Value> = filtered[start..end]
+        .iter()
+        .map(|group| detail(group))
+        .collect();
+    let mut body = json!({"imageDetails": page});
     if end < filtered.len() {
         body["nextToken"] = json!(end.to_string());
     }
@@ -528,25 +550,29 @@ fn batch_get_image(state: &AwsState, request: &Value) -> Response {
         Err(e) => return e,
     };
     let images = lock(&state.images);
+    let in_repository: Vec<&Image> = images
+        .iter()
+        .filter(|i| i.repository == repository)
+        .collect();
+    let tagged: std::collections::HashMap<&str, &Image> = in_repository
+        .iter()
+        .filter_map(|i| i.tag.as_deref().map(|t| (t, *i)))
+        .collect();
     let mut found = Vec::new();
     let mut failures = Vec::new();
     for id in request["imageIds"].as_array().cloned().unwrap_or_default() {
         let tag = id["imageTag"].as_str();
         let digest = id["imageDigest"].as_str();
-        let by_tag = tag.and_then(|t| {
-            images
-                .iter()
-                .find(|i| i.repository == repository && i.tag.as_deref() == Some(t))
-        });
+        let by_tag = tag.and_then(|t| tagged.get(t).copied());
         let image = match (by_tag, digest) {
             (Some(i), Some(d)) if i.digest != d => {
                 failures.push(json!({"imageId": id, "failureCode": "ImageTagDoesNotMatchDigest", "failureReason": "Tag does not match digest"}));
                 continue;
             }
             (Some(i), _) => Some(i),
-            (None, Some(d)) if tag.is_none() => images
-                .iter()
-                .find(|i| i.repository == repository && i.digest == d),
+            (None, Some(d)) if tag.is_none() => {
+                in_repository.iter().copied().find(|i| i.digest == d)
+            }
             _ => None,
         };
         match image {

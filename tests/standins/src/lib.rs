@@ -18,6 +18,7 @@ pub mod token;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use axum::serve::ListenerExt;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
@@ -142,6 +143,9 @@ impl StandIns {
                 let Ok((tcp, _)) = kube_listener.accept().await else {
                     continue;
                 };
+                // As kube-apiserver (Go) does on every connection: without it, Nagle and
+                // delayed ACKs add tens of milliseconds to some requests and distort figures.
+                let _ = tcp.set_nodelay(true);
                 let acceptor = acceptor.clone();
                 let app = kube_app.clone();
                 tokio::spawn(async move {
@@ -164,14 +168,20 @@ impl StandIns {
             faults::intercept,
         ));
         let aws_task = tokio::spawn(async move {
-            let _ = axum::serve(aws_listener, aws_app).await;
+            let listener = aws_listener.tap_io(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
+            let _ = axum::serve(listener, aws_app).await;
         });
 
         let runtime_listener = TcpListener::bind("127.0.0.1:0").await?;
         let runtime_addr = runtime_listener.local_addr()?;
         let runtime_app = runtime::router(runtime.clone());
         let runtime_task = tokio::spawn(async move {
-            let _ = axum::serve(runtime_listener, runtime_app).await;
+            let listener = runtime_listener.tap_io(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
+            let _ = axum::serve(listener, runtime_app).await;
         });
 
         Ok(Self {
