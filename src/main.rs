@@ -15,7 +15,7 @@ use argocd_ecr_updater::cli::plan::PlanRequest;
 use argocd_ecr_updater::cli::redrive::RedriveRequest;
 use argocd_ecr_updater::cli::select::SelectRequest;
 use argocd_ecr_updater::cli::{
-    self, LogFormat, init_tracing, print_json, read_input, sdk_config, usage_error,
+    self, LogFormat, init_tracing, print_json, sdk_config, usage_error,
 };
 use argocd_ecr_updater::config::Config;
 use argocd_ecr_updater::eks_auth::SystemClock;
@@ -123,9 +123,16 @@ fn main() -> ExitCode {
             ignore_tags,
             tags_file,
         }) => {
-            let text = match read_input(&tags_file) {
-                Ok(text) => text,
-                Err(e) => return usage_error(format!("cannot read tags file `{tags_file}`: {e}")),
+            // Streamed: memory follows the best tag kept, not the file's size.
+            let input: Box<dyn std::io::BufRead> = if tags_file == "-" {
+                Box::new(std::io::stdin().lock())
+            } else {
+                match std::fs::File::open(&tags_file) {
+                    Ok(file) => Box::new(std::io::BufReader::new(file)),
+                    Err(e) => {
+                        return usage_error(format!("cannot read tags file `{tags_file}`: {e}"));
+                    }
+                }
             };
             let request = SelectRequest {
                 strategy: &strategy,
@@ -133,7 +140,7 @@ fn main() -> ExitCode {
                 allow_tags: allow_tags.as_deref(),
                 ignore_tags: ignore_tags.as_deref(),
             };
-            match cli::select::run(&request, &text) {
+            match cli::select::run(&request, input) {
                 Ok(output) => match print_json(&output, false) {
                     Ok(()) => ExitCode::SUCCESS,
                     Err(code) => code,

@@ -375,6 +375,34 @@ impl TagPolicy {
         self.value_for(best)
     }
 
+    /// The best tag of a stream, keeping only the best so far: memory does not grow with
+    /// the number of tags (the `select` command reads files of any size this way). The same
+    /// order as [`TagPolicy::select`]. Returns the choice and how many tags were read.
+    pub fn select_streaming<E>(
+        &self,
+        tags: impl IntoIterator<Item = Result<TagInfo, E>>,
+    ) -> Result<(Option<TagRef>, usize), E> {
+        let mut best: Option<TagInfo> = None;
+        let mut read = 0;
+        for tag in tags {
+            let tag = tag?;
+            read += 1;
+            let Ok(key) = self.eligibility(&tag) else {
+                continue;
+            };
+            let better = match &best {
+                None => true,
+                Some(current) => self
+                    .eligibility(current)
+                    .is_ok_and(|current_key| key > current_key),
+            };
+            if better {
+                best = Some(tag);
+            }
+        }
+        Ok((best.and_then(|b| self.value_for(&b)), read))
+    }
+
     /// Every eligible tag, best first: the order in which reconcile tries candidates when a
     /// later check (the platforms a manifest offers) may refuse the best one.
     pub fn ranked<'a>(&self, tags: &'a [TagInfo]) -> Vec<&'a TagInfo> {
@@ -847,6 +875,33 @@ mod tests {
             ),
             Decision::Keep(KeepReason::NotAllowed("latest".into()))
         );
+    }
+
+    #[test]
+    fn streaming_selection_agrees_with_selection_over_the_whole_list() {
+        let t = datetime!(2025-08-25 12:00 UTC);
+        let list: Vec<TagInfo> = ["1.0.0", "v2.1.0", "2.1.0", "latest", "2.0.0-rc.1", "1.9.9"]
+            .iter()
+            .enumerate()
+            .map(|(i, name)| TagInfo {
+                name: name.to_string(),
+                pushed_at: Some(t + time::Duration::minutes(i as i64 % 3)),
+                digest: Some(format!("sha256:{i}")),
+            })
+            .collect();
+        for (strategy, constraint) in [
+            (Strategy::Semver, None),
+            (Strategy::Semver, Some("^1.0")),
+            (Strategy::NewestBuild, None),
+            (Strategy::Alphabetical, None),
+            (Strategy::Digest, Some("latest")),
+        ] {
+            let p = policy(strategy, constraint);
+            let streamed = p
+                .select_streaming(list.iter().cloned().map(Ok::<_, ()>))
+                .unwrap();
+            assert_eq!(streamed, (p.select(&list), list.len()), "{strategy}");
+        }
     }
 
     mod properties {

@@ -27,6 +27,8 @@ pub enum SelectError {
     Policy(#[from] PolicyError),
     #[error("line {line}: {problem}")]
     BadLine { line: usize, problem: String },
+    #[error("cannot read the tags: {0}")]
+    Read(String),
 }
 
 /// What `select` was asked, as plain strings: validation happens here, not in clap, so the
@@ -38,7 +40,11 @@ pub struct SelectRequest<'a> {
     pub ignore_tags: Option<&'a str>,
 }
 
-pub fn run(request: &SelectRequest<'_>, tags_text: &str) -> Result<SelectOutput, SelectError> {
+/// Selects from one tag per line of `tags`, read as a stream.
+pub fn run(
+    request: &SelectRequest<'_>,
+    tags: impl std::io::BufRead,
+) -> Result<SelectOutput, SelectError> {
     let strategy: Strategy = request.strategy.parse()?;
     let allow = request.allow_tags.map(AllowTags::parse).transpose()?;
     let ignore = request.ignore_tags.map(IgnoreTags::parse).transpose()?;
@@ -48,11 +54,16 @@ pub fn run(request: &SelectRequest<'_>, tags_text: &str) -> Result<SelectOutput,
         allow.unwrap_or(AllowTags::Any),
         ignore.unwrap_or_default(),
     )?;
-    let tags = parse_tags(tags_text)?;
+    let lines = tags.lines().enumerate().filter_map(|(i, line)| match line {
+        Ok(line) if line.trim().is_empty() => None,
+        Ok(line) => Some(parse_line(i + 1, &line)),
+        Err(e) => Some(Err(SelectError::Read(e.to_string()))),
+    });
+    let (selected, considered) = policy.select_streaming(lines)?;
     Ok(SelectOutput {
-        selected: policy.select(&tags).map(|t| t.to_string()),
+        selected: selected.map(|t| t.to_string()),
         strategy,
-        considered: tags.len(),
+        considered,
     })
 }
 
@@ -145,7 +156,7 @@ mod tests {
     #[test]
     fn select_uses_the_old_strategy_names_too() {
         let text = "20250825-120000\t2025-08-25T12:00:00Z\n20250825-153012\t2025-08-25T15:30:12Z\n";
-        let out = run(&request("latest", None), text).unwrap();
+        let out = run(&request("latest", None), text.as_bytes()).unwrap();
         assert_eq!(out.selected.as_deref(), Some("20250825-153012"));
         assert_eq!(out.strategy, Strategy::NewestBuild);
         assert_eq!(out.considered, 2);
@@ -154,7 +165,7 @@ mod tests {
     #[test]
     fn digest_selection_prints_tag_at_digest() {
         let text = format!("latest\t2025-08-25T12:00:00Z\t{DIGEST_A}\n");
-        let out = run(&request("digest", Some("latest")), &text).unwrap();
+        let out = run(&request("digest", Some("latest")), text.as_bytes()).unwrap();
         assert_eq!(out.selected, Some(format!("latest@{DIGEST_A}")));
     }
 
@@ -197,7 +208,7 @@ mod tests {
             ),
         ];
         for (req, text, expected) in table {
-            let message = run(req, text).unwrap_err().to_string();
+            let message = run(req, text.as_bytes()).unwrap_err().to_string();
             assert!(message.contains(expected), "{message}");
         }
     }
