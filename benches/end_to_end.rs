@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use argocd_ecr_updater_standins::fixtures::{
-    Application, image_updater, image_with_digest, numbered_digest, push_event,
+    Application, image_updater, image_with_digest, large_status, numbered_digest, push_event,
 };
 use argocd_ecr_updater_standins::{Image, Options, Outcome, Service, StandIns};
 use serde_json::{Value, json};
@@ -109,19 +109,6 @@ async fn measure_warm(
     }
 }
 
-fn status_of_about_50_kb(i: usize) -> Value {
-    let resources: Vec<Value> = (0..230)
-        .map(|r| {
-            json!({"group": "apps", "version": "v1", "kind": "Deployment", "namespace": format!("team-{}", i % 40),
-                   "name": format!("deployment-number-{r}-of-application-{i}"), "status": "Synced",
-                   "health": {"status": "Healthy", "message": "deployment has minimum availability and is progressing"}})
-        })
-        .collect();
-    json!({"sourceType": "Helm", "resources": resources,
-           "summary": {"images": [format!("{REGISTRY}/svc-{i}:20250101-000000"), format!("{REGISTRY}/{REPOSITORY}:20250101-000000")]},
-           "sync": {"status": "Synced"}, "health": {"status": "Healthy"}})
-}
-
 fn application(i: usize) -> Value {
     let repository = if i % (APPLICATIONS / MATCHING) == 7 {
         REPOSITORY.to_string()
@@ -138,7 +125,7 @@ fn application(i: usize) -> Value {
             ("image.repository", &image),
             ("image.tag", "20250101-000000"),
         ])
-        .with(|app| app["status"] = status_of_about_50_kb(i))
+        .with(|app| app["status"] = large_status(i, REGISTRY, REPOSITORY))
         .build()
 }
 
@@ -189,7 +176,9 @@ async fn main() {
     for i in 0..APPLICATIONS {
         standins.kube.insert(application(i)).unwrap();
     }
-    let status_bytes = serde_json::to_vec(&status_of_about_50_kb(0)).unwrap().len();
+    let status_bytes = serde_json::to_vec(&large_status(0, REGISTRY, REPOSITORY))
+        .unwrap()
+        .len();
     standins
         .aws
         .push(image("20250101-000000", 0, "2025-01-01T00:00:00Z"));

@@ -14,9 +14,7 @@ use argocd_ecr_updater::cli::migrate::MigrateRequest;
 use argocd_ecr_updater::cli::plan::PlanRequest;
 use argocd_ecr_updater::cli::redrive::RedriveRequest;
 use argocd_ecr_updater::cli::select::SelectRequest;
-use argocd_ecr_updater::cli::{
-    self, LogFormat, init_tracing, print_json, sdk_config, usage_error,
-};
+use argocd_ecr_updater::cli::{self, LogFormat, init_tracing, print_json, sdk_config, usage_error};
 use argocd_ecr_updater::config::Config;
 use argocd_ecr_updater::eks_auth::SystemClock;
 use argocd_ecr_updater::handler::{Handler, HandlerError};

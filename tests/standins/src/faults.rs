@@ -44,6 +44,8 @@ pub struct LoggedRequest {
     /// Time the stand-in spent producing the answer, injected delays excluded, so that
     /// benchmarks can tell the function's time from the stand-in's.
     pub handling_us: u64,
+    /// Bytes of the response body sent (what a client had to read and parse).
+    pub response_bytes: usize,
 }
 
 /// What a matching request gets instead of (or before) its normal answer.
@@ -255,6 +257,7 @@ pub async fn intercept(
         body: String::from_utf8_lossy(&bytes).into_owned(),
         status: 0,
         handling_us: 0,
+        response_bytes: 0,
     };
     let fault = shared.take_fault(service, &method, &path, &operation);
     let dropped = matches!(fault, Some(FaultAction::Drop));
@@ -280,7 +283,15 @@ pub async fn intercept(
                 .run(Request::from_parts(parts, Body::from(bytes)))
                 .await;
             entry.handling_us = started.elapsed().as_micros() as u64;
-            response
+            // Bodies are built in memory here anyway; reading one back costs a copy at most.
+            let (head, body) = response.into_parts();
+            match axum::body::to_bytes(body, usize::MAX).await {
+                Ok(bytes) => {
+                    entry.response_bytes = bytes.len();
+                    Response::from_parts(head, Body::from(bytes))
+                }
+                Err(_) => Response::from_parts(head, Body::empty()),
+            }
         }
     };
     entry.status = if dropped {

@@ -219,6 +219,21 @@ pub fn seed_image_updater() -> Value {
     )
 }
 
+/// An Argo CD `status` of about 50 KB (230 resources), as a real Application of a few
+/// dozen Deployments has, running `registry/repository` and one image of its own.
+pub fn large_status(i: usize, registry: &str, repository: &str) -> Value {
+    let resources: Vec<Value> = (0..230)
+        .map(|r| {
+            json!({"group": "apps", "version": "v1", "kind": "Deployment", "namespace": format!("team-{}", i % 40),
+                   "name": format!("deployment-number-{r}-of-application-{i}"), "status": "Synced",
+                   "health": {"status": "Healthy", "message": "deployment has minimum availability and is progressing"}})
+        })
+        .collect();
+    json!({"sourceType": "Helm", "resources": resources,
+           "summary": {"images": [format!("{registry}/svc-{i}:20250101-000000"), format!("{registry}/{repository}:20250101-000000")]},
+           "sync": {"status": "Synced"}, "health": {"status": "Healthy"}})
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
