@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use argocd_ecr_updater::eks_auth::{IamTokenSource, SystemClock};
 use argocd_ecr_updater_standins::fixtures::{
-    Application, image_with_digest, large_status, numbered_digest, push_event,
+    Application, MEASURE_CHILD, image_with_digest, large_status, numbered_digest, push_event,
 };
 use argocd_ecr_updater_standins::{
     FUNCTION_ACCESS_KEY, FUNCTION_SECRET_KEY, FUNCTION_SESSION_TOKEN, Options, Service, StandIns,
@@ -27,14 +27,6 @@ const RUNS: usize = 5;
 const MATCHING: usize = 3;
 const REGISTRY: &str = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com";
 const REPOSITORY: &str = "bench-svc";
-
-/// Runs a command as a child of a small Python wrapper that reports the child's wall time
-/// and peak RSS (`getrusage(RUSAGE_CHILDREN)` sees exactly that one child).
-const MEASURE: &str = "import json,resource,subprocess,sys,time
-t=time.monotonic()
-r=subprocess.run(sys.argv[1:],stdout=subprocess.PIPE)
-w=time.monotonic()-t
-print(json.dumps({'code':r.returncode,'wall_s':w,'peak_rss_kb':resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,'stdout':r.stdout.decode()}))";
 
 struct Measured {
     wall: Duration,
@@ -74,7 +66,7 @@ fn measure(
 ) -> Measured {
     standins.shared.clear_log();
     let output = Command::new("python3")
-        .args(["-c", MEASURE, program.to_str().unwrap_or_default()])
+        .args(["-c", MEASURE_CHILD, program.to_str().unwrap_or_default()])
         .args(args)
         .env_clear()
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))

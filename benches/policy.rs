@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use argocd_ecr_updater::annotations::{AppConfig, PREFIX};
 use argocd_ecr_updater::policy::{AllowTags, IgnoreTags, Strategy, TagInfo, TagPolicy};
+use argocd_ecr_updater_standins::fixtures::MEASURE_CHILD;
 use time::OffsetDateTime;
 
 /// Median and worst of `runs` timings of `f`.
@@ -114,6 +115,84 @@ fn main() {
         ms(worst),
         median.as_secs_f64() * 1e6 / apps.len() as f64
     );
+    select_cli_beside_python(&list);
+}
+
+/// The `select` command a user runs, over a 100,000-line tags file, beside the Python
+/// one-liner that does the same (newest push among the date tags): wall time and peak RSS of
+/// each process, reading the file included. Both stream the file.
+fn select_cli_beside_python(list: &[TagInfo]) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tags.tsv");
+    let text: String = list
+        .iter()
+        .map(|t| {
+            let at = t
+                .pushed_at
+                .unwrap()
+                .format(&time::format_description::well_known::Rfc3339)
+                .unwrap();
+            format!("{}\t{at}\n", t.name)
+        })
+        .collect();
+    std::fs::write(&file, text).unwrap();
+    let path = file.to_str().unwrap();
+    let python = r#"import re,sys
+p=re.compile(r'^[0-9]{8}-[0-9]{6}$'); best=None
+for line in open(sys.argv[1]):
+    f=line.rstrip('\n').split('\t')
+    if p.match(f[0]) and (best is None or (f[1],f[0])>best): best=(f[1],f[0])
+print(best)"#;
+    let ours: [&str; 7] = [
+        env!("CARGO_BIN_EXE_argocd-ecr-updater"),
+        "select",
+        "--strategy",
+        "newest-build",
+        "--allow-tags",
+        "regexp:^[0-9]{8}-[0-9]{6}$",
+        "--tags-file",
+    ];
+    let mut rows = Vec::new();
+    for (label, command) in [
+        (
+            "argocd-ecr-updater select",
+            ours.iter()
+                .map(|s| s.to_string())
+                .chain([path.to_string()])
+                .collect::<Vec<_>>(),
+        ),
+        (
+            "python3 one-liner",
+            vec!["python3".into(), "-c".into(), python.into(), path.into()],
+        ),
+    ] {
+        let mut walls = Vec::new();
+        let mut peaks = Vec::new();
+        for _ in 0..5 {
+            let measured = std::process::Command::new("python3")
+                .args(["-c", MEASURE_CHILD])
+                .args(&command)
+                .output()
+                .expect("python3 runs");
+            let report: serde_json::Value = serde_json::from_slice(&measured.stdout).unwrap();
+            assert_eq!(report["code"], 0, "{label}");
+            walls.push(report["wall_s"].as_f64().unwrap() * 1e3);
+            peaks.push(report["peak_rss_kb"].as_u64().unwrap());
+        }
+        walls.sort_by(f64::total_cmp);
+        peaks.sort();
+        rows.push(format!(
+            "{label}: {:.1} ms ({:.1} to {:.1}), peak RSS {:.1} MiB (median of 5)",
+            walls[2],
+            walls[0],
+            walls[4],
+            peaks[2] as f64 / 1024.0
+        ));
+    }
+    println!("select over a {}-line tags file, as a process:", list.len());
+    for row in rows {
+        println!("  {row}");
+    }
 }
 
 fn ms(d: Duration) -> f64 {

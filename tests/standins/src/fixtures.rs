@@ -234,6 +234,15 @@ pub fn large_status(i: usize, registry: &str, repository: &str) -> Value {
            "sync": {"status": "Synced"}, "health": {"status": "Healthy"}})
 }
 
+/// A Python program that runs its arguments as one child and prints, as JSON, the child's
+/// exit code, wall time, peak RSS (`getrusage(RUSAGE_CHILDREN)` sees exactly that child) and
+/// standard output: how the benches measure a process, theirs or ours, the same way.
+pub const MEASURE_CHILD: &str = "import json,resource,subprocess,sys,time
+t=time.monotonic()
+r=subprocess.run(sys.argv[1:],stdout=subprocess.PIPE)
+w=time.monotonic()-t
+print(json.dumps({'code':r.returncode,'wall_s':w,'peak_rss_kb':resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,'stdout':r.stdout.decode()}))";
+
 #[cfg(test)]
 mod tests {
     use super::*;
