@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use argocd_ecr_updater::eks_auth::{IamTokenSource, SystemClock};
 use argocd_ecr_updater_standins::fixtures::{
-    Application, MEASURE_CHILD, image_with_digest, large_status, numbered_digest, push_event,
+    MEASURE_CHILD, bench_application, image_with_digest, numbered_digest, push_event,
 };
 use argocd_ecr_updater_standins::{
     FUNCTION_ACCESS_KEY, FUNCTION_SECRET_KEY, FUNCTION_SESSION_TOKEN, Options, Service, StandIns,
@@ -33,25 +33,6 @@ struct Measured {
     peak_rss_kb: u64,
     bytes_listed: usize,
     stdout: String,
-}
-
-fn application(i: usize, n: usize) -> serde_json::Value {
-    let repository = if i % (n / MATCHING) == 7 {
-        REPOSITORY.to_string()
-    } else {
-        format!("svc-{i}")
-    };
-    let image = format!("{REGISTRY}/{repository}");
-    Application::tracking(&format!("app-{i:05}"), &image, "20250101-000000")
-        .annotate("app.update-strategy", "latest")
-        .annotate("app.helm.image-name", "image.repository")
-        .annotate("app.helm.image-tag", "image.tag")
-        .helm(&[
-            ("image.repository", &image),
-            ("image.tag", "20250101-000000"),
-        ])
-        .with(|app| app["status"] = large_status(i, REGISTRY, REPOSITORY))
-        .build()
 }
 
 fn tag(n: usize) -> String {
@@ -130,7 +111,10 @@ async fn main() {
     for n in SIZES {
         let standins = StandIns::start(Options::default()).await.unwrap();
         for i in 0..n {
-            standins.kube.insert(application(i, n)).unwrap();
+            standins
+                .kube
+                .insert(bench_application(i, n, MATCHING, REGISTRY, REPOSITORY))
+                .unwrap();
         }
         standins.aws.push(image_with_digest(
             REPOSITORY,

@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use argocd_ecr_updater_standins::fixtures::{
-    Application, image_updater, image_with_digest, large_status, numbered_digest, push_event,
+    bench_application, image_updater, image_with_digest, large_status, numbered_digest, push_event,
 };
 use argocd_ecr_updater_standins::{Image, Options, Outcome, Service, StandIns};
 use serde_json::{Value, json};
@@ -109,26 +109,6 @@ async fn measure_warm(
     }
 }
 
-fn application(i: usize) -> Value {
-    let repository = if i % (APPLICATIONS / MATCHING) == 7 {
-        REPOSITORY.to_string()
-    } else {
-        format!("svc-{i}")
-    };
-    let image = format!("{REGISTRY}/{repository}");
-    Application::tracking(&format!("app-{i:04}"), &image, "20250101-000000")
-        .annotate("app.update-strategy", "latest")
-        .annotate("app.allow-tags", "regexp:^[0-9]{8}-[0-9]{6}$")
-        .annotate("app.helm.image-name", "image.repository")
-        .annotate("app.helm.image-tag", "image.tag")
-        .helm(&[
-            ("image.repository", &image),
-            ("image.tag", "20250101-000000"),
-        ])
-        .with(|app| app["status"] = large_status(i, REGISTRY, REPOSITORY))
-        .build()
-}
-
 fn tag(n: usize) -> String {
     format!("20250102-{:06}", n)
 }
@@ -174,7 +154,16 @@ async fn main() {
     let standins = StandIns::start(Options::default()).await.unwrap();
     let setup = Instant::now();
     for i in 0..APPLICATIONS {
-        standins.kube.insert(application(i)).unwrap();
+        standins
+            .kube
+            .insert(bench_application(
+                i,
+                APPLICATIONS,
+                MATCHING,
+                REGISTRY,
+                REPOSITORY,
+            ))
+            .unwrap();
     }
     let status_bytes = serde_json::to_vec(&large_status(0, REGISTRY, REPOSITORY))
         .unwrap()

@@ -160,20 +160,16 @@ pub struct AppConfig {
 
 /// The string annotations of an Application object.
 pub fn of(app: &serde_json::Value) -> BTreeMap<String, String> {
-    app["metadata"]["annotations"]
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
-                .collect()
-        })
-        .unwrap_or_default()
+    string_map(&app["metadata"]["annotations"])
 }
 
 /// The labels of an Application object.
 pub fn labels_of(app: &serde_json::Value) -> BTreeMap<String, String> {
-    app["metadata"]["labels"]
-        .as_object()
+    string_map(&app["metadata"]["labels"])
+}
+
+fn string_map(map: &serde_json::Value) -> BTreeMap<String, String> {
+    map.as_object()
         .map(|m| {
             m.iter()
                 .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))

@@ -10,6 +10,17 @@ use common::seed_tag;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_argocd-ecr-updater");
 
+/// Runs the binary with `args`, asserts it succeeded, and parses its JSON output.
+fn json_output(env: &[(String, String)], args: &[&str]) -> serde_json::Value {
+    let output = command(env).args(args).output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
 fn command(env: &[(String, String)]) -> Command {
     let mut command = Command::new(BINARY);
     command
@@ -24,22 +35,16 @@ fn command(env: &[(String, String)]) -> Command {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn token_prints_an_exec_credential_the_cluster_accepts() {
     let standins = StandIns::start_seeded().await.unwrap();
-    let output = command(&standins.function_env())
-        .args([
+    let credential = json_output(
+        &standins.function_env(),
+        &[
             "token",
             "--cluster",
             "barun-dev",
             "--region",
             "ap-northeast-2",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+        ],
     );
-    let credential: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(
         credential["apiVersion"],
         "client.authentication.k8s.io/v1beta1"
@@ -151,32 +156,17 @@ async fn logs_written_to_a_pipe_carry_no_colour_and_json_is_one_object_per_line(
 async fn plan_is_a_dry_run_unless_asked_to_apply() {
     let standins = StandIns::start_seeded().await.unwrap();
     let event = concat!(env!("CARGO_MANIFEST_DIR"), "/events/push-date-tag.json");
-    let output = command(&standins.function_env())
-        .args(["plan", "--event", event])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let report = json_output(&standins.function_env(), &["plan", "--event", event]);
     assert_eq!(report["dry_run"], true);
     assert_eq!(report["entries"][0]["to"], "20250825-153012");
     assert_eq!(report["entries"][0]["configured_by"], "annotations");
     assert!(report["entries"][0]["patch"].is_array());
     assert_eq!(seed_tag(&standins).as_deref(), Some("20250825-120000"));
 
-    let output = command(&standins.function_env())
-        .args(["plan", "--reconcile", "--apply"])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let report = json_output(
+        &standins.function_env(),
+        &["plan", "--reconcile", "--apply"],
     );
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(report["mode"], "reconcile");
     assert_eq!(seed_tag(&standins).as_deref(), Some("20250825-153012"));
 }
@@ -218,16 +208,10 @@ fn plan_exits_2_for_an_event_that_is_json_but_malformed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn migrate_prints_an_imageupdater_object_that_decides_like_the_annotations() {
     let standins = StandIns::start_seeded().await.unwrap();
-    let output = command(&standins.function_env())
-        .args(["migrate", "--namespace", "argocd", "--name", "invitation"])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let object = json_output(
+        &standins.function_env(),
+        &["migrate", "--namespace", "argocd", "--name", "invitation"],
     );
-    let object: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(object["kind"], "ImageUpdater");
     assert_eq!(
         object["spec"]["applicationRefs"][0]["namePattern"],
@@ -245,16 +229,10 @@ async fn migrate_prints_an_imageupdater_object_that_decides_like_the_annotations
         })
         .unwrap();
     let event = concat!(env!("CARGO_MANIFEST_DIR"), "/events/push-date-tag.json");
-    let output = command(&standins.function_env())
-        .args(["plan", "--event", event, "--apply"])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let report = json_output(
+        &standins.function_env(),
+        &["plan", "--event", event, "--apply"],
     );
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(report["entries"][0]["action"], "updated");
     assert_eq!(
         report["entries"][0]["configured_by"],

@@ -234,6 +234,35 @@ pub fn large_status(i: usize, registry: &str, repository: &str) -> Value {
            "sync": {"status": "Synced"}, "health": {"status": "Healthy"}})
 }
 
+/// The benches' Application `i` of `total`: `matching` of them (spread evenly) track
+/// `registry/repository` with the seed's date-tag policy, the others a repository of their
+/// own; every one runs `20250101-000000` and carries a [`large_status`].
+pub fn bench_application(
+    i: usize,
+    total: usize,
+    matching: usize,
+    registry: &str,
+    repository: &str,
+) -> Value {
+    let tracked = if i % (total / matching) == 7 {
+        repository.to_string()
+    } else {
+        format!("svc-{i}")
+    };
+    let image = format!("{registry}/{tracked}");
+    Application::tracking(&format!("app-{i:05}"), &image, "20250101-000000")
+        .annotate("app.update-strategy", "latest")
+        .annotate("app.allow-tags", "regexp:^[0-9]{8}-[0-9]{6}$")
+        .annotate("app.helm.image-name", "image.repository")
+        .annotate("app.helm.image-tag", "image.tag")
+        .helm(&[
+            ("image.repository", &image),
+            ("image.tag", "20250101-000000"),
+        ])
+        .with(|app| app["status"] = large_status(i, registry, repository))
+        .build()
+}
+
 /// A Python program that runs its arguments as one child and prints, as JSON, the child's
 /// exit code, wall time, peak RSS (`getrusage(RUSAGE_CHILDREN)` sees exactly that child) and
 /// standard output: how the benches measure a process, theirs or ours, the same way.

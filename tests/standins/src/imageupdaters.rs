@@ -126,10 +126,10 @@ pub fn router(state: Arc<KubeState>) -> Router {
     let base = "/apis/argocd-image-updater.argoproj.io/v1alpha1";
     Router::new()
         .route(base, get(resources))
-        .route(&format!("{base}/imageupdaters"), get(list_all))
+        .route(&format!("{base}/imageupdaters"), get(list_route))
         .route(
             &format!("{base}/namespaces/{{namespace}}/imageupdaters"),
-            get(list_namespace),
+            get(list_route),
         )
         .route(
             &format!("{base}/namespaces/{{namespace}}/imageupdaters/{{name}}"),
@@ -157,24 +157,18 @@ async fn resources() -> Response {
     .into_response()
 }
 
-async fn list_all(
+/// Both list routes: the cluster-wide one has no namespace in its path.
+async fn list_route(
     State(state): State<Arc<KubeState>>,
+    namespace: Option<Path<String>>,
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Response {
-    list(&state, &headers, None, query.as_deref().unwrap_or_default())
-}
-
-async fn list_namespace(
-    State(state): State<Arc<KubeState>>,
-    Path(namespace): Path<String>,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
-) -> Response {
+    let namespace = namespace.map(|Path(ns)| ns);
     list(
         &state,
         &headers,
-        Some(&namespace),
+        namespace.as_deref(),
         query.as_deref().unwrap_or_default(),
     )
 }

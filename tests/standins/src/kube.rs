@@ -332,10 +332,10 @@ fn api_router(state: Arc<KubeState>) -> Router {
             "/apis/argoproj.io/v1alpha1/namespaces/{namespace}/applicationsets/{name}",
             get(get_application_set),
         )
-        .route("/apis/argoproj.io/v1alpha1/applications", get(list_all))
+        .route("/apis/argoproj.io/v1alpha1/applications", get(list_route))
         .route(
             "/apis/argoproj.io/v1alpha1/namespaces/{namespace}/applications",
-            get(list_namespace),
+            get(list_route),
         )
         .route(
             "/apis/argoproj.io/v1alpha1/namespaces/{namespace}/applications/{name}",
@@ -436,24 +436,18 @@ pub(crate) fn authorize_on<'a>(
     ))
 }
 
-async fn list_all(
+/// Both list routes: the cluster-wide one has no namespace in its path.
+async fn list_route(
     State(state): State<Arc<KubeState>>,
+    namespace: Option<Path<String>>,
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Response {
-    list(&state, &headers, None, query.as_deref().unwrap_or_default())
-}
-
-async fn list_namespace(
-    State(state): State<Arc<KubeState>>,
-    Path(namespace): Path<String>,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
-) -> Response {
+    let namespace = namespace.map(|Path(ns)| ns);
     list(
         &state,
         &headers,
-        Some(&namespace),
+        namespace.as_deref(),
         query.as_deref().unwrap_or_default(),
     )
 }
