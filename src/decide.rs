@@ -322,6 +322,25 @@ pub mod app {
     }
 }
 
+/// Does an Application, configured by `source`, concern this invocation? A push concerns
+/// the Applications whose configuration names the pushed repository; reconcile every
+/// configured one (a conflict included, so the report can say why it is left alone).
+pub fn concerns(
+    mode: Mode<'_>,
+    source: &Source<'_>,
+    annotations: &std::collections::BTreeMap<String, String>,
+) -> bool {
+    match mode {
+        Mode::Push(push) => source.names(annotations, &push.registry(), &push.repository),
+        Mode::Reconcile => match source {
+            Source::Annotations => {
+                annotations.contains_key(&format!("{}image-list", crate::annotations::PREFIX))
+            }
+            Source::Object { .. } | Source::Conflict(_) => true,
+        },
+    }
+}
+
 /// The entry for a whole image that failed for a reason of its own (ECR, configuration).
 pub fn failed_entry(base: Entry, reason: &str, retryable: bool) -> Entry {
     let mut entry = base.with(Action::Failed, reason);

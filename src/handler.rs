@@ -16,7 +16,7 @@ use time::format_description::well_known::Rfc3339;
 use tokio::sync::OnceCell;
 
 use crate::annotations;
-use crate::appset;
+use crate::announce;
 use crate::config::Config;
 use crate::decide::app::Listing;
 use crate::decide::{self, AppDecision, Described, ImageCase, ImageOutcome, Mode};
@@ -28,7 +28,7 @@ use crate::imageupdater::{self, ImageUpdaterObject, Source};
 use crate::kube::{AppMeta, KubeClient, KubeError, ListOptions};
 use crate::objects::{ObjectCache, Objects, Tally};
 use crate::patch;
-use crate::report::{Action, Entry, Report};
+use crate::report::{Action, Report};
 use crate::retry::{backoff, retry_transient};
 use crate::writeback::{ApplicationPatch, WriteBack, WriteError};
 
@@ -207,43 +207,15 @@ impl Handler {
         };
         report.stats.ecr_calls = self.ecr.calls() - ecr_calls_before;
         report.log();
-        self.notify(&report).await;
+        if let Some(topic) = &self.config.notification_topic_arn {
+            announce::publish_report(&self.sns, topic, &report).await;
+        }
         match report.failure_summary() {
             Some(summary) => Err(HandlerError::Targets {
                 summary,
                 report: Box::new(report),
             }),
             None => Ok(report),
-        }
-    }
-
-    /// Publishes the report to the notification topic when something moved or failed. A
-    /// report that cannot be published is logged: the decisions stand.
-    async fn notify(&self, report: &Report) {
-        let Some(topic) = &self.config.notification_topic_arn else {
-            return;
-        };
-        let Some(subject) = report.notification_subject() else {
-            return;
-        };
-        let message = match serde_json::to_string_pretty(report) {
-            Ok(message) => message,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot serialise the report for the notification");
-                return;
-            }
-        };
-        let sent = self
-            .sns
-            .publish()
-            .topic_arn(topic)
-            .subject(subject)
-            .message(message)
-            .send()
-            .await;
-        if let Err(e) = sent {
-            let described = crate::aws_error::describe(&e);
-            tracing::warn!(topic = %topic, error = %described, "cannot publish the decision report");
         }
     }
 
@@ -258,7 +230,6 @@ impl Handler {
             annotation_prefix: annotations::PREFIX,
         };
         let tally = Tally::default();
-        let image_list = format!("{}image-list", annotations::PREFIX);
         // One namespace that cannot be listed must not stop the others.
         let scopes = KubeClient::list_scopes(&self.config.namespaces);
         let mut matched = Vec::new();
@@ -278,15 +249,7 @@ impl Handler {
                 let source =
                     imageupdater::resolve(&objects, &meta.namespace, &meta.name, &meta.labels);
                 tally.count(&source, meta);
-                let concerned = match work.mode {
-                    Mode::Push(push) => {
-                        source.names(&meta.annotations, &push.registry(), &push.repository)
-                    }
-                    Mode::Reconcile => match source {
-                        Source::Annotations => meta.annotations.contains_key(&image_list),
-                        Source::Object { .. } | Source::Conflict(_) => true,
-                    },
-                };
+                let concerned = decide::concerns(work.mode, &source, &meta.annotations);
                 if let (true, Source::Object { object, .. }) = (concerned, &source) {
                     tally.involve(object);
                 }
@@ -390,7 +353,7 @@ impl Handler {
                     return;
                 }
             };
-            let Some(decided) = self.decide_app(kube, &app, objects, work).await else {
+            let Some(decided) = self.decide_app(&app, objects, work).await else {
                 report.entries.push(decide::app::not_annotated(ns, name));
                 return;
             };
@@ -398,6 +361,15 @@ impl Handler {
                 report.entries.extend(decided.entries);
                 return;
             };
+            // The write-back's own conditions (an ApplicationSet that would revert a patch),
+            // checked in a dry run too, so `plan` says what a real run would do.
+            if let Err(refusal) = writer.check(&app, &plan).await {
+                let (action, reason, retryable) = refusal.as_entry();
+                report
+                    .entries
+                    .extend(decided.refused(action, &reason, retryable));
+                return;
+            }
             if self.config.dry_run {
                 let entries = decided.entries.into_iter();
                 report
@@ -408,13 +380,21 @@ impl Handler {
             report.stats.patches += 1;
             let (race, guard_failed) = match writer.write(&app, &plan).await {
                 Ok(()) => {
-                    self.record_event(kube, &app, &decided.entries, report)
-                        .await;
+                    let now = OffsetDateTime::from(self.clock.now());
+                    announce::record_event(kube, &app, &decided.entries, now).await;
+                    report.stats.events += 1;
                     report.entries.extend(decided.entries);
                     return;
                 }
                 Err(WriteError::Race(message)) => (message, true),
                 Err(WriteError::Conflict(message)) => (message, false),
+                Err(refusal @ WriteError::Declined { .. }) => {
+                    let (action, reason, retryable) = refusal.as_entry();
+                    report
+                        .entries
+                        .extend(decided.refused(action, &reason, retryable));
+                    return;
+                }
                 Err(WriteError::Refused(message)) => {
                     report
                         .entries
@@ -451,31 +431,10 @@ impl Handler {
         }
     }
 
-    /// Records the `ImagesUpdated` Event of a write. An Event that cannot be written is
-    /// logged: the update itself stands.
-    async fn record_event(
-        &self,
-        kube: &KubeClient,
-        app: &Value,
-        entries: &[Entry],
-        report: &mut Report,
-    ) {
-        let now = OffsetDateTime::from(self.clock.now());
-        let stamp = now.format(&Rfc3339).unwrap_or_default();
-        let event =
-            decide::app::images_updated_event(app, entries, &stamp, now.unix_timestamp_nanos());
-        let (namespace, name) = decide::app::names(app);
-        report.stats.events += 1;
-        if let Err(e) = kube.create_event(namespace, &event).await {
-            tracing::warn!(application = %format!("{namespace}/{name}"), error = %e, "cannot record the ImagesUpdated event");
-        }
-    }
-
     /// Decides every image of one Application that this invocation concerns; `None` if it
     /// has no configuration (no image-list, no ImageUpdater object).
     async fn decide_app(
         &self,
-        kube: &KubeClient,
         app: &Value,
         objects: &[ImageUpdaterObject],
         work: &Work<'_>,
@@ -483,14 +442,13 @@ impl Handler {
         let (ns, name) = decide::app::names(app);
         let labels = annotations::labels_of(app);
         let source = imageupdater::resolve(objects, ns, name, &labels);
-        let decided = self.decide_configured(kube, app, &source, work).await?;
+        let decided = self.decide_configured(app, &source, work).await?;
         Some(decide::app::configured_by(decided, &source))
     }
 
     /// Decides with the configuration `source` gives the Application.
     async fn decide_configured(
         &self,
-        kube: &KubeClient,
         app: &Value,
         source: &Source<'_>,
         work: &Work<'_>,
@@ -530,30 +488,7 @@ impl Handler {
             }
         }
         let now = OffsetDateTime::from(self.clock.now());
-        let decided = decide::assemble(app, gated, outcomes, now, work.event_id());
-        let (Some(plan), Some(owner)) = (&decided.plan, appset::owner(app)) else {
-            return Some(decided);
-        };
-        let namespace = app["metadata"]["namespace"].as_str().unwrap_or_default();
-        let name = app["metadata"]["name"].as_str().unwrap_or_default();
-        let fetched =
-            retry_transient(work.deadline, || kube.get_application_set(namespace, owner)).await;
-        let lookup = match &fetched {
-            Ok(set) => appset::Lookup::Found(set),
-            Err(KubeError::NotFound { .. }) => appset::Lookup::Missing,
-            Err(e) => appset::Lookup::Unreadable {
-                message: e.to_string(),
-                retryable: e.is_retryable(),
-            },
-        };
-        match appset::verdict(owner, lookup, name, &plan.written_paths()) {
-            Ok(()) => Some(decided),
-            Err(refusal) => Some(AppDecision::skipped(decided.refused(
-                refusal.action,
-                &refusal.reason,
-                refusal.retryable,
-            ))),
-        }
+        Some(decide::assemble(app, gated, outcomes, now, work.event_id()))
     }
 
     /// Fetches what the image's strategy needs from ECR, then lets `decide` answer.

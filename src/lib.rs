@@ -18,8 +18,8 @@
 //! - [`writeback`]: turns a write plan into API calls, behind one trait.
 //! - [`retry`]: transient-error retries within the Lambda deadline.
 //! - [`handler`]: the orchestration of the above for one invocation.
-//! - [`report`], [`metrics`]: what happened and why, as the return value, the log lines,
-//!   embedded metrics and the optional SNS notification.
+//! - [`report`], [`metrics`], [`announce`]: what happened and why, as the return value, the
+//!   log lines, embedded metrics, the Kubernetes Event and the optional SNS notification.
 //! - [`eks_auth`]: the IAM-signed bearer token and DescribeCluster.
 //! - [`aws_error`]: AWS SDK errors told by their whole cause chain.
 //! - [`cli`]: the laptop commands `select`, `token` and `plan`.
@@ -33,6 +33,7 @@ pub const VERSION: &str = concat!(
 );
 
 pub mod annotations;
+pub mod announce;
 pub mod appset;
 pub mod aws_error;
 pub mod cli;

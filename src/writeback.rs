@@ -9,8 +9,10 @@ use std::time::Instant;
 use async_trait::async_trait;
 use serde_json::Value;
 
+use crate::appset;
 use crate::kube::{KubeClient, KubeError, Patch};
 use crate::patch::WritePlan;
+use crate::report::Action;
 use crate::retry::retry_transient;
 
 /// Why a write did not happen, in the three classes the caller acts on.
@@ -30,6 +32,31 @@ pub enum WriteError {
     /// Anything else, with whether a retry (or an operator) can fix it.
     #[error("{message}")]
     Failed { message: String, retryable: bool },
+    /// This method may not write this target (an ApplicationSet would revert the patch):
+    /// the updates are reported with `action` and `reason`.
+    #[error("{reason}")]
+    Declined {
+        action: Action,
+        reason: String,
+        retryable: bool,
+    },
+}
+
+impl WriteError {
+    /// How the updates of a write that did not happen are reported.
+    pub fn as_entry(&self) -> (Action, String, bool) {
+        match self {
+            Self::Declined {
+                action,
+                reason,
+                retryable,
+            } => (*action, reason.clone(), *retryable),
+            Self::Refused(reason) | Self::Race(reason) | Self::Conflict(reason) => {
+                (Action::Failed, reason.clone(), false)
+            }
+            Self::Failed { message, retryable } => (Action::Failed, message.clone(), *retryable),
+        }
+    }
 }
 
 /// Carries out a [`WritePlan`] for the Application it was computed from.
@@ -42,6 +69,10 @@ pub enum WriteError {
 /// - **narrow**: nothing outside the managed entries and our audit record is touched.
 #[async_trait]
 pub trait WriteBack: Send + Sync {
+    /// Whether this method may write this target at all; called before a dry run reports
+    /// and before [`WriteBack::write`]. Only [`WriteError::Declined`] and
+    /// [`WriteError::Failed`] come back from here.
+    async fn check(&self, app: &Value, plan: &WritePlan) -> Result<(), WriteError>;
     async fn write(&self, app: &Value, plan: &WritePlan) -> Result<(), WriteError>;
 }
 
@@ -53,6 +84,36 @@ pub struct ApplicationPatch<'a> {
 
 #[async_trait]
 impl WriteBack for ApplicationPatch<'_> {
+    /// An Application an ApplicationSet generates is patched only if the ApplicationSet's
+    /// `ignoreApplicationDifferences` keeps what the patch writes: its controller would revert
+    /// it within minutes otherwise.
+    async fn check(&self, app: &Value, plan: &WritePlan) -> Result<(), WriteError> {
+        let Some(owner) = appset::owner(app) else {
+            return Ok(());
+        };
+        let namespace = app["metadata"]["namespace"].as_str().unwrap_or_default();
+        let name = app["metadata"]["name"].as_str().unwrap_or_default();
+        let fetched = retry_transient(self.deadline, || {
+            self.kube.get_application_set(namespace, owner)
+        })
+        .await;
+        let lookup = match &fetched {
+            Ok(set) => appset::Lookup::Found(set),
+            Err(KubeError::NotFound { .. }) => appset::Lookup::Missing,
+            Err(e) => appset::Lookup::Unreadable {
+                message: e.to_string(),
+                retryable: e.is_retryable(),
+            },
+        };
+        appset::verdict(owner, lookup, name, &plan.written_paths()).map_err(|refusal| {
+            WriteError::Declined {
+                action: refusal.action,
+                reason: refusal.reason,
+                retryable: refusal.retryable,
+            }
+        })
+    }
+
     async fn write(&self, app: &Value, plan: &WritePlan) -> Result<(), WriteError> {
         let namespace = app["metadata"]["namespace"].as_str().unwrap_or_default();
         let name = app["metadata"]["name"].as_str().unwrap_or_default();

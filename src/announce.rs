@@ -1,0 +1,46 @@
+//! What an invocation tells the outside besides its return value: the Kubernetes Event of
+//! an update, and the report published to SNS. Neither decides anything, so neither can fail
+//! an invocation: what cannot be sent is logged.
+
+use serde_json::Value;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use crate::decide;
+use crate::kube::KubeClient;
+use crate::report::{Entry, Report};
+
+/// Records the `ImagesUpdated` Event of a write on the Application.
+pub async fn record_event(kube: &KubeClient, app: &Value, entries: &[Entry], now: OffsetDateTime) {
+    let stamp = now.format(&Rfc3339).unwrap_or_default();
+    let event = decide::app::images_updated_event(app, entries, &stamp, now.unix_timestamp_nanos());
+    let (namespace, name) = decide::app::names(app);
+    if let Err(e) = kube.create_event(namespace, &event).await {
+        tracing::warn!(application = %format!("{namespace}/{name}"), error = %e, "cannot record the ImagesUpdated event");
+    }
+}
+
+/// Publishes the report to `topic` when something moved or failed.
+pub async fn publish_report(sns: &aws_sdk_sns::Client, topic: &str, report: &Report) {
+    let Some(subject) = report.notification_subject() else {
+        return;
+    };
+    let message = match serde_json::to_string_pretty(report) {
+        Ok(message) => message,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot serialise the report for the notification");
+            return;
+        }
+    };
+    let sent = sns
+        .publish()
+        .topic_arn(topic)
+        .subject(subject)
+        .message(message)
+        .send()
+        .await;
+    if let Err(e) = sent {
+        let described = crate::aws_error::describe(&e);
+        tracing::warn!(topic = %topic, error = %described, "cannot publish the decision report");
+    }
+}
