@@ -159,6 +159,11 @@ async fn main() {
                 "/nonexistent".to_string(),
             ),
             ("AWS_EC2_METADATA_DISABLED".to_string(), "true".to_string()),
+            // boto3 reads its region from here, not from AWS_REGION.
+            (
+                "AWS_DEFAULT_REGION".to_string(),
+                standins.options.region.clone(),
+            ),
         ]);
         // KUBE_API_ENDPOINT is for the baseline; ours finds the cluster through DescribeCluster.
         let ours_env: Vec<(String, String)> = env

@@ -28,8 +28,9 @@ struct Warm {
     latencies: Vec<Duration>,
     standin_time: Vec<Duration>,
     by_kind: std::collections::BTreeMap<&'static str, Vec<u64>>,
-    /// Updated, list pages, GETs, PATCHes, ECR, EKS, ImageUpdater requests: of one event.
-    counted: (usize, usize, usize, usize, usize, usize, usize),
+    /// Updated, list pages, GETs, PATCHes, ECR, EKS, ImageUpdater requests, Events: of one
+    /// event.
+    counted: (usize, usize, usize, usize, usize, usize, usize, usize),
     rss_kb: u64,
 }
 
@@ -63,6 +64,7 @@ async fn measure_warm(
         let kind_of =
             |r: &argocd_ecr_updater_standins::LoggedRequest| match (r.service, r.method.as_str()) {
                 (Service::Kube, _) if r.path.contains("/imageupdaters") => "imageupdaters",
+                (Service::Kube, "POST") if r.path.ends_with("/events") => "event",
                 (Service::Kube, "GET") if r.path.ends_with("/applications") => "list page",
                 (Service::Kube, "GET") => "get",
                 (Service::Kube, _) => "patch",
@@ -92,6 +94,7 @@ async fn measure_warm(
                 ecr,
                 eks,
                 count("imageupdaters"),
+                count("event"),
             ));
         }
     }
@@ -223,7 +226,7 @@ async fn main() {
         counted,
         rss_kb,
     } = warm;
-    let (updated, lists, gets, patches, ecr, eks, objects) = counted;
+    let (updated, lists, gets, patches, ecr, eks, objects, events) = counted;
     println!(
         "with {IMAGE_UPDATERS} ImageUpdater objects: warm p50 {:.1} ms, p99 {:.1} ms; per event {} ImageUpdater requests (metadata-only revalidation), {} list pages, {} GETs, {} PATCHes",
         ms(percentile(&with_objects.latencies, 0.50)),
@@ -259,7 +262,7 @@ async fn main() {
         ms(percentile(&standin_time, 0.50))
     );
     println!(
-        "| HTTP requests per event | {lists} list pages, {gets} GETs, {patches} PATCHes, {ecr} ECR, {eks} EKS ({updated} Applications updated) | {} list pages + {MATCHING} GET + {MATCHING} PATCH + at most 1 ECR |",
+        "| HTTP requests per event | {lists} list pages, {gets} GETs, {patches} PATCHes, {events} Events, {objects} ImageUpdater list, {ecr} ECR, {eks} EKS ({updated} Applications updated) | {} list pages + {MATCHING} GET + {MATCHING} PATCH + {MATCHING} Events + 1 ImageUpdater list + at most 1 ECR |",
         APPLICATIONS.div_ceil(500)
     );
     println!(

@@ -34,6 +34,36 @@ pub struct ImageUpdaterObject {
     pub spec: Spec,
     #[serde(default)]
     pub status: Value,
+    /// The refs' patterns compiled and their order by specificity, made once per object by
+    /// [`ImageUpdaterObject::prepared`]: a push resolves every listed Application against
+    /// every object, so this must not be redone per Application.
+    #[serde(skip)]
+    matchers: Option<Matchers>,
+}
+
+/// `None` inside when a pattern is invalid: the object matches nothing.
+#[derive(Debug, Clone, PartialEq)]
+struct Matchers(Option<Vec<(usize, GoGlob)>>);
+
+impl ImageUpdaterObject {
+    /// The object with its matchers made, ready to resolve many Applications.
+    pub fn prepared(mut self) -> Self {
+        self.matchers = Some(matchers(&self.spec.application_refs));
+        self
+    }
+}
+
+fn matchers(refs: &[ApplicationRef]) -> Matchers {
+    let patterns: Option<Vec<GoGlob>> = refs
+        .iter()
+        .map(|r| GoGlob::parse(&r.name_pattern).ok())
+        .collect();
+    Matchers(patterns.map(|patterns| {
+        let mut order: Vec<(usize, GoGlob)> = patterns.into_iter().enumerate().collect();
+        // Stable, most specific first: equal scores keep the order they are written in.
+        order.sort_by_key(|(i, _)| std::cmp::Reverse(specificity(&refs[*i])));
+        order
+    }))
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
@@ -328,20 +358,21 @@ fn best_ref(
     labels: &BTreeMap<String, String>,
 ) -> Option<usize> {
     let refs = &object.spec.application_refs;
-    let patterns: Vec<GoGlob> = refs
-        .iter()
-        .map(|r| GoGlob::parse(&r.name_pattern))
-        .collect::<Result<_, _>>()
-        .ok()?;
-    let mut order: Vec<usize> = (0..refs.len()).collect();
-    // Stable, most specific first: equal scores keep the order they are written in.
-    order.sort_by_key(|&i| std::cmp::Reverse(specificity(&refs[i])));
-    order.into_iter().find(|&i| {
-        patterns[i].matches(name)
-            && refs[i]
+    let made;
+    let matchers = match &object.matchers {
+        Some(prepared) => prepared,
+        None => {
+            made = matchers(refs);
+            &made
+        }
+    };
+    matchers.0.as_ref()?.iter().find_map(|(i, pattern)| {
+        (pattern.matches(name)
+            && refs[*i]
                 .label_selectors
                 .as_ref()
-                .is_none_or(|s| s.matches(labels))
+                .is_none_or(|s| s.matches(labels)))
+        .then_some(*i)
     })
 }
 

@@ -82,15 +82,17 @@ impl ObjectCache {
             .await?;
         let objects: Vec<ImageUpdaterObject> = items
             .into_iter()
-            .filter_map(|item| match serde_json::from_value(item) {
-                Ok(object) => Some(object),
-                Err(e) => {
-                    // The API server validated it against the CRD; a field we cannot read
-                    // means a newer CRD, which must not stop the other objects.
-                    tracing::warn!(error = %e, "ImageUpdater object not understood, ignored");
-                    None
-                }
-            })
+            .filter_map(
+                |item| match serde_json::from_value::<ImageUpdaterObject>(item) {
+                    Ok(object) => Some(object.prepared()),
+                    Err(e) => {
+                        // The API server validated it against the CRD; a field we cannot read
+                        // means a newer CRD, which must not stop the other objects.
+                        tracing::warn!(error = %e, "ImageUpdater object not understood, ignored");
+                        None
+                    }
+                },
+            )
             .collect();
         cached.fingerprint = fingerprint;
         cached.objects = Arc::new(objects);
