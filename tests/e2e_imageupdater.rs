@@ -72,6 +72,36 @@ async fn the_seeds_push_decides_the_same_from_annotations_and_from_the_equivalen
 }
 
 #[tokio::test]
+async fn the_v1_seed_folder_decides_like_the_annotated_seed() {
+    let expected = push(&StandIns::start_seeded().await.unwrap()).await;
+    let standins = StandIns::start(argocd_ecr_updater_standins::Options::default())
+        .await
+        .unwrap();
+    let folder =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/standins/seed-imageupdater");
+    argocd_ecr_updater_standins::seed::load_dir(&standins, &folder).unwrap();
+    let app = standins.kube.get("argocd", SEED_APP).unwrap();
+    assert!(
+        app["metadata"]
+            .get("annotations")
+            .is_none_or(|a| a.as_object().is_none_or(|m| m.is_empty())),
+        "the v1 seed has no annotations"
+    );
+    let got = push(&standins).await;
+    let (expected, got) = (&expected.entries[0], &got.entries[0]);
+    assert_eq!(
+        (got.action, &got.from, &got.to),
+        (expected.action, &expected.from, &expected.to)
+    );
+    assert!(
+        got.configured_by
+            .as_deref()
+            .unwrap()
+            .starts_with("ImageUpdater argocd/invitation")
+    );
+}
+
+#[tokio::test]
 async fn the_objects_status_shows_what_it_matched_and_what_moved() {
     let standins = StandIns::start_seeded().await.unwrap();
     standins

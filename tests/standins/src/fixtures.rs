@@ -26,6 +26,7 @@ pub const PUSHED_TAG: &str = "20250825-153012";
 pub const IMAGE_UPDATER: &str = "argocd-image-updater.argoproj.io/";
 
 const SEED_APPLICATION: &str = include_str!("../seed/applications/aws-pipeline-test.yaml");
+const SEED_IMAGE_UPDATER: &str = include_str!("../seed-imageupdater/imageupdaters/invitation.yaml");
 
 /// `KUBE_CA_DATA` for a CA PEM: its base64.
 pub fn kube_ca_data(pem: &str) -> String {
@@ -207,16 +208,10 @@ pub fn image_updater(name: &str, application_refs: Value) -> Value {
 }
 
 /// The `ImageUpdater` object equivalent to the seed Application's annotations, as Image
-/// Updater's migration guide would write it.
+/// Updater's migration guide would write it: the one in `seed-imageupdater/`.
 pub fn seed_image_updater() -> Value {
-    image_updater(
-        "invitation",
-        json!([{"namePattern": SEED_APP,
-                "writeBackConfig": {"method": "argocd"},
-                "images": [{"alias": "app", "imageName": SEED_IMAGE,
-                            "commonUpdateSettings": {"updateStrategy": "latest", "allowTags": "regexp:^[0-9]{8}-[0-9]{6}$"},
-                            "manifestTargets": {"helm": {"name": "image.repository", "tag": "image.tag"}}}]}]),
-    )
+    serde_yaml_ng::from_str(SEED_IMAGE_UPDATER)
+        .unwrap_or_else(|e| panic!("the seed ImageUpdater object parses: {e}"))
 }
 
 /// An Argo CD `status` of about 50 KB (230 resources), as a real Application of a few

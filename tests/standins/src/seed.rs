@@ -18,26 +18,49 @@ pub fn load_builtin(standins: &StandIns) -> Result<(), String> {
     load_images_text(standins, BUILTIN_IMAGES, "builtin images")
 }
 
-/// Loads `DIR/applications/*.{yaml,yml,json}` and `DIR/images.json`, whichever exist.
+/// The YAML and JSON files of a folder, sorted.
+fn yaml_files(dir: &Path) -> Result<Vec<std::path::PathBuf>, String> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            matches!(
+                p.extension().and_then(|e| e.to_str()),
+                Some("yaml" | "yml" | "json")
+            )
+        })
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+/// Loads `DIR/applications/*.{yaml,yml,json}`, `DIR/imageupdaters/*` (Image Updater v1.x
+/// objects) and `DIR/images.json`, whichever exist.
 pub fn load_dir(standins: &StandIns, dir: &Path) -> Result<(), String> {
     let apps = dir.join("applications");
     if apps.is_dir() {
-        let mut files: Vec<_> = std::fs::read_dir(&apps)
-            .map_err(|e| format!("{}: {e}", apps.display()))?
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| {
-                matches!(
-                    p.extension().and_then(|e| e.to_str()),
-                    Some("yaml" | "yml" | "json")
-                )
-            })
-            .collect();
-        files.sort();
-        for file in files {
+        for file in yaml_files(&apps)? {
             let text =
                 std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
             load_applications_text(standins, &text, &file.display().to_string())?;
+        }
+    }
+    let updaters = dir.join("imageupdaters");
+    if updaters.is_dir() {
+        for file in yaml_files(&updaters)? {
+            let text =
+                std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+            for document in serde_yaml_ng::Deserializer::from_str(&text) {
+                let object =
+                    Value::deserialize(document).map_err(|e| format!("{}: {e}", file.display()))?;
+                if !object.is_null() {
+                    standins
+                        .kube
+                        .insert_image_updater(object)
+                        .map_err(|e| format!("{}: {e}", file.display()))?;
+                }
+            }
         }
     }
     let images = dir.join("images.json");
