@@ -18,15 +18,15 @@ use tokio::sync::OnceCell;
 use crate::annotations;
 use crate::announce;
 use crate::config::Config;
-use crate::decide::app::Listing;
 use crate::decide::{self, AppDecision, Described, ImageCase, ImageOutcome, Mode};
 use crate::ecr::Ecr;
 use crate::eks_auth::{Clock, ClusterError, IamTokenSource, describe_cluster};
 use crate::event::{self, EventError, Invocation};
 use crate::facts::{FetchFailure, RegistryFacts};
 use crate::imageupdater::{self, ImageUpdaterObject, Source};
-use crate::kube::{AppMeta, KubeClient, KubeError, ListOptions};
-use crate::objects::{ObjectCache, Objects, Tally};
+use crate::kube::{AppMeta, KubeClient, KubeError};
+use crate::listing::{self, Listed};
+use crate::objects::ObjectCache;
 use crate::patch;
 use crate::report::{Action, Report};
 use crate::retry::{backoff, retry_transient};
@@ -224,51 +224,21 @@ impl Handler {
     /// status of the objects that configured them.
     async fn run(&self, report: &mut Report, work: &Work<'_>) -> Result<(), HandlerError> {
         let kube = self.kube().await?;
-        let options = ListOptions {
-            label_selector: self.config.label_selector.as_deref(),
-            page_size: self.config.page_size,
-            annotation_prefix: annotations::PREFIX,
-        };
-        let tally = Tally::default();
-        // One namespace that cannot be listed must not stop the others.
-        let scopes = KubeClient::list_scopes(&self.config.namespaces);
-        let mut matched = Vec::new();
-        let mut unlisted = Vec::new();
-        for namespace in &scopes {
-            let objects = match self.image_updaters(kube, namespace, report).await {
-                Ok(objects) => objects,
-                Err(e) => {
-                    unlisted.push((namespace.clone(), Listing::ImageUpdaters, e));
-                    continue;
-                }
-            };
-            if let Mode::Reconcile = work.mode {
-                objects.iter().for_each(|o| tally.involve(o));
-            }
-            let concerns = |meta: &AppMeta| {
-                let source =
-                    imageupdater::resolve(&objects, &meta.namespace, &meta.name, &meta.labels);
-                tally.count(&source, meta);
-                let concerned = decide::concerns(work.mode, &source, &meta.annotations);
-                if let (true, Source::Object { object, .. }) = (concerned, &source) {
-                    tally.involve(object);
-                }
-                concerned
-            };
-            let listed = retry_transient(work.deadline, || {
-                kube.list_application_metadata(namespace, options, &concerns)
-            })
-            .await;
-            match listed {
-                Ok((kept, stats)) => {
-                    report.stats.list_pages += stats.pages;
-                    report.stats.applications_listed += stats.seen;
-                    matched.extend(kept.into_iter().map(|meta| (meta, objects.clone())));
-                }
-                Err(e) => unlisted.push((namespace.clone(), Listing::Applications, e)),
-            }
-        }
-        if unlisted.len() == scopes.len()
+        let Listed {
+            matched,
+            mut unlisted,
+            tally,
+            scopes,
+        } = listing::concerned(
+            kube,
+            &self.config,
+            &self.objects,
+            work.mode,
+            work.deadline,
+            &mut report.stats,
+        )
+        .await;
+        if unlisted.len() == scopes
             && let Some((_, _, error)) = unlisted.pop()
         {
             return Err(HandlerError::List(error));
@@ -307,20 +277,6 @@ impl Handler {
                 .await;
         }
         Ok(())
-    }
-
-    /// The ImageUpdater objects of a listed scope, unless switched off.
-    async fn image_updaters(
-        &self,
-        kube: &KubeClient,
-        namespace: &str,
-        report: &mut Report,
-    ) -> Result<Objects, KubeError> {
-        if !self.config.read_image_updaters {
-            return Ok(Objects::default());
-        }
-        let requests = &mut report.stats.image_updater_requests;
-        self.objects.load(kube, namespace, requests).await
     }
 
     /// One Application: read, decide, write; re-read and re-decide after a race.

@@ -6,8 +6,9 @@
 //!
 //! - [`event`]: the invocation payload into a push, a reconcile or a skip.
 //! - [`config`]: the environment, read once per cold start.
-//! - [`kube`], [`objects`]: lists Applications metadata-only, reads one, reads its
-//!   ApplicationSet, patches; `ImageUpdater` objects cached per warm container.
+//! - [`kube`], [`objects`], [`listing`]: lists Applications metadata-only, reads one, reads
+//!   its ApplicationSet, patches; `ImageUpdater` objects cached per warm container; which
+//!   Applications an invocation concerns.
 //! - [`annotations`], [`imageupdater`]: Image Updater's annotations, or the `ImageUpdater`
 //!   object that matches an Application, into one typed configuration.
 //! - [`policy`]: strategies, filters and ranking of tags (pure).
@@ -46,6 +47,7 @@ pub mod facts;
 pub mod handler;
 pub mod imageupdater;
 pub mod kube;
+pub mod listing;
 pub mod metrics;
 pub mod objects;
 pub mod patch;
