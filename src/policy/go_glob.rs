@@ -21,7 +21,44 @@ impl fmt::Display for BadPattern {
 
 /// A validated `filepath.Match` pattern.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GoGlob(String);
+pub struct GoGlob {
+    pattern: String,
+    shape: Shape,
+}
+
+/// The common pattern forms, recognised once so matching a long tag list skips the general
+/// algorithm. Each answers exactly as `filepath.Match` does: a star never spans a `/`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Shape {
+    /// No special characters: the name must equal it.
+    Literal,
+    /// `*` then a literal (`*-rc`): the name ends with it and the rest holds no `/`.
+    StarThen(String),
+    /// A literal then `*` (`dev-*`): the name starts with it and the rest holds no `/`.
+    ThenStar(String),
+    /// Anything else (classes, `?`, escapes, several stars).
+    General,
+}
+
+impl Shape {
+    fn of(pattern: &str) -> Self {
+        let is_plain = |s: &str| !s.contains(['*', '?', '[', '\\']);
+        if is_plain(pattern) {
+            return Shape::Literal;
+        }
+        if let Some(rest) = pattern.strip_prefix('*')
+            && is_plain(rest)
+        {
+            return Shape::StarThen(rest.to_string());
+        }
+        if let Some(rest) = pattern.strip_suffix('*')
+            && is_plain(rest)
+        {
+            return Shape::ThenStar(rest.to_string());
+        }
+        Shape::General
+    }
+}
 
 impl GoGlob {
     pub fn parse(pattern: &str) -> Result<Self, BadPattern> {
@@ -31,11 +68,23 @@ impl GoGlob {
             match_chunk(chunk, "")?;
             rest = after;
         }
-        Ok(Self(pattern.to_string()))
+        Ok(Self {
+            pattern: pattern.to_string(),
+            shape: Shape::of(pattern),
+        })
     }
 
     pub fn matches(&self, name: &str) -> bool {
-        matches(&self.0, name).unwrap_or(false)
+        match &self.shape {
+            Shape::Literal => name == self.pattern,
+            Shape::StarThen(suffix) => name
+                .strip_suffix(suffix.as_str())
+                .is_some_and(|head| !head.contains('/')),
+            Shape::ThenStar(prefix) => name
+                .strip_prefix(prefix.as_str())
+                .is_some_and(|tail| !tail.contains('/')),
+            Shape::General => matches(&self.pattern, name).unwrap_or(false),
+        }
     }
 }
 
@@ -290,7 +339,8 @@ mod tests {
                 assert!(GoGlob::parse(pattern).is_err(), "{pattern} parses");
             } else {
                 assert_eq!(got, Ok(*matched), "{pattern} ~ {name}");
-                assert!(GoGlob::parse(pattern).is_ok(), "{pattern} is refused");
+                let glob = GoGlob::parse(pattern).expect("Go accepts this pattern");
+                assert_eq!(glob.matches(name), *matched, "{pattern} ~ {name} (parsed)");
             }
         }
     }
@@ -327,6 +377,33 @@ mod tests {
     #[test]
     fn matching_is_case_sensitive_as_in_go() {
         assert!(!GoGlob::parse("dev-*").unwrap().matches("DEV-1"));
+    }
+
+    #[test]
+    fn the_short_cut_shapes_answer_exactly_as_the_general_algorithm() {
+        let patterns = ["abc", "*-rc", "*", "dev-*", "a/b*", "*/x", "", "*c", "a*"];
+        let names = [
+            "abc", "1.0-rc", "-rc", "a/-rc", "dev-", "dev-1", "dev-a/b", "a/b", "a/bc", "a/b/c",
+            "q/x", "/x", "", "c", "abc/", "a", "ab/c", "DEV-1",
+        ];
+        for pattern in patterns {
+            let glob = GoGlob::parse(pattern).unwrap();
+            assert_ne!(
+                glob.shape,
+                Shape::General,
+                "{pattern} takes the general path"
+            );
+            for name in names {
+                assert_eq!(
+                    glob.matches(name),
+                    matches(pattern, name).unwrap(),
+                    "{pattern} ~ {name}"
+                );
+            }
+        }
+        assert_eq!(GoGlob::parse("a*b").unwrap().shape, Shape::General);
+        assert_eq!(GoGlob::parse("**x").unwrap().shape, Shape::General);
+        assert_eq!(GoGlob::parse("1.0\\*").unwrap().shape, Shape::General);
     }
 
     #[test]
