@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use argocd_ecr_updater::config::ClusterAccess;
 use argocd_ecr_updater::kube::{KubeClient, KubeError, ListOptions, Patch};
+use argocd_ecr_updater_standins::fixtures::image_updater;
 use argocd_ecr_updater_standins::{
     FaultAction, Grant, Options, Route, Service, StandIns, function_identity, tls,
 };
@@ -734,5 +735,57 @@ async fn every_answer_of_the_stand_in_outside_its_routes_is_a_status_body() {
         let body: Value = response.json().await.unwrap();
         assert_eq!(body["kind"], "Status", "{path}");
         assert_eq!(body["code"], 404, "{path}");
+    }
+}
+
+#[tokio::test]
+async fn image_updater_lists_read_their_query_as_strictly_as_application_lists() {
+    let standins = standins_with(Options::default(), 1).await;
+    for (name, labels) in [("first", json!({"team": "a"})), ("second", json!({}))] {
+        let mut object = image_updater(name, json!([{"namePattern": "*"}]));
+        object["metadata"]["labels"] = labels;
+        standins.kube.insert_image_updater(object).unwrap();
+    }
+    let (client, token) = raw(&standins).await;
+    let url = format!(
+        "{}/apis/argocd-image-updater.argoproj.io/v1alpha1/namespaces/argocd/imageupdaters",
+        standins.kube_endpoint()
+    );
+    let list = |query: String| {
+        let request = client.get(format!("{url}?{query}")).bearer_auth(&token);
+        async move {
+            let response = request.send().await.unwrap();
+            let code = response.status().as_u16();
+            (code, response.json::<Value>().await.unwrap())
+        }
+    };
+    let names = |body: &Value| -> Vec<String> {
+        body["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["metadata"]["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+
+    let (code, body) = list("labelSelector=team%3Da".into()).await;
+    assert_eq!((code, names(&body)), (200, vec!["first".to_string()]));
+    let (code, body) = list("limit=1".into()).await;
+    assert_eq!((code, names(&body)), (200, vec!["first".to_string()]));
+    let token_for_next = body["metadata"]["continue"].as_str().unwrap().to_string();
+    let (code, body) = list(format!("limit=1&continue={token_for_next}")).await;
+    assert_eq!((code, names(&body)), (200, vec!["second".to_string()]));
+    assert!(body["metadata"].get("continue").is_none());
+    for bad in [
+        "limit=abc",
+        "labelSelector=team%20in%20(a",
+        "continue=not-a-key",
+    ] {
+        let (code, body) = list(bad.to_string()).await;
+        assert_eq!(
+            (code, body["kind"].as_str()),
+            (400, Some("Status")),
+            "{bad}"
+        );
     }
 }

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use crate::faults::lock;
 use crate::kube::{
-    KubeState, authorize_on, decode_continue, encode_continue, negotiate, prune, status,
+    KubeState, ListQuery, authorize_on, encode_continue, list_metadata, negotiate, prune, status,
 };
 
 const CRD_YAML: &str = include_str!("../crd/imageupdater-crd.yaml");
@@ -181,28 +181,18 @@ fn list(state: &KubeState, headers: &HeaderMap, namespace: Option<&str>, query: 
         Ok(metadata_only) => metadata_only,
         Err(refused) => return refused,
     };
-    let params: BTreeMap<String, String> = url::form_urlencoded::parse(query.as_bytes())
-        .into_owned()
-        .collect();
-    let limit = params
-        .get("limit")
-        .and_then(|l| l.parse::<usize>().ok())
-        .filter(|l| *l > 0);
-    let after = match params.get("continue").filter(|c| !c.is_empty()) {
-        None => std::ops::Bound::Unbounded,
-        Some(token) => match decode_continue(token) {
-            Some(key) => std::ops::Bound::Excluded(key),
-            None => return status(400, "continue key is not valid"),
-        },
+    let query = match ListQuery::parse(query) {
+        Ok(query) => query,
+        Err(refused) => return refused,
     };
     let objects = lock(&state.image_updaters.objects);
     let mut items = Vec::new();
     let mut next = None;
     for (key, object) in objects
-        .range((after, std::ops::Bound::Unbounded))
-        .filter(|((ns, _), _)| namespace.is_none_or(|wanted| wanted == ns))
+        .range((query.after.clone(), std::ops::Bound::Unbounded))
+        .filter(|(key, object)| query.admits(namespace, key, object))
     {
-        if limit.is_some_and(|l| items.len() == l) {
+        if query.limit.is_some_and(|l| items.len() == l) {
             next = items.last().map(|(last, _)| encode_continue(last));
             break;
         }
@@ -215,10 +205,7 @@ fn list(state: &KubeState, headers: &HeaderMap, namespace: Option<&str>, query: 
             },
         ));
     }
-    let mut metadata = json!({"resourceVersion": state.current_resource_version().to_string()});
-    if let Some(token) = next {
-        metadata["continue"] = json!(token);
-    }
+    let metadata = list_metadata(state.current_resource_version(), next);
     let (kind, api_version) = if metadata_only {
         ("PartialObjectMetadataList", "meta.k8s.io/v1")
     } else {

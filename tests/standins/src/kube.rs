@@ -456,29 +456,9 @@ fn list(state: &KubeState, headers: &HeaderMap, namespace: Option<&str>, query: 
     if let Err(denied) = authorize(state, headers, "list", namespace, None) {
         return denied;
     }
-    let params: BTreeMap<String, String> = url::form_urlencoded::parse(query.as_bytes())
-        .into_owned()
-        .collect();
-    let selector = match params
-        .get("labelSelector")
-        .map(|s| LabelSelector::parse(s))
-        .transpose()
-    {
-        Ok(s) => s,
-        Err(e) => return status(400, &format!("unable to parse requirement: {e}")),
-    };
-    let limit = match params.get("limit").map(|l| l.parse::<usize>()) {
-        None => None,
-        Some(Ok(0)) => None,
-        Some(Ok(n)) => Some(n),
-        Some(Err(_)) => return status(400, "limit must be an integer"),
-    };
-    let start_after = match params.get("continue").filter(|c| !c.is_empty()) {
-        None => None,
-        Some(token) => match decode_continue(token) {
-            Some(key) => Some(key),
-            None => return status(400, "continue key is not valid"),
-        },
+    let query = match ListQuery::parse(query) {
+        Ok(query) => query,
+        Err(refused) => return refused,
     };
     let metadata_only = match negotiate(headers) {
         Ok(metadata_only) => metadata_only,
@@ -486,23 +466,14 @@ fn list(state: &KubeState, headers: &HeaderMap, namespace: Option<&str>, query: 
     };
 
     let store = lock(&state.apps);
-    let after = match &start_after {
-        Some(key) => std::ops::Bound::Excluded(key.clone()),
-        None => std::ops::Bound::Unbounded,
-    };
     let mut items: Vec<(&(String, String), std::borrow::Cow<'_, [u8]>)> = Vec::new();
     let mut next = None;
     let candidates = store
         .apps
-        .range((after, std::ops::Bound::Unbounded))
-        .filter(|((ns, _), app)| {
-            namespace.is_none_or(|wanted| wanted == ns)
-                && selector
-                    .as_ref()
-                    .is_none_or(|s| s.matches(&app["metadata"]["labels"]))
-        });
+        .range((query.after.clone(), std::ops::Bound::Unbounded))
+        .filter(|(key, app)| query.admits(namespace, key, app));
     for (key, app) in candidates {
-        if limit.is_some_and(|l| items.len() == l) {
+        if query.limit.is_some_and(|l| items.len() == l) {
             // Kubernetes hands out `continue` only when more items remain.
             next = items.last().map(|(k, _)| encode_continue(k));
             break;
@@ -520,10 +491,7 @@ fn list(state: &KubeState, headers: &HeaderMap, namespace: Option<&str>, query: 
         };
         items.push((key, item));
     }
-    let mut list_meta = json!({"resourceVersion": store.resource_version.to_string()});
-    if let Some(token) = next {
-        list_meta["continue"] = json!(token);
-    }
+    let list_meta = list_metadata(store.resource_version, next);
     let (kind, api_version) = if metadata_only {
         ("PartialObjectMetadataList", "meta.k8s.io/v1")
     } else {
@@ -580,6 +548,68 @@ pub(crate) fn negotiate(headers: &HeaderMap) -> Result<bool, Response> {
             "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf (asked: {accept})"
         ),
     ))
+}
+
+/// A list request's query, read as kube-apiserver reads it for every resource: a bad
+/// `labelSelector`, `limit` or `continue` is a 400, `limit=0` means no limit.
+pub(crate) struct ListQuery {
+    selector: Option<LabelSelector>,
+    pub limit: Option<usize>,
+    /// Where the page starts: after the last key of the previous page.
+    pub after: std::ops::Bound<(String, String)>,
+}
+
+impl ListQuery {
+    pub(crate) fn parse(query: &str) -> Result<Self, Response> {
+        let params: BTreeMap<String, String> = url::form_urlencoded::parse(query.as_bytes())
+            .into_owned()
+            .collect();
+        let selector = params
+            .get("labelSelector")
+            .map(|s| LabelSelector::parse(s))
+            .transpose()
+            .map_err(|e| status(400, &format!("unable to parse requirement: {e}")))?;
+        let limit = match params.get("limit").map(|l| l.parse::<usize>()) {
+            None | Some(Ok(0)) => None,
+            Some(Ok(n)) => Some(n),
+            Some(Err(_)) => return Err(status(400, "limit must be an integer")),
+        };
+        let after = match params.get("continue").filter(|c| !c.is_empty()) {
+            None => std::ops::Bound::Unbounded,
+            Some(token) => std::ops::Bound::Excluded(
+                decode_continue(token).ok_or_else(|| status(400, "continue key is not valid"))?,
+            ),
+        };
+        Ok(Self {
+            selector,
+            limit,
+            after,
+        })
+    }
+
+    /// Whether an object keyed `(namespace, name)` belongs in a list of `namespace`
+    /// (all namespaces for `None`) under this query's label selector.
+    pub(crate) fn admits(
+        &self,
+        namespace: Option<&str>,
+        key: &(String, String),
+        object: &Value,
+    ) -> bool {
+        namespace.is_none_or(|wanted| wanted == key.0)
+            && self
+                .selector
+                .as_ref()
+                .is_none_or(|s| s.matches(&object["metadata"]["labels"]))
+    }
+}
+
+/// A list's `metadata`: its resource version, and `continue` when more items remain.
+pub(crate) fn list_metadata(resource_version: u64, next: Option<String>) -> Value {
+    let mut metadata = json!({"resourceVersion": resource_version.to_string()});
+    if let Some(token) = next {
+        metadata["continue"] = json!(token);
+    }
+    metadata
 }
 
 pub(crate) fn encode_continue(key: &(String, String)) -> String {
