@@ -817,6 +817,16 @@ mod tests {
     const IMAGE: &str = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/web";
     const REGION: &str = "ap-northeast-2";
 
+    /// One table row's verdict: the action, and a reason that says why in the words given.
+    fn assert_entry(case_name: &str, entry: &Entry, action: Action, reason: &str) {
+        assert_eq!(entry.action, action, "{case_name}: {}", entry.reason);
+        assert!(
+            entry.reason.contains(reason),
+            "{case_name}: {}",
+            entry.reason
+        );
+    }
+
     fn config(pairs: &[(&str, &str)]) -> AppConfig {
         let mut map: BTreeMap<String, String> = pairs
             .iter()
@@ -980,12 +990,7 @@ mod tests {
             let case = prepare(&app, &cfg.images[0], REGION).unwrap();
             let outcome = case.decide_push(&push(&pushed.name), known);
             let entry = &outcome.entries[0];
-            assert_eq!(entry.action, *action, "{case_name}: {}", entry.reason);
-            assert!(
-                entry.reason.contains(reason),
-                "{case_name}: {}",
-                entry.reason
-            );
+            assert_entry(case_name, entry, *action, reason);
             assert_eq!(
                 outcome.update.is_some(),
                 *action == Action::Updated,
@@ -1066,12 +1071,7 @@ mod tests {
             let chosen = case.candidates(tags).first().copied();
             let outcome = case.decide_reconcile(tags, chosen, 0);
             let entry = &outcome.entries[0];
-            assert_eq!(entry.action, *action, "{case_name}: {}", entry.reason);
-            assert!(
-                entry.reason.contains(reason),
-                "{case_name}: {}",
-                entry.reason
-            );
+            assert_entry(case_name, entry, *action, reason);
         }
     }
 
