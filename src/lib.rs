@@ -55,3 +55,4 @@ pub mod policy;
 pub mod report;
 pub mod retry;
 pub mod writeback;
+pub mod yamledit;
