@@ -134,11 +134,17 @@ pub const PLUGIN_KEYS: [&str; 3] = ["plugin.env-name", "plugin.env-tag", "plugin
 pub enum WriteBack {
     /// Patch the Application itself: the only method we implement.
     Argocd,
-    /// Commit to Git. Not built yet; such Applications are skipped, never patched instead.
+    /// Commit to the Application's Git repository (see [`crate::gitwrite`]).
     Git {
+        /// `git`, `git:repocreds` or `git:secret:<namespace>/<name>`: where credentials come from.
         credentials: String,
+        /// `write-back-target`: the default `.argocd-source-<app>.yaml`, `helmvalues[:<path>]`
+        /// or `kustomization[:<path>]`.
         target: Option<String>,
+        /// `git-branch`: `<branch>`, `<base>:<target>` or `:<target>`.
         branch: Option<String>,
+        /// `git-repository`: overrides the source's `repoURL`.
+        repository: Option<String>,
     },
 }
 
@@ -442,6 +448,7 @@ impl Reader<'_> {
             credentials: method.to_string(),
             target: self.get("write-back-target").map(str::to_string),
             branch: self.get("git-branch").map(str::to_string),
+            repository: self.get("git-repository").map(str::to_string),
         }
     }
 }
@@ -685,7 +692,7 @@ mod tests {
     }
 
     #[test]
-    fn git_write_back_is_recognised_and_reported_not_replaced() {
+    fn git_write_back_settings_are_read_from_the_annotations() {
         let table: &[(&str, &str)] = &[
             ("git", "git"),
             ("git:repocreds", "git:repocreds"),
@@ -697,6 +704,7 @@ mod tests {
                 ("write-back-method", method),
                 ("write-back-target", "kustomization:../base"),
                 ("git-branch", "main:image-updates"),
+                ("git-repository", "https://github.com/acme/deploy.git"),
             ]))
             .unwrap();
             assert_eq!(
@@ -705,6 +713,7 @@ mod tests {
                     credentials: credentials.to_string(),
                     target: Some("kustomization:../base".into()),
                     branch: Some("main:image-updates".into()),
+                    repository: Some("https://github.com/acme/deploy.git".into()),
                 })
             );
         }

@@ -205,7 +205,7 @@ fn parameter<'a>(source: &'a Value, name: &str) -> Option<&'a str> {
 }
 
 /// The name a Kustomize `images` entry overrides: before `=`, else the image without tag.
-fn kustomize_entry_name(entry: &str) -> &str {
+pub fn kustomize_entry_name(entry: &str) -> &str {
     match entry.split_once('=') {
         Some((name, _)) => name,
         None => split_reference(entry).0,
@@ -220,7 +220,7 @@ fn kustomize_entry<'a>(source: &'a Value, image: &ImageConfig) -> Option<&'a str
         .find(|e| kustomize_entry_name(e) == wanted)
 }
 
-fn kustomize_name(image: &ImageConfig) -> String {
+pub fn kustomize_name(image: &ImageConfig) -> String {
     image
         .kustomize_image_name
         .clone()

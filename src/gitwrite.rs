@@ -1,0 +1,1058 @@
+//! Git write-back, decided without I/O: which repository, branch and file an Application's
+//! updates are committed to, what that file says about the images now, and its new text.
+//!
+//! The decision code stays the `argocd` method's: the file is laid over the Application the
+//! way Argo CD lays it over the source when rendering ([`effective_app`]), the usual decision
+//! runs on that, and its patch is turned back into the file's new text ([`render`]). So the
+//! tag compared against is the one Git holds, and every rule (never-downgrade, allow-tags,
+//! platforms) applies unchanged. Formats are Image Updater's, byte for byte where it writes
+//! the whole file (`.argocd-source-<app>.yaml`), and a splice that keeps every other byte
+//! where people maintain the file (`helmvalues`, `kustomization`).
+
+use serde_json::{Map, Value, json};
+
+use crate::annotations::{HelmTarget, ImageConfig, ImageRef, WriteBack};
+use crate::patch::{self, SourceKind};
+use crate::report::{Action, Entry};
+use crate::yamledit::{self, Document, Step, dotted};
+
+/// A GitHub Enterprise host and its API base, from `GITHUB_ENTERPRISE_HOSTS`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnterpriseHost {
+    pub host: String,
+    pub api: String,
+}
+
+/// A repository on a host we can commit to through its API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Repo {
+    /// `https://api.github.com` or an Enterprise `https://ghe.example.com/api/v3`.
+    pub api: String,
+    pub host: String,
+    pub owner: String,
+    pub name: String,
+}
+
+impl Repo {
+    /// `owner/name`, as GitHub's GraphQL `repositoryNameWithOwner` wants it.
+    pub fn full_name(&self) -> String {
+        format!("{}/{}", self.owner, self.name)
+    }
+
+    /// Parses the HTTPS (`https://github.com/o/r.git`), scp (`git@github.com:o/r.git`) and
+    /// `ssh://` forms; the host decides the API.
+    pub fn parse(url: &str, enterprise: &[EnterpriseHost]) -> Result<Self, String> {
+        let url = url.trim();
+        let (host, path) = if let Some(rest) = url
+            .strip_prefix("https://")
+            .or_else(|| url.strip_prefix("http://"))
+            .or_else(|| url.strip_prefix("ssh://"))
+            .or_else(|| url.strip_prefix("git://"))
+        {
+            let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
+            let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+            (authority.split(':').next().unwrap_or(authority), path)
+        } else if let Some((user_host, path)) = url.split_once(':') {
+            (user_host.rsplit('@').next().unwrap_or(user_host), path)
+        } else {
+            return Err(format!("`{url}` is not a Git repository URL"));
+        };
+        let host = host.to_ascii_lowercase();
+        let path = path.trim_matches('/');
+        let path = path.strip_suffix(".git").unwrap_or(path);
+        let api = if host == "github.com" || host == "www.github.com" {
+            "https://api.github.com".to_string()
+        } else if let Some(e) = enterprise.iter().find(|e| e.host.eq_ignore_ascii_case(&host)) {
+            e.api.trim_end_matches('/').to_string()
+        } else {
+            return Err(format!(
+                "repository host `{host}` is not supported for git write-back: GitHub (github.com) and the GitHub Enterprise hosts listed in GITHUB_ENTERPRISE_HOSTS are"
+            ));
+        };
+        match path.split('/').collect::<Vec<_>>().as_slice() {
+            [owner, name] if !owner.is_empty() && !name.is_empty() => Ok(Self {
+                api,
+                host,
+                owner: owner.to_string(),
+                name: name.to_string(),
+            }),
+            _ => Err(format!(
+                "`{url}` does not name a repository as `<host>/<owner>/<name>`"
+            )),
+        }
+    }
+}
+
+/// Which kind of file the updates go to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    /// `.argocd-source-<app>.yaml`: an ApplicationSource fragment Argo CD merges in.
+    Override,
+    /// `helmvalues[:<path>]`: the image keys of a Helm values file.
+    HelmValues,
+    /// `kustomization[:<path>]`: the `images:` of a kustomization file in that directory.
+    Kustomization,
+}
+
+/// Where one Application's updates are committed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    pub repo: Repo,
+    /// The branch read (and, without a separate write branch, committed to); `None` for
+    /// the repository's default branch (`targetRevision` empty or `HEAD`).
+    pub branch: Option<String>,
+    /// `<base>:<target>`: the branch committed to, created from `branch` when absent. May
+    /// hold the template fields Image Updater offers (`{{.SHA256}}`, `{{.AppName}}`...).
+    pub write_branch: Option<String>,
+    /// The file (for [`FileKind::Kustomization`], the directory) inside the repository.
+    pub path: String,
+    pub kind: FileKind,
+    /// The source the updates are written to, as an index into [`patch::sources`].
+    pub source: usize,
+}
+
+impl Location {
+    /// The files to try, in order: a kustomization directory has three possible names.
+    pub fn candidates(&self) -> Vec<String> {
+        match self.kind {
+            FileKind::Kustomization => ["kustomization.yaml", "kustomization.yml", "Kustomization"]
+                .iter()
+                .map(|file| join(&[&self.path, file]).unwrap_or_default())
+                .collect(),
+            _ => vec![self.path.clone()],
+        }
+    }
+
+    /// What the report and the audit call this target.
+    pub fn describe(&self, branch: &str, file: &str) -> String {
+        format!("{}@{branch}:{file}", self.repo.full_name())
+    }
+}
+
+/// A 40-character hex string: a commit, which cannot be committed to.
+fn is_commit_sha(text: &str) -> bool {
+    text.len() == 40 && text.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Joins repository paths like Go's `filepath.Join`, refusing to leave the repository.
+fn join(parts: &[&str]) -> Result<String, String> {
+    let mut out: Vec<&str> = Vec::new();
+    for part in parts {
+        for segment in part.split('/') {
+            match segment {
+                "" | "." => {}
+                ".." => {
+                    if out.pop().is_none() {
+                        return Err(format!(
+                            "`{}` leaves the repository",
+                            parts.join("/")
+                        ));
+                    }
+                }
+                s => out.push(s),
+            }
+        }
+    }
+    Ok(out.join("/"))
+}
+
+/// Works out where an Application configured for `git` write-back commits, or says why it
+/// cannot (a configuration error the user fixes).
+pub fn locate(
+    app: &Value,
+    write_back: &WriteBack,
+    argocd_namespace: &str,
+    enterprise: &[EnterpriseHost],
+) -> Result<Location, String> {
+    let WriteBack::Git {
+        target,
+        branch,
+        repository,
+        ..
+    } = write_back
+    else {
+        return Err("the Application is not configured for git write-back".into());
+    };
+    let sources = patch::sources(app);
+    let writable = |s: &patch::Source<'_>| {
+        matches!(
+            s.kind,
+            SourceKind::Helm | SourceKind::Kustomize | SourceKind::Plugin
+        )
+    };
+    let chosen = repository
+        .as_deref()
+        .filter(|_| sources.len() > 1)
+        .and_then(|repo| {
+            sources
+                .iter()
+                .position(|s| s.value["repoURL"].as_str() == Some(repo))
+        })
+        .or_else(|| sources.iter().position(writable))
+        .ok_or("the Application has no Helm, Kustomize or plugin source to write to")?;
+    let source = sources[chosen].value;
+    let url = repository
+        .as_deref()
+        .or_else(|| source["repoURL"].as_str())
+        .ok_or("the source has no repoURL; set git-repository")?;
+    if source.get("chart").is_some() && repository.is_none() {
+        return Err(format!(
+            "the source is the Helm chart `{}` from a chart repository, which cannot be committed to; set git-repository (and write-back-target) to the Git repository holding its values",
+            source["chart"].as_str().unwrap_or_default()
+        ));
+    }
+    let repo = Repo::parse(url, enterprise)?;
+
+    let (base, write_branch) = match branch.as_deref().map(str::trim) {
+        None | Some("") => (None, None),
+        Some(setting) => {
+            let mut parts = setting.split(':');
+            let base = parts.next().unwrap_or_default();
+            let target = parts.next();
+            if parts.next().is_some() {
+                return Err(format!(
+                    "git-branch `{setting}`: expected `<branch>`, `<base>:<target>` or `:<target>`"
+                ));
+            }
+            (
+                Some(base).filter(|b| !b.is_empty()),
+                target.filter(|t| !t.is_empty()),
+            )
+        }
+    };
+    let revision = source["targetRevision"].as_str().unwrap_or_default();
+    let base = match base {
+        Some(b) => Some(b.to_string()),
+        None if revision.is_empty() || revision == "HEAD" => None,
+        None if is_commit_sha(revision) => {
+            return Err(format!(
+                "the source's targetRevision `{revision}` is a commit, not a branch: set git-branch to the branch to commit to"
+            ));
+        }
+        None => Some(revision.to_string()),
+    };
+    if let Some(b) = &base
+        && is_commit_sha(b)
+    {
+        return Err(format!(
+            "git-branch `{b}` is a commit, not a branch: name the branch to commit to"
+        ));
+    }
+    if let Some(t) = write_branch {
+        check_template(t)?;
+    }
+
+    let source_path = source["path"].as_str().unwrap_or_default();
+    let namespace = app["metadata"]["namespace"].as_str().unwrap_or_default();
+    let name = app["metadata"]["name"].as_str().unwrap_or_default();
+    let relative = |rest: &str, default: &str| -> Result<String, String> {
+        match rest.strip_prefix('/') {
+            Some(absolute) => join(&[absolute]),
+            None if rest.is_empty() => join(&[source_path, default]),
+            None => join(&[source_path, rest]),
+        }
+    };
+    let (kind, path) = match target.as_deref().map(str::trim) {
+        None | Some("") => {
+            // Image Updater's names: the namespace joins in for Applications outside
+            // Argo CD's own namespace (apps in any namespace).
+            let file = if namespace.is_empty() || namespace == argocd_namespace {
+                format!(".argocd-source-{name}.yaml")
+            } else {
+                format!(".argocd-source-{namespace}_{name}.yaml")
+            };
+            (FileKind::Override, join(&[source_path, &file])?)
+        }
+        Some("helmvalues") => (FileKind::HelmValues, relative("", "values.yaml")?),
+        Some(t) if t.starts_with("helmvalues:") => (
+            FileKind::HelmValues,
+            relative(&t["helmvalues:".len()..], "values.yaml")?,
+        ),
+        Some("kustomization") => (FileKind::Kustomization, relative("", ".")?),
+        Some(t) if t.starts_with("kustomization:") => (
+            FileKind::Kustomization,
+            relative(&t["kustomization:".len()..], ".")?,
+        ),
+        Some(other) => {
+            return Err(format!(
+                "write-back-target `{other}`: expected `helmvalues[:<path>]` or `kustomization[:<path>]` (or none, for .argocd-source-<app>.yaml)"
+            ));
+        }
+    };
+    Ok(Location {
+        repo,
+        branch: base,
+        write_branch: write_branch.map(str::to_string),
+        path,
+        kind,
+        source: chosen,
+    })
+}
+
+/// Template fields Image Updater offers in branch names, and which we fill.
+const TEMPLATE_FIELDS: [&str; 4] = [".AppName", ".AppNamespace", ".SHA256", ".TargetKey"];
+
+fn check_template(name: &str) -> Result<(), String> {
+    let mut rest = name;
+    while let Some(open) = rest.find("{{") {
+        let Some(close) = rest[open..].find("}}") else {
+            return Err(format!("git-branch target `{name}`: an unclosed `{{{{`"));
+        };
+        let field = rest[open + 2..open + close].trim();
+        if !TEMPLATE_FIELDS.contains(&field) {
+            return Err(format!(
+                "git-branch target `{name}`: `{{{{{field}}}}}` is not supported in branch names; use {}",
+                TEMPLATE_FIELDS.map(|f| format!("{{{{{f}}}}}")).join(", ")
+            ));
+        }
+        rest = &rest[open + close + 2..];
+    }
+    Ok(())
+}
+
+/// One image's change, as Image Updater's templates see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// The image name without its registry, as Image Updater's `ImageName`.
+    pub image: String,
+    pub old_tag: String,
+    pub new_tag: String,
+}
+
+/// The changes of a decision: its updated entries.
+pub fn changes(entries: &[Entry]) -> Vec<Change> {
+    entries
+        .iter()
+        .filter(|e| e.action == Action::Updated)
+        .map(|e| Change {
+            image: ImageRef::parse(&e.image).repository,
+            old_tag: e.from.clone().unwrap_or_default(),
+            new_tag: e.to.clone().unwrap_or_default(),
+        })
+        .collect()
+}
+
+/// A branch template filled as Image Updater fills it: `{{.SHA256}}` is the SHA-256 of
+/// `<image>-<old>-<new>,` over the changes. Cut to 255 characters, as there.
+pub fn branch_name(template: &str, app: &Value, target_key: &str, changes: &[Change]) -> String {
+    let mut hashed = String::new();
+    for c in changes {
+        hashed.push_str(&format!("{}-{}-{},", c.image, c.old_tag, c.new_tag));
+    }
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, hashed.as_bytes());
+    let sha: String = digest
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let mut out = String::new();
+    let mut rest = template;
+    while let Some(open) = rest.find("{{") {
+        out.push_str(&rest[..open]);
+        let close = rest[open..].find("}}").map_or(rest.len(), |c| open + c);
+        let value = match rest[open + 2..close].trim() {
+            ".AppName" => app["metadata"]["name"].as_str().unwrap_or_default(),
+            ".AppNamespace" => app["metadata"]["namespace"].as_str().unwrap_or_default(),
+            ".SHA256" => sha.as_str(),
+            ".TargetKey" => target_key,
+            _ => "",
+        };
+        out.push_str(value);
+        rest = rest.get(close + 2..).unwrap_or_default();
+    }
+    out.push_str(rest);
+    out.chars().take(255).collect()
+}
+
+/// Image Updater's default commit message (`DefaultGitCommitMessage`), rendered.
+pub fn commit_message(app_name: &str, changes: &[Change]) -> String {
+    let mut message = format!("build: automatic update of {app_name}\n\n");
+    for c in changes {
+        message.push_str(&format!(
+            "updates image {} tag '{}' to '{}'\n",
+            c.image, c.old_tag, c.new_tag
+        ));
+    }
+    message
+}
+
+/// The Application as Argo CD renders it with `file` (the target's text, `None` if it does
+/// not exist yet) laid over the source the updates go to: only that source, under
+/// `spec.source`, so the decision reads the tag Git holds.
+pub fn effective_app(
+    app: &Value,
+    location: &Location,
+    file: Option<&str>,
+    images: &[&ImageConfig],
+) -> Result<Value, String> {
+    let sources = patch::sources(app);
+    let chosen = sources
+        .get(location.source)
+        .ok_or("the Application's sources changed")?;
+    let kind = chosen.kind;
+    let mut source = chosen.value.clone();
+    if let Some(text) = file {
+        match location.kind {
+            FileKind::Override => {
+                let overlay: Value = serde_yaml_ng::from_str(text)
+                    .map_err(|e| format!("`{}` is not valid YAML: {e}", location.path))?;
+                match overlay {
+                    Value::Null => {}
+                    Value::Object(_) => json_patch::merge(&mut source, &overlay),
+                    _ => {
+                        return Err(format!(
+                            "`{}` is not a mapping of source fields",
+                            location.path
+                        ));
+                    }
+                }
+            }
+            FileKind::HelmValues => {
+                let doc = Document::parse(text).map_err(|e| format!("`{}`: {e}", location.path))?;
+                let mut list = take_list(&source, "helm", "parameters");
+                for image in images {
+                    for key in helm_keys(image) {
+                        let absent = !list.iter().any(|p| p["name"] == key.as_str());
+                        if let (true, Some(value)) = (absent, doc.get(&dotted(&key))) {
+                            list.push(json!({"name": key, "value": value}));
+                        }
+                    }
+                }
+                put_list(&mut source, "helm", "parameters", list);
+            }
+            FileKind::Kustomization => {
+                let doc = Document::parse(text).map_err(|e| format!("`{}`: {e}", location.path))?;
+                let mut list = take_list(&source, "kustomize", "images");
+                for i in 0..doc.len(&[Step::Key("images")]) {
+                    let field = |f: &'static str| doc.get(&[Step::Key("images"), Step::Index(i), Step::Key(f)]);
+                    let Some(name) = field("name") else { continue };
+                    let present = list.iter().filter_map(Value::as_str).any(|e| {
+                        patch::kustomize_entry_name(e) == name
+                    });
+                    if !present {
+                        let mut entry = match field("newName") {
+                            Some(new_name) => format!("{name}={new_name}"),
+                            None => name.to_string(),
+                        };
+                        if let Some(tag) = field("newTag") {
+                            entry.push_str(&format!(":{tag}"));
+                        }
+                        if let Some(digest) = field("digest") {
+                            entry.push_str(&format!("@{digest}"));
+                        }
+                        list.push(json!(entry));
+                    }
+                }
+                put_list(&mut source, "kustomize", "images", list);
+            }
+        }
+    }
+    let mut effective = app.clone();
+    effective["spec"]["source"] = source;
+    if let Some(spec) = effective["spec"].as_object_mut() {
+        spec.remove("sources");
+    }
+    if let Some(status) = effective["status"].as_object_mut() {
+        status.remove("sourceTypes");
+        status.insert("sourceType".into(), json!(kind_name(kind)));
+    }
+    Ok(effective)
+}
+
+fn kind_name(kind: SourceKind) -> &'static str {
+    match kind {
+        SourceKind::Helm => "Helm",
+        SourceKind::Kustomize => "Kustomize",
+        SourceKind::Plugin => "Plugin",
+        SourceKind::Directory => "Directory",
+    }
+}
+
+/// The list at `value.<block>.<field>`, empty if absent.
+fn take_list(value: &Value, block: &str, field: &str) -> Vec<Value> {
+    value[block][field].as_array().cloned().unwrap_or_default()
+}
+
+/// Stores `list` at `value.<block>.<field>`, making the block if it is not a mapping.
+fn put_list(value: &mut Value, block: &str, field: &str, list: Vec<Value>) {
+    if !value.is_object() {
+        *value = json!({});
+    }
+    if !value[block].is_object() {
+        value[block] = json!({});
+    }
+    value[block][field] = Value::Array(list);
+}
+
+/// The Helm parameter names an image is written under.
+fn helm_keys(image: &ImageConfig) -> Vec<String> {
+    match &image.helm {
+        HelmTarget::NameAndTag { name, tag } => vec![name.clone(), tag.clone()],
+        HelmTarget::Spec { param } => vec![param.clone()],
+    }
+}
+
+fn plugin_keys(image: &ImageConfig) -> Vec<String> {
+    image.plugin.as_ref().map_or_else(Vec::new, |p| match &p.spec {
+        Some(spec) => vec![spec.clone()],
+        None => p.name.iter().chain(p.tag.iter()).cloned().collect(),
+    })
+}
+
+/// The file's new text after the decision's patch, or `None` when it would not change: a
+/// duplicate or late event commits nothing.
+///
+/// `patched` is the effective Application with the write plan applied.
+pub fn render(
+    location: &Location,
+    existing: Option<&str>,
+    patched: &Value,
+    images: &[&ImageConfig],
+) -> Result<Option<String>, String> {
+    let source = &patched["spec"]["source"];
+    let kind = patch::sources(patched)
+        .first()
+        .map_or(SourceKind::Directory, |s| s.kind);
+    let text = match location.kind {
+        FileKind::Override => render_override(existing, source, kind, images)?,
+        FileKind::HelmValues => render_values(location, existing, source, images)?,
+        FileKind::Kustomization => render_kustomization(location, existing, source, images)?,
+    };
+    Ok((Some(text.as_str()) != existing).then_some(text))
+}
+
+fn render_values(
+    location: &Location,
+    existing: Option<&str>,
+    source: &Value,
+    images: &[&ImageConfig],
+) -> Result<String, String> {
+    let mut text = existing.unwrap_or_default().to_string();
+    let param = |name: &str| {
+        source["helm"]["parameters"]
+            .as_array()
+            .and_then(|l| l.iter().find(|p| p["name"] == name))
+            .and_then(|p| p["value"].as_str())
+            .map(str::to_string)
+    };
+    for image in images {
+        let keys = match &image.helm {
+            // The repository key is written only where it is missing: a short form the
+            // file uses (`api` for `<registry>/api`) is the user's choice, kept.
+            HelmTarget::NameAndTag { name, tag } => {
+                let doc = Document::parse(&text).map_err(|e| format!("`{}`: {e}", location.path))?;
+                if doc.get(&dotted(name)).is_some() {
+                    vec![tag.clone()]
+                } else {
+                    vec![name.clone(), tag.clone()]
+                }
+            }
+            HelmTarget::Spec { param } => vec![param.clone()],
+        };
+        for key in keys {
+            let Some(value) = param(&key) else { continue };
+            let doc = Document::parse(&text).map_err(|e| format!("`{}`: {e}", location.path))?;
+            if doc.get(&dotted(&key)) == Some(value.as_str()) {
+                continue;
+            }
+            text = doc
+                .set(&dotted(&key), &value)
+                .map_err(|e| format!("`{}`: {e}", location.path))?;
+        }
+    }
+    Ok(text)
+}
+
+/// A Kustomize `images` entry (`name=newName:newTag@digest`) split into its fields.
+fn kustomize_fields(entry: &str) -> (String, Option<String>, Option<String>, Option<String>) {
+    let (name, reference) = match entry.split_once('=') {
+        Some((name, reference)) => (name.to_string(), Some(reference)),
+        None => (patch::kustomize_entry_name(entry).to_string(), None),
+    };
+    let (new_name, tag, digest) = patch::split_reference(reference.unwrap_or(entry));
+    let new_name = reference.map(|_| new_name.to_string());
+    (
+        name,
+        new_name,
+        tag.map(str::to_string),
+        digest.map(str::to_string),
+    )
+}
+
+fn render_kustomization(
+    location: &Location,
+    existing: Option<&str>,
+    source: &Value,
+    images: &[&ImageConfig],
+) -> Result<String, String> {
+    let Some(existing) = existing else {
+        return Err(format!(
+            "no kustomization file in `{}` (looked for kustomization.yaml, kustomization.yml, Kustomization)",
+            location.path
+        ));
+    };
+    let fail = |e: yamledit::YamlEditError| format!("`{}`: {e}", location.path);
+    let mut text = existing.to_string();
+    for image in images {
+        let wanted = patch::kustomize_name(image);
+        let Some(entry) = source["kustomize"]["images"]
+            .as_array()
+            .and_then(|l| {
+                l.iter()
+                    .filter_map(Value::as_str)
+                    .find(|e| patch::kustomize_entry_name(e) == wanted)
+            })
+        else {
+            continue;
+        };
+        let (name, new_name, tag, digest) = kustomize_fields(entry);
+        let doc = Document::parse(&text).map_err(fail)?;
+        let images_path = [Step::Key("images")];
+        let index = (0..doc.len(&images_path)).find(|&i| {
+            doc.get(&[Step::Key("images"), Step::Index(i), Step::Key("name")]) == Some(name.as_str())
+        });
+        let Some(i) = index else {
+            let mut fields = vec![("name", name.as_str())];
+            if let Some(n) = &new_name {
+                fields.push(("newName", n));
+            }
+            if let Some(t) = &tag {
+                fields.push(("newTag", t));
+            }
+            if let Some(d) = &digest {
+                fields.push(("digest", d));
+            }
+            text = doc.append_item(&images_path, &fields).map_err(fail)?;
+            continue;
+        };
+        let at = |field: &'static str| [Step::Key("images"), Step::Index(i), Step::Key(field)];
+        for (field, value) in [("newName", &new_name), ("newTag", &tag), ("digest", &digest)] {
+            let doc = Document::parse(&text).map_err(fail)?;
+            let current = doc.get(&at(field));
+            text = match (value, current) {
+                (Some(v), Some(c)) if v == c => continue,
+                (Some(v), _) => doc.set(&at(field), v).map_err(fail)?,
+                // A digest left behind would pin the old image: Kustomize prefers it to
+                // the tag.
+                (None, Some(_)) if field == "digest" => doc.remove(&at(field)).map_err(fail)?,
+                (None, _) => continue,
+            };
+        }
+    }
+    Ok(text)
+}
+
+fn render_override(
+    existing: Option<&str>,
+    source: &Value,
+    kind: SourceKind,
+    images: &[&ImageConfig],
+) -> Result<String, String> {
+    // What the file held; unreadable as YAML, it is replaced, as Image Updater does.
+    let mut file: Value = existing
+        .and_then(|t| serde_yaml_ng::from_str::<Value>(t).ok())
+        .filter(Value::is_object)
+        .unwrap_or_else(|| Value::Object(Map::new()));
+    let plugin_images: Vec<&&ImageConfig> = images.iter().filter(|i| i.plugin.is_some()).collect();
+    if !plugin_images.is_empty() {
+        let managed: Vec<String> = plugin_images.iter().flat_map(|i| plugin_keys(i)).collect();
+        let env = source["plugin"]["env"].as_array().cloned().unwrap_or_default();
+        let mut list = take_list(&file, "plugin", "env");
+        for entry in env.iter().filter(|e| {
+            e["name"].as_str().is_some_and(|n| managed.iter().any(|m| m == n))
+        }) {
+            let fresh = json!({"name": entry["name"], "value": entry["value"]});
+            match list.iter_mut().find(|e| e["name"] == entry["name"]) {
+                Some(existing) => *existing = fresh,
+                None => list.push(fresh),
+            }
+        }
+        put_list(&mut file, "plugin", "env", list);
+    } else if kind == SourceKind::Kustomize {
+        let current = source["kustomize"]["images"].as_array().cloned().unwrap_or_default();
+        let mut list = take_list(&file, "kustomize", "images");
+        for entry in current.iter().filter_map(Value::as_str) {
+            let name = patch::kustomize_entry_name(entry);
+            match list
+                .iter_mut()
+                .find(|e| e.as_str().is_some_and(|s| patch::kustomize_entry_name(s) == name))
+            {
+                Some(existing) => *existing = json!(entry),
+                None => list.push(json!(entry)),
+            }
+        }
+        put_list(&mut file, "kustomize", "images", list);
+    } else {
+        let managed: Vec<String> = images.iter().flat_map(|i| helm_keys(i)).collect();
+        let params = source["helm"]["parameters"].as_array().cloned().unwrap_or_default();
+        let mut list = take_list(&file, "helm", "parameters");
+        for param in params.iter().filter(|p| {
+            p["name"].as_str().is_some_and(|n| managed.iter().any(|m| m == n))
+        }) {
+            let fresh = json!({"name": param["name"], "value": param["value"], "forcestring": true});
+            match list.iter_mut().find(|p| p["name"] == param["name"]) {
+                Some(existing) => *existing = fresh,
+                None => list.push(fresh),
+            }
+        }
+        list.sort_by(|a, b| {
+            a["name"]
+                .as_str()
+                .unwrap_or_default()
+                .cmp(b["name"].as_str().unwrap_or_default())
+        });
+        put_list(&mut file, "helm", "parameters", list);
+    }
+    Ok(emit(&file, 0, false))
+}
+
+/// YAML as Go's yaml.v3 writes it with indent 2 and compact sequences, which is what Image
+/// Updater's `marshalWithIndent` produces: keys in the order held, `- ` at the parent key's
+/// column, strings plain unless they would read back as something else.
+fn emit(value: &Value, column: usize, in_item: bool) -> String {
+    let pad = " ".repeat(column);
+    let mut out = String::new();
+    match value {
+        Value::Object(map) => {
+            for (i, (key, v)) in map.iter().enumerate() {
+                let lead = if in_item && i == 0 { "" } else { pad.as_str() };
+                let key = yamledit::render(key, saphyr_parser::ScalarStyle::Plain);
+                match v {
+                    Value::Object(m) if !m.is_empty() => {
+                        out.push_str(&format!("{lead}{key}:\n{}", emit(v, column + 2, false)));
+                    }
+                    Value::Array(a) if !a.is_empty() => {
+                        out.push_str(&format!("{lead}{key}:\n{}", emit(v, column, false)));
+                    }
+                    scalar => out.push_str(&format!("{lead}{key}: {}\n", scalar_text(scalar))),
+                }
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                match item {
+                    Value::Object(m) if !m.is_empty() => {
+                        out.push_str(&format!("{pad}- {}", emit(item, column + 2, true)));
+                    }
+                    scalar => out.push_str(&format!("{pad}- {}\n", scalar_text(scalar))),
+                }
+            }
+        }
+        scalar => out.push_str(&format!("{pad}{}\n", scalar_text(scalar))),
+    }
+    out
+}
+
+fn scalar_text(value: &Value) -> String {
+    match value {
+        Value::String(s) => yamledit::render(s, saphyr_parser::ScalarStyle::Plain),
+        Value::Null => "null".into(),
+        Value::Object(_) => "{}".into(),
+        Value::Array(_) => "[]".into(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::annotations::AppConfig;
+    use argocd_ecr_updater_standins::fixtures::{Application, SEED_IMAGE as IMAGE};
+    use std::collections::BTreeMap;
+
+    fn git(target: Option<&str>, branch: Option<&str>, repository: Option<&str>) -> WriteBack {
+        WriteBack::Git {
+            credentials: "git".into(),
+            target: target.map(str::to_string),
+            branch: branch.map(str::to_string),
+            repository: repository.map(str::to_string),
+        }
+    }
+
+    fn ghe() -> Vec<EnterpriseHost> {
+        vec![EnterpriseHost {
+            host: "ghe.acme.internal".into(),
+            api: "https://ghe.acme.internal/api/v3/".into(),
+        }]
+    }
+
+    fn seed_config(extra: &[(&str, &str)]) -> AppConfig {
+        let mut pairs = vec![
+            ("image-list", format!("app={IMAGE}")),
+            ("app.update-strategy", "latest".into()),
+            ("app.helm.image-name", "image.repository".into()),
+            ("app.helm.image-tag", "image.tag".into()),
+            ("write-back-method", "git".into()),
+        ];
+        pairs.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
+        let map: BTreeMap<String, String> = pairs
+            .into_iter()
+            .map(|(k, v)| (format!("{}{k}", crate::annotations::PREFIX), v))
+            .collect();
+        AppConfig::parse(&map).unwrap()
+    }
+
+    #[test]
+    fn repository_urls_in_every_form_name_the_same_github_repository() {
+        for url in [
+            "https://github.com/barun/invitation.git",
+            "https://github.com/barun/invitation",
+            "https://x-access-token@github.com/barun/invitation.git",
+            "git@github.com:barun/invitation.git",
+            "ssh://git@github.com/barun/invitation.git",
+            "ssh://git@github.com:22/barun/invitation",
+        ] {
+            let repo = Repo::parse(url, &[]).unwrap_or_else(|e| panic!("{url}: {e}"));
+            assert_eq!(
+                (repo.api.as_str(), repo.full_name()),
+                ("https://api.github.com", "barun/invitation".to_string()),
+                "{url}"
+            );
+        }
+        let enterprise = Repo::parse("git@ghe.acme.internal:platform/deploy.git", &ghe()).unwrap();
+        assert_eq!(enterprise.api, "https://ghe.acme.internal/api/v3");
+    }
+
+    #[test]
+    fn an_unsupported_host_or_a_url_without_owner_and_name_is_a_clear_error() {
+        let gitlab = Repo::parse("https://gitlab.com/a/b.git", &ghe()).unwrap_err();
+        assert!(gitlab.contains("`gitlab.com` is not supported"), "{gitlab}");
+        assert!(gitlab.contains("GITHUB_ENTERPRISE_HOSTS"), "{gitlab}");
+        let short = Repo::parse("https://github.com/only-owner", &[]).unwrap_err();
+        assert!(short.contains("<owner>/<name>"), "{short}");
+        assert!(Repo::parse("not a url", &[]).is_err());
+    }
+
+    #[test]
+    fn the_default_target_is_the_source_path_override_file_named_as_image_updater_names_it() {
+        let app = Application::seed().build();
+        let here = locate(&app, &git(None, None, None), "argocd", &[]).unwrap();
+        assert_eq!(here.path, "argocd/.argocd-source-aws-pipeline-test.yaml");
+        assert_eq!(here.kind, FileKind::Override);
+        assert_eq!(here.branch.as_deref(), Some("main"));
+        let elsewhere = Application::seed().namespace("team-a").build();
+        let there = locate(&elsewhere, &git(None, None, None), "argocd", &[]).unwrap();
+        assert_eq!(there.path, "argocd/.argocd-source-team-a_aws-pipeline-test.yaml");
+    }
+
+    #[test]
+    fn write_back_targets_resolve_relative_to_the_source_path_or_the_repository_root() {
+        let app = Application::seed().build();
+        for (target, kind, path) in [
+            ("helmvalues", FileKind::HelmValues, "argocd/values.yaml"),
+            ("helmvalues:values-prod.yaml", FileKind::HelmValues, "argocd/values-prod.yaml"),
+            ("helmvalues:/env/prod/values.yaml", FileKind::HelmValues, "env/prod/values.yaml"),
+            ("kustomization", FileKind::Kustomization, "argocd"),
+            ("kustomization:../base", FileKind::Kustomization, "base"),
+            ("kustomization:/overlays/prod", FileKind::Kustomization, "overlays/prod"),
+        ] {
+            let at = locate(&app, &git(Some(target), None, None), "argocd", &[]).unwrap();
+            assert_eq!((at.kind, at.path.as_str()), (kind, path), "{target}");
+        }
+        let escape = locate(&app, &git(Some("helmvalues:../../x.yaml"), None, None), "argocd", &[]);
+        assert!(escape.unwrap_err().contains("leaves the repository"));
+        let unknown = locate(&app, &git(Some("values.yaml"), None, None), "argocd", &[]);
+        assert!(unknown.unwrap_err().contains("helmvalues[:<path>]"));
+    }
+
+    #[test]
+    fn branches_come_from_git_branch_else_the_target_revision_and_a_commit_is_refused() {
+        let app = Application::seed().build();
+        for (setting, base, write) in [
+            (None, Some("main"), None),
+            (Some("release"), Some("release"), None),
+            (Some("main:image-updates"), Some("main"), Some("image-updates")),
+            (Some(":image-updates"), Some("main"), Some("image-updates")),
+            (Some("main:updates-{{.SHA256}}"), Some("main"), Some("updates-{{.SHA256}}")),
+        ] {
+            let at = locate(&app, &git(None, setting, None), "argocd", &[]).unwrap();
+            assert_eq!(
+                (at.branch.as_deref(), at.write_branch.as_deref()),
+                (base, write),
+                "{setting:?}"
+            );
+        }
+        let head = Application::seed()
+            .with(|a| a["spec"]["source"]["targetRevision"] = json!("HEAD"))
+            .build();
+        assert_eq!(locate(&head, &git(None, None, None), "argocd", &[]).unwrap().branch, None);
+        let pinned = Application::seed()
+            .with(|a| {
+                a["spec"]["source"]["targetRevision"] =
+                    json!("0123456789abcdef0123456789abcdef01234567")
+            })
+            .build();
+        let error = locate(&pinned, &git(None, None, None), "argocd", &[]).unwrap_err();
+        assert!(error.contains("is a commit, not a branch: set git-branch"), "{error}");
+        assert!(locate(&pinned, &git(None, Some("main"), None), "argocd", &[]).is_ok());
+        for bad in ["a:b:c", "main:{{.Images}}"] {
+            assert!(locate(&app, &git(None, Some(bad), None), "argocd", &[]).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_chart_repository_source_needs_git_repository_and_multi_source_picks_the_named_repo() {
+        let chart = Application::seed()
+            .with(|a| {
+                a["spec"]["source"] = json!({"repoURL": "https://charts.example.com", "chart": "web", "targetRevision": "1.2.0", "helm": {}})
+            })
+            .build();
+        let error = locate(&chart, &git(None, None, None), "argocd", &[]).unwrap_err();
+        assert!(error.contains("set git-repository"), "{error}");
+        let multi = Application::seed()
+            .sources(
+                vec![
+                    json!({"repoURL": "https://charts.example.com", "chart": "web", "targetRevision": "1.2.0", "helm": {"valueFiles": ["$values/web/values.yaml"]}}),
+                    json!({"repoURL": "https://github.com/acme/values.git", "targetRevision": "main", "ref": "values"}),
+                ],
+                &["Helm", "Directory"],
+            )
+            .build();
+        let at = locate(
+            &multi,
+            &git(Some("helmvalues:/web/values.yaml"), None, Some("https://github.com/acme/values.git")),
+            "argocd",
+            &[],
+        )
+        .unwrap();
+        assert_eq!((at.source, at.path.as_str(), at.branch.as_deref()), (1, "web/values.yaml", Some("main")));
+    }
+
+    #[test]
+    fn branch_templates_are_filled_as_image_updater_fills_them() {
+        let app = Application::seed().build();
+        let changes = vec![Change {
+            image: "barun-dev-ecr".into(),
+            old_tag: "20250825-120000".into(),
+            new_tag: "20250825-153012".into(),
+        }];
+        let name = branch_name("image-updater-{{.AppName}}-{{ .SHA256 }}", &app, "", &changes);
+        // sha256("barun-dev-ecr-20250825-120000-20250825-153012,")
+        let digest = aws_lc_rs::digest::digest(
+            &aws_lc_rs::digest::SHA256,
+            b"barun-dev-ecr-20250825-120000-20250825-153012,",
+        );
+        let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(name, format!("image-updater-aws-pipeline-test-{hex}"));
+        assert_eq!(branch_name(&"x".repeat(300), &app, "", &changes).len(), 255);
+    }
+
+    #[test]
+    fn the_commit_message_is_image_updaters_default_template() {
+        let changes = vec![Change {
+            image: "barun-dev-ecr".into(),
+            old_tag: "20250825-120000".into(),
+            new_tag: "20250825-153012".into(),
+        }];
+        assert_eq!(
+            commit_message("aws-pipeline-test", &changes),
+            "build: automatic update of aws-pipeline-test\n\nupdates image barun-dev-ecr tag '20250825-120000' to '20250825-153012'\n"
+        );
+    }
+
+    /// The decision's effect on the effective app, as `patch::plan` writes it: the image
+    /// and tag parameters set.
+    fn moved(effective: &Value, tag: &str) -> Value {
+        let mut patched = effective.clone();
+        let params = patched["spec"]["source"]["helm"]["parameters"].as_array_mut().unwrap();
+        for (name, value) in [("image.repository", IMAGE), ("image.tag", tag)] {
+            match params.iter_mut().find(|p| p["name"] == name) {
+                Some(p) => p["value"] = json!(value),
+                None => params.push(json!({"name": name, "value": value, "forceString": true})),
+            }
+        }
+        patched
+    }
+
+    #[test]
+    fn the_override_file_holds_the_managed_parameters_sorted_with_forcestring() {
+        let app = Application::seed().build();
+        let config = seed_config(&[]);
+        let images: Vec<&ImageConfig> = config.images.iter().filter_map(|i| i.config.as_ref().ok()).collect();
+        let at = locate(&app, &config.write_back.clone().unwrap(), "argocd", &[]).unwrap();
+        let effective = effective_app(&app, &at, None, &images).unwrap();
+        let text = render(&at, None, &moved(&effective, "20250825-153012"), &images)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            text,
+            format!("helm:\n  parameters:\n  - name: image.repository\n    value: {IMAGE}\n    forcestring: true\n  - name: image.tag\n    value: 20250825-153012\n    forcestring: true\n")
+        );
+        // Read back, the file is what the decision sees, and the same move changes nothing.
+        let again = effective_app(&app, &at, Some(&text), &images).unwrap();
+        let params = &again["spec"]["source"]["helm"]["parameters"];
+        assert_eq!(params[1]["value"], "20250825-153012");
+        assert_eq!(render(&at, Some(&text), &moved(&again, "20250825-153012"), &images).unwrap(), None);
+    }
+
+    #[test]
+    fn entries_of_the_override_file_we_do_not_manage_are_kept() {
+        let app = Application::seed().build();
+        let config = seed_config(&[]);
+        let images: Vec<&ImageConfig> = config.images.iter().filter_map(|i| i.config.as_ref().ok()).collect();
+        let at = locate(&app, &config.write_back.clone().unwrap(), "argocd", &[]).unwrap();
+        let existing = "helm:\n  parameters:\n  - name: replicaCount\n    value: \"3\"\n    forcestring: false\n  - name: image.tag\n    value: 20250825-120000\n    forcestring: true\n";
+        let effective = effective_app(&app, &at, Some(existing), &images).unwrap();
+        let text = render(&at, Some(existing), &moved(&effective, "20250825-153012"), &images)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            text,
+            format!("helm:\n  parameters:\n  - name: image.repository\n    value: {IMAGE}\n    forcestring: true\n  - name: image.tag\n    value: 20250825-153012\n    forcestring: true\n  - name: replicaCount\n    value: \"3\"\n    forcestring: false\n")
+        );
+    }
+
+    #[test]
+    fn the_tag_in_git_wins_over_the_application_spec() {
+        let app = Application::seed().build();
+        let config = seed_config(&[]);
+        let images: Vec<&ImageConfig> = config.images.iter().filter_map(|i| i.config.as_ref().ok()).collect();
+        let at = locate(&app, &config.write_back.clone().unwrap(), "argocd", &[]).unwrap();
+        let file = "helm:\n  parameters:\n  - name: image.tag\n    value: 20250901-000000\n    forcestring: true\n";
+        let effective = effective_app(&app, &at, Some(file), &images).unwrap();
+        let params = effective["spec"]["source"]["helm"]["parameters"].as_array().unwrap();
+        // Argo CD's merge replaces the list: the file's parameters are what renders.
+        assert_eq!(params, &vec![json!({"name": "image.tag", "value": "20250901-000000", "forcestring": true})]);
+    }
+
+    #[test]
+    fn a_values_file_gets_its_tag_changed_and_nothing_else() {
+        let app = Application::seed()
+            .with(|a| a["spec"]["source"]["helm"] = json!({"valueFiles": ["values.yaml"]}))
+            .build();
+        let config = seed_config(&[("write-back-target", "helmvalues")]);
+        let images: Vec<&ImageConfig> = config.images.iter().filter_map(|i| i.config.as_ref().ok()).collect();
+        let at = locate(&app, &config.write_back.clone().unwrap(), "argocd", &[]).unwrap();
+        let values = "# Default values for invitation.\nreplicaCount: 2\n\nimage:\n  repository: barun-dev-ecr   # short form, kept\n  # bumped by the updater\n  tag: \"20250825-120000\"\n  pullPolicy: IfNotPresent\n";
+        let effective = effective_app(&app, &at, Some(values), &images).unwrap();
+        assert_eq!(effective["spec"]["source"]["helm"]["parameters"][1]["value"], "20250825-120000");
+        let text = render(&at, Some(values), &moved(&effective, "20250825-153012"), &images)
+            .unwrap()
+            .unwrap();
+        assert_eq!(text, values.replace("\"20250825-120000\"", "\"20250825-153012\""));
+    }
+
+    #[test]
+    fn a_kustomization_gets_its_images_entry_changed_and_the_rest_byte_identical() {
+        let app = Application::seed()
+            .source(json!({"repoURL": "https://github.com/barun/invitation.git", "targetRevision": "main", "path": "overlays/dev", "kustomize": {}}), "Kustomize")
+            .build();
+        let config = seed_config(&[("write-back-target", "kustomization"), ("app.kustomize.image-name", "invitation")]);
+        let images: Vec<&ImageConfig> = config.images.iter().filter_map(|i| i.config.as_ref().ok()).collect();
+        let at = locate(&app, &config.write_back.clone().unwrap(), "argocd", &[]).unwrap();
+        assert_eq!(at.candidates()[0], "overlays/dev/kustomization.yaml");
+        let file = format!("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../../base # shared\nimages:\n  - name: invitation\n    newName: {IMAGE}\n    newTag: \"20250825-120000\"\n    digest: sha256:aaaa\n");
+        let effective = effective_app(&app, &at, Some(&file), &images).unwrap();
+        let entry = effective["spec"]["source"]["kustomize"]["images"][0].as_str().unwrap().to_string();
+        assert_eq!(entry, format!("invitation={IMAGE}:20250825-120000@sha256:aaaa"));
+        let mut patched = effective.clone();
+        patched["spec"]["source"]["kustomize"]["images"][0] = json!(format!("invitation={IMAGE}:20250825-153012"));
+        let text = render(&at, Some(&file), &patched, &images).unwrap().unwrap();
+        assert_eq!(
+            text,
+            file.replace("\"20250825-120000\"", "\"20250825-153012\"").replace("    digest: sha256:aaaa\n", "")
+        );
+        let missing = render(&at, None, &patched, &images).unwrap_err();
+        assert!(missing.contains("no kustomization file in `overlays/dev`"), "{missing}");
+    }
+}
