@@ -44,6 +44,7 @@ pub mod ecr;
 pub mod eks_auth;
 pub mod event;
 pub mod facts;
+pub mod github;
 pub mod gitwrite;
 pub mod handler;
 pub mod imageupdater;

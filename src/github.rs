@@ -1,0 +1,720 @@
+//! GitHub and GitHub Enterprise: the API calls git write-back makes, and their credentials.
+//!
+//! No clone and no git binary: a branch head and one file are read over REST, and the commit
+//! is one GraphQL `createCommitOnBranch` with `expectedHeadOid`, a compare-and-swap on the
+//! branch, so a commit that raced another one is refused rather than merged. Pull requests
+//! and labels are REST. A GitHub App's installation token is minted from a signed JWT and
+//! kept until five minutes before it expires.
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine;
+use reqwest::{Method, StatusCode, header};
+use serde_json::{Value, json};
+use tokio::sync::Mutex;
+
+use crate::gitwrite::Repo;
+
+/// How a GitHub request failed, in the classes the write-back acts on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GitHubError {
+    #[error(
+        "GitHub rate limit reached for {repo}{}: the event is retried; give the token more quota or use a GitHub App",
+        reset.as_ref().map(|r| format!(" (resets at {r})")).unwrap_or_default()
+    )]
+    RateLimited {
+        repo: String,
+        reset: Option<String>,
+        retry_after: Option<u64>,
+    },
+    #[error("GitHub answered {status} for {what}: {message}; retried")]
+    Server {
+        status: u16,
+        what: String,
+        message: String,
+    },
+    #[error("cannot reach GitHub for {what}: {message}")]
+    Transport { what: String, message: String },
+    #[error(
+        "GitHub refused the credentials for {repo} ({message}): renew the token or the GitHub App key in the configured secret"
+    )]
+    BadCredentials { repo: String, message: String },
+    #[error(
+        "the credentials may not {what} ({message}): grant them contents:write (and pull_requests:write for pull requests) on the repository"
+    )]
+    Forbidden { what: String, message: String },
+    #[error("{what}: not found ({message}); check the repository, branch and path, and that the credentials can see the repository")]
+    NotFound { what: String, message: String },
+    #[error(
+        "branch `{branch}` of {repo} refused the commit ({message}): allow the token's identity to push there, or set git-branch to `<base>:<new branch>` and merge through a pull request"
+    )]
+    Protected {
+        repo: String,
+        branch: String,
+        message: String,
+    },
+    #[error("branch `{branch}` of {repo} moved since it was read ({message})")]
+    HeadMoved {
+        repo: String,
+        branch: String,
+        message: String,
+    },
+    #[error("GitHub refused {what}: {message}")]
+    Invalid { what: String, message: String },
+    #[error("git credentials: {0}")]
+    Credentials(String),
+}
+
+impl GitHubError {
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Self::RateLimited { .. } | Self::Server { .. } | Self::Transport { .. }
+        )
+    }
+}
+
+/// Credentials for one repository, in the shapes Argo CD's repository secrets use.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Credentials {
+    /// A personal access token, fine-grained token, or `password` of a `username`/`password`.
+    Token(String),
+    App {
+        app_id: String,
+        installation_id: String,
+        private_key_pem: String,
+    },
+}
+
+impl std::fmt::Debug for Credentials {
+    /// Never prints the secret.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Token(_) => f.write_str("Credentials::Token(***)"),
+            Self::App {
+                app_id,
+                installation_id,
+                ..
+            } => write!(
+                f,
+                "Credentials::App {{ app_id: {app_id}, installation_id: {installation_id}, private_key: *** }}"
+            ),
+        }
+    }
+}
+
+impl Credentials {
+    /// Reads the fields of a secret (Secrets Manager JSON, or a Kubernetes Secret's decoded
+    /// data): `token`, `password`, or `githubAppID` + `githubAppInstallationID` +
+    /// `githubAppPrivateKey`.
+    pub fn from_fields(fields: &HashMap<String, String>, origin: &str) -> Result<Self, String> {
+        let get = |k: &str| fields.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
+        if let (Some(app_id), Some(installation_id), Some(key)) = (
+            get("githubAppID"),
+            get("githubAppInstallationID"),
+            get("githubAppPrivateKey"),
+        ) {
+            return Ok(Self::App {
+                app_id: app_id.to_string(),
+                installation_id: installation_id.to_string(),
+                private_key_pem: key.to_string(),
+            });
+        }
+        if let Some(token) = get("token").or_else(|| get("password")) {
+            return Ok(Self::Token(token.to_string()));
+        }
+        Err(format!(
+            "{origin} holds neither `token` (or `password`) nor `githubAppID`, `githubAppInstallationID` and `githubAppPrivateKey`"
+        ))
+    }
+}
+
+/// A commit made on a branch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Commit {
+    pub oid: String,
+    pub url: String,
+}
+
+/// The GitHub client, built once per warm container.
+pub struct GitHub {
+    http: reqwest::Client,
+    /// Overrides `https://api.github.com` (tests, or an egress proxy).
+    api_override: Option<String>,
+    /// Installation tokens by (API, installation), with their expiry.
+    app_tokens: Mutex<HashMap<(String, String), (String, SystemTime)>>,
+    requests: std::sync::atomic::AtomicUsize,
+}
+
+/// Installation tokens live an hour; one is renewed this long before it expires.
+const TOKEN_MARGIN: Duration = Duration::from_secs(300);
+
+impl GitHub {
+    pub fn new(
+        extra_ca_pem: Option<&str>,
+        api_override: Option<String>,
+        timeout: Duration,
+    ) -> Result<Self, String> {
+        let mut builder = reqwest::Client::builder()
+            .https_only(true)
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(timeout)
+            .user_agent(concat!("argocd-ecr-updater/", env!("CARGO_PKG_VERSION")));
+        if let Some(pem) = extra_ca_pem {
+            let certs = reqwest::Certificate::from_pem_bundle(pem.as_bytes())
+                .map_err(|e| format!("GIT_CA_BUNDLE is not a PEM bundle: {e}"))?;
+            builder = builder.tls_certs_merge(certs);
+        }
+        Ok(Self {
+            http: builder.build().map_err(|e| e.to_string())?,
+            api_override: api_override.map(|a| a.trim_end_matches('/').to_string()),
+            app_tokens: Mutex::new(HashMap::new()),
+            requests: std::sync::atomic::AtomicUsize::new(0),
+        })
+    }
+
+    /// Requests sent so far (for the report's budget).
+    pub fn requests(&self) -> usize {
+        self.requests.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn api(&self, repo: &Repo) -> String {
+        match &self.api_override {
+            Some(api) if repo.api == "https://api.github.com" => api.clone(),
+            _ => repo.api.clone(),
+        }
+    }
+
+    /// `https://api.github.com/graphql`, or an Enterprise server's `/api/graphql`.
+    fn graphql_url(&self, repo: &Repo) -> String {
+        let api = self.api(repo);
+        match api.strip_suffix("/api/v3") {
+            Some(host) => format!("{host}/api/graphql"),
+            None => format!("{api}/graphql"),
+        }
+    }
+
+    /// The bearer token for `credentials`: the token itself, or an App installation token.
+    pub async fn token(&self, repo: &Repo, credentials: &Credentials) -> Result<String, GitHubError> {
+        let (app_id, installation_id, key) = match credentials {
+            Credentials::Token(token) => return Ok(token.clone()),
+            Credentials::App {
+                app_id,
+                installation_id,
+                private_key_pem,
+            } => (app_id, installation_id, private_key_pem),
+        };
+        let cache_key = (self.api(repo), installation_id.clone());
+        let mut cache = self.app_tokens.lock().await;
+        if let Some((token, expires)) = cache.get(&cache_key)
+            && SystemTime::now() + TOKEN_MARGIN < *expires
+        {
+            return Ok(token.clone());
+        }
+        let jwt = app_jwt(app_id, key, SystemTime::now())?;
+        let url = format!(
+            "{}/app/installations/{installation_id}/access_tokens",
+            self.api(repo)
+        );
+        let what = format!("an installation token for GitHub App {app_id}");
+        let body = self
+            .send(Method::POST, &url, &jwt, None, &what, repo, None)
+            .await?;
+        let token = body["token"].as_str().ok_or_else(|| GitHubError::Invalid {
+            what: what.clone(),
+            message: "the answer holds no token".into(),
+        })?;
+        let expires = body["expires_at"]
+            .as_str()
+            .and_then(|t| time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok())
+            .map(SystemTime::from)
+            .unwrap_or_else(|| SystemTime::now() + Duration::from_secs(3600));
+        cache.insert(cache_key, (token.to_string(), expires));
+        Ok(token.to_string())
+    }
+
+    /// Forgets a cached installation token GitHub refused.
+    pub async fn forget(&self, repo: &Repo, credentials: &Credentials) {
+        if let Credentials::App {
+            installation_id, ..
+        } = credentials
+        {
+            let key = (self.api(repo), installation_id.clone());
+            self.app_tokens.lock().await.remove(&key);
+        }
+    }
+
+    /// The repository's default branch (for `targetRevision: HEAD`).
+    pub async fn default_branch(&self, repo: &Repo, token: &str) -> Result<String, GitHubError> {
+        let url = format!("{}/repos/{}", self.api(repo), repo.full_name());
+        let what = format!("repository {}", repo.full_name());
+        let body = self
+            .send(Method::GET, &url, token, None, &what, repo, None)
+            .await?;
+        body["default_branch"]
+            .as_str()
+            .map(str::to_string)
+            .ok_or(GitHubError::Invalid {
+                what,
+                message: "no default_branch in the answer".into(),
+            })
+    }
+
+    /// The commit a branch points at, or `None` if there is no such branch.
+    pub async fn branch_head(
+        &self,
+        repo: &Repo,
+        token: &str,
+        branch: &str,
+    ) -> Result<Option<String>, GitHubError> {
+        let url = format!(
+            "{}/repos/{}/git/ref/heads/{}",
+            self.api(repo),
+            repo.full_name(),
+            encode_path(branch)
+        );
+        let what = format!("branch `{branch}` of {}", repo.full_name());
+        match self
+            .send(Method::GET, &url, token, None, &what, repo, None)
+            .await
+        {
+            Ok(body) => Ok(body["object"]["sha"].as_str().map(str::to_string)),
+            Err(GitHubError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A file's text at a commit, or `None` if it does not exist there.
+    pub async fn file(
+        &self,
+        repo: &Repo,
+        token: &str,
+        path: &str,
+        commit: &str,
+    ) -> Result<Option<String>, GitHubError> {
+        let url = format!(
+            "{}/repos/{}/contents/{}?ref={commit}",
+            self.api(repo),
+            repo.full_name(),
+            encode_path(path)
+        );
+        let what = format!("`{path}` in {}", repo.full_name());
+        let body = match self
+            .send(Method::GET, &url, token, None, &what, repo, None)
+            .await
+        {
+            Ok(body) => body,
+            Err(GitHubError::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        if body["type"] != "file" {
+            return Err(GitHubError::Invalid {
+                what,
+                message: "it is a directory, not a file".into(),
+            });
+        }
+        if body["encoding"] != "base64" {
+            return Err(GitHubError::Invalid {
+                what,
+                message: "too large for the contents API (over 1 MB)".into(),
+            });
+        }
+        let content: String = body["content"]
+            .as_str()
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect();
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(content)
+            .map_err(|e| GitHubError::Invalid {
+                what: what.clone(),
+                message: format!("content is not base64: {e}"),
+            })?;
+        String::from_utf8(bytes).map(Some).map_err(|_| GitHubError::Invalid {
+            what,
+            message: "not UTF-8 text".into(),
+        })
+    }
+
+    /// Creates `branch` at `commit`; `false` if it exists already.
+    pub async fn create_branch(
+        &self,
+        repo: &Repo,
+        token: &str,
+        branch: &str,
+        commit: &str,
+    ) -> Result<bool, GitHubError> {
+        let url = format!("{}/repos/{}/git/refs", self.api(repo), repo.full_name());
+        let what = format!("creating branch `{branch}` of {}", repo.full_name());
+        let body = json!({"ref": format!("refs/heads/{branch}"), "sha": commit});
+        match self
+            .send(Method::POST, &url, token, Some(body), &what, repo, Some(branch))
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(GitHubError::Invalid { message, .. }) if message.contains("already exists") => {
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Commits `files` (path, new text) on `branch` if its head is still `expected_head`.
+    pub async fn commit(
+        &self,
+        repo: &Repo,
+        token: &str,
+        branch: &str,
+        expected_head: &str,
+        message: &str,
+        files: &[(String, String)],
+    ) -> Result<Commit, GitHubError> {
+        let (headline, body) = match message.split_once('\n') {
+            Some((h, b)) => (h, b.trim()),
+            None => (message, ""),
+        };
+        let additions: Vec<Value> = files
+            .iter()
+            .map(|(path, text)| {
+                json!({"path": path, "contents": base64::engine::general_purpose::STANDARD.encode(text)})
+            })
+            .collect();
+        let request = json!({
+            "query": COMMIT_MUTATION,
+            "variables": {"input": {
+                "branch": {"repositoryNameWithOwner": repo.full_name(), "branchName": branch},
+                "message": {"headline": headline, "body": body},
+                "fileChanges": {"additions": additions},
+                "expectedHeadOid": expected_head,
+            }},
+        });
+        let what = format!("the commit to `{branch}` of {}", repo.full_name());
+        let answer = self
+            .send(
+                Method::POST,
+                &self.graphql_url(repo),
+                token,
+                Some(request),
+                &what,
+                repo,
+                Some(branch),
+            )
+            .await?;
+        if let Some(errors) = answer["errors"].as_array().filter(|e| !e.is_empty()) {
+            return Err(graphql_error(errors, repo, branch, &what));
+        }
+        let commit = &answer["data"]["createCommitOnBranch"]["commit"];
+        match (commit["oid"].as_str(), commit["url"].as_str()) {
+            (Some(oid), url) => Ok(Commit {
+                oid: oid.to_string(),
+                url: url.unwrap_or_default().to_string(),
+            }),
+            _ => Err(GitHubError::Invalid {
+                what,
+                message: "the answer names no commit".into(),
+            }),
+        }
+    }
+
+    /// The open pull request from `head` into `base`, or a new one; its number and URL.
+    pub async fn pull_request(
+        &self,
+        repo: &Repo,
+        token: &str,
+        head: &str,
+        base: &str,
+        title: &str,
+        body: &str,
+    ) -> Result<(u64, String), GitHubError> {
+        let api = self.api(repo);
+        let name = repo.full_name();
+        let what = format!("pull requests of {name}");
+        let list_url = format!(
+            "{api}/repos/{name}/pulls?state=open&head={}:{}&base={}",
+            repo.owner,
+            encode_query(head),
+            encode_query(base)
+        );
+        let open = self
+            .send(Method::GET, &list_url, token, None, &what, repo, None)
+            .await?;
+        let pick = |pr: &Value| Some((pr["number"].as_u64()?, pr["html_url"].as_str()?.to_string()));
+        if let Some(found) = open.as_array().and_then(|l| l.first()).and_then(pick) {
+            return Ok(found);
+        }
+        let created = self
+            .send(
+                Method::POST,
+                &format!("{api}/repos/{name}/pulls"),
+                token,
+                Some(json!({"title": title, "head": head, "base": base, "body": body})),
+                &format!("opening a pull request on {name}"),
+                repo,
+                None,
+            )
+            .await?;
+        pick(&created).ok_or(GitHubError::Invalid {
+            what,
+            message: "the answer names no pull request".into(),
+        })
+    }
+
+    /// Adds labels to an issue or pull request.
+    pub async fn add_labels(
+        &self,
+        repo: &Repo,
+        token: &str,
+        number: u64,
+        labels: &[String],
+    ) -> Result<(), GitHubError> {
+        let url = format!(
+            "{}/repos/{}/issues/{number}/labels",
+            self.api(repo),
+            repo.full_name()
+        );
+        let what = format!("labelling pull request #{number}");
+        self.send(
+            Method::POST,
+            &url,
+            token,
+            Some(json!({"labels": labels})),
+            &what,
+            repo,
+            None,
+        )
+        .await
+        .map(|_| ())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn send(
+        &self,
+        method: Method,
+        url: &str,
+        token: &str,
+        body: Option<Value>,
+        what: &str,
+        repo: &Repo,
+        branch: Option<&str>,
+    ) -> Result<Value, GitHubError> {
+        self.requests
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut request = self
+            .http
+            .request(method, url)
+            .bearer_auth(token)
+            .header(header::ACCEPT, "application/vnd.github+json")
+            .header("X-GitHub-Api-Version", "2022-11-28");
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let transport = |e: reqwest::Error| GitHubError::Transport {
+            what: what.to_string(),
+            message: e.to_string(),
+        };
+        let response = request.send().await.map_err(transport)?;
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response.bytes().await.map_err(transport)?;
+        let parsed: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        if status.is_success() {
+            return Ok(parsed);
+        }
+        let message = parsed["message"]
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| String::from_utf8_lossy(&bytes).chars().take(200).collect());
+        let header_text = |name: &str| {
+            headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let exhausted = header_text("x-ratelimit-remaining").as_deref() == Some("0");
+        let retry_after = header_text("retry-after").and_then(|v| v.trim().parse().ok());
+        let (what, repo_name) = (what.to_string(), repo.full_name());
+        Err(match status {
+            StatusCode::TOO_MANY_REQUESTS => GitHubError::RateLimited {
+                repo: repo_name,
+                reset: header_text("x-ratelimit-reset").map(|r| reset_time(&r)),
+                retry_after,
+            },
+            StatusCode::FORBIDDEN if exhausted || retry_after.is_some() || message.contains("rate limit") => {
+                GitHubError::RateLimited {
+                    repo: repo_name,
+                    reset: header_text("x-ratelimit-reset").map(|r| reset_time(&r)),
+                    retry_after,
+                }
+            }
+            StatusCode::UNAUTHORIZED => GitHubError::BadCredentials {
+                repo: repo_name,
+                message,
+            },
+            StatusCode::FORBIDDEN => GitHubError::Forbidden { what, message },
+            StatusCode::NOT_FOUND => GitHubError::NotFound { what, message },
+            StatusCode::CONFLICT | StatusCode::UNPROCESSABLE_ENTITY
+                if branch.is_some() && is_protection(&message) =>
+            {
+                GitHubError::Protected {
+                    repo: repo_name,
+                    branch: branch.unwrap_or_default().to_string(),
+                    message,
+                }
+            }
+            s if s.is_server_error() => GitHubError::Server {
+                status: s.as_u16(),
+                what,
+                message,
+            },
+            _ => GitHubError::Invalid { what, message },
+        })
+    }
+}
+
+const COMMIT_MUTATION: &str = "mutation ($input: CreateCommitOnBranchInput!) { createCommitOnBranch(input: $input) { commit { oid url } } }";
+
+fn is_protection(message: &str) -> bool {
+    let lower = message.to_ascii_lowercase();
+    lower.contains("protected branch") || lower.contains("repository rule") || lower.contains("rule violation")
+}
+
+/// A GraphQL error list into our classes: a stale head, a protected branch, or refusal.
+fn graphql_error(errors: &[Value], repo: &Repo, branch: &str, what: &str) -> GitHubError {
+    let message = errors
+        .iter()
+        .filter_map(|e| e["message"].as_str())
+        .collect::<Vec<_>>()
+        .join("; ");
+    let kind = errors.iter().find_map(|e| e["type"].as_str()).unwrap_or_default();
+    let (repo, branch) = (repo.full_name(), branch.to_string());
+    if kind == "STALE_DATA" || message.contains("Expected branch to point to") {
+        GitHubError::HeadMoved {
+            repo,
+            branch,
+            message,
+        }
+    } else if is_protection(&message) || (kind == "FORBIDDEN" && message.contains("branch")) {
+        GitHubError::Protected {
+            repo,
+            branch,
+            message,
+        }
+    } else if kind == "FORBIDDEN" {
+        GitHubError::Forbidden {
+            what: what.to_string(),
+            message,
+        }
+    } else if kind == "NOT_FOUND" {
+        GitHubError::NotFound {
+            what: what.to_string(),
+            message,
+        }
+    } else {
+        GitHubError::Invalid {
+            what: what.to_string(),
+            message,
+        }
+    }
+}
+
+/// `x-ratelimit-reset` (epoch seconds) as RFC 3339.
+fn reset_time(epoch: &str) -> String {
+    epoch
+        .trim()
+        .parse::<i64>()
+        .ok()
+        .and_then(|s| time::OffsetDateTime::from_unix_timestamp(s).ok())
+        .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
+        .unwrap_or_else(|| epoch.to_string())
+}
+
+/// Percent-encodes each segment of a repository path (or branch name), keeping `/`.
+fn encode_path(path: &str) -> String {
+    path.split('/')
+        .map(encode_query)
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+fn encode_query(text: &str) -> String {
+    url::form_urlencoded::byte_serialize(text.as_bytes())
+        .collect::<String>()
+        .replace('+', "%20")
+}
+
+/// The JWT a GitHub App authenticates with: RS256, issued a minute in the past against
+/// clock drift, valid nine minutes (GitHub's limit is ten).
+pub fn app_jwt(app_id: &str, private_key_pem: &str, now: SystemTime) -> Result<String, GitHubError> {
+    let key = jsonwebtoken::EncodingKey::from_rsa_pem(private_key_pem.as_bytes()).map_err(|e| {
+        GitHubError::Credentials(format!(
+            "githubAppPrivateKey is not an RSA private key in PEM form: {e}"
+        ))
+    })?;
+    let now = now
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default();
+    let claims = json!({"iat": now.saturating_sub(60), "exp": now + 540, "iss": app_id});
+    jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256),
+        &claims,
+        &key,
+    )
+    .map_err(|e| GitHubError::Credentials(format!("cannot sign the GitHub App JWT: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_are_read_in_argo_cds_secret_shapes_and_never_printed() {
+        let fields = |pairs: &[(&str, &str)]| -> HashMap<String, String> {
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        };
+        let token = Credentials::from_fields(&fields(&[("token", "ghp_secret")]), "s").unwrap();
+        assert_eq!(token, Credentials::Token("ghp_secret".into()));
+        let basic = Credentials::from_fields(&fields(&[("username", "x"), ("password", "ghp_p")]), "s").unwrap();
+        assert_eq!(basic, Credentials::Token("ghp_p".into()));
+        let app = Credentials::from_fields(
+            &fields(&[("githubAppID", "12"), ("githubAppInstallationID", "34"), ("githubAppPrivateKey", "PEM")]),
+            "s",
+        )
+        .unwrap();
+        assert!(matches!(app, Credentials::App { ref app_id, .. } if app_id == "12"));
+        assert!(!format!("{token:?}{app:?}").contains("ghp_secret") && !format!("{app:?}").contains("PEM"));
+        let none = Credentials::from_fields(&fields(&[("url", "https://github.com/a")]), "secret `x`").unwrap_err();
+        assert!(none.contains("secret `x` holds neither"), "{none}");
+    }
+
+    #[test]
+    fn graphql_errors_are_told_apart() {
+        let repo = Repo::parse("https://github.com/a/b", &[]).unwrap();
+        let stale = graphql_error(
+            &[json!({"type": "STALE_DATA", "message": "Expected branch to point to \"abc\" but it did not. Pull and try again."})],
+            &repo, "main", "w",
+        );
+        assert!(matches!(stale, GitHubError::HeadMoved { .. }));
+        let rule = graphql_error(
+            &[json!({"type": "UNPROCESSABLE", "message": "Repository rule violations found\n\nChanges must be made through a pull request."})],
+            &repo, "main", "w",
+        );
+        assert!(matches!(rule, GitHubError::Protected { .. }), "{rule:?}");
+        assert!(rule.to_string().contains("git-branch to `<base>:<new branch>`"));
+        let other = graphql_error(&[json!({"message": "Something else"})], &repo, "main", "w");
+        assert!(matches!(other, GitHubError::Invalid { .. }) && !other.is_retryable());
+    }
+
+    #[test]
+    fn paths_and_branches_are_percent_encoded_per_segment() {
+        assert_eq!(encode_path("argocd/.argocd-source-app.yaml"), "argocd/.argocd-source-app.yaml");
+        assert_eq!(encode_path("feature/a b#c"), "feature/a%20b%23c");
+    }
+
+    #[test]
+    fn a_key_that_is_not_rsa_pem_is_a_credentials_error() {
+        let error = app_jwt("1", "not a key", SystemTime::now()).unwrap_err();
+        assert!(matches!(error, GitHubError::Credentials(ref m) if m.contains("githubAppPrivateKey")));
+    }
+}
