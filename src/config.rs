@@ -67,6 +67,24 @@ pub struct Config {
     pub page_size: u32,
     /// How many times one Application is re-read and re-decided after a conflict.
     pub conflict_retries: u32,
+    pub git: GitSettings,
+}
+
+/// Git write-back's settings (see [`crate::gitwrite`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GitSettings {
+    /// Argo CD's own namespace: decides the default file name, and where `git:repocreds`
+    /// reads repository credentials.
+    pub argocd_namespace: String,
+    /// Secrets Manager secrets holding Git credentials (`GIT_CREDENTIALS_SECRET_ARNS`).
+    pub credential_secret_arns: Vec<String>,
+    /// `git:repocreds` may list Argo CD's repository Secrets (`GIT_REPOCREDS`).
+    pub repocreds: bool,
+    pub enterprise_hosts: Vec<crate::gitwrite::EnterpriseHost>,
+    /// Replaces `https://api.github.com` (`GITHUB_API_URL`).
+    pub github_api_url: Option<String>,
+    /// Extra CA certificates (PEM) for GitHub Enterprise servers (`GIT_CA_BUNDLE`).
+    pub ca_bundle: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -92,6 +110,92 @@ fn is_namespace(name: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !name.starts_with('-')
         && !name.ends_with('-')
+}
+
+fn git_settings(
+    get: &dyn Fn(&str) -> Option<String>,
+    namespaces: &NamespaceScope,
+    repocreds: bool,
+) -> Result<GitSettings, ConfigError> {
+    let argocd_namespace = match (get("ARGOCD_NAMESPACE"), namespaces) {
+        (Some(ns), _) if is_namespace(&ns) => ns,
+        (Some(ns), _) => {
+            return Err(error(
+                "ARGOCD_NAMESPACE",
+                format!("`{ns}` is not a namespace name"),
+            ));
+        }
+        (None, NamespaceScope::Only(list)) if list.len() == 1 => list[0].clone(),
+        (None, _) => "argocd".into(),
+    };
+    let list = |name: &str| -> Vec<String> {
+        get(name)
+            .map(|v| {
+                v.split(',')
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let credential_secret_arns = list("GIT_CREDENTIALS_SECRET_ARNS");
+    if let Some(bad) = credential_secret_arns
+        .iter()
+        .find(|a| !(a.starts_with("arn:") && a.contains(":secretsmanager:")))
+    {
+        return Err(error(
+            "GIT_CREDENTIALS_SECRET_ARNS",
+            format!("`{bad}` is not a Secrets Manager secret ARN (arn:aws:secretsmanager:region:account:secret:name)"),
+        ));
+    }
+    let mut enterprise_hosts = Vec::new();
+    for pair in list("GITHUB_ENTERPRISE_HOSTS") {
+        let Some((host, api)) = pair.split_once('=') else {
+            return Err(error(
+                "GITHUB_ENTERPRISE_HOSTS",
+                format!("`{pair}`: expected `<host>=<API base URL>`, e.g. `ghe.example.com=https://ghe.example.com/api/v3`"),
+            ));
+        };
+        if !api.starts_with("https://") {
+            return Err(error(
+                "GITHUB_ENTERPRISE_HOSTS",
+                format!("`{api}` must be an https:// URL"),
+            ));
+        }
+        enterprise_hosts.push(crate::gitwrite::EnterpriseHost {
+            host: host.trim().to_ascii_lowercase(),
+            api: api.trim().trim_end_matches('/').to_string(),
+        });
+    }
+    let github_api_url = get("GITHUB_API_URL");
+    if let Some(url) = &github_api_url
+        && !url.starts_with("https://")
+    {
+        return Err(error("GITHUB_API_URL", "must be an https:// URL"));
+    }
+    let ca_bundle = match get("GIT_CA_BUNDLE") {
+        None => None,
+        Some(text) if text.contains("-----BEGIN") => Some(text),
+        Some(encoded) => Some(
+            decode_ca(&encoded)
+                .ok()
+                .and_then(|bytes| String::from_utf8(bytes).ok())
+                .ok_or_else(|| {
+                    error(
+                        "GIT_CA_BUNDLE",
+                        "is neither a PEM bundle nor base64 of one",
+                    )
+                })?,
+        ),
+    };
+    Ok(GitSettings {
+        argocd_namespace,
+        credential_secret_arns,
+        repocreds,
+        enterprise_hosts,
+        github_api_url,
+        ca_bundle,
+    })
 }
 
 impl Config {
@@ -254,7 +358,9 @@ impl Config {
                     }),
             }
         };
+        let git = git_settings(&get, &namespaces, flag("GIT_REPOCREDS", false)?)?;
         Ok(Self {
+            git,
             cluster_name,
             namespaces,
             label_selector,

@@ -512,6 +512,33 @@ impl KubeClient {
         }
     }
 
+    /// One Secret (git write-back's `git:secret:<namespace>/<name>`).
+    pub async fn get_secret(&self, namespace: &str, name: &str) -> Result<Value, KubeError> {
+        let url = self.url(&format!("/api/v1/namespaces/{namespace}/secrets/{name}"))?;
+        let bytes = self
+            .send(Method::GET, url, "application/json", None, namespace)
+            .await?;
+        serde_json::from_slice(&bytes).map_err(|e| KubeError::BadResponse(format!("secret: {e}")))
+    }
+
+    /// The Secrets of a namespace matching a label selector (Argo CD's repository
+    /// credentials for `git:repocreds`).
+    pub async fn list_secrets(
+        &self,
+        namespace: &str,
+        label_selector: &str,
+    ) -> Result<Vec<Value>, KubeError> {
+        let mut url = self.url(&format!("/api/v1/namespaces/{namespace}/secrets"))?;
+        url.query_pairs_mut()
+            .append_pair("labelSelector", label_selector);
+        let bytes = self
+            .send(Method::GET, url, "application/json", None, namespace)
+            .await?;
+        let page: Page = serde_json::from_slice(&bytes)
+            .map_err(|e| KubeError::BadResponse(format!("secret list: {e}")))?;
+        Ok(page.items)
+    }
+
     /// Records a core `Event` (`POST /api/v1/namespaces/{ns}/events`).
     pub async fn create_event(&self, namespace: &str, event: &Value) -> Result<(), KubeError> {
         let url = self.url(&format!("/api/v1/namespaces/{namespace}/events"))?;

@@ -44,6 +44,7 @@ pub mod ecr;
 pub mod eks_auth;
 pub mod event;
 pub mod facts;
+pub mod gitcreds;
 pub mod github;
 pub mod gitwrite;
 pub mod handler;
