@@ -13,6 +13,8 @@ use serde::Serialize;
 use crate::policy::{AllowTags, IgnoreTags, PolicyError, Strategy, TagPolicy, UnknownStrategy};
 
 pub const PREFIX: &str = "argocd-image-updater.argoproj.io/";
+/// Our own annotations, for settings Image Updater has no annotation for.
+pub const OWN_PREFIX: &str = "argocd-ecr-updater.io/";
 
 /// Where an image's tag is written in the Application.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -145,6 +147,10 @@ pub enum WriteBack {
         branch: Option<String>,
         /// `git-repository`: overrides the source's `repoURL`.
         repository: Option<String>,
+        /// Open a pull request (GitHub) instead of committing to the branch, with these
+        /// labels: `argocd-ecr-updater.io/git-pull-request: github` (and `...-labels`), or an
+        /// ImageUpdater object's `gitConfig.pullRequest`.
+        pull_request: Option<Vec<String>>,
     },
 }
 
@@ -430,6 +436,9 @@ impl Reader<'_> {
         };
         match method {
             "argocd" => Ok(WriteBack::Argocd),
+            m if m.starts_with("git") && self.pull_request_unsupported() => Err(error(
+                "pull requests are opened on GitHub only: a GitLab merge request (pullRequest.gitlab) is not supported yet, and committing to the branch instead would bypass the review you asked for",
+            )),
             "git" | "git:repocreds" => Ok(self.git(method)),
             m if m.starts_with("git:secret:") => {
                 match m.trim_start_matches("git:secret:").split_once('/') {
@@ -449,7 +458,54 @@ impl Reader<'_> {
             target: self.get("write-back-target").map(str::to_string),
             branch: self.get("git-branch").map(str::to_string),
             repository: self.get("git-repository").map(str::to_string),
+            pull_request: self.pull_request(),
         }
+    }
+
+    fn pull_request_unsupported(&self) -> bool {
+        let own = self
+            .annotations
+            .get(&format!("{OWN_PREFIX}git-pull-request"))
+            .map(String::as_str);
+        let synthesized = if self.synthesized {
+            self.get("git-pull-request")
+        } else {
+            None
+        };
+        own.or(synthesized)
+            .is_some_and(|m| !matches!(m.trim(), "github" | "true" | "false" | ""))
+    }
+
+    /// Our own annotation for annotation users (Image Updater has none); an ImageUpdater
+    /// object's `pullRequest` arrives under the synthesised key.
+    fn pull_request(&self) -> Option<Vec<String>> {
+        let own = |key: &str| {
+            self.annotations
+                .get(&format!("{OWN_PREFIX}{key}"))
+                .map(String::as_str)
+        };
+        let synthesized = |key: &str| {
+            if self.synthesized {
+                self.get(key)
+            } else {
+                None
+            }
+        };
+        let mode = own("git-pull-request").or_else(|| synthesized("git-pull-request"))?;
+        if !matches!(mode.trim(), "github" | "true") {
+            return None;
+        }
+        let labels = own("git-pull-request-labels")
+            .or_else(|| synthesized("git-pull-request-labels"))
+            .unwrap_or_default();
+        Some(
+            labels
+                .split(',')
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(str::to_string)
+                .collect(),
+        )
     }
 }
 
@@ -714,6 +770,7 @@ mod tests {
                     target: Some("kustomization:../base".into()),
                     branch: Some("main:image-updates".into()),
                     repository: Some("https://github.com/acme/deploy.git".into()),
+                    pull_request: None,
                 })
             );
         }

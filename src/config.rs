@@ -145,7 +145,9 @@ fn git_settings(
     {
         return Err(error(
             "GIT_CREDENTIALS_SECRET_ARNS",
-            format!("`{bad}` is not a Secrets Manager secret ARN (arn:aws:secretsmanager:region:account:secret:name)"),
+            format!(
+                "`{bad}` is not a Secrets Manager secret ARN (arn:aws:secretsmanager:region:account:secret:name)"
+            ),
         ));
     }
     let mut enterprise_hosts = Vec::new();
@@ -153,7 +155,9 @@ fn git_settings(
         let Some((host, api)) = pair.split_once('=') else {
             return Err(error(
                 "GITHUB_ENTERPRISE_HOSTS",
-                format!("`{pair}`: expected `<host>=<API base URL>`, e.g. `ghe.example.com=https://ghe.example.com/api/v3`"),
+                format!(
+                    "`{pair}`: expected `<host>=<API base URL>`, e.g. `ghe.example.com=https://ghe.example.com/api/v3`"
+                ),
             ));
         };
         if !api.starts_with("https://") {
@@ -181,10 +185,7 @@ fn git_settings(
                 .ok()
                 .and_then(|bytes| String::from_utf8(bytes).ok())
                 .ok_or_else(|| {
-                    error(
-                        "GIT_CA_BUNDLE",
-                        "is neither a PEM bundle nor base64 of one",
-                    )
+                    error("GIT_CA_BUNDLE", "is neither a PEM bundle nor base64 of one")
                 })?,
         ),
     };

@@ -133,7 +133,9 @@ impl GitCredentials {
                     }
                 })?;
             let text = answer.secret_string().ok_or_else(|| {
-                permanent(format!("secret {arn} has no SecretString: store the credentials as JSON text"))
+                permanent(format!(
+                    "secret {arn} has no SecretString: store the credentials as JSON text"
+                ))
             })?;
             let json: Value = serde_json::from_str(text).map_err(|_| {
                 permanent(format!(
@@ -195,8 +197,8 @@ impl GitCredentials {
             let Some(url) = fields.get("url") else {
                 continue;
             };
-            let exact = secret["metadata"]["labels"]["argocd.argoproj.io/secret-type"]
-                == "repository";
+            let exact =
+                secret["metadata"]["labels"]["argocd.argoproj.io/secret-type"] == "repository";
             let matches = if exact {
                 normalise(url) == wanted
             } else {
@@ -206,7 +208,9 @@ impl GitCredentials {
                 continue;
             }
             let name = secret["metadata"]["name"].as_str().unwrap_or_default();
-            let Ok(credentials) = Credentials::from_fields(&fields, &format!("Secret {namespace}/{name}")) else {
+            let Ok(credentials) =
+                Credentials::from_fields(&fields, &format!("Secret {namespace}/{name}"))
+            else {
                 continue;
             };
             let rank = (usize::from(exact) * 1_000_000) + url.len();
@@ -289,7 +293,11 @@ mod tests {
             ("https://github.com/acme/other.git", "acme"),
             ("https://github.com/someone/else.git", "default"),
         ] {
-            assert_eq!(pick(&all, url), Some(Credentials::Token(token.into())), "{url}");
+            assert_eq!(
+                pick(&all, url),
+                Some(Credentials::Token(token.into())),
+                "{url}"
+            );
         }
         assert_eq!(pick(&all[1..], "https://github.com/x/y"), None);
     }
@@ -304,6 +312,9 @@ mod tests {
 
     #[test]
     fn urls_are_compared_without_dot_git_trailing_slash_or_case() {
-        assert_eq!(normalise("https://GitHub.com/a/b.git/"), normalise("https://github.com/a/b"));
+        assert_eq!(
+            normalise("https://GitHub.com/a/b.git/"),
+            normalise("https://github.com/a/b")
+        );
     }
 }

@@ -44,7 +44,9 @@ pub enum GitHubError {
         "the credentials may not {what} ({message}): grant them contents:write (and pull_requests:write for pull requests) on the repository"
     )]
     Forbidden { what: String, message: String },
-    #[error("{what}: not found ({message}); check the repository, branch and path, and that the credentials can see the repository")]
+    #[error(
+        "{what}: not found ({message}); check the repository, branch and path, and that the credentials can see the repository"
+    )]
     NotFound { what: String, message: String },
     #[error(
         "branch `{branch}` of {repo} refused the commit ({message}): allow the token's identity to push there, or set git-branch to `<base>:<new branch>` and merge through a pull request"
@@ -196,7 +198,11 @@ impl GitHub {
     }
 
     /// The bearer token for `credentials`: the token itself, or an App installation token.
-    pub async fn token(&self, repo: &Repo, credentials: &Credentials) -> Result<String, GitHubError> {
+    pub async fn token(
+        &self,
+        repo: &Repo,
+        credentials: &Credentials,
+    ) -> Result<String, GitHubError> {
         let (app_id, installation_id, key) = match credentials {
             Credentials::Token(token) => return Ok(token.clone()),
             Credentials::App {
@@ -227,7 +233,9 @@ impl GitHub {
         })?;
         let expires = body["expires_at"]
             .as_str()
-            .and_then(|t| time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok())
+            .and_then(|t| {
+                time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()
+            })
             .map(SystemTime::from)
             .unwrap_or_else(|| SystemTime::now() + Duration::from_secs(3600));
         cache.insert(cache_key, (token.to_string(), expires));
@@ -331,10 +339,12 @@ impl GitHub {
                 what: what.clone(),
                 message: format!("content is not base64: {e}"),
             })?;
-        String::from_utf8(bytes).map(Some).map_err(|_| GitHubError::Invalid {
-            what,
-            message: "not UTF-8 text".into(),
-        })
+        String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| GitHubError::Invalid {
+                what,
+                message: "not UTF-8 text".into(),
+            })
     }
 
     /// Creates `branch` at `commit`; `false` if it exists already.
@@ -349,7 +359,15 @@ impl GitHub {
         let what = format!("creating branch `{branch}` of {}", repo.full_name());
         let body = json!({"ref": format!("refs/heads/{branch}"), "sha": commit});
         match self
-            .send(Method::POST, &url, token, Some(body), &what, repo, Some(branch))
+            .send(
+                Method::POST,
+                &url,
+                token,
+                Some(body),
+                &what,
+                repo,
+                Some(branch),
+            )
             .await
         {
             Ok(_) => Ok(true),
@@ -439,7 +457,8 @@ impl GitHub {
         let open = self
             .send(Method::GET, &list_url, token, None, &what, repo, None)
             .await?;
-        let pick = |pr: &Value| Some((pr["number"].as_u64()?, pr["html_url"].as_str()?.to_string()));
+        let pick =
+            |pr: &Value| Some((pr["number"].as_u64()?, pr["html_url"].as_str()?.to_string()));
         if let Some(found) = open.as_array().and_then(|l| l.first()).and_then(pick) {
             return Ok(found);
         }
@@ -540,7 +559,9 @@ impl GitHub {
                 reset: header_text("x-ratelimit-reset").map(|r| reset_time(&r)),
                 retry_after,
             },
-            StatusCode::FORBIDDEN if exhausted || retry_after.is_some() || message.contains("rate limit") => {
+            StatusCode::FORBIDDEN
+                if exhausted || retry_after.is_some() || message.contains("rate limit") =>
+            {
                 GitHubError::RateLimited {
                     repo: repo_name,
                     reset: header_text("x-ratelimit-reset").map(|r| reset_time(&r)),
@@ -576,7 +597,9 @@ const COMMIT_MUTATION: &str = "mutation ($input: CreateCommitOnBranchInput!) { c
 
 fn is_protection(message: &str) -> bool {
     let lower = message.to_ascii_lowercase();
-    lower.contains("protected branch") || lower.contains("repository rule") || lower.contains("rule violation")
+    lower.contains("protected branch")
+        || lower.contains("repository rule")
+        || lower.contains("rule violation")
 }
 
 /// A GraphQL error list into our classes: a stale head, a protected branch, or refusal.
@@ -586,7 +609,10 @@ fn graphql_error(errors: &[Value], repo: &Repo, branch: &str, what: &str) -> Git
         .filter_map(|e| e["message"].as_str())
         .collect::<Vec<_>>()
         .join("; ");
-    let kind = errors.iter().find_map(|e| e["type"].as_str()).unwrap_or_default();
+    let kind = errors
+        .iter()
+        .find_map(|e| e["type"].as_str())
+        .unwrap_or_default();
     let (repo, branch) = (repo.full_name(), branch.to_string());
     if kind == "STALE_DATA" || message.contains("Expected branch to point to") {
         GitHubError::HeadMoved {
@@ -625,7 +651,10 @@ fn reset_time(epoch: &str) -> String {
         .parse::<i64>()
         .ok()
         .and_then(|s| time::OffsetDateTime::from_unix_timestamp(s).ok())
-        .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
         .unwrap_or_else(|| epoch.to_string())
 }
 
@@ -645,7 +674,11 @@ fn encode_query(text: &str) -> String {
 
 /// The JWT a GitHub App authenticates with: RS256, issued a minute in the past against
 /// clock drift, valid nine minutes (GitHub's limit is ten).
-pub fn app_jwt(app_id: &str, private_key_pem: &str, now: SystemTime) -> Result<String, GitHubError> {
+pub fn app_jwt(
+    app_id: &str,
+    private_key_pem: &str,
+    now: SystemTime,
+) -> Result<String, GitHubError> {
     let key = jsonwebtoken::EncodingKey::from_rsa_pem(private_key_pem.as_bytes()).map_err(|e| {
         GitHubError::Credentials(format!(
             "githubAppPrivateKey is not an RSA private key in PEM form: {e}"
@@ -671,20 +704,34 @@ mod tests {
     #[test]
     fn credentials_are_read_in_argo_cds_secret_shapes_and_never_printed() {
         let fields = |pairs: &[(&str, &str)]| -> HashMap<String, String> {
-            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
         };
         let token = Credentials::from_fields(&fields(&[("token", "ghp_secret")]), "s").unwrap();
         assert_eq!(token, Credentials::Token("ghp_secret".into()));
-        let basic = Credentials::from_fields(&fields(&[("username", "x"), ("password", "ghp_p")]), "s").unwrap();
+        let basic =
+            Credentials::from_fields(&fields(&[("username", "x"), ("password", "ghp_p")]), "s")
+                .unwrap();
         assert_eq!(basic, Credentials::Token("ghp_p".into()));
         let app = Credentials::from_fields(
-            &fields(&[("githubAppID", "12"), ("githubAppInstallationID", "34"), ("githubAppPrivateKey", "PEM")]),
+            &fields(&[
+                ("githubAppID", "12"),
+                ("githubAppInstallationID", "34"),
+                ("githubAppPrivateKey", "PEM"),
+            ]),
             "s",
         )
         .unwrap();
         assert!(matches!(app, Credentials::App { ref app_id, .. } if app_id == "12"));
-        assert!(!format!("{token:?}{app:?}").contains("ghp_secret") && !format!("{app:?}").contains("PEM"));
-        let none = Credentials::from_fields(&fields(&[("url", "https://github.com/a")]), "secret `x`").unwrap_err();
+        assert!(
+            !format!("{token:?}{app:?}").contains("ghp_secret")
+                && !format!("{app:?}").contains("PEM")
+        );
+        let none =
+            Credentials::from_fields(&fields(&[("url", "https://github.com/a")]), "secret `x`")
+                .unwrap_err();
         assert!(none.contains("secret `x` holds neither"), "{none}");
     }
 
@@ -692,29 +739,45 @@ mod tests {
     fn graphql_errors_are_told_apart() {
         let repo = Repo::parse("https://github.com/a/b", &[]).unwrap();
         let stale = graphql_error(
-            &[json!({"type": "STALE_DATA", "message": "Expected branch to point to \"abc\" but it did not. Pull and try again."})],
-            &repo, "main", "w",
+            &[
+                json!({"type": "STALE_DATA", "message": "Expected branch to point to \"abc\" but it did not. Pull and try again."}),
+            ],
+            &repo,
+            "main",
+            "w",
         );
         assert!(matches!(stale, GitHubError::HeadMoved { .. }));
         let rule = graphql_error(
-            &[json!({"type": "UNPROCESSABLE", "message": "Repository rule violations found\n\nChanges must be made through a pull request."})],
-            &repo, "main", "w",
+            &[
+                json!({"type": "UNPROCESSABLE", "message": "Repository rule violations found\n\nChanges must be made through a pull request."}),
+            ],
+            &repo,
+            "main",
+            "w",
         );
         assert!(matches!(rule, GitHubError::Protected { .. }), "{rule:?}");
-        assert!(rule.to_string().contains("git-branch to `<base>:<new branch>`"));
+        assert!(
+            rule.to_string()
+                .contains("git-branch to `<base>:<new branch>`")
+        );
         let other = graphql_error(&[json!({"message": "Something else"})], &repo, "main", "w");
         assert!(matches!(other, GitHubError::Invalid { .. }) && !other.is_retryable());
     }
 
     #[test]
     fn paths_and_branches_are_percent_encoded_per_segment() {
-        assert_eq!(encode_path("argocd/.argocd-source-app.yaml"), "argocd/.argocd-source-app.yaml");
+        assert_eq!(
+            encode_path("argocd/.argocd-source-app.yaml"),
+            "argocd/.argocd-source-app.yaml"
+        );
         assert_eq!(encode_path("feature/a b#c"), "feature/a%20b%23c");
     }
 
     #[test]
     fn a_key_that_is_not_rsa_pem_is_a_credentials_error() {
         let error = app_jwt("1", "not a key", SystemTime::now()).unwrap_err();
-        assert!(matches!(error, GitHubError::Credentials(ref m) if m.contains("githubAppPrivateKey")));
+        assert!(
+            matches!(error, GitHubError::Credentials(ref m) if m.contains("githubAppPrivateKey"))
+        );
     }
 }

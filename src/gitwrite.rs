@@ -62,7 +62,10 @@ impl Repo {
         let path = path.strip_suffix(".git").unwrap_or(path);
         let api = if host == "github.com" || host == "www.github.com" {
             "https://api.github.com".to_string()
-        } else if let Some(e) = enterprise.iter().find(|e| e.host.eq_ignore_ascii_case(&host)) {
+        } else if let Some(e) = enterprise
+            .iter()
+            .find(|e| e.host.eq_ignore_ascii_case(&host))
+        {
             e.api.trim_end_matches('/').to_string()
         } else {
             return Err(format!(
@@ -97,6 +100,8 @@ pub enum FileKind {
 /// Where one Application's updates are committed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Location {
+    /// The repository URL as configured (`git-repository`, else the source's `repoURL`).
+    pub url: String,
     pub repo: Repo,
     /// The branch read (and, without a separate write branch, committed to); `None` for
     /// the repository's default branch (`targetRevision` empty or `HEAD`).
@@ -143,10 +148,7 @@ fn join(parts: &[&str]) -> Result<String, String> {
                 "" | "." => {}
                 ".." => {
                     if out.pop().is_none() {
-                        return Err(format!(
-                            "`{}` leaves the repository",
-                            parts.join("/")
-                        ));
+                        return Err(format!("`{}` leaves the repository", parts.join("/")));
                     }
                 }
                 s => out.push(s),
@@ -280,6 +282,7 @@ pub fn locate(
         }
     };
     Ok(Location {
+        url: url.to_string(),
         repo,
         branch: base,
         write_branch: write_branch.map(str::to_string),
@@ -340,11 +343,7 @@ pub fn branch_name(template: &str, app: &Value, target_key: &str, changes: &[Cha
         hashed.push_str(&format!("{}-{}-{},", c.image, c.old_tag, c.new_tag));
     }
     let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, hashed.as_bytes());
-    let sha: String = digest
-        .as_ref()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let sha: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
     let mut out = String::new();
     let mut rest = template;
     while let Some(open) = rest.find("{{") {
@@ -424,11 +423,14 @@ pub fn effective_app(
                 let doc = Document::parse(text).map_err(|e| format!("`{}`: {e}", location.path))?;
                 let mut list = take_list(&source, "kustomize", "images");
                 for i in 0..doc.len(&[Step::Key("images")]) {
-                    let field = |f: &'static str| doc.get(&[Step::Key("images"), Step::Index(i), Step::Key(f)]);
+                    let field = |f: &'static str| {
+                        doc.get(&[Step::Key("images"), Step::Index(i), Step::Key(f)])
+                    };
                     let Some(name) = field("name") else { continue };
-                    let present = list.iter().filter_map(Value::as_str).any(|e| {
-                        patch::kustomize_entry_name(e) == name
-                    });
+                    let present = list
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .any(|e| patch::kustomize_entry_name(e) == name);
                     if !present {
                         let mut entry = match field("newName") {
                             Some(new_name) => format!("{name}={new_name}"),
@@ -493,10 +495,13 @@ fn helm_keys(image: &ImageConfig) -> Vec<String> {
 }
 
 fn plugin_keys(image: &ImageConfig) -> Vec<String> {
-    image.plugin.as_ref().map_or_else(Vec::new, |p| match &p.spec {
-        Some(spec) => vec![spec.clone()],
-        None => p.name.iter().chain(p.tag.iter()).cloned().collect(),
-    })
+    image
+        .plugin
+        .as_ref()
+        .map_or_else(Vec::new, |p| match &p.spec {
+            Some(spec) => vec![spec.clone()],
+            None => p.name.iter().chain(p.tag.iter()).cloned().collect(),
+        })
 }
 
 /// The file's new text after the decision's patch, or `None` when it would not change: a
@@ -540,7 +545,8 @@ fn render_values(
             // The repository key is written only where it is missing: a short form the
             // file uses (`api` for `<registry>/api`) is the user's choice, kept.
             HelmTarget::NameAndTag { name, tag } => {
-                let doc = Document::parse(&text).map_err(|e| format!("`{}`: {e}", location.path))?;
+                let doc =
+                    Document::parse(&text).map_err(|e| format!("`{}`: {e}", location.path))?;
                 if doc.get(&dotted(name)).is_some() {
                     vec![tag.clone()]
                 } else {
@@ -595,21 +601,19 @@ fn render_kustomization(
     let mut text = existing.to_string();
     for image in images {
         let wanted = patch::kustomize_name(image);
-        let Some(entry) = source["kustomize"]["images"]
-            .as_array()
-            .and_then(|l| {
-                l.iter()
-                    .filter_map(Value::as_str)
-                    .find(|e| patch::kustomize_entry_name(e) == wanted)
-            })
-        else {
+        let Some(entry) = source["kustomize"]["images"].as_array().and_then(|l| {
+            l.iter()
+                .filter_map(Value::as_str)
+                .find(|e| patch::kustomize_entry_name(e) == wanted)
+        }) else {
             continue;
         };
         let (name, new_name, tag, digest) = kustomize_fields(entry);
         let doc = Document::parse(&text).map_err(fail)?;
         let images_path = [Step::Key("images")];
         let index = (0..doc.len(&images_path)).find(|&i| {
-            doc.get(&[Step::Key("images"), Step::Index(i), Step::Key("name")]) == Some(name.as_str())
+            doc.get(&[Step::Key("images"), Step::Index(i), Step::Key("name")])
+                == Some(name.as_str())
         });
         let Some(i) = index else {
             let mut fields = vec![("name", name.as_str())];
@@ -626,7 +630,11 @@ fn render_kustomization(
             continue;
         };
         let at = |field: &'static str| [Step::Key("images"), Step::Index(i), Step::Key(field)];
-        for (field, value) in [("newName", &new_name), ("newTag", &tag), ("digest", &digest)] {
+        for (field, value) in [
+            ("newName", &new_name),
+            ("newTag", &tag),
+            ("digest", &digest),
+        ] {
             let doc = Document::parse(&text).map_err(fail)?;
             let current = doc.get(&at(field));
             text = match (value, current) {
@@ -656,10 +664,15 @@ fn render_override(
     let plugin_images: Vec<&&ImageConfig> = images.iter().filter(|i| i.plugin.is_some()).collect();
     if !plugin_images.is_empty() {
         let managed: Vec<String> = plugin_images.iter().flat_map(|i| plugin_keys(i)).collect();
-        let env = source["plugin"]["env"].as_array().cloned().unwrap_or_default();
+        let env = source["plugin"]["env"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         let mut list = take_list(&file, "plugin", "env");
         for entry in env.iter().filter(|e| {
-            e["name"].as_str().is_some_and(|n| managed.iter().any(|m| m == n))
+            e["name"]
+                .as_str()
+                .is_some_and(|n| managed.iter().any(|m| m == n))
         }) {
             let fresh = json!({"name": entry["name"], "value": entry["value"]});
             match list.iter_mut().find(|e| e["name"] == entry["name"]) {
@@ -669,14 +682,17 @@ fn render_override(
         }
         put_list(&mut file, "plugin", "env", list);
     } else if kind == SourceKind::Kustomize {
-        let current = source["kustomize"]["images"].as_array().cloned().unwrap_or_default();
+        let current = source["kustomize"]["images"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         let mut list = take_list(&file, "kustomize", "images");
         for entry in current.iter().filter_map(Value::as_str) {
             let name = patch::kustomize_entry_name(entry);
-            match list
-                .iter_mut()
-                .find(|e| e.as_str().is_some_and(|s| patch::kustomize_entry_name(s) == name))
-            {
+            match list.iter_mut().find(|e| {
+                e.as_str()
+                    .is_some_and(|s| patch::kustomize_entry_name(s) == name)
+            }) {
                 Some(existing) => *existing = json!(entry),
                 None => list.push(json!(entry)),
             }
@@ -684,12 +700,18 @@ fn render_override(
         put_list(&mut file, "kustomize", "images", list);
     } else {
         let managed: Vec<String> = images.iter().flat_map(|i| helm_keys(i)).collect();
-        let params = source["helm"]["parameters"].as_array().cloned().unwrap_or_default();
+        let params = source["helm"]["parameters"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         let mut list = take_list(&file, "helm", "parameters");
         for param in params.iter().filter(|p| {
-            p["name"].as_str().is_some_and(|n| managed.iter().any(|m| m == n))
+            p["name"]
+                .as_str()
+                .is_some_and(|n| managed.iter().any(|m| m == n))
         }) {
-            let fresh = json!({"name": param["name"], "value": param["value"], "forcestring": true});
+            let fresh =
+                json!({"name": param["name"], "value": param["value"], "forcestring": true});
             match list.iter_mut().find(|p| p["name"] == param["name"]) {
                 Some(existing) => *existing = fresh,
                 None => list.push(fresh),
@@ -766,6 +788,7 @@ mod tests {
             target: target.map(str::to_string),
             branch: branch.map(str::to_string),
             repository: repository.map(str::to_string),
+            pull_request: None,
         }
     }
 
@@ -832,7 +855,10 @@ mod tests {
         assert_eq!(here.branch.as_deref(), Some("main"));
         let elsewhere = Application::seed().namespace("team-a").build();
         let there = locate(&elsewhere, &git(None, None, None), "argocd", &[]).unwrap();
-        assert_eq!(there.path, "argocd/.argocd-source-team-a_aws-pipeline-test.yaml");
+        assert_eq!(
+            there.path,
+            "argocd/.argocd-source-team-a_aws-pipeline-test.yaml"
+        );
     }
 
     #[test]
@@ -840,16 +866,33 @@ mod tests {
         let app = Application::seed().build();
         for (target, kind, path) in [
             ("helmvalues", FileKind::HelmValues, "argocd/values.yaml"),
-            ("helmvalues:values-prod.yaml", FileKind::HelmValues, "argocd/values-prod.yaml"),
-            ("helmvalues:/env/prod/values.yaml", FileKind::HelmValues, "env/prod/values.yaml"),
+            (
+                "helmvalues:values-prod.yaml",
+                FileKind::HelmValues,
+                "argocd/values-prod.yaml",
+            ),
+            (
+                "helmvalues:/env/prod/values.yaml",
+                FileKind::HelmValues,
+                "env/prod/values.yaml",
+            ),
             ("kustomization", FileKind::Kustomization, "argocd"),
             ("kustomization:../base", FileKind::Kustomization, "base"),
-            ("kustomization:/overlays/prod", FileKind::Kustomization, "overlays/prod"),
+            (
+                "kustomization:/overlays/prod",
+                FileKind::Kustomization,
+                "overlays/prod",
+            ),
         ] {
             let at = locate(&app, &git(Some(target), None, None), "argocd", &[]).unwrap();
             assert_eq!((at.kind, at.path.as_str()), (kind, path), "{target}");
         }
-        let escape = locate(&app, &git(Some("helmvalues:../../x.yaml"), None, None), "argocd", &[]);
+        let escape = locate(
+            &app,
+            &git(Some("helmvalues:../../x.yaml"), None, None),
+            "argocd",
+            &[],
+        );
         assert!(escape.unwrap_err().contains("leaves the repository"));
         let unknown = locate(&app, &git(Some("values.yaml"), None, None), "argocd", &[]);
         assert!(unknown.unwrap_err().contains("helmvalues[:<path>]"));
@@ -861,9 +904,17 @@ mod tests {
         for (setting, base, write) in [
             (None, Some("main"), None),
             (Some("release"), Some("release"), None),
-            (Some("main:image-updates"), Some("main"), Some("image-updates")),
+            (
+                Some("main:image-updates"),
+                Some("main"),
+                Some("image-updates"),
+            ),
             (Some(":image-updates"), Some("main"), Some("image-updates")),
-            (Some("main:updates-{{.SHA256}}"), Some("main"), Some("updates-{{.SHA256}}")),
+            (
+                Some("main:updates-{{.SHA256}}"),
+                Some("main"),
+                Some("updates-{{.SHA256}}"),
+            ),
         ] {
             let at = locate(&app, &git(None, setting, None), "argocd", &[]).unwrap();
             assert_eq!(
@@ -875,7 +926,12 @@ mod tests {
         let head = Application::seed()
             .with(|a| a["spec"]["source"]["targetRevision"] = json!("HEAD"))
             .build();
-        assert_eq!(locate(&head, &git(None, None, None), "argocd", &[]).unwrap().branch, None);
+        assert_eq!(
+            locate(&head, &git(None, None, None), "argocd", &[])
+                .unwrap()
+                .branch,
+            None
+        );
         let pinned = Application::seed()
             .with(|a| {
                 a["spec"]["source"]["targetRevision"] =
@@ -883,10 +939,16 @@ mod tests {
             })
             .build();
         let error = locate(&pinned, &git(None, None, None), "argocd", &[]).unwrap_err();
-        assert!(error.contains("is a commit, not a branch: set git-branch"), "{error}");
+        assert!(
+            error.contains("is a commit, not a branch: set git-branch"),
+            "{error}"
+        );
         assert!(locate(&pinned, &git(None, Some("main"), None), "argocd", &[]).is_ok());
         for bad in ["a:b:c", "main:{{.Images}}"] {
-            assert!(locate(&app, &git(None, Some(bad), None), "argocd", &[]).is_err(), "{bad}");
+            assert!(
+                locate(&app, &git(None, Some(bad), None), "argocd", &[]).is_err(),
+                "{bad}"
+            );
         }
     }
 
@@ -910,12 +972,19 @@ mod tests {
             .build();
         let at = locate(
             &multi,
-            &git(Some("helmvalues:/web/values.yaml"), None, Some("https://github.com/acme/values.git")),
+            &git(
+                Some("helmvalues:/web/values.yaml"),
+                None,
+                Some("https://github.com/acme/values.git"),
+            ),
             "argocd",
             &[],
         )
         .unwrap();
-        assert_eq!((at.source, at.path.as_str(), at.branch.as_deref()), (1, "web/values.yaml", Some("main")));
+        assert_eq!(
+            (at.source, at.path.as_str(), at.branch.as_deref()),
+            (1, "web/values.yaml", Some("main"))
+        );
     }
 
     #[test]
@@ -926,7 +995,12 @@ mod tests {
             old_tag: "20250825-120000".into(),
             new_tag: "20250825-153012".into(),
         }];
-        let name = branch_name("image-updater-{{.AppName}}-{{ .SHA256 }}", &app, "", &changes);
+        let name = branch_name(
+            "image-updater-{{.AppName}}-{{ .SHA256 }}",
+            &app,
+            "",
+            &changes,
+        );
         // sha256("barun-dev-ecr-20250825-120000-20250825-153012,")
         let digest = aws_lc_rs::digest::digest(
             &aws_lc_rs::digest::SHA256,
@@ -954,7 +1028,9 @@ mod tests {
     /// and tag parameters set.
     fn moved(effective: &Value, tag: &str) -> Value {
         let mut patched = effective.clone();
-        let params = patched["spec"]["source"]["helm"]["parameters"].as_array_mut().unwrap();
+        let params = patched["spec"]["source"]["helm"]["parameters"]
+            .as_array_mut()
+            .unwrap();
         for (name, value) in [("image.repository", IMAGE), ("image.tag", tag)] {
             match params.iter_mut().find(|p| p["name"] == name) {
                 Some(p) => p["value"] = json!(value),
@@ -968,7 +1044,11 @@ mod tests {
     fn the_override_file_holds_the_managed_parameters_sorted_with_forcestring() {
         let app = Application::seed().build();
         let config = seed_config(&[]);
-        let images: Vec<&ImageConfig> = config.images.iter().filter_map(|i| i.config.as_ref().ok()).collect();
+        let images: Vec<&ImageConfig> = config
+            .images
+            .iter()
+            .filter_map(|i| i.config.as_ref().ok())
+            .collect();
         let at = locate(&app, &config.write_back.clone().unwrap(), "argocd", &[]).unwrap();
         let effective = effective_app(&app, &at, None, &images).unwrap();
         let text = render(&at, None, &moved(&effective, "20250825-153012"), &images)
@@ -976,29 +1056,45 @@ mod tests {
             .unwrap();
         assert_eq!(
             text,
-            format!("helm:\n  parameters:\n  - name: image.repository\n    value: {IMAGE}\n    forcestring: true\n  - name: image.tag\n    value: 20250825-153012\n    forcestring: true\n")
+            format!(
+                "helm:\n  parameters:\n  - name: image.repository\n    value: {IMAGE}\n    forcestring: true\n  - name: image.tag\n    value: 20250825-153012\n    forcestring: true\n"
+            )
         );
         // Read back, the file is what the decision sees, and the same move changes nothing.
         let again = effective_app(&app, &at, Some(&text), &images).unwrap();
         let params = &again["spec"]["source"]["helm"]["parameters"];
         assert_eq!(params[1]["value"], "20250825-153012");
-        assert_eq!(render(&at, Some(&text), &moved(&again, "20250825-153012"), &images).unwrap(), None);
+        assert_eq!(
+            render(&at, Some(&text), &moved(&again, "20250825-153012"), &images).unwrap(),
+            None
+        );
     }
 
     #[test]
     fn entries_of_the_override_file_we_do_not_manage_are_kept() {
         let app = Application::seed().build();
         let config = seed_config(&[]);
-        let images: Vec<&ImageConfig> = config.images.iter().filter_map(|i| i.config.as_ref().ok()).collect();
+        let images: Vec<&ImageConfig> = config
+            .images
+            .iter()
+            .filter_map(|i| i.config.as_ref().ok())
+            .collect();
         let at = locate(&app, &config.write_back.clone().unwrap(), "argocd", &[]).unwrap();
         let existing = "helm:\n  parameters:\n  - name: replicaCount\n    value: \"3\"\n    forcestring: false\n  - name: image.tag\n    value: 20250825-120000\n    forcestring: true\n";
         let effective = effective_app(&app, &at, Some(existing), &images).unwrap();
-        let text = render(&at, Some(existing), &moved(&effective, "20250825-153012"), &images)
-            .unwrap()
-            .unwrap();
+        let text = render(
+            &at,
+            Some(existing),
+            &moved(&effective, "20250825-153012"),
+            &images,
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(
             text,
-            format!("helm:\n  parameters:\n  - name: image.repository\n    value: {IMAGE}\n    forcestring: true\n  - name: image.tag\n    value: 20250825-153012\n    forcestring: true\n  - name: replicaCount\n    value: \"3\"\n    forcestring: false\n")
+            format!(
+                "helm:\n  parameters:\n  - name: image.repository\n    value: {IMAGE}\n    forcestring: true\n  - name: image.tag\n    value: 20250825-153012\n    forcestring: true\n  - name: replicaCount\n    value: \"3\"\n    forcestring: false\n"
+            )
         );
     }
 
@@ -1006,13 +1102,22 @@ mod tests {
     fn the_tag_in_git_wins_over_the_application_spec() {
         let app = Application::seed().build();
         let config = seed_config(&[]);
-        let images: Vec<&ImageConfig> = config.images.iter().filter_map(|i| i.config.as_ref().ok()).collect();
+        let images: Vec<&ImageConfig> = config
+            .images
+            .iter()
+            .filter_map(|i| i.config.as_ref().ok())
+            .collect();
         let at = locate(&app, &config.write_back.clone().unwrap(), "argocd", &[]).unwrap();
         let file = "helm:\n  parameters:\n  - name: image.tag\n    value: 20250901-000000\n    forcestring: true\n";
         let effective = effective_app(&app, &at, Some(file), &images).unwrap();
-        let params = effective["spec"]["source"]["helm"]["parameters"].as_array().unwrap();
+        let params = effective["spec"]["source"]["helm"]["parameters"]
+            .as_array()
+            .unwrap();
         // Argo CD's merge replaces the list: the file's parameters are what renders.
-        assert_eq!(params, &vec![json!({"name": "image.tag", "value": "20250901-000000", "forcestring": true})]);
+        assert_eq!(
+            params,
+            &vec![json!({"name": "image.tag", "value": "20250901-000000", "forcestring": true})]
+        );
     }
 
     #[test]
@@ -1021,15 +1126,30 @@ mod tests {
             .with(|a| a["spec"]["source"]["helm"] = json!({"valueFiles": ["values.yaml"]}))
             .build();
         let config = seed_config(&[("write-back-target", "helmvalues")]);
-        let images: Vec<&ImageConfig> = config.images.iter().filter_map(|i| i.config.as_ref().ok()).collect();
+        let images: Vec<&ImageConfig> = config
+            .images
+            .iter()
+            .filter_map(|i| i.config.as_ref().ok())
+            .collect();
         let at = locate(&app, &config.write_back.clone().unwrap(), "argocd", &[]).unwrap();
         let values = "# Default values for invitation.\nreplicaCount: 2\n\nimage:\n  repository: barun-dev-ecr   # short form, kept\n  # bumped by the updater\n  tag: \"20250825-120000\"\n  pullPolicy: IfNotPresent\n";
         let effective = effective_app(&app, &at, Some(values), &images).unwrap();
-        assert_eq!(effective["spec"]["source"]["helm"]["parameters"][1]["value"], "20250825-120000");
-        let text = render(&at, Some(values), &moved(&effective, "20250825-153012"), &images)
-            .unwrap()
-            .unwrap();
-        assert_eq!(text, values.replace("\"20250825-120000\"", "\"20250825-153012\""));
+        assert_eq!(
+            effective["spec"]["source"]["helm"]["parameters"][1]["value"],
+            "20250825-120000"
+        );
+        let text = render(
+            &at,
+            Some(values),
+            &moved(&effective, "20250825-153012"),
+            &images,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            text,
+            values.replace("\"20250825-120000\"", "\"20250825-153012\"")
+        );
     }
 
     #[test]
@@ -1037,22 +1157,44 @@ mod tests {
         let app = Application::seed()
             .source(json!({"repoURL": "https://github.com/barun/invitation.git", "targetRevision": "main", "path": "overlays/dev", "kustomize": {}}), "Kustomize")
             .build();
-        let config = seed_config(&[("write-back-target", "kustomization"), ("app.kustomize.image-name", "invitation")]);
-        let images: Vec<&ImageConfig> = config.images.iter().filter_map(|i| i.config.as_ref().ok()).collect();
+        let config = seed_config(&[
+            ("write-back-target", "kustomization"),
+            ("app.kustomize.image-name", "invitation"),
+        ]);
+        let images: Vec<&ImageConfig> = config
+            .images
+            .iter()
+            .filter_map(|i| i.config.as_ref().ok())
+            .collect();
         let at = locate(&app, &config.write_back.clone().unwrap(), "argocd", &[]).unwrap();
         assert_eq!(at.candidates()[0], "overlays/dev/kustomization.yaml");
-        let file = format!("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../../base # shared\nimages:\n  - name: invitation\n    newName: {IMAGE}\n    newTag: \"20250825-120000\"\n    digest: sha256:aaaa\n");
+        let file = format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../../base # shared\nimages:\n  - name: invitation\n    newName: {IMAGE}\n    newTag: \"20250825-120000\"\n    digest: sha256:aaaa\n"
+        );
         let effective = effective_app(&app, &at, Some(&file), &images).unwrap();
-        let entry = effective["spec"]["source"]["kustomize"]["images"][0].as_str().unwrap().to_string();
-        assert_eq!(entry, format!("invitation={IMAGE}:20250825-120000@sha256:aaaa"));
+        let entry = effective["spec"]["source"]["kustomize"]["images"][0]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert_eq!(
+            entry,
+            format!("invitation={IMAGE}:20250825-120000@sha256:aaaa")
+        );
         let mut patched = effective.clone();
-        patched["spec"]["source"]["kustomize"]["images"][0] = json!(format!("invitation={IMAGE}:20250825-153012"));
-        let text = render(&at, Some(&file), &patched, &images).unwrap().unwrap();
+        patched["spec"]["source"]["kustomize"]["images"][0] =
+            json!(format!("invitation={IMAGE}:20250825-153012"));
+        let text = render(&at, Some(&file), &patched, &images)
+            .unwrap()
+            .unwrap();
         assert_eq!(
             text,
-            file.replace("\"20250825-120000\"", "\"20250825-153012\"").replace("    digest: sha256:aaaa\n", "")
+            file.replace("\"20250825-120000\"", "\"20250825-153012\"")
+                .replace("    digest: sha256:aaaa\n", "")
         );
         let missing = render(&at, None, &patched, &images).unwrap_err();
-        assert!(missing.contains("no kustomization file in `overlays/dev`"), "{missing}");
+        assert!(
+            missing.contains("no kustomization file in `overlays/dev`"),
+            "{missing}"
+        );
     }
 }

@@ -10,12 +10,13 @@ use std::time::Instant;
 
 use aws_credential_types::provider::SharedCredentialsProvider;
 use futures_util::StreamExt;
-use serde_json::Value;
+use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use tokio::sync::OnceCell;
 
 use crate::annotations;
+use crate::annotations::WriteBack as Method;
 use crate::announce;
 use crate::config::Config;
 use crate::decide::{self, AppDecision, Described, ImageCase, ImageOutcome, Mode};
@@ -23,6 +24,9 @@ use crate::ecr::Ecr;
 use crate::eks_auth::{Clock, ClusterError, IamTokenSource, describe_cluster};
 use crate::event::{self, EventError, Invocation};
 use crate::facts::{FetchFailure, RegistryFacts};
+use crate::gitcreds::GitCredentials;
+use crate::github::GitHub;
+use crate::gitwrite;
 use crate::imageupdater::{self, ImageUpdaterObject, Source};
 use crate::kube::{AppMeta, KubeClient, KubeError};
 use crate::listing::{self, Listed};
@@ -30,7 +34,9 @@ use crate::objects::ObjectCache;
 use crate::patch;
 use crate::report::{Action, Report};
 use crate::retry::{backoff, retry_transient};
-use crate::writeback::{ApplicationPatch, WriteBack, WriteError};
+use crate::writeback::{
+    ApplicationPatch, GitCommit, GitOutcome, GitSnapshot, WriteBack, WriteError,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum HandlerError {
@@ -72,6 +78,8 @@ pub struct Handler {
     kube: OnceCell<KubeClient>,
     objects: ObjectCache,
     sns: aws_sdk_sns::Client,
+    github: GitHub,
+    git_credentials: GitCredentials,
 }
 
 /// Matched Applications are read, decided and written this many at a time.
@@ -94,16 +102,26 @@ impl Work<'_> {
 }
 
 impl Handler {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         config: Config,
         region: String,
         ecr: aws_sdk_ecr::Client,
         eks: aws_sdk_eks::Client,
         sns: aws_sdk_sns::Client,
+        secrets: aws_sdk_secretsmanager::Client,
         credentials: SharedCredentialsProvider,
         clock: Arc<dyn Clock>,
-    ) -> Self {
-        Self {
+    ) -> Result<Self, String> {
+        let github = GitHub::new(
+            config.git.ca_bundle.as_deref(),
+            config.git.github_api_url.clone(),
+            config.timeouts.request,
+        )?;
+        let git_credentials = GitCredentials::new(config.git.clone(), secrets);
+        Ok(Self {
+            github,
+            git_credentials,
             config,
             region,
             ecr: Ecr::new(ecr),
@@ -113,7 +131,7 @@ impl Handler {
             kube: OnceCell::new(),
             objects: ObjectCache::default(),
             sns,
-        }
+        })
     }
 
     /// Builds the handler from the SDK configuration `main` loads once per container.
@@ -129,15 +147,16 @@ impl Handler {
         let credentials = sdk
             .credentials_provider()
             .ok_or(crate::aws_error::NO_CREDENTIALS)?;
-        Ok(Self::new(
+        Self::new(
             config,
             region,
             aws_sdk_ecr::Client::new(sdk),
             aws_sdk_eks::Client::new(sdk),
             aws_sdk_sns::Client::new(sdk),
+            aws_sdk_secretsmanager::Client::new(sdk),
             credentials,
             clock,
-        ))
+        )
     }
 
     pub fn config(&self) -> &Config {
@@ -309,6 +328,26 @@ impl Handler {
                     return;
                 }
             };
+            // The git method reads the file first and decides on the Application as Argo CD
+            // renders it with that file; it re-reads Git, not the Application, after a race.
+            if let Some(method) = git_method(&app, objects) {
+                let Some((race, decided)) = self
+                    .attempt_git(kube, &app, &method, objects, work, report)
+                    .await
+                else {
+                    return;
+                };
+                report.stats.conflicts += 1;
+                if attempt == self.config.conflict_retries {
+                    let reason = decide::app::kept_changing(attempt + 1, &race);
+                    report
+                        .entries
+                        .extend(decided.refused(Action::Failed, &reason, true));
+                    return;
+                }
+                tokio::time::sleep(backoff(attempt, None)).await;
+                continue;
+            }
             let Some(decided) = self.decide_app(&app, objects, work).await else {
                 report.entries.push(decide::app::not_annotated(ns, name));
                 return;
@@ -387,6 +426,243 @@ impl Handler {
         }
     }
 
+    /// One git write-back attempt: credentials, read, decide on the Application as Git
+    /// renders it, commit, refresh. `Some` when the branch moved under the commit (re-read
+    /// and decide again); every other outcome is in the report.
+    async fn attempt_git(
+        &self,
+        kube: &KubeClient,
+        app: &Value,
+        method: &Method,
+        objects: &[ImageUpdaterObject],
+        work: &Work<'_>,
+        report: &mut Report,
+    ) -> Option<(String, AppDecision)> {
+        let Method::Git {
+            credentials,
+            pull_request,
+            branch: branch_setting,
+            ..
+        } = method
+        else {
+            return None;
+        };
+        let (ns, name) = decide::app::names(app);
+        let labels = annotations::labels_of(app);
+        let source = imageupdater::resolve(objects, ns, name, &labels);
+        let config = source.config(&annotations::of(app))?;
+        let concerned = concerned_images(&config, work.mode);
+        if concerned.is_empty() {
+            report.entries.push(decide::app::not_annotated(ns, name));
+            return None;
+        }
+        let images: Vec<&annotations::ImageConfig> = config
+            .images
+            .iter()
+            .filter_map(|i| i.config.as_ref().ok())
+            .collect();
+        let mut fail = |reason: String, retryable: bool| {
+            let entries = every_image(app, &concerned, Action::Failed, &reason, retryable);
+            let decided = decide::app::configured_by(AppDecision::skipped(entries), &source);
+            report.entries.extend(decided.entries);
+        };
+        let git = &self.config.git;
+        let location =
+            match gitwrite::locate(app, method, &git.argocd_namespace, &git.enterprise_hosts) {
+                Ok(location) => location,
+                Err(reason) => {
+                    fail(format!("git write-back: {reason}"), false);
+                    return None;
+                }
+            };
+        let secrets = match self
+            .git_credentials
+            .for_repository(credentials, &location.url, kube)
+            .await
+        {
+            Ok(secrets) => secrets,
+            Err(e) => {
+                fail(e.message, e.retryable);
+                return None;
+            }
+        };
+        let requests_before = self.github.requests();
+        let target_key = format!(
+            "{}|{}|{}",
+            location.url,
+            branch_setting
+                .as_deref()
+                .unwrap_or_default()
+                .split(':')
+                .next()
+                .unwrap_or_default(),
+            location.path
+        );
+        let snapshot = match GitSnapshot::read(
+            &self.github,
+            location,
+            secrets,
+            pull_request.is_some(),
+        )
+        .await
+        {
+            Ok(snapshot) => snapshot,
+            Err(e) => {
+                report.stats.git_requests += (self.github.requests() - requests_before) as u32;
+                let (_, reason, retryable) = e.as_entry();
+                fail(reason, retryable);
+                return None;
+            }
+        };
+        let effective = match gitwrite::effective_app(
+            app,
+            &snapshot.location,
+            snapshot.text.as_deref(),
+            &images,
+        ) {
+            Ok(effective) => effective,
+            Err(reason) => {
+                fail(
+                    format!("{reason}: fix the file on branch `{}`", snapshot.branch),
+                    false,
+                );
+                return None;
+            }
+        };
+        let target = snapshot.location.describe(&snapshot.branch, &snapshot.file);
+        let Some(decided) = self.decide_app(&effective, objects, work).await else {
+            report.entries.push(decide::app::not_annotated(ns, name));
+            return None;
+        };
+        let Some(plan) = decided.plan.clone() else {
+            report.entries.extend(decided.entries);
+            return None;
+        };
+        if self.config.dry_run {
+            let entries = decided.entries.into_iter().map(|mut e| {
+                if e.action == Action::Updated {
+                    e.reason = format!("dry run: {} (would commit to {target})", e.reason);
+                    e.sources = vec![target.clone()];
+                }
+                e
+            });
+            report.entries.extend(entries);
+            return None;
+        }
+        let writer = GitCommit {
+            github: &self.github,
+            snapshot: &snapshot,
+            images,
+            pull_request: pull_request.clone(),
+            target_key,
+            outcome: std::sync::Mutex::new(None),
+        };
+        let written = writer.write(&effective, &plan).await;
+        report.stats.git_requests += (self.github.requests() - requests_before) as u32;
+        match (written, writer.outcome()) {
+            (
+                Ok(()),
+                Some(GitOutcome::Committed {
+                    commit,
+                    branch,
+                    file,
+                    pull_request,
+                    notes,
+                }),
+            ) => {
+                report.stats.git_commits += 1;
+                let record = json!({
+                    "repository": snapshot.location.repo.full_name(),
+                    "branch": branch,
+                    "file": file,
+                    "commit": commit.oid,
+                    "pullRequest": pull_request,
+                });
+                let mut notes = notes;
+                if let Err(e) = self.request_refresh(kube, app, &plan, &record, work).await {
+                    notes.push(format!(
+                        "refresh not requested ({e}): Argo CD picks the commit up at its next Git poll"
+                    ));
+                }
+                report.stats.patches += 1;
+                let now = OffsetDateTime::from(self.clock.now());
+                let done = match &pull_request {
+                    Some(url) => format!(
+                        "pull request {url} (commit {})",
+                        crate::writeback::short(&commit.oid)
+                    ),
+                    None => format!(
+                        "committed {} to {}",
+                        crate::writeback::short(&commit.oid),
+                        snapshot.location.describe(&branch, &file)
+                    ),
+                };
+                let mut entries = decided.entries;
+                for entry in entries.iter_mut().filter(|e| e.action == Action::Updated) {
+                    entry.reason = format!("{}; {done}", entry.reason);
+                    for note in &notes {
+                        entry.reason.push_str(&format!("; {note}"));
+                    }
+                    entry.sources = vec![snapshot.location.describe(&branch, &file)];
+                    entry.git = Some(record.clone());
+                }
+                announce::record_event(kube, app, &entries, now).await;
+                report.stats.events += 1;
+                report.entries.extend(entries);
+                None
+            }
+            (Ok(()), Some(GitOutcome::Unchanged { branch, file })) => {
+                let reason = format!(
+                    "already in Git: {} holds this tag (a duplicate or late event); nothing committed",
+                    snapshot.location.describe(&branch, &file)
+                );
+                report
+                    .entries
+                    .extend(decided.refused(Action::Skipped, &reason, false));
+                None
+            }
+            (Err(WriteError::Race(message)), _) => Some((message, decided)),
+            (Err(refusal), _) => {
+                let (action, reason, retryable) = refusal.as_entry();
+                report
+                    .entries
+                    .extend(decided.refused(action, &reason, retryable));
+                None
+            }
+            (Ok(()), None) => {
+                let reason = "the git write-back reported no outcome";
+                report
+                    .entries
+                    .extend(decided.refused(Action::Failed, reason, true));
+                None
+            }
+        }
+    }
+
+    /// Asks Argo CD to refresh now (`argocd.argoproj.io/refresh: normal`) and records the
+    /// commit in our audit annotation: a merge patch of those two keys, which cannot touch
+    /// anything else of the Application.
+    async fn request_refresh(
+        &self,
+        kube: &KubeClient,
+        app: &Value,
+        plan: &patch::WritePlan,
+        record: &Value,
+        work: &Work<'_>,
+    ) -> Result<(), KubeError> {
+        let (ns, name) = decide::app::names(app);
+        let mut audit = plan.audit.clone();
+        audit["git"] = record.clone();
+        let body = json!({"metadata": {"annotations": {
+            REFRESH_ANNOTATION: "normal",
+            patch::AUDIT_ANNOTATION: audit.to_string(),
+        }}});
+        let merge = crate::kube::Patch::Merge(body);
+        retry_transient(work.deadline, || kube.patch_application(ns, name, &merge))
+            .await
+            .map(|_| ())
+    }
+
     /// Decides every image of one Application that this invocation concerns; `None` if it
     /// has no configuration (no image-list, no ImageUpdater object).
     async fn decide_app(
@@ -415,20 +691,10 @@ impl Handler {
             )]));
         }
         let config = source.config(&annotations::of(app))?;
-        let concerned: Vec<_> = config
-            .images
-            .iter()
-            .filter(|entry| match work.mode {
-                Mode::Push(push) => entry.image.is(&push.registry(), &push.repository),
-                Mode::Reconcile => true,
-            })
-            .collect();
+        let concerned = concerned_images(&config, work.mode);
         if let Some(reason) = patch::app_skip_reason(app, &config) {
-            let entries = concerned.iter().map(|e| {
-                decide::base_entry(app, e.alias.as_deref(), &e.image.to_string())
-                    .with(Action::Skipped, reason.clone())
-            });
-            return Some(AppDecision::skipped(entries.collect()));
+            let entries = every_image(app, &concerned, Action::Skipped, &reason, false);
+            return Some(AppDecision::skipped(entries));
         }
         let mut gated = Vec::new();
         let mut outcomes = Vec::new();
@@ -498,4 +764,53 @@ impl Handler {
             }
         }
     }
+}
+
+/// Argo CD refreshes an Application carrying this annotation, then removes it.
+pub const REFRESH_ANNOTATION: &str = "argocd.argoproj.io/refresh";
+
+/// The Application's write-back, when it is `git`.
+fn git_method(app: &Value, objects: &[ImageUpdaterObject]) -> Option<Method> {
+    let (ns, name) = decide::app::names(app);
+    let labels = annotations::labels_of(app);
+    let source = imageupdater::resolve(objects, ns, name, &labels);
+    let config = source.config(&annotations::of(app))?;
+    match config.write_back {
+        Ok(method @ Method::Git { .. }) => Some(method),
+        _ => None,
+    }
+}
+
+/// The image-list entries this invocation concerns.
+fn concerned_images<'c>(
+    config: &'c annotations::AppConfig,
+    mode: Mode<'_>,
+) -> Vec<&'c annotations::ImageEntry> {
+    config
+        .images
+        .iter()
+        .filter(|entry| match mode {
+            Mode::Push(push) => entry.image.is(&push.registry(), &push.repository),
+            Mode::Reconcile => true,
+        })
+        .collect()
+}
+
+/// One entry per concerned image, all with the same outcome.
+fn every_image(
+    app: &Value,
+    concerned: &[&annotations::ImageEntry],
+    action: Action,
+    reason: &str,
+    retryable: bool,
+) -> Vec<crate::report::Entry> {
+    concerned
+        .iter()
+        .map(|e| {
+            let mut entry = decide::base_entry(app, e.alias.as_deref(), &e.image.to_string())
+                .with(action, reason);
+            entry.retryable = retryable;
+            entry
+        })
+        .collect()
 }

@@ -634,6 +634,23 @@ fn synthesize(
             put(key.to_string(), value, field);
         }
     }
+    // `pullRequest: {github: {}, labels: [...]}`: GitLab's form is reported as unsupported
+    // by the write-back, which sees no `github`.
+    if let Some((request, field)) = pick("gitConfig.pullRequest", &|w| {
+        git(w).pull_request.map(|p| p.to_string())
+    }) {
+        let request: Value = serde_json::from_str(&request).unwrap_or_default();
+        let mode = if request.get("github").is_some() {
+            "github"
+        } else {
+            "unsupported"
+        };
+        put("git-pull-request".into(), mode.into(), field.clone());
+        if let Some(labels) = request["labels"].as_array() {
+            let labels: Vec<&str> = labels.iter().filter_map(Value::as_str).collect();
+            put("git-pull-request-labels".into(), labels.join(","), field);
+        }
+    }
     Some((map, origins))
 }
 

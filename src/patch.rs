@@ -106,12 +106,7 @@ pub fn app_skip_reason(app: &Value, config: &AppConfig) -> Option<String> {
     let name = app["metadata"]["name"].as_str().unwrap_or_default();
     match &config.write_back {
         Err(e) => return Some(format!("invalid write-back configuration: {e}")),
-        Ok(WriteBack::Git { credentials, .. }) => {
-            return Some(format!(
-                "write-back-method `{credentials}` (git) is not supported yet; the Application is left untouched rather than patched the argocd way behind your back. Use write-back-method argocd, or keep Image Updater for this Application"
-            ));
-        }
-        Ok(WriteBack::Argocd) => {}
+        Ok(WriteBack::Git { .. } | WriteBack::Argocd) => {}
     }
     let all = sources(app);
     // Plugin sources are written only through an ImageUpdater object's plugin targets.
@@ -380,6 +375,8 @@ pub struct ImageUpdate<'a> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct WritePlan {
     pub patch: Value,
+    /// The audit record the patch writes: `{time, eventId, images: [{alias, image, from, to}]}`.
+    pub audit: Value,
 }
 
 impl WritePlan {
@@ -548,6 +545,7 @@ pub fn plan(app: &Value, updates: &[ImageUpdate<'_>], audit: Value) -> WritePlan
     }
     let audit_path = format!("/metadata/annotations/{}", escape_pointer(AUDIT_ANNOTATION));
     let audit_text = Value::String(audit.to_string());
+    let audit_record = audit;
     if app["metadata"]["annotations"].is_object() {
         ops.push(json!({"op": "add", "path": audit_path, "value": audit_text}));
     } else {
@@ -559,6 +557,7 @@ pub fn plan(app: &Value, updates: &[ImageUpdate<'_>], audit: Value) -> WritePlan
     }
     WritePlan {
         patch: Value::Array(ops),
+        audit: audit_record,
     }
 }
 
@@ -939,11 +938,7 @@ mod tests {
             ("image-list", IMAGE),
             ("write-back-method", "git:secret:argocd/creds"),
         ]);
-        assert!(
-            app_skip_reason(&app, &git)
-                .unwrap()
-                .contains("not supported yet")
-        );
+        assert_eq!(app_skip_reason(&app, &git), None);
         let directory = json!({"metadata": {"name": "d", "namespace": "argocd"}, "spec": {"source": {"path": "manifests"}}, "status": {"sourceType": "Directory"}});
         assert_eq!(
             app_skip_reason(&directory, &seed_config()).unwrap(),

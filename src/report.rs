@@ -52,6 +52,9 @@ pub struct Entry {
     /// The ImageUpdater object (`namespace`, `name`) behind the decision, for its status.
     #[serde(skip)]
     pub configuring_object: Option<(String, String)>,
+    /// Git write-back: `{repository, branch, file, commit, pullRequest}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub git: Option<Value>,
 }
 
 impl Entry {
@@ -70,6 +73,7 @@ impl Entry {
             retryable: false,
             configured_by: None,
             configuring_object: None,
+            git: None,
         }
     }
 
@@ -95,6 +99,9 @@ pub struct Stats {
     pub image_updater_requests: u32,
     /// Kubernetes Events recorded for updated Applications.
     pub events: u32,
+    /// Git write-back: requests to the Git host, and commits made.
+    pub git_requests: u32,
+    pub git_commits: u32,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]

@@ -1,15 +1,18 @@
 //! Write-back: turning a decision's write plan into the API calls that make it durable.
 //!
-//! One trait, so that a new method (committing to Git) plugs in without touching how
-//! decisions are taken. Today's implementation patches the Application (Image Updater's
-//! `argocd` method).
+//! One trait, so that a method plugs in without touching how decisions are taken:
+//! [`ApplicationPatch`] patches the Application (Image Updater's `argocd` method),
+//! [`GitCommit`] commits the file [`crate::gitwrite`] renders (its `git` method).
 
 use std::time::Instant;
 
 use async_trait::async_trait;
 use serde_json::Value;
 
+use crate::annotations::ImageConfig;
 use crate::appset;
+use crate::github::{Commit, Credentials, GitHub, GitHubError};
+use crate::gitwrite::{self, Change, Location};
 use crate::kube::{KubeClient, KubeError, Patch};
 use crate::patch::WritePlan;
 use crate::report::Action;
@@ -139,4 +142,334 @@ impl WriteBack for ApplicationPatch<'_> {
             }),
         }
     }
+}
+
+/// What git write-back read before deciding: the branch head and the target file at it.
+#[derive(Debug, Clone)]
+pub struct GitSnapshot {
+    pub location: Location,
+    pub credentials: Credentials,
+    pub token: String,
+    /// The branch the decision's base was read from (the default branch resolved).
+    pub base: String,
+    /// The branch committed to; it exists and `head` is its head, unless `create` is set.
+    pub branch: String,
+    pub head: String,
+    /// The file read, or the one to create.
+    pub file: String,
+    /// The file's text at `head`; `None` if it does not exist yet.
+    pub text: Option<String>,
+    /// The branch to create from `head` at commit time (a template until the changes are
+    /// known): `<base>:<target>` whose target does not exist yet, or pull-request mode.
+    pub create: Option<String>,
+}
+
+impl GitSnapshot {
+    /// Reads the branch head and the file: 2 requests on a warm token (3 for a
+    /// kustomization named `kustomization.yml`, 4 for `Kustomization`).
+    pub async fn read(
+        github: &GitHub,
+        location: Location,
+        credentials: Credentials,
+        pull_request: bool,
+    ) -> Result<Self, WriteError> {
+        let repo = &location.repo;
+        let token = match github.token(repo, &credentials).await {
+            Ok(token) => token,
+            Err(e) => return Err(git_failure(e)),
+        };
+        let base = match &location.branch {
+            Some(branch) => branch.clone(),
+            None => github
+                .default_branch(repo, &token)
+                .await
+                .map_err(git_failure)?,
+        };
+        // A fixed `<base>:<target>` that exists already is where the state lives.
+        let fixed_target = location
+            .write_branch
+            .as_ref()
+            .filter(|t| !t.contains("{{") && !pull_request);
+        let mut create = None;
+        let mut branch = base.clone();
+        let mut head = None;
+        if let Some(target) = fixed_target {
+            head = github
+                .branch_head(repo, &token, target)
+                .await
+                .map_err(git_failure)?;
+            match head {
+                Some(_) => branch = target.clone(),
+                None => create = Some(target.clone()),
+            }
+        } else if pull_request {
+            create = Some(PR_BRANCH_TEMPLATE.to_string());
+        } else if let Some(template) = &location.write_branch {
+            create = Some(template.clone());
+        }
+        let head = match head {
+            Some(head) => head,
+            None => github
+                .branch_head(repo, &token, &base)
+                .await
+                .map_err(git_failure)?
+                .ok_or_else(|| WriteError::Failed {
+                    message: format!(
+                        "`{base}` is not a branch of {}: a tag or a deleted branch cannot be committed to; set git-branch to the branch Argo CD should follow",
+                        repo.full_name()
+                    ),
+                    retryable: false,
+                })?,
+        };
+        let candidates = location.candidates();
+        let mut found = None;
+        for path in &candidates {
+            if let Some(text) = github
+                .file(repo, &token, path, &head)
+                .await
+                .map_err(git_failure)?
+            {
+                found = Some((path.clone(), text));
+                break;
+            }
+        }
+        let (file, text) = match found {
+            Some((path, text)) => (path, Some(text)),
+            None => (candidates.first().cloned().unwrap_or_default(), None),
+        };
+        Ok(Self {
+            location,
+            credentials,
+            token,
+            base,
+            branch,
+            head,
+            file,
+            text,
+            create,
+        })
+    }
+}
+
+/// Image Updater's pull-request branch (`PRBranchTemplate`): one branch per distinct change.
+pub const PR_BRANCH_TEMPLATE: &str = "image-updater-{{.TargetKey}}-{{.SHA256}}";
+
+/// What a git write-back did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GitOutcome {
+    Committed {
+        commit: Commit,
+        branch: String,
+        file: String,
+        pull_request: Option<String>,
+        /// Things that did not work but do not undo the commit (a label refused).
+        notes: Vec<String>,
+    },
+    /// The file already says this (a duplicate or late event): no commit.
+    Unchanged { branch: String, file: String },
+}
+
+/// Image Updater's `git` method: one conditional commit of the rendered file.
+pub struct GitCommit<'a> {
+    pub github: &'a GitHub,
+    pub snapshot: &'a GitSnapshot,
+    pub images: Vec<&'a ImageConfig>,
+    /// Labels of the pull request to open, in pull-request mode.
+    pub pull_request: Option<Vec<String>>,
+    /// `repoURL|branch setting|file`, whose hash is Image Updater's `TargetKey`.
+    pub target_key: String,
+    pub outcome: std::sync::Mutex<Option<GitOutcome>>,
+}
+
+impl GitCommit<'_> {
+    fn finish(&self, outcome: GitOutcome) {
+        if let Ok(mut slot) = self.outcome.lock() {
+            *slot = Some(outcome);
+        }
+    }
+
+    /// The outcome of the last successful [`WriteBack::write`].
+    pub fn outcome(&self) -> Option<GitOutcome> {
+        self.outcome.lock().ok().and_then(|o| o.clone())
+    }
+}
+
+/// The changes of a plan, from its audit record.
+fn changes_of(plan: &WritePlan) -> Vec<Change> {
+    plan.audit["images"]
+        .as_array()
+        .map(|images| {
+            images
+                .iter()
+                .map(|i| Change {
+                    image: crate::annotations::ImageRef::parse(
+                        i["image"].as_str().unwrap_or_default(),
+                    )
+                    .repository,
+                    old_tag: i["from"].as_str().unwrap_or_default().to_string(),
+                    new_tag: i["to"].as_str().unwrap_or_default().to_string(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn git_failure(error: GitHubError) -> WriteError {
+    match error {
+        GitHubError::HeadMoved { .. } => WriteError::Race(error.to_string()),
+        e => WriteError::Failed {
+            retryable: e.is_retryable(),
+            message: e.to_string(),
+        },
+    }
+}
+
+#[async_trait]
+impl WriteBack for GitCommit<'_> {
+    /// Nothing on the Application is rewritten, so an ApplicationSet has nothing to revert.
+    async fn check(&self, _app: &Value, _plan: &WritePlan) -> Result<(), WriteError> {
+        Ok(())
+    }
+
+    /// `app` is the effective Application the decision was taken on
+    /// ([`gitwrite::effective_app`]).
+    async fn write(&self, app: &Value, plan: &WritePlan) -> Result<(), WriteError> {
+        let snapshot = self.snapshot;
+        let repo = &snapshot.location.repo;
+        let mut patched = app.clone();
+        let operations: json_patch::Patch = serde_json::from_value(plan.patch.clone())
+            .map_err(|e| WriteError::Refused(format!("the computed change is malformed: {e}")))?;
+        json_patch::patch(&mut patched, &operations).map_err(|e| {
+            WriteError::Refused(format!(
+                "the computed change does not apply to what was read from Git: {e}"
+            ))
+        })?;
+        let rendered = gitwrite::render(
+            &snapshot.location,
+            snapshot.text.as_deref(),
+            &patched,
+            &self.images,
+        )
+        .map_err(|message| WriteError::Failed {
+            message,
+            retryable: false,
+        })?;
+        let Some(text) = rendered else {
+            self.finish(GitOutcome::Unchanged {
+                branch: snapshot.branch.clone(),
+                file: snapshot.file.clone(),
+            });
+            return Ok(());
+        };
+        let changes = changes_of(plan);
+        let app_name = app["metadata"]["name"].as_str().unwrap_or_default();
+        let message = gitwrite::commit_message(app_name, &changes);
+        let branch = match &snapshot.create {
+            None => snapshot.branch.clone(),
+            Some(template) => {
+                let key = target_key(&self.target_key);
+                let name = gitwrite::branch_name(template, app, &key, &changes);
+                let created = self
+                    .github
+                    .create_branch(repo, &snapshot.token, &name, &snapshot.head)
+                    .await
+                    .map_err(git_failure)?;
+                if !created {
+                    if template.contains("{{") {
+                        // Named after this very change: it was pushed already.
+                        self.finish(GitOutcome::Unchanged {
+                            branch: name,
+                            file: snapshot.file.clone(),
+                        });
+                        return Ok(());
+                    }
+                    return Err(WriteError::Race(format!(
+                        "branch `{name}` of {} was created meanwhile",
+                        repo.full_name()
+                    )));
+                }
+                name
+            }
+        };
+        let commit = self
+            .github
+            .commit(
+                repo,
+                &snapshot.token,
+                &branch,
+                &snapshot.head,
+                &message,
+                &[(snapshot.file.clone(), text)],
+            )
+            .await;
+        let commit = match commit {
+            Ok(commit) => commit,
+            Err(e @ GitHubError::BadCredentials { .. }) => {
+                // A cached App token revoked early: the retry mints a new one.
+                self.github.forget(repo, &snapshot.credentials).await;
+                let retryable = matches!(snapshot.credentials, Credentials::App { .. });
+                return Err(WriteError::Failed {
+                    message: e.to_string(),
+                    retryable,
+                });
+            }
+            Err(e) => return Err(git_failure(e)),
+        };
+        let mut notes = Vec::new();
+        let mut pull_request = None;
+        if let Some(labels) = &self.pull_request {
+            let (title, body) = message.split_once('\n').unwrap_or((&message, ""));
+            let (number, url) = self
+                .github
+                .pull_request(
+                    repo,
+                    &snapshot.token,
+                    &branch,
+                    &snapshot.base,
+                    title,
+                    body.trim(),
+                )
+                .await
+                .map_err(|e| WriteError::Failed {
+                    message: format!(
+                        "committed {} to `{branch}`, but opening the pull request failed: {e}",
+                        short(&commit.oid)
+                    ),
+                    retryable: e.is_retryable(),
+                })?;
+            if !labels.is_empty()
+                && let Err(e) = self
+                    .github
+                    .add_labels(repo, &snapshot.token, number, labels)
+                    .await
+            {
+                notes.push(format!("labels not applied: {e}"));
+            }
+            pull_request = Some(url);
+        }
+        self.finish(GitOutcome::Committed {
+            commit,
+            branch,
+            file: snapshot.file.clone(),
+            pull_request,
+            notes,
+        });
+        Ok(())
+    }
+}
+
+/// Image Updater's `TargetKey`: the first 8 hex digits of SHA-256 of `repo|branch|target`.
+fn target_key(text: &str) -> String {
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, text.as_bytes());
+    digest
+        .as_ref()
+        .iter()
+        .take(4)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A commit's short SHA.
+pub fn short(oid: &str) -> &str {
+    oid.get(..7).unwrap_or(oid)
 }

@@ -200,7 +200,10 @@ impl<'a> Document<'a> {
                 } else {
                     format!("{pad}  ")
                 };
-                text.push_str(&format!("{lead}{key}: {}\n", render(value, ScalarStyle::Plain)));
+                text.push_str(&format!(
+                    "{lead}{key}: {}\n",
+                    render(value, ScalarStyle::Plain)
+                ));
             }
             text
         };
@@ -211,7 +214,9 @@ impl<'a> Document<'a> {
                 end,
                 ..
             }) => Ok(self.insert_at(*end, &item(*column))),
-            Some(_) => Err(unsupported("it is not a block list an entry can be added to")),
+            Some(_) => Err(unsupported(
+                "it is not a block list an entry can be added to",
+            )),
             None => {
                 let [Step::Key(key)] = path else {
                     return Err(unsupported("its parent does not exist"));
@@ -248,7 +253,9 @@ impl<'a> Document<'a> {
                 why: "only a single-line value can be removed".into(),
             });
         };
-        let line_start = self.text[..entry.key_start].rfind('\n').map_or(0, |i| i + 1);
+        let line_start = self.text[..entry.key_start]
+            .rfind('\n')
+            .map_or(0, |i| i + 1);
         if !self.text[line_start..entry.key_start].trim().is_empty()
             || self.text[entry.key_start..range.1].contains('\n')
         {
@@ -273,7 +280,9 @@ impl<'a> Document<'a> {
             at
         } else {
             // The parser may end a collection mid-line (at a comment): go to the next line.
-            self.text[at..].find('\n').map_or(self.text.len(), |i| at + i + 1)
+            self.text[at..]
+                .find('\n')
+                .map_or(self.text.len(), |i| at + i + 1)
         };
         let (head, tail) = self.text.split_at(at);
         let joint = if head.is_empty() || head.ends_with('\n') {
@@ -613,8 +622,20 @@ mod tests {
 
     #[test]
     fn a_plain_value_that_would_read_as_a_number_or_bool_is_double_quoted() {
-        for value in ["1.20", "123", "true", "yes", "null", "0x1F", "2025-08-25", "1e3"] {
-            assert_eq!(set("tag: v1\n", "tag", value), format!("tag: \"{value}\"\n"));
+        for value in [
+            "1.20",
+            "123",
+            "true",
+            "yes",
+            "null",
+            "0x1F",
+            "2025-08-25",
+            "1e3",
+        ] {
+            assert_eq!(
+                set("tag: v1\n", "tag", value),
+                format!("tag: \"{value}\"\n")
+            );
         }
         for value in ["20250825-153012", "v1.2.3", "1.2.3", "sha-abc123", "latest"] {
             assert_eq!(set("tag: v1\n", "tag", value), format!("tag: {value}\n"));
@@ -629,7 +650,9 @@ mod tests {
             "base:\n  tag: &tag v2\nother:\n  tag: *tag\n"
         );
         let refused = Document::parse(text).and_then(|d| d.set(&dotted("other.tag"), "v2"));
-        assert!(matches!(refused, Err(YamlEditError::Unsupported { ref why, .. }) if why.contains("alias")));
+        assert!(
+            matches!(refused, Err(YamlEditError::Unsupported { ref why, .. }) if why.contains("alias"))
+        );
     }
 
     #[test]
@@ -643,7 +666,10 @@ mod tests {
             set("replicas: 2\n", "image.tag", "v2"),
             "replicas: 2\nimage:\n  tag: v2\n"
         );
-        assert_eq!(set("replicas: 2", "image.tag", "v2"), "replicas: 2\nimage:\n  tag: v2\n");
+        assert_eq!(
+            set("replicas: 2", "image.tag", "v2"),
+            "replicas: 2\nimage:\n  tag: v2\n"
+        );
         assert_eq!(set("", "image.tag", "v2"), "image:\n  tag: v2\n");
     }
 
@@ -671,7 +697,10 @@ mod tests {
             let error = Document::parse(text)
                 .and_then(|d| d.set(&dotted(key), "v2"))
                 .expect_err(text);
-            assert!(error.to_string().contains(key) && error.to_string().contains(why), "{error}");
+            assert!(
+                error.to_string().contains(key) && error.to_string().contains(why),
+                "{error}"
+            );
         }
         assert!(matches!(
             Document::parse("a: [b\n"),
