@@ -285,6 +285,8 @@ impl Handler {
             report.stats.patches += outcome.stats.patches;
             report.stats.conflicts += outcome.stats.conflicts;
             report.stats.events += outcome.stats.events;
+            report.stats.git_requests += outcome.stats.git_requests;
+            report.stats.git_commits += outcome.stats.git_commits;
         }
         if !self.config.dry_run {
             let now = OffsetDateTime::from(self.clock.now())

@@ -57,6 +57,8 @@ pub struct AwsState {
     published: Mutex<Vec<Value>>,
     /// SQS queues by URL, and each one's messages.
     queues: Mutex<BTreeMap<String, Vec<QueueMessage>>>,
+    /// Secrets Manager secrets by ARN: their text, and whether the function may read them.
+    secrets: Mutex<BTreeMap<String, (String, bool)>>,
 }
 
 /// A message in an SQS queue.
@@ -89,7 +91,13 @@ impl AwsState {
             repositories: Mutex::new(Vec::new()),
             published: Mutex::new(Vec::new()),
             queues: Mutex::new(BTreeMap::new()),
+            secrets: Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// Stores a Secrets Manager secret the function may (or, `readable: false`, may not) read.
+    pub fn put_secret(&self, arn: &str, text: &str, readable: bool) {
+        lock(&self.secrets).insert(arn.to_string(), (text.to_string(), readable));
     }
 
     /// What was published to SNS.
@@ -220,6 +228,9 @@ async fn ecr(State(state): State<Arc<AwsState>>, headers: HeaderMap, body: Bytes
         );
     };
     match target.rsplit('.').next().unwrap_or_default() {
+        "GetSecretValue" if target.starts_with("secretsmanager") => {
+            get_secret_value(&state, &request)
+        }
         "DescribeImages" => describe_images(&state, &request),
         "BatchGetImage" => batch_get_image(&state, &request),
         "ReceiveMessage" if target.starts_with("AmazonSQS") => receive_message(&state, &request),
@@ -231,6 +242,44 @@ async fn ecr(State(state): State<Arc<AwsState>>, headers: HeaderMap, body: Bytes
             StatusCode::BAD_REQUEST,
             "UnknownOperationException",
             &format!("operation {other} is not supported by the stand-in"),
+        ),
+    }
+}
+
+/// Secrets Manager's `GetSecretValue`, by ARN or name, with its error shapes.
+fn get_secret_value(state: &AwsState, request: &Value) -> Response {
+    let Some(id) = request["SecretId"].as_str() else {
+        return aws_error(
+            StatusCode::BAD_REQUEST,
+            "InvalidParameterException",
+            "SecretId is required",
+        );
+    };
+    let secrets = lock(&state.secrets);
+    let found = secrets
+        .iter()
+        .find(|(arn, _)| arn.as_str() == id || arn.rsplit(':').next() == Some(id));
+    match found {
+        Some((arn, (_, false))) => aws_error(
+            StatusCode::BAD_REQUEST,
+            "AccessDeniedException",
+            &format!(
+                "User: arn:aws:sts::{}:assumed-role/argocd-ecr-updater-role/argocd-ecr-updater is not authorized to perform: secretsmanager:GetSecretValue on resource: {arn} because no identity-based policy allows the secretsmanager:GetSecretValue action",
+                state.account
+            ),
+        ),
+        Some((arn, (text, true))) => axum::Json(json!({
+            "ARN": arn,
+            "Name": arn.rsplit(':').next(),
+            "SecretString": text,
+            "VersionId": "00000000-0000-0000-0000-000000000001",
+            "VersionStages": ["AWSCURRENT"],
+        }))
+        .into_response(),
+        None => aws_error(
+            StatusCode::BAD_REQUEST,
+            "ResourceNotFoundException",
+            "Secrets Manager can't find the specified secret.",
         ),
     }
 }

@@ -24,6 +24,8 @@ pub enum Service {
     Eks,
     Sns,
     Sqs,
+    SecretsManager,
+    GitHub,
     Runtime,
 }
 
@@ -86,6 +88,15 @@ impl Route {
             service: Some(Service::Ecr),
             operation: Some(operation.to_string()),
             ..Self::default()
+        }
+    }
+
+    pub fn github(method: &str, path_contains: &str) -> Self {
+        Self {
+            service: Some(Service::GitHub),
+            method: Some(method.to_string()),
+            path_contains: Some(path_contains.to_string()),
+            operation: None,
         }
     }
 
@@ -225,6 +236,7 @@ pub async fn intercept(
     let service = match service {
         Service::Ecr if parts.uri.path().starts_with("/clusters/") => Service::Eks,
         Service::Ecr if target.starts_with("AmazonSQS") => Service::Sqs,
+        Service::Ecr if target.starts_with("secretsmanager") => Service::SecretsManager,
         Service::Ecr if form => Service::Sns,
         other => other,
     };
@@ -346,7 +358,14 @@ fn fault_response(service: Service, code: u16, retry_after: Option<u64>) -> Resp
         Service::Kube => {
             crate::kube::status_body(code, reason_for(code), &format!("injected fault {code}"))
         }
-        Service::Ecr | Service::Eks | Service::Sns | Service::Sqs => {
+        Service::GitHub => {
+            let message = match code {
+                403 | 429 => "API rate limit exceeded for installation ID 1.".to_string(),
+                _ => format!("injected fault {code}"),
+            };
+            serde_json::json!({"message": message, "documentation_url": "https://docs.github.com/rest"})
+        }
+        Service::Ecr | Service::Eks | Service::Sns | Service::Sqs | Service::SecretsManager => {
             let kind = match code {
                 429 | 400 => "ThrottlingException",
                 _ => "ServerException",
@@ -364,6 +383,22 @@ fn fault_response(service: Service, code: u16, retry_after: Option<u64>) -> Resp
         };
         if let Ok(v) = HeaderValue::from_str(kind) {
             response.headers_mut().insert("x-amzn-errortype", v);
+        }
+    }
+    if service == Service::GitHub && (code == 403 || code == 429) {
+        // GitHub's primary rate limit: no quota left until the reset time (epoch seconds).
+        let reset = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() + 60)
+            .unwrap_or_default();
+        for (name, value) in [
+            ("x-ratelimit-remaining", "0".to_string()),
+            ("x-ratelimit-limit", "5000".to_string()),
+            ("x-ratelimit-reset", reset.to_string()),
+        ] {
+            if let Ok(v) = HeaderValue::from_str(&value) {
+                response.headers_mut().insert(name, v);
+            }
         }
     }
     if let Some(seconds) = retry_after

@@ -8,6 +8,7 @@
 pub mod aws;
 pub mod faults;
 pub mod fixtures;
+pub mod github;
 pub mod imageupdaters;
 pub mod kube;
 pub mod runtime;
@@ -77,6 +78,30 @@ pub fn function_identity(grants: Vec<Grant>) -> Identity {
     }
 }
 
+/// Serves `app` over TLS on every connection `listener` accepts.
+async fn serve_tls(listener: TcpListener, acceptor: tokio_rustls::TlsAcceptor, app: axum::Router) {
+    loop {
+        let Ok((tcp, _)) = listener.accept().await else {
+            continue;
+        };
+        // As kube-apiserver (Go) does on every connection: without it, Nagle and delayed
+        // ACKs add tens of milliseconds to some requests and distort figures.
+        let _ = tcp.set_nodelay(true);
+        let acceptor = acceptor.clone();
+        let app = app.clone();
+        tokio::spawn(async move {
+            // A client that refuses our certificate ends here, as with a real server.
+            let Ok(stream) = acceptor.accept(tcp).await else {
+                return;
+            };
+            let service = TowerToHyperService::new(app);
+            let _ = auto::Builder::new(TokioExecutor::new())
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
 /// The running stand-ins. Dropping this stops them.
 pub struct StandIns {
     pub options: Options,
@@ -84,6 +109,8 @@ pub struct StandIns {
     pub kube: Arc<KubeState>,
     pub aws: Arc<AwsState>,
     pub runtime: Arc<RuntimeApi>,
+    pub github: Arc<github::GitHubState>,
+    pub github_addr: SocketAddr,
     pub kube_addr: SocketAddr,
     pub aws_addr: SocketAddr,
     pub runtime_addr: SocketAddr,
@@ -138,28 +165,17 @@ impl StandIns {
             faults::intercept,
         ));
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls.server_config));
-        let kube_task = tokio::spawn(async move {
-            loop {
-                let Ok((tcp, _)) = kube_listener.accept().await else {
-                    continue;
-                };
-                // As kube-apiserver (Go) does on every connection: without it, Nagle and
-                // delayed ACKs add tens of milliseconds to some requests and distort figures.
-                let _ = tcp.set_nodelay(true);
-                let acceptor = acceptor.clone();
-                let app = kube_app.clone();
-                tokio::spawn(async move {
-                    // A client that refuses our certificate ends here, as with a real server.
-                    let Ok(stream) = acceptor.accept(tcp).await else {
-                        return;
-                    };
-                    let service = TowerToHyperService::new(app);
-                    let _ = auto::Builder::new(TokioExecutor::new())
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
+        let kube_task = tokio::spawn(serve_tls(kube_listener, acceptor.clone(), kube_app));
+
+        let github = Arc::new(github::GitHubState::default());
+        let github_listener = TcpListener::bind("127.0.0.1:0").await?;
+        let github_addr = github_listener.local_addr()?;
+        let github_app =
+            github::router(github.clone()).layer(axum::middleware::from_fn_with_state(
+                (shared.clone(), Service::GitHub),
+                faults::intercept,
+            ));
+        let github_task = tokio::spawn(serve_tls(github_listener, acceptor, github_app));
 
         let aws_listener = TcpListener::bind("127.0.0.1:0").await?;
         let aws_addr = aws_listener.local_addr()?;
@@ -190,11 +206,13 @@ impl StandIns {
             kube,
             aws,
             runtime,
+            github,
+            github_addr,
             kube_addr,
             aws_addr,
             runtime_addr,
             ca_pem: tls.ca_pem,
-            tasks: vec![kube_task, aws_task, runtime_task],
+            tasks: vec![kube_task, aws_task, runtime_task, github_task],
         })
     }
 
@@ -221,6 +239,11 @@ impl StandIns {
         format!("https://127.0.0.1:{}", self.kube_addr.port())
     }
 
+    /// The GitHub stand-in's API base, for `GITHUB_API_URL` (its CA is `ca_pem`).
+    pub fn github_api(&self) -> String {
+        format!("https://127.0.0.1:{}", self.github_addr.port())
+    }
+
     pub fn aws_endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.aws_addr.port())
     }
@@ -233,6 +256,7 @@ impl StandIns {
             ("AWS_ENDPOINT_URL_EKS", self.aws_endpoint()),
             ("AWS_ENDPOINT_URL_SNS", self.aws_endpoint()),
             ("AWS_ENDPOINT_URL_SQS", self.aws_endpoint()),
+            ("AWS_ENDPOINT_URL_SECRETS_MANAGER", self.aws_endpoint()),
             ("AWS_REGION", self.options.region.clone()),
             ("AWS_ACCESS_KEY_ID", FUNCTION_ACCESS_KEY.into()),
             ("AWS_SECRET_ACCESS_KEY", FUNCTION_SECRET_KEY.into()),

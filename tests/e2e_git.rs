@@ -1,0 +1,528 @@
+//! End to end: git write-back against the GitHub stand-in (HTTPS, the run's CA), with
+//! credentials from the Secrets Manager stand-in, the real handler, and the seed's
+//! Terraform-managed Application switched to `write-back-method: git`.
+
+mod common;
+
+use argocd_ecr_updater::handler::HandlerError;
+use argocd_ecr_updater::report::{Action, Entry, Report};
+use argocd_ecr_updater_standins::fixtures::{
+    PUSHED_TAG, SEED_APP, SEED_IMAGE, SEED_TAG, push_event,
+};
+use argocd_ecr_updater_standins::{FaultAction, Route, Service, StandIns};
+use common::{event, expect_decision, handler};
+use serde_json::{Value, json};
+
+const REPO: &str = "barun/invitation";
+const TOKEN: &str = "ghp_standin0write0token0for0invitation";
+const SECRET_ARN: &str =
+    "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:argocd-ecr-updater/github-Ab12Cd";
+const OVERRIDE: &str = "argocd/.argocd-source-aws-pipeline-test.yaml";
+const IU: &str = "argocd-image-updater.argoproj.io/";
+
+/// A values file as people write them: comments, quoting, an anchor, a second document.
+const VALUES: &str = "# Default values for invitation.\n# This is a YAML-formatted file.\n\nreplicaCount: 2\n\nimage:\n  repository: 768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/barun-dev-ecr\n  # Overrides the image tag whose default is the chart appVersion.\n  tag: \"20250825-120000\"\n  pullPolicy: IfNotPresent\n\nresources: &resources\n  limits:\n    cpu: 500m   # half a core\n    memory: 256Mi\n\nsidecar:\n  resources: *resources\n";
+
+/// The seed with the GitHub repository its Application points at, a write token for it in
+/// Secrets Manager, and the Application switched to `git` write-back (plus `extra`
+/// annotations).
+async fn git_standins(extra: &[(&str, &str)]) -> StandIns {
+    let standins = StandIns::start_seeded().await.unwrap();
+    standins.github.create_repository(
+        REPO,
+        "main",
+        &[
+            (
+                "argocd/Chart.yaml",
+                "apiVersion: v2\nname: invitation\nversion: 0.1.0\n",
+            ),
+            ("argocd/values.yaml", VALUES),
+        ],
+    );
+    standins.github.grant_token(TOKEN, &[REPO], true);
+    standins
+        .aws
+        .put_secret(SECRET_ARN, &json!({"token": TOKEN}).to_string(), true);
+    annotate(&standins, &[("write-back-method", "git")]);
+    annotate(&standins, extra);
+    standins
+}
+
+/// Sets Image Updater annotations (or ours, given with their prefix) on the seed app.
+fn annotate(standins: &StandIns, pairs: &[(&str, &str)]) {
+    let mut app = standins.kube.get("argocd", SEED_APP).unwrap();
+    for (key, value) in pairs {
+        let key = if key.contains('/') {
+            key.to_string()
+        } else {
+            format!("{IU}{key}")
+        };
+        app["metadata"]["annotations"][key] = json!(value);
+    }
+    strip_server_fields(&mut app);
+    standins.kube.insert(app).unwrap();
+}
+
+fn strip_server_fields(app: &mut Value) {
+    if let Some(meta) = app["metadata"].as_object_mut() {
+        for key in [
+            "resourceVersion",
+            "uid",
+            "creationTimestamp",
+            "generation",
+            "managedFields",
+        ] {
+            meta.remove(key);
+        }
+    }
+}
+
+fn vars(standins: &StandIns) -> Vec<(String, String)> {
+    vec![
+        ("GIT_CREDENTIALS_SECRET_ARNS".into(), SECRET_ARN.into()),
+        ("GITHUB_API_URL".into(), standins.github_api()),
+        ("GIT_CA_BUNDLE".into(), standins.ca_pem.clone()),
+    ]
+}
+
+async fn run_with(
+    standins: &StandIns,
+    extra: &[(&str, &str)],
+    event: &Value,
+) -> Result<Report, HandlerError> {
+    let mut all = vars(standins);
+    all.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    let borrowed: Vec<(&str, &str)> = all.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    handler(standins, &borrowed).handle(event, None).await
+}
+
+async fn push(standins: &StandIns) -> Report {
+    run_with(standins, &[], &event("push-date-tag.json"))
+        .await
+        .unwrap()
+}
+
+fn report_of(outcome: Result<Report, HandlerError>) -> Report {
+    match outcome {
+        Ok(report) => report,
+        Err(HandlerError::Targets { report, .. }) => *report,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn only(report: &Report) -> &Entry {
+    assert_eq!(report.entries.len(), 1, "{:#?}", report.entries);
+    &report.entries[0]
+}
+
+fn commits(standins: &StandIns, branch: &str) -> usize {
+    standins.github.history(REPO, branch).len()
+}
+
+fn seed_parameters(standins: &StandIns) -> Value {
+    standins.kube.get("argocd", SEED_APP).unwrap()["spec"]["source"]["helm"]["parameters"].clone()
+}
+
+fn github_requests(standins: &StandIns) -> Vec<(String, String)> {
+    standins
+        .shared
+        .requests()
+        .into_iter()
+        .filter(|r| r.service == Service::GitHub)
+        .map(|r| (r.method, r.path))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_seeds_terraform_managed_application_gets_a_commit_and_a_refresh_not_a_patch() {
+    let standins = git_standins(&[]).await;
+    let spec_before = seed_parameters(&standins);
+    let report = push(&standins).await;
+    let entry = only(&report);
+    expect_decision(entry, Action::Updated, "committed");
+    assert_eq!(entry.to.as_deref(), Some(PUSHED_TAG));
+    assert_eq!(entry.from.as_deref(), Some(SEED_TAG));
+
+    // The file Image Updater would have written, byte for byte.
+    let file = standins
+        .github
+        .file(REPO, "main", OVERRIDE)
+        .expect("the override file is committed");
+    assert_eq!(
+        file,
+        format!(
+            "helm:\n  parameters:\n  - name: image.repository\n    value: {SEED_IMAGE}\n    forcestring: true\n  - name: image.tag\n    value: {PUSHED_TAG}\n    forcestring: true\n"
+        )
+    );
+    let history = standins.github.history(REPO, "main");
+    assert_eq!(history.len(), 2);
+    assert_eq!(
+        history[0].1.message,
+        format!(
+            "build: automatic update of aws-pipeline-test\n\nupdates image barun-dev-ecr tag '{SEED_TAG}' to '{PUSHED_TAG}'"
+        )
+    );
+    let git = entry.git.as_ref().unwrap();
+    assert_eq!(git["commit"], history[0].0);
+    assert_eq!(git["file"], OVERRIDE);
+    assert_eq!(entry.sources, vec![format!("{REPO}@main:{OVERRIDE}")]);
+
+    // The Application's spec is what Terraform wrote; only the refresh and audit keys moved.
+    let app = standins.kube.get("argocd", SEED_APP).unwrap();
+    assert_eq!(seed_parameters(&standins), spec_before);
+    assert_eq!(
+        app["metadata"]["annotations"]["argocd.argoproj.io/refresh"],
+        "normal"
+    );
+    let audit: Value = serde_json::from_str(
+        app["metadata"]["annotations"]["argocd-ecr-updater.io/last-update"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(audit["git"]["commit"], history[0].0);
+    let patch = standins
+        .shared
+        .requests()
+        .into_iter()
+        .find(|r| r.service == Service::Kube && r.method == "PATCH")
+        .unwrap();
+    assert_eq!(patch.content_type, "application/merge-patch+json");
+    let body: Value = serde_json::from_str(&patch.body).unwrap();
+    assert_eq!(
+        body["metadata"]["annotations"].as_object().unwrap().len(),
+        2,
+        "{body}"
+    );
+    assert!(body.get("spec").is_none());
+
+    // Read the head, read the file, commit: three requests on a token.
+    assert_eq!(
+        github_requests(&standins),
+        vec![
+            (
+                "GET".to_string(),
+                format!("/repos/{REPO}/git/ref/heads/main")
+            ),
+            (
+                "GET".to_string(),
+                format!("/repos/{REPO}/contents/{OVERRIDE}")
+            ),
+            ("POST".to_string(), "/graphql".to_string()),
+        ]
+    );
+    assert_eq!(report.stats.git_commits, 1);
+    assert_eq!(report.stats.git_requests, 3);
+    // The Kubernetes Event Image Updater users look for is recorded as for a patch.
+    assert!(
+        standins
+            .kube
+            .events()
+            .iter()
+            .any(|e| e["reason"] == "ImagesUpdated")
+    );
+}
+
+#[tokio::test]
+async fn a_duplicate_event_commits_nothing_and_a_late_older_tag_never_downgrades_git() {
+    let standins = git_standins(&[]).await;
+    push(&standins).await;
+    assert_eq!(commits(&standins, "main"), 2);
+
+    let again = push(&standins).await;
+    // The tag is read from Git, where it is already the pushed one.
+    expect_decision(only(&again), Action::Unchanged, "already the current tag");
+    assert_eq!(commits(&standins, "main"), 2, "no empty commit");
+
+    let late = run_with(
+        &standins,
+        &[],
+        &push_event("barun-dev-ecr", "20250824-093000", "2025-08-25T07:00:00Z"),
+    )
+    .await
+    .unwrap();
+    assert_ne!(only(&late).action, Action::Updated, "{:?}", only(&late));
+    assert_eq!(commits(&standins, "main"), 2);
+    assert!(
+        standins
+            .github
+            .file(REPO, "main", OVERRIDE)
+            .unwrap()
+            .contains(PUSHED_TAG)
+    );
+}
+
+#[tokio::test]
+async fn the_tag_in_git_decides_even_when_the_application_spec_says_otherwise() {
+    let standins = git_standins(&[]).await;
+    // Git already runs a newer tag than the push; the Application spec still says the seed's.
+    standins.github.push(
+        REPO,
+        "main",
+        OVERRIDE,
+        "helm:\n  parameters:\n  - name: image.tag\n    value: 20250901-000000\n    forcestring: true\n",
+        "someone bumped it by hand",
+    );
+    let report = push(&standins).await;
+    assert_ne!(only(&report).action, Action::Updated, "{:?}", only(&report));
+    assert_eq!(commits(&standins, "main"), 2);
+}
+
+#[tokio::test]
+async fn a_commit_that_races_another_rereads_and_decides_again() {
+    let standins = git_standins(&[]).await;
+    standins
+        .github
+        .race_next_commit(REPO, "argocd/README.md", "someone else's change\n");
+    let report = push(&standins).await;
+    expect_decision(only(&report), Action::Updated, "committed");
+    assert_eq!(report.stats.conflicts, 1);
+    let history = standins.github.history(REPO, "main");
+    // Ours on top of theirs: nothing of theirs lost.
+    assert_eq!(history.len(), 3);
+    assert_eq!(
+        standins
+            .github
+            .file(REPO, "main", "argocd/README.md")
+            .as_deref(),
+        Some("someone else's change\n")
+    );
+    assert!(
+        standins
+            .github
+            .file(REPO, "main", OVERRIDE)
+            .unwrap()
+            .contains(PUSHED_TAG)
+    );
+}
+
+#[tokio::test]
+async fn a_values_file_target_changes_the_tag_and_keeps_every_other_byte() {
+    let standins = git_standins(&[("write-back-target", "helmvalues:values.yaml")]).await;
+    let report = push(&standins).await;
+    expect_decision(only(&report), Action::Updated, "argocd/values.yaml");
+    let file = standins
+        .github
+        .file(REPO, "main", "argocd/values.yaml")
+        .unwrap();
+    assert_eq!(
+        file,
+        VALUES.replace(&format!("\"{SEED_TAG}\""), &format!("\"{PUSHED_TAG}\""))
+    );
+    assert!(standins.github.file(REPO, "main", OVERRIDE).is_none());
+}
+
+#[tokio::test]
+async fn git_branch_base_and_target_creates_the_target_branch_from_the_base() {
+    let standins = git_standins(&[("git-branch", "main:image-updates")]).await;
+    let report = push(&standins).await;
+    expect_decision(only(&report), Action::Updated, "image-updates");
+    assert_eq!(commits(&standins, "main"), 1, "the base is untouched");
+    assert_eq!(commits(&standins, "image-updates"), 2);
+    // The next push reads the target branch, where the state now lives.
+    let again = push(&standins).await;
+    assert_ne!(only(&again).action, Action::Updated);
+    assert_eq!(commits(&standins, "image-updates"), 2);
+}
+
+#[tokio::test]
+async fn pull_request_mode_opens_one_labelled_pull_request_per_change() {
+    let standins = git_standins(&[
+        ("argocd-ecr-updater.io/git-pull-request", "github"),
+        (
+            "argocd-ecr-updater.io/git-pull-request-labels",
+            "image-update,automerge",
+        ),
+    ])
+    .await;
+    let report = push(&standins).await;
+    let entry = only(&report);
+    expect_decision(
+        entry,
+        Action::Updated,
+        "pull request https://github.com/barun/invitation/pull/1",
+    );
+    let pulls = standins.github.pull_requests(REPO);
+    assert_eq!(pulls.len(), 1);
+    assert_eq!(pulls[0].base, "main");
+    assert!(
+        pulls[0].head.starts_with("image-updater-"),
+        "{}",
+        pulls[0].head
+    );
+    assert_eq!(pulls[0].labels, vec!["image-update", "automerge"]);
+    assert_eq!(
+        pulls[0].title,
+        "build: automatic update of aws-pipeline-test"
+    );
+    assert_eq!(commits(&standins, "main"), 1, "nothing pushed to the base");
+    assert_eq!(
+        entry.git.as_ref().unwrap()["pullRequest"],
+        "https://github.com/barun/invitation/pull/1"
+    );
+
+    // The same event again: that change's branch exists, no second pull request.
+    let again = push(&standins).await;
+    assert_ne!(only(&again).action, Action::Updated, "{:?}", only(&again));
+    assert_eq!(standins.github.pull_requests(REPO).len(), 1);
+}
+
+#[tokio::test]
+async fn a_refused_label_is_a_note_not_a_failure() {
+    let standins = git_standins(&[
+        ("argocd-ecr-updater.io/git-pull-request", "github"),
+        ("argocd-ecr-updater.io/git-pull-request-labels", "x"),
+    ])
+    .await;
+    standins.github.refuse_labels(REPO);
+    let report = push(&standins).await;
+    expect_decision(only(&report), Action::Updated, "labels not applied");
+    assert_eq!(standins.github.pull_requests(REPO).len(), 1);
+}
+
+#[tokio::test]
+async fn a_protected_branch_is_a_permanent_failure_that_says_how_to_fix_it() {
+    let standins = git_standins(&[]).await;
+    standins.github.protect(REPO, "main");
+    let outcome = run_with(&standins, &[], &event("push-date-tag.json")).await;
+    let report = report_of(outcome);
+    let entry = only(&report);
+    expect_decision(entry, Action::Failed, "refused the commit");
+    assert!(
+        entry.reason.contains("<base>:<new branch>"),
+        "{}",
+        entry.reason
+    );
+    assert!(!entry.retryable);
+    assert_eq!(commits(&standins, "main"), 1);
+}
+
+#[tokio::test]
+async fn rate_limits_and_server_errors_fail_retryably_and_bad_credentials_permanently() {
+    for (action, retryable, words) in [
+        (
+            FaultAction::Status {
+                code: 403,
+                retry_after: None,
+            },
+            true,
+            "rate limit",
+        ),
+        (
+            FaultAction::Status {
+                code: 429,
+                retry_after: Some(30),
+            },
+            true,
+            "rate limit",
+        ),
+        (
+            FaultAction::Status {
+                code: 502,
+                retry_after: None,
+            },
+            true,
+            "502",
+        ),
+    ] {
+        let standins = git_standins(&[]).await;
+        standins
+            .shared
+            .inject(Route::github("GET", "/git/ref/heads/main"), 1, action);
+        let report = report_of(run_with(&standins, &[], &event("push-date-tag.json")).await);
+        let entry = only(&report);
+        expect_decision(entry, Action::Failed, words);
+        assert_eq!(entry.retryable, retryable, "{}", entry.reason);
+        assert_eq!(commits(&standins, "main"), 1);
+    }
+    let standins = git_standins(&[]).await;
+    standins.aws.put_secret(
+        SECRET_ARN,
+        &json!({"token": "ghp_revoked"}).to_string(),
+        true,
+    );
+    let report = report_of(run_with(&standins, &[], &event("push-date-tag.json")).await);
+    let entry = only(&report);
+    expect_decision(entry, Action::Failed, "refused the credentials");
+    assert!(!entry.retryable);
+    assert!(
+        !serde_json::to_string(&report)
+            .unwrap()
+            .contains("ghp_revoked"),
+        "a secret leaked into the report"
+    );
+}
+
+#[tokio::test]
+async fn a_token_without_write_access_is_told_to_get_contents_write() {
+    let standins = git_standins(&[]).await;
+    standins.github.grant_token(TOKEN, &[REPO], false);
+    let report = report_of(run_with(&standins, &[], &event("push-date-tag.json")).await);
+    let entry = only(&report);
+    expect_decision(entry, Action::Failed, "contents:write");
+    assert!(!entry.retryable);
+}
+
+#[tokio::test]
+async fn missing_or_unreadable_credentials_say_what_to_configure() {
+    let standins = git_standins(&[]).await;
+    let report = report_of(
+        handler(
+            &standins,
+            &[
+                ("GITHUB_API_URL", &standins.github_api()),
+                ("GIT_CA_BUNDLE", &standins.ca_pem),
+            ],
+        )
+        .handle(&event("push-date-tag.json"), None)
+        .await,
+    );
+    expect_decision(only(&report), Action::Failed, "GIT_CREDENTIALS_SECRET_ARNS");
+    assert!(github_requests(&standins).is_empty());
+
+    standins
+        .aws
+        .put_secret(SECRET_ARN, &json!({"token": TOKEN}).to_string(), false);
+    let report = report_of(run_with(&standins, &[], &event("push-date-tag.json")).await);
+    expect_decision(
+        only(&report),
+        Action::Failed,
+        "secretsmanager:GetSecretValue",
+    );
+}
+
+#[tokio::test]
+async fn a_repository_on_an_unsupported_host_is_skipped_with_that_reason() {
+    let standins =
+        git_standins(&[("git-repository", "https://gitlab.com/barun/invitation.git")]).await;
+    let report = report_of(run_with(&standins, &[], &event("push-date-tag.json")).await);
+    expect_decision(
+        only(&report),
+        Action::Failed,
+        "`gitlab.com` is not supported",
+    );
+    assert!(!only(&report).retryable);
+}
+
+#[tokio::test]
+async fn a_dry_run_reads_git_and_says_where_it_would_commit() {
+    let standins = git_standins(&[]).await;
+    let report = run_with(
+        &standins,
+        &[("DRY_RUN", "true")],
+        &event("push-date-tag.json"),
+    )
+    .await
+    .unwrap();
+    expect_decision(
+        only(&report),
+        Action::Updated,
+        &format!("would commit to {REPO}@main:{OVERRIDE}"),
+    );
+    assert_eq!(commits(&standins, "main"), 1);
+    assert!(
+        standins.kube.get("argocd", SEED_APP).unwrap()["metadata"]["annotations"]
+            .get("argocd.argoproj.io/refresh")
+            .is_none()
+    );
+}
