@@ -173,17 +173,31 @@ impl GitSnapshot {
         credentials: Credentials,
         pull_request: bool,
     ) -> Result<Self, WriteError> {
+        match Self::read_once(github, location.clone(), credentials.clone(), pull_request).await {
+            // An installation token GitHub revoked before its expiry: mint a new one, once.
+            Err(GitHubError::BadCredentials { .. })
+                if matches!(credentials, Credentials::App { .. }) =>
+            {
+                github.forget(&location.repo, &credentials).await;
+                Self::read_once(github, location, credentials, pull_request)
+                    .await
+                    .map_err(git_failure)
+            }
+            other => other.map_err(git_failure),
+        }
+    }
+
+    async fn read_once(
+        github: &GitHub,
+        location: Location,
+        credentials: Credentials,
+        pull_request: bool,
+    ) -> Result<Self, GitHubError> {
         let repo = &location.repo;
-        let token = match github.token(repo, &credentials).await {
-            Ok(token) => token,
-            Err(e) => return Err(git_failure(e)),
-        };
+        let token = github.token(repo, &credentials).await?;
         let base = match &location.branch {
             Some(branch) => branch.clone(),
-            None => github
-                .default_branch(repo, &token)
-                .await
-                .map_err(git_failure)?,
+            None => github.default_branch(repo, &token).await?,
         };
         // A fixed `<base>:<target>` that exists already is where the state lives.
         let fixed_target = location
@@ -194,10 +208,7 @@ impl GitSnapshot {
         let mut branch = base.clone();
         let mut head = None;
         if let Some(target) = fixed_target {
-            head = github
-                .branch_head(repo, &token, target)
-                .await
-                .map_err(git_failure)?;
+            head = github.branch_head(repo, &token, target).await?;
             match head {
                 Some(_) => branch = target.clone(),
                 None => create = Some(target.clone()),
@@ -212,23 +223,16 @@ impl GitSnapshot {
             None => github
                 .branch_head(repo, &token, &base)
                 .await
-                .map_err(git_failure)?
-                .ok_or_else(|| WriteError::Failed {
-                    message: format!(
-                        "`{base}` is not a branch of {}: a tag or a deleted branch cannot be committed to; set git-branch to the branch Argo CD should follow",
-                        repo.full_name()
-                    ),
-                    retryable: false,
+                ?
+                .ok_or_else(|| GitHubError::NotFound {
+                    what: format!("branch `{base}` of {}", repo.full_name()),
+                    message: "no such branch: a tag or a deleted branch cannot be committed to; set git-branch to the branch Argo CD should follow".into(),
                 })?,
         };
         let candidates = location.candidates();
         let mut found = None;
         for path in &candidates {
-            if let Some(text) = github
-                .file(repo, &token, path, &head)
-                .await
-                .map_err(git_failure)?
-            {
+            if let Some(text) = github.file(repo, &token, path, &head).await? {
                 found = Some((path.clone(), text));
                 break;
             }

@@ -526,3 +526,212 @@ async fn a_dry_run_reads_git_and_says_where_it_would_commit() {
             .is_none()
     );
 }
+
+#[tokio::test]
+async fn a_github_app_key_is_exchanged_for_an_installation_token_once_and_reused() {
+    let standins = git_standins(&[]).await;
+    let (private_pem, public_pem) = argocd_ecr_updater_standins::github::app_key_pair().unwrap();
+    standins
+        .github
+        .register_app("123456", "7890", &public_pem, &[REPO]);
+    standins.aws.put_secret(
+        SECRET_ARN,
+        &json!({"githubAppID": "123456", "githubAppInstallationID": "7890", "githubAppPrivateKey": private_pem}).to_string(),
+        true,
+    );
+    let mut all = vars(&standins);
+    all.push(("DRY_RUN".into(), "false".into()));
+    let borrowed: Vec<(&str, &str)> = all.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    // One handler, as one warm container: the token is minted once for both invocations.
+    let function = handler(&standins, &borrowed);
+    let first = function
+        .handle(&event("push-date-tag.json"), None)
+        .await
+        .unwrap();
+    expect_decision(only(&first), Action::Updated, "committed");
+    let second = function
+        .handle(
+            &push_event("barun-dev-ecr", "20250825-153012", "2025-08-25T06:31:00Z"),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_ne!(only(&second).action, Action::Updated);
+    assert_eq!(
+        standins
+            .github
+            .tokens_minted
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+
+    // A token GitHub revoked early is dropped and a new one minted in the same invocation.
+    standins.github.expire_installation_tokens();
+    standins
+        .github
+        .push(REPO, "main", OVERRIDE, "helm:\n  parameters: []\n", "reset");
+    let retried = function
+        .handle(&event("push-date-tag.json"), None)
+        .await
+        .unwrap();
+    expect_decision(only(&retried), Action::Updated, "committed");
+    assert_eq!(
+        standins
+            .github
+            .tokens_minted
+            .load(std::sync::atomic::Ordering::Relaxed),
+        2
+    );
+}
+
+#[tokio::test]
+async fn git_secret_reads_the_one_named_kubernetes_secret() {
+    let standins = StandIns::start_seeded_with_grants(vec![
+        argocd_ecr_updater_standins::Grant::new(&["get", "list", "patch"], "argocd"),
+        argocd_ecr_updater_standins::Grant::on("events", &["create"], "argocd"),
+        argocd_ecr_updater_standins::Grant::named(
+            "secrets",
+            &["get"],
+            "argocd",
+            &["invitation-git"],
+        ),
+    ])
+    .await
+    .unwrap();
+    standins
+        .github
+        .create_repository(REPO, "main", &[("argocd/values.yaml", VALUES)]);
+    standins.github.grant_token(TOKEN, &[REPO], true);
+    standins.kube.insert_secret(
+        "argocd",
+        "invitation-git",
+        json!({}),
+        &[("username", "git"), ("password", TOKEN)],
+    );
+    standins
+        .kube
+        .insert_secret("argocd", "other-git", json!({}), &[("password", TOKEN)]);
+    annotate(
+        &standins,
+        &[("write-back-method", "git:secret:argocd/invitation-git")],
+    );
+    let vars = [
+        ("GITHUB_API_URL", standins.github_api()),
+        ("GIT_CA_BUNDLE", standins.ca_pem.clone()),
+        ("READ_IMAGEUPDATERS", "false".into()),
+    ];
+    let borrowed: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let report = handler(&standins, &borrowed)
+        .handle(&event("push-date-tag.json"), None)
+        .await
+        .unwrap();
+    expect_decision(only(&report), Action::Updated, "committed");
+
+    // A Secret the function's RBAC does not name is refused, with the fix.
+    annotate(
+        &standins,
+        &[("write-back-method", "git:secret:argocd/other-git")],
+    );
+    let refused = report_of(
+        handler(&standins, &borrowed)
+            .handle(&event("push-date-tag.json"), None)
+            .await,
+    );
+    expect_decision(only(&refused), Action::Failed, "resourceNames: [other-git]");
+}
+
+#[tokio::test]
+async fn git_repocreds_reads_argo_cds_repository_secret_only_when_enabled() {
+    let standins = git_standins(&[("write-back-method", "git:repocreds")]).await;
+    standins.kube.insert_secret(
+        "argocd",
+        "repo-invitation",
+        json!({"argocd.argoproj.io/secret-type": "repository"}),
+        &[
+            ("url", "https://github.com/barun/invitation.git"),
+            ("password", TOKEN),
+        ],
+    );
+    standins.kube.insert_secret(
+        "argocd",
+        "creds-elsewhere",
+        json!({"argocd.argoproj.io/secret-type": "repo-creds"}),
+        &[
+            ("url", "https://github.com/someone-else"),
+            ("password", "ghp_wrong"),
+        ],
+    );
+    let off = report_of(run_with(&standins, &[], &event("push-date-tag.json")).await);
+    expect_decision(only(&off), Action::Failed, "GIT_REPOCREDS=true");
+    let on = run_with(
+        &standins,
+        &[("GIT_REPOCREDS", "true")],
+        &event("push-date-tag.json"),
+    )
+    .await;
+    let report = report_of(on);
+    // The default grants have no `list` on Secrets: the message says which RBAC to apply.
+    expect_decision(only(&report), Action::Failed, "rbac-repocreds.yaml");
+}
+
+#[tokio::test]
+async fn git_repocreds_picks_the_repository_secret_for_exactly_this_url() {
+    let standins = StandIns::start_seeded_with_grants(vec![
+        argocd_ecr_updater_standins::Grant::new(&["get", "list", "patch"], "argocd"),
+        argocd_ecr_updater_standins::Grant::on("events", &["create"], "argocd"),
+        argocd_ecr_updater_standins::Grant::on("secrets", &["list"], "argocd"),
+    ])
+    .await
+    .unwrap();
+    standins
+        .github
+        .create_repository(REPO, "main", &[("argocd/values.yaml", VALUES)]);
+    standins.github.grant_token(TOKEN, &[REPO], true);
+    standins.kube.insert_secret(
+        "argocd",
+        "creds-barun",
+        json!({"argocd.argoproj.io/secret-type": "repo-creds"}),
+        &[
+            ("url", "https://github.com/barun"),
+            ("password", "ghp_prefix_only"),
+        ],
+    );
+    standins.kube.insert_secret(
+        "argocd",
+        "repo-invitation",
+        json!({"argocd.argoproj.io/secret-type": "repository"}),
+        &[
+            ("url", "https://github.com/barun/invitation"),
+            ("password", TOKEN),
+        ],
+    );
+    standins.kube.insert_secret(
+        "argocd",
+        "unlabelled",
+        json!({}),
+        &[
+            ("url", "https://github.com/barun/invitation.git"),
+            ("password", "ghp_x"),
+        ],
+    );
+    annotate(&standins, &[("write-back-method", "git:repocreds")]);
+    let vars = [
+        ("GITHUB_API_URL", standins.github_api()),
+        ("GIT_CA_BUNDLE", standins.ca_pem.clone()),
+        ("GIT_REPOCREDS", "true".into()),
+        ("READ_IMAGEUPDATERS", "false".into()),
+    ];
+    let borrowed: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let report = handler(&standins, &borrowed)
+        .handle(&event("push-date-tag.json"), None)
+        .await
+        .unwrap();
+    expect_decision(only(&report), Action::Updated, "committed");
+    let list = standins
+        .shared
+        .requests()
+        .into_iter()
+        .find(|r| r.path.ends_with("/secrets"))
+        .unwrap();
+    assert!(list.query.contains("labelSelector"), "{}", list.query);
+}

@@ -837,3 +837,9 @@ async fn access_token(
     )
         .into_response()
 }
+
+/// A fresh RSA key pair for a test GitHub App: (private key PEM, public key PEM).
+pub fn app_key_pair() -> Result<(String, String), rcgen::Error> {
+    let pair = rcgen::KeyPair::generate_for(&rcgen::PKCS_RSA_SHA256)?;
+    Ok((pair.serialize_pem(), pair.public_key_pem()))
+}

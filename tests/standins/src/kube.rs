@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Path, Query, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -38,6 +38,8 @@ pub struct KubeState {
     schema_value: Value,
     /// Core `Event`s created, oldest first.
     events: Mutex<Vec<Value>>,
+    /// Core `Secret`s by (namespace, name), served read-only.
+    secrets: Mutex<BTreeMap<(String, String), Value>>,
     /// Image Updater v1.x objects, with their own CRD.
     pub image_updaters: crate::imageupdaters::ImageUpdaterStore,
     /// Every `Warning` header sent, oldest first: tests assert the function causes none.
@@ -84,6 +86,7 @@ impl KubeState {
             schema_value,
             image_updaters: crate::imageupdaters::ImageUpdaterStore::new()?,
             events: Mutex::new(Vec::new()),
+            secrets: Mutex::new(BTreeMap::new()),
             warnings: Mutex::new(Vec::new()),
         })
     }
@@ -313,6 +316,11 @@ fn api_router(state: Arc<KubeState>) -> Router {
         .route("/api", get(core_versions))
         .route("/api/v1", get(core_resources))
         .route("/api/v1/namespaces/{namespace}", get(get_namespace))
+        .route("/api/v1/namespaces/{namespace}/secrets", get(list_secrets))
+        .route(
+            "/api/v1/namespaces/{namespace}/secrets/{name}",
+            get(get_secret),
+        )
         .route(
             "/api/v1/namespaces/{namespace}/events",
             axum::routing::post(create_event),
@@ -403,12 +411,12 @@ pub(crate) fn authorize_on<'a>(
     name: Option<&str>,
 ) -> Result<&'a Identity, Response> {
     let identity = authenticate(state, headers)?;
-    if identity.may(verb, resource, namespace) {
+    if identity.may_on(verb, resource, namespace, name) {
         return Ok(identity);
     }
     let group = if resource.starts_with("imageupdaters") {
         "argocd-image-updater.argoproj.io"
-    } else if resource == "events" {
+    } else if resource == "events" || resource == "secrets" {
         ""
     } else {
         "argoproj.io"
@@ -917,6 +925,95 @@ async fn core_resources() -> Response {
 }
 
 /// `POST` of a core Event: stored for tests, with the fields kube-apiserver requires.
+/// `stringData` written into `data` as base64, as the API server stores a Secret.
+impl KubeState {
+    pub fn insert_secret(
+        &self,
+        namespace: &str,
+        name: &str,
+        labels: Value,
+        string_data: &[(&str, &str)],
+    ) {
+        use base64::Engine;
+        let data: serde_json::Map<String, Value> = string_data
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.to_string(),
+                    json!(base64::engine::general_purpose::STANDARD.encode(v)),
+                )
+            })
+            .collect();
+        let secret = json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels,
+                         "resourceVersion": self.next_resource_version().to_string()},
+            "data": data});
+        lock(&self.secrets).insert((namespace.to_string(), name.to_string()), secret);
+    }
+}
+
+async fn get_secret(
+    State(state): State<Arc<KubeState>>,
+    Path((namespace, name)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(denied) = authorize_on(
+        &state,
+        &headers,
+        "get",
+        "secrets",
+        Some(&namespace),
+        Some(&name),
+    ) {
+        return denied;
+    }
+    match lock(&state.secrets).get(&(namespace, name.clone())) {
+        Some(secret) => axum::Json(secret.clone()).into_response(),
+        None => status(404, &format!("secrets \"{name}\" not found")),
+    }
+}
+
+/// Lists Secrets by a label selector of the forms the function sends (`k=v`, `k in (a,b)`).
+async fn list_secrets(
+    State(state): State<Arc<KubeState>>,
+    Path(namespace): Path<String>,
+    Query(query): Query<BTreeMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(denied) = authorize_on(&state, &headers, "list", "secrets", Some(&namespace), None) {
+        return denied;
+    }
+    let selector = query.get("labelSelector").cloned().unwrap_or_default();
+    let requirement: Option<(String, Vec<String>)> = if selector.is_empty() {
+        None
+    } else if let Some((key, rest)) = selector.split_once(" in (") {
+        let values = rest
+            .trim_end_matches(')')
+            .split(',')
+            .map(|v| v.trim().to_string())
+            .collect();
+        Some((key.trim().to_string(), values))
+    } else if let Some((key, value)) = selector.split_once('=') {
+        Some((key.trim().to_string(), vec![value.trim().to_string()]))
+    } else {
+        return status(400, &format!("unable to parse requirement: {selector}"));
+    };
+    let items: Vec<Value> = lock(&state.secrets)
+        .iter()
+        .filter(|((ns, _), _)| *ns == namespace)
+        .map(|(_, s)| s.clone())
+        .filter(|s| {
+            requirement.as_ref().is_none_or(|(key, values)| {
+                s["metadata"]["labels"][key]
+                    .as_str()
+                    .is_some_and(|v| values.iter().any(|w| w == v))
+            })
+        })
+        .collect();
+    axum::Json(json!({"apiVersion": "v1", "kind": "SecretList", "metadata": {"resourceVersion": state.next_resource_version().to_string()}, "items": items}))
+        .into_response()
+}
+
 async fn create_event(
     State(state): State<Arc<KubeState>>,
     Path(namespace): Path<String>,

@@ -31,6 +31,8 @@ pub struct Grant {
     pub resource: String,
     pub verbs: Vec<String>,
     pub namespace: String,
+    /// RBAC `resourceNames`: empty for every object; else only these (and never a list).
+    pub names: Vec<String>,
 }
 
 /// What the function needs on `imageupdaters` in a namespace, as `deploy/rbac.yaml` grants.
@@ -42,6 +44,14 @@ pub fn image_updater_grants(namespace: &str) -> Vec<Grant> {
 }
 
 impl Grant {
+    /// Verbs on named objects only (`resourceNames`).
+    pub fn named(resource: &str, verbs: &[&str], namespace: &str, names: &[&str]) -> Self {
+        Self {
+            names: names.iter().map(|n| n.to_string()).collect(),
+            ..Self::on(resource, verbs, namespace)
+        }
+    }
+
     /// Verbs on `applications`.
     pub fn new(verbs: &[&str], namespace: &str) -> Self {
         Self::on("applications", verbs, namespace)
@@ -53,6 +63,7 @@ impl Grant {
             resource: resource.to_string(),
             verbs: verbs.iter().map(|v| v.to_string()).collect(),
             namespace: namespace.to_string(),
+            names: Vec::new(),
         }
     }
 }
@@ -60,10 +71,22 @@ impl Grant {
 impl Identity {
     /// May this identity `verb` the `resource` in `namespace` (`None`: cluster scope)?
     pub fn may(&self, verb: &str, resource: &str, namespace: Option<&str>) -> bool {
+        self.may_on(verb, resource, namespace, None)
+    }
+
+    /// As RBAC decides: a grant with `resourceNames` covers only requests for those names.
+    pub fn may_on(
+        &self,
+        verb: &str,
+        resource: &str,
+        namespace: Option<&str>,
+        name: Option<&str>,
+    ) -> bool {
         self.grants.iter().any(|g| {
             (g.resource == resource || g.resource == "*")
                 && g.verbs.iter().any(|v| v == verb || v == "*")
                 && (g.namespace == "*" || Some(g.namespace.as_str()) == namespace)
+                && (g.names.is_empty() || name.is_some_and(|n| g.names.iter().any(|g| g == n)))
         })
     }
 }
