@@ -735,3 +735,90 @@ async fn git_repocreds_picks_the_repository_secret_for_exactly_this_url() {
         .unwrap();
     assert!(list.query.contains("labelSelector"), "{}", list.query);
 }
+
+#[tokio::test]
+async fn a_kustomization_target_gets_its_images_entry_changed_and_the_rest_byte_identical() {
+    let standins = git_standins(&[
+        ("write-back-target", "kustomization"),
+        ("app.kustomize.image-name", "invitation"),
+    ])
+    .await;
+    let kustomization = format!(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\n# the shared base\nresources:\n  - ../../base\n\nimages:\n  - name: invitation   # the app\n    newName: {SEED_IMAGE}\n    newTag: \"{SEED_TAG}\"\n  - name: redis\n    newTag: \"7.2\"\n"
+    );
+    standins.github.push(
+        REPO,
+        "main",
+        "overlays/dev/kustomization.yaml",
+        &kustomization,
+        "overlay",
+    );
+    let mut app = standins.kube.get("argocd", SEED_APP).unwrap();
+    app["spec"]["source"] = json!({"repoURL": "https://github.com/barun/invitation.git", "targetRevision": "main", "path": "overlays/dev", "kustomize": {}});
+    app["status"]["sourceType"] = json!("Kustomize");
+    strip_server_fields(&mut app);
+    standins.kube.insert(app).unwrap();
+
+    let report = push(&standins).await;
+    expect_decision(
+        only(&report),
+        Action::Updated,
+        "overlays/dev/kustomization.yaml",
+    );
+    let file = standins
+        .github
+        .file(REPO, "main", "overlays/dev/kustomization.yaml")
+        .unwrap();
+    assert_eq!(
+        file,
+        kustomization.replace(&format!("\"{SEED_TAG}\""), &format!("\"{PUSHED_TAG}\""))
+    );
+    assert_eq!(
+        standins.github.history(REPO, "main")[0].1.files.len(),
+        3,
+        "one file changed, none added"
+    );
+}
+
+#[tokio::test]
+async fn an_imageupdater_objects_git_write_back_config_commits_like_the_annotations() {
+    let standins = git_standins(&[]).await;
+    // The object, not the annotations, configures the Application (and wins over them).
+    annotate(&standins, &[("write-back-method", "argocd")]);
+    let mut object = argocd_ecr_updater_standins::fixtures::seed_image_updater();
+    object["spec"]["applicationRefs"][0]["writeBackConfig"] = json!({"method": "git", "gitConfig": {"branch": "main:image-updates", "writeBackTarget": "helmvalues:values.yaml"}});
+    standins.kube.insert_image_updater(object).unwrap();
+    let report = push(&standins).await;
+    let entry = only(&report);
+    expect_decision(entry, Action::Updated, "committed");
+    assert!(
+        entry
+            .configured_by
+            .as_deref()
+            .unwrap_or_default()
+            .contains("ImageUpdater"),
+        "{:?}",
+        entry.configured_by
+    );
+    let file = standins
+        .github
+        .file(REPO, "image-updates", "argocd/values.yaml")
+        .unwrap();
+    assert!(file.contains(&format!("tag: \"{PUSHED_TAG}\"")), "{file}");
+    assert_eq!(commits(&standins, "main"), 1);
+
+    // gitConfig.pullRequest.gitlab is refused, never turned into a direct commit.
+    let mut object = argocd_ecr_updater_standins::fixtures::seed_image_updater();
+    object["spec"]["applicationRefs"][0]["writeBackConfig"] =
+        json!({"method": "git", "gitConfig": {"pullRequest": {"gitlab": {}}}});
+    standins.kube.insert_image_updater(object).unwrap();
+    let refused = report_of(
+        run_with(
+            &standins,
+            &[],
+            &push_event("barun-dev-ecr", "20250826-000000", "2025-08-26T00:00:00Z"),
+        )
+        .await,
+    );
+    expect_decision(only(&refused), Action::Skipped, "GitLab merge request");
+}
