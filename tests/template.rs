@@ -63,6 +63,7 @@ fn the_role_grants_exactly_the_actions_the_function_uses() {
         "eks:DescribeCluster",
         "sqs:SendMessage",
         "sns:Publish",
+        "secretsmanager:GetSecretValue",
         "ec2:CreateNetworkInterface",
         "ec2:DescribeNetworkInterfaces",
         "ec2:DeleteNetworkInterface",
@@ -110,6 +111,11 @@ fn every_resource_is_scoped_and_only_vpc_networking_uses_a_wildcard_behind_its_c
             "logs" => "FunctionLogGroup.Arn",
             "sqs" => "DeadLetterQueue.Arn",
             "sns" => "NotificationTopicArn",
+            // Exactly the secrets listed, and only behind the condition that some are.
+            "secretsmanager" => {
+                assert!(conditional, "{sid} must sit behind HasGitSecrets");
+                "GitCredentialsSecretArns"
+            }
             other => panic!("unexpected service {other}"),
         };
         assert!(
@@ -250,6 +256,24 @@ fn after_the_sam_transform_every_failure_path_ends_in_the_one_alarmed_queue() {
             "{name}"
         );
     }
+    // Git credentials: read exactly the listed secrets, only when some are listed.
+    let policies = t["Resources"]["FunctionRole"]["Properties"]["Policies"]
+        .as_array()
+        .unwrap();
+    let git = policies
+        .iter()
+        .find(|p| p["Fn::If"][0] == "HasGitSecrets")
+        .expect("the git-credentials policy is conditional on HasGitSecrets");
+    let statement = &git["Fn::If"][1]["PolicyDocument"]["Statement"][0];
+    assert_eq!(statement["Action"], "secretsmanager:GetSecretValue");
+    assert_eq!(
+        statement["Resource"],
+        serde_json::json!({"Ref": "GitCredentialsSecretArns"})
+    );
+    assert_eq!(
+        t["Conditions"]["HasGitSecrets"],
+        serde_json::json!({"Fn::Not": [{"Fn::EachMemberEquals": [{"Ref": "GitCredentialsSecretArns"}, ""]}]})
+    );
     let invoke = &of_type(&t, "AWS::Lambda::EventInvokeConfig")[0].1["Properties"];
     assert_eq!(invoke["DestinationConfig"]["OnFailure"]["Destination"], dlq);
     let alarm = &t["Resources"]["DeadLetterAlarm"]["Properties"];
@@ -323,7 +347,8 @@ fn the_templates_defaults_are_a_configuration_the_function_accepts() {
             .unwrap()
             .iter()
             .map(|(k, v)| {
-                let parameter = strings(v).remove(0);
+                // `!Ref P`, or `!Join [",", !Ref P]`: the parameter is the last string.
+                let parameter = strings(v).pop().unwrap();
                 let default = match parameters[parameter.as_str()].get("Default") {
                     Some(Value::String(s)) => s.clone(),
                     Some(Value::Number(n)) => n.to_string(),
@@ -411,4 +436,33 @@ fn the_rbac_manifests_grant_exactly_what_the_function_uses() {
         t["Parameters"]["KubernetesGroup"]["Default"].as_str(),
         Some("argocd-ecr-updater")
     );
+}
+
+#[test]
+fn the_git_credential_rbac_reads_only_secrets_and_names_the_one_it_may_get() {
+    let rules_of = |file: &str| -> Vec<Value> {
+        let text = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("deploy")
+                .join(file),
+        )
+        .unwrap();
+        serde_yaml_ng::Deserializer::from_str(&text)
+            .map(|d| <Value as serde::Deserialize>::deserialize(d).unwrap())
+            .filter(|d| d["kind"].as_str() == Some("Role"))
+            .flat_map(|d| d["rules"].as_sequence().unwrap().clone())
+            .collect()
+    };
+    let secret = rules_of("rbac-git-secret.yaml");
+    assert_eq!(secret.len(), 1);
+    assert_eq!(strings(&secret[0]["resources"]), ["secrets"]);
+    assert_eq!(strings(&secret[0]["verbs"]), ["get"]);
+    assert!(
+        !strings(&secret[0]["resourceNames"]).is_empty(),
+        "get is limited to named Secrets"
+    );
+    let repocreds = rules_of("rbac-repocreds.yaml");
+    assert_eq!(repocreds.len(), 1);
+    assert_eq!(strings(&repocreds[0]["resources"]), ["secrets"]);
+    assert_eq!(strings(&repocreds[0]["verbs"]), ["list"]);
 }
