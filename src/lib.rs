@@ -1,6 +1,7 @@
 //! argocd-ecr-updater: roll new ECR images out through Argo CD without anything in the
 //! cluster. An ECR push arrives as an EventBridge event; the function reads Argo CD Image
-//! Updater's annotations, decides, and patches the Application over the EKS API.
+//! Updater's annotations, decides, and patches the Application over the EKS API, or commits
+//! to its Git repository.
 //!
 //! # Layout, in the order data flows through it
 //!
@@ -16,7 +17,11 @@
 //! - [`decide`]: per image and source, update or keep, and why (pure).
 //! - [`patch`], [`appset`]: where an image lives and the guarded patch; whether an
 //!   ApplicationSet keeps it (pure).
-//! - [`writeback`]: turns a write plan into API calls, behind one trait.
+//! - [`writeback`]: turns a write plan into API calls, behind one trait: the Application
+//!   patch, or (git) the snapshot read and the conditional commit.
+//! - [`gitwrite`], [`yamledit`]: where a git write-back commits, the file laid over the
+//!   Application, the file's new text (pure).
+//! - [`github`], [`gitcreds`]: GitHub's API and App tokens; Git credentials.
 //! - [`retry`]: transient-error retries within the Lambda deadline.
 //! - [`handler`]: the orchestration of the above for one invocation.
 //! - [`report`], [`metrics`], [`announce`]: what happened and why, as the return value, the

@@ -37,8 +37,7 @@ pub fn emf(
         ("Conflicts", "Count", json!(stats.conflicts)),
         ("KubernetesRequests", "Count", json!(kube_requests)),
         ("EcrRequests", "Count", json!(stats.ecr_calls)),
-        // Git write-back is not built yet; the metric exists so dashboards need no change.
-        ("GitRequests", "Count", json!(0)),
+        ("GitRequests", "Count", json!(stats.git_requests)),
         (
             "DurationMs",
             "Milliseconds",
