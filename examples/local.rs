@@ -2,7 +2,10 @@
 //! `invitation` Application at `20250825-120000`), runs the function on a sample push event,
 //! and prints the Helm parameters before and after, and the decision report.
 //!
-//! `cargo run --example local [-- EVENT_FILE] [--dry-run]`
+//! With `--git`, the Application uses `write-back-method: git`: a GitHub stand-in holds its
+//! repository, Secrets Manager its token, and the example prints the commit and the file.
+//!
+//! `cargo run --example local [-- EVENT_FILE] [--dry-run] [--git]`
 
 use std::sync::Arc;
 
@@ -38,6 +41,7 @@ fn parameters(standins: &StandIns) -> String {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let dry_run = args.iter().any(|a| a == "--dry-run");
+    let git = args.iter().any(|a| a == "--git");
     let event_path = args
         .iter()
         .find(|a| !a.starts_with("--"))
@@ -61,9 +65,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         parameters(&standins)
     );
 
+    if git {
+        use_git(&standins)?;
+    }
     let config = Config::from_lookup(|name| match name {
         "CLUSTER_NAME" => Some(standins.options.cluster_name.clone()),
         "DRY_RUN" => Some(dry_run.to_string()),
+        "GIT_CREDENTIALS_SECRET_ARNS" if git => Some(GIT_SECRET.into()),
+        "GITHUB_API_URL" if git => Some(standins.github_api()),
+        "GIT_CA_BUNDLE" if git => Some(standins.ca_pem.clone()),
         _ => None,
     })?;
     let handler = Handler::from_sdk(config, &standins.sdk_config(), Arc::new(SystemClock))?;
@@ -79,6 +89,29 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "\nDecision report:\n{}",
         serde_json::to_string_pretty(report)?
     );
+    if git {
+        let history = standins.github.history(GIT_REPO, "main");
+        println!("\nCommits on {GIT_REPO}@main, newest first:");
+        for (oid, commit) in &history {
+            println!(
+                "  {} {}",
+                &oid[..7],
+                commit.message.lines().next().unwrap_or("")
+            );
+        }
+        println!(
+            "\n{GIT_FILE} on main:\n{}",
+            standins
+                .github
+                .file(GIT_REPO, "main", GIT_FILE)
+                .unwrap_or_else(|| "(absent)".into())
+        );
+        let app = standins.kube.get(APP.0, APP.1).unwrap_or_default();
+        println!(
+            "Application annotation argocd.argoproj.io/refresh: {}",
+            app["metadata"]["annotations"]["argocd.argoproj.io/refresh"]
+        );
+    }
     let requests = standins.shared.requests();
     println!(
         "\nRequests made: {} to ECR, {} to EKS, {} to the Kubernetes API",
@@ -95,8 +128,71 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .filter(|r| r.service == argocd_ecr_updater_standins::Service::Kube)
             .count(),
     );
+    if git {
+        println!(
+            "Requests to GitHub: {}",
+            requests
+                .iter()
+                .filter(|r| r.service == argocd_ecr_updater_standins::Service::GitHub)
+                .count()
+        );
+    }
     if let Err(e) = outcome {
         return Err(e.to_string().into());
     }
+    Ok(())
+}
+
+const GIT_REPO: &str = "barun/invitation";
+const GIT_FILE: &str = "argocd/.argocd-source-aws-pipeline-test.yaml";
+const GIT_SECRET: &str =
+    "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:argocd-ecr-updater/github-Local1";
+
+/// The seed's repository on the GitHub stand-in, a token for it in Secrets Manager, and the
+/// Application switched to `write-back-method: git`.
+fn use_git(standins: &StandIns) -> Result<(), Box<dyn std::error::Error>> {
+    standins.github.create_repository(
+        GIT_REPO,
+        "main",
+        &[
+            (
+                "argocd/Chart.yaml",
+                "apiVersion: v2\nname: invitation\nversion: 0.1.0\n",
+            ),
+            (
+                "argocd/values.yaml",
+                "image:\n  repository: barun-dev-ecr\n  tag: latest\n",
+            ),
+        ],
+    );
+    let token = "ghp_local_example_token";
+    standins.github.grant_token(token, &[GIT_REPO], true);
+    standins.aws.put_secret(
+        GIT_SECRET,
+        &serde_json::json!({"token": token}).to_string(),
+        true,
+    );
+    let mut app = standins
+        .kube
+        .get(APP.0, APP.1)
+        .ok_or("the seed Application is missing")?;
+    app["metadata"]["annotations"]["argocd-image-updater.argoproj.io/write-back-method"] =
+        "git".into();
+    if let Some(meta) = app["metadata"].as_object_mut() {
+        for key in [
+            "resourceVersion",
+            "uid",
+            "creationTimestamp",
+            "generation",
+            "managedFields",
+        ] {
+            meta.remove(key);
+        }
+    }
+    standins.kube.insert(app)?;
+    println!(
+        "Git write-back: {GIT_REPO} on the GitHub stand-in at {}",
+        standins.github_api()
+    );
     Ok(())
 }

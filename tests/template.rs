@@ -272,7 +272,7 @@ fn after_the_sam_transform_every_failure_path_ends_in_the_one_alarmed_queue() {
     );
     assert_eq!(
         t["Conditions"]["HasGitSecrets"],
-        serde_json::json!({"Fn::Not": [{"Fn::EachMemberEquals": [{"Ref": "GitCredentialsSecretArns"}, ""]}]})
+        serde_json::json!({"Fn::Not": [{"Fn::Equals": [{"Fn::Join": ["", {"Ref": "GitCredentialsSecretArns"}]}, ""]}]})
     );
     let invoke = &of_type(&t, "AWS::Lambda::EventInvokeConfig")[0].1["Properties"];
     assert_eq!(invoke["DestinationConfig"]["OnFailure"]["Destination"], dlq);
