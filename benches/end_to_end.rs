@@ -4,7 +4,9 @@
 //! One push event, 2,000 Applications in the namespace, 3 of which track the pushed
 //! repository, each with a ~50 KB `status`. Prints warm-invocation latency (p50, p99), HTTP
 //! requests per event by kind, peak RSS of the function process, cold start, and the binary
-//! size. `cargo bench --bench end_to_end`. Prints figures; asserts nothing.
+//! size; then the same with the 3 Applications on `write-back-method: git` (a GitHub stand-in
+//! repository each): the git path's latency and requests per update.
+//! `cargo bench --bench end_to_end`. Prints figures; asserts nothing.
 
 use std::time::{Duration, Instant};
 
@@ -68,6 +70,10 @@ async fn measure_warm(
                 (Service::Kube, "GET") if r.path.ends_with("/applications") => "list page",
                 (Service::Kube, "GET") => "get",
                 (Service::Kube, _) => "patch",
+                (Service::GitHub, "GET") if r.path.contains("/git/ref/") => "github ref",
+                (Service::GitHub, "GET") => "github contents",
+                (Service::GitHub, _) => "github commit",
+                (Service::SecretsManager, _) => "secrets manager",
                 _ => "ecr",
             };
         for r in &log {
@@ -108,6 +114,121 @@ async fn measure_warm(
         standin_time,
         by_kind,
         counted: counted.unwrap(),
+        rss_kb,
+    }
+}
+
+const GIT_RUNS: usize = 50;
+
+/// Switches the matching Applications to git write-back (a GitHub stand-in repository each,
+/// a token in Secrets Manager) and measures `GIT_RUNS` warm pushes in one process.
+async fn measure_git(
+    standins: &StandIns,
+    env: &[(String, String)],
+    first: usize,
+    deadline: Duration,
+) -> Warm {
+    let secret = "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:bench-github-Ab12Cd";
+    let token = "ghp_bench_token";
+    standins
+        .aws
+        .put_secret(secret, &json!({"token": token}).to_string(), true);
+    let mut repositories = Vec::new();
+    for i in 0..APPLICATIONS {
+        let name = format!("app-{i:05}");
+        let Some(mut app) = standins.kube.get("argocd", &name) else {
+            continue;
+        };
+        if !app["metadata"]["annotations"]["argocd-image-updater.argoproj.io/image-list"]
+            .as_str()
+            .unwrap_or_default()
+            .ends_with(REPOSITORY)
+        {
+            continue;
+        }
+        let repo = format!("bench/{name}");
+        standins
+            .github
+            .create_repository(&repo, "main", &[("chart/Chart.yaml", "name: svc\n")]);
+        repositories.push(repo.clone());
+        let annotations = &mut app["metadata"]["annotations"];
+        annotations["argocd-image-updater.argoproj.io/write-back-method"] = json!("git");
+        annotations["argocd-image-updater.argoproj.io/git-repository"] =
+            json!(format!("https://github.com/{repo}.git"));
+        annotations["argocd-image-updater.argoproj.io/git-branch"] = json!("main");
+        if let Some(meta) = app["metadata"].as_object_mut() {
+            for key in [
+                "resourceVersion",
+                "uid",
+                "creationTimestamp",
+                "generation",
+                "managedFields",
+            ] {
+                meta.remove(key);
+            }
+        }
+        standins.kube.insert(app).unwrap();
+    }
+    let names: Vec<&str> = repositories.iter().map(String::as_str).collect();
+    standins.github.grant_token(token, &names, true);
+    let mut env = env.to_vec();
+    env.extend([
+        (
+            "GIT_CREDENTIALS_SECRET_ARNS".to_string(),
+            secret.to_string(),
+        ),
+        ("GITHUB_API_URL".to_string(), standins.github_api()),
+        ("GIT_CA_BUNDLE".to_string(), standins.ca_pem.clone()),
+    ]);
+    let mut child = spawn(&env);
+    standins
+        .runtime
+        .invoke(push(first), deadline)
+        .await
+        .unwrap();
+    let mut latencies = Vec::new();
+    let mut by_kind: std::collections::BTreeMap<&'static str, Vec<u64>> =
+        std::collections::BTreeMap::new();
+    for n in first + 1..first + 1 + GIT_RUNS {
+        standins.shared.clear_log();
+        let started = Instant::now();
+        let outcome = standins.runtime.invoke(push(n), deadline).await.unwrap();
+        latencies.push(started.elapsed());
+        assert!(matches!(outcome, Outcome::Response(_)), "{outcome:?}");
+        for r in standins.shared.requests() {
+            let kind = match (r.service, r.method.as_str()) {
+                (Service::GitHub, "GET") if r.path.contains("/git/ref/") => "GitHub ref reads",
+                (Service::GitHub, "GET") => "GitHub file reads",
+                (Service::GitHub, _) => "GitHub commits",
+                (Service::Kube, "PATCH") => "refresh patches",
+                (Service::Kube, "GET") if r.path.ends_with("/applications") => "list pages",
+                (Service::Kube, "GET") => "Application GETs",
+                (Service::Kube, "POST") => "Events",
+                (Service::Kube, _) => "other Kubernetes",
+                (Service::SecretsManager, _) => "secret reads",
+                _ => "ECR",
+            };
+            by_kind.entry(kind).or_default().push(r.handling_us);
+        }
+    }
+    let rss_kb = peak_rss_kb(child.id());
+    let _ = child.kill();
+    let _ = child.wait();
+    latencies.sort();
+    let commits: usize = repositories
+        .iter()
+        .map(|r| standins.github.history(r, "main").len() - 1)
+        .sum();
+    println!(
+        "git write-back: {commits} commits over {} repositories after {} events",
+        repositories.len(),
+        GIT_RUNS + 1
+    );
+    Warm {
+        latencies,
+        standin_time: Vec::new(),
+        by_kind,
+        counted: (0, 0, 0, 0, 0, 0, 0, 0),
         rss_kb,
     }
 }
@@ -174,7 +295,7 @@ async fn main() {
     standins
         .aws
         .push(image("20250101-000000", 0, "2025-01-01T00:00:00Z"));
-    for n in 1..=2 * WARM_RUNS + COLD_RUNS + 3 {
+    for n in 1..=2 * WARM_RUNS + COLD_RUNS + GIT_RUNS + 5 {
         standins.aws.push(image(
             &tag(n),
             n,
@@ -218,6 +339,8 @@ async fn main() {
             .unwrap();
     }
     let with_objects = measure_warm(&standins, &env, COLD_RUNS + WARM_RUNS + 2, deadline).await;
+    // Git write-back: the matching Applications commit to a repository each instead.
+    let git = measure_git(&standins, &env, COLD_RUNS + 2 * WARM_RUNS + 3, deadline).await;
     let size = std::fs::metadata(BINARY).map(|m| m.len()).unwrap_or(0);
     let Warm {
         latencies: warm,
@@ -245,6 +368,19 @@ async fn main() {
         println!(
             "stand-in handling per {kind}: p50 {:.2} ms",
             times[times.len() / 2] as f64 / 1e3
+        );
+    }
+    {
+        let kinds: Vec<String> = git
+            .by_kind
+            .iter()
+            .map(|(kind, times)| format!("{} {kind}", times.len() / GIT_RUNS))
+            .collect();
+        println!(
+            "git write-back ({MATCHING} Applications, a commit each): warm p50 {:.1} ms, p99 {:.1} ms over {GIT_RUNS} events; per event: {}",
+            ms(percentile(&git.latencies, 0.50)),
+            ms(percentile(&git.latencies, 0.99)),
+            kinds.join(", ")
         );
     }
     println!("| figure | value | target |");

@@ -80,6 +80,10 @@ pub struct Handler {
     sns: aws_sdk_sns::Client,
     github: GitHub,
     git_credentials: GitCredentials,
+    /// One lock per repository: Applications of one invocation that commit to the same
+    /// repository take turns, instead of racing each other's `expectedHeadOid`.
+    repository_locks:
+        std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 /// Matched Applications are read, decided and written this many at a time.
@@ -122,6 +126,7 @@ impl Handler {
         Ok(Self {
             github,
             git_credentials,
+            repository_locks: std::sync::Mutex::new(std::collections::HashMap::new()),
             config,
             region,
             ecr: Ecr::new(ecr),
@@ -488,6 +493,8 @@ impl Handler {
                 return None;
             }
         };
+        let lock = self.repository_lock(&location.repo.full_name());
+        let _turn = lock.lock().await;
         let requests_before = self.github.requests();
         let target_key = format!(
             "{}|{}|{}",
@@ -639,6 +646,14 @@ impl Handler {
                 None
             }
         }
+    }
+
+    fn repository_lock(&self, repository: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self
+            .repository_locks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        locks.entry(repository.to_string()).or_default().clone()
     }
 
     /// Asks Argo CD to refresh now (`argocd.argoproj.io/refresh: normal`) and records the

@@ -822,3 +822,125 @@ async fn an_imageupdater_objects_git_write_back_config_commits_like_the_annotati
     );
     expect_decision(only(&refused), Action::Skipped, "GitLab merge request");
 }
+
+#[tokio::test]
+async fn applications_sharing_a_repository_take_turns_instead_of_racing() {
+    let standins = git_standins(&[]).await;
+    // Four more Applications like the seed's, each with its own path in the same repository.
+    for i in 0..4 {
+        let mut app = standins.kube.get("argocd", SEED_APP).unwrap();
+        app["metadata"]["name"] = json!(format!("invitation-{i}"));
+        app["spec"]["source"]["path"] = json!(format!("apps/{i}"));
+        strip_server_fields(&mut app);
+        if let Some(meta) = app["metadata"].as_object_mut() {
+            meta.remove("managedFields");
+        }
+        standins.kube.insert(app).unwrap();
+    }
+    let report = push(&standins).await;
+    assert_eq!(report.entries.len(), 5, "{:#?}", report.entries);
+    assert!(
+        report.entries.iter().all(|e| e.action == Action::Updated),
+        "{:#?}",
+        report.entries
+    );
+    assert_eq!(report.stats.conflicts, 0, "no self-inflicted races");
+    assert_eq!(commits(&standins, "main"), 6);
+    for i in 0..4 {
+        let file = standins.github.file(
+            REPO,
+            "main",
+            &format!("apps/{i}/.argocd-source-invitation-{i}.yaml"),
+        );
+        assert!(file.unwrap().contains(PUSHED_TAG));
+    }
+}
+
+#[tokio::test]
+async fn a_tag_as_target_revision_is_a_clear_configuration_error() {
+    let standins = git_standins(&[]).await;
+    let mut app = standins.kube.get("argocd", SEED_APP).unwrap();
+    app["spec"]["source"]["targetRevision"] = json!("v1.0.0");
+    strip_server_fields(&mut app);
+    standins.kube.insert(app).unwrap();
+    let report = report_of(run_with(&standins, &[], &event("push-date-tag.json")).await);
+    let entry = only(&report);
+    expect_decision(
+        entry,
+        Action::Failed,
+        "a tag or a deleted branch cannot be committed to; set git-branch",
+    );
+    assert!(!entry.retryable);
+}
+
+#[tokio::test]
+async fn several_images_of_one_application_go_in_one_commit() {
+    let worker = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/worker";
+    let standins = git_standins(&[
+        ("image-list", &format!("app={SEED_IMAGE},worker={worker}")),
+        ("worker.update-strategy", "latest"),
+        ("worker.allow-tags", "regexp:^v[0-9]+$"),
+        ("worker.helm.image-name", "worker.image.repository"),
+        ("worker.helm.image-tag", "worker.image.tag"),
+    ])
+    .await;
+    standins
+        .aws
+        .push(argocd_ecr_updater_standins::fixtures::image(
+            "worker",
+            "v1",
+            'a',
+            "2025-08-20T00:00:00Z",
+        ));
+    standins
+        .aws
+        .push(argocd_ecr_updater_standins::fixtures::image(
+            "worker",
+            "v2",
+            'b',
+            "2025-08-21T00:00:00Z",
+        ));
+    let mut app = standins.kube.get("argocd", SEED_APP).unwrap();
+    app["spec"]["source"]["helm"]["parameters"]
+        .as_array_mut()
+        .unwrap()
+        .extend([
+            json!({"name": "worker.image.repository", "value": worker}),
+            json!({"name": "worker.image.tag", "value": "v1"}),
+        ]);
+    app["status"]["summary"]["images"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!(format!("{worker}:v1")));
+    strip_server_fields(&mut app);
+    standins.kube.insert(app).unwrap();
+
+    let report = run_with(&standins, &[], &event("scheduled-reconcile.json"))
+        .await
+        .unwrap();
+    let updated: Vec<&Entry> = report
+        .entries
+        .iter()
+        .filter(|e| e.action == Action::Updated)
+        .collect();
+    assert_eq!(updated.len(), 2, "{:#?}", report.entries);
+    assert_eq!(report.stats.git_commits, 1);
+    let history = standins.github.history(REPO, "main");
+    assert_eq!(history.len(), 2, "one commit for both images");
+    assert!(
+        history[0]
+            .1
+            .message
+            .contains("updates image worker tag 'v1' to 'v2'"),
+        "{}",
+        history[0].1.message
+    );
+    assert!(history[0].1.message.contains(&format!(
+        "updates image barun-dev-ecr tag '{SEED_TAG}' to '{PUSHED_TAG}'"
+    )));
+    let file = standins.github.file(REPO, "main", OVERRIDE).unwrap();
+    assert!(
+        file.contains("value: v2") && file.contains(PUSHED_TAG),
+        "{file}"
+    );
+}
