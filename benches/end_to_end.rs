@@ -202,6 +202,7 @@ async fn measure_git(
                 (Service::GitHub, _) => "GitHub commits",
                 (Service::Kube, "PATCH") => "refresh patches",
                 (Service::Kube, "GET") if r.path.ends_with("/applications") => "list pages",
+                (Service::Kube, "GET") if r.path.contains("/imageupdaters") => "ImageUpdater lists",
                 (Service::Kube, "GET") => "Application GETs",
                 (Service::Kube, "POST") => "Events",
                 (Service::Kube, _) => "other Kubernetes",
