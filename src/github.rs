@@ -14,68 +14,8 @@ use reqwest::{Method, StatusCode, header};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
+use crate::githost::{Commit, GITHUB_WRITE, GitHost, HostError};
 use crate::gitwrite::Repo;
-
-/// How a GitHub request failed, in the classes the write-back acts on.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum GitHubError {
-    #[error(
-        "GitHub rate limit reached for {repo}{}: the event is retried; give the token more quota or use a GitHub App",
-        reset.as_ref().map(|r| format!(" (resets at {r})")).unwrap_or_default()
-    )]
-    RateLimited {
-        repo: String,
-        reset: Option<String>,
-        retry_after: Option<u64>,
-    },
-    #[error("GitHub answered {status} for {what}: {message}; retried")]
-    Server {
-        status: u16,
-        what: String,
-        message: String,
-    },
-    #[error("cannot reach GitHub for {what}: {message}")]
-    Transport { what: String, message: String },
-    #[error(
-        "GitHub refused the credentials for {repo} ({message}): renew the token or the GitHub App key in the configured secret"
-    )]
-    BadCredentials { repo: String, message: String },
-    #[error(
-        "the credentials may not {what} ({message}): grant them contents:write (and pull_requests:write for pull requests) on the repository"
-    )]
-    Forbidden { what: String, message: String },
-    #[error(
-        "{what}: not found ({message}); check the repository, branch and path, and that the credentials can see the repository"
-    )]
-    NotFound { what: String, message: String },
-    #[error(
-        "branch `{branch}` of {repo} refused the commit ({message}): allow the token's identity to push there, or set git-branch to `<base>:<new branch>` and merge through a pull request"
-    )]
-    Protected {
-        repo: String,
-        branch: String,
-        message: String,
-    },
-    #[error("branch `{branch}` of {repo} moved since it was read ({message})")]
-    HeadMoved {
-        repo: String,
-        branch: String,
-        message: String,
-    },
-    #[error("GitHub refused {what}: {message}")]
-    Invalid { what: String, message: String },
-    #[error("git credentials: {0}")]
-    Credentials(String),
-}
-
-impl GitHubError {
-    pub fn is_retryable(&self) -> bool {
-        matches!(
-            self,
-            Self::RateLimited { .. } | Self::Server { .. } | Self::Transport { .. }
-        )
-    }
-}
 
 /// Credentials for one repository, in the shapes Argo CD's repository secrets use.
 #[derive(Clone, PartialEq, Eq)]
@@ -130,13 +70,6 @@ impl Credentials {
             "{origin} holds neither `token` (or `password`) nor `githubAppID`, `githubAppInstallationID` and `githubAppPrivateKey`"
         ))
     }
-}
-
-/// A commit made on a branch.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Commit {
-    pub oid: String,
-    pub url: String,
 }
 
 /// The GitHub client, built once per warm container.
@@ -198,11 +131,7 @@ impl GitHub {
     }
 
     /// The bearer token for `credentials`: the token itself, or an App installation token.
-    pub async fn token(
-        &self,
-        repo: &Repo,
-        credentials: &Credentials,
-    ) -> Result<String, GitHubError> {
+    pub async fn token(&self, repo: &Repo, credentials: &Credentials) -> Result<String, HostError> {
         let (app_id, installation_id, key) = match credentials {
             Credentials::Token(token) => return Ok(token.clone()),
             Credentials::App {
@@ -227,7 +156,7 @@ impl GitHub {
         let body = self
             .send(Method::POST, &url, &jwt, None, &what, repo, None)
             .await?;
-        let token = body["token"].as_str().ok_or_else(|| GitHubError::Invalid {
+        let token = body["token"].as_str().ok_or_else(|| HostError::Invalid {
             what: what.clone(),
             message: "the answer holds no token".into(),
         })?;
@@ -254,7 +183,7 @@ impl GitHub {
     }
 
     /// The repository's default branch (for `targetRevision: HEAD`).
-    pub async fn default_branch(&self, repo: &Repo, token: &str) -> Result<String, GitHubError> {
+    pub async fn default_branch(&self, repo: &Repo, token: &str) -> Result<String, HostError> {
         let url = format!("{}/repos/{}", self.api(repo), repo.full_name());
         let what = format!("repository {}", repo.full_name());
         let body = self
@@ -263,7 +192,7 @@ impl GitHub {
         body["default_branch"]
             .as_str()
             .map(str::to_string)
-            .ok_or(GitHubError::Invalid {
+            .ok_or(HostError::Invalid {
                 what,
                 message: "no default_branch in the answer".into(),
             })
@@ -275,7 +204,7 @@ impl GitHub {
         repo: &Repo,
         token: &str,
         branch: &str,
-    ) -> Result<Option<String>, GitHubError> {
+    ) -> Result<Option<String>, HostError> {
         let url = format!(
             "{}/repos/{}/git/ref/heads/{}",
             self.api(repo),
@@ -288,7 +217,7 @@ impl GitHub {
             .await
         {
             Ok(body) => Ok(body["object"]["sha"].as_str().map(str::to_string)),
-            Err(GitHubError::NotFound { .. }) => Ok(None),
+            Err(HostError::NotFound { .. }) => Ok(None),
             Err(e) => Err(e),
         }
     }
@@ -300,7 +229,7 @@ impl GitHub {
         token: &str,
         path: &str,
         commit: &str,
-    ) -> Result<Option<String>, GitHubError> {
+    ) -> Result<Option<String>, HostError> {
         let url = format!(
             "{}/repos/{}/contents/{}?ref={commit}",
             self.api(repo),
@@ -313,17 +242,17 @@ impl GitHub {
             .await
         {
             Ok(body) => body,
-            Err(GitHubError::NotFound { .. }) => return Ok(None),
+            Err(HostError::NotFound { .. }) => return Ok(None),
             Err(e) => return Err(e),
         };
         if body["type"] != "file" {
-            return Err(GitHubError::Invalid {
+            return Err(HostError::Invalid {
                 what,
                 message: "it is a directory, not a file".into(),
             });
         }
         if body["encoding"] != "base64" {
-            return Err(GitHubError::Invalid {
+            return Err(HostError::Invalid {
                 what,
                 message: "too large for the contents API (over 1 MB)".into(),
             });
@@ -335,13 +264,13 @@ impl GitHub {
             .collect();
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(content)
-            .map_err(|e| GitHubError::Invalid {
+            .map_err(|e| HostError::Invalid {
                 what: what.clone(),
                 message: format!("content is not base64: {e}"),
             })?;
         String::from_utf8(bytes)
             .map(Some)
-            .map_err(|_| GitHubError::Invalid {
+            .map_err(|_| HostError::Invalid {
                 what,
                 message: "not UTF-8 text".into(),
             })
@@ -354,7 +283,7 @@ impl GitHub {
         token: &str,
         branch: &str,
         commit: &str,
-    ) -> Result<bool, GitHubError> {
+    ) -> Result<bool, HostError> {
         let url = format!("{}/repos/{}/git/refs", self.api(repo), repo.full_name());
         let what = format!("creating branch `{branch}` of {}", repo.full_name());
         let body = json!({"ref": format!("refs/heads/{branch}"), "sha": commit});
@@ -371,7 +300,7 @@ impl GitHub {
             .await
         {
             Ok(_) => Ok(true),
-            Err(GitHubError::Invalid { message, .. }) if message.contains("already exists") => {
+            Err(HostError::Invalid { message, .. }) if message.contains("already exists") => {
                 Ok(false)
             }
             Err(e) => Err(e),
@@ -387,7 +316,7 @@ impl GitHub {
         expected_head: &str,
         message: &str,
         files: &[(String, String)],
-    ) -> Result<Commit, GitHubError> {
+    ) -> Result<Commit, HostError> {
         let (headline, body) = match message.split_once('\n') {
             Some((h, b)) => (h, b.trim()),
             None => (message, ""),
@@ -428,7 +357,7 @@ impl GitHub {
                 oid: oid.to_string(),
                 url: url.unwrap_or_default().to_string(),
             }),
-            _ => Err(GitHubError::Invalid {
+            _ => Err(HostError::Invalid {
                 what,
                 message: "the answer names no commit".into(),
             }),
@@ -444,7 +373,7 @@ impl GitHub {
         base: &str,
         title: &str,
         body: &str,
-    ) -> Result<(u64, String), GitHubError> {
+    ) -> Result<(u64, String), HostError> {
         let api = self.api(repo);
         let name = repo.full_name();
         let what = format!("pull requests of {name}");
@@ -473,7 +402,7 @@ impl GitHub {
                 None,
             )
             .await?;
-        pick(&created).ok_or(GitHubError::Invalid {
+        pick(&created).ok_or(HostError::Invalid {
             what,
             message: "the answer names no pull request".into(),
         })
@@ -486,7 +415,7 @@ impl GitHub {
         token: &str,
         number: u64,
         labels: &[String],
-    ) -> Result<(), GitHubError> {
+    ) -> Result<(), HostError> {
         let url = format!(
             "{}/repos/{}/issues/{number}/labels",
             self.api(repo),
@@ -516,7 +445,7 @@ impl GitHub {
         what: &str,
         repo: &Repo,
         branch: Option<&str>,
-    ) -> Result<Value, GitHubError> {
+    ) -> Result<Value, HostError> {
         self.requests
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut request = self
@@ -528,7 +457,7 @@ impl GitHub {
         if let Some(body) = body {
             request = request.json(&body);
         }
-        let transport = |e: reqwest::Error| GitHubError::Transport {
+        let transport = |e: reqwest::Error| HostError::Transport {
             what: what.to_string(),
             message: e.to_string(),
         };
@@ -554,7 +483,7 @@ impl GitHub {
         let retry_after = header_text("retry-after").and_then(|v| v.trim().parse().ok());
         let (what, repo_name) = (what.to_string(), repo.full_name());
         Err(match status {
-            StatusCode::TOO_MANY_REQUESTS => GitHubError::RateLimited {
+            StatusCode::TOO_MANY_REQUESTS => HostError::RateLimited {
                 repo: repo_name,
                 reset: header_text("x-ratelimit-reset").map(|r| reset_time(&r)),
                 retry_after,
@@ -562,34 +491,139 @@ impl GitHub {
             StatusCode::FORBIDDEN
                 if exhausted || retry_after.is_some() || message.contains("rate limit") =>
             {
-                GitHubError::RateLimited {
+                HostError::RateLimited {
                     repo: repo_name,
                     reset: header_text("x-ratelimit-reset").map(|r| reset_time(&r)),
                     retry_after,
                 }
             }
-            StatusCode::UNAUTHORIZED => GitHubError::BadCredentials {
+            StatusCode::UNAUTHORIZED => HostError::BadCredentials {
                 repo: repo_name,
                 message,
             },
-            StatusCode::FORBIDDEN => GitHubError::Forbidden { what, message },
-            StatusCode::NOT_FOUND => GitHubError::NotFound { what, message },
+            StatusCode::FORBIDDEN => HostError::Forbidden {
+                what,
+                message,
+                fix: GITHUB_WRITE,
+            },
+            StatusCode::NOT_FOUND => HostError::NotFound { what, message },
             StatusCode::CONFLICT | StatusCode::UNPROCESSABLE_ENTITY
                 if branch.is_some() && is_protection(&message) =>
             {
-                GitHubError::Protected {
+                HostError::Protected {
                     repo: repo_name,
                     branch: branch.unwrap_or_default().to_string(),
                     message,
                 }
             }
-            s if s.is_server_error() => GitHubError::Server {
+            s if s.is_server_error() => HostError::Server {
                 status: s.as_u16(),
                 what,
                 message,
             },
-            _ => GitHubError::Invalid { what, message },
+            _ => HostError::Invalid { what, message },
         })
+    }
+}
+
+/// One GitHub repository with its credentials: the [`GitHost`] git write-back uses. A GitHub
+/// App token GitHub revoked before its expiry is dropped and minted again, once per call.
+pub struct GitHubRepository<'a> {
+    pub client: &'a GitHub,
+    pub repo: Repo,
+    pub credentials: Credentials,
+}
+
+impl GitHubRepository<'_> {
+    /// Runs `call` with a token; after a 401 on an App token, once more with a fresh one.
+    async fn with_token<T, F, Fut>(&self, call: F) -> Result<T, HostError>
+    where
+        F: Fn(String) -> Fut,
+        Fut: std::future::Future<Output = Result<T, HostError>>,
+    {
+        let token = self.client.token(&self.repo, &self.credentials).await?;
+        match call(token).await {
+            Err(HostError::BadCredentials { .. })
+                if matches!(self.credentials, Credentials::App { .. }) =>
+            {
+                self.client.forget(&self.repo, &self.credentials).await;
+                let token = self.client.token(&self.repo, &self.credentials).await?;
+                call(token).await
+            }
+            other => other,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl GitHost for GitHubRepository<'_> {
+    fn name(&self) -> String {
+        self.repo.full_name()
+    }
+
+    async fn default_branch(&self) -> Result<String, HostError> {
+        self.with_token(|t| async move { self.client.default_branch(&self.repo, &t).await })
+            .await
+    }
+
+    async fn branch_head(&self, branch: &str) -> Result<Option<String>, HostError> {
+        self.with_token(|t| async move { self.client.branch_head(&self.repo, &t, branch).await })
+            .await
+    }
+
+    async fn file(&self, path: &str, commit: &str) -> Result<Option<String>, HostError> {
+        self.with_token(|t| async move { self.client.file(&self.repo, &t, path, commit).await })
+            .await
+    }
+
+    async fn create_branch(&self, branch: &str, commit: &str) -> Result<bool, HostError> {
+        self.with_token(|t| async move {
+            self.client
+                .create_branch(&self.repo, &t, branch, commit)
+                .await
+        })
+        .await
+    }
+
+    async fn commit(
+        &self,
+        branch: &str,
+        expected_head: &str,
+        message: &str,
+        files: &[(String, String)],
+    ) -> Result<Commit, HostError> {
+        self.with_token(|t| async move {
+            self.client
+                .commit(&self.repo, &t, branch, expected_head, message, files)
+                .await
+        })
+        .await
+    }
+
+    async fn pull_request(
+        &self,
+        head: &str,
+        base: &str,
+        title: &str,
+        body: &str,
+    ) -> Result<(u64, String), HostError> {
+        self.with_token(|t| async move {
+            self.client
+                .pull_request(&self.repo, &t, head, base, title, body)
+                .await
+        })
+        .await
+    }
+
+    async fn add_labels(&self, number: u64, labels: &[String]) -> Result<(), HostError> {
+        self.with_token(
+            |t| async move { self.client.add_labels(&self.repo, &t, number, labels).await },
+        )
+        .await
+    }
+
+    fn requests(&self) -> usize {
+        self.client.requests()
     }
 }
 
@@ -603,7 +637,7 @@ fn is_protection(message: &str) -> bool {
 }
 
 /// A GraphQL error list into our classes: a stale head, a protected branch, or refusal.
-fn graphql_error(errors: &[Value], repo: &Repo, branch: &str, what: &str) -> GitHubError {
+fn graphql_error(errors: &[Value], repo: &Repo, branch: &str, what: &str) -> HostError {
     let message = errors
         .iter()
         .filter_map(|e| e["message"].as_str())
@@ -615,29 +649,30 @@ fn graphql_error(errors: &[Value], repo: &Repo, branch: &str, what: &str) -> Git
         .unwrap_or_default();
     let (repo, branch) = (repo.full_name(), branch.to_string());
     if kind == "STALE_DATA" || message.contains("Expected branch to point to") {
-        GitHubError::HeadMoved {
+        HostError::HeadMoved {
             repo,
             branch,
             message,
         }
     } else if is_protection(&message) || (kind == "FORBIDDEN" && message.contains("branch")) {
-        GitHubError::Protected {
+        HostError::Protected {
             repo,
             branch,
             message,
         }
     } else if kind == "FORBIDDEN" {
-        GitHubError::Forbidden {
+        HostError::Forbidden {
             what: what.to_string(),
             message,
+            fix: GITHUB_WRITE,
         }
     } else if kind == "NOT_FOUND" {
-        GitHubError::NotFound {
+        HostError::NotFound {
             what: what.to_string(),
             message,
         }
     } else {
-        GitHubError::Invalid {
+        HostError::Invalid {
             what: what.to_string(),
             message,
         }
@@ -674,13 +709,9 @@ fn encode_query(text: &str) -> String {
 
 /// The JWT a GitHub App authenticates with: RS256, issued a minute in the past against
 /// clock drift, valid nine minutes (GitHub's limit is ten).
-pub fn app_jwt(
-    app_id: &str,
-    private_key_pem: &str,
-    now: SystemTime,
-) -> Result<String, GitHubError> {
+pub fn app_jwt(app_id: &str, private_key_pem: &str, now: SystemTime) -> Result<String, HostError> {
     let key = jsonwebtoken::EncodingKey::from_rsa_pem(private_key_pem.as_bytes()).map_err(|e| {
-        GitHubError::Credentials(format!(
+        HostError::Credentials(format!(
             "githubAppPrivateKey is not an RSA private key in PEM form: {e}"
         ))
     })?;
@@ -694,7 +725,7 @@ pub fn app_jwt(
         &claims,
         &key,
     )
-    .map_err(|e| GitHubError::Credentials(format!("cannot sign the GitHub App JWT: {e}")))
+    .map_err(|e| HostError::Credentials(format!("cannot sign the GitHub App JWT: {e}")))
 }
 
 #[cfg(test)]
@@ -746,7 +777,7 @@ mod tests {
             "main",
             "w",
         );
-        assert!(matches!(stale, GitHubError::HeadMoved { .. }));
+        assert!(matches!(stale, HostError::HeadMoved { .. }));
         let rule = graphql_error(
             &[
                 json!({"type": "UNPROCESSABLE", "message": "Repository rule violations found\n\nChanges must be made through a pull request."}),
@@ -755,13 +786,13 @@ mod tests {
             "main",
             "w",
         );
-        assert!(matches!(rule, GitHubError::Protected { .. }), "{rule:?}");
+        assert!(matches!(rule, HostError::Protected { .. }), "{rule:?}");
         assert!(
             rule.to_string()
                 .contains("git-branch to `<base>:<new branch>`")
         );
         let other = graphql_error(&[json!({"message": "Something else"})], &repo, "main", "w");
-        assert!(matches!(other, GitHubError::Invalid { .. }) && !other.is_retryable());
+        assert!(matches!(other, HostError::Invalid { .. }) && !other.is_retryable());
     }
 
     #[test]
@@ -777,7 +808,7 @@ mod tests {
     fn a_key_that_is_not_rsa_pem_is_a_credentials_error() {
         let error = app_jwt("1", "not a key", SystemTime::now()).unwrap_err();
         assert!(
-            matches!(error, GitHubError::Credentials(ref m) if m.contains("githubAppPrivateKey"))
+            matches!(error, HostError::Credentials(ref m) if m.contains("githubAppPrivateKey"))
         );
     }
 }

@@ -25,7 +25,8 @@ use crate::eks_auth::{Clock, ClusterError, IamTokenSource, describe_cluster};
 use crate::event::{self, EventError, Invocation};
 use crate::facts::{FetchFailure, RegistryFacts};
 use crate::gitcreds::GitCredentials;
-use crate::github::GitHub;
+use crate::githost::GitHost;
+use crate::github::{GitHub, GitHubRepository};
 use crate::gitwrite;
 use crate::imageupdater::{self, ImageUpdaterObject, Source};
 use crate::kube::{AppMeta, KubeClient, KubeError};
@@ -482,20 +483,16 @@ impl Handler {
                     return None;
                 }
             };
-        let secrets = match self
-            .git_credentials
-            .for_repository(credentials, &location.url, kube)
-            .await
-        {
-            Ok(secrets) => secrets,
+        let host = match self.git_host(&location, credentials, kube).await {
+            Ok(host) => host,
             Err(e) => {
                 fail(e.message, e.retryable);
                 return None;
             }
         };
-        let lock = self.repository_lock(&location.repo.full_name());
+        let lock = self.repository_lock(&host.name());
         let _turn = lock.lock().await;
-        let requests_before = self.github.requests();
+        let requests_before = host.requests();
         let target_key = format!(
             "{}|{}|{}",
             location.url,
@@ -507,22 +504,16 @@ impl Handler {
                 .unwrap_or_default(),
             location.path
         );
-        let snapshot = match GitSnapshot::read(
-            &self.github,
-            location,
-            secrets,
-            pull_request.is_some(),
-        )
-        .await
-        {
-            Ok(snapshot) => snapshot,
-            Err(e) => {
-                report.stats.git_requests += (self.github.requests() - requests_before) as u32;
-                let (_, reason, retryable) = e.as_entry();
-                fail(reason, retryable);
-                return None;
-            }
-        };
+        let snapshot =
+            match GitSnapshot::read(host.as_ref(), location, pull_request.is_some()).await {
+                Ok(snapshot) => snapshot,
+                Err(e) => {
+                    report.stats.git_requests += (host.requests() - requests_before) as u32;
+                    let (_, reason, retryable) = e.as_entry();
+                    fail(reason, retryable);
+                    return None;
+                }
+            };
         let effective = match gitwrite::effective_app(
             app,
             &snapshot.location,
@@ -559,7 +550,7 @@ impl Handler {
             return None;
         }
         let writer = GitCommit {
-            github: &self.github,
+            host: host.as_ref(),
             snapshot: &snapshot,
             images,
             pull_request: pull_request.clone(),
@@ -567,7 +558,7 @@ impl Handler {
             outcome: std::sync::Mutex::new(None),
         };
         let written = writer.write(&effective, &plan).await;
-        report.stats.git_requests += (self.github.requests() - requests_before) as u32;
+        report.stats.git_requests += (host.requests() - requests_before) as u32;
         match (written, writer.outcome()) {
             (
                 Ok(()),
@@ -646,6 +637,24 @@ impl Handler {
                 None
             }
         }
+    }
+
+    /// The repository's host, with its credentials: GitHub's from the configured secrets.
+    async fn git_host(
+        &self,
+        location: &gitwrite::Location,
+        credentials: &str,
+        kube: &KubeClient,
+    ) -> Result<Box<dyn GitHost + '_>, crate::gitcreds::CredentialsError> {
+        let credentials = self
+            .git_credentials
+            .for_repository(credentials, &location.url, kube)
+            .await?;
+        Ok(Box::new(GitHubRepository {
+            client: &self.github,
+            repo: location.repo.clone(),
+            credentials,
+        }))
     }
 
     fn repository_lock(&self, repository: &str) -> Arc<tokio::sync::Mutex<()>> {

@@ -50,6 +50,7 @@ pub mod eks_auth;
 pub mod event;
 pub mod facts;
 pub mod gitcreds;
+pub mod githost;
 pub mod github;
 pub mod gitwrite;
 pub mod handler;

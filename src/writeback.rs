@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::annotations::ImageConfig;
 use crate::appset;
-use crate::github::{Commit, Credentials, GitHub, GitHubError};
+use crate::githost::{Commit, GitHost, HostError};
 use crate::gitwrite::{self, Change, Location};
 use crate::kube::{KubeClient, KubeError, Patch};
 use crate::patch::WritePlan;
@@ -148,8 +148,6 @@ impl WriteBack for ApplicationPatch<'_> {
 #[derive(Debug, Clone)]
 pub struct GitSnapshot {
     pub location: Location,
-    pub credentials: Credentials,
-    pub token: String,
     /// The branch the decision's base was read from (the default branch resolved).
     pub base: String,
     /// The branch committed to; it exists and `head` is its head, unless `create` is set.
@@ -165,39 +163,26 @@ pub struct GitSnapshot {
 }
 
 impl GitSnapshot {
-    /// Reads the branch head and the file: 2 requests on a warm token (3 for a
-    /// kustomization named `kustomization.yml`, 4 for `Kustomization`).
+    /// Reads the branch head and the file: 2 requests (3 for a kustomization named
+    /// `kustomization.yml`, 4 for `Kustomization`).
     pub async fn read(
-        github: &GitHub,
+        host: &dyn GitHost,
         location: Location,
-        credentials: Credentials,
         pull_request: bool,
     ) -> Result<Self, WriteError> {
-        match Self::read_once(github, location.clone(), credentials.clone(), pull_request).await {
-            // An installation token GitHub revoked before its expiry: mint a new one, once.
-            Err(GitHubError::BadCredentials { .. })
-                if matches!(credentials, Credentials::App { .. }) =>
-            {
-                github.forget(&location.repo, &credentials).await;
-                Self::read_once(github, location, credentials, pull_request)
-                    .await
-                    .map_err(git_failure)
-            }
-            other => other.map_err(git_failure),
-        }
+        Self::read_from(host, location, pull_request)
+            .await
+            .map_err(git_failure)
     }
 
-    async fn read_once(
-        github: &GitHub,
+    async fn read_from(
+        host: &dyn GitHost,
         location: Location,
-        credentials: Credentials,
         pull_request: bool,
-    ) -> Result<Self, GitHubError> {
-        let repo = &location.repo;
-        let token = github.token(repo, &credentials).await?;
+    ) -> Result<Self, HostError> {
         let base = match &location.branch {
             Some(branch) => branch.clone(),
-            None => github.default_branch(repo, &token).await?,
+            None => host.default_branch().await?,
         };
         // A fixed `<base>:<target>` that exists already is where the state lives.
         let fixed_target = location
@@ -208,7 +193,7 @@ impl GitSnapshot {
         let mut branch = base.clone();
         let mut head = None;
         if let Some(target) = fixed_target {
-            head = github.branch_head(repo, &token, target).await?;
+            head = host.branch_head(target).await?;
             match head {
                 Some(_) => branch = target.clone(),
                 None => create = Some(target.clone()),
@@ -220,19 +205,15 @@ impl GitSnapshot {
         }
         let head = match head {
             Some(head) => head,
-            None => github
-                .branch_head(repo, &token, &base)
-                .await
-                ?
-                .ok_or_else(|| GitHubError::NotFound {
-                    what: format!("branch `{base}` of {}", repo.full_name()),
-                    message: "no such branch: a tag or a deleted branch cannot be committed to; set git-branch to the branch Argo CD should follow".into(),
-                })?,
+            None => host.branch_head(&base).await?.ok_or_else(|| HostError::NotFound {
+                what: format!("branch `{base}` of {}", host.name()),
+                message: "no such branch: a tag or a deleted branch cannot be committed to; set git-branch to the branch Argo CD should follow".into(),
+            })?,
         };
         let candidates = location.candidates();
         let mut found = None;
         for path in &candidates {
-            if let Some(text) = github.file(repo, &token, path, &head).await? {
+            if let Some(text) = host.file(path, &head).await? {
                 found = Some((path.clone(), text));
                 break;
             }
@@ -243,8 +224,6 @@ impl GitSnapshot {
         };
         Ok(Self {
             location,
-            credentials,
-            token,
             base,
             branch,
             head,
@@ -275,7 +254,7 @@ pub enum GitOutcome {
 
 /// Image Updater's `git` method: one conditional commit of the rendered file.
 pub struct GitCommit<'a> {
-    pub github: &'a GitHub,
+    pub host: &'a dyn GitHost,
     pub snapshot: &'a GitSnapshot,
     pub images: Vec<&'a ImageConfig>,
     /// Labels of the pull request to open, in pull-request mode.
@@ -318,9 +297,9 @@ fn changes_of(plan: &WritePlan) -> Vec<Change> {
         .unwrap_or_default()
 }
 
-fn git_failure(error: GitHubError) -> WriteError {
+fn git_failure(error: HostError) -> WriteError {
     match error {
-        GitHubError::HeadMoved { .. } => WriteError::Race(error.to_string()),
+        HostError::HeadMoved { .. } => WriteError::Race(error.to_string()),
         e => WriteError::Failed {
             retryable: e.is_retryable(),
             message: e.to_string(),
@@ -339,7 +318,7 @@ impl WriteBack for GitCommit<'_> {
     /// ([`gitwrite::effective_app`]).
     async fn write(&self, app: &Value, plan: &WritePlan) -> Result<(), WriteError> {
         let snapshot = self.snapshot;
-        let repo = &snapshot.location.repo;
+        let host = self.host;
         let mut patched = app.clone();
         let operations: json_patch::Patch = serde_json::from_value(plan.patch.clone())
             .map_err(|e| WriteError::Refused(format!("the computed change is malformed: {e}")))?;
@@ -373,9 +352,8 @@ impl WriteBack for GitCommit<'_> {
             Some(template) => {
                 let key = target_key(&self.target_key);
                 let name = gitwrite::branch_name(template, app, &key, &changes);
-                let created = self
-                    .github
-                    .create_branch(repo, &snapshot.token, &name, &snapshot.head)
+                let created = host
+                    .create_branch(&name, &snapshot.head)
                     .await
                     .map_err(git_failure)?;
                 if !created {
@@ -389,50 +367,27 @@ impl WriteBack for GitCommit<'_> {
                     }
                     return Err(WriteError::Race(format!(
                         "branch `{name}` of {} was created meanwhile",
-                        repo.full_name()
+                        host.name()
                     )));
                 }
                 name
             }
         };
-        let commit = self
-            .github
+        let commit = host
             .commit(
-                repo,
-                &snapshot.token,
                 &branch,
                 &snapshot.head,
                 &message,
                 &[(snapshot.file.clone(), text)],
             )
-            .await;
-        let commit = match commit {
-            Ok(commit) => commit,
-            Err(e @ GitHubError::BadCredentials { .. }) => {
-                // A cached App token revoked early: the retry mints a new one.
-                self.github.forget(repo, &snapshot.credentials).await;
-                let retryable = matches!(snapshot.credentials, Credentials::App { .. });
-                return Err(WriteError::Failed {
-                    message: e.to_string(),
-                    retryable,
-                });
-            }
-            Err(e) => return Err(git_failure(e)),
-        };
+            .await
+            .map_err(git_failure)?;
         let mut notes = Vec::new();
         let mut pull_request = None;
         if let Some(labels) = &self.pull_request {
             let (title, body) = message.split_once('\n').unwrap_or((&message, ""));
-            let (number, url) = self
-                .github
-                .pull_request(
-                    repo,
-                    &snapshot.token,
-                    &branch,
-                    &snapshot.base,
-                    title,
-                    body.trim(),
-                )
+            let (number, url) = host
+                .pull_request(&branch, &snapshot.base, title, body.trim())
                 .await
                 .map_err(|e| WriteError::Failed {
                     message: format!(
@@ -442,10 +397,7 @@ impl WriteBack for GitCommit<'_> {
                     retryable: e.is_retryable(),
                 })?;
             if !labels.is_empty()
-                && let Err(e) = self
-                    .github
-                    .add_labels(repo, &snapshot.token, number, labels)
-                    .await
+                && let Err(e) = host.add_labels(number, labels).await
             {
                 notes.push(format!("labels not applied: {e}"));
             }

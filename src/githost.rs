@@ -1,0 +1,117 @@
+//! Git hosts behind one trait: what git write-back asks of any of them (a branch head, a file
+//! at a commit, a new branch, one commit conditional on the head read, a pull request and its
+//! labels), and how their failures are classed. Adding a host is an implementation of
+//! [`GitHost`]; neither the decision code nor the write-back changes.
+
+use async_trait::async_trait;
+
+/// How a request to a Git host failed, in the classes the write-back acts on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HostError {
+    #[error(
+        "rate limit reached for {repo}{}: the event is retried; give the credentials more quota (on GitHub, a GitHub App has more than a token)",
+        reset.as_ref().map(|r| format!(" (resets at {r})")).unwrap_or_default()
+    )]
+    RateLimited {
+        repo: String,
+        reset: Option<String>,
+        retry_after: Option<u64>,
+    },
+    #[error("the Git host answered {status} for {what}: {message}; retried")]
+    Server {
+        status: u16,
+        what: String,
+        message: String,
+    },
+    #[error("cannot reach the Git host for {what}: {message}")]
+    Transport { what: String, message: String },
+    #[error(
+        "the Git host refused the credentials for {repo} ({message}): renew the token or the GitHub App key in the configured secret"
+    )]
+    BadCredentials { repo: String, message: String },
+    #[error("the credentials may not {what} ({message}): {fix}")]
+    Forbidden {
+        what: String,
+        message: String,
+        /// What to grant, in the host's terms.
+        fix: &'static str,
+    },
+    #[error(
+        "{what}: not found ({message}); check the repository, branch and path, and that the credentials can see the repository"
+    )]
+    NotFound { what: String, message: String },
+    #[error(
+        "branch `{branch}` of {repo} refused the commit ({message}): allow the function's identity to push there, or set git-branch to `<base>:<new branch>` and merge through a pull request"
+    )]
+    Protected {
+        repo: String,
+        branch: String,
+        message: String,
+    },
+    #[error("branch `{branch}` of {repo} moved since it was read ({message})")]
+    HeadMoved {
+        repo: String,
+        branch: String,
+        message: String,
+    },
+    #[error("the Git host refused {what}: {message}")]
+    Invalid { what: String, message: String },
+    #[error("git credentials: {0}")]
+    Credentials(String),
+}
+
+impl HostError {
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Self::RateLimited { .. } | Self::Server { .. } | Self::Transport { .. }
+        )
+    }
+}
+
+/// GitHub's wording of the grant a write needs.
+pub const GITHUB_WRITE: &str =
+    "grant them contents:write (and pull_requests:write for pull requests) on the repository";
+
+/// A commit made on a branch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Commit {
+    pub oid: String,
+    pub url: String,
+}
+
+/// One repository on one host, with whatever credentials it needs already in hand.
+#[async_trait]
+pub trait GitHost: Send + Sync {
+    /// How reports name the repository (`owner/name`, or a CodeCommit repository's name).
+    fn name(&self) -> String;
+    /// The branch `targetRevision: HEAD` means.
+    async fn default_branch(&self) -> Result<String, HostError>;
+    /// The commit a branch points at, or `None` if there is no such branch.
+    async fn branch_head(&self, branch: &str) -> Result<Option<String>, HostError>;
+    /// A file's text at a commit, or `None` if it does not exist there.
+    async fn file(&self, path: &str, commit: &str) -> Result<Option<String>, HostError>;
+    /// Creates `branch` at `commit`; `false` if it exists already.
+    async fn create_branch(&self, branch: &str, commit: &str) -> Result<bool, HostError>;
+    /// Commits `files` (path, new text) on `branch` only if its head is still
+    /// `expected_head`; a moved head is [`HostError::HeadMoved`].
+    async fn commit(
+        &self,
+        branch: &str,
+        expected_head: &str,
+        message: &str,
+        files: &[(String, String)],
+    ) -> Result<Commit, HostError>;
+    /// The open pull request from `head` into `base`, or a new one: its number and URL.
+    async fn pull_request(
+        &self,
+        head: &str,
+        base: &str,
+        title: &str,
+        body: &str,
+    ) -> Result<(u64, String), HostError>;
+    /// Adds labels to a pull request; hosts without labels say so in the error.
+    async fn add_labels(&self, number: u64, labels: &[String]) -> Result<(), HostError>;
+    /// Requests sent so far through this host's client.
+    fn requests(&self) -> usize;
+}
