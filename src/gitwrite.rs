@@ -23,26 +23,49 @@ pub struct EnterpriseHost {
     pub api: String,
 }
 
+/// Which kind of host a repository is on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostKind {
+    GitHub,
+    /// AWS CodeCommit in `region` (empty: the function's own region).
+    CodeCommit {
+        region: String,
+    },
+}
+
 /// A repository on a host we can commit to through its API.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Repo {
-    /// `https://api.github.com` or an Enterprise `https://ghe.example.com/api/v3`.
+    pub kind: HostKind,
+    /// `https://api.github.com` or an Enterprise `https://ghe.example.com/api/v3`; empty for
+    /// CodeCommit, which the AWS SDK reaches.
     pub api: String,
     pub host: String,
+    /// Empty for CodeCommit, whose repositories have a name only.
     pub owner: String,
     pub name: String,
 }
 
 impl Repo {
-    /// `owner/name`, as GitHub's GraphQL `repositoryNameWithOwner` wants it.
+    /// `owner/name`, as GitHub's GraphQL `repositoryNameWithOwner` wants it; a CodeCommit
+    /// repository's name.
     pub fn full_name(&self) -> String {
-        format!("{}/{}", self.owner, self.name)
+        if self.owner.is_empty() {
+            self.name.clone()
+        } else {
+            format!("{}/{}", self.owner, self.name)
+        }
     }
 
     /// Parses the HTTPS (`https://github.com/o/r.git`), scp (`git@github.com:o/r.git`) and
-    /// `ssh://` forms; the host decides the API.
+    /// `ssh://` forms; the host decides the API. CodeCommit's
+    /// `https://git-codecommit.<region>.amazonaws.com/v1/repos/<name>` and
+    /// `codecommit::<region>://<name>` (git-remote-codecommit) forms are CodeCommit.
     pub fn parse(url: &str, enterprise: &[EnterpriseHost]) -> Result<Self, String> {
         let url = url.trim();
+        if let Some(repo) = codecommit(url)? {
+            return Ok(repo);
+        }
         let (host, path) = if let Some(rest) = url
             .strip_prefix("https://")
             .or_else(|| url.strip_prefix("http://"))
@@ -69,11 +92,12 @@ impl Repo {
             e.api.trim_end_matches('/').to_string()
         } else {
             return Err(format!(
-                "repository host `{host}` is not supported for git write-back: GitHub (github.com) and the GitHub Enterprise hosts listed in GITHUB_ENTERPRISE_HOSTS are"
+                "repository host `{host}` is not supported for git write-back: GitHub (github.com), the GitHub Enterprise hosts listed in GITHUB_ENTERPRISE_HOSTS, and AWS CodeCommit are"
             ));
         };
         match path.split('/').collect::<Vec<_>>().as_slice() {
             [owner, name] if !owner.is_empty() && !name.is_empty() => Ok(Self {
+                kind: HostKind::GitHub,
                 api,
                 host,
                 owner: owner.to_string(),
@@ -84,6 +108,59 @@ impl Repo {
             )),
         }
     }
+}
+
+/// A CodeCommit repository URL, or `None` for another host.
+fn codecommit(url: &str) -> Result<Option<Repo>, String> {
+    let invalid = || format!("`{url}` is not a CodeCommit repository URL");
+    let (region, name) = if let Some(rest) = url.strip_prefix("codecommit:") {
+        // codecommit://name, codecommit::region://name, codecommit::region://profile@name
+        let (region, name) = match rest.strip_prefix("//") {
+            Some(name) => ("", name),
+            None => rest
+                .strip_prefix(':')
+                .and_then(|r| r.split_once("://"))
+                .ok_or_else(invalid)?,
+        };
+        let name = name.rsplit_once('@').map_or(name, |(_, n)| n);
+        (region.to_string(), name.to_string())
+    } else {
+        let without_scheme = url
+            .strip_prefix("https://")
+            .or_else(|| url.strip_prefix("ssh://"))
+            .unwrap_or(url);
+        let without_user = without_scheme
+            .split_once('@')
+            .filter(|(user, _)| !user.contains('/'))
+            .map_or(without_scheme, |(_, rest)| rest);
+        let Some((host, path)) = without_user.split_once('/') else {
+            return Ok(None);
+        };
+        let host = host.split(':').next().unwrap_or(host).to_ascii_lowercase();
+        let Some(region) = host
+            .strip_prefix("git-codecommit.")
+            .and_then(|h| h.split_once(".amazonaws.com").map(|(r, _)| r.to_string()))
+        else {
+            return Ok(None);
+        };
+        let name = path.strip_prefix("v1/repos/").ok_or_else(invalid)?;
+        (region, name.trim_end_matches('/').to_string())
+    };
+    if name.is_empty() || name.contains('/') {
+        return Err(invalid());
+    }
+    let host = if region.is_empty() {
+        "git-codecommit".to_string()
+    } else {
+        format!("git-codecommit.{region}.amazonaws.com")
+    };
+    Ok(Some(Repo {
+        kind: HostKind::CodeCommit { region },
+        api: String::new(),
+        host,
+        owner: String::new(),
+        name,
+    }))
 }
 
 /// Which kind of file the updates go to.
@@ -834,6 +911,46 @@ mod tests {
         }
         let enterprise = Repo::parse("git@ghe.acme.internal:platform/deploy.git", &ghe()).unwrap();
         assert_eq!(enterprise.api, "https://ghe.acme.internal/api/v3");
+    }
+
+    #[test]
+    fn codecommit_urls_name_the_repository_and_its_region() {
+        for (url, region, name) in [
+            (
+                "https://git-codecommit.ap-northeast-2.amazonaws.com/v1/repos/invitation",
+                "ap-northeast-2",
+                "invitation",
+            ),
+            (
+                "ssh://APKAEXAMPLE@git-codecommit.eu-west-1.amazonaws.com/v1/repos/deploy",
+                "eu-west-1",
+                "deploy",
+            ),
+            ("codecommit::us-east-1://deploy", "us-east-1", "deploy"),
+            (
+                "codecommit::us-east-1://myprofile@deploy",
+                "us-east-1",
+                "deploy",
+            ),
+            ("codecommit://deploy", "", "deploy"),
+        ] {
+            let repo = Repo::parse(url, &[]).unwrap_or_else(|e| panic!("{url}: {e}"));
+            assert_eq!(
+                repo.kind,
+                HostKind::CodeCommit {
+                    region: region.into()
+                },
+                "{url}"
+            );
+            assert_eq!(repo.full_name(), name, "{url}");
+        }
+        assert!(
+            Repo::parse(
+                "https://git-codecommit.us-east-1.amazonaws.com/not-repos/x",
+                &[]
+            )
+            .is_err()
+        );
     }
 
     #[test]

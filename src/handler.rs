@@ -18,6 +18,7 @@ use tokio::sync::OnceCell;
 use crate::annotations;
 use crate::annotations::WriteBack as Method;
 use crate::announce;
+use crate::codecommit::CodeCommit;
 use crate::config::Config;
 use crate::decide::{self, AppDecision, Described, ImageCase, ImageOutcome, Mode};
 use crate::ecr::Ecr;
@@ -80,6 +81,7 @@ pub struct Handler {
     objects: ObjectCache,
     sns: aws_sdk_sns::Client,
     github: GitHub,
+    codecommit: CodeCommit,
     git_credentials: GitCredentials,
     /// One lock per repository: Applications of one invocation that commit to the same
     /// repository take turns, instead of racing each other's `expectedHeadOid`.
@@ -115,6 +117,7 @@ impl Handler {
         eks: aws_sdk_eks::Client,
         sns: aws_sdk_sns::Client,
         secrets: aws_sdk_secretsmanager::Client,
+        codecommit: CodeCommit,
         credentials: SharedCredentialsProvider,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, String> {
@@ -126,6 +129,7 @@ impl Handler {
         let git_credentials = GitCredentials::new(config.git.clone(), secrets);
         Ok(Self {
             github,
+            codecommit,
             git_credentials,
             repository_locks: std::sync::Mutex::new(std::collections::HashMap::new()),
             config,
@@ -153,6 +157,7 @@ impl Handler {
         let credentials = sdk
             .credentials_provider()
             .ok_or(crate::aws_error::NO_CREDENTIALS)?;
+        let codecommit = CodeCommit::new(sdk.clone(), region.clone());
         Self::new(
             config,
             region,
@@ -160,6 +165,7 @@ impl Handler {
             aws_sdk_eks::Client::new(sdk),
             aws_sdk_sns::Client::new(sdk),
             aws_sdk_secretsmanager::Client::new(sdk),
+            codecommit,
             credentials,
             clock,
         )
@@ -639,13 +645,19 @@ impl Handler {
         }
     }
 
-    /// The repository's host, with its credentials: GitHub's from the configured secrets.
+    /// The repository's host, with its credentials: GitHub's from the configured secrets,
+    /// CodeCommit's the function's own IAM role.
     async fn git_host(
         &self,
         location: &gitwrite::Location,
         credentials: &str,
         kube: &KubeClient,
     ) -> Result<Box<dyn GitHost + '_>, crate::gitcreds::CredentialsError> {
+        if let gitwrite::HostKind::CodeCommit { region } = &location.repo.kind {
+            return Ok(Box::new(
+                self.codecommit.repository(region, &location.repo.name),
+            ));
+        }
         let credentials = self
             .git_credentials
             .for_repository(credentials, &location.url, kube)

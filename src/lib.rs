@@ -43,6 +43,7 @@ pub mod announce;
 pub mod appset;
 pub mod aws_error;
 pub mod cli;
+pub mod codecommit;
 pub mod config;
 pub mod decide;
 pub mod ecr;

@@ -59,6 +59,10 @@ pub struct AwsState {
     queues: Mutex<BTreeMap<String, Vec<QueueMessage>>>,
     /// Secrets Manager secrets by ARN: their text, and whether the function may read them.
     secrets: Mutex<BTreeMap<String, (String, bool)>>,
+    /// CodeCommit repositories, as an in-memory commit history keyed by repository name.
+    pub codecommit: crate::github::GitHubState,
+    /// CodeCommit repositories the function's role may not use.
+    pub codecommit_denied: Mutex<std::collections::BTreeSet<String>>,
 }
 
 /// A message in an SQS queue.
@@ -92,6 +96,8 @@ impl AwsState {
             published: Mutex::new(Vec::new()),
             queues: Mutex::new(BTreeMap::new()),
             secrets: Mutex::new(BTreeMap::new()),
+            codecommit: crate::github::GitHubState::default(),
+            codecommit_denied: Mutex::new(std::collections::BTreeSet::new()),
         }
     }
 
@@ -228,6 +234,9 @@ async fn ecr(State(state): State<Arc<AwsState>>, headers: HeaderMap, body: Bytes
         );
     };
     match target.rsplit('.').next().unwrap_or_default() {
+        operation if target.starts_with("CodeCommit_20150413.") => {
+            crate::codecommit::handle(&state, operation, &request)
+        }
         "GetSecretValue" if target.starts_with("secretsmanager") => {
             get_secret_value(&state, &request)
         }

@@ -25,6 +25,7 @@ pub enum Service {
     Sns,
     Sqs,
     SecretsManager,
+    CodeCommit,
     GitHub,
     Runtime,
 }
@@ -97,6 +98,14 @@ impl Route {
             method: Some(method.to_string()),
             path_contains: Some(path_contains.to_string()),
             operation: None,
+        }
+    }
+
+    pub fn codecommit(operation: &str) -> Self {
+        Self {
+            service: Some(Service::CodeCommit),
+            operation: Some(operation.to_string()),
+            ..Self::default()
         }
     }
 
@@ -237,6 +246,7 @@ pub async fn intercept(
         Service::Ecr if parts.uri.path().starts_with("/clusters/") => Service::Eks,
         Service::Ecr if target.starts_with("AmazonSQS") => Service::Sqs,
         Service::Ecr if target.starts_with("secretsmanager") => Service::SecretsManager,
+        Service::Ecr if target.starts_with("CodeCommit_") => Service::CodeCommit,
         Service::Ecr if form => Service::Sns,
         other => other,
     };
@@ -365,7 +375,12 @@ fn fault_response(service: Service, code: u16, retry_after: Option<u64>) -> Resp
             };
             serde_json::json!({"message": message, "documentation_url": "https://docs.github.com/rest"})
         }
-        Service::Ecr | Service::Eks | Service::Sns | Service::Sqs | Service::SecretsManager => {
+        Service::Ecr
+        | Service::Eks
+        | Service::Sns
+        | Service::Sqs
+        | Service::SecretsManager
+        | Service::CodeCommit => {
             let kind = match code {
                 429 | 400 => "ThrottlingException",
                 _ => "ServerException",
@@ -375,7 +390,7 @@ fn fault_response(service: Service, code: u16, retry_after: Option<u64>) -> Resp
         Service::Runtime => serde_json::json!({"errorMessage": "injected fault"}),
     };
     let mut response = (status, axum::Json(body)).into_response();
-    if service == Service::Ecr || service == Service::Eks {
+    if matches!(service, Service::Ecr | Service::Eks | Service::CodeCommit) {
         let kind = if code == 429 || code == 400 {
             "ThrottlingException"
         } else {

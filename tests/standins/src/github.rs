@@ -1,4 +1,4 @@
-//! A GitHub stand-in: the REST calls and the GraphQL mutation git write-back uses, over
+//! A GitHub stand-in (and the in-memory commit history the CodeCommit stand-in shares): the REST calls and the GraphQL mutation git write-back uses, over
 //! HTTPS with the run's CA, on an in-memory history of commits.
 //!
 //! As strict as GitHub where the function could get it wrong: tokens are checked (a token
@@ -43,14 +43,14 @@ pub struct PullRequest {
 }
 
 #[derive(Debug, Default)]
-struct Repository {
-    default_branch: String,
-    branches: BTreeMap<String, String>,
-    commits: BTreeMap<String, CommitData>,
-    protected: BTreeSet<String>,
-    pulls: Vec<PullRequest>,
-    /// Someone else's commit, landed just before the next `createCommitOnBranch` arrives.
-    race_next: Option<(String, String)>,
+pub(crate) struct Repository {
+    pub(crate) default_branch: String,
+    pub(crate) branches: BTreeMap<String, String>,
+    pub(crate) commits: BTreeMap<String, CommitData>,
+    pub(crate) protected: BTreeSet<String>,
+    pub(crate) pulls: Vec<PullRequest>,
+    /// Someone else's commit, landed just before the next commit request arrives.
+    pub(crate) race_next: Option<(String, String)>,
     /// Labels the repository refuses (to test that a labelling failure is only a note).
     refuse_labels: bool,
 }
@@ -75,7 +75,7 @@ struct App {
 
 #[derive(Default)]
 pub struct GitHubState {
-    repositories: Mutex<BTreeMap<String, Repository>>,
+    pub(crate) repositories: Mutex<BTreeMap<String, Repository>>,
     tokens: Mutex<BTreeMap<String, Grant>>,
     apps: Mutex<Vec<App>>,
     sequence: AtomicU64,
@@ -96,7 +96,7 @@ fn sha1_hex(bytes: &[u8]) -> String {
 }
 
 /// Git's blob id of a text: what GitHub's contents API returns as `sha`.
-fn blob_sha(text: &str) -> String {
+pub(crate) fn blob_sha(text: &str) -> String {
     let mut bytes = format!("blob {}\0", text.len()).into_bytes();
     bytes.extend_from_slice(text.as_bytes());
     sha1_hex(&bytes)
@@ -126,7 +126,7 @@ impl GitHubState {
         lock(&self.repositories).insert(full_name.to_string(), repo);
     }
 
-    fn new_oid(&self, salt: &str) -> String {
+    pub(crate) fn new_oid(&self, salt: &str) -> String {
         let n = self.sequence.fetch_add(1, Ordering::Relaxed);
         sha1_hex(format!("{salt}-{n}").as_bytes())
     }

@@ -6,6 +6,7 @@
 //! checked as EKS checks it, and writes are validated against the Argo CD CRD.
 
 pub mod aws;
+pub mod codecommit;
 pub mod faults;
 pub mod fixtures;
 pub mod github;
@@ -257,6 +258,7 @@ impl StandIns {
             ("AWS_ENDPOINT_URL_SNS", self.aws_endpoint()),
             ("AWS_ENDPOINT_URL_SQS", self.aws_endpoint()),
             ("AWS_ENDPOINT_URL_SECRETS_MANAGER", self.aws_endpoint()),
+            ("AWS_ENDPOINT_URL_CODECOMMIT", self.aws_endpoint()),
             ("AWS_REGION", self.options.region.clone()),
             ("AWS_ACCESS_KEY_ID", FUNCTION_ACCESS_KEY.into()),
             ("AWS_SECRET_ACCESS_KEY", FUNCTION_SECRET_KEY.into()),

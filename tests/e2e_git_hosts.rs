@@ -1,0 +1,294 @@
+//! End to end: one scenario table, run against every Git host git write-back supports, each
+//! through its stand-in: GitHub (REST + GraphQL over HTTPS, a token from Secrets Manager) and
+//! AWS CodeCommit (AWS JSON 1.1, the function's IAM role, no secret). The same contract holds
+//! on each: first write, update, duplicate, late older tag, racing commit, protected branch,
+//! bad credentials.
+
+mod common;
+
+use argocd_ecr_updater::handler::HandlerError;
+use argocd_ecr_updater::report::{Action, Report};
+use argocd_ecr_updater_standins::fixtures::{PUSHED_TAG, SEED_APP, push_event};
+use argocd_ecr_updater_standins::github::GitHubState;
+use argocd_ecr_updater_standins::{Service, StandIns};
+use common::{event, handler};
+use serde_json::{Value, json};
+
+const IU: &str = "argocd-image-updater.argoproj.io/";
+const FILE: &str = "argocd/.argocd-source-aws-pipeline-test.yaml";
+const TOKEN: &str = "ghp_hosts_scenario_token";
+const SECRET: &str = "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:hosts-Ab12Cd";
+
+#[derive(Debug, Clone, Copy)]
+enum Host {
+    GitHub,
+    CodeCommit,
+}
+
+impl Host {
+    fn repository(self) -> &'static str {
+        match self {
+            Host::GitHub => "barun/invitation",
+            Host::CodeCommit => "invitation",
+        }
+    }
+
+    fn url(self) -> &'static str {
+        match self {
+            Host::GitHub => "https://github.com/barun/invitation.git",
+            Host::CodeCommit => {
+                "https://git-codecommit.ap-northeast-2.amazonaws.com/v1/repos/invitation"
+            }
+        }
+    }
+
+    fn store(self, standins: &StandIns) -> &GitHubState {
+        match self {
+            Host::GitHub => &standins.github,
+            Host::CodeCommit => &standins.aws.codecommit,
+        }
+    }
+
+    fn service(self) -> Service {
+        match self {
+            Host::GitHub => Service::GitHub,
+            Host::CodeCommit => Service::CodeCommit,
+        }
+    }
+
+    /// Takes the function's credentials away: a revoked token, or an IAM role without
+    /// access to the repository.
+    fn revoke(self, standins: &StandIns) {
+        match self {
+            Host::GitHub => {
+                standins
+                    .aws
+                    .put_secret(SECRET, &json!({"token": "ghp_revoked"}).to_string(), true)
+            }
+            Host::CodeCommit => {
+                standins
+                    .aws
+                    .codecommit_denied
+                    .lock()
+                    .unwrap()
+                    .insert("invitation".into());
+            }
+        }
+    }
+}
+
+async fn setup(host: Host) -> StandIns {
+    let standins = StandIns::start_seeded().await.unwrap();
+    host.store(&standins).create_repository(
+        host.repository(),
+        "main",
+        &[(
+            "argocd/Chart.yaml",
+            "apiVersion: v2\nname: invitation\nversion: 0.1.0\n",
+        )],
+    );
+    standins
+        .github
+        .grant_token(TOKEN, &["barun/invitation"], true);
+    standins
+        .aws
+        .put_secret(SECRET, &json!({"token": TOKEN}).to_string(), true);
+    let mut app = standins.kube.get("argocd", SEED_APP).unwrap();
+    let annotations = &mut app["metadata"]["annotations"];
+    annotations[format!("{IU}write-back-method")] = json!("git");
+    annotations[format!("{IU}git-repository")] = json!(host.url());
+    annotations[format!("{IU}git-branch")] = json!("main");
+    if let Some(meta) = app["metadata"].as_object_mut() {
+        for key in [
+            "resourceVersion",
+            "uid",
+            "creationTimestamp",
+            "generation",
+            "managedFields",
+        ] {
+            meta.remove(key);
+        }
+    }
+    standins.kube.insert(app).unwrap();
+    standins
+}
+
+async fn run(standins: &StandIns, event: &Value) -> Report {
+    let vars = [
+        ("GIT_CREDENTIALS_SECRET_ARNS", SECRET.to_string()),
+        ("GITHUB_API_URL", standins.github_api()),
+        ("GIT_CA_BUNDLE", standins.ca_pem.clone()),
+    ];
+    let borrowed: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    match handler(standins, &borrowed).handle(event, None).await {
+        Ok(report) => report,
+        Err(HandlerError::Targets { report, .. }) => *report,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn commits(host: Host, standins: &StandIns) -> usize {
+    host.store(standins)
+        .history(host.repository(), "main")
+        .len()
+}
+
+fn outcome(report: &Report) -> (Action, String, bool) {
+    assert_eq!(report.entries.len(), 1, "{:#?}", report.entries);
+    let e = &report.entries[0];
+    (e.action, e.reason.clone(), e.retryable)
+}
+
+/// Every scenario, in order, against one host.
+async fn scenario_table(host: Host) {
+    // First write: the file does not exist; the tag is read from the Application.
+    let standins = setup(host).await;
+    let report = run(&standins, &event("push-date-tag.json")).await;
+    let (action, reason, _) = outcome(&report);
+    assert_eq!(action, Action::Updated, "{host:?} first write: {reason}");
+    assert!(reason.contains("committed"), "{host:?}: {reason}");
+    let file = host
+        .store(&standins)
+        .file(host.repository(), "main", FILE)
+        .unwrap();
+    assert!(
+        file.contains(&format!("value: {PUSHED_TAG}")),
+        "{host:?}: {file}"
+    );
+    assert_eq!(commits(host, &standins), 2);
+    assert!(standins.shared.count(|r| r.service == host.service()) >= 3);
+
+    // Update: a newer push changes the file.
+    let newer = push_event("barun-dev-ecr", "20250826-000000", "2025-08-26T00:00:00Z");
+    standins
+        .aws
+        .push(argocd_ecr_updater_standins::fixtures::image(
+            "barun-dev-ecr",
+            "20250826-000000",
+            '6',
+            "2025-08-26T00:00:00Z",
+        ));
+    let (action, reason, _) = outcome(&run(&standins, &newer).await);
+    assert_eq!(action, Action::Updated, "{host:?} update: {reason}");
+    assert_eq!(commits(host, &standins), 3);
+
+    // Duplicate event: nothing committed.
+    let (action, reason, _) = outcome(&run(&standins, &newer).await);
+    assert_eq!(action, Action::Unchanged, "{host:?} duplicate: {reason}");
+    assert_eq!(commits(host, &standins), 3);
+
+    // Late older tag: never a downgrade, nothing committed.
+    let (action, reason, _) = outcome(&run(&standins, &event("push-date-tag.json")).await);
+    assert_ne!(action, Action::Updated, "{host:?} late: {reason}");
+    assert_eq!(commits(host, &standins), 3);
+    assert!(
+        host.store(&standins)
+            .file(host.repository(), "main", FILE)
+            .unwrap()
+            .contains("20250826-000000")
+    );
+
+    // Racing commit: someone else's lands first; read again, decide again, commit on top.
+    let racing = push_event("barun-dev-ecr", "20250827-000000", "2025-08-27T00:00:00Z");
+    standins
+        .aws
+        .push(argocd_ecr_updater_standins::fixtures::image(
+            "barun-dev-ecr",
+            "20250827-000000",
+            '7',
+            "2025-08-27T00:00:00Z",
+        ));
+    host.store(&standins)
+        .race_next_commit(host.repository(), "argocd/NOTES.md", "theirs\n");
+    let report = run(&standins, &racing).await;
+    let (action, reason, _) = outcome(&report);
+    assert_eq!(action, Action::Updated, "{host:?} race: {reason}");
+    assert_eq!(report.stats.conflicts, 1, "{host:?} {report:#?}");
+    assert_eq!(commits(host, &standins), 5, "theirs and ours");
+    assert_eq!(
+        host.store(&standins)
+            .file(host.repository(), "main", "argocd/NOTES.md")
+            .as_deref(),
+        Some("theirs\n")
+    );
+
+    // Protected branch: permanent, with the way out.
+    let standins = setup(host).await;
+    host.store(&standins).protect(host.repository(), "main");
+    let (action, reason, retryable) = outcome(&run(&standins, &event("push-date-tag.json")).await);
+    assert_eq!(action, Action::Failed, "{host:?} protected: {reason}");
+    assert!(
+        reason.contains("refused the commit") && reason.contains("<base>:<new branch>"),
+        "{host:?}: {reason}"
+    );
+    assert!(!retryable, "{host:?}");
+    assert_eq!(commits(host, &standins), 1);
+
+    // Bad credentials: permanent, saying what to fix.
+    let standins = setup(host).await;
+    host.revoke(&standins);
+    let (action, reason, retryable) = outcome(&run(&standins, &event("push-date-tag.json")).await);
+    assert_eq!(action, Action::Failed, "{host:?} credentials: {reason}");
+    let fix = match host {
+        Host::GitHub => "refused the credentials",
+        Host::CodeCommit => "CodeCommitRepositories",
+    };
+    assert!(reason.contains(fix), "{host:?}: {reason}");
+    assert!(!retryable, "{host:?}");
+    assert_eq!(commits(host, &standins), 1);
+}
+
+#[tokio::test]
+async fn github_passes_the_git_host_scenario_table() {
+    scenario_table(Host::GitHub).await;
+}
+
+#[tokio::test]
+async fn codecommit_passes_the_git_host_scenario_table_with_no_secret_at_all() {
+    scenario_table(Host::CodeCommit).await;
+}
+
+#[tokio::test]
+async fn codecommit_pull_requests_are_opened_from_a_branch_per_change() {
+    let standins = setup(Host::CodeCommit).await;
+    let mut app = standins.kube.get("argocd", SEED_APP).unwrap();
+    app["metadata"]["annotations"]["argocd-ecr-updater.io/git-pull-request"] = json!("true");
+    app["metadata"]["annotations"]["argocd-ecr-updater.io/git-pull-request-labels"] =
+        json!("image-update");
+    if let Some(meta) = app["metadata"].as_object_mut() {
+        for key in [
+            "resourceVersion",
+            "uid",
+            "creationTimestamp",
+            "generation",
+            "managedFields",
+        ] {
+            meta.remove(key);
+        }
+    }
+    standins.kube.insert(app).unwrap();
+    let report = run(&standins, &event("push-date-tag.json")).await;
+    let (action, reason, _) = outcome(&report);
+    assert_eq!(action, Action::Updated, "{reason}");
+    assert!(
+        reason.contains("codecommit/repositories/invitation/pull-requests/1"),
+        "{reason}"
+    );
+    // CodeCommit has no labels: a note, not a failure.
+    assert!(reason.contains("have no labels"), "{reason}");
+    let pulls = standins.aws.codecommit.pull_requests("invitation");
+    assert_eq!(pulls.len(), 1);
+    assert_eq!(pulls[0].base, "main");
+    assert_eq!(
+        commits(Host::CodeCommit, &standins),
+        1,
+        "nothing pushed to main"
+    );
+    // No secret was read for CodeCommit.
+    assert_eq!(
+        standins
+            .shared
+            .count(|r| r.service == Service::SecretsManager),
+        0
+    );
+}
