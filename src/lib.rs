@@ -21,7 +21,8 @@
 //!   patch, or (git) the snapshot read and the conditional commit.
 //! - [`gitwrite`], [`yamledit`]: where a git write-back commits, the file laid over the
 //!   Application, the file's new text (pure).
-//! - [`github`], [`gitcreds`]: GitHub's API and App tokens; Git credentials.
+//! - [`githost`], [`github`], [`codecommit`], [`gitcreds`]: the Git hosts behind one
+//!   trait (GitHub's API and App tokens, CodeCommit through the SDK); Git credentials.
 //! - [`retry`]: transient-error retries within the Lambda deadline.
 //! - [`handler`]: the orchestration of the above for one invocation.
 //! - [`report`], [`metrics`], [`announce`]: what happened and why, as the return value, the

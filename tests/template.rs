@@ -64,6 +64,12 @@ fn the_role_grants_exactly_the_actions_the_function_uses() {
         "sqs:SendMessage",
         "sns:Publish",
         "secretsmanager:GetSecretValue",
+        "codecommit:GetRepository",
+        "codecommit:GetBranch",
+        "codecommit:GetFile",
+        "codecommit:CreateBranch",
+        "codecommit:CreateCommit",
+        "codecommit:CreatePullRequest",
         "ec2:CreateNetworkInterface",
         "ec2:DescribeNetworkInterfaces",
         "ec2:DeleteNetworkInterface",
@@ -115,6 +121,17 @@ fn every_resource_is_scoped_and_only_vpc_networking_uses_a_wildcard_behind_its_c
             "secretsmanager" => {
                 assert!(conditional, "{sid} must sit behind HasGitSecrets");
                 "GitCredentialsSecretArns"
+            }
+            // Exactly the repositories named, in this account.
+            "codecommit" => {
+                assert!(conditional, "{sid} must sit behind HasCodeCommit");
+                let condition = &statement["Condition"]["StringEquals"];
+                assert_eq!(
+                    strings(&condition["aws:ResourceAccount"]),
+                    ["AWS::AccountId"],
+                    "{sid}"
+                );
+                ":codecommit:"
             }
             other => panic!("unexpected service {other}"),
         };
@@ -273,6 +290,15 @@ fn after_the_sam_transform_every_failure_path_ends_in_the_one_alarmed_queue() {
     assert_eq!(
         t["Conditions"]["HasGitSecrets"],
         serde_json::json!({"Fn::Not": [{"Fn::Equals": [{"Fn::Join": ["", {"Ref": "GitCredentialsSecretArns"}]}, ""]}]})
+    );
+    let codecommit = policies
+        .iter()
+        .find(|p| p["Fn::If"][0] == "HasCodeCommit")
+        .expect("the CodeCommit policy is conditional on HasCodeCommit");
+    let statement = &codecommit["Fn::If"][1]["PolicyDocument"]["Statement"][0];
+    assert_eq!(
+        statement["Resource"]["Fn::Split"][1]["Fn::Sub"][1]["Names"],
+        serde_json::json!({"Fn::Join": [",arn:*:codecommit:*:*:", {"Ref": "CodeCommitRepositories"}]})
     );
     let invoke = &of_type(&t, "AWS::Lambda::EventInvokeConfig")[0].1["Properties"];
     assert_eq!(invoke["DestinationConfig"]["OnFailure"]["Destination"], dlq);
