@@ -80,9 +80,12 @@ pub struct GitSettings {
     pub credential_secret_arns: Vec<String>,
     /// `git:repocreds` may list Argo CD's repository Secrets (`GIT_REPOCREDS`).
     pub repocreds: bool,
+    /// GitHub Enterprise (`GITHUB_ENTERPRISE_HOSTS`) and self-managed GitLab (`GITLAB_HOSTS`).
     pub enterprise_hosts: Vec<crate::gitwrite::EnterpriseHost>,
     /// Replaces `https://api.github.com` (`GITHUB_API_URL`).
     pub github_api_url: Option<String>,
+    /// Replaces `https://gitlab.com/api/v4` (`GITLAB_API_URL`).
+    pub gitlab_api_url: Option<String>,
     /// Extra CA certificates (PEM) for GitHub Enterprise servers (`GIT_CA_BUNDLE`).
     pub ca_bundle: Option<String>,
 }
@@ -151,25 +154,40 @@ fn git_settings(
         ));
     }
     let mut enterprise_hosts = Vec::new();
-    for pair in list("GITHUB_ENTERPRISE_HOSTS") {
-        let Some((host, api)) = pair.split_once('=') else {
-            return Err(error(
-                "GITHUB_ENTERPRISE_HOSTS",
-                format!(
-                    "`{pair}`: expected `<host>=<API base URL>`, e.g. `ghe.example.com=https://ghe.example.com/api/v3`"
-                ),
-            ));
-        };
-        if !api.starts_with("https://") {
-            return Err(error(
-                "GITHUB_ENTERPRISE_HOSTS",
-                format!("`{api}` must be an https:// URL"),
-            ));
+    for (variable, gitlab, example) in [
+        (
+            "GITHUB_ENTERPRISE_HOSTS",
+            false,
+            "ghe.example.com=https://ghe.example.com/api/v3",
+        ),
+        (
+            "GITLAB_HOSTS",
+            true,
+            "gitlab.example.com=https://gitlab.example.com/api/v4",
+        ),
+    ] {
+        for pair in list(variable) {
+            let Some((host, api)) = pair.split_once('=') else {
+                return Err(error(
+                    variable,
+                    format!("`{pair}`: expected `<host>=<API base URL>`, e.g. `{example}`"),
+                ));
+            };
+            if !api.starts_with("https://") {
+                return Err(error(variable, format!("`{api}` must be an https:// URL")));
+            }
+            enterprise_hosts.push(crate::gitwrite::EnterpriseHost {
+                host: host.trim().to_ascii_lowercase(),
+                api: api.trim().trim_end_matches('/').to_string(),
+                gitlab,
+            });
         }
-        enterprise_hosts.push(crate::gitwrite::EnterpriseHost {
-            host: host.trim().to_ascii_lowercase(),
-            api: api.trim().trim_end_matches('/').to_string(),
-        });
+    }
+    let gitlab_api_url = get("GITLAB_API_URL");
+    if let Some(url) = &gitlab_api_url
+        && !url.starts_with("https://")
+    {
+        return Err(error("GITLAB_API_URL", "must be an https:// URL"));
     }
     let github_api_url = get("GITHUB_API_URL");
     if let Some(url) = &github_api_url
@@ -190,6 +208,7 @@ fn git_settings(
         ),
     };
     Ok(GitSettings {
+        gitlab_api_url,
         argocd_namespace,
         credential_secret_arns,
         repocreds,

@@ -16,17 +16,21 @@ use crate::patch::{self, SourceKind};
 use crate::report::{Action, Entry};
 use crate::yamledit::{self, Document, Step, dotted};
 
-/// A GitHub Enterprise host and its API base, from `GITHUB_ENTERPRISE_HOSTS`.
+/// A GitHub Enterprise host (`GITHUB_ENTERPRISE_HOSTS`) or a self-managed GitLab
+/// (`GITLAB_HOSTS`), and its API base.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnterpriseHost {
     pub host: String,
     pub api: String,
+    pub gitlab: bool,
 }
 
 /// Which kind of host a repository is on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HostKind {
     GitHub,
+    /// GitLab (gitlab.com or self-managed); `owner` is the namespace, subgroups included.
+    GitLab,
     /// AWS CodeCommit in `region` (empty: the function's own region).
     CodeCommit {
         region: String,
@@ -83,26 +87,42 @@ impl Repo {
         let host = host.to_ascii_lowercase();
         let path = path.trim_matches('/');
         let path = path.strip_suffix(".git").unwrap_or(path);
-        let api = if host == "github.com" || host == "www.github.com" {
-            "https://api.github.com".to_string()
-        } else if let Some(e) = enterprise
+        let known = enterprise
             .iter()
-            .find(|e| e.host.eq_ignore_ascii_case(&host))
-        {
-            e.api.trim_end_matches('/').to_string()
+            .find(|e| e.host.eq_ignore_ascii_case(&host));
+        let (kind, api) = if host == "github.com" || host == "www.github.com" {
+            (HostKind::GitHub, "https://api.github.com".to_string())
+        } else if host == "gitlab.com" {
+            (HostKind::GitLab, "https://gitlab.com/api/v4".to_string())
+        } else if let Some(e) = known {
+            let kind = if e.gitlab {
+                HostKind::GitLab
+            } else {
+                HostKind::GitHub
+            };
+            (kind, e.api.trim_end_matches('/').to_string())
         } else {
             return Err(format!(
-                "repository host `{host}` is not supported for git write-back: GitHub (github.com), the GitHub Enterprise hosts listed in GITHUB_ENTERPRISE_HOSTS, and AWS CodeCommit are"
+                "repository host `{host}` is not supported for git write-back: GitHub (github.com) and the GitHub Enterprise hosts in GITHUB_ENTERPRISE_HOSTS, GitLab (gitlab.com) and the hosts in GITLAB_HOSTS, and AWS CodeCommit are"
             ));
         };
-        match path.split('/').collect::<Vec<_>>().as_slice() {
-            [owner, name] if !owner.is_empty() && !name.is_empty() => Ok(Self {
-                kind: HostKind::GitHub,
-                api,
-                host,
-                owner: owner.to_string(),
-                name: name.to_string(),
-            }),
+        // GitLab namespaces nest (`group/subgroup/project`); GitHub's are one level.
+        let segments: Vec<&str> = path.split('/').collect();
+        let nested = kind == HostKind::GitLab && segments.len() > 2;
+        match segments.as_slice() {
+            [owner @ .., name]
+                if (owner.len() == 1 || nested)
+                    && owner.iter().all(|s| !s.is_empty())
+                    && !name.is_empty() =>
+            {
+                Ok(Self {
+                    kind,
+                    api,
+                    host,
+                    owner: owner.join("/"),
+                    name: name.to_string(),
+                })
+            }
             _ => Err(format!(
                 "`{url}` does not name a repository as `<host>/<owner>/<name>`"
             )),
@@ -870,10 +890,18 @@ mod tests {
     }
 
     fn ghe() -> Vec<EnterpriseHost> {
-        vec![EnterpriseHost {
-            host: "ghe.acme.internal".into(),
-            api: "https://ghe.acme.internal/api/v3/".into(),
-        }]
+        vec![
+            EnterpriseHost {
+                host: "ghe.acme.internal".into(),
+                api: "https://ghe.acme.internal/api/v3/".into(),
+                gitlab: false,
+            },
+            EnterpriseHost {
+                host: "gitlab.acme.internal".into(),
+                api: "https://gitlab.acme.internal/api/v4".into(),
+                gitlab: true,
+            },
+        ]
     }
 
     fn seed_config(extra: &[(&str, &str)]) -> AppConfig {
@@ -954,10 +982,33 @@ mod tests {
     }
 
     #[test]
+    fn gitlab_urls_keep_nested_groups_in_the_namespace() {
+        let nested = Repo::parse("https://gitlab.com/acme/platform/deploy.git", &[]).unwrap();
+        assert_eq!(
+            (nested.kind.clone(), nested.full_name(), nested.api.as_str()),
+            (
+                HostKind::GitLab,
+                "acme/platform/deploy".to_string(),
+                "https://gitlab.com/api/v4"
+            )
+        );
+        let own = Repo::parse("git@gitlab.acme.internal:team/app.git", &ghe()).unwrap();
+        assert_eq!(
+            (own.kind, own.api.as_str()),
+            (HostKind::GitLab, "https://gitlab.acme.internal/api/v4")
+        );
+        // GitHub has no nested namespaces.
+        assert!(Repo::parse("https://github.com/a/b/c", &[]).is_err());
+    }
+
+    #[test]
     fn an_unsupported_host_or_a_url_without_owner_and_name_is_a_clear_error() {
-        let gitlab = Repo::parse("https://gitlab.com/a/b.git", &ghe()).unwrap_err();
-        assert!(gitlab.contains("`gitlab.com` is not supported"), "{gitlab}");
-        assert!(gitlab.contains("GITHUB_ENTERPRISE_HOSTS"), "{gitlab}");
+        let bitbucket = Repo::parse("https://bitbucket.org/a/b.git", &ghe()).unwrap_err();
+        assert!(
+            bitbucket.contains("`bitbucket.org` is not supported"),
+            "{bitbucket}"
+        );
+        assert!(bitbucket.contains("GITLAB_HOSTS"), "{bitbucket}");
         let short = Repo::parse("https://github.com/only-owner", &[]).unwrap_err();
         assert!(short.contains("<owner>/<name>"), "{short}");
         assert!(Repo::parse("not a url", &[]).is_err());

@@ -27,7 +27,8 @@ use crate::event::{self, EventError, Invocation};
 use crate::facts::{FetchFailure, RegistryFacts};
 use crate::gitcreds::GitCredentials;
 use crate::githost::GitHost;
-use crate::github::{GitHub, GitHubRepository};
+use crate::github::{Credentials, GitHub, GitHubRepository};
+use crate::gitlab::GitLab;
 use crate::gitwrite;
 use crate::imageupdater::{self, ImageUpdaterObject, Source};
 use crate::kube::{AppMeta, KubeClient, KubeError};
@@ -81,6 +82,7 @@ pub struct Handler {
     objects: ObjectCache,
     sns: aws_sdk_sns::Client,
     github: GitHub,
+    gitlab: GitLab,
     codecommit: CodeCommit,
     git_credentials: GitCredentials,
     /// One lock per repository: Applications of one invocation that commit to the same
@@ -126,9 +128,15 @@ impl Handler {
             config.git.github_api_url.clone(),
             config.timeouts.request,
         )?;
+        let gitlab = GitLab::new(
+            config.git.ca_bundle.as_deref(),
+            config.git.gitlab_api_url.clone(),
+            config.timeouts.request,
+        )?;
         let git_credentials = GitCredentials::new(config.git.clone(), secrets);
         Ok(Self {
             github,
+            gitlab,
             codecommit,
             git_credentials,
             repository_locks: std::sync::Mutex::new(std::collections::HashMap::new()),
@@ -662,11 +670,25 @@ impl Handler {
             .git_credentials
             .for_repository(credentials, &location.url, kube)
             .await?;
-        Ok(Box::new(GitHubRepository {
-            client: &self.github,
-            repo: location.repo.clone(),
-            credentials,
-        }))
+        match (&location.repo.kind, credentials) {
+            (gitwrite::HostKind::GitLab, Credentials::Token(token)) => {
+                Ok(Box::new(self.gitlab.project(location.repo.clone(), token)))
+            }
+            (gitwrite::HostKind::GitLab, Credentials::App { .. }) => {
+                Err(crate::gitcreds::CredentialsError {
+                    message: format!(
+                        "{} is on GitLab, which takes a project or group access token, not GitHub App credentials",
+                        location.repo.full_name()
+                    ),
+                    retryable: false,
+                })
+            }
+            (_, credentials) => Ok(Box::new(GitHubRepository {
+                client: &self.github,
+                repo: location.repo.clone(),
+                credentials,
+            })),
+        }
     }
 
     fn repository_lock(&self, repository: &str) -> Arc<tokio::sync::Mutex<()>> {

@@ -21,8 +21,9 @@
 //!   patch, or (git) the snapshot read and the conditional commit.
 //! - [`gitwrite`], [`yamledit`]: where a git write-back commits, the file laid over the
 //!   Application, the file's new text (pure).
-//! - [`githost`], [`github`], [`codecommit`], [`gitcreds`]: the Git hosts behind one
-//!   trait (GitHub's API and App tokens, CodeCommit through the SDK); Git credentials.
+//! - [`githost`], [`github`], [`gitlab`], [`codecommit`], [`gitcreds`]: the Git hosts
+//!   behind one trait (GitHub's API and App tokens, GitLab's REST API, CodeCommit through
+//!   the SDK); Git credentials.
 //! - [`retry`]: transient-error retries within the Lambda deadline.
 //! - [`handler`]: the orchestration of the above for one invocation.
 //! - [`report`], [`metrics`], [`announce`]: what happened and why, as the return value, the
@@ -54,6 +55,7 @@ pub mod facts;
 pub mod gitcreds;
 pub mod githost;
 pub mod github;
+pub mod gitlab;
 pub mod gitwrite;
 pub mod handler;
 pub mod imageupdater;

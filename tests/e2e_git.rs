@@ -493,13 +493,16 @@ async fn missing_or_unreadable_credentials_say_what_to_configure() {
 
 #[tokio::test]
 async fn a_repository_on_an_unsupported_host_is_skipped_with_that_reason() {
-    let standins =
-        git_standins(&[("git-repository", "https://gitlab.com/barun/invitation.git")]).await;
+    let standins = git_standins(&[(
+        "git-repository",
+        "https://bitbucket.org/barun/invitation.git",
+    )])
+    .await;
     let report = report_of(run_with(&standins, &[], &event("push-date-tag.json")).await);
     expect_decision(
         only(&report),
         Action::Failed,
-        "`gitlab.com` is not supported",
+        "`bitbucket.org` is not supported",
     );
     assert!(!only(&report).retryable);
 }

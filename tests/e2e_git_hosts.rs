@@ -1,6 +1,7 @@
 //! End to end: one scenario table, run against every Git host git write-back supports, each
-//! through its stand-in: GitHub (REST + GraphQL over HTTPS, a token from Secrets Manager) and
-//! AWS CodeCommit (AWS JSON 1.1, the function's IAM role, no secret). The same contract holds
+//! through its stand-in: GitHub (REST + GraphQL over HTTPS, a token from Secrets Manager),
+//! GitLab (REST v4 over HTTPS, a token from Secrets Manager) and AWS CodeCommit (AWS JSON 1.1,
+//! the function's IAM role, no secret). The same contract holds
 //! on each: first write, update, duplicate, late older tag, racing commit, protected branch,
 //! bad credentials.
 
@@ -22,13 +23,14 @@ const SECRET: &str = "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:
 #[derive(Debug, Clone, Copy)]
 enum Host {
     GitHub,
+    GitLab,
     CodeCommit,
 }
 
 impl Host {
     fn repository(self) -> &'static str {
         match self {
-            Host::GitHub => "barun/invitation",
+            Host::GitHub | Host::GitLab => "barun/invitation",
             Host::CodeCommit => "invitation",
         }
     }
@@ -36,6 +38,7 @@ impl Host {
     fn url(self) -> &'static str {
         match self {
             Host::GitHub => "https://github.com/barun/invitation.git",
+            Host::GitLab => "https://gitlab.com/barun/invitation.git",
             Host::CodeCommit => {
                 "https://git-codecommit.ap-northeast-2.amazonaws.com/v1/repos/invitation"
             }
@@ -45,6 +48,7 @@ impl Host {
     fn store(self, standins: &StandIns) -> &GitHubState {
         match self {
             Host::GitHub => &standins.github,
+            Host::GitLab => &standins.gitlab,
             Host::CodeCommit => &standins.aws.codecommit,
         }
     }
@@ -52,6 +56,7 @@ impl Host {
     fn service(self) -> Service {
         match self {
             Host::GitHub => Service::GitHub,
+            Host::GitLab => Service::GitLab,
             Host::CodeCommit => Service::CodeCommit,
         }
     }
@@ -60,7 +65,7 @@ impl Host {
     /// access to the repository.
     fn revoke(self, standins: &StandIns) {
         match self {
-            Host::GitHub => {
+            Host::GitHub | Host::GitLab => {
                 standins
                     .aws
                     .put_secret(SECRET, &json!({"token": "ghp_revoked"}).to_string(), true)
@@ -91,6 +96,9 @@ async fn setup(host: Host) -> StandIns {
         .github
         .grant_token(TOKEN, &["barun/invitation"], true);
     standins
+        .gitlab
+        .grant_token(TOKEN, &["barun/invitation"], true);
+    standins
         .aws
         .put_secret(SECRET, &json!({"token": TOKEN}).to_string(), true);
     let mut app = standins.kube.get("argocd", SEED_APP).unwrap();
@@ -117,6 +125,7 @@ async fn run(standins: &StandIns, event: &Value) -> Report {
     let vars = [
         ("GIT_CREDENTIALS_SECRET_ARNS", SECRET.to_string()),
         ("GITHUB_API_URL", standins.github_api()),
+        ("GITLAB_API_URL", standins.gitlab_api()),
         ("GIT_CA_BUNDLE", standins.ca_pem.clone()),
     ];
     let borrowed: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
@@ -188,7 +197,8 @@ async fn scenario_table(host: Host) {
             .contains("20250826-000000")
     );
 
-    // Racing commit: someone else's lands first; read again, decide again, commit on top.
+    // Racing commit: someone else's edit of the same file lands first; read again, decide
+    // again, commit on top, keeping their entry.
     let racing = push_event("barun-dev-ecr", "20250827-000000", "2025-08-27T00:00:00Z");
     standins
         .aws
@@ -198,18 +208,21 @@ async fn scenario_table(host: Host) {
             '7',
             "2025-08-27T00:00:00Z",
         ));
+    let theirs = "helm:\n  parameters:\n  - name: image.tag\n    value: 20250826-000000\n    forcestring: true\n  - name: replicaCount\n    value: \"3\"\n    forcestring: false\n";
     host.store(&standins)
-        .race_next_commit(host.repository(), "argocd/NOTES.md", "theirs\n");
+        .race_next_commit(host.repository(), FILE, theirs);
     let report = run(&standins, &racing).await;
     let (action, reason, _) = outcome(&report);
     assert_eq!(action, Action::Updated, "{host:?} race: {reason}");
     assert_eq!(report.stats.conflicts, 1, "{host:?} {report:#?}");
     assert_eq!(commits(host, &standins), 5, "theirs and ours");
-    assert_eq!(
-        host.store(&standins)
-            .file(host.repository(), "main", "argocd/NOTES.md")
-            .as_deref(),
-        Some("theirs\n")
+    let file = host
+        .store(&standins)
+        .file(host.repository(), "main", FILE)
+        .unwrap();
+    assert!(
+        file.contains("name: replicaCount") && file.contains("20250827-000000"),
+        "{host:?}: {file}"
     );
 
     // Protected branch: permanent, with the way out.
@@ -230,7 +243,7 @@ async fn scenario_table(host: Host) {
     let (action, reason, retryable) = outcome(&run(&standins, &event("push-date-tag.json")).await);
     assert_eq!(action, Action::Failed, "{host:?} credentials: {reason}");
     let fix = match host {
-        Host::GitHub => "refused the credentials",
+        Host::GitHub | Host::GitLab => "refused the credentials",
         Host::CodeCommit => "CodeCommitRepositories",
     };
     assert!(reason.contains(fix), "{host:?}: {reason}");
@@ -241,6 +254,44 @@ async fn scenario_table(host: Host) {
 #[tokio::test]
 async fn github_passes_the_git_host_scenario_table() {
     scenario_table(Host::GitHub).await;
+}
+
+#[tokio::test]
+async fn gitlab_passes_the_git_host_scenario_table() {
+    scenario_table(Host::GitLab).await;
+}
+
+#[tokio::test]
+async fn gitlab_merge_requests_are_opened_once_and_labelled() {
+    let standins = setup(Host::GitLab).await;
+    let mut app = standins.kube.get("argocd", SEED_APP).unwrap();
+    app["metadata"]["annotations"]["argocd-ecr-updater.io/git-pull-request"] = json!("true");
+    app["metadata"]["annotations"]["argocd-ecr-updater.io/git-pull-request-labels"] =
+        json!("image-update,automerge");
+    if let Some(meta) = app["metadata"].as_object_mut() {
+        for key in [
+            "resourceVersion",
+            "uid",
+            "creationTimestamp",
+            "generation",
+            "managedFields",
+        ] {
+            meta.remove(key);
+        }
+    }
+    standins.kube.insert(app).unwrap();
+    let (action, reason, _) = outcome(&run(&standins, &event("push-date-tag.json")).await);
+    assert_eq!(action, Action::Updated, "{reason}");
+    assert!(
+        reason.contains("gitlab.com/barun/invitation/-/merge_requests/1"),
+        "{reason}"
+    );
+    let requests = standins.gitlab.pull_requests("barun/invitation");
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].labels, vec!["image-update", "automerge"]);
+    let (action, _, _) = outcome(&run(&standins, &event("push-date-tag.json")).await);
+    assert_ne!(action, Action::Updated);
+    assert_eq!(standins.gitlab.pull_requests("barun/invitation").len(), 1);
 }
 
 #[tokio::test]
@@ -291,4 +342,25 @@ async fn codecommit_pull_requests_are_opened_from_a_branch_per_change() {
             .count(|r| r.service == Service::SecretsManager),
         0
     );
+}
+
+#[tokio::test]
+async fn gitlab_rate_limits_and_server_errors_fail_retryably() {
+    for (code, words) in [(429, "rate limit"), (502, "502")] {
+        let standins = setup(Host::GitLab).await;
+        standins.shared.inject(
+            argocd_ecr_updater_standins::Route::gitlab("POST", "/repository/commits"),
+            1,
+            argocd_ecr_updater_standins::FaultAction::Status {
+                code,
+                retry_after: Some(2),
+            },
+        );
+        let (action, reason, retryable) =
+            outcome(&run(&standins, &event("push-date-tag.json")).await);
+        assert_eq!(action, Action::Failed, "{reason}");
+        assert!(reason.contains(words), "{reason}");
+        assert!(retryable, "{reason}");
+        assert_eq!(commits(Host::GitLab, &standins), 1);
+    }
 }

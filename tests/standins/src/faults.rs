@@ -27,6 +27,7 @@ pub enum Service {
     SecretsManager,
     CodeCommit,
     GitHub,
+    GitLab,
     Runtime,
 }
 
@@ -106,6 +107,15 @@ impl Route {
             service: Some(Service::CodeCommit),
             operation: Some(operation.to_string()),
             ..Self::default()
+        }
+    }
+
+    pub fn gitlab(method: &str, path_contains: &str) -> Self {
+        Self {
+            service: Some(Service::GitLab),
+            method: Some(method.to_string()),
+            path_contains: Some(path_contains.to_string()),
+            operation: None,
         }
     }
 
@@ -368,6 +378,7 @@ fn fault_response(service: Service, code: u16, retry_after: Option<u64>) -> Resp
         Service::Kube => {
             crate::kube::status_body(code, reason_for(code), &format!("injected fault {code}"))
         }
+        Service::GitLab => serde_json::json!({"message": format!("injected fault {code}")}),
         Service::GitHub => {
             let message = match code {
                 403 | 429 => "API rate limit exceeded for installation ID 1.".to_string(),

@@ -57,11 +57,11 @@ pub(crate) struct Repository {
 
 /// What a token may do.
 #[derive(Debug, Clone)]
-struct Grant {
-    repositories: BTreeSet<String>,
-    write: bool,
+pub(crate) struct Grant {
+    pub(crate) repositories: BTreeSet<String>,
+    pub(crate) write: bool,
     /// Seconds since the epoch after which GitHub answers 401.
-    expires: Option<u64>,
+    pub(crate) expires: Option<u64>,
 }
 
 /// A registered GitHub App installation.
@@ -76,14 +76,14 @@ struct App {
 #[derive(Default)]
 pub struct GitHubState {
     pub(crate) repositories: Mutex<BTreeMap<String, Repository>>,
-    tokens: Mutex<BTreeMap<String, Grant>>,
+    pub(crate) tokens: Mutex<BTreeMap<String, Grant>>,
     apps: Mutex<Vec<App>>,
     sequence: AtomicU64,
     /// Installation tokens handed out.
     pub tokens_minted: AtomicU64,
 }
 
-fn now_secs() -> u64 {
+pub(crate) fn now_secs() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())

@@ -10,6 +10,7 @@ pub mod codecommit;
 pub mod faults;
 pub mod fixtures;
 pub mod github;
+pub mod gitlab;
 pub mod imageupdaters;
 pub mod kube;
 pub mod runtime;
@@ -112,6 +113,9 @@ pub struct StandIns {
     pub runtime: Arc<RuntimeApi>,
     pub github: Arc<github::GitHubState>,
     pub github_addr: SocketAddr,
+    /// GitLab projects, keyed by their full path.
+    pub gitlab: Arc<github::GitHubState>,
+    pub gitlab_addr: SocketAddr,
     pub kube_addr: SocketAddr,
     pub aws_addr: SocketAddr,
     pub runtime_addr: SocketAddr,
@@ -176,7 +180,17 @@ impl StandIns {
                 (shared.clone(), Service::GitHub),
                 faults::intercept,
             ));
-        let github_task = tokio::spawn(serve_tls(github_listener, acceptor, github_app));
+        let github_task = tokio::spawn(serve_tls(github_listener, acceptor.clone(), github_app));
+
+        let gitlab = Arc::new(github::GitHubState::default());
+        let gitlab_listener = TcpListener::bind("127.0.0.1:0").await?;
+        let gitlab_addr = gitlab_listener.local_addr()?;
+        let gitlab_app =
+            gitlab::router(gitlab.clone()).layer(axum::middleware::from_fn_with_state(
+                (shared.clone(), Service::GitLab),
+                faults::intercept,
+            ));
+        let gitlab_task = tokio::spawn(serve_tls(gitlab_listener, acceptor, gitlab_app));
 
         let aws_listener = TcpListener::bind("127.0.0.1:0").await?;
         let aws_addr = aws_listener.local_addr()?;
@@ -209,11 +223,13 @@ impl StandIns {
             runtime,
             github,
             github_addr,
+            gitlab,
+            gitlab_addr,
             kube_addr,
             aws_addr,
             runtime_addr,
             ca_pem: tls.ca_pem,
-            tasks: vec![kube_task, aws_task, runtime_task, github_task],
+            tasks: vec![kube_task, aws_task, runtime_task, github_task, gitlab_task],
         })
     }
 
@@ -243,6 +259,11 @@ impl StandIns {
     /// The GitHub stand-in's API base, for `GITHUB_API_URL` (its CA is `ca_pem`).
     pub fn github_api(&self) -> String {
         format!("https://127.0.0.1:{}", self.github_addr.port())
+    }
+
+    /// The GitLab stand-in's API base, for `GITLAB_API_URL`.
+    pub fn gitlab_api(&self) -> String {
+        format!("https://127.0.0.1:{}/api/v4", self.gitlab_addr.port())
     }
 
     pub fn aws_endpoint(&self) -> String {

@@ -1,0 +1,346 @@
+//! GitLab (gitlab.com and self-managed) as a Git host, through its REST API v4.
+//!
+//! GitLab's commits API has no branch-head precondition; it has a per-file one: an `update`
+//! action carries the `last_commit_id` of the file as read, and GitLab refuses the commit if
+//! the file changed since (a `create` is refused if the file appeared meanwhile). That is the
+//! compare-and-swap here: what our decision read is the file, so that is what is guarded.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use base64::Engine;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::githost::{Commit, GitHost, HostError};
+use crate::gitwrite::Repo;
+
+const GITLAB_WRITE: &str = "give the token the Developer role (Maintainer for protected branches) and the api scope on the project";
+
+/// The GitLab client, built once per warm container.
+pub struct GitLab {
+    http: reqwest::Client,
+    /// Overrides `https://gitlab.com/api/v4` (tests, or an egress proxy).
+    api_override: Option<String>,
+    requests: AtomicUsize,
+}
+
+impl GitLab {
+    pub fn new(
+        extra_ca_pem: Option<&str>,
+        api_override: Option<String>,
+        timeout: Duration,
+    ) -> Result<Self, String> {
+        let mut builder = reqwest::Client::builder()
+            .https_only(true)
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(timeout)
+            .user_agent(concat!("argocd-ecr-updater/", env!("CARGO_PKG_VERSION")));
+        if let Some(pem) = extra_ca_pem {
+            let certs = reqwest::Certificate::from_pem_bundle(pem.as_bytes())
+                .map_err(|e| format!("GIT_CA_BUNDLE is not a PEM bundle: {e}"))?;
+            builder = builder.tls_certs_merge(certs);
+        }
+        Ok(Self {
+            http: builder.build().map_err(|e| e.to_string())?,
+            api_override: api_override.map(|a| a.trim_end_matches('/').to_string()),
+            requests: AtomicUsize::new(0),
+        })
+    }
+
+    /// One project, with its token.
+    pub fn project(&self, repo: Repo, token: String) -> GitLabProject<'_> {
+        let api = match &self.api_override {
+            Some(api) if repo.api == "https://gitlab.com/api/v4" => api.clone(),
+            _ => repo.api.clone(),
+        };
+        GitLabProject {
+            client: self,
+            id: encode(&repo.full_name()),
+            api,
+            repo,
+            token,
+            last_commits: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+/// One GitLab project: the [`GitHost`] git write-back uses.
+pub struct GitLabProject<'a> {
+    client: &'a GitLab,
+    repo: Repo,
+    api: String,
+    /// The project path, URL-encoded, as GitLab's `:id`.
+    id: String,
+    token: String,
+    /// Each file's `last_commit_id` as read: the commit's precondition.
+    last_commits: Mutex<HashMap<String, String>>,
+}
+
+fn encode(text: &str) -> String {
+    url::form_urlencoded::byte_serialize(text.as_bytes())
+        .collect::<String>()
+        .replace('+', "%20")
+}
+
+impl GitLabProject<'_> {
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+        what: &str,
+        branch: Option<&str>,
+    ) -> Result<Value, HostError> {
+        self.client.requests.fetch_add(1, Ordering::Relaxed);
+        let url = format!("{}/projects/{}{path}", self.api, self.id);
+        let mut request = self
+            .client
+            .http
+            .request(method, &url)
+            .header("PRIVATE-TOKEN", &self.token);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let transport = |e: reqwest::Error| HostError::Transport {
+            what: what.to_string(),
+            message: e.to_string(),
+        };
+        let response = request.send().await.map_err(transport)?;
+        let status = response.status();
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let (reset, retry_after) = (
+            header("ratelimit-resettime"),
+            header("retry-after").and_then(|v| v.trim().parse().ok()),
+        );
+        let bytes = response.bytes().await.map_err(transport)?;
+        let parsed: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        if status.is_success() {
+            return Ok(parsed);
+        }
+        let message = match (&parsed["message"], &parsed["error"]) {
+            (Value::String(m), _) | (_, Value::String(m)) => m.clone(),
+            (Value::Object(_), _) => parsed["message"].to_string(),
+            _ => String::from_utf8_lossy(&bytes).chars().take(200).collect(),
+        };
+        let (what, repo) = (what.to_string(), self.repo.full_name());
+        let lower = message.to_ascii_lowercase();
+        Err(match status {
+            StatusCode::TOO_MANY_REQUESTS => HostError::RateLimited {
+                repo,
+                reset,
+                retry_after,
+            },
+            StatusCode::UNAUTHORIZED => HostError::BadCredentials { repo, message },
+            StatusCode::FORBIDDEN if branch.is_some() && lower.contains("not allowed to push") => {
+                HostError::Protected {
+                    repo,
+                    branch: branch.unwrap_or_default().to_string(),
+                    message,
+                }
+            }
+            StatusCode::FORBIDDEN => HostError::Forbidden {
+                what,
+                message,
+                fix: GITLAB_WRITE,
+            },
+            StatusCode::NOT_FOUND => HostError::NotFound { what, message },
+            StatusCode::BAD_REQUEST
+                if branch.is_some()
+                    && (lower.contains("has changed since")
+                        || lower.contains("already exists")
+                        || lower.contains("doesn't exist")) =>
+            {
+                HostError::HeadMoved {
+                    repo,
+                    branch: branch.unwrap_or_default().to_string(),
+                    message,
+                }
+            }
+            s if s.is_server_error() => HostError::Server {
+                status: s.as_u16(),
+                what,
+                message,
+            },
+            _ => HostError::Invalid { what, message },
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl GitHost for GitLabProject<'_> {
+    fn name(&self) -> String {
+        self.repo.full_name()
+    }
+
+    async fn default_branch(&self) -> Result<String, HostError> {
+        let what = format!("project {}", self.repo.full_name());
+        let body = self.send(Method::GET, "", None, &what, None).await?;
+        body["default_branch"]
+            .as_str()
+            .map(str::to_string)
+            .ok_or(HostError::NotFound {
+                what,
+                message: "the project has no default branch yet".into(),
+            })
+    }
+
+    async fn branch_head(&self, branch: &str) -> Result<Option<String>, HostError> {
+        let path = format!("/repository/branches/{}", encode(branch));
+        let what = format!("branch `{branch}` of {}", self.repo.full_name());
+        match self.send(Method::GET, &path, None, &what, None).await {
+            Ok(body) => Ok(body["commit"]["id"].as_str().map(str::to_string)),
+            Err(HostError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn file(&self, path: &str, commit: &str) -> Result<Option<String>, HostError> {
+        let url = format!("/repository/files/{}?ref={commit}", encode(path));
+        let what = format!("`{path}` in {}", self.repo.full_name());
+        let body = match self.send(Method::GET, &url, None, &what, None).await {
+            Ok(body) => body,
+            Err(HostError::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let content: String = body["content"]
+            .as_str()
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect();
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(content)
+            .map_err(|e| HostError::Invalid {
+                what: what.clone(),
+                message: format!("content is not base64: {e}"),
+            })?;
+        if let Some(last) = body["last_commit_id"].as_str()
+            && let Ok(mut known) = self.last_commits.lock()
+        {
+            known.insert(path.to_string(), last.to_string());
+        }
+        String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| HostError::Invalid {
+                what,
+                message: "not UTF-8 text".into(),
+            })
+    }
+
+    async fn create_branch(&self, branch: &str, commit: &str) -> Result<bool, HostError> {
+        let path = format!(
+            "/repository/branches?branch={}&ref={commit}",
+            encode(branch)
+        );
+        let what = format!("creating branch `{branch}` of {}", self.repo.full_name());
+        match self.send(Method::POST, &path, None, &what, None).await {
+            Ok(_) => Ok(true),
+            Err(HostError::Invalid { message, .. }) if message.contains("already exists") => {
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `expected_head` is not GitLab's precondition: each file's `last_commit_id` is.
+    async fn commit(
+        &self,
+        branch: &str,
+        _expected_head: &str,
+        message: &str,
+        files: &[(String, String)],
+    ) -> Result<Commit, HostError> {
+        let known = self
+            .last_commits
+            .lock()
+            .map(|k| k.clone())
+            .unwrap_or_default();
+        let actions: Vec<Value> = files
+            .iter()
+            .map(|(path, text)| match known.get(path) {
+                Some(last) => json!({"action": "update", "file_path": path, "content": text, "last_commit_id": last}),
+                None => json!({"action": "create", "file_path": path, "content": text}),
+            })
+            .collect();
+        let what = format!("the commit to `{branch}` of {}", self.repo.full_name());
+        let body = json!({"branch": branch, "commit_message": message, "actions": actions});
+        let answer = self
+            .send(
+                Method::POST,
+                "/repository/commits",
+                Some(body),
+                &what,
+                Some(branch),
+            )
+            .await?;
+        match answer["id"].as_str() {
+            Some(oid) => Ok(Commit {
+                oid: oid.to_string(),
+                url: answer["web_url"].as_str().unwrap_or_default().to_string(),
+            }),
+            None => Err(HostError::Invalid {
+                what,
+                message: "the answer names no commit".into(),
+            }),
+        }
+    }
+
+    async fn pull_request(
+        &self,
+        head: &str,
+        base: &str,
+        title: &str,
+        body: &str,
+    ) -> Result<(u64, String), HostError> {
+        let what = format!("merge requests of {}", self.repo.full_name());
+        let list = format!(
+            "/merge_requests?state=opened&source_branch={}&target_branch={}",
+            encode(head),
+            encode(base)
+        );
+        let open = self.send(Method::GET, &list, None, &what, None).await?;
+        let pick = |mr: &Value| Some((mr["iid"].as_u64()?, mr["web_url"].as_str()?.to_string()));
+        if let Some(found) = open.as_array().and_then(|l| l.first()).and_then(pick) {
+            return Ok(found);
+        }
+        let created = self
+            .send(
+                Method::POST,
+                "/merge_requests",
+                Some(json!({"source_branch": head, "target_branch": base, "title": title, "description": body})),
+                &format!("opening a merge request on {}", self.repo.full_name()),
+                None,
+            )
+            .await?;
+        pick(&created).ok_or(HostError::Invalid {
+            what,
+            message: "the answer names no merge request".into(),
+        })
+    }
+
+    async fn add_labels(&self, number: u64, labels: &[String]) -> Result<(), HostError> {
+        let path = format!("/merge_requests/{number}");
+        let what = format!("labelling merge request !{number}");
+        self.send(
+            Method::PUT,
+            &path,
+            Some(json!({"add_labels": labels.join(",")})),
+            &what,
+            None,
+        )
+        .await
+        .map(|_| ())
+    }
+
+    fn requests(&self) -> usize {
+        self.client.requests.load(Ordering::Relaxed)
+    }
+}
