@@ -85,6 +85,8 @@ pub struct ImageConfig {
     pub policy: TagPolicy,
     pub force_update: bool,
     pub platforms: Vec<Platform>,
+    /// `argocd-ecr-updater.io/<alias>.scan-gate`: hold the image back until its scan passes.
+    pub scan_gate: Option<crate::gates::ScanGate>,
     pub helm: HelmTarget,
     /// `kustomize.image-name`: the image name Kustomize replaces; defaults to the image.
     pub kustomize_image_name: Option<String>,
@@ -411,6 +413,7 @@ impl Reader<'_> {
             None
         };
 
+        let scan_gate = self.scan_gate(alias)?;
         Ok(ImageConfig {
             alias: alias.map(str::to_string),
             image: ImageRef::parse(image),
@@ -418,11 +421,37 @@ impl Reader<'_> {
             policy,
             force_update,
             platforms,
+            scan_gate,
             helm,
             kustomize_image_name,
             plugin,
             notes,
         })
+    }
+
+    /// Our own annotation, per alias then for every image. On an ImageUpdater object it is
+    /// read from the object's `metadata.annotations` (its spec is pruned to Image Updater's
+    /// schema, so our settings cannot live there).
+    fn scan_gate(
+        &self,
+        alias: Option<&str>,
+    ) -> Result<Option<crate::gates::ScanGate>, AnnotationError> {
+        let keys = alias
+            .map(|a| format!("{OWN_PREFIX}{a}.scan-gate"))
+            .into_iter()
+            .chain(std::iter::once(format!("{OWN_PREFIX}scan-gate")));
+        for key in keys {
+            if let Some(value) = self.annotations.get(&key) {
+                return crate::gates::ScanGate::parse(value)
+                    .map(Some)
+                    .map_err(|problem| AnnotationError {
+                        annotation: key,
+                        value: value.clone(),
+                        problem,
+                    });
+            }
+        }
+        Ok(None)
     }
 
     fn write_back(&self) -> Result<WriteBack, AnnotationError> {

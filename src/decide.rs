@@ -98,6 +98,75 @@ impl ImageOutcome {
     }
 }
 
+impl ImageOutcome {
+    /// Adds a note to the reason of every update.
+    pub fn noted(mut self, note: &str) -> Self {
+        for entry in self
+            .entries
+            .iter_mut()
+            .filter(|e| e.action == Action::Updated)
+        {
+            entry.reason = format!("{}; {note}", entry.reason);
+        }
+        self
+    }
+}
+
+/// The scan gate on a push-shaped decision: a gated image moves only on its completed scan,
+/// and only within its limits; an image without a gate is moved by its push, never by a
+/// scan event. Never-downgrade was decided before this and still holds.
+pub fn gate_push(outcome: ImageOutcome, config: &ImageConfig, push: &PushEvent) -> ImageOutcome {
+    if outcome.update.is_none() {
+        return outcome;
+    }
+    let digest = push.digest.as_deref().unwrap_or("the pushed image");
+    match (&config.scan_gate, &push.scan) {
+        (None, None) => outcome,
+        (None, Some(_)) => outcome.refuse(
+            Action::Skipped,
+            "no scan-gate on this image: it is rolled out when pushed, not when its scan completes",
+            false,
+        ),
+        (Some(gate), None) => outcome.refuse(
+            Action::Skipped,
+            &format!("waiting for the scan of {digest} (scan-gate `{gate}`)"),
+            false,
+        ),
+        (Some(gate), Some(counts)) => match gate.verdict(counts) {
+            Ok(()) => outcome.noted(&format!(
+                "the scan of {digest} passed scan-gate `{gate}` ({})",
+                crate::gates::describe(counts)
+            )),
+            Err(reason) => outcome.refuse(Action::Skipped, &format!("{reason} ({digest})"), false),
+        },
+    }
+}
+
+/// The scan gate on a reconcile choice, with the findings ECR has for it.
+pub fn gate_reconcile(
+    outcome: ImageOutcome,
+    config: &ImageConfig,
+    scan: &crate::ecr::ScanState,
+) -> ImageOutcome {
+    let Some(gate) = &config.scan_gate else {
+        return outcome;
+    };
+    match scan {
+        crate::ecr::ScanState::Complete(counts) => match gate.verdict(counts) {
+            Ok(()) => outcome.noted(&format!(
+                "its scan passed scan-gate `{gate}` ({})",
+                crate::gates::describe(counts)
+            )),
+            Err(reason) => outcome.refuse(Action::Skipped, &reason, false),
+        },
+        crate::ecr::ScanState::NotYet(why) | crate::ecr::ScanState::Failed(why) => outcome.refuse(
+            Action::Skipped,
+            &format!("scan-gate `{gate}`: {why}"),
+            false,
+        ),
+    }
+}
+
 /// What deciding one Application produced: its report entries and, if anything moves, the
 /// write that moves it.
 #[derive(Debug, Clone, PartialEq)]
@@ -852,6 +921,7 @@ mod tests {
             repository: "web".into(),
             tag: tag.into(),
             digest: None,
+            scan: None,
         }
     }
 

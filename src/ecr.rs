@@ -46,6 +46,16 @@ impl EcrError {
     }
 }
 
+/// Where an image's scan stands, as `DescribeImageScanFindings` says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScanState {
+    Complete(crate::event::ScanCounts),
+    /// `IN_PROGRESS`, `PENDING`, … : not decided yet.
+    NotYet(String),
+    /// `FAILED`, `UNSUPPORTED_IMAGE`, …, or no scan at all: it will not pass by waiting.
+    Failed(String),
+}
+
 /// What a manifest says about platforms.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Platforms {
@@ -107,6 +117,69 @@ impl Ecr {
     /// How many ECR requests this client has made; the report shows the cost of an event.
     pub fn calls(&self) -> u32 {
         self.calls.load(Ordering::Relaxed)
+    }
+
+    /// The scan findings of one image (by digest).
+    pub async fn scan_findings(
+        &self,
+        registry: &str,
+        repository: &str,
+        digest: &str,
+    ) -> Result<ScanState, EcrError> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let answer = self
+            .client
+            .describe_image_scan_findings()
+            .registry_id(registry)
+            .repository_name(repository)
+            .image_id(ImageIdentifier::builder().image_digest(digest).build())
+            .send()
+            .await;
+        let answer = match answer {
+            Ok(answer) => answer,
+            Err(e) if e.code() == Some("ScanNotFoundException") => {
+                return Ok(ScanState::Failed(format!(
+                    "{digest} was never scanned (turn on scan-on-push for `{repository}`)"
+                )));
+            }
+            Err(e) => {
+                classify("DescribeImageScanFindings", repository, registry, e)?;
+                return Ok(ScanState::Failed(format!(
+                    "{digest} is not in `{repository}`"
+                )));
+            }
+        };
+        let status = answer
+            .image_scan_status()
+            .and_then(|s| s.status())
+            .map(|s| s.as_str().to_string())
+            .unwrap_or_default();
+        let described = answer
+            .image_scan_status()
+            .and_then(|s| s.description())
+            .unwrap_or_default()
+            .to_string();
+        Ok(match status.as_str() {
+            "COMPLETE" | "ACTIVE" => ScanState::Complete(
+                answer
+                    .image_scan_findings()
+                    .and_then(|f| f.finding_severity_counts())
+                    .map(|counts| {
+                        counts
+                            .iter()
+                            .map(|(s, n)| {
+                                (
+                                    s.as_str().to_ascii_uppercase(),
+                                    u64::try_from(*n).unwrap_or(0),
+                                )
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            ),
+            "IN_PROGRESS" | "PENDING" => ScanState::NotYet(format!("scan of {digest} is {status}")),
+            other => ScanState::Failed(format!("scan of {digest}: {other} {described}")),
+        })
     }
 
     /// Several tags in one `DescribeImages` call; tags ECR does not know are left out. If

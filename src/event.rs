@@ -20,7 +20,14 @@ pub struct PushEvent {
     pub repository: String,
     pub tag: String,
     pub digest: Option<String>,
+    /// Set when the image's scan completed (an `ECR Image Scan` or Inspector event): its
+    /// findings per severity (`CRITICAL`, `HIGH`, …). A scan event is decided as a push of
+    /// each of its tags, for the images a scan gate holds back.
+    pub scan: Option<ScanCounts>,
 }
+
+/// Findings per severity, upper-case names as ECR reports them.
+pub type ScanCounts = std::collections::BTreeMap<String, u64>;
 
 impl PushEvent {
     /// `<account>.dkr.ecr.<region>.amazonaws.com`, as image references name ECR.
@@ -46,6 +53,8 @@ pub fn registry_host(account: &str, region: &str) -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Invocation {
     Push(PushEvent),
+    /// A completed scan: one push-shaped decision per tag of the scanned image.
+    Scan(Vec<PushEvent>),
     /// Re-evaluate every annotated Application against ECR's full tag lists.
     Reconcile {
         id: String,
@@ -118,6 +127,11 @@ fn parse_event(event: &Value) -> Result<Invocation, EventError> {
             reason,
         })
     };
+    if (source == "aws.ecr" && detail_type == "ECR Image Scan")
+        || (source == "aws.inspector2" && detail_type == "Inspector2 Scan")
+    {
+        return scan(object, id);
+    }
     if source != "aws.ecr" {
         if source.is_empty() && object.get("detail").is_none() {
             return Err(malformed(
@@ -181,6 +195,24 @@ fn parse_event(event: &Value) -> Result<Invocation, EventError> {
             d.escape_debug()
         )));
     }
+    let (account, region, time) = envelope(object)?;
+    Ok(Invocation::Push(PushEvent {
+        id,
+        account,
+        region,
+        time,
+        repository: repository.to_string(),
+        tag: tag.to_string(),
+        digest,
+        scan: None,
+    }))
+}
+
+/// The account, region and time every event carries.
+fn envelope(
+    object: &serde_json::Map<String, Value>,
+) -> Result<(String, String, OffsetDateTime), EventError> {
+    let malformed = |m: String| EventError::Malformed(m);
     let account = optional_str(object.get("account"), "account")?
         .filter(|a| a.len() == 12 && a.bytes().all(|b| b.is_ascii_digit()))
         .ok_or_else(|| malformed("`account` is missing or not 12 digits".into()))?;
@@ -193,15 +225,94 @@ fn parse_event(event: &Value) -> Result<Invocation, EventError> {
             OffsetDateTime::parse(t, &Rfc3339)
                 .map_err(|e| malformed(format!("`time` `{t}` is not RFC 3339: {e}")))
         })?;
-    Ok(Invocation::Push(PushEvent {
-        id,
-        account: account.to_string(),
-        region: region.to_string(),
-        time,
-        repository: repository.to_string(),
-        tag: tag.to_string(),
-        digest,
-    }))
+    Ok((account.to_string(), region.to_string(), time))
+}
+
+/// A completed scan, from ECR basic scanning (`ECR Image Scan`, `scan-status: COMPLETE`) or
+/// Amazon Inspector enhanced scanning (`Inspector2 Scan`, `INITIAL_SCAN_COMPLETE`, whose
+/// `repository-name` is the repository's ARN).
+fn scan(object: &serde_json::Map<String, Value>, id: String) -> Result<Invocation, EventError> {
+    let malformed = |m: String| EventError::Malformed(m);
+    let detail = object
+        .get("detail")
+        .and_then(Value::as_object)
+        .ok_or_else(|| malformed("`detail` is missing or not an object".into()))?;
+    let field = |name: &str| optional_str(detail.get(name), &format!("detail.{name}"));
+    let status = field("scan-status")?.unwrap_or_default();
+    if !matches!(status, "COMPLETE" | "INITIAL_SCAN_COMPLETE") {
+        return Ok(Invocation::Skip {
+            id,
+            reason: format!(
+                "scan-status `{status}`: only a completed scan opens a scan gate (reconcile re-checks the findings of what it would roll out)"
+            ),
+        });
+    }
+    let named = field("repository-name")?
+        .ok_or_else(|| malformed("`detail.repository-name` is missing".into()))?;
+    let repository = named.rsplit_once(":repository/").map_or(named, |(_, r)| r);
+    if !is_repository_name(repository) {
+        return Err(malformed(format!(
+            "`{}` is not an ECR repository name",
+            repository.escape_debug()
+        )));
+    }
+    let digest = field("image-digest")?
+        .filter(|d| d.starts_with("sha256:"))
+        .ok_or_else(|| malformed("`detail.image-digest` is missing or not sha256:<hex>".into()))?;
+    let mut counts = ScanCounts::new();
+    if let Some(found) = detail.get("finding-severity-counts") {
+        let map = found
+            .as_object()
+            .ok_or_else(|| malformed("`detail.finding-severity-counts` is not an object".into()))?;
+        for (severity, count) in map {
+            if severity.eq_ignore_ascii_case("TOTAL") {
+                continue;
+            }
+            let count = count.as_u64().ok_or_else(|| {
+                malformed(format!(
+                    "`detail.finding-severity-counts.{severity}` is not a count"
+                ))
+            })?;
+            counts.insert(severity.to_ascii_uppercase(), count);
+        }
+    }
+    let tags: Vec<&str> = match detail.get("image-tags") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(tags)) => tags.iter().filter_map(Value::as_str).collect(),
+        Some(other) => {
+            return Err(malformed(format!(
+                "`detail.image-tags` must be an array, got {}",
+                kind(other)
+            )));
+        }
+    };
+    if let Some(bad) = tags.iter().find(|t| !is_tag(t)) {
+        return Err(malformed(format!(
+            "`{}` is not a valid image tag",
+            bad.escape_debug()
+        )));
+    }
+    if tags.is_empty() {
+        return Ok(Invocation::Skip {
+            id,
+            reason: format!("the scanned image {digest} of `{repository}` has no tag to roll out"),
+        });
+    }
+    let (account, region, time) = envelope(object)?;
+    Ok(Invocation::Scan(
+        tags.into_iter()
+            .map(|tag| PushEvent {
+                id: id.clone(),
+                account: account.clone(),
+                region: region.clone(),
+                time,
+                repository: repository.to_string(),
+                tag: tag.to_string(),
+                digest: Some(digest.to_string()),
+                scan: Some(counts.clone()),
+            })
+            .collect(),
+    ))
 }
 
 fn kind(value: &Value) -> &'static str {
@@ -357,9 +468,47 @@ mod tests {
         let scan: Value =
             serde_json::from_str(include_str!("../tests/fixtures/aws-doc-image-scan.json"))
                 .unwrap();
+        // AWS's own sample scan has no tag: nothing to roll out.
         assert!(
-            matches!(parse(&scan), Ok(Invocation::Skip { reason, .. }) if reason.contains("ECR Image Scan"))
+            matches!(parse(&scan), Ok(Invocation::Skip { reason, .. }) if reason.contains("no tag to roll out"))
         );
+    }
+
+    #[test]
+    fn a_completed_scan_is_a_decision_per_tag_with_its_findings() {
+        let mut scan: Value = serde_json::from_str(include_str!("../events/scan.json")).unwrap();
+        let Ok(Invocation::Scan(pushes)) = parse(&scan) else {
+            panic!("a completed scan is work")
+        };
+        assert_eq!(pushes.len(), 1);
+        assert_eq!(pushes[0].tag, "20250825-153012");
+        let counts = pushes[0].scan.clone().unwrap();
+        assert_eq!((counts["CRITICAL"], counts["MEDIUM"]), (0, 2));
+        scan["detail"]["scan-status"] = json!("FAILED");
+        assert!(
+            matches!(parse(&scan), Ok(Invocation::Skip { reason, .. }) if reason.contains("FAILED"))
+        );
+        scan["detail"]["scan-status"] = json!("COMPLETE");
+        scan["detail"]["finding-severity-counts"]["HIGH"] = json!("many");
+        assert!(matches!(parse(&scan), Err(EventError::Malformed(m)) if m.contains("HIGH")));
+    }
+
+    #[test]
+    fn an_inspector_scan_names_the_repository_by_arn_and_totals_are_ignored() {
+        let inspector = json!({"version": "0", "id": "i-1", "detail-type": "Inspector2 Scan",
+            "source": "aws.inspector2", "account": "768157413559", "time": "2025-08-25T06:35:00Z",
+            "region": "ap-northeast-2",
+            "detail": {"scan-status": "INITIAL_SCAN_COMPLETE",
+                "repository-name": "arn:aws:ecr:ap-northeast-2:768157413559:repository/barun-dev-ecr",
+                "image-digest": "sha256:3333333333333333333333333333333333333333333333333333333333333333",
+                "image-tags": ["20250825-153012", "latest"],
+                "finding-severity-counts": {"CRITICAL": 0, "HIGH": 1, "MEDIUM": 0, "TOTAL": 1}}});
+        let Ok(Invocation::Scan(pushes)) = parse(&inspector) else {
+            panic!("an Inspector scan is work")
+        };
+        assert_eq!(pushes.len(), 2);
+        assert_eq!(pushes[0].repository, "barun-dev-ecr");
+        assert!(!pushes[0].scan.as_ref().unwrap().contains_key("TOTAL"));
     }
 
     #[test]

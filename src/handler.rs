@@ -233,6 +233,30 @@ impl Handler {
                 self.run(&mut report, &work).await?;
                 report
             }
+            Invocation::Scan(pushes) => {
+                let Some(first) = pushes.first() else {
+                    return Ok(Report::new("scan", "", self.config.dry_run));
+                };
+                let mut report = Report::new("scan", &first.id, self.config.dry_run);
+                report.image = Some(first.image());
+                let tags: Vec<&str> = pushes.iter().map(|p| p.tag.as_str()).collect();
+                report.tag = Some(tags.join(","));
+                if let Some(reason) = decide::app::elsewhere(first, &self.region) {
+                    report.skipped = Some(reason);
+                    report.log();
+                    return Ok(report);
+                }
+                // One decision per tag of the scanned image, as if each were pushed now.
+                for push in &pushes {
+                    let work = Work {
+                        mode: Mode::Push(push),
+                        facts: RegistryFacts::new(&self.ecr),
+                        deadline,
+                    };
+                    self.run(&mut report, &work).await?;
+                }
+                report
+            }
             Invocation::Reconcile { id } => {
                 let mut report = Report::new("reconcile", &id, self.config.dry_run);
                 let work = Work {
@@ -795,7 +819,8 @@ impl Handler {
                         Err(e) => return failed(e),
                     }
                 };
-                let outcome = case.decide_push(push, &described);
+                let outcome =
+                    decide::gate_push(case.decide_push(push, &described), case.config, push);
                 let Some(tag) = outcome
                     .update
                     .as_ref()
@@ -815,11 +840,32 @@ impl Handler {
                     Err(e) => return failed(e),
                 };
                 let candidates = case.candidates(&tags);
-                match work.facts.choose(case, &candidates).await {
-                    Ok(choice) => {
-                        case.decide_reconcile(&tags, choice.chosen, choice.platform_refusals)
+                let (outcome, chosen_digest) = match work.facts.choose(case, &candidates).await {
+                    Ok(choice) => (
+                        case.decide_reconcile(&tags, choice.chosen, choice.platform_refusals),
+                        choice.chosen.and_then(|t| t.digest.clone()),
+                    ),
+                    Err(e) => return failed(e),
+                };
+                // A gated image moves only to a candidate whose scan passes.
+                let digest = outcome
+                    .update
+                    .as_ref()
+                    .and_then(|u| u.to.digest.clone())
+                    .or(chosen_digest);
+                match (&case.config.scan_gate, digest) {
+                    (Some(_), Some(digest)) => {
+                        match self.ecr.scan_findings(registry, repository, &digest).await {
+                            Ok(scan) => decide::gate_reconcile(outcome, case.config, &scan),
+                            Err(e) => failed(e.into()),
+                        }
                     }
-                    Err(e) => failed(e),
+                    (Some(gate), None) if outcome.update.is_some() => outcome.refuse(
+                        Action::Skipped,
+                        &format!("scan-gate `{gate}`: ECR named no digest for the candidate"),
+                        false,
+                    ),
+                    _ => outcome,
                 }
             }
         }

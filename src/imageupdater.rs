@@ -76,6 +76,9 @@ pub struct ObjectMeta {
     pub uid: String,
     #[serde(default)]
     pub generation: i64,
+    /// Only our own (`argocd-ecr-updater.io/…`) annotations are read from here.
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
@@ -447,6 +450,14 @@ fn synthesize(
     let ref_path = format!("spec.applicationRefs[{reference}]");
     let mut map = BTreeMap::new();
     let mut origins = BTreeMap::new();
+    // Our settings (a scan gate) live in the object's annotations: its spec is pruned to
+    // Image Updater's schema by the API server.
+    for (key, value) in &object.metadata.annotations {
+        if key.starts_with(crate::annotations::OWN_PREFIX) {
+            origins.insert(key.clone(), format!("{owner} annotation `{key}`"));
+            map.insert(key.clone(), value.clone());
+        }
+    }
     let mut put = |key: String, value: String, field: String| {
         let key = format!("{PREFIX}{key}");
         origins.insert(key.clone(), format!("{owner} `{field}`"));

@@ -52,6 +52,7 @@ pub mod ecr;
 pub mod eks_auth;
 pub mod event;
 pub mod facts;
+pub mod gates;
 pub mod gitcreds;
 pub mod githost;
 pub mod github;

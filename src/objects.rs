@@ -3,7 +3,7 @@
 //!
 //! A push must not cost a full list of every object: the parsed objects are kept, keyed by
 //! each object's `uid` and `metadata.generation` (which only a spec change bumps, not our own
-//! status writes). A cluster without the CRD answers 404; that is remembered for a few
+//! status writes), and our own annotations on it (which bump nothing). A cluster without the CRD answers 404; that is remembered for a few
 //! minutes, so v0.x users pay nothing either.
 
 use std::collections::{BTreeMap, HashMap};
@@ -30,7 +30,7 @@ pub type Objects = Arc<Vec<ImageUpdaterObject>>;
 
 #[derive(Default)]
 struct Cached {
-    fingerprint: Vec<(String, i64)>,
+    fingerprint: Vec<(String, i64, String)>,
     objects: Objects,
     absent_since: Option<Instant>,
 }
@@ -113,16 +113,27 @@ impl ObjectCache {
     }
 }
 
-fn fingerprint(metadata_items: &[Value]) -> Vec<(String, i64)> {
-    let mut print: Vec<(String, i64)> = metadata_items
+/// What decides whether a cached object is still current: its `uid`, its `generation`, and
+/// our own annotations on it (a scan gate), which change no generation.
+fn fingerprint(metadata_items: &[Value]) -> Vec<(String, i64, String)> {
+    let mut print: Vec<(String, i64, String)> = metadata_items
         .iter()
         .map(|i| {
+            let ours: BTreeMap<&String, &Value> = i["metadata"]["annotations"]
+                .as_object()
+                .map(|a| {
+                    a.iter()
+                        .filter(|(k, _)| k.starts_with(crate::annotations::OWN_PREFIX))
+                        .collect()
+                })
+                .unwrap_or_default();
             (
                 i["metadata"]["uid"]
                     .as_str()
                     .unwrap_or_default()
                     .to_string(),
                 i["metadata"]["generation"].as_i64().unwrap_or_default(),
+                serde_json::to_string(&ours).unwrap_or_default(),
             )
         })
         .collect();

@@ -60,6 +60,7 @@ fn the_role_grants_exactly_the_actions_the_function_uses() {
         "logs:PutLogEvents",
         "ecr:DescribeImages",
         "ecr:BatchGetImage",
+        "ecr:DescribeImageScanFindings",
         "eks:DescribeCluster",
         "sqs:SendMessage",
         "sns:Publish",
@@ -261,7 +262,7 @@ fn after_the_sam_transform_every_failure_path_ends_in_the_one_alarmed_queue() {
     );
     let dlq = serde_json::json!({"Fn::GetAtt": ["DeadLetterQueue", "Arn"]});
     let rules = of_type(&t, "AWS::Events::Rule");
-    assert_eq!(rules.len(), 2);
+    assert_eq!(rules.len(), 4, "push, ECR scan, Inspector scan, reconcile");
     for (name, rule) in rules {
         let target = &rule["Properties"]["Targets"][0];
         assert_eq!(target["DeadLetterConfig"]["Arn"], dlq, "{name}");
@@ -461,6 +462,40 @@ fn the_rbac_manifests_grant_exactly_what_the_function_uses() {
     assert_eq!(
         t["Parameters"]["KubernetesGroup"]["Default"].as_str(),
         Some("argocd-ecr-updater")
+    );
+}
+
+#[test]
+fn scan_events_reach_the_function_only_when_asked_and_for_the_tracked_repositories() {
+    let t = template();
+    let events = &t["Resources"]["Function"]["Properties"]["Events"];
+    let ecr = &events["EcrScan"]["Properties"];
+    assert_eq!(strings(&ecr["Pattern"]["detail-type"]), ["ECR Image Scan"]);
+    assert_eq!(
+        strings(&ecr["Pattern"]["detail"]["scan-status"]),
+        ["COMPLETE"]
+    );
+    // The same repository filter as the push rule.
+    assert_eq!(
+        ecr["Pattern"]["detail"]["repository-name"],
+        events["EcrPush"]["Properties"]["Pattern"]["detail"]["repository-name"]
+    );
+    let inspector = &events["InspectorScan"]["Properties"];
+    assert_eq!(strings(&inspector["Pattern"]["source"]), ["aws.inspector2"]);
+    assert_eq!(
+        strings(&inspector["Pattern"]["detail"]["scan-status"]),
+        ["INITIAL_SCAN_COMPLETE"]
+    );
+    for rule in [ecr, inspector] {
+        assert_eq!(
+            strings(&rule["State"]),
+            ["ScanEventsOn", "ENABLED", "DISABLED"]
+        );
+        assert!(rule["DeadLetterConfig"]["Arn"] != Value::Null);
+    }
+    assert_eq!(
+        t["Parameters"]["ScanEvents"]["Default"].as_str(),
+        Some("false")
     );
 }
 

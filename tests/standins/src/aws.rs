@@ -61,6 +61,8 @@ pub struct AwsState {
     secrets: Mutex<BTreeMap<String, (String, bool)>>,
     /// CodeCommit repositories, as an in-memory commit history keyed by repository name.
     pub codecommit: crate::github::GitHubState,
+    /// Scan results by (repository, digest): status and findings per severity.
+    scans: Mutex<BTreeMap<(String, String), (String, BTreeMap<String, u64>)>>,
     /// CodeCommit repositories the function's role may not use.
     pub codecommit_denied: Mutex<std::collections::BTreeSet<String>>,
 }
@@ -97,8 +99,21 @@ impl AwsState {
             queues: Mutex::new(BTreeMap::new()),
             secrets: Mutex::new(BTreeMap::new()),
             codecommit: crate::github::GitHubState::default(),
+            scans: Mutex::new(BTreeMap::new()),
             codecommit_denied: Mutex::new(std::collections::BTreeSet::new()),
         }
+    }
+
+    /// Records the scan of an image: `COMPLETE` with its findings, or `IN_PROGRESS`,
+    /// `FAILED`, … as ECR reports them.
+    pub fn set_scan(&self, repository: &str, digest: &str, status: &str, counts: &[(&str, u64)]) {
+        lock(&self.scans).insert(
+            (repository.to_string(), digest.to_string()),
+            (
+                status.to_string(),
+                counts.iter().map(|(s, n)| (s.to_string(), *n)).collect(),
+            ),
+        );
     }
 
     /// Stores a Secrets Manager secret the function may (or, `readable: false`, may not) read.
@@ -240,6 +255,7 @@ async fn ecr(State(state): State<Arc<AwsState>>, headers: HeaderMap, body: Bytes
         "GetSecretValue" if target.starts_with("secretsmanager") => {
             get_secret_value(&state, &request)
         }
+        "DescribeImageScanFindings" => describe_image_scan_findings(&state, &request),
         "DescribeImages" => describe_images(&state, &request),
         "BatchGetImage" => batch_get_image(&state, &request),
         "ReceiveMessage" if target.starts_with("AmazonSQS") => receive_message(&state, &request),
@@ -251,6 +267,42 @@ async fn ecr(State(state): State<Arc<AwsState>>, headers: HeaderMap, body: Bytes
             StatusCode::BAD_REQUEST,
             "UnknownOperationException",
             &format!("operation {other} is not supported by the stand-in"),
+        ),
+    }
+}
+
+/// ECR's `DescribeImageScanFindings` for one digest: the status and the severity counts.
+fn describe_image_scan_findings(state: &AwsState, request: &Value) -> Response {
+    let repository = request["repositoryName"].as_str().unwrap_or_default();
+    let Some(digest) = request["imageId"]["imageDigest"].as_str() else {
+        return aws_error(
+            StatusCode::BAD_REQUEST,
+            "InvalidParameterException",
+            "imageId.imageDigest is required by the stand-in",
+        );
+    };
+    if !lock(&state.repositories).iter().any(|r| r == repository) {
+        return aws_error(
+            StatusCode::BAD_REQUEST,
+            "RepositoryNotFoundException",
+            &format!(
+                "The repository with name '{repository}' does not exist in the registry with id '{}'",
+                state.account
+            ),
+        );
+    }
+    match lock(&state.scans).get(&(repository.to_string(), digest.to_string())) {
+        Some((status, counts)) => axum::Json(json!({
+            "registryId": state.account, "repositoryName": repository,
+            "imageId": {"imageDigest": digest},
+            "imageScanStatus": {"status": status, "description": format!("The scan was {}.", status.to_ascii_lowercase())},
+            "imageScanFindings": {"findingSeverityCounts": counts, "findings": []},
+        }))
+        .into_response(),
+        None => aws_error(
+            StatusCode::BAD_REQUEST,
+            "ScanNotFoundException",
+            &format!("Image scan does not exist for the image with '{{imageDigest:'{digest}'}}' in the repository with name '{repository}' in the registry with id '{}'", state.account),
         ),
     }
 }

@@ -1,0 +1,216 @@
+//! End to end: the scan gate. A gated image's push waits for its scan; the scan-completed
+//! event (ECR basic scanning, or Amazon Inspector) rolls it out within the limits; reconcile
+//! reads the findings of what it would move to. Against the ECR and Kubernetes stand-ins.
+
+mod common;
+
+use argocd_ecr_updater::handler::HandlerError;
+use argocd_ecr_updater::report::{Action, Report};
+use argocd_ecr_updater_standins::StandIns;
+use argocd_ecr_updater_standins::fixtures::{PUSHED_TAG, SEED_APP, SEED_TAG};
+use common::{event, expect_decision, handler, helm_parameter};
+use serde_json::{Value, json};
+
+const SEED_DIGEST: &str = "sha256:3333333333333333333333333333333333333333333333333333333333333333";
+const OLDER_DIGEST: &str =
+    "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+
+/// The seed with `annotations` added to its Application.
+async fn seeded(annotations: &[(&str, &str)]) -> StandIns {
+    let standins = StandIns::start_seeded().await.unwrap();
+    let mut app = standins.kube.get("argocd", SEED_APP).unwrap();
+    for (key, value) in annotations {
+        app["metadata"]["annotations"][*key] = json!(value);
+    }
+    if let Some(meta) = app["metadata"].as_object_mut() {
+        for key in [
+            "resourceVersion",
+            "uid",
+            "creationTimestamp",
+            "generation",
+            "managedFields",
+        ] {
+            meta.remove(key);
+        }
+    }
+    standins.kube.insert(app).unwrap();
+    standins
+}
+
+const GATE: (&str, &str) = ("argocd-ecr-updater.io/app.scan-gate", "critical=0,high=3");
+
+async fn run(standins: &StandIns, event: &Value) -> Report {
+    match handler(standins, &[]).handle(event, None).await {
+        Ok(report) => report,
+        Err(HandlerError::Targets { report, .. }) => *report,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn tag(standins: &StandIns) -> String {
+    helm_parameter(standins, "argocd", SEED_APP, "image.tag").unwrap()
+}
+
+fn scan_event(tag: &str, digest: &str, counts: Value) -> Value {
+    let mut scan = event("scan.json");
+    scan["detail"]["image-tags"] = json!([tag]);
+    scan["detail"]["image-digest"] = json!(digest);
+    scan["detail"]["finding-severity-counts"] = counts;
+    scan
+}
+
+fn only(report: &Report) -> &argocd_ecr_updater::report::Entry {
+    assert_eq!(report.entries.len(), 1, "{:#?}", report.entries);
+    &report.entries[0]
+}
+
+#[tokio::test]
+async fn a_gated_push_waits_for_its_scan_and_the_passing_scan_rolls_it_out() {
+    let standins = seeded(&[GATE]).await;
+    let pushed = run(&standins, &event("push-date-tag.json")).await;
+    expect_decision(
+        only(&pushed),
+        Action::Skipped,
+        &format!("waiting for the scan of {SEED_DIGEST} (scan-gate `critical=0,high=3`)"),
+    );
+    assert_eq!(tag(&standins), SEED_TAG, "nothing written before the scan");
+
+    // events/scan.json: the pushed image, critical 0 and medium 2.
+    let scanned = run(&standins, &event("scan.json")).await;
+    assert_eq!(scanned.mode, "scan");
+    let entry = only(&scanned);
+    expect_decision(
+        entry,
+        Action::Updated,
+        "passed scan-gate `critical=0,high=3` (medium 2)",
+    );
+    assert_eq!(tag(&standins), PUSHED_TAG);
+}
+
+#[tokio::test]
+async fn a_scan_over_the_limits_holds_the_image_back_with_the_counts() {
+    let standins = seeded(&[GATE]).await;
+    let report = run(
+        &standins,
+        &scan_event(PUSHED_TAG, SEED_DIGEST, json!({"CRITICAL": 1, "HIGH": 5})),
+    )
+    .await;
+    let entry = only(&report);
+    expect_decision(entry, Action::Skipped, "critical 1 > 0, high 5 > 3");
+    assert!(!entry.retryable);
+    assert_eq!(tag(&standins), SEED_TAG);
+}
+
+#[tokio::test]
+async fn none_requires_a_scan_without_any_finding() {
+    let standins = seeded(&[("argocd-ecr-updater.io/scan-gate", "none")]).await;
+    let report = run(
+        &standins,
+        &scan_event(PUSHED_TAG, SEED_DIGEST, json!({"LOW": 1})),
+    )
+    .await;
+    expect_decision(only(&report), Action::Skipped, "low 1");
+    let clean = run(&standins, &scan_event(PUSHED_TAG, SEED_DIGEST, json!({}))).await;
+    expect_decision(only(&clean), Action::Updated, "no findings");
+}
+
+#[tokio::test]
+async fn a_scan_finishing_late_for_an_older_image_moves_nothing() {
+    let standins = seeded(&[GATE]).await;
+    run(&standins, &event("scan.json")).await;
+    assert_eq!(tag(&standins), PUSHED_TAG);
+    let late = run(
+        &standins,
+        &scan_event("20250824-093000", OLDER_DIGEST, json!({})),
+    )
+    .await;
+    assert_ne!(only(&late).action, Action::Updated, "{:?}", only(&late));
+    assert_eq!(tag(&standins), PUSHED_TAG);
+}
+
+#[tokio::test]
+async fn an_image_without_a_gate_is_moved_by_its_push_never_by_its_scan() {
+    let standins = seeded(&[]).await;
+    let report = run(&standins, &event("scan.json")).await;
+    expect_decision(only(&report), Action::Skipped, "no scan-gate on this image");
+    assert_eq!(tag(&standins), SEED_TAG);
+    run(&standins, &event("push-date-tag.json")).await;
+    assert_eq!(tag(&standins), PUSHED_TAG);
+}
+
+#[tokio::test]
+async fn an_inspector_enhanced_scan_opens_the_gate_too() {
+    let standins = seeded(&[GATE]).await;
+    let inspector = json!({"version": "0", "id": "i-1", "detail-type": "Inspector2 Scan",
+        "source": "aws.inspector2", "account": "768157413559", "time": "2025-08-25T06:35:00Z",
+        "region": "ap-northeast-2",
+        "detail": {"scan-status": "INITIAL_SCAN_COMPLETE",
+            "repository-name": "arn:aws:ecr:ap-northeast-2:768157413559:repository/barun-dev-ecr",
+            "image-digest": SEED_DIGEST, "image-tags": [PUSHED_TAG],
+            "finding-severity-counts": {"CRITICAL": 0, "HIGH": 2, "MEDIUM": 7, "TOTAL": 9}}});
+    let report = run(&standins, &inspector).await;
+    expect_decision(only(&report), Action::Updated, "high 2, medium 7");
+    assert_eq!(tag(&standins), PUSHED_TAG);
+}
+
+#[tokio::test]
+async fn reconcile_reads_the_findings_of_the_candidate_it_would_move_to() {
+    let standins = seeded(&[GATE]).await;
+    let reconcile = event("scheduled-reconcile.json");
+    // Never scanned: caught by reconcile, said so.
+    let report = run(&standins, &reconcile).await;
+    expect_decision(only(&report), Action::Skipped, "was never scanned");
+    // Still scanning.
+    standins
+        .aws
+        .set_scan("barun-dev-ecr", SEED_DIGEST, "IN_PROGRESS", &[]);
+    expect_decision(
+        only(&run(&standins, &reconcile).await),
+        Action::Skipped,
+        "IN_PROGRESS",
+    );
+    // Over the limits.
+    standins
+        .aws
+        .set_scan("barun-dev-ecr", SEED_DIGEST, "COMPLETE", &[("CRITICAL", 2)]);
+    expect_decision(
+        only(&run(&standins, &reconcile).await),
+        Action::Skipped,
+        "critical 2 > 0",
+    );
+    assert_eq!(tag(&standins), SEED_TAG);
+    // Within them: moves.
+    standins
+        .aws
+        .set_scan("barun-dev-ecr", SEED_DIGEST, "COMPLETE", &[("HIGH", 1)]);
+    let report = run(&standins, &reconcile).await;
+    expect_decision(only(&report), Action::Updated, "its scan passed");
+    assert_eq!(tag(&standins), PUSHED_TAG);
+}
+
+#[tokio::test]
+async fn a_bad_gate_is_a_configuration_error_naming_the_annotation() {
+    let standins = seeded(&[("argocd-ecr-updater.io/app.scan-gate", "severe=1")]).await;
+    let report = run(&standins, &event("push-date-tag.json")).await;
+    let entry = only(&report);
+    expect_decision(entry, Action::Failed, "argocd-ecr-updater.io/app.scan-gate");
+    assert!(entry.reason.contains("not a severity"), "{}", entry.reason);
+    assert!(!entry.retryable);
+}
+
+#[tokio::test]
+async fn an_imageupdater_object_carries_its_gate_in_its_annotations() {
+    let standins = seeded(&[]).await;
+    let mut object = argocd_ecr_updater_standins::fixtures::seed_image_updater();
+    object["metadata"]["annotations"] =
+        json!({"argocd-ecr-updater.io/app.scan-gate": "critical=0"});
+    standins.kube.insert_image_updater(object).unwrap();
+    let pushed = run(&standins, &event("push-date-tag.json")).await;
+    expect_decision(only(&pushed), Action::Skipped, "waiting for the scan");
+    let scanned = run(&standins, &event("scan.json")).await;
+    expect_decision(
+        only(&scanned),
+        Action::Updated,
+        "passed scan-gate `critical=0`",
+    );
+}
