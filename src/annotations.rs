@@ -87,6 +87,9 @@ pub struct ImageConfig {
     pub platforms: Vec<Platform>,
     /// `argocd-ecr-updater.io/<alias>.scan-gate`: hold the image back until its scan passes.
     pub scan_gate: Option<crate::gates::ScanGate>,
+    /// `argocd-ecr-updater.io/<alias>.cosign-key` (or an ImageUpdater object's
+    /// `imagesVerification.cosignKey`): roll out only images signed with this key.
+    pub cosign_key: Option<crate::cosign::KeyRef>,
     pub helm: HelmTarget,
     /// `kustomize.image-name`: the image name Kustomize replaces; defaults to the image.
     pub kustomize_image_name: Option<String>,
@@ -414,6 +417,7 @@ impl Reader<'_> {
         };
 
         let scan_gate = self.scan_gate(alias)?;
+        let cosign_key = self.cosign_key(alias)?;
         Ok(ImageConfig {
             alias: alias.map(str::to_string),
             image: ImageRef::parse(image),
@@ -422,6 +426,7 @@ impl Reader<'_> {
             force_update,
             platforms,
             scan_gate,
+            cosign_key,
             helm,
             kustomize_image_name,
             plugin,
@@ -447,6 +452,40 @@ impl Reader<'_> {
                     .map_err(|problem| AnnotationError {
                         annotation: key,
                         value: value.clone(),
+                        problem,
+                    });
+            }
+        }
+        Ok(None)
+    }
+
+    /// Our own annotation; from an ImageUpdater object, its `imagesVerification` arrives
+    /// under Image Updater's prefix.
+    fn cosign_key(
+        &self,
+        alias: Option<&str>,
+    ) -> Result<Option<crate::cosign::KeyRef>, AnnotationError> {
+        let mut keys: Vec<String> = alias
+            .map(|a| format!("{OWN_PREFIX}{a}.cosign-key"))
+            .into_iter()
+            .chain(std::iter::once(format!("{OWN_PREFIX}cosign-key")))
+            .collect();
+        if self.synthesized
+            && let Some(a) = alias
+        {
+            keys.insert(0, format!("{PREFIX}{a}.cosign-key"));
+        }
+        for key in keys {
+            if let Some(value) = self.annotations.get(&key) {
+                return crate::cosign::KeyRef::parse(value)
+                    .map(Some)
+                    .map_err(|problem| AnnotationError {
+                        annotation: key,
+                        value: if value.contains("BEGIN") {
+                            "(a PEM key)".into()
+                        } else {
+                            value.clone()
+                        },
                         problem,
                     });
             }

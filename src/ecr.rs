@@ -290,6 +290,73 @@ impl Ecr {
         }
     }
 
+    /// The raw manifest of one tag (a cosign signature's), or `None` if there is no such tag.
+    pub async fn manifest(
+        &self,
+        registry: &str,
+        repository: &str,
+        tag: &str,
+    ) -> Result<Option<String>, EcrError> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let result = self
+            .client
+            .batch_get_image()
+            .registry_id(registry)
+            .repository_name(repository)
+            .set_image_ids(Some(by_tag(&[tag.to_string()])))
+            .set_accepted_media_types(Some(vec![
+                "application/vnd.oci.image.manifest.v1+json".to_string(),
+                "application/vnd.docker.distribution.manifest.v2+json".to_string(),
+            ]))
+            .send()
+            .await;
+        match result {
+            Ok(output) => Ok(output
+                .images()
+                .first()
+                .and_then(|i| i.image_manifest())
+                .map(str::to_string)),
+            Err(e) => {
+                classify("BatchGetImage", repository, registry, e)?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// A URL the layer `digest` can be downloaded from (valid for a short while), or `None`
+    /// if the repository has no such layer.
+    pub async fn layer_url(
+        &self,
+        registry: &str,
+        repository: &str,
+        digest: &str,
+    ) -> Result<Option<String>, EcrError> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let result = self
+            .client
+            .get_download_url_for_layer()
+            .registry_id(registry)
+            .repository_name(repository)
+            .layer_digest(digest)
+            .send()
+            .await;
+        match result {
+            Ok(output) => Ok(output.download_url().map(str::to_string)),
+            Err(e)
+                if matches!(
+                    e.code(),
+                    Some("LayersNotFoundException" | "LayerInaccessibleException")
+                ) =>
+            {
+                Ok(None)
+            }
+            Err(e) => {
+                classify("GetDownloadUrlForLayer", repository, registry, e)?;
+                Ok(None)
+            }
+        }
+    }
+
     /// What one tag's manifest says about platforms; `None` if the tag does not exist.
     pub async fn platforms(
         &self,

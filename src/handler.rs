@@ -83,6 +83,7 @@ pub struct Handler {
     sns: aws_sdk_sns::Client,
     github: GitHub,
     gitlab: GitLab,
+    signatures: crate::signatures::Signatures,
     codecommit: CodeCommit,
     git_credentials: GitCredentials,
     /// One lock per repository: Applications of one invocation that commit to the same
@@ -133,10 +134,13 @@ impl Handler {
             config.git.gitlab_api_url.clone(),
             config.timeouts.request,
         )?;
+        let signatures =
+            crate::signatures::Signatures::new(secrets.clone(), config.timeouts.request)?;
         let git_credentials = GitCredentials::new(config.git.clone(), secrets);
         Ok(Self {
             github,
             gitlab,
+            signatures,
             codecommit,
             git_credentials,
             repository_locks: std::sync::Mutex::new(std::collections::HashMap::new()),
@@ -797,11 +801,63 @@ impl Handler {
         Some(decide::assemble(app, gated, outcomes, now, work.event_id()))
     }
 
-    /// Fetches what the image's strategy needs from ECR, then lets `decide` answer.
+    /// Fetches what the image's strategy needs from ECR, lets `decide` answer, then holds an
+    /// update back unless the image is signed with its cosign key (when it has one).
     async fn decide_image(&self, case: &ImageCase<'_>, work: &Work<'_>) -> ImageOutcome {
-        let failed = |e: FetchFailure| ImageOutcome {
-            entries: vec![decide::failed_entry(case.entry(), &e.message, e.retryable)],
-            update: None,
+        let (outcome, digest) = self.decide_image_facts(case, work).await;
+        let Some(key) = &case.config.cosign_key else {
+            return outcome;
+        };
+        if outcome.update.is_none() {
+            return outcome;
+        }
+        let Some(digest) = digest else {
+            return outcome.refuse(
+                Action::Skipped,
+                "signature check: ECR named no digest for the image to roll out",
+                false,
+            );
+        };
+        let kube = match self.kube().await {
+            Ok(kube) => kube,
+            Err(e) => return outcome.refuse(Action::Failed, &e.to_string(), true),
+        };
+        let checked = self
+            .signatures
+            .check(
+                &self.ecr,
+                kube,
+                &case.registry,
+                &case.repository,
+                &digest,
+                key,
+            )
+            .await;
+        match checked {
+            Ok(Ok(())) => outcome.noted(&format!("{digest} is signed with the cosign key ({key})")),
+            Ok(Err(reason)) => outcome.refuse(
+                Action::Skipped,
+                &format!("signature check failed: {reason}"),
+                false,
+            ),
+            Err(e) => outcome.refuse(Action::Failed, &e.message, e.retryable),
+        }
+    }
+
+    /// [`Self::decide_image`] before the signature check, with the digest it would move to.
+    async fn decide_image_facts(
+        &self,
+        case: &ImageCase<'_>,
+        work: &Work<'_>,
+    ) -> (ImageOutcome, Option<String>) {
+        let failed = |e: FetchFailure| {
+            (
+                ImageOutcome {
+                    entries: vec![decide::failed_entry(case.entry(), &e.message, e.retryable)],
+                    update: None,
+                },
+                None,
+            )
         };
         let (registry, repository) = (case.registry.as_str(), case.repository.as_str());
         match work.mode {
@@ -821,16 +877,27 @@ impl Handler {
                 };
                 let outcome =
                     decide::gate_push(case.decide_push(push, &described), case.config, push);
+                let digest = outcome
+                    .update
+                    .as_ref()
+                    .and_then(|u| u.to.digest.clone())
+                    .or_else(|| {
+                        described
+                            .get(&push.tag)
+                            .and_then(|d| d.as_ref())
+                            .and_then(|d| d.digest.clone())
+                    })
+                    .or_else(|| push.digest.clone());
                 let Some(tag) = outcome
                     .update
                     .as_ref()
                     .and_then(|u| u.check_platforms.clone())
                 else {
-                    return outcome;
+                    return (outcome, digest);
                 };
                 match work.facts.check_platforms(case, &tag).await {
-                    Ok(Ok(())) => outcome,
-                    Ok(Err(reason)) => outcome.refuse(Action::Skipped, &reason, false),
+                    Ok(Ok(())) => (outcome, digest),
+                    Ok(Err(reason)) => (outcome.refuse(Action::Skipped, &reason, false), digest),
                     Err(e) => failed(e),
                 }
             }
@@ -853,11 +920,11 @@ impl Handler {
                     .as_ref()
                     .and_then(|u| u.to.digest.clone())
                     .or(chosen_digest);
-                match (&case.config.scan_gate, digest) {
+                let gated = match (&case.config.scan_gate, &digest) {
                     (Some(_), Some(digest)) => {
-                        match self.ecr.scan_findings(registry, repository, &digest).await {
+                        match self.ecr.scan_findings(registry, repository, digest).await {
                             Ok(scan) => decide::gate_reconcile(outcome, case.config, &scan),
-                            Err(e) => failed(e.into()),
+                            Err(e) => return failed(e.into()),
                         }
                     }
                     (Some(gate), None) if outcome.update.is_some() => outcome.refuse(
@@ -866,7 +933,8 @@ impl Handler {
                         false,
                     ),
                     _ => outcome,
-                }
+                };
+                (gated, digest)
             }
         }
     }

@@ -90,6 +90,9 @@ pub struct Spec {
     pub write_back_config: Option<WriteBackSettings>,
     #[serde(default)]
     pub application_refs: Vec<ApplicationRef>,
+    /// `imagesVerification` (`cosignKey: {secretName, key}`, `enabled`), at each level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images_verification: Option<Value>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
@@ -106,6 +109,8 @@ pub struct ApplicationRef {
     pub write_back_config: Option<WriteBackSettings>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<ImageSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images_verification: Option<Value>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
@@ -117,6 +122,8 @@ pub struct ImageSpec {
     pub common_update_settings: Option<UpdateSettings>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub manifest_targets: Option<ManifestTargets>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images_verification: Option<Value>,
 }
 
 /// `commonUpdateSettings`, at any of the three levels.
@@ -479,6 +486,41 @@ fn synthesize(
     for (index, image) in ref_.images.iter().enumerate() {
         let alias = image.alias.replace('/', "_");
         let image_path = format!("{ref_path}.images[{index}]");
+        // imagesVerification: image > ref > spec; `enabled: false` at the nearest level
+        // that sets one switches verification off.
+        let verification = [
+            (
+                image.images_verification.as_ref(),
+                format!("{image_path}.imagesVerification"),
+            ),
+            (
+                ref_.images_verification.as_ref(),
+                format!("{ref_path}.imagesVerification"),
+            ),
+            (
+                object.spec.images_verification.as_ref(),
+                "spec.imagesVerification".to_string(),
+            ),
+        ]
+        .into_iter()
+        .find_map(|(v, path)| v.map(|v| (v.clone(), path)));
+        if let Some((verification, path)) = verification
+            && verification["enabled"] != false
+        {
+            let key = &verification["cosignKey"];
+            let reference = match (key["secretName"].as_str(), key["key"].as_str()) {
+                (Some(name), Some(data_key)) => {
+                    format!("secret:{}/{name}:{data_key}", object.metadata.namespace)
+                }
+                // Reported as a bad key reference of this image.
+                _ => "missing cosignKey.secretName or cosignKey.key".to_string(),
+            };
+            put(
+                format!("{alias}.cosign-key"),
+                reference,
+                format!("{path}.cosignKey"),
+            );
+        }
         let levels = [
             (
                 object.spec.common_update_settings.as_ref(),
@@ -818,6 +860,7 @@ fn ref_from_annotations(app: &Annotated) -> Option<ApplicationRef> {
                 image_name,
                 common_update_settings: (settings != UpdateSettings::default()).then_some(settings),
                 manifest_targets: (targets != ManifestTargets::default()).then_some(targets),
+                images_verification: None,
             }
         })
         .collect();

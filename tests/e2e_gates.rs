@@ -214,3 +214,198 @@ async fn an_imageupdater_object_carries_its_gate_in_its_annotations() {
         "passed scan-gate `critical=0`",
     );
 }
+
+// ---- The signature gate: cosign key-based verification, in Rust, against ECR ----
+
+use argocd_ecr_updater_standins::cosign;
+
+const IMAGE: &str = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/barun-dev-ecr";
+
+/// The seed with a cosign key pair: the public one configured on the Application by
+/// `key_annotation` (given the PEM), the private one returned for signing.
+async fn signed_setup(
+    key_annotation: impl Fn(&str) -> (String, String),
+) -> (StandIns, String, String) {
+    let (private, public) = cosign::key_pair().unwrap();
+    let (key, value) = key_annotation(&public);
+    let standins = seeded(&[(key.as_str(), value.as_str())]).await;
+    (standins, private, public)
+}
+
+fn inline(public: &str) -> (String, String) {
+    ("argocd-ecr-updater.io/app.cosign-key".into(), public.into())
+}
+
+#[tokio::test]
+async fn an_image_signed_with_the_key_is_rolled_out() {
+    let (standins, private, _) = signed_setup(inline).await;
+    cosign::store_signature(
+        &standins.aws,
+        "barun-dev-ecr",
+        SEED_DIGEST,
+        &private,
+        &cosign::payload(IMAGE, SEED_DIGEST),
+    )
+    .unwrap();
+    let report = run(&standins, &event("push-date-tag.json")).await;
+    expect_decision(
+        only(&report),
+        Action::Updated,
+        &format!("{SEED_DIGEST} is signed with the cosign key"),
+    );
+    assert_eq!(tag(&standins), PUSHED_TAG);
+}
+
+/// Puts a (bad) signature in place, given the stand-ins and the configured key's private half.
+type Arrange = dyn Fn(&StandIns, &str);
+
+#[tokio::test]
+async fn missing_wrong_key_other_digest_and_tampered_signatures_are_never_written() {
+    let other_digest = "sha256:4444444444444444444444444444444444444444444444444444444444444444";
+    let cases: Vec<(&str, Box<Arrange>)> = vec![
+        ("is not signed: no `sha256-", Box::new(|_, _| {})),
+        (
+            "does not verify with the configured cosign key",
+            Box::new(move |s: &StandIns, _: &str| {
+                let (other_private, _) = cosign::key_pair().unwrap();
+                cosign::store_signature(
+                    &s.aws,
+                    "barun-dev-ecr",
+                    SEED_DIGEST,
+                    &other_private,
+                    &cosign::payload(IMAGE, SEED_DIGEST),
+                )
+                .unwrap();
+            }),
+        ),
+        (
+            "the signature is for sha256:4444",
+            Box::new(move |s: &StandIns, private: &str| {
+                cosign::store_signature(
+                    &s.aws,
+                    "barun-dev-ecr",
+                    SEED_DIGEST,
+                    private,
+                    &cosign::payload(IMAGE, other_digest),
+                )
+                .unwrap();
+            }),
+        ),
+        (
+            "tampered",
+            Box::new(|s: &StandIns, private: &str| {
+                let payload = cosign::payload(IMAGE, SEED_DIGEST);
+                cosign::store_signature(&s.aws, "barun-dev-ecr", SEED_DIGEST, private, &payload)
+                    .unwrap();
+                let layer = {
+                    let d = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &payload);
+                    format!(
+                        "sha256:{}",
+                        d.as_ref()
+                            .iter()
+                            .map(|b| format!("{b:02x}"))
+                            .collect::<String>()
+                    )
+                };
+                let mut changed = payload.clone();
+                changed[20] ^= 1;
+                s.aws.put_blob("barun-dev-ecr", &layer, changed);
+            }),
+        ),
+    ];
+    for (words, arrange) in cases {
+        let (standins, private, _) = signed_setup(inline).await;
+        arrange(&standins, &private);
+        let report = run(&standins, &event("push-date-tag.json")).await;
+        let entry = only(&report);
+        expect_decision(entry, Action::Skipped, words);
+        assert!(
+            entry.reason.starts_with("signature check failed")
+                || entry.reason.contains("signature check failed"),
+            "{}",
+            entry.reason
+        );
+        assert_eq!(tag(&standins), SEED_TAG, "{words}");
+    }
+}
+
+#[tokio::test]
+async fn the_key_can_live_in_secrets_manager() {
+    let arn = "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:cosign-pub-Ab12Cd";
+    let (standins, private, public) = signed_setup(|_| {
+        (
+            "argocd-ecr-updater.io/cosign-key".into(),
+            format!("secretsmanager:{arn}"),
+        )
+    })
+    .await;
+    standins.aws.put_secret(arn, &public, true);
+    cosign::store_signature(
+        &standins.aws,
+        "barun-dev-ecr",
+        SEED_DIGEST,
+        &private,
+        &cosign::payload(IMAGE, SEED_DIGEST),
+    )
+    .unwrap();
+    let report = run(&standins, &event("push-date-tag.json")).await;
+    expect_decision(only(&report), Action::Updated, "is signed");
+}
+
+#[tokio::test]
+async fn an_imageupdater_objects_images_verification_reads_the_key_from_its_secret() {
+    let standins = StandIns::start_seeded_with_grants(vec![
+        argocd_ecr_updater_standins::Grant::new(&["get", "list", "patch"], "argocd"),
+        argocd_ecr_updater_standins::Grant::on("events", &["create"], "argocd"),
+        argocd_ecr_updater_standins::Grant::on("imageupdaters", &["get", "list"], "argocd"),
+        argocd_ecr_updater_standins::Grant::on("imageupdaters/status", &["patch"], "argocd"),
+        argocd_ecr_updater_standins::Grant::named("secrets", &["get"], "argocd", &["cosign"]),
+    ])
+    .await
+    .unwrap();
+    let (private, public) = cosign::key_pair().unwrap();
+    standins
+        .kube
+        .insert_secret("argocd", "cosign", json!({}), &[("cosign.pub", &public)]);
+    let mut object = argocd_ecr_updater_standins::fixtures::seed_image_updater();
+    object["spec"]["imagesVerification"] =
+        json!({"cosignKey": {"secretName": "cosign", "key": "cosign.pub"}});
+    standins.kube.insert_image_updater(object.clone()).unwrap();
+    let unsigned = run(&standins, &event("push-date-tag.json")).await;
+    expect_decision(only(&unsigned), Action::Skipped, "is not signed");
+    cosign::store_signature(
+        &standins.aws,
+        "barun-dev-ecr",
+        SEED_DIGEST,
+        &private,
+        &cosign::payload(IMAGE, SEED_DIGEST),
+    )
+    .unwrap();
+    let signed = run(&standins, &event("push-date-tag.json")).await;
+    expect_decision(
+        only(&signed),
+        Action::Updated,
+        "secret:argocd/cosign:cosign.pub",
+    );
+
+    // `enabled: false` at the image level switches it off for that image.
+    object["spec"]["applicationRefs"][0]["images"][0]["imagesVerification"] =
+        json!({"enabled": false});
+    standins.kube.insert_image_updater(object).unwrap();
+    let pushed = argocd_ecr_updater_standins::fixtures::push_event(
+        "barun-dev-ecr",
+        "20250826-000000",
+        "2025-08-26T00:00:00Z",
+    );
+    standins
+        .aws
+        .push(argocd_ecr_updater_standins::fixtures::image(
+            "barun-dev-ecr",
+            "20250826-000000",
+            '6',
+            "2025-08-26T00:00:00Z",
+        ));
+    let report = run(&standins, &pushed).await;
+    assert_eq!(only(&report).action, Action::Updated, "{:?}", only(&report));
+    assert!(!only(&report).reason.contains("signed"));
+}

@@ -61,6 +61,7 @@ fn the_role_grants_exactly_the_actions_the_function_uses() {
         "ecr:DescribeImages",
         "ecr:BatchGetImage",
         "ecr:DescribeImageScanFindings",
+        "ecr:GetDownloadUrlForLayer",
         "eks:DescribeCluster",
         "sqs:SendMessage",
         "sns:Publish",
@@ -120,8 +121,12 @@ fn every_resource_is_scoped_and_only_vpc_networking_uses_a_wildcard_behind_its_c
             "sns" => "NotificationTopicArn",
             // Exactly the secrets listed, and only behind the condition that some are.
             "secretsmanager" => {
-                assert!(conditional, "{sid} must sit behind HasGitSecrets");
-                "GitCredentialsSecretArns"
+                assert!(conditional, "{sid} must sit behind its condition");
+                if sid == "ReadCosignKeys" {
+                    "CosignKeySecretArns"
+                } else {
+                    "GitCredentialsSecretArns"
+                }
             }
             // Exactly the repositories named, in this account.
             "codecommit" => {

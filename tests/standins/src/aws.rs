@@ -36,6 +36,25 @@ pub struct Image {
     pub platforms: Vec<String>,
     #[serde(default)]
     pub size: i64,
+    /// A manifest served as is (a cosign signature manifest), instead of one made up.
+    #[serde(default)]
+    pub manifest: Option<String>,
+}
+
+impl Image {
+    /// An image whose manifest is `manifest`, pushed now.
+    pub fn with_manifest(repository: &str, tag: &str, digest: &str, manifest: String) -> Self {
+        Self {
+            repository: repository.to_string(),
+            tag: Some(tag.to_string()),
+            digest: digest.to_string(),
+            pushed_at: OffsetDateTime::now_utc(),
+            media_type: default_media_type(),
+            platforms: Vec::new(),
+            size: 0,
+            manifest: Some(manifest),
+        }
+    }
 }
 
 fn default_media_type() -> String {
@@ -61,6 +80,10 @@ pub struct AwsState {
     secrets: Mutex<BTreeMap<String, (String, bool)>>,
     /// CodeCommit repositories, as an in-memory commit history keyed by repository name.
     pub codecommit: crate::github::GitHubState,
+    /// Layer blobs by (repository, digest), served at the URL `GetDownloadUrlForLayer` gives.
+    blobs: Mutex<BTreeMap<(String, String), Vec<u8>>>,
+    /// Filled in once the AWS stand-in is listening: the base of blob URLs.
+    pub endpoint: Mutex<String>,
     /// Scan results by (repository, digest): status and findings per severity.
     scans: Mutex<BTreeMap<(String, String), (String, BTreeMap<String, u64>)>>,
     /// CodeCommit repositories the function's role may not use.
@@ -100,8 +123,15 @@ impl AwsState {
             secrets: Mutex::new(BTreeMap::new()),
             codecommit: crate::github::GitHubState::default(),
             scans: Mutex::new(BTreeMap::new()),
+            blobs: Mutex::new(BTreeMap::new()),
+            endpoint: Mutex::new(String::new()),
             codecommit_denied: Mutex::new(std::collections::BTreeSet::new()),
         }
+    }
+
+    /// Stores a layer blob.
+    pub fn put_blob(&self, repository: &str, digest: &str, bytes: Vec<u8>) {
+        lock(&self.blobs).insert((repository.to_string(), digest.to_string()), bytes);
     }
 
     /// Records the scan of an image: `COMPLETE` with its findings, or `IN_PROGRESS`,
@@ -191,6 +221,7 @@ pub fn router(state: Arc<AwsState>) -> Router {
     Router::new()
         .route("/", post(ecr))
         .route("/clusters/{name}", get(describe_cluster))
+        .route("/blobs/{digest}/{*repository}", get(blob))
         .with_state(state)
 }
 
@@ -256,6 +287,7 @@ async fn ecr(State(state): State<Arc<AwsState>>, headers: HeaderMap, body: Bytes
             get_secret_value(&state, &request)
         }
         "DescribeImageScanFindings" => describe_image_scan_findings(&state, &request),
+        "GetDownloadUrlForLayer" => download_url(&state, &request),
         "DescribeImages" => describe_images(&state, &request),
         "BatchGetImage" => batch_get_image(&state, &request),
         "ReceiveMessage" if target.starts_with("AmazonSQS") => receive_message(&state, &request),
@@ -268,6 +300,34 @@ async fn ecr(State(state): State<Arc<AwsState>>, headers: HeaderMap, body: Bytes
             "UnknownOperationException",
             &format!("operation {other} is not supported by the stand-in"),
         ),
+    }
+}
+
+/// ECR's `GetDownloadUrlForLayer`: a URL on this stand-in that serves the blob.
+fn download_url(state: &AwsState, request: &Value) -> Response {
+    let repository = request["repositoryName"].as_str().unwrap_or_default();
+    let digest = request["layerDigest"].as_str().unwrap_or_default();
+    if !lock(&state.blobs).contains_key(&(repository.to_string(), digest.to_string())) {
+        return aws_error(
+            StatusCode::BAD_REQUEST,
+            "LayersNotFoundException",
+            &format!(
+                "The layer with digest '{digest}' does not exist in the repository with name '{repository}'"
+            ),
+        );
+    }
+    let base = lock(&state.endpoint).clone();
+    axum::Json(json!({"layerDigest": digest, "downloadUrl": format!("{base}/blobs/{digest}/{repository}")}))
+        .into_response()
+}
+
+async fn blob(
+    State(state): State<Arc<AwsState>>,
+    Path((digest, repository)): Path<(String, String)>,
+) -> Response {
+    match lock(&state.blobs).get(&(repository, digest)) {
+        Some(bytes) => bytes.clone().into_response(),
+        None => (StatusCode::NOT_FOUND, "no such blob").into_response(),
     }
 }
 
@@ -630,6 +690,9 @@ fn describe_images(state: &AwsState, request: &Value) -> Response {
 }
 
 fn manifest_for(image: &Image) -> String {
+    if let Some(manifest) = &image.manifest {
+        return manifest.clone();
+    }
     if image.media_type == INDEX_MEDIA_TYPE {
         let manifests: Vec<Value> = image
             .platforms

@@ -7,6 +7,7 @@
 
 pub mod aws;
 pub mod codecommit;
+pub mod cosign;
 pub mod faults;
 pub mod fixtures;
 pub mod github;
@@ -194,6 +195,7 @@ impl StandIns {
 
         let aws_listener = TcpListener::bind("127.0.0.1:0").await?;
         let aws_addr = aws_listener.local_addr()?;
+        *faults::lock(&aws.endpoint) = format!("http://127.0.0.1:{}", aws_addr.port());
         let aws_app = aws::router(aws.clone()).layer(axum::middleware::from_fn_with_state(
             (shared.clone(), Service::Ecr),
             faults::intercept,

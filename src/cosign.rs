@@ -1,0 +1,280 @@
+//! Cosign signatures, checked without I/O and without the cosign binary: where a signature
+//! lives in the registry, what its manifest says, and whether it signs exactly the digest
+//! being rolled out with the configured key.
+//!
+//! Cosign stores the signature of `sha256:<hex>` as the image tagged `sha256-<hex>.sig` in the
+//! same repository. Its manifest has one layer per signature: the layer blob is the signed
+//! payload (a "simple signing" JSON whose `critical.image.docker-manifest-digest` names the
+//! image) and the layer's `dev.cosignproject.cosign/signature` annotation is the base64 of an
+//! ASN.1 ECDSA P-256 SHA-256 signature over those bytes.
+
+use base64::Engine;
+use p256::ecdsa::signature::Verifier;
+use p256::ecdsa::{Signature, VerifyingKey};
+use p256::pkcs8::DecodePublicKey;
+use serde_json::Value;
+
+/// Where a cosign key comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyRef {
+    /// A Secrets Manager secret whose value is the PEM public key.
+    SecretsManager(String),
+    /// A key of a Kubernetes Secret's data (Image Updater's `cosignKey`).
+    KubeSecret {
+        namespace: String,
+        name: String,
+        key: String,
+    },
+    /// The PEM itself, in the annotation.
+    Pem(String),
+}
+
+impl KeyRef {
+    /// `secretsmanager:<arn>`, `secret:<namespace>/<name>[:<key>]` (key `cosign.pub` by
+    /// default), or a PEM public key.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        if let Some(arn) = text.strip_prefix("secretsmanager:") {
+            if !(arn.starts_with("arn:") && arn.contains(":secretsmanager:")) {
+                return Err(format!("`{arn}` is not a Secrets Manager secret ARN"));
+            }
+            return Ok(Self::SecretsManager(arn.to_string()));
+        }
+        if let Some(reference) = text.strip_prefix("secret:") {
+            let (path, key) = reference
+                .split_once(':')
+                .unwrap_or((reference, "cosign.pub"));
+            return match path.split_once('/') {
+                Some((namespace, name)) if !namespace.is_empty() && !name.is_empty() => {
+                    Ok(Self::KubeSecret {
+                        namespace: namespace.to_string(),
+                        name: name.to_string(),
+                        key: key.to_string(),
+                    })
+                }
+                _ => Err("expected `secret:<namespace>/<name>[:<key>]`".into()),
+            };
+        }
+        if text.starts_with("-----BEGIN PUBLIC KEY-----") {
+            verifying_key(text)?;
+            return Ok(Self::Pem(text.to_string()));
+        }
+        Err(
+            "expected `secretsmanager:<arn>`, `secret:<namespace>/<name>[:<key>]` or a PEM public key"
+                .into(),
+        )
+    }
+}
+
+impl std::fmt::Display for KeyRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::SecretsManager(arn) => write!(f, "secretsmanager:{arn}"),
+            Self::KubeSecret {
+                namespace,
+                name,
+                key,
+            } => write!(f, "secret:{namespace}/{name}:{key}"),
+            Self::Pem(_) => f.write_str("an inline PEM key"),
+        }
+    }
+}
+
+/// The tag cosign stores `digest`'s signature under.
+pub fn signature_tag(digest: &str) -> Option<String> {
+    let hex = digest.strip_prefix("sha256:")?;
+    Some(format!("sha256-{hex}.sig"))
+}
+
+/// One signature layer of a signature manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignatureLayer {
+    pub digest: String,
+    pub signature: String,
+}
+
+/// The signature layers of a cosign signature manifest.
+pub fn signature_layers(manifest: &str) -> Result<Vec<SignatureLayer>, String> {
+    let manifest: Value = serde_json::from_str(manifest)
+        .map_err(|e| format!("the signature manifest is not JSON: {e}"))?;
+    let layers: Vec<SignatureLayer> = manifest["layers"]
+        .as_array()
+        .map(|layers| {
+            layers
+                .iter()
+                .filter_map(|layer| {
+                    Some(SignatureLayer {
+                        digest: layer["digest"].as_str()?.to_string(),
+                        signature: layer["annotations"]["dev.cosignproject.cosign/signature"]
+                            .as_str()?
+                            .to_string(),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if layers.is_empty() {
+        return Err("the signature manifest has no layer with a cosign signature".into());
+    }
+    Ok(layers)
+}
+
+fn verifying_key(pem: &str) -> Result<VerifyingKey, String> {
+    VerifyingKey::from_public_key_pem(pem.trim())
+        .map_err(|e| format!("the cosign key is not an ECDSA P-256 public key in PEM form: {e}"))
+}
+
+/// Whether `payload` (the layer blob, whose sha256 is `layer_digest`) carries a valid
+/// signature by `key_pem` over exactly `digest`.
+pub fn verify(
+    key_pem: &str,
+    layer: &SignatureLayer,
+    payload: &[u8],
+    digest: &str,
+) -> Result<(), String> {
+    let actual = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, payload);
+    let actual: String = actual.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    if layer.digest != format!("sha256:{actual}") {
+        return Err(format!(
+            "the signature payload does not match its layer digest {} (tampered?)",
+            layer.digest
+        ));
+    }
+    let key = verifying_key(key_pem)?;
+    let der = base64::engine::general_purpose::STANDARD
+        .decode(layer.signature.trim())
+        .map_err(|e| format!("the signature is not base64: {e}"))?;
+    let signature =
+        Signature::from_der(&der).map_err(|e| format!("the signature is not ASN.1 ECDSA: {e}"))?;
+    key.verify(payload, &signature)
+        .map_err(|_| "the signature does not verify with the configured cosign key".to_string())?;
+    let payload: Value = serde_json::from_slice(payload)
+        .map_err(|e| format!("the signed payload is not JSON: {e}"))?;
+    if payload["critical"]["type"] != "cosign container image signature" {
+        return Err("the signed payload is not a cosign container image signature".into());
+    }
+    match payload["critical"]["image"]["docker-manifest-digest"].as_str() {
+        Some(signed) if signed == digest => Ok(()),
+        Some(signed) => Err(format!("the signature is for {signed}, not {digest}")),
+        None => Err("the signed payload names no docker-manifest-digest".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use p256::ecdsa::SigningKey;
+    use p256::ecdsa::signature::Signer;
+    use p256::pkcs8::{DecodePrivateKey, EncodePublicKey};
+
+    const DIGEST: &str = "sha256:3333333333333333333333333333333333333333333333333333333333333333";
+
+    fn keys() -> (SigningKey, String) {
+        let pair = rcgen_pair();
+        let signing = SigningKey::from_pkcs8_pem(&pair).unwrap();
+        let public = signing
+            .verifying_key()
+            .to_public_key_pem(p256::pkcs8::LineEnding::LF)
+            .unwrap();
+        (signing, public)
+    }
+
+    fn rcgen_pair() -> String {
+        argocd_ecr_updater_standins::cosign::key_pair().unwrap().0
+    }
+
+    fn signed(key: &SigningKey, digest: &str) -> (SignatureLayer, Vec<u8>) {
+        let payload = argocd_ecr_updater_standins::cosign::payload("r.example.com/app", digest);
+        let signature: Signature = key.sign(&payload);
+        let layer_digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &payload);
+        let hex: String = layer_digest
+            .as_ref()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        (
+            SignatureLayer {
+                digest: format!("sha256:{hex}"),
+                signature: base64::engine::general_purpose::STANDARD.encode(signature.to_der()),
+            },
+            payload,
+        )
+    }
+
+    #[test]
+    fn a_signature_by_the_key_over_the_digest_verifies() {
+        let (key, public) = keys();
+        let (layer, payload) = signed(&key, DIGEST);
+        assert_eq!(verify(&public, &layer, &payload, DIGEST), Ok(()));
+    }
+
+    #[test]
+    fn another_key_another_digest_or_a_tampered_payload_is_refused_with_the_reason() {
+        let (key, public) = keys();
+        let (_, other_public) = keys();
+        let (layer, payload) = signed(&key, DIGEST);
+        let wrong_key = verify(&other_public, &layer, &payload, DIGEST).unwrap_err();
+        assert!(wrong_key.contains("does not verify"), "{wrong_key}");
+        let other = "sha256:4444444444444444444444444444444444444444444444444444444444444444";
+        let (layer_other, payload_other) = signed(&key, other);
+        let for_other = verify(&public, &layer_other, &payload_other, DIGEST).unwrap_err();
+        assert!(
+            for_other.contains(&format!("is for {other}")),
+            "{for_other}"
+        );
+        let mut tampered = payload.clone();
+        tampered[10] ^= 1;
+        let changed = verify(&public, &layer, &tampered, DIGEST).unwrap_err();
+        assert!(changed.contains("tampered"), "{changed}");
+        let resigned = SignatureLayer {
+            digest: {
+                let d = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &tampered);
+                format!(
+                    "sha256:{}",
+                    d.as_ref()
+                        .iter()
+                        .map(|b| format!("{b:02x}"))
+                        .collect::<String>()
+                )
+            },
+            ..layer
+        };
+        let forged = verify(&public, &resigned, &tampered, DIGEST).unwrap_err();
+        assert!(
+            forged.contains("does not verify") || forged.contains("not JSON"),
+            "{forged}"
+        );
+    }
+
+    #[test]
+    fn key_references_are_parsed_and_bad_ones_refused() {
+        assert_eq!(
+            KeyRef::parse("secret:argocd/cosign").unwrap(),
+            KeyRef::KubeSecret {
+                namespace: "argocd".into(),
+                name: "cosign".into(),
+                key: "cosign.pub".into()
+            }
+        );
+        assert!(matches!(
+            KeyRef::parse(
+                "secretsmanager:arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:cosign-Ab12"
+            ),
+            Ok(KeyRef::SecretsManager(_))
+        ));
+        let (_, public) = keys();
+        assert!(matches!(KeyRef::parse(&public), Ok(KeyRef::Pem(_))));
+        for bad in [
+            "secret:nope",
+            "secretsmanager:not-an-arn",
+            "cosign.pub",
+            "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----",
+        ] {
+            assert!(KeyRef::parse(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            signature_tag(DIGEST).unwrap(),
+            format!("sha256-{}.sig", &DIGEST[7..])
+        );
+    }
+}

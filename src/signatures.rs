@@ -1,0 +1,169 @@
+//! Signature checks over the network: the cosign key (inline, from Secrets Manager, or from a
+//! Kubernetes Secret), the signature artifact in the image's own ECR repository, its payload
+//! blob, then [`crate::cosign::verify`]. Keys are kept for five minutes per warm container.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use tokio::sync::Mutex;
+
+use crate::cosign::{self, KeyRef};
+use crate::ecr::Ecr;
+use crate::facts::FetchFailure;
+use crate::kube::KubeClient;
+
+const KEYS_FOR: Duration = Duration::from_secs(300);
+/// A signature payload is a few hundred bytes; anything larger is not one.
+const MAX_PAYLOAD: usize = 1 << 20;
+
+pub struct Signatures {
+    http: reqwest::Client,
+    secrets: aws_sdk_secretsmanager::Client,
+    keys: Mutex<HashMap<String, (Instant, String)>>,
+}
+
+fn failure(message: String, retryable: bool) -> FetchFailure {
+    FetchFailure { message, retryable }
+}
+
+impl Signatures {
+    pub fn new(secrets: aws_sdk_secretsmanager::Client, timeout: Duration) -> Result<Self, String> {
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(Duration::from_secs(5))
+            .build()
+            .map_err(|e| e.to_string())?;
+        Ok(Self {
+            http,
+            secrets,
+            keys: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The PEM public key `key` names.
+    async fn key(&self, key: &KeyRef, kube: &KubeClient) -> Result<String, FetchFailure> {
+        let cache_key = key.to_string();
+        if let KeyRef::Pem(pem) = key {
+            return Ok(pem.clone());
+        }
+        if let Some((at, pem)) = self.keys.lock().await.get(&cache_key)
+            && at.elapsed() < KEYS_FOR
+        {
+            return Ok(pem.clone());
+        }
+        let pem = match key {
+            KeyRef::Pem(pem) => pem.clone(),
+            KeyRef::SecretsManager(arn) => {
+                let answer = self
+                    .secrets
+                    .get_secret_value()
+                    .secret_id(arn)
+                    .send()
+                    .await
+                    .map_err(|e| {
+                        let described = crate::aws_error::describe(&e);
+                        failure(
+                            format!("cannot read the cosign key {arn}: {described}"),
+                            described.cause.is_retryable(),
+                        )
+                    })?;
+                answer
+                    .secret_string()
+                    .ok_or_else(|| failure(format!("the cosign key {arn} has no SecretString: store the PEM public key as text"), false))?
+                    .to_string()
+            }
+            KeyRef::KubeSecret {
+                namespace,
+                name,
+                key: data_key,
+            } => {
+                let secret = kube.get_secret(namespace, name).await.map_err(|e| {
+                    failure(
+                        format!("cannot read the cosign key Secret {namespace}/{name}: {e}"),
+                        e.is_retryable(),
+                    )
+                })?;
+                let encoded = secret["data"][data_key.as_str()].as_str().ok_or_else(|| {
+                    failure(
+                        format!("Secret {namespace}/{name} has no `{data_key}`"),
+                        false,
+                    )
+                })?;
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(encoded)
+                    .map_err(|_| {
+                        failure(
+                            format!("Secret {namespace}/{name} `{data_key}` is not base64"),
+                            false,
+                        )
+                    })?;
+                String::from_utf8(bytes).map_err(|_| {
+                    failure(
+                        format!("Secret {namespace}/{name} `{data_key}` is not text"),
+                        false,
+                    )
+                })?
+            }
+        };
+        self.keys
+            .lock()
+            .await
+            .insert(cache_key, (Instant::now(), pem.clone()));
+        Ok(pem)
+    }
+
+    /// Whether `digest` in `repository` carries a valid cosign signature by `key`: `Ok(Err)`
+    /// is the exact reason it does not (never a write), `Err` a fetch a retry may fix.
+    pub async fn check(
+        &self,
+        ecr: &Ecr,
+        kube: &KubeClient,
+        registry: &str,
+        repository: &str,
+        digest: &str,
+        key: &KeyRef,
+    ) -> Result<Result<(), String>, FetchFailure> {
+        let Some(tag) = cosign::signature_tag(digest) else {
+            return Ok(Err(format!("{digest} is not a sha256 digest")));
+        };
+        let pem = self.key(key, kube).await?;
+        let Some(manifest) = ecr.manifest(registry, repository, &tag).await? else {
+            return Ok(Err(format!(
+                "{digest} is not signed: no `{tag}` in `{repository}` (sign it with `cosign sign --key …`)"
+            )));
+        };
+        let layers = match cosign::signature_layers(&manifest) {
+            Ok(layers) => layers,
+            Err(reason) => return Ok(Err(reason)),
+        };
+        let mut reasons = Vec::new();
+        for layer in &layers {
+            let Some(url) = ecr.layer_url(registry, repository, &layer.digest).await? else {
+                reasons.push(format!("the payload layer {} is missing", layer.digest));
+                continue;
+            };
+            let payload = self
+                .http
+                .get(&url)
+                .send()
+                .await
+                .and_then(|r| r.error_for_status())
+                .map_err(|e| failure(format!("cannot download the signature payload: {e}"), true))?
+                .bytes()
+                .await
+                .map_err(|e| {
+                    failure(format!("cannot download the signature payload: {e}"), true)
+                })?;
+            if payload.len() > MAX_PAYLOAD {
+                reasons.push("the signature payload is too large to be one".into());
+                continue;
+            }
+            match cosign::verify(&pem, layer, &payload, digest) {
+                Ok(()) => return Ok(Ok(())),
+                Err(reason) => reasons.push(reason),
+            }
+        }
+        Ok(Err(reasons.join("; ")))
+    }
+}
