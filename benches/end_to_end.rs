@@ -156,17 +156,7 @@ async fn measure_git(
         annotations["argocd-image-updater.argoproj.io/git-repository"] =
             json!(format!("https://github.com/{repo}.git"));
         annotations["argocd-image-updater.argoproj.io/git-branch"] = json!("main");
-        if let Some(meta) = app["metadata"].as_object_mut() {
-            for key in [
-                "resourceVersion",
-                "uid",
-                "creationTimestamp",
-                "generation",
-                "managedFields",
-            ] {
-                meta.remove(key);
-            }
-        }
+        argocd_ecr_updater_standins::fixtures::strip_server_fields(&mut app);
         standins.kube.insert(app).unwrap();
     }
     let names: Vec<&str> = repositories.iter().map(String::as_str).collect();

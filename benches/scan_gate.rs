@@ -29,17 +29,7 @@ async fn main() {
     let mut app = standins.kube.get("argocd", SEED_APP).unwrap();
     app["metadata"]["annotations"]["argocd-ecr-updater.io/app.scan-gate"] =
         json!("critical=0,high=3");
-    if let Some(meta) = app["metadata"].as_object_mut() {
-        for key in [
-            "resourceVersion",
-            "uid",
-            "creationTimestamp",
-            "generation",
-            "managedFields",
-        ] {
-            meta.remove(key);
-        }
-    }
+    argocd_ecr_updater_standins::fixtures::strip_server_fields(&mut app);
     standins.kube.insert(app).unwrap();
     let config = Config::from_lookup(|name| match name {
         "CLUSTER_NAME" => Some(standins.options.cluster_name.clone()),

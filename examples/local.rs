@@ -178,17 +178,7 @@ fn use_git(standins: &StandIns) -> Result<(), Box<dyn std::error::Error>> {
         .ok_or("the seed Application is missing")?;
     app["metadata"]["annotations"]["argocd-image-updater.argoproj.io/write-back-method"] =
         "git".into();
-    if let Some(meta) = app["metadata"].as_object_mut() {
-        for key in [
-            "resourceVersion",
-            "uid",
-            "creationTimestamp",
-            "generation",
-            "managedFields",
-        ] {
-            meta.remove(key);
-        }
-    }
+    argocd_ecr_updater_standins::fixtures::strip_server_fields(&mut app);
     standins.kube.insert(app)?;
     println!(
         "Git write-back: {GIT_REPO} on the GitHub stand-in at {}",

@@ -3,7 +3,28 @@
 //! labels), and how their failures are classed. Adding a host is an implementation of
 //! [`GitHost`]; neither the decision code nor the write-back changes.
 
+use std::time::Duration;
+
 use async_trait::async_trait;
+
+/// The HTTPS client the Git hosts' APIs are called with, built once per warm container:
+/// the system's roots plus `GIT_CA_BUNDLE` for self-hosted servers.
+pub fn http_client(
+    extra_ca_pem: Option<&str>,
+    timeout: Duration,
+) -> Result<reqwest::Client, String> {
+    let mut builder = reqwest::Client::builder()
+        .https_only(true)
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(timeout)
+        .user_agent(concat!("argocd-ecr-updater/", env!("CARGO_PKG_VERSION")));
+    if let Some(pem) = extra_ca_pem {
+        let certs = reqwest::Certificate::from_pem_bundle(pem.as_bytes())
+            .map_err(|e| format!("GIT_CA_BUNDLE is not a PEM bundle: {e}"))?;
+        builder = builder.tls_certs_merge(certs);
+    }
+    builder.build().map_err(|e| e.to_string())
+}
 
 /// How a request to a Git host failed, in the classes the write-back acts on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -91,18 +91,8 @@ impl GitHub {
         api_override: Option<String>,
         timeout: Duration,
     ) -> Result<Self, String> {
-        let mut builder = reqwest::Client::builder()
-            .https_only(true)
-            .connect_timeout(Duration::from_secs(5))
-            .timeout(timeout)
-            .user_agent(concat!("argocd-ecr-updater/", env!("CARGO_PKG_VERSION")));
-        if let Some(pem) = extra_ca_pem {
-            let certs = reqwest::Certificate::from_pem_bundle(pem.as_bytes())
-                .map_err(|e| format!("GIT_CA_BUNDLE is not a PEM bundle: {e}"))?;
-            builder = builder.tls_certs_merge(certs);
-        }
         Ok(Self {
-            http: builder.build().map_err(|e| e.to_string())?,
+            http: crate::githost::http_client(extra_ca_pem, timeout)?,
             api_override: api_override.map(|a| a.trim_end_matches('/').to_string()),
             app_tokens: Mutex::new(HashMap::new()),
             requests: std::sync::atomic::AtomicUsize::new(0),

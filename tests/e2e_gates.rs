@@ -22,17 +22,7 @@ async fn seeded(annotations: &[(&str, &str)]) -> StandIns {
     for (key, value) in annotations {
         app["metadata"]["annotations"][*key] = json!(value);
     }
-    if let Some(meta) = app["metadata"].as_object_mut() {
-        for key in [
-            "resourceVersion",
-            "uid",
-            "creationTimestamp",
-            "generation",
-            "managedFields",
-        ] {
-            meta.remove(key);
-        }
-    }
+    argocd_ecr_updater_standins::fixtures::strip_server_fields(&mut app);
     standins.kube.insert(app).unwrap();
     standins
 }

@@ -59,22 +59,8 @@ fn annotate(standins: &StandIns, pairs: &[(&str, &str)]) {
         };
         app["metadata"]["annotations"][key] = json!(value);
     }
-    strip_server_fields(&mut app);
+    argocd_ecr_updater_standins::fixtures::strip_server_fields(&mut app);
     standins.kube.insert(app).unwrap();
-}
-
-fn strip_server_fields(app: &mut Value) {
-    if let Some(meta) = app["metadata"].as_object_mut() {
-        for key in [
-            "resourceVersion",
-            "uid",
-            "creationTimestamp",
-            "generation",
-            "managedFields",
-        ] {
-            meta.remove(key);
-        }
-    }
 }
 
 fn vars(standins: &StandIns) -> Vec<(String, String)> {
@@ -759,7 +745,7 @@ async fn a_kustomization_target_gets_its_images_entry_changed_and_the_rest_byte_
     let mut app = standins.kube.get("argocd", SEED_APP).unwrap();
     app["spec"]["source"] = json!({"repoURL": "https://github.com/barun/invitation.git", "targetRevision": "main", "path": "overlays/dev", "kustomize": {}});
     app["status"]["sourceType"] = json!("Kustomize");
-    strip_server_fields(&mut app);
+    argocd_ecr_updater_standins::fixtures::strip_server_fields(&mut app);
     standins.kube.insert(app).unwrap();
 
     let report = push(&standins).await;
@@ -834,10 +820,7 @@ async fn applications_sharing_a_repository_take_turns_instead_of_racing() {
         let mut app = standins.kube.get("argocd", SEED_APP).unwrap();
         app["metadata"]["name"] = json!(format!("invitation-{i}"));
         app["spec"]["source"]["path"] = json!(format!("apps/{i}"));
-        strip_server_fields(&mut app);
-        if let Some(meta) = app["metadata"].as_object_mut() {
-            meta.remove("managedFields");
-        }
+        argocd_ecr_updater_standins::fixtures::strip_server_fields(&mut app);
         standins.kube.insert(app).unwrap();
     }
     let report = push(&standins).await;
@@ -864,7 +847,7 @@ async fn a_tag_as_target_revision_is_a_clear_configuration_error() {
     let standins = git_standins(&[]).await;
     let mut app = standins.kube.get("argocd", SEED_APP).unwrap();
     app["spec"]["source"]["targetRevision"] = json!("v1.0.0");
-    strip_server_fields(&mut app);
+    argocd_ecr_updater_standins::fixtures::strip_server_fields(&mut app);
     standins.kube.insert(app).unwrap();
     let report = report_of(run_with(&standins, &[], &event("push-date-tag.json")).await);
     let entry = only(&report);
@@ -915,7 +898,7 @@ async fn several_images_of_one_application_go_in_one_commit() {
         .as_array_mut()
         .unwrap()
         .push(json!(format!("{worker}:v1")));
-    strip_server_fields(&mut app);
+    argocd_ecr_updater_standins::fixtures::strip_server_fields(&mut app);
     standins.kube.insert(app).unwrap();
 
     let report = run_with(&standins, &[], &event("scheduled-reconcile.json"))

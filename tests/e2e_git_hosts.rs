@@ -106,17 +106,7 @@ async fn setup(host: Host) -> StandIns {
     annotations[format!("{IU}write-back-method")] = json!("git");
     annotations[format!("{IU}git-repository")] = json!(host.url());
     annotations[format!("{IU}git-branch")] = json!("main");
-    if let Some(meta) = app["metadata"].as_object_mut() {
-        for key in [
-            "resourceVersion",
-            "uid",
-            "creationTimestamp",
-            "generation",
-            "managedFields",
-        ] {
-            meta.remove(key);
-        }
-    }
+    argocd_ecr_updater_standins::fixtures::strip_server_fields(&mut app);
     standins.kube.insert(app).unwrap();
     standins
 }
@@ -268,17 +258,7 @@ async fn gitlab_merge_requests_are_opened_once_and_labelled() {
     app["metadata"]["annotations"]["argocd-ecr-updater.io/git-pull-request"] = json!("true");
     app["metadata"]["annotations"]["argocd-ecr-updater.io/git-pull-request-labels"] =
         json!("image-update,automerge");
-    if let Some(meta) = app["metadata"].as_object_mut() {
-        for key in [
-            "resourceVersion",
-            "uid",
-            "creationTimestamp",
-            "generation",
-            "managedFields",
-        ] {
-            meta.remove(key);
-        }
-    }
+    argocd_ecr_updater_standins::fixtures::strip_server_fields(&mut app);
     standins.kube.insert(app).unwrap();
     let (action, reason, _) = outcome(&run(&standins, &event("push-date-tag.json")).await);
     assert_eq!(action, Action::Updated, "{reason}");
@@ -306,17 +286,7 @@ async fn codecommit_pull_requests_are_opened_from_a_branch_per_change() {
     app["metadata"]["annotations"]["argocd-ecr-updater.io/git-pull-request"] = json!("true");
     app["metadata"]["annotations"]["argocd-ecr-updater.io/git-pull-request-labels"] =
         json!("image-update");
-    if let Some(meta) = app["metadata"].as_object_mut() {
-        for key in [
-            "resourceVersion",
-            "uid",
-            "creationTimestamp",
-            "generation",
-            "managedFields",
-        ] {
-            meta.remove(key);
-        }
-    }
+    argocd_ecr_updater_standins::fixtures::strip_server_fields(&mut app);
     standins.kube.insert(app).unwrap();
     let report = run(&standins, &event("push-date-tag.json")).await;
     let (action, reason, _) = outcome(&report);

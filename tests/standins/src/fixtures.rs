@@ -267,6 +267,23 @@ r=subprocess.run(sys.argv[1:],stdout=subprocess.PIPE)
 w=time.monotonic()-t
 print(json.dumps({'code':r.returncode,'wall_s':w,'peak_rss_kb':resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,'stdout':r.stdout.decode()}))";
 
+/// Drops what the API server sets on an object read from it (`resourceVersion`, `uid`,
+/// `creationTimestamp`, `generation`, `managedFields`), so it can be inserted again as a
+/// fresh object.
+pub fn strip_server_fields(object: &mut Value) {
+    if let Some(meta) = object["metadata"].as_object_mut() {
+        for key in [
+            "resourceVersion",
+            "uid",
+            "creationTimestamp",
+            "generation",
+            "managedFields",
+        ] {
+            meta.remove(key);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
