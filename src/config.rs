@@ -68,6 +68,9 @@ pub struct Config {
     /// How many times one Application is re-read and re-decided after a conflict.
     pub conflict_retries: u32,
     pub git: GitSettings,
+    /// The function's own account (`FUNCTION_ACCOUNT_ID`, set by the template), to tell another
+    /// account's registry refusing us (permanent) from our own role lacking a grant.
+    pub own_account: Option<String>,
 }
 
 /// Git write-back's settings (see [`crate::gitwrite`]).
@@ -379,7 +382,17 @@ impl Config {
             }
         };
         let git = git_settings(&get, &namespaces, flag("GIT_REPOCREDS", false)?)?;
+        let own_account = get("FUNCTION_ACCOUNT_ID");
+        if let Some(account) = &own_account
+            && !(account.len() == 12 && account.bytes().all(|b| b.is_ascii_digit()))
+        {
+            return Err(error(
+                "FUNCTION_ACCOUNT_ID",
+                format!("`{account}` is not 12 digits"),
+            ));
+        }
         Ok(Self {
+            own_account,
             git,
             cluster_name,
             namespaces,

@@ -26,6 +26,14 @@ pub enum EcrError {
         "the function's role may not read ECR repository `{repository}` ({message}): grant ecr:DescribeImages and ecr:BatchGetImage on it (template.yaml's EcrRepositoryArns parameter)"
     )]
     AccessDenied { repository: String, message: String },
+    #[error(
+        "registry {registry} refuses the function's role on `{repository}` ({message}): that account's repository policy must allow it (docs/operations.md, cross-account registries), and the template must list {registry} in RegistryAccounts; not retried"
+    )]
+    ForeignDenied {
+        registry: String,
+        repository: String,
+        message: String,
+    },
     #[error("ECR {operation} on `{repository}` failed, and may succeed on retry: {message}")]
     Transient {
         operation: &'static str,
@@ -70,6 +78,9 @@ pub enum Platforms {
 pub struct Ecr {
     client: aws_sdk_ecr::Client,
     calls: AtomicU32,
+    /// The function's own account (`FUNCTION_ACCOUNT_ID`): a refusal by another account's
+    /// registry is that account's repository policy, which no retry changes.
+    own_account: Option<String>,
 }
 
 fn pushed_at(detail: &ImageDetail) -> Option<OffsetDateTime> {
@@ -111,6 +122,39 @@ impl Ecr {
         Self {
             client,
             calls: AtomicU32::new(0),
+            own_account: None,
+        }
+    }
+
+    /// Knows the function's own account, so another account's refusal is told apart.
+    pub fn with_own_account(mut self, account: Option<String>) -> Self {
+        self.own_account = account;
+        self
+    }
+
+    fn classify<E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static>(
+        &self,
+        operation: &'static str,
+        repository: &str,
+        registry: &str,
+        error: aws_sdk_ecr::error::SdkError<E>,
+    ) -> Result<(), EcrError> {
+        match classify(operation, repository, registry, error) {
+            Err(EcrError::AccessDenied {
+                repository,
+                message,
+            }) if self
+                .own_account
+                .as_deref()
+                .is_some_and(|own| own != registry) =>
+            {
+                Err(EcrError::ForeignDenied {
+                    registry: registry.to_string(),
+                    repository,
+                    message,
+                })
+            }
+            other => other,
         }
     }
 
@@ -143,7 +187,7 @@ impl Ecr {
                 )));
             }
             Err(e) => {
-                classify("DescribeImageScanFindings", repository, registry, e)?;
+                self.classify("DescribeImageScanFindings", repository, registry, e)?;
                 return Ok(ScanState::Failed(format!(
                     "{digest} is not in `{repository}`"
                 )));
@@ -239,7 +283,9 @@ impl Ecr {
                     })
                     .collect(),
             )),
-            Err(e) => classify("DescribeImages", repository, registry, e).map(|()| None),
+            Err(e) => self
+                .classify("DescribeImages", repository, registry, e)
+                .map(|()| None),
         }
     }
 
@@ -270,7 +316,7 @@ impl Ecr {
             let output = match output {
                 Ok(o) => o,
                 Err(e) => {
-                    classify("DescribeImages", repository, registry, e)?;
+                    self.classify("DescribeImages", repository, registry, e)?;
                     return Ok(tags);
                 }
             };
@@ -317,7 +363,7 @@ impl Ecr {
                 .and_then(|i| i.image_manifest())
                 .map(str::to_string)),
             Err(e) => {
-                classify("BatchGetImage", repository, registry, e)?;
+                self.classify("BatchGetImage", repository, registry, e)?;
                 Ok(None)
             }
         }
@@ -351,7 +397,7 @@ impl Ecr {
                 Ok(None)
             }
             Err(e) => {
-                classify("GetDownloadUrlForLayer", repository, registry, e)?;
+                self.classify("GetDownloadUrlForLayer", repository, registry, e)?;
                 Ok(None)
             }
         }
@@ -402,7 +448,7 @@ impl Ecr {
         let output = match result {
             Ok(o) => o,
             Err(e) => {
-                classify("BatchGetImage", repository, registry, e)?;
+                self.classify("BatchGetImage", repository, registry, e)?;
                 return Ok(vec![None; tags.len()]);
             }
         };

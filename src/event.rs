@@ -140,9 +140,12 @@ fn parse_event(event: &Value) -> Result<Invocation, EventError> {
         }
         return skip(format!("source `{source}` is not aws.ecr"));
     }
-    if detail_type != "ECR Image Action" {
+    // A replicated image arrives in the destination region as `ECR Replication Action`
+    // (with `source-account`/`source-region`); its tag is then pullable here, as a push.
+    let replication = detail_type == "ECR Replication Action";
+    if detail_type != "ECR Image Action" && !replication {
         return skip(format!(
-            "detail-type `{detail_type}` is not `ECR Image Action`"
+            "detail-type `{detail_type}` is not `ECR Image Action` or `ECR Replication Action`"
         ));
     }
     let detail = object
@@ -164,7 +167,7 @@ fn parse_event(event: &Value) -> Result<Invocation, EventError> {
     let tag = field("image-tag")?.filter(|t| !t.is_empty());
     let digest = field("image-digest")?.map(str::to_string);
 
-    if action != "PUSH" {
+    if action != "PUSH" && !replication {
         return skip(format!("action-type `{action}` is not PUSH"));
     }
     if result != "SUCCESS" {
@@ -491,6 +494,27 @@ mod tests {
         scan["detail"]["scan-status"] = json!("COMPLETE");
         scan["detail"]["finding-severity-counts"]["HIGH"] = json!("many");
         assert!(matches!(parse(&scan), Err(EventError::Malformed(m)) if m.contains("HIGH")));
+    }
+
+    #[test]
+    fn a_completed_replication_is_a_push_in_the_destination_region() {
+        let replicated = json!({"version": "0", "id": "r-1", "detail-type": "ECR Replication Action",
+            "source": "aws.ecr", "account": "768157413559", "time": "2025-08-25T06:31:00Z",
+            "region": "ap-northeast-2",
+            "detail": {"result": "SUCCESS", "repository-name": "barun-dev-ecr",
+                "image-digest": "sha256:3333333333333333333333333333333333333333333333333333333333333333",
+                "action-type": "REPLICATE", "image-tag": "20250825-153012",
+                "source-account": "111122223333", "source-region": "us-east-1"}});
+        let Ok(Invocation::Push(push)) = parse(&replicated) else {
+            panic!("a completed replication is work")
+        };
+        assert_eq!(
+            (push.region.as_str(), push.account.as_str()),
+            ("ap-northeast-2", "768157413559")
+        );
+        let mut failed = replicated.clone();
+        failed["detail"]["result"] = json!("FAILURE");
+        assert!(matches!(parse(&failed), Ok(Invocation::Skip { .. })));
     }
 
     #[test]

@@ -137,6 +137,7 @@ impl Handler {
         let signatures =
             crate::signatures::Signatures::new(secrets.clone(), config.timeouts.request)?;
         let git_credentials = GitCredentials::new(config.git.clone(), secrets);
+        let own_account = config.own_account.clone();
         Ok(Self {
             github,
             gitlab,
@@ -146,7 +147,7 @@ impl Handler {
             repository_locks: std::sync::Mutex::new(std::collections::HashMap::new()),
             config,
             region,
-            ecr: Ecr::new(ecr),
+            ecr: Ecr::new(ecr).with_own_account(own_account),
             eks,
             credentials,
             clock,

@@ -146,13 +146,14 @@ fn every_resource_is_scoped_and_only_vpc_networking_uses_a_wildcard_behind_its_c
             "{sid}: {resources:?}"
         );
         if expected_fragment == ":repository/" {
-            // Name-list ARNs leave account and region open; the condition must pin both.
+            // Name-list ARNs leave account and region open; the condition must pin both:
+            // this account and exactly the registry accounts listed.
             let condition = &statement["Condition"]["StringEquals"];
-            assert_eq!(
-                strings(&condition["aws:ResourceAccount"]),
-                ["AWS::AccountId"],
-                "{sid}"
-            );
+            let accounts: Vec<String> = strings(&condition["aws:ResourceAccount"])
+                .into_iter()
+                .filter(|s| s != ",")
+                .collect();
+            assert_eq!(accounts, ["AWS::AccountId", "RegistryAccounts"], "{sid}");
             assert_eq!(
                 strings(&condition["aws:RequestedRegion"]),
                 ["AWS::Region"],
@@ -384,6 +385,8 @@ fn the_templates_defaults_are_a_configuration_the_function_accepts() {
                 let default = match parameters[parameter.as_str()].get("Default") {
                     Some(Value::String(s)) => s.clone(),
                     Some(Value::Number(n)) => n.to_string(),
+                    // A pseudo parameter CloudFormation fills in.
+                    _ if parameter == "AWS::AccountId" => "768157413559".to_string(),
                     _ => "barun-dev".to_string(),
                 };
                 (k.as_str().unwrap().to_string(), default)
@@ -502,6 +505,23 @@ fn scan_events_reach_the_function_only_when_asked_and_for_the_tracked_repositori
         t["Parameters"]["ScanEvents"]["Default"].as_str(),
         Some("false")
     );
+}
+
+#[test]
+fn registry_accounts_may_forward_their_events_and_only_when_listed() {
+    let t = template();
+    let policy = &t["Resources"]["RegistryAccountsEvents"];
+    assert_eq!(policy["Condition"].as_str(), Some("HasRegistryAccounts"));
+    let statement = &policy["Properties"]["Statement"];
+    assert_eq!(
+        strings(&statement["Principal"]["AWS"]),
+        ["RegistryAccounts"]
+    );
+    assert_eq!(strings(&statement["Action"]), ["events:PutEvents"]);
+    assert!(strings(&statement["Resource"])[0].ends_with(":event-bus/default"));
+    // The function knows its own account, to tell a foreign registry's refusal apart.
+    let variables = &t["Resources"]["Function"]["Properties"]["Environment"]["Variables"];
+    assert_eq!(strings(&variables["FUNCTION_ACCOUNT_ID"]), ["AWS::AccountId"]);
 }
 
 #[test]

@@ -86,6 +86,9 @@ pub struct AwsState {
     pub endpoint: Mutex<String>,
     /// Scan results by (repository, digest): status and findings per severity.
     scans: Mutex<BTreeMap<(String, String), (String, BTreeMap<String, u64>)>>,
+    /// Other accounts' registries served from the same images: whether their repository
+    /// policy lets the function's role read (cross-account ECR).
+    registries: Mutex<BTreeMap<String, bool>>,
     /// CodeCommit repositories the function's role may not use.
     pub codecommit_denied: Mutex<std::collections::BTreeSet<String>>,
 }
@@ -123,10 +126,17 @@ impl AwsState {
             secrets: Mutex::new(BTreeMap::new()),
             codecommit: crate::github::GitHubState::default(),
             scans: Mutex::new(BTreeMap::new()),
+            registries: Mutex::new(BTreeMap::new()),
             blobs: Mutex::new(BTreeMap::new()),
             endpoint: Mutex::new(String::new()),
             codecommit_denied: Mutex::new(std::collections::BTreeSet::new()),
         }
+    }
+
+    /// Serves another account's registry (the same images): `readable` is whether its
+    /// repository policy allows the function's role.
+    pub fn add_registry(&self, account: &str, readable: bool) {
+        lock(&self.registries).insert(account.to_string(), readable);
     }
 
     /// Stores a layer blob.
@@ -527,13 +537,28 @@ fn repository_checked(state: &AwsState, request: &Value) -> Result<String, Respo
     if let Some(registry) = request["registryId"].as_str()
         && registry != state.account
     {
-        return Err(aws_error(
-            StatusCode::BAD_REQUEST,
-            "RepositoryNotFoundException",
-            &format!(
-                "The repository with name '{repository}' does not exist in the registry with id '{registry}'"
-            ),
-        ));
+        match lock(&state.registries).get(registry) {
+            Some(true) => {}
+            Some(false) => {
+                return Err(aws_error(
+                    StatusCode::BAD_REQUEST,
+                    "AccessDeniedException",
+                    &format!(
+                        "User: arn:aws:sts::{}:assumed-role/argocd-ecr-updater-role/argocd-ecr-updater is not authorized to perform: ecr:DescribeImages on resource: arn:aws:ecr:{}:{registry}:repository/{repository} because no resource-based policy allows the ecr:DescribeImages action",
+                        state.account, state.region
+                    ),
+                ));
+            }
+            None => {
+                return Err(aws_error(
+                    StatusCode::BAD_REQUEST,
+                    "RepositoryNotFoundException",
+                    &format!(
+                        "The repository with name '{repository}' does not exist in the registry with id '{registry}'"
+                    ),
+                ));
+            }
+        }
     }
     if !lock(&state.repositories).contains(&repository) {
         return Err(aws_error(
