@@ -7,14 +7,46 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-/// The HTTPS client the Git hosts' APIs are called with, built once per warm container:
-/// the system's roots plus `GIT_CA_BUNDLE` for self-hosted servers.
-pub fn http_client(
+/// An HTTP client built on first use, then kept for the warm container. Building one loads
+/// the system's root certificates, a cost every cold start would pay for clients most
+/// invocations (no git write-back, no signature gate) never use.
+pub struct LazyClient {
+    extra_ca_pem: Option<String>,
+    timeout: Duration,
+    https_only: bool,
+    client: std::sync::OnceLock<Result<reqwest::Client, String>>,
+}
+
+impl LazyClient {
+    pub fn new(extra_ca_pem: Option<&str>, timeout: Duration, https_only: bool) -> Self {
+        Self {
+            extra_ca_pem: extra_ca_pem.map(str::to_string),
+            timeout,
+            https_only,
+            client: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The client, or why it cannot be built (a `GIT_CA_BUNDLE` that is not PEM).
+    pub fn get(&self) -> Result<&reqwest::Client, String> {
+        self.client
+            .get_or_init(|| {
+                http_client(self.extra_ca_pem.as_deref(), self.timeout, self.https_only)
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+}
+
+/// An HTTP client for the Git hosts' APIs (`https_only`) or blob downloads: the system's
+/// roots plus `GIT_CA_BUNDLE` for self-hosted servers.
+fn http_client(
     extra_ca_pem: Option<&str>,
     timeout: Duration,
+    https_only: bool,
 ) -> Result<reqwest::Client, String> {
     let mut builder = reqwest::Client::builder()
-        .https_only(true)
+        .https_only(https_only)
         .connect_timeout(Duration::from_secs(5))
         .timeout(timeout)
         .user_agent(concat!("argocd-ecr-updater/", env!("CARGO_PKG_VERSION")));

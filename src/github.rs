@@ -74,7 +74,7 @@ impl Credentials {
 
 /// The GitHub client, built once per warm container.
 pub struct GitHub {
-    http: reqwest::Client,
+    http: crate::githost::LazyClient,
     /// Overrides `https://api.github.com` (tests, or an egress proxy).
     api_override: Option<String>,
     /// Installation tokens by (API, installation), with their expiry.
@@ -92,7 +92,7 @@ impl GitHub {
         timeout: Duration,
     ) -> Result<Self, String> {
         Ok(Self {
-            http: crate::githost::http_client(extra_ca_pem, timeout)?,
+            http: crate::githost::LazyClient::new(extra_ca_pem, timeout, true),
             api_override: api_override.map(|a| a.trim_end_matches('/').to_string()),
             app_tokens: Mutex::new(HashMap::new()),
             requests: std::sync::atomic::AtomicUsize::new(0),
@@ -438,8 +438,11 @@ impl GitHub {
     ) -> Result<Value, HostError> {
         self.requests
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut request = self
-            .http
+        let http = self.http.get().map_err(|message| HostError::Transport {
+            what: what.to_string(),
+            message,
+        })?;
+        let mut request = http
             .request(method, url)
             .bearer_auth(token)
             .header(header::ACCEPT, "application/vnd.github+json")

@@ -21,7 +21,7 @@ const GITLAB_WRITE: &str = "give the token the Developer role (Maintainer for pr
 
 /// The GitLab client, built once per warm container.
 pub struct GitLab {
-    http: reqwest::Client,
+    http: crate::githost::LazyClient,
     /// Overrides `https://gitlab.com/api/v4` (tests, or an egress proxy).
     api_override: Option<String>,
     requests: AtomicUsize,
@@ -34,7 +34,7 @@ impl GitLab {
         timeout: Duration,
     ) -> Result<Self, String> {
         Ok(Self {
-            http: crate::githost::http_client(extra_ca_pem, timeout)?,
+            http: crate::githost::LazyClient::new(extra_ca_pem, timeout, true),
             api_override: api_override.map(|a| a.trim_end_matches('/').to_string()),
             requests: AtomicUsize::new(0),
         })
@@ -86,9 +86,15 @@ impl GitLabProject<'_> {
     ) -> Result<Value, HostError> {
         self.client.requests.fetch_add(1, Ordering::Relaxed);
         let url = format!("{}/projects/{}{path}", self.api, self.id);
-        let mut request = self
+        let http = self
             .client
             .http
+            .get()
+            .map_err(|message| HostError::Transport {
+                what: what.to_string(),
+                message,
+            })?;
+        let mut request = http
             .request(method, &url)
             .header("PRIVATE-TOKEN", &self.token);
         if let Some(body) = body {

@@ -18,7 +18,7 @@ const KEYS_FOR: Duration = Duration::from_secs(300);
 const MAX_PAYLOAD: usize = 1 << 20;
 
 pub struct Signatures {
-    http: reqwest::Client,
+    http: crate::githost::LazyClient,
     secrets: aws_sdk_secretsmanager::Client,
     keys: Mutex<HashMap<String, (Instant, String)>>,
 }
@@ -29,13 +29,9 @@ fn failure(message: String, retryable: bool) -> FetchFailure {
 
 impl Signatures {
     pub fn new(secrets: aws_sdk_secretsmanager::Client, timeout: Duration) -> Result<Self, String> {
-        let http = reqwest::Client::builder()
-            .timeout(timeout)
-            .connect_timeout(Duration::from_secs(5))
-            .build()
-            .map_err(|e| e.to_string())?;
         Ok(Self {
-            http,
+            // ECR's presigned layer URLs are HTTPS; the stand-in's are plain HTTP.
+            http: crate::githost::LazyClient::new(None, timeout, false),
             secrets,
             keys: Mutex::new(HashMap::new()),
         })
@@ -143,8 +139,8 @@ impl Signatures {
                 reasons.push(format!("the payload layer {} is missing", layer.digest));
                 continue;
             };
-            let payload = self
-                .http
+            let http = self.http.get().map_err(|message| failure(message, false))?;
+            let payload = http
                 .get(&url)
                 .send()
                 .await

@@ -521,7 +521,10 @@ fn registry_accounts_may_forward_their_events_and_only_when_listed() {
     assert!(strings(&statement["Resource"])[0].ends_with(":event-bus/default"));
     // The function knows its own account, to tell a foreign registry's refusal apart.
     let variables = &t["Resources"]["Function"]["Properties"]["Environment"]["Variables"];
-    assert_eq!(strings(&variables["FUNCTION_ACCOUNT_ID"]), ["AWS::AccountId"]);
+    assert_eq!(
+        strings(&variables["FUNCTION_ACCOUNT_ID"]),
+        ["AWS::AccountId"]
+    );
 }
 
 #[test]
