@@ -6,13 +6,15 @@
 //! same repository. Its manifest has one layer per signature: the layer blob is the signed
 //! payload (a "simple signing" JSON whose `critical.image.docker-manifest-digest` names the
 //! image) and the layer's `dev.cosignproject.cosign/signature` annotation is the base64 of an
-//! ASN.1 ECDSA P-256 SHA-256 signature over those bytes.
+//! ASN.1 ECDSA P-256 SHA-256 signature over those bytes (for imported keys cosign also signs
+//! with Ed25519, a raw 64-byte signature, and RSA, PKCS#1 v1.5 over SHA-256).
 
 use base64::Engine;
 use p256::ecdsa::signature::Verifier;
 use p256::ecdsa::{Signature, VerifyingKey};
 use p256::pkcs8::DecodePublicKey;
 use serde_json::Value;
+use spki::SubjectPublicKeyInfoRef;
 
 /// Where a cosign key comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,7 +58,7 @@ impl KeyRef {
             };
         }
         if text.starts_with("-----BEGIN PUBLIC KEY-----") {
-            verifying_key(text)?;
+            public_key(text)?;
             return Ok(Self::Pem(text.to_string()));
         }
         Err(
@@ -119,9 +121,40 @@ pub fn signature_layers(manifest: &str) -> Result<Vec<SignatureLayer>, String> {
     Ok(layers)
 }
 
-fn verifying_key(pem: &str) -> Result<VerifyingKey, String> {
-    VerifyingKey::from_public_key_pem(pem.trim())
-        .map_err(|e| format!("the cosign key is not an ECDSA P-256 public key in PEM form: {e}"))
+/// A cosign public key, by its SPKI algorithm.
+enum PublicKey {
+    EcdsaP256(VerifyingKey),
+    Ed25519(Vec<u8>),
+    /// The PKCS#1 `RSAPublicKey` DER inside the SPKI.
+    Rsa(Vec<u8>),
+}
+
+const ID_EC_PUBLIC_KEY: &str = "1.2.840.10045.2.1";
+const ID_ED25519: &str = "1.3.101.112";
+const RSA_ENCRYPTION: &str = "1.2.840.113549.1.1.1";
+
+fn public_key(pem: &str) -> Result<PublicKey, String> {
+    let bad = |e: String| format!("the cosign key is not a PEM public key: {e}");
+    let body: String = pem
+        .trim()
+        .lines()
+        .filter(|l| !l.starts_with("-----"))
+        .collect();
+    let der = base64::engine::general_purpose::STANDARD
+        .decode(body.trim())
+        .map_err(|e| bad(e.to_string()))?;
+    let info = SubjectPublicKeyInfoRef::try_from(der.as_slice()).map_err(|e| bad(e.to_string()))?;
+    let key = info.subject_public_key.raw_bytes().to_vec();
+    match info.algorithm.oid.to_string().as_str() {
+        ID_EC_PUBLIC_KEY => VerifyingKey::from_public_key_der(&der)
+            .map(PublicKey::EcdsaP256)
+            .map_err(|e| format!("the cosign key is an EC key but not P-256: {e}")),
+        ID_ED25519 => Ok(PublicKey::Ed25519(key)),
+        RSA_ENCRYPTION => Ok(PublicKey::Rsa(key)),
+        other => Err(format!(
+            "the cosign key's algorithm {other} is not one cosign signs with (ECDSA P-256, Ed25519, RSA)"
+        )),
+    }
 }
 
 /// Whether `payload` (the layer blob, whose sha256 is `layer_digest`) carries a valid
@@ -140,14 +173,29 @@ pub fn verify(
             layer.digest
         ));
     }
-    let key = verifying_key(key_pem)?;
-    let der = base64::engine::general_purpose::STANDARD
+    let key = public_key(key_pem)?;
+    let raw = base64::engine::general_purpose::STANDARD
         .decode(layer.signature.trim())
         .map_err(|e| format!("the signature is not base64: {e}"))?;
-    let signature =
-        Signature::from_der(&der).map_err(|e| format!("the signature is not ASN.1 ECDSA: {e}"))?;
-    key.verify(payload, &signature)
-        .map_err(|_| "the signature does not verify with the configured cosign key".to_string())?;
+    let refused = || "the signature does not verify with the configured cosign key".to_string();
+    match key {
+        PublicKey::EcdsaP256(key) => {
+            let signature = Signature::from_der(&raw)
+                .map_err(|e| format!("the signature is not ASN.1 ECDSA: {e}"))?;
+            key.verify(payload, &signature).map_err(|_| refused())?;
+        }
+        PublicKey::Ed25519(key) => {
+            aws_lc_rs::signature::UnparsedPublicKey::new(&aws_lc_rs::signature::ED25519, key)
+                .verify(payload, &raw)
+                .map_err(|_| refused())?
+        }
+        PublicKey::Rsa(key) => aws_lc_rs::signature::UnparsedPublicKey::new(
+            &aws_lc_rs::signature::RSA_PKCS1_2048_8192_SHA256,
+            key,
+        )
+        .verify(payload, &raw)
+        .map_err(|_| refused())?,
+    }
     let payload: Value = serde_json::from_slice(payload)
         .map_err(|e| format!("the signed payload is not JSON: {e}"))?;
     if payload["critical"]["type"] != "cosign container image signature" {
@@ -244,6 +292,35 @@ mod tests {
             forged.contains("does not verify") || forged.contains("not JSON"),
             "{forged}"
         );
+    }
+
+    #[test]
+    fn ed25519_and_rsa_keys_verify_as_cosign_signs_with_them() {
+        use argocd_ecr_updater_standins::cosign::{KeyKind, key_pair_of, sign};
+        for kind in [KeyKind::Ed25519, KeyKind::Rsa, KeyKind::EcdsaP256] {
+            let (private, public) = key_pair_of(kind).unwrap();
+            let (_, stranger) = key_pair_of(kind).unwrap();
+            let payload = argocd_ecr_updater_standins::cosign::payload("r.example.com/app", DIGEST);
+            let signature = sign(kind, &private, &payload).unwrap();
+            let d = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &payload);
+            let layer = SignatureLayer {
+                digest: format!(
+                    "sha256:{}",
+                    d.as_ref()
+                        .iter()
+                        .map(|b| format!("{b:02x}"))
+                        .collect::<String>()
+                ),
+                signature: base64::engine::general_purpose::STANDARD.encode(&signature),
+            };
+            assert_eq!(
+                verify(&public, &layer, &payload, DIGEST),
+                Ok(()),
+                "{kind:?}"
+            );
+            let refused = verify(&stranger, &layer, &payload, DIGEST).unwrap_err();
+            assert!(refused.contains("does not verify"), "{kind:?}: {refused}");
+        }
     }
 
     #[test]

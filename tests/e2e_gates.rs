@@ -399,3 +399,27 @@ async fn an_imageupdater_objects_images_verification_reads_the_key_from_its_secr
     assert_eq!(only(&report).action, Action::Updated, "{:?}", only(&report));
     assert!(!only(&report).reason.contains("signed"));
 }
+
+#[tokio::test]
+async fn ed25519_and_rsa_keys_work_end_to_end_as_cosign_uses_them() {
+    use argocd_ecr_updater_standins::cosign::{KeyKind, key_pair_of, store_signature_of};
+    for kind in [KeyKind::Ed25519, KeyKind::Rsa] {
+        let (private, public) = key_pair_of(kind).unwrap();
+        let standins = seeded(&[("argocd-ecr-updater.io/app.cosign-key", public.as_str())]).await;
+        store_signature_of(
+            &standins.aws,
+            "barun-dev-ecr",
+            SEED_DIGEST,
+            kind,
+            &private,
+            &cosign::payload(IMAGE, SEED_DIGEST),
+        )
+        .unwrap();
+        let report = run(&standins, &event("push-date-tag.json")).await;
+        expect_decision(
+            only(&report),
+            Action::Updated,
+            "is signed with the cosign key",
+        );
+    }
+}

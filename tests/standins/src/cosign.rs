@@ -10,17 +10,74 @@ use serde_json::json;
 
 use crate::aws::{AwsState, Image};
 
+/// The key types cosign signs with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyKind {
+    EcdsaP256,
+    Ed25519,
+    Rsa,
+}
+
 /// A fresh ECDSA P-256 key pair: (private key PKCS#8 PEM, public key PEM).
 pub fn key_pair() -> Result<(String, String), String> {
-    let pair =
-        rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).map_err(|e| e.to_string())?;
+    key_pair_of(KeyKind::EcdsaP256)
+}
+
+/// A fresh key pair of `kind`: (private key PKCS#8 PEM, public key SPKI PEM).
+pub fn key_pair_of(kind: KeyKind) -> Result<(String, String), String> {
+    let algorithm = match kind {
+        KeyKind::EcdsaP256 => &rcgen::PKCS_ECDSA_P256_SHA256,
+        KeyKind::Ed25519 => &rcgen::PKCS_ED25519,
+        KeyKind::Rsa => &rcgen::PKCS_RSA_SHA256,
+    };
+    let pair = rcgen::KeyPair::generate_for(algorithm).map_err(|e| e.to_string())?;
     let private = pair.serialize_pem();
-    let signing = SigningKey::from_pkcs8_pem(&private).map_err(|e| e.to_string())?;
-    let public = signing
-        .verifying_key()
-        .to_public_key_pem(LineEnding::LF)
-        .map_err(|e| e.to_string())?;
+    let public = match kind {
+        KeyKind::EcdsaP256 => SigningKey::from_pkcs8_pem(&private)
+            .map_err(|e| e.to_string())?
+            .verifying_key()
+            .to_public_key_pem(LineEnding::LF)
+            .map_err(|e| e.to_string())?,
+        KeyKind::Ed25519 | KeyKind::Rsa => pair.public_key_pem(),
+    };
     Ok((private, public))
+}
+
+/// A signature over `payload` as cosign makes it with a key of `kind`: ASN.1 DER for ECDSA,
+/// the raw 64 bytes for Ed25519, PKCS#1 v1.5 with SHA-256 for RSA.
+pub fn sign(kind: KeyKind, private_pem: &str, payload: &[u8]) -> Result<Vec<u8>, String> {
+    let der = pem_body(private_pem)?;
+    match kind {
+        KeyKind::EcdsaP256 => {
+            let key = SigningKey::from_pkcs8_pem(private_pem).map_err(|e| e.to_string())?;
+            let signature: Signature = key.sign(payload);
+            Ok(signature.to_der().as_bytes().to_vec())
+        }
+        KeyKind::Ed25519 => {
+            let key = aws_lc_rs::signature::Ed25519KeyPair::from_pkcs8(&der)
+                .map_err(|e| e.to_string())?;
+            Ok(key.sign(payload).as_ref().to_vec())
+        }
+        KeyKind::Rsa => {
+            let key = aws_lc_rs::rsa::KeyPair::from_pkcs8(&der).map_err(|e| e.to_string())?;
+            let mut signature = vec![0; key.public_modulus_len()];
+            key.sign(
+                &aws_lc_rs::signature::RSA_PKCS1_SHA256,
+                &aws_lc_rs::rand::SystemRandom::new(),
+                payload,
+                &mut signature,
+            )
+            .map_err(|e| e.to_string())?;
+            Ok(signature)
+        }
+    }
+}
+
+fn pem_body(pem: &str) -> Result<Vec<u8>, String> {
+    let body: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
+    base64::engine::general_purpose::STANDARD
+        .decode(body)
+        .map_err(|e| e.to_string())
 }
 
 /// The payload `cosign sign` signs for `image@digest`.
@@ -48,8 +105,26 @@ pub fn store_signature(
     private_pem: &str,
     payload: &[u8],
 ) -> Result<(), String> {
-    let key = SigningKey::from_pkcs8_pem(private_pem).map_err(|e| e.to_string())?;
-    let signature: Signature = key.sign(payload);
+    store_signature_of(
+        aws,
+        repository,
+        digest,
+        KeyKind::EcdsaP256,
+        private_pem,
+        payload,
+    )
+}
+
+/// [`store_signature`] with a key of `kind`.
+pub fn store_signature_of(
+    aws: &AwsState,
+    repository: &str,
+    digest: &str,
+    kind: KeyKind,
+    private_pem: &str,
+    payload: &[u8],
+) -> Result<(), String> {
+    let signature = sign(kind, private_pem, payload)?;
     let layer = sha256(payload);
     let manifest = json!({
         "schemaVersion": 2,
@@ -59,7 +134,7 @@ pub fn store_signature(
         "layers": [{"mediaType": "application/vnd.dev.cosign.simplesigning.v1+json",
                     "size": payload.len(), "digest": layer,
                     "annotations": {"dev.cosignproject.cosign/signature":
-                        base64::engine::general_purpose::STANDARD.encode(signature.to_der())}}],
+                        base64::engine::general_purpose::STANDARD.encode(&signature)}}],
     })
     .to_string();
     aws.put_blob(repository, &layer, payload.to_vec());
