@@ -88,6 +88,23 @@ pub fn signature_tag(digest: &str) -> Option<String> {
     Some(format!("sha256-{hex}.sig"))
 }
 
+/// The `artifactType` of a cosign signature stored as an OCI 1.1 referrer.
+pub const SIGNATURE_ARTIFACT: &str = "application/vnd.dev.cosign.artifact.sig.v1+json";
+
+/// The digests of the cosign signature manifests in a referrers index.
+pub fn signature_referrers(index: &Value) -> Vec<String> {
+    index["manifests"]
+        .as_array()
+        .map(|manifests| {
+            manifests
+                .iter()
+                .filter(|m| m["artifactType"] == SIGNATURE_ARTIFACT)
+                .filter_map(|m| m["digest"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// One signature layer of a signature manifest.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SignatureLayer {

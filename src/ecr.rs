@@ -343,13 +343,73 @@ impl Ecr {
         repository: &str,
         tag: &str,
     ) -> Result<Option<String>, EcrError> {
+        self.manifest_of(registry, repository, by_tag(&[tag.to_string()]))
+            .await
+    }
+
+    /// The raw manifest of one digest (a referrer's), or `None` if there is none.
+    pub async fn manifest_by_digest(
+        &self,
+        registry: &str,
+        repository: &str,
+        digest: &str,
+    ) -> Result<Option<String>, EcrError> {
+        let id = ImageIdentifier::builder().image_digest(digest).build();
+        self.manifest_of(registry, repository, vec![id]).await
+    }
+
+    /// A registry API endpoint and the `Authorization` header value for it
+    /// (`GetAuthorizationToken`), for the OCI referrers API the ECR API does not offer.
+    pub async fn registry_auth(&self, registry: &str) -> Result<(String, String), EcrError> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        #[allow(deprecated)]
+        let result = self
+            .client
+            .get_authorization_token()
+            .registry_ids(registry)
+            .send()
+            .await;
+        let output = match result {
+            Ok(output) => output,
+            Err(e) => {
+                self.classify("GetAuthorizationToken", "(registry)", registry, e)?;
+                return Err(EcrError::Transient {
+                    operation: "GetAuthorizationToken",
+                    repository: "(registry)".into(),
+                    message: "no token".into(),
+                });
+            }
+        };
+        let data = output.authorization_data().first();
+        match (
+            data.and_then(|d| d.proxy_endpoint()),
+            data.and_then(|d| d.authorization_token()),
+        ) {
+            (Some(endpoint), Some(token)) => Ok((
+                endpoint.trim_end_matches('/').to_string(),
+                format!("Basic {token}"),
+            )),
+            _ => Err(EcrError::Transient {
+                operation: "GetAuthorizationToken",
+                repository: "(registry)".into(),
+                message: "the answer holds no token".into(),
+            }),
+        }
+    }
+
+    async fn manifest_of(
+        &self,
+        registry: &str,
+        repository: &str,
+        ids: Vec<ImageIdentifier>,
+    ) -> Result<Option<String>, EcrError> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         let result = self
             .client
             .batch_get_image()
             .registry_id(registry)
             .repository_name(repository)
-            .set_image_ids(Some(by_tag(&[tag.to_string()])))
+            .set_image_ids(Some(ids))
             .set_accepted_media_types(Some(vec![
                 "application/vnd.oci.image.manifest.v1+json".to_string(),
                 "application/vnd.docker.distribution.manifest.v2+json".to_string(),

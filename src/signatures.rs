@@ -19,6 +19,8 @@ const MAX_PAYLOAD: usize = 1 << 20;
 
 pub struct Signatures {
     http: crate::githost::LazyClient,
+    /// Registry API credentials per registry (ECR's last 12 hours; kept for one).
+    registry_auth: Mutex<HashMap<String, (Instant, (String, String))>>,
     secrets: aws_sdk_secretsmanager::Client,
     keys: Mutex<HashMap<String, (Instant, String)>>,
 }
@@ -34,6 +36,7 @@ impl Signatures {
             http: crate::githost::LazyClient::new(None, timeout, false),
             secrets,
             keys: Mutex::new(HashMap::new()),
+            registry_auth: Mutex::new(HashMap::new()),
         })
     }
 
@@ -109,6 +112,82 @@ impl Signatures {
         Ok(pem)
     }
 
+    /// The manifests of `digest`'s cosign signatures stored as OCI 1.1 referrers (cosign's
+    /// `--registry-referrers-mode=oci-1-1`), through the registry's referrers API; none if
+    /// the registry has no such API.
+    async fn referrers(
+        &self,
+        ecr: &Ecr,
+        registry: &str,
+        repository: &str,
+        digest: &str,
+    ) -> Result<Vec<String>, FetchFailure> {
+        let cached = self
+            .registry_auth
+            .lock()
+            .await
+            .get(registry)
+            .filter(|(at, _)| at.elapsed() < Duration::from_secs(3600))
+            .map(|(_, auth)| auth.clone());
+        let (endpoint, authorization) = match cached {
+            Some(auth) => auth,
+            None => match ecr.registry_auth(registry).await {
+                Ok(auth) => {
+                    self.registry_auth
+                        .lock()
+                        .await
+                        .insert(registry.to_string(), (Instant::now(), auth.clone()));
+                    auth
+                }
+                // Without registry credentials only the `.sig` tag can be checked; the
+                // image is then reported as not signed, which says where to look.
+                Err(
+                    crate::ecr::EcrError::AccessDenied { .. }
+                    | crate::ecr::EcrError::ForeignDenied { .. },
+                ) => {
+                    tracing::warn!(
+                        registry,
+                        "OCI referrers not checked: the role may not call ecr:GetAuthorizationToken (template parameter SignatureReferrers)"
+                    );
+                    return Ok(Vec::new());
+                }
+                Err(e) => return Err(e.into()),
+            },
+        };
+        let http = self.http.get().map_err(|message| failure(message, false))?;
+        let url = format!(
+            "{endpoint}/v2/{repository}/referrers/{digest}?artifactType={}",
+            url::form_urlencoded::byte_serialize(cosign::SIGNATURE_ARTIFACT.as_bytes())
+                .collect::<String>()
+        );
+        let response = http
+            .get(&url)
+            .header("Authorization", authorization)
+            .header("Accept", "application/vnd.oci.image.index.v1+json")
+            .send()
+            .await
+            .map_err(|e| failure(format!("cannot list the referrers of {digest}: {e}"), true))?;
+        if response.status() == reqwest::StatusCode::NOT_FOUND {
+            return Ok(Vec::new());
+        }
+        let index: serde_json::Value = response
+            .error_for_status()
+            .map_err(|e| failure(format!("cannot list the referrers of {digest}: {e}"), true))?
+            .json()
+            .await
+            .map_err(|e| failure(format!("the referrers of {digest} are not JSON: {e}"), true))?;
+        let mut manifests = Vec::new();
+        for referrer in cosign::signature_referrers(&index) {
+            if let Some(manifest) = ecr
+                .manifest_by_digest(registry, repository, &referrer)
+                .await?
+            {
+                manifests.push(manifest);
+            }
+        }
+        Ok(manifests)
+    }
+
     /// Whether `digest` in `repository` carries a valid cosign signature by `key`: `Ok(Err)`
     /// is the exact reason it does not (never a write), `Err` a fetch a retry may fix.
     pub async fn check(
@@ -124,15 +203,23 @@ impl Signatures {
             return Ok(Err(format!("{digest} is not a sha256 digest")));
         };
         let pem = self.key(key, kube).await?;
-        let Some(manifest) = ecr.manifest(registry, repository, &tag).await? else {
+        // cosign's tag convention first, then the OCI 1.1 referrers of the digest.
+        let manifests = match ecr.manifest(registry, repository, &tag).await? {
+            Some(manifest) => vec![manifest],
+            None => self.referrers(ecr, registry, repository, digest).await?,
+        };
+        if manifests.is_empty() {
             return Ok(Err(format!(
-                "{digest} is not signed: no `{tag}` in `{repository}` (sign it with `cosign sign --key …`)"
+                "{digest} is not signed: no `{tag}` in `{repository}` and no cosign signature among its OCI referrers (sign it with `cosign sign --key …`)"
             )));
-        };
-        let layers = match cosign::signature_layers(&manifest) {
-            Ok(layers) => layers,
-            Err(reason) => return Ok(Err(reason)),
-        };
+        }
+        let mut layers = Vec::new();
+        for manifest in &manifests {
+            match cosign::signature_layers(manifest) {
+                Ok(found) => layers.extend(found),
+                Err(reason) => return Ok(Err(reason)),
+            }
+        }
         let mut reasons = Vec::new();
         for layer in &layers {
             let Some(url) = ecr.layer_url(registry, repository, &layer.digest).await? else {

@@ -423,3 +423,50 @@ async fn ed25519_and_rsa_keys_work_end_to_end_as_cosign_uses_them() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_signature_stored_as_an_oci_referrer_is_found_through_the_referrers_api() {
+    use argocd_ecr_updater_standins::cosign::{KeyKind, key_pair_of, store_referrer_signature};
+    let (private, public) = key_pair_of(KeyKind::EcdsaP256).unwrap();
+    let standins = seeded(&[("argocd-ecr-updater.io/app.cosign-key", public.as_str())]).await;
+    // A referrer of another digest does not count.
+    let other = "sha256:4444444444444444444444444444444444444444444444444444444444444444";
+    store_referrer_signature(
+        &standins.aws,
+        "barun-dev-ecr",
+        other,
+        KeyKind::EcdsaP256,
+        &private,
+        &cosign::payload(IMAGE, other),
+    )
+    .unwrap();
+    let unsigned = run(&standins, &event("push-date-tag.json")).await;
+    expect_decision(
+        only(&unsigned),
+        Action::Skipped,
+        "no cosign signature among its OCI referrers",
+    );
+    store_referrer_signature(
+        &standins.aws,
+        "barun-dev-ecr",
+        SEED_DIGEST,
+        KeyKind::EcdsaP256,
+        &private,
+        &cosign::payload(IMAGE, SEED_DIGEST),
+    )
+    .unwrap();
+    let signed = run(&standins, &event("push-date-tag.json")).await;
+    expect_decision(
+        only(&signed),
+        Action::Updated,
+        "is signed with the cosign key",
+    );
+    // The referrers API was asked with the registry credentials ECR handed out.
+    assert!(
+        standins
+            .shared
+            .count(|r| r.operation == "GetAuthorizationToken")
+            >= 1
+    );
+    assert!(standins.shared.count(|r| r.path.contains("/referrers/")) >= 1);
+}

@@ -62,6 +62,7 @@ fn the_role_grants_exactly_the_actions_the_function_uses() {
         "ecr:BatchGetImage",
         "ecr:DescribeImageScanFindings",
         "ecr:GetDownloadUrlForLayer",
+        "ecr:GetAuthorizationToken",
         "eks:DescribeCluster",
         "sqs:SendMessage",
         "sns:Publish",
@@ -100,15 +101,19 @@ fn the_role_grants_exactly_the_actions_the_function_uses() {
 }
 
 #[test]
-fn every_resource_is_scoped_and_only_vpc_networking_uses_a_wildcard_behind_its_condition() {
+fn every_resource_is_scoped_and_only_vpc_networking_and_the_registry_token_use_a_wildcard() {
     let t = template();
     for (conditional, statement) in role_statements(&t) {
         let actions = strings(&statement["Action"]);
         let resources = strings(&statement["Resource"]);
         let sid = statement["Sid"].as_str().unwrap().to_string();
         if resources.iter().any(|r| r == "*") {
+            // VPC networking, and the registry API token, which AWS grants only on "*".
             assert!(
-                conditional && actions.iter().all(|a| a.starts_with("ec2:")),
+                conditional
+                    && actions
+                        .iter()
+                        .all(|a| a.starts_with("ec2:") || a == "ecr:GetAuthorizationToken"),
                 "{sid} uses * resources"
             );
             continue;

@@ -42,11 +42,11 @@ pub struct Image {
 }
 
 impl Image {
-    /// An image whose manifest is `manifest`, pushed now.
+    /// An image whose manifest is `manifest`, pushed now; untagged with `tag` empty.
     pub fn with_manifest(repository: &str, tag: &str, digest: &str, manifest: String) -> Self {
         Self {
             repository: repository.to_string(),
-            tag: Some(tag.to_string()),
+            tag: Some(tag.to_string()).filter(|t| !t.is_empty()),
             digest: digest.to_string(),
             pushed_at: OffsetDateTime::now_utc(),
             media_type: default_media_type(),
@@ -232,6 +232,7 @@ pub fn router(state: Arc<AwsState>) -> Router {
         .route("/", post(ecr))
         .route("/clusters/{name}", get(describe_cluster))
         .route("/blobs/{digest}/{*repository}", get(blob))
+        .route("/v2/{*path}", get(registry_api))
         .with_state(state)
 }
 
@@ -298,6 +299,7 @@ async fn ecr(State(state): State<Arc<AwsState>>, headers: HeaderMap, body: Bytes
         }
         "DescribeImageScanFindings" => describe_image_scan_findings(&state, &request),
         "GetDownloadUrlForLayer" => download_url(&state, &request),
+        "GetAuthorizationToken" => authorization_token(&state),
         "DescribeImages" => describe_images(&state, &request),
         "BatchGetImage" => batch_get_image(&state, &request),
         "ReceiveMessage" if target.starts_with("AmazonSQS") => receive_message(&state, &request),
@@ -311,6 +313,63 @@ async fn ecr(State(state): State<Arc<AwsState>>, headers: HeaderMap, body: Bytes
             &format!("operation {other} is not supported by the stand-in"),
         ),
     }
+}
+
+/// The registry API password `GetAuthorizationToken` hands out (user `AWS`).
+pub const REGISTRY_PASSWORD: &str = "standin-registry-password";
+
+/// ECR's `GetAuthorizationToken`: basic credentials for the registry API, at this stand-in.
+fn authorization_token(state: &AwsState) -> Response {
+    let token = STANDARD.encode(format!("AWS:{REGISTRY_PASSWORD}"));
+    let endpoint = lock(&state.endpoint).clone();
+    axum::Json(json!({"authorizationData": [{"authorizationToken": token,
+        "expiresAt": (OffsetDateTime::now_utc().unix_timestamp() + 43_200) as f64,
+        "proxyEndpoint": endpoint}]}))
+    .into_response()
+}
+
+/// The registry API's OCI 1.1 referrers endpoint (`/v2/<repository>/referrers/<digest>`),
+/// behind the basic credentials `GetAuthorizationToken` gives: the manifests whose
+/// `subject` is the digest, filtered by `artifactType` when asked.
+async fn registry_api(
+    State(state): State<Arc<AwsState>>,
+    Path(path): Path<String>,
+    axum::extract::Query(query): axum::extract::Query<BTreeMap<String, String>>,
+    headers: axum::http::HeaderMap,
+) -> Response {
+    let expected = format!(
+        "Basic {}",
+        STANDARD.encode(format!("AWS:{REGISTRY_PASSWORD}"))
+    );
+    if headers.get("authorization").and_then(|v| v.to_str().ok()) != Some(expected.as_str()) {
+        return (
+            StatusCode::UNAUTHORIZED,
+            axum::Json(json!({"errors": [{"code": "DENIED", "message": "Not Authorized"}]})),
+        )
+            .into_response();
+    }
+    let Some((repository, digest)) = path.rsplit_once("/referrers/") else {
+        return (
+            StatusCode::NOT_FOUND,
+            "the stand-in serves only the referrers API",
+        )
+            .into_response();
+    };
+    let wanted = query.get("artifactType");
+    let manifests: Vec<Value> = lock(&state.images)
+        .iter()
+        .filter(|i| i.repository == repository)
+        .filter_map(|i| {
+            let manifest: Value = serde_json::from_str(i.manifest.as_deref()?).ok()?;
+            (manifest["subject"]["digest"] == digest).then(|| {
+                json!({"mediaType": manifest["mediaType"], "digest": i.digest, "size": i.size,
+                       "artifactType": manifest["artifactType"]})
+            })
+        })
+        .filter(|d| wanted.is_none_or(|w| d["artifactType"] == w.as_str()))
+        .collect();
+    axum::Json(json!({"schemaVersion": 2, "mediaType": INDEX_MEDIA_TYPE, "manifests": manifests}))
+        .into_response()
 }
 
 /// ECR's `GetDownloadUrlForLayer`: a URL on this stand-in that serves the blob.

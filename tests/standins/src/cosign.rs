@@ -151,3 +151,36 @@ pub fn store_signature_of(
     aws.push(image);
     Ok(())
 }
+
+/// `digest`'s cosign signature stored as cosign 2's `--registry-referrers-mode=oci-1-1`
+/// stores it: an untagged manifest with `artifactType` and `subject`, found through the
+/// registry's referrers API instead of a `.sig` tag.
+pub fn store_referrer_signature(
+    aws: &AwsState,
+    repository: &str,
+    digest: &str,
+    kind: KeyKind,
+    private_pem: &str,
+    payload: &[u8],
+) -> Result<(), String> {
+    let signature = sign(kind, private_pem, payload)?;
+    let layer = sha256(payload);
+    let manifest = json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "artifactType": "application/vnd.dev.cosign.artifact.sig.v1+json",
+        "config": {"mediaType": "application/vnd.oci.empty.v1+json", "size": 2,
+                   "digest": "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"},
+        "layers": [{"mediaType": "application/vnd.dev.cosign.simplesigning.v1+json",
+                    "size": payload.len(), "digest": layer,
+                    "annotations": {"dev.cosignproject.cosign/signature":
+                        base64::engine::general_purpose::STANDARD.encode(&signature)}}],
+        "subject": {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": digest, "size": 1000},
+    })
+    .to_string();
+    aws.put_blob(repository, &layer, payload.to_vec());
+    let mut image = Image::with_manifest(repository, "", &sha256(manifest.as_bytes()), manifest);
+    image.size = 600;
+    aws.push(image);
+    Ok(())
+}
