@@ -116,17 +116,19 @@ impl ImageOutcome {
 /// and only within its limits; an image without a gate is moved by its push, never by a
 /// scan event. Never-downgrade was decided before this and still holds.
 pub fn gate_push(outcome: ImageOutcome, config: &ImageConfig, push: &PushEvent) -> ImageOutcome {
+    // A scan event is no business of an image without a gate: its push moved it.
+    if config.scan_gate.is_none() && push.scan.is_some() {
+        return ImageOutcome {
+            entries: Vec::new(),
+            update: None,
+        };
+    }
     if outcome.update.is_none() {
         return outcome;
     }
     let digest = push.digest.as_deref().unwrap_or("the pushed image");
     match (&config.scan_gate, &push.scan) {
-        (None, None) => outcome,
-        (None, Some(_)) => outcome.refuse(
-            Action::Skipped,
-            "no scan-gate on this image: it is rolled out when pushed, not when its scan completes",
-            false,
-        ),
+        (None, _) => outcome,
         (Some(gate), None) => outcome.refuse(
             Action::Skipped,
             &format!("waiting for the scan of {digest} (scan-gate `{gate}`)"),
