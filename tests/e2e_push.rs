@@ -138,13 +138,13 @@ async fn a_tag_that_allow_tags_rejects_costs_no_ecr_call_and_no_write() {
     assert_eq!(kube_requests(&standins, "PATCH"), 0);
 }
 
+/// (A completed scan is work since scan gates exist: `tests/e2e_gates.rs`.)
 #[tokio::test]
 async fn events_that_are_not_work_touch_nothing() {
     let standins = StandIns::start_seeded().await.unwrap();
     for name in [
         "delete.json",
         "push-failure.json",
-        "scan.json",
         "push-untagged-platform-manifest.json",
     ] {
         let report = ok(&standins, &[], &event(name)).await;
