@@ -302,18 +302,73 @@ async fn main() {
     env.push(("LOG_LEVEL".into(), "warn".into()));
     let deadline = Duration::from_secs(30);
 
-    // Cold start: process start to the first invocation's response, on fresh processes.
+    // Cold start: process start to the first invocation's response, on fresh processes;
+    // split at the first Runtime API poll into the init (process start, configuration, the
+    // SDK and clients) and the first invocation (DescribeCluster, token, TLS handshakes,
+    // connection pools filling, then the work itself).
     let mut cold = Vec::new();
+    let (mut init, mut first_invocation) = (Vec::new(), Vec::new());
     for n in 1..=COLD_RUNS {
+        standins.runtime.reset_first_poll();
         let started = Instant::now();
         let mut child = spawn(&env);
         let outcome = standins.runtime.invoke(push(n), deadline).await.unwrap();
-        cold.push(started.elapsed());
+        let total = started.elapsed();
+        cold.push(total);
+        if let Some(polled) = standins.runtime.first_poll() {
+            let until_poll = polled.saturating_duration_since(started);
+            init.push(until_poll);
+            first_invocation.push(total.saturating_sub(until_poll));
+        }
         assert!(matches!(outcome, Outcome::Response(_)), "{outcome:?}");
         let _ = child.kill();
         let _ = child.wait();
     }
     cold.sort();
+    init.sort();
+    first_invocation.sort();
+    println!(
+        "cold start split, median of {COLD_RUNS}: init (process start to first poll) {:.1} ms, first invocation {:.1} ms",
+        ms(percentile(&init, 0.5)),
+        ms(percentile(&first_invocation, 0.5))
+    );
+    // One more cold process, with the stand-ins' request log as its timeline: where the
+    // first invocation's time goes.
+    standins.shared.clear_log();
+    standins.runtime.reset_first_poll();
+    let started = Instant::now();
+    let mut child = spawn(&env);
+    standins
+        .runtime
+        .invoke(push(COLD_RUNS + 1), deadline)
+        .await
+        .unwrap();
+    let total = started.elapsed();
+    let _ = child.kill();
+    let _ = child.wait();
+    if let Some(polled) = standins.runtime.first_poll() {
+        println!(
+            "cold timeline: {:6.1} ms first Runtime API poll",
+            ms(polled.saturating_duration_since(started))
+        );
+    }
+    for r in standins.shared.requests() {
+        if let Some(at) = r.arrived {
+            println!(
+                "cold timeline: {:6.1} ms {:?} {} {} {} (stand-in {:.1} ms)",
+                ms(at.saturating_duration_since(started)),
+                r.service,
+                r.method,
+                r.path,
+                r.operation,
+                r.handling_us as f64 / 1e3
+            );
+        }
+    }
+    println!("cold timeline: {:6.1} ms response", ms(total));
+    if std::env::var_os("BENCH_COLD_ONLY").is_some() {
+        return;
+    }
 
     // Warm: one process, a new tag each time, so every invocation patches all three.
     let warm = measure_warm(&standins, &env, COLD_RUNS + 1, deadline).await;

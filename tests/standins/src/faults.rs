@@ -50,6 +50,9 @@ pub struct LoggedRequest {
     pub handling_us: u64,
     /// Bytes of the response body sent (what a client had to read and parse).
     pub response_bytes: usize,
+    /// When the request arrived, for timelines (a cold start's, say).
+    #[serde(skip)]
+    pub arrived: Option<std::time::Instant>,
 }
 
 /// What a matching request gets instead of (or before) its normal answer.
@@ -290,6 +293,7 @@ pub async fn intercept(
         status: 0,
         handling_us: 0,
         response_bytes: 0,
+        arrived: Some(std::time::Instant::now()),
     };
     let fault = shared.take_fault(service, &method, &path, &operation);
     let dropped = matches!(fault, Some(FaultAction::Drop));

@@ -61,6 +61,11 @@ impl RuntimeApi {
         *lock(&self.first_poll)
     }
 
+    /// Forgets the first poll, so the next process's cold start can be timed.
+    pub fn reset_first_poll(&self) {
+        *lock(&self.first_poll) = None;
+    }
+
     pub fn init_error(&self) -> Option<Value> {
         lock(&self.init_error).clone()
     }
