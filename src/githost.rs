@@ -58,6 +58,22 @@ fn http_client(
     builder.build().map_err(|e| e.to_string())
 }
 
+/// A file's text from a host's base64 `content` field (line-wrapped or not).
+pub fn decode_file(content: &str, what: &str) -> Result<String, HostError> {
+    use base64::Engine;
+    let content: String = content.split_whitespace().collect();
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(content)
+        .map_err(|e| HostError::Invalid {
+            what: what.to_string(),
+            message: format!("content is not base64: {e}"),
+        })?;
+    String::from_utf8(bytes).map_err(|_| HostError::Invalid {
+        what: what.to_string(),
+        message: "not UTF-8 text".into(),
+    })
+}
+
 /// How a request to a Git host failed, in the classes the write-back acts on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HostError {

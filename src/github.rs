@@ -247,23 +247,7 @@ impl GitHub {
                 message: "too large for the contents API (over 1 MB)".into(),
             });
         }
-        let content: String = body["content"]
-            .as_str()
-            .unwrap_or_default()
-            .split_whitespace()
-            .collect();
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(content)
-            .map_err(|e| HostError::Invalid {
-                what: what.clone(),
-                message: format!("content is not base64: {e}"),
-            })?;
-        String::from_utf8(bytes)
-            .map(Some)
-            .map_err(|_| HostError::Invalid {
-                what,
-                message: "not UTF-8 text".into(),
-            })
+        crate::githost::decode_file(body["content"].as_str().unwrap_or_default(), &what).map(Some)
     }
 
     /// Creates `branch` at `commit`; `false` if it exists already.

@@ -10,7 +10,6 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use base64::Engine;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -207,28 +206,14 @@ impl GitHost for GitLabProject<'_> {
             Err(HostError::NotFound { .. }) => return Ok(None),
             Err(e) => return Err(e),
         };
-        let content: String = body["content"]
-            .as_str()
-            .unwrap_or_default()
-            .split_whitespace()
-            .collect();
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(content)
-            .map_err(|e| HostError::Invalid {
-                what: what.clone(),
-                message: format!("content is not base64: {e}"),
-            })?;
+        let text =
+            crate::githost::decode_file(body["content"].as_str().unwrap_or_default(), &what)?;
         if let Some(last) = body["last_commit_id"].as_str()
             && let Ok(mut known) = self.last_commits.lock()
         {
             known.insert(path.to_string(), last.to_string());
         }
-        String::from_utf8(bytes)
-            .map(Some)
-            .map_err(|_| HostError::Invalid {
-                what,
-                message: "not UTF-8 text".into(),
-            })
+        Ok(Some(text))
     }
 
     async fn create_branch(&self, branch: &str, commit: &str) -> Result<bool, HostError> {

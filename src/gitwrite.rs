@@ -904,6 +904,15 @@ mod tests {
         ]
     }
 
+    /// The configured images of `config` that parsed.
+    fn images_of(config: &AppConfig) -> Vec<&ImageConfig> {
+        config
+            .images
+            .iter()
+            .filter_map(|i| i.config.as_ref().ok())
+            .collect()
+    }
+
     fn seed_config(extra: &[(&str, &str)]) -> AppConfig {
         let mut pairs = vec![
             ("image-list", format!("app={IMAGE}")),
@@ -1212,11 +1221,7 @@ mod tests {
     fn the_override_file_holds_the_managed_parameters_sorted_with_forcestring() {
         let app = Application::seed().build();
         let config = seed_config(&[]);
-        let images: Vec<&ImageConfig> = config
-            .images
-            .iter()
-            .filter_map(|i| i.config.as_ref().ok())
-            .collect();
+        let images = images_of(&config);
         let at = locate(&app, &config.write_back.clone().unwrap(), "argocd", &[]).unwrap();
         let effective = effective_app(&app, &at, None, &images).unwrap();
         let text = render(&at, None, &moved(&effective, "20250825-153012"), &images)
@@ -1242,11 +1247,7 @@ mod tests {
     fn entries_of_the_override_file_we_do_not_manage_are_kept() {
         let app = Application::seed().build();
         let config = seed_config(&[]);
-        let images: Vec<&ImageConfig> = config
-            .images
-            .iter()
-            .filter_map(|i| i.config.as_ref().ok())
-            .collect();
+        let images = images_of(&config);
         let at = locate(&app, &config.write_back.clone().unwrap(), "argocd", &[]).unwrap();
         let existing = "helm:\n  parameters:\n  - name: replicaCount\n    value: \"3\"\n    forcestring: false\n  - name: image.tag\n    value: 20250825-120000\n    forcestring: true\n";
         let effective = effective_app(&app, &at, Some(existing), &images).unwrap();
@@ -1270,11 +1271,7 @@ mod tests {
     fn the_tag_in_git_wins_over_the_application_spec() {
         let app = Application::seed().build();
         let config = seed_config(&[]);
-        let images: Vec<&ImageConfig> = config
-            .images
-            .iter()
-            .filter_map(|i| i.config.as_ref().ok())
-            .collect();
+        let images = images_of(&config);
         let at = locate(&app, &config.write_back.clone().unwrap(), "argocd", &[]).unwrap();
         let file = "helm:\n  parameters:\n  - name: image.tag\n    value: 20250901-000000\n    forcestring: true\n";
         let effective = effective_app(&app, &at, Some(file), &images).unwrap();
@@ -1294,11 +1291,7 @@ mod tests {
             .with(|a| a["spec"]["source"]["helm"] = json!({"valueFiles": ["values.yaml"]}))
             .build();
         let config = seed_config(&[("write-back-target", "helmvalues")]);
-        let images: Vec<&ImageConfig> = config
-            .images
-            .iter()
-            .filter_map(|i| i.config.as_ref().ok())
-            .collect();
+        let images = images_of(&config);
         let at = locate(&app, &config.write_back.clone().unwrap(), "argocd", &[]).unwrap();
         let values = "# Default values for invitation.\nreplicaCount: 2\n\nimage:\n  repository: barun-dev-ecr   # short form, kept\n  # bumped by the updater\n  tag: \"20250825-120000\"\n  pullPolicy: IfNotPresent\n";
         let effective = effective_app(&app, &at, Some(values), &images).unwrap();
@@ -1329,11 +1322,7 @@ mod tests {
             ("write-back-target", "kustomization"),
             ("app.kustomize.image-name", "invitation"),
         ]);
-        let images: Vec<&ImageConfig> = config
-            .images
-            .iter()
-            .filter_map(|i| i.config.as_ref().ok())
-            .collect();
+        let images = images_of(&config);
         let at = locate(&app, &config.write_back.clone().unwrap(), "argocd", &[]).unwrap();
         assert_eq!(at.candidates()[0], "overlays/dev/kustomization.yaml");
         let file = format!(
