@@ -48,8 +48,24 @@ pub fn decode_ca(data: &str) -> Result<Vec<u8>, String> {
     Ok(pem)
 }
 
+/// One cluster the function writes to: from `CLUSTER_NAME` (and `KUBE_API_ENDPOINT`), or one
+/// entry of `CLUSTERS`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterSpec {
+    pub name: String,
+    pub namespaces: NamespaceScope,
+    /// The cluster's region, when not the function's: DescribeCluster is asked there.
+    pub region: Option<String>,
+    /// The endpoint and CA, given instead of asked of DescribeCluster (required for a cluster
+    /// in another account: EKS has no cross-account DescribeCluster).
+    pub access: Option<ClusterAccess>,
+}
+
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// Every cluster an event is decided against, `CLUSTER_NAME`'s first. The three fields
+    /// below are the first cluster's, which is the only one unless `CLUSTERS` is set.
+    pub clusters: Vec<ClusterSpec>,
     pub cluster_name: String,
     pub namespaces: NamespaceScope,
     pub label_selector: Option<String>,
@@ -116,6 +132,167 @@ fn is_namespace(name: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !name.starts_with('-')
         && !name.ends_with('-')
+}
+
+fn cluster_name_checked(variable: &'static str, name: &str) -> Result<String, ConfigError> {
+    if name.is_empty()
+        || name.len() > 100
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return Err(error(
+            variable,
+            format!("`{name}` is not an EKS cluster name"),
+        ));
+    }
+    Ok(name.to_string())
+}
+
+/// `argocd,team-a`, or `*` for all namespaces.
+fn namespace_scope(variable: &'static str, list: &str) -> Result<NamespaceScope, ConfigError> {
+    if list.trim() == "*" {
+        return Ok(NamespaceScope::All);
+    }
+    let names: Vec<String> = list
+        .split(',')
+        .map(|n| n.trim().to_string())
+        .filter(|n| !n.is_empty())
+        .collect();
+    if names.is_empty() {
+        return Err(error(
+            variable,
+            "names no namespace; use a comma-separated list, or `*` for all",
+        ));
+    }
+    if let Some(bad) = names.iter().find(|n| !is_namespace(n)) {
+        return Err(error(
+            variable,
+            format!("`{bad}` is not a namespace name; use a comma-separated list, or `*` for all"),
+        ));
+    }
+    Ok(NamespaceScope::Only(names))
+}
+
+fn cluster_access(
+    variable: &'static str,
+    endpoint: String,
+    ca: &str,
+) -> Result<ClusterAccess, ConfigError> {
+    let parsed = url::Url::parse(&endpoint)
+        .map_err(|e| error(variable, format!("`{endpoint}` is not a URL: {e}")))?;
+    if parsed.scheme() != "https" {
+        return Err(error(
+            variable,
+            format!("`{endpoint}` must be an https:// URL"),
+        ));
+    }
+    let ca_pem = decode_ca(ca).map_err(|e| {
+        error(
+            variable,
+            format!("the cluster CA is not base64 of a PEM bundle: {e}"),
+        )
+    })?;
+    Ok(ClusterAccess { endpoint, ca_pem })
+}
+
+/// One `CLUSTERS` entry in its JSON form.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ClusterEntry {
+    name: String,
+    #[serde(default)]
+    namespaces: Option<NamespacesField>,
+    #[serde(default)]
+    region: Option<String>,
+    #[serde(default)]
+    endpoint: Option<String>,
+    #[serde(default)]
+    ca_data: Option<String>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum NamespacesField {
+    Text(String),
+    List(Vec<String>),
+}
+
+const CLUSTERS_FORMS: &str = "use a comma-separated list of cluster names, or a JSON array of \
+    {\"name\", \"namespaces\", \"region\", \"endpoint\", \"caData\"}";
+
+/// `CLUSTERS`: `dev,staging,prod`, or a JSON array for per-cluster namespaces, regions and
+/// endpoints. Clusters without their own namespaces use `ARGOCD_NAMESPACES`'.
+fn clusters_list(
+    value: &str,
+    default_namespaces: &NamespaceScope,
+) -> Result<Vec<ClusterSpec>, ConfigError> {
+    const VAR: &str = "CLUSTERS";
+    let entries: Vec<ClusterEntry> = if value.trim_start().starts_with('[') {
+        serde_json::from_str(value).map_err(|e| {
+            error(
+                VAR,
+                format!("is not a valid JSON array of clusters: {e}; {CLUSTERS_FORMS}"),
+            )
+        })?
+    } else {
+        value
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(|name| ClusterEntry {
+                name: name.to_string(),
+                namespaces: None,
+                region: None,
+                endpoint: None,
+                ca_data: None,
+            })
+            .collect()
+    };
+    if entries.is_empty() {
+        return Err(error(VAR, format!("names no cluster; {CLUSTERS_FORMS}")));
+    }
+    let mut clusters: Vec<ClusterSpec> = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let name = cluster_name_checked(VAR, entry.name.trim())?;
+        if clusters.iter().any(|c| c.name == name) {
+            return Err(error(VAR, format!("`{name}` is listed twice")));
+        }
+        let namespaces = match entry.namespaces {
+            None => default_namespaces.clone(),
+            Some(NamespacesField::Text(list)) => namespace_scope(VAR, &list)?,
+            Some(NamespacesField::List(list)) => namespace_scope(VAR, &list.join(","))?,
+        };
+        if let Some(region) = &entry.region
+            && !(region.len() <= 30
+                && region.split('-').count() >= 3
+                && region
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'))
+        {
+            return Err(error(
+                VAR,
+                format!("`{region}` (cluster `{name}`) is not an AWS region"),
+            ));
+        }
+        let access = match (entry.endpoint, entry.ca_data) {
+            (None, None) => None,
+            (Some(endpoint), Some(ca)) => Some(cluster_access(VAR, endpoint, &ca)?),
+            _ => {
+                return Err(error(
+                    VAR,
+                    format!("cluster `{name}`: `endpoint` and `caData` go together"),
+                ));
+            }
+        };
+        clusters.push(ClusterSpec {
+            name,
+            namespaces,
+            region: entry.region,
+            access,
+        });
+    }
+    Ok(clusters)
 }
 
 fn git_settings(
@@ -222,6 +399,33 @@ fn git_settings(
 }
 
 impl Config {
+    /// This configuration as it applies to one of its clusters: that cluster's name,
+    /// namespaces and endpoint in the fields the listing and the client read.
+    pub fn for_cluster(&self, cluster: &ClusterSpec) -> Config {
+        Config {
+            clusters: vec![cluster.clone()],
+            cluster_name: cluster.name.clone(),
+            namespaces: cluster.namespaces.clone(),
+            cluster_override: cluster.access.clone(),
+            ..self.clone()
+        }
+    }
+
+    /// Only the named cluster (`--cluster` of the CLI): its `CLUSTERS` settings if it is
+    /// listed there, the defaults otherwise.
+    pub fn narrowed_to(&self, name: &str) -> Result<Config, ConfigError> {
+        let spec = match self.clusters.iter().find(|c| c.name == name) {
+            Some(spec) => spec.clone(),
+            None => ClusterSpec {
+                name: cluster_name_checked("--cluster", name)?,
+                namespaces: self.namespaces.clone(),
+                region: None,
+                access: None,
+            },
+        };
+        Ok(self.for_cluster(&spec))
+    }
+
     pub fn from_env() -> Result<Self, ConfigError> {
         Self::from_lookup(|name| std::env::var(name).ok())
     }
@@ -234,41 +438,22 @@ impl Config {
                 .filter(|v| !v.is_empty())
         };
 
-        let cluster_name = get("CLUSTER_NAME").ok_or_else(|| {
-            error(
-                "CLUSTER_NAME",
-                "is required: the name of the EKS cluster that runs Argo CD",
-            )
-        })?;
-        if cluster_name.len() > 100
-            || !cluster_name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        {
-            return Err(error(
-                "CLUSTER_NAME",
-                format!("`{cluster_name}` is not an EKS cluster name"),
-            ));
-        }
-
-        let namespaces = match get("ARGOCD_NAMESPACES").as_deref() {
+        let namespaces = match get("ARGOCD_NAMESPACES") {
             None => NamespaceScope::Only(vec!["argocd".into()]),
-            Some("*") => NamespaceScope::All,
-            Some(list) => {
-                let names: Vec<String> = list
-                    .split(',')
-                    .map(|n| n.trim().to_string())
-                    .filter(|n| !n.is_empty())
-                    .collect();
-                if let Some(bad) = names.iter().find(|n| !is_namespace(n)) {
-                    return Err(error(
-                        "ARGOCD_NAMESPACES",
-                        format!(
-                            "`{bad}` is not a namespace name; use a comma-separated list, or `*` for all"
-                        ),
-                    ));
-                }
-                NamespaceScope::Only(names)
+            Some(list) => namespace_scope("ARGOCD_NAMESPACES", &list)?,
+        };
+        let listed = match get("CLUSTERS") {
+            None => None,
+            Some(value) => Some(clusters_list(&value, &namespaces)?),
+        };
+        let cluster_name = match (get("CLUSTER_NAME"), &listed) {
+            (Some(name), _) => cluster_name_checked("CLUSTER_NAME", &name)?,
+            (None, Some(listed)) => listed[0].name.clone(),
+            (None, None) => {
+                return Err(error(
+                    "CLUSTER_NAME",
+                    "is required: the name of the EKS cluster that runs Argo CD (or CLUSTERS for several)",
+                ));
             }
         };
 
@@ -331,22 +516,14 @@ impl Config {
         let cluster_override = match (get("KUBE_API_ENDPOINT"), get("KUBE_CA_DATA")) {
             (None, None) => None,
             (Some(endpoint), Some(ca)) => {
-                let parsed = url::Url::parse(&endpoint).map_err(|e| {
-                    error(
-                        "KUBE_API_ENDPOINT",
-                        format!("`{endpoint}` is not a URL: {e}"),
-                    )
+                let access = cluster_access("KUBE_API_ENDPOINT", endpoint, &ca).map_err(|e| {
+                    if e.problem.starts_with("the cluster CA") {
+                        error("KUBE_CA_DATA", e.problem)
+                    } else {
+                        e
+                    }
                 })?;
-                if parsed.scheme() != "https" {
-                    return Err(error("KUBE_API_ENDPOINT", "must be an https:// URL"));
-                }
-                let ca_pem = decode_ca(&ca).map_err(|e| {
-                    error(
-                        "KUBE_CA_DATA",
-                        format!("the cluster CA is not base64 of a PEM bundle: {e}"),
-                    )
-                })?;
-                Some(ClusterAccess { endpoint, ca_pem })
+                Some(access)
             }
             (Some(_), None) => {
                 return Err(error(
@@ -358,6 +535,40 @@ impl Config {
                 return Err(error("KUBE_API_ENDPOINT", "is required with KUBE_CA_DATA"));
             }
         };
+        let primary = ClusterSpec {
+            name: cluster_name.clone(),
+            namespaces: namespaces.clone(),
+            region: None,
+            access: cluster_override.clone(),
+        };
+        // `CLUSTER_NAME` and its endpoint variables describe the first cluster; `CLUSTERS`
+        // adds the others (and may list the first again, to give it its own settings).
+        let clusters = match listed {
+            None => vec![primary],
+            Some(mut listed) => match listed.iter().position(|c| c.name == cluster_name) {
+                Some(at) => {
+                    let mut first = listed.remove(at);
+                    if first.access.is_none() {
+                        first.access = cluster_override.clone();
+                    } else if cluster_override.is_some() {
+                        return Err(error(
+                            "KUBE_API_ENDPOINT",
+                            format!(
+                                "cluster `{cluster_name}` has an endpoint in CLUSTERS too; keep one"
+                            ),
+                        ));
+                    }
+                    listed.insert(0, first);
+                    listed
+                }
+                None => {
+                    listed.insert(0, primary);
+                    listed
+                }
+            },
+        };
+        let (namespaces, cluster_override) =
+            (clusters[0].namespaces.clone(), clusters[0].access.clone());
 
         let number = |name: &'static str,
                       default: u32,
@@ -394,6 +605,7 @@ impl Config {
         Ok(Self {
             own_account,
             git,
+            clusters,
             cluster_name,
             namespaces,
             label_selector,
@@ -442,6 +654,120 @@ mod tests {
         assert_eq!(c.log_level, "info");
         assert_eq!(c.page_size, 500);
         assert!(c.cluster_override.is_none());
+    }
+
+    #[test]
+    fn one_cluster_name_makes_a_single_cluster_list() {
+        let c = config(&[("CLUSTER_NAME", "barun-dev")]).unwrap();
+        assert_eq!(c.clusters.len(), 1);
+        assert_eq!(c.clusters[0].name, "barun-dev");
+        assert_eq!(c.clusters[0].namespaces, c.namespaces);
+    }
+
+    #[test]
+    fn a_comma_separated_clusters_list_adds_clusters_after_the_cluster_name() {
+        let c = config(&[
+            ("CLUSTER_NAME", "dev"),
+            ("CLUSTERS", "staging, prod"),
+            ("ARGOCD_NAMESPACES", "argocd,team-a"),
+        ])
+        .unwrap();
+        let names: Vec<&str> = c.clusters.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["dev", "staging", "prod"]);
+        assert!(c.clusters.iter().all(|k| k.namespaces == c.namespaces));
+        assert_eq!(c.cluster_name, "dev");
+    }
+
+    #[test]
+    fn clusters_alone_make_the_first_listed_the_primary_one() {
+        let c = config(&[("CLUSTERS", "prod,dev")]).unwrap();
+        assert_eq!(c.cluster_name, "prod");
+        assert_eq!(c.clusters.len(), 2);
+    }
+
+    #[test]
+    fn the_cluster_name_listed_again_in_clusters_is_moved_first_not_doubled() {
+        let c = config(&[("CLUSTER_NAME", "dev"), ("CLUSTERS", "prod,dev")]).unwrap();
+        let names: Vec<&str> = c.clusters.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["dev", "prod"]);
+    }
+
+    #[test]
+    fn json_clusters_carry_their_own_namespaces_region_and_endpoint() {
+        let pem =
+            STANDARD.encode(b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n");
+        let clusters = format!(
+            r#"[{{"name":"dev"}},
+                {{"name":"prod","namespaces":["argocd","payments"],"region":"eu-west-1"}},
+                {{"name":"partner","namespaces":"*","endpoint":"https://k.example.com","caData":"{pem}"}}]"#
+        );
+        let c = config(&[("CLUSTERS", &clusters)]).unwrap();
+        assert_eq!(
+            c.clusters[0].namespaces,
+            NamespaceScope::Only(vec!["argocd".into()])
+        );
+        assert_eq!(
+            c.clusters[1].namespaces,
+            NamespaceScope::Only(vec!["argocd".into(), "payments".into()])
+        );
+        assert_eq!(c.clusters[1].region.as_deref(), Some("eu-west-1"));
+        assert_eq!(c.clusters[2].namespaces, NamespaceScope::All);
+        assert_eq!(
+            c.clusters[2].access.as_ref().unwrap().endpoint,
+            "https://k.example.com"
+        );
+    }
+
+    #[test]
+    fn a_bad_clusters_value_says_what_is_wrong_with_it() {
+        for (value, expected) in [
+            ("dev,dev", "listed twice"),
+            ("dev,pr od", "not an EKS cluster name"),
+            (
+                "[{\"name\":\"dev\",\"nmespaces\":\"argocd\"}]",
+                "unknown field `nmespaces`",
+            ),
+            (
+                "[{\"name\":\"dev\",\"endpoint\":\"https://k\"}]",
+                "go together",
+            ),
+            (
+                "[{\"name\":\"dev\",\"region\":\"Europe\"}]",
+                "is not an AWS region",
+            ),
+            (
+                "[{\"name\":\"dev\",\"namespaces\":\"Team A\"}]",
+                "not a namespace name",
+            ),
+            ("[]", "names no cluster"),
+            (" , ", "names no cluster"),
+        ] {
+            let e = config(&[("CLUSTERS", value)]).unwrap_err();
+            assert_eq!(e.variable, "CLUSTERS", "{value}");
+            assert!(e.problem.contains(expected), "{value}: {}", e.problem);
+        }
+    }
+
+    #[test]
+    fn narrowing_to_one_cluster_keeps_its_listed_settings() {
+        let c = config(&[(
+            "CLUSTERS",
+            r#"[{"name":"dev"},{"name":"prod","namespaces":"payments"}]"#,
+        )])
+        .unwrap();
+        let prod = c.narrowed_to("prod").unwrap();
+        assert_eq!(prod.cluster_name, "prod");
+        assert_eq!(prod.clusters.len(), 1);
+        assert_eq!(
+            prod.namespaces,
+            NamespaceScope::Only(vec!["payments".into()])
+        );
+        let other = c.narrowed_to("elsewhere").unwrap();
+        assert_eq!(
+            other.namespaces,
+            NamespaceScope::Only(vec!["argocd".into()])
+        );
+        assert!(c.narrowed_to("not a name").is_err());
     }
 
     #[test]

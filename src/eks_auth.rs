@@ -226,7 +226,7 @@ pub fn exec_credential(token: String, signed_at: SystemTime) -> ExecCredential {
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
     #[error(
-        "EKS cluster `{cluster}` was not found in this account and region: check CLUSTER_NAME and the function's region"
+        "EKS cluster `{cluster}` was not found in this account and region: check CLUSTER_NAME (or CLUSTERS) and the cluster's region"
     )]
     NotFound { cluster: String },
     #[error(

@@ -35,7 +35,7 @@ use crate::kube::{AppMeta, KubeClient, KubeError};
 use crate::listing::{self, Listed};
 use crate::objects::ObjectCache;
 use crate::patch;
-use crate::report::{Action, Report};
+use crate::report::{Action, ClusterFailure, Report};
 use crate::retry::{backoff, retry_transient};
 use crate::writeback::{
     ApplicationPatch, GitCommit, GitOutcome, GitSnapshot, WriteBack, WriteError,
@@ -75,11 +75,11 @@ pub struct Handler {
     config: Config,
     region: String,
     ecr: Ecr,
-    eks: aws_sdk_eks::Client,
+    /// Every cluster an event is decided against (one unless `CLUSTERS` is set), each with
+    /// its own client, token, CA and object cache.
+    clusters: Vec<Cluster>,
     credentials: SharedCredentialsProvider,
     clock: Arc<dyn Clock>,
-    kube: OnceCell<KubeClient>,
-    objects: ObjectCache,
     sns: aws_sdk_sns::Client,
     github: GitHub,
     gitlab: GitLab,
@@ -92,14 +92,27 @@ pub struct Handler {
         std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
+/// One cluster and what the warm container keeps for it.
+struct Cluster {
+    /// The handler's configuration as it applies to this cluster.
+    config: Config,
+    /// In the cluster's region.
+    eks: aws_sdk_eks::Client,
+    region: String,
+    kube: OnceCell<KubeClient>,
+    objects: ObjectCache,
+}
+
 /// Matched Applications are read, decided and written this many at a time.
 const CONCURRENCY: usize = 8;
 
-/// One invocation's mode, deadline and what it learnt from ECR so far.
+/// One invocation's mode, deadline and what it learnt from ECR so far (shared by every
+/// cluster: one registry read serves them all), and the cluster being written.
 struct Work<'a> {
     mode: Mode<'a>,
-    facts: RegistryFacts<'a>,
+    facts: &'a RegistryFacts<'a>,
     deadline: Option<Instant>,
+    kube: &'a KubeClient,
 }
 
 impl Work<'_> {
@@ -117,7 +130,7 @@ impl Handler {
         config: Config,
         region: String,
         ecr: aws_sdk_ecr::Client,
-        eks: aws_sdk_eks::Client,
+        eks: &aws_config::SdkConfig,
         sns: aws_sdk_sns::Client,
         secrets: aws_sdk_secretsmanager::Client,
         codecommit: CodeCommit,
@@ -138,6 +151,23 @@ impl Handler {
             crate::signatures::Signatures::new(secrets.clone(), config.timeouts.request)?;
         let git_credentials = GitCredentials::new(config.git.clone(), secrets);
         let own_account = config.own_account.clone();
+        let clusters = config
+            .clusters
+            .iter()
+            .map(|spec| {
+                let region = spec.region.clone().unwrap_or_else(|| region.clone());
+                let eks_config = aws_sdk_eks::config::Builder::from(eks)
+                    .region(aws_config::Region::new(region.clone()))
+                    .build();
+                Cluster {
+                    config: config.for_cluster(spec),
+                    eks: aws_sdk_eks::Client::from_conf(eks_config),
+                    region,
+                    kube: OnceCell::new(),
+                    objects: ObjectCache::default(),
+                }
+            })
+            .collect();
         Ok(Self {
             github,
             gitlab,
@@ -148,11 +178,9 @@ impl Handler {
             config,
             region,
             ecr: Ecr::new(ecr).with_own_account(own_account),
-            eks,
+            clusters,
             credentials,
             clock,
-            kube: OnceCell::new(),
-            objects: ObjectCache::default(),
             sns,
         })
     }
@@ -175,7 +203,7 @@ impl Handler {
             config,
             region,
             aws_sdk_ecr::Client::new(sdk),
-            aws_sdk_eks::Client::new(sdk),
+            sdk,
             aws_sdk_sns::Client::new(sdk),
             aws_sdk_secretsmanager::Client::new(sdk),
             codecommit,
@@ -188,21 +216,34 @@ impl Handler {
         &self.config
     }
 
-    /// The Kubernetes client, made on first use and kept for the warm container's life.
+    /// The first cluster's Kubernetes client (the only one unless `CLUSTERS` is set).
     pub async fn kube(&self) -> Result<&KubeClient, HandlerError> {
-        self.kube
+        match self.clusters.first() {
+            Some(cluster) => self.kube_of(cluster).await,
+            None => Err(HandlerError::Cluster(ClusterError::NotFound {
+                cluster: String::new(),
+            })),
+        }
+    }
+
+    /// A cluster's Kubernetes client, made on first use and kept for the warm container's
+    /// life: its endpoint, CA and token source are the cluster's own.
+    async fn kube_of<'c>(&self, cluster: &'c Cluster) -> Result<&'c KubeClient, HandlerError> {
+        cluster
+            .kube
             .get_or_try_init(|| async {
-                let access = match &self.config.cluster_override {
+                let config = &cluster.config;
+                let access = match &config.cluster_override {
                     Some(access) => access.clone(),
-                    None => describe_cluster(&self.eks, &self.config.cluster_name).await?,
+                    None => describe_cluster(&cluster.eks, &config.cluster_name).await?,
                 };
                 let tokens = Arc::new(IamTokenSource::new(
-                    self.config.cluster_name.clone(),
-                    self.region.clone(),
+                    config.cluster_name.clone(),
+                    cluster.region.clone(),
                     self.credentials.clone(),
                     self.clock.clone(),
                 ));
-                KubeClient::new(&access, tokens, self.config.timeouts).map_err(HandlerError::List)
+                KubeClient::new(&access, tokens, config.timeouts).map_err(HandlerError::List)
             })
             .await
     }
@@ -230,12 +271,8 @@ impl Handler {
                     report.log();
                     return Ok(report);
                 }
-                let work = Work {
-                    mode: Mode::Push(&push),
-                    facts: RegistryFacts::new(&self.ecr),
-                    deadline,
-                };
-                self.run(&mut report, &work).await?;
+                self.run_clusters(&mut report, Mode::Push(&push), deadline)
+                    .await?;
                 report
             }
             Invocation::Scan(pushes) => {
@@ -253,23 +290,15 @@ impl Handler {
                 }
                 // One decision per tag of the scanned image, as if each were pushed now.
                 for push in &pushes {
-                    let work = Work {
-                        mode: Mode::Push(push),
-                        facts: RegistryFacts::new(&self.ecr),
-                        deadline,
-                    };
-                    self.run(&mut report, &work).await?;
+                    self.run_clusters(&mut report, Mode::Push(push), deadline)
+                        .await?;
                 }
                 report
             }
             Invocation::Reconcile { id } => {
                 let mut report = Report::new("reconcile", &id, self.config.dry_run);
-                let work = Work {
-                    mode: Mode::Reconcile,
-                    facts: RegistryFacts::new(&self.ecr),
-                    deadline,
-                };
-                self.run(&mut report, &work).await?;
+                self.run_clusters(&mut report, Mode::Reconcile, deadline)
+                    .await?;
                 report
             }
         };
@@ -287,11 +316,54 @@ impl Handler {
         }
     }
 
+    /// Decides the event against every cluster. One cluster runs as it always has: a
+    /// cluster-wide failure is the invocation's error. Several run concurrently, so the
+    /// latency is the slowest one's; a cluster that fails is reported by name and fails the
+    /// invocation retryably once the others are written (a retry finds them unchanged).
+    async fn run_clusters(
+        &self,
+        report: &mut Report,
+        mode: Mode<'_>,
+        deadline: Option<Instant>,
+    ) -> Result<(), HandlerError> {
+        let facts = RegistryFacts::new(&self.ecr);
+        if let [cluster] = self.clusters.as_slice() {
+            return self.run(report, cluster, mode, &facts, deadline).await;
+        }
+        let (kind, event_id, dry_run) = (report.mode, report.event_id.clone(), report.dry_run);
+        let runs = self.clusters.iter().map(|cluster| {
+            let (facts, event_id) = (&facts, event_id.as_str());
+            async move {
+                let mut part = Report::new(kind, event_id, dry_run);
+                let result = self.run(&mut part, cluster, mode, facts, deadline).await;
+                (cluster.config.cluster_name.as_str(), part, result)
+            }
+        });
+        for (name, part, result) in futures_util::future::join_all(runs).await {
+            let failure = result.err().map(|e| cluster_failure(name, &e));
+            report.add_cluster(name, part, failure);
+        }
+        Ok(())
+    }
+
     /// Lists every namespace (its ImageUpdater objects, then its Applications metadata-only),
     /// reads, decides and writes the Applications the invocation concerns, then writes the
     /// status of the objects that configured them.
-    async fn run(&self, report: &mut Report, work: &Work<'_>) -> Result<(), HandlerError> {
-        let kube = self.kube().await?;
+    async fn run(
+        &self,
+        report: &mut Report,
+        cluster: &Cluster,
+        mode: Mode<'_>,
+        facts: &RegistryFacts<'_>,
+        deadline: Option<Instant>,
+    ) -> Result<(), HandlerError> {
+        let kube = self.kube_of(cluster).await?;
+        let work = &Work {
+            mode,
+            facts,
+            deadline,
+            kube,
+        };
         let Listed {
             matched,
             mut unlisted,
@@ -299,8 +371,8 @@ impl Handler {
             scopes,
         } = listing::concerned(
             kube,
-            &self.config,
-            &self.objects,
+            &cluster.config,
+            &cluster.objects,
             work.mode,
             work.deadline,
             &mut report.stats,
@@ -330,12 +402,7 @@ impl Handler {
             .await;
         for outcome in outcomes {
             report.entries.extend(outcome.entries);
-            report.stats.gets += outcome.stats.gets;
-            report.stats.patches += outcome.stats.patches;
-            report.stats.conflicts += outcome.stats.conflicts;
-            report.stats.events += outcome.stats.events;
-            report.stats.git_requests += outcome.stats.git_requests;
-            report.stats.git_commits += outcome.stats.git_commits;
+            report.stats.add(&outcome.stats);
         }
         if !self.config.dry_run {
             let now = OffsetDateTime::from(self.clock.now())
@@ -343,7 +410,7 @@ impl Handler {
                 .unwrap_or_default();
             let requests = &mut report.stats.image_updater_requests;
             tally
-                .write_statuses(kube, &self.objects, &report.entries, &now, requests)
+                .write_statuses(kube, &cluster.objects, &report.entries, &now, requests)
                 .await;
         }
         Ok(())
@@ -819,15 +886,11 @@ impl Handler {
                 false,
             );
         };
-        let kube = match self.kube().await {
-            Ok(kube) => kube,
-            Err(e) => return outcome.refuse(Action::Failed, &e.to_string(), true),
-        };
         let checked = self
             .signatures
             .check(
                 &self.ecr,
-                kube,
+                work.kube,
                 &case.registry,
                 &case.repository,
                 &digest,
@@ -945,6 +1008,31 @@ impl Handler {
 pub const REFRESH_ANNOTATION: &str = "argocd.argoproj.io/refresh";
 
 /// The Application's write-back, when it is `git`.
+/// A cluster that could not be listed at all, for the report of a multi-cluster event. The
+/// invocation fails retryably either way (the other clusters are written, and a retry finds
+/// them unchanged); the class says whether waiting can fix it or an operator must.
+fn cluster_failure(cluster: &str, error: &HandlerError) -> ClusterFailure {
+    // Access (an entry, RBAC, a name, a CA) is an operator's to fix; the rest may pass.
+    let needs_operator = match error {
+        HandlerError::Cluster(e) => !matches!(e, ClusterError::Transient { .. }),
+        HandlerError::List(e) => matches!(
+            e,
+            KubeError::Unauthorized { .. }
+                | KubeError::Forbidden { .. }
+                | KubeError::ForbiddenOther { .. }
+                | KubeError::NotFound { .. }
+                | KubeError::Tls(_)
+                | KubeError::BadRequest { .. }
+        ),
+        HandlerError::Event(_) | HandlerError::Targets { .. } => false,
+    };
+    ClusterFailure {
+        message: format!("cluster `{cluster}`: {error}"),
+        error_type: error.error_type(),
+        needs_operator,
+    }
+}
+
 fn git_method(app: &Value, objects: &[ImageUpdaterObject]) -> Option<Method> {
     let (ns, name) = decide::app::names(app);
     let labels = annotations::labels_of(app);

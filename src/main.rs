@@ -215,6 +215,7 @@ async fn lambda() -> ExitCode {
     tracing::info!(
         version = argocd_ecr_updater::VERSION,
         cluster = %config.cluster_name,
+        clusters = %config.clusters.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(","),
         namespaces = ?config.namespaces,
         label_selector = config.label_selector.as_deref().unwrap_or(""),
         dry_run = config.dry_run,

@@ -29,6 +29,9 @@ impl Action {
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Entry {
+    /// The cluster, when the function writes to several.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
     pub namespace: String,
     pub name: String,
     pub alias: Option<String>,
@@ -60,6 +63,7 @@ pub struct Entry {
 impl Entry {
     pub fn new(namespace: &str, name: &str, alias: Option<&str>, image: &str) -> Self {
         Self {
+            cluster: None,
             namespace: namespace.to_string(),
             name: name.to_string(),
             alias: alias.map(str::to_string),
@@ -104,6 +108,45 @@ pub struct Stats {
     pub git_commits: u32,
 }
 
+/// Why a whole cluster could not be worked on (unreachable, token refused, not listable).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ClusterFailure {
+    pub message: String,
+    /// The `errorType` the invocation would have had with this cluster alone.
+    pub error_type: &'static str,
+    /// Waiting will not fix it: a missing access entry, RBAC, a wrong name.
+    pub needs_operator: bool,
+}
+
+/// One cluster's part of a multi-cluster report: its counts, or why it was not worked on.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ClusterSummary {
+    pub cluster: String,
+    pub updated: usize,
+    pub unchanged: usize,
+    pub skipped: usize,
+    pub failed: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<ClusterFailure>,
+}
+
+impl Stats {
+    /// Adds another part's counts (another cluster's, or another Application's).
+    pub fn add(&mut self, other: &Stats) {
+        self.list_pages += other.list_pages;
+        self.applications_listed += other.applications_listed;
+        self.applications_matched += other.applications_matched;
+        self.gets += other.gets;
+        self.patches += other.patches;
+        self.conflicts += other.conflicts;
+        self.ecr_calls += other.ecr_calls;
+        self.image_updater_requests += other.image_updater_requests;
+        self.events += other.events;
+        self.git_requests += other.git_requests;
+        self.git_commits += other.git_commits;
+    }
+}
+
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Report {
     /// `push`, `reconcile` or `skip`.
@@ -117,6 +160,10 @@ pub struct Report {
     /// Why the whole event was not work, if it was not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
+    /// With several clusters: one summary per cluster, in configuration order; `entries`
+    /// are grouped the same way, each naming its cluster.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub clusters: Vec<ClusterSummary>,
     pub entries: Vec<Entry>,
     pub stats: Stats,
 }
@@ -130,9 +177,29 @@ impl Report {
             tag: None,
             dry_run,
             skipped: None,
+            clusters: Vec::new(),
             entries: Vec::new(),
             stats: Stats::default(),
         }
+    }
+
+    /// Adds one cluster's part of a multi-cluster event: its entries (named by cluster), its
+    /// counts, and its failure if it could not be worked on at all.
+    pub fn add_cluster(&mut self, cluster: &str, part: Report, failure: Option<ClusterFailure>) {
+        let count = |action: Action| part.entries.iter().filter(|e| e.action == action).count();
+        self.clusters.push(ClusterSummary {
+            cluster: cluster.to_string(),
+            updated: count(Action::Updated),
+            unchanged: count(Action::Unchanged),
+            skipped: count(Action::Skipped),
+            failed: count(Action::Failed),
+            failure,
+        });
+        self.entries.extend(part.entries.into_iter().map(|mut e| {
+            e.cluster = Some(cluster.to_string());
+            e
+        }));
+        self.stats.add(&part.stats);
     }
 
     pub fn retryable_failures(&self) -> impl Iterator<Item = &Entry> {
@@ -152,10 +219,11 @@ impl Report {
             let alias = e.alias.as_deref().unwrap_or("");
             let sources = e.sources.join(", ");
             let configured_by = e.configured_by.as_deref().unwrap_or("");
+            let cluster = e.cluster.as_deref().unwrap_or("");
             macro_rules! decision {
                 ($level:ident) => {
                     tracing::$level!(
-                        event_id = %self.event_id, namespace = %e.namespace, application = %e.name,
+                        event_id = %self.event_id, cluster = %cluster, namespace = %e.namespace, application = %e.name,
                         alias = %alias, image = %e.image, from = %from, to = %to,
                         action = e.action.as_str(), sources = %sources, configured_by = %configured_by,
                         dry_run = self.dry_run, reason = %e.reason,
@@ -167,6 +235,18 @@ impl Report {
                 Action::Failed => decision!(error),
                 Action::Updated => decision!(info),
                 Action::Unchanged | Action::Skipped => decision!(info),
+            }
+        }
+        for c in &self.clusters {
+            match &c.failure {
+                Some(f) => tracing::error!(
+                    event_id = %self.event_id, cluster = %c.cluster, error_type = f.error_type,
+                    needs_operator = f.needs_operator, reason = %f.message, "cluster failed"
+                ),
+                None => tracing::info!(
+                    event_id = %self.event_id, cluster = %c.cluster, updated = c.updated,
+                    unchanged = c.unchanged, skipped = c.skipped, failed = c.failed, "cluster done"
+                ),
             }
         }
         let st = &self.stats;
@@ -195,9 +275,22 @@ impl Report {
 
     /// The message an invocation fails with: every retryable failure, each with its fix.
     pub fn failure_summary(&self) -> Option<String> {
-        let failures: Vec<String> = self
-            .retryable_failures()
-            .map(|e| format!("{}/{} ({}): {}", e.namespace, e.name, e.image, e.reason))
+        let clusters = self
+            .clusters
+            .iter()
+            .filter_map(|c| c.failure.as_ref().map(|f| f.message.clone()));
+        let failures: Vec<String> = clusters
+            .chain(self.retryable_failures().map(|e| {
+                let cluster = e
+                    .cluster
+                    .as_deref()
+                    .map(|c| format!("{c}: "))
+                    .unwrap_or_default();
+                format!(
+                    "{cluster}{}/{} ({}): {}",
+                    e.namespace, e.name, e.image, e.reason
+                )
+            }))
             .collect();
         (!failures.is_empty()).then(|| {
             format!(

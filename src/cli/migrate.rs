@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::{LogFormat, init_tracing, print_json, sdk_config, usage_error};
 use crate::annotations;
-use crate::config::Config;
+use crate::cli::config_from_env;
 use crate::eks_auth::SystemClock;
 use crate::handler::Handler;
 use crate::imageupdater::{self, Annotated};
@@ -19,16 +19,13 @@ pub struct MigrateRequest {
     pub namespace: String,
     /// The name of the printed object.
     pub name: String,
-    /// Overrides `CLUSTER_NAME`.
+    /// One cluster only (`CLUSTER_NAME`, or one of `CLUSTERS`).
     pub cluster: Option<String>,
     pub log_format: LogFormat,
 }
 
 pub async fn run(request: MigrateRequest) -> ExitCode {
-    let config = Config::from_lookup(|name| match (name, &request.cluster) {
-        ("CLUSTER_NAME", Some(c)) => Some(c.clone()),
-        _ => std::env::var(name).ok(),
-    });
+    let config = config_from_env(request.cluster.as_deref(), None);
     let config = match config {
         Ok(c) => c,
         Err(e) => return usage_error(e.to_string()),

@@ -73,6 +73,24 @@ pub enum LogFormat {
 }
 
 /// Reads a file, or standard input for `-`.
+/// The function's configuration from the environment, as a CLI command sees it: `--cluster`
+/// picks one cluster (with its `CLUSTERS` settings, if listed there), `dry_run` overrides
+/// `DRY_RUN`.
+pub fn config_from_env(
+    cluster: Option<&str>,
+    dry_run: Option<bool>,
+) -> Result<crate::config::Config, crate::config::ConfigError> {
+    let config = crate::config::Config::from_lookup(|name| match (name, cluster, dry_run) {
+        ("CLUSTER_NAME", Some(c), _) => Some(c.to_string()),
+        ("DRY_RUN", _, Some(dry)) => Some(dry.to_string()),
+        _ => std::env::var(name).ok(),
+    })?;
+    match cluster {
+        Some(name) => config.narrowed_to(name),
+        None => Ok(config),
+    }
+}
+
 pub fn read_input(path: &str) -> std::io::Result<String> {
     if path == "-" {
         let mut text = String::new();

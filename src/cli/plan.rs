@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::{LogFormat, init_tracing, print_json, read_input, sdk_config, usage_error};
-use crate::config::Config;
+use crate::cli::config_from_env;
 use crate::eks_auth::SystemClock;
 use crate::handler::{Handler, HandlerError};
 
@@ -17,7 +17,7 @@ pub struct PlanRequest {
     pub event: Option<String>,
     pub reconcile: bool,
     pub apply: bool,
-    /// Overrides `CLUSTER_NAME`.
+    /// One cluster only (`CLUSTER_NAME`, or one of `CLUSTERS`).
     pub cluster: Option<String>,
     pub log_format: LogFormat,
 }
@@ -43,11 +43,7 @@ pub async fn run(request: PlanRequest) -> ExitCode {
             Err(e) => return usage_error(format!("event `{path}` is not JSON: {e}")),
         }
     };
-    let config = Config::from_lookup(|name| match (name, &cluster) {
-        ("CLUSTER_NAME", Some(c)) => Some(c.clone()),
-        ("DRY_RUN", _) => Some((!apply).to_string()),
-        _ => std::env::var(name).ok(),
-    });
+    let config = config_from_env(cluster.as_deref(), Some(!apply));
     let config = match config {
         Ok(c) => c,
         Err(e) => return usage_error(e.to_string()),

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::{LogFormat, init_tracing, sdk_config, usage_error};
-use crate::config::Config;
+use crate::cli::config_from_env;
 use crate::eks_auth::SystemClock;
 use crate::handler::Handler;
 use crate::report::{Action, Report};
@@ -22,7 +22,7 @@ pub struct RedriveRequest {
     pub apply: bool,
     /// Stop after this many messages.
     pub max: usize,
-    /// Overrides `CLUSTER_NAME`.
+    /// One cluster only (`CLUSTER_NAME`, or one of `CLUSTERS`).
     pub cluster: Option<String>,
     pub log_format: LogFormat,
 }
@@ -31,11 +31,7 @@ pub struct RedriveRequest {
 const VISIBILITY_SECONDS: i32 = 300;
 
 pub async fn run(request: RedriveRequest) -> ExitCode {
-    let config = Config::from_lookup(|name| match (name, &request.cluster) {
-        ("CLUSTER_NAME", Some(c)) => Some(c.clone()),
-        ("DRY_RUN", _) => Some((!request.apply).to_string()),
-        _ => std::env::var(name).ok(),
-    });
+    let config = config_from_env(request.cluster.as_deref(), Some(!request.apply));
     let config = match config {
         Ok(c) => c,
         Err(e) => return usage_error(e.to_string()),

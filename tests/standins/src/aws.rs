@@ -89,6 +89,8 @@ pub struct AwsState {
     /// Other accounts' registries served from the same images: whether their repository
     /// policy lets the function's role read (cross-account ECR).
     registries: Mutex<BTreeMap<String, bool>>,
+    /// Further EKS clusters by name: their region, endpoint and CA (several clusters).
+    clusters: Mutex<BTreeMap<String, (String, String, String)>>,
     /// CodeCommit repositories the function's role may not use.
     pub codecommit_denied: Mutex<std::collections::BTreeSet<String>>,
 }
@@ -112,6 +114,14 @@ impl QueueMessage {
 }
 
 impl AwsState {
+    /// Makes DescribeCluster answer for another cluster, in `region`.
+    pub fn add_cluster(&self, name: &str, region: &str, endpoint: &str, ca_pem: &str) {
+        lock(&self.clusters).insert(
+            name.to_string(),
+            (region.to_string(), endpoint.to_string(), ca_pem.to_string()),
+        );
+    }
+
     pub fn new(account: &str, region: &str, cluster_name: &str, ca_pem: String) -> Self {
         Self {
             account: account.into(),
@@ -122,6 +132,7 @@ impl AwsState {
             images: Mutex::new(Vec::new()),
             repositories: Mutex::new(Vec::new()),
             published: Mutex::new(Vec::new()),
+            clusters: Mutex::new(BTreeMap::new()),
             queues: Mutex::new(BTreeMap::new()),
             secrets: Mutex::new(BTreeMap::new()),
             codecommit: crate::github::GitHubState::default(),
@@ -251,22 +262,40 @@ fn aws_error(status: StatusCode, kind: &str, message: &str) -> Response {
 async fn describe_cluster(
     State(state): State<Arc<AwsState>>,
     Path(name): Path<String>,
+    headers: HeaderMap,
 ) -> Response {
-    if name != state.cluster_name {
+    // EKS is regional: the region the request is signed for is where the cluster is looked up.
+    let asked_region = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|auth| auth.split("Credential=").nth(1))
+        .and_then(|scope| scope.split('/').nth(2))
+        .unwrap_or_default()
+        .to_string();
+    let found = if name == state.cluster_name {
+        Some((
+            state.region.clone(),
+            lock(&state.kube_endpoint).clone(),
+            state.ca_pem.clone(),
+        ))
+    } else {
+        lock(&state.clusters).get(&name).cloned()
+    };
+    let Some((region, endpoint, ca_pem)) = found.filter(|(region, ..)| *region == asked_region)
+    else {
         return aws_error(
             StatusCode::NOT_FOUND,
             "ResourceNotFoundException",
             &format!("No cluster found for name: {name}."),
         );
-    }
-    let endpoint = lock(&state.kube_endpoint).clone();
+    };
     axum::Json(json!({"cluster": {
         "name": name,
-        "arn": format!("arn:aws:eks:{}:{}:cluster/{name}", state.region, state.account),
+        "arn": format!("arn:aws:eks:{region}:{}:cluster/{name}", state.account),
         "endpoint": endpoint,
         "status": "ACTIVE",
         "version": "1.33",
-        "certificateAuthority": {"data": STANDARD.encode(&state.ca_pem)},
+        "certificateAuthority": {"data": STANDARD.encode(&ca_pem)},
     }}))
     .into_response()
 }

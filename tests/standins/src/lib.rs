@@ -105,6 +105,29 @@ async fn serve_tls(listener: TcpListener, acceptor: tokio_rustls::TlsAcceptor, a
     }
 }
 
+/// Another cluster's API server: its own CA, token audience (cluster name) and RBAC, and
+/// its own request log and faults. Dropping it takes the server down.
+pub struct ExtraCluster {
+    pub name: String,
+    pub kube: Arc<KubeState>,
+    pub shared: Arc<Shared>,
+    pub addr: SocketAddr,
+    pub ca_pem: String,
+    task: JoinHandle<()>,
+}
+
+impl ExtraCluster {
+    pub fn endpoint(&self) -> String {
+        format!("https://127.0.0.1:{}", self.addr.port())
+    }
+}
+
+impl Drop for ExtraCluster {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 /// The running stand-ins. Dropping this stops them.
 pub struct StandIns {
     pub options: Options,
@@ -252,6 +275,38 @@ impl StandIns {
         let standins = Self::start(options).await?;
         seed::load_builtin(&standins).map_err(StartError::Setup)?;
         Ok(standins)
+    }
+
+    /// Starts another cluster's API server, which DescribeCluster then finds in `region`.
+    pub async fn add_cluster(
+        &self,
+        name: &str,
+        region: &str,
+        identities: Vec<Identity>,
+    ) -> Result<ExtraCluster, StartError> {
+        let shared = Arc::new(Shared::default());
+        let tls = tls::cluster_tls(&["127.0.0.1", "localhost"])?;
+        let kube =
+            Arc::new(KubeState::new(name, identities, shared.clone()).map_err(StartError::Setup)?);
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let app = kube::router(kube.clone()).layer(axum::middleware::from_fn_with_state(
+            (shared.clone(), Service::Kube),
+            faults::intercept,
+        ));
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls.server_config));
+        let task = tokio::spawn(serve_tls(listener, acceptor, app));
+        let cluster = ExtraCluster {
+            name: name.to_string(),
+            kube,
+            shared,
+            addr,
+            ca_pem: tls.ca_pem,
+            task,
+        };
+        self.aws
+            .add_cluster(name, region, &cluster.endpoint(), &cluster.ca_pem);
+        Ok(cluster)
     }
 
     pub fn kube_endpoint(&self) -> String {

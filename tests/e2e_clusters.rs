@@ -1,0 +1,294 @@
+//! End to end: one function for several clusters (`CLUSTERS`). Each cluster is its own API
+//! server stand-in, with its own CA, token audience and RBAC. A push is decided against
+//! every cluster concurrently; a cluster that is down or refuses the function is reported by
+//! name and fails the invocation retryably while the others are written; a retry is
+//! idempotent per cluster; endpoints, CAs and tokens are cached per cluster.
+
+mod common;
+
+use argocd_ecr_updater::handler::HandlerError;
+use argocd_ecr_updater::report::{Action, Report};
+use argocd_ecr_updater_standins::fixtures::{PUSHED_TAG, SEED_TAG, strip_server_fields};
+use argocd_ecr_updater_standins::{ExtraCluster, Options, Service, StandIns, kube::KubeState};
+use common::{event, expect_decision, handler};
+
+const SEED_APP: &str = "aws-pipeline-test";
+
+/// The seed cluster (`barun-dev`), plus `staging` in the same region and `prod-eu` in
+/// eu-west-1, each holding a copy of the seed Application and granting the function what
+/// the seed cluster grants it.
+async fn three_clusters() -> (StandIns, ExtraCluster, ExtraCluster) {
+    let standins = StandIns::start_seeded().await.unwrap();
+    let staging = extra(&standins, "staging", "ap-northeast-2", Access::Granted).await;
+    let prod = extra(&standins, "prod-eu", "eu-west-1", Access::Granted).await;
+    (standins, staging, prod)
+}
+
+/// What the function's role is in a cluster.
+#[derive(Clone, Copy)]
+enum Access {
+    /// Mapped by an access entry, and bound by `deploy/rbac.yaml`.
+    Granted,
+    /// No access entry: the cluster knows no such identity and answers 401.
+    NoAccessEntry,
+    /// Mapped, but no RBAC binding: 403 on every list.
+    NoRbac,
+}
+
+async fn extra(standins: &StandIns, name: &str, region: &str, access: Access) -> ExtraCluster {
+    let identities = match access {
+        Access::Granted => Options::default().identities,
+        Access::NoAccessEntry => Vec::new(),
+        Access::NoRbac => vec![argocd_ecr_updater_standins::function_identity(Vec::new())],
+    };
+    let cluster = standins
+        .add_cluster(name, region, identities)
+        .await
+        .unwrap();
+    let mut app = standins.kube.get("argocd", SEED_APP).unwrap();
+    strip_server_fields(&mut app);
+    cluster.kube.insert(app).unwrap();
+    cluster
+}
+
+const CLUSTERS: &str =
+    r#"[{"name":"barun-dev"},{"name":"staging"},{"name":"prod-eu","region":"eu-west-1"}]"#;
+
+fn tag_in(kube: &KubeState) -> Option<String> {
+    kube.get("argocd", SEED_APP)?["spec"]["source"]["helm"]["parameters"]
+        .as_array()?
+        .iter()
+        .find(|p| p["name"] == "image.tag")?["value"]
+        .as_str()
+        .map(str::to_string)
+}
+
+fn report_of(result: Result<Report, HandlerError>) -> (Report, Option<&'static str>) {
+    match result {
+        Ok(report) => (report, None),
+        Err(e @ HandlerError::Targets { .. }) => {
+            let error_type = e.error_type();
+            let HandlerError::Targets { report, .. } = e else {
+                unreachable!()
+            };
+            (*report, Some(error_type))
+        }
+        Err(e) => panic!("the invocation failed as a whole: {e}"),
+    }
+}
+
+fn describe_cluster_calls(standins: &StandIns) -> usize {
+    standins
+        .shared
+        .requests()
+        .iter()
+        .filter(|r| r.service == Service::Eks || r.path.starts_with("/clusters/"))
+        .count()
+}
+
+#[tokio::test]
+async fn a_push_updates_the_application_in_every_cluster_and_groups_the_report_by_cluster() {
+    let (standins, staging, prod) = three_clusters().await;
+    let handler = handler(&standins, &[("CLUSTERS", CLUSTERS)]);
+    let (report, failed) = report_of(handler.handle(&event("push-date-tag.json"), None).await);
+    assert_eq!(failed, None, "{report:#?}");
+
+    let clusters: Vec<Option<&str>> = report
+        .entries
+        .iter()
+        .map(|e| e.cluster.as_deref())
+        .collect();
+    assert_eq!(
+        clusters,
+        [Some("barun-dev"), Some("staging"), Some("prod-eu")],
+        "one entry per cluster, in configuration order"
+    );
+    for entry in &report.entries {
+        expect_decision(entry, Action::Updated, "");
+    }
+    let summary: Vec<(&str, usize, bool)> = report
+        .clusters
+        .iter()
+        .map(|c| (c.cluster.as_str(), c.updated, c.failure.is_none()))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("barun-dev", 1, true),
+            ("staging", 1, true),
+            ("prod-eu", 1, true)
+        ]
+    );
+    for kube in [&standins.kube, &staging.kube, &prod.kube] {
+        assert_eq!(tag_in(kube).as_deref(), Some(PUSHED_TAG));
+    }
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(json["entries"][1]["cluster"], "staging");
+    assert_eq!(json["clusters"][2]["cluster"], "prod-eu");
+}
+
+#[tokio::test]
+async fn several_clusters_cost_one_clusters_registry_reads() {
+    let single = StandIns::start_seeded().await.unwrap();
+    let (alone, _) = report_of(
+        handler(&single, &[])
+            .handle(&event("push-date-tag.json"), None)
+            .await,
+    );
+    let (standins, _staging, _prod) = three_clusters().await;
+    let (together, _) = report_of(
+        handler(&standins, &[("CLUSTERS", CLUSTERS)])
+            .handle(&event("push-date-tag.json"), None)
+            .await,
+    );
+    assert!(alone.stats.ecr_calls > 0);
+    assert_eq!(together.stats.ecr_calls, alone.stats.ecr_calls);
+    assert_eq!(together.stats.patches, 3 * alone.stats.patches);
+    assert_eq!(together.stats.gets, 3 * alone.stats.gets);
+}
+
+#[tokio::test]
+async fn a_cluster_that_is_down_fails_the_invocation_retryably_after_the_others_are_written() {
+    let (standins, staging, prod) = three_clusters().await;
+    drop(staging);
+    let handler = handler(&standins, &[("CLUSTERS", CLUSTERS)]);
+    let (report, failed) = report_of(handler.handle(&event("push-date-tag.json"), None).await);
+    assert_eq!(failed, Some("Retryable.TargetsFailed"));
+    let down = report
+        .clusters
+        .iter()
+        .find(|c| c.cluster == "staging")
+        .unwrap();
+    let failure = down
+        .failure
+        .as_ref()
+        .expect("staging is reported as failed");
+    assert!(
+        failure.message.starts_with("cluster `staging`: "),
+        "{}",
+        failure.message
+    );
+    assert!(
+        !failure.needs_operator,
+        "a connection refused may pass: {failure:?}"
+    );
+    assert_eq!(tag_in(&standins.kube).as_deref(), Some(PUSHED_TAG));
+    assert_eq!(tag_in(&prod.kube).as_deref(), Some(PUSHED_TAG));
+    let summary = argocd_ecr_updater::report::Report::failure_summary(&report).unwrap();
+    assert!(summary.contains("cluster `staging`"), "{summary}");
+
+    // The retry AWS makes finds the written clusters unchanged and writes nothing twice.
+    let patches_before = prod
+        .shared
+        .requests()
+        .iter()
+        .filter(|r| r.method == "PATCH")
+        .count();
+    let (again, failed) = report_of(handler.handle(&event("push-date-tag.json"), None).await);
+    assert_eq!(failed, Some("Retryable.TargetsFailed"));
+    for entry in &again.entries {
+        expect_decision(entry, Action::Unchanged, "");
+    }
+    let patches_after = prod
+        .shared
+        .requests()
+        .iter()
+        .filter(|r| r.method == "PATCH")
+        .count();
+    assert_eq!(patches_after, patches_before);
+}
+
+#[tokio::test]
+async fn a_cluster_refusing_the_function_is_reported_with_its_fix_while_the_others_are_written() {
+    // Either way an operator must act (an access entry, an RBAC binding); the event is
+    // retried and parked in the DLQ for a redrive once they have.
+    for (access, status, fix, needs_operator) in [
+        (Access::NoAccessEntry, "401", "EKS access entry", true),
+        (Access::NoRbac, "may not list", "deploy/rbac.yaml", true),
+    ] {
+        let standins = StandIns::start_seeded().await.unwrap();
+        let refusing = extra(&standins, "staging", "ap-northeast-2", access).await;
+        let handler = handler(&standins, &[("CLUSTERS", "barun-dev,staging")]);
+        let (report, failed) = report_of(handler.handle(&event("push-date-tag.json"), None).await);
+        assert_eq!(
+            failed,
+            Some("Retryable.TargetsFailed"),
+            "retried, then parked in the DLQ"
+        );
+        let failure = report.clusters[1].failure.as_ref().unwrap();
+        assert!(
+            failure.message.starts_with("cluster `staging`: "),
+            "{}",
+            failure.message
+        );
+        assert!(failure.message.contains(status), "{}", failure.message);
+        assert!(failure.message.contains(fix), "{}", failure.message);
+        assert_eq!(failure.needs_operator, needs_operator, "{failure:?}");
+        assert_eq!(tag_in(&standins.kube).as_deref(), Some(PUSHED_TAG));
+        assert_eq!(tag_in(&refusing.kube).as_deref(), Some(SEED_TAG));
+    }
+}
+
+#[tokio::test]
+async fn a_cluster_in_another_region_is_looked_up_in_its_region_only() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    let prod = extra(&standins, "prod-eu", "eu-west-1", Access::Granted).await;
+    // Listed without its region: EKS in the function's region has no such cluster.
+    let handler = handler(&standins, &[("CLUSTERS", "barun-dev,prod-eu")]);
+    let (report, _) = report_of(handler.handle(&event("push-date-tag.json"), None).await);
+    let failure = report.clusters[1].failure.as_ref().unwrap();
+    assert!(
+        failure.message.contains("`prod-eu` was not found"),
+        "{}",
+        failure.message
+    );
+    assert!(failure.message.contains("CLUSTERS"), "{}", failure.message);
+    assert!(failure.needs_operator);
+    assert_eq!(tag_in(&prod.kube).as_deref(), Some(SEED_TAG));
+}
+
+#[tokio::test]
+async fn endpoints_cas_and_tokens_are_cached_per_cluster_across_invocations() {
+    let (standins, staging, prod) = three_clusters().await;
+    let handler = handler(&standins, &[("CLUSTERS", CLUSTERS)]);
+    for _ in 0..3 {
+        let (_, failed) = report_of(handler.handle(&event("push-date-tag.json"), None).await);
+        assert_eq!(failed, None);
+    }
+    assert_eq!(
+        describe_cluster_calls(&standins),
+        3,
+        "one DescribeCluster per cluster"
+    );
+    // Each API server saw the same token on every request: minted once per cluster, and
+    // only ever its own (a token for another cluster is refused there).
+    for shared in [&standins.shared, &staging.shared, &prod.shared] {
+        let kube_requests = shared
+            .requests()
+            .into_iter()
+            .filter(|r| r.service == Service::Kube)
+            .count();
+        assert!(kube_requests >= 3, "{kube_requests}");
+    }
+}
+
+#[tokio::test]
+async fn an_endpoint_given_in_clusters_is_used_without_describe_cluster() {
+    use base64::Engine;
+    let standins = StandIns::start_seeded().await.unwrap();
+    let partner = extra(&standins, "partner", "ap-northeast-2", Access::Granted).await;
+    let ca = base64::engine::general_purpose::STANDARD.encode(&partner.ca_pem);
+    let clusters = format!(
+        r#"[{{"name":"partner","endpoint":"{}","caData":"{ca}"}}]"#,
+        partner.endpoint()
+    );
+    let handler = handler(
+        &standins,
+        &[("CLUSTER_NAME", "partner"), ("CLUSTERS", &clusters)],
+    );
+    let (report, failed) = report_of(handler.handle(&event("push-date-tag.json"), None).await);
+    assert_eq!(failed, None, "{report:#?}");
+    assert_eq!(tag_in(&partner.kube).as_deref(), Some(PUSHED_TAG));
+    assert_eq!(tag_in(&standins.kube).as_deref(), Some(SEED_TAG));
+    assert_eq!(describe_cluster_calls(&standins), 0);
+}
