@@ -224,6 +224,77 @@ async fn measure_git(
     }
 }
 
+const CLUSTER_RUNS: usize = 100;
+
+/// The same push against three clusters (`CLUSTERS`), each its own API server with its own
+/// CA, token and 2,000 Applications: latency, and requests per cluster per event.
+async fn measure_clusters(
+    standins: &StandIns,
+    env: &[(String, String)],
+    first: usize,
+    deadline: Duration,
+) -> (Vec<Duration>, Vec<(String, usize)>, u64) {
+    let mut extra = Vec::new();
+    for name in ["bench-staging", "bench-prod"] {
+        let cluster = standins
+            .add_cluster(name, "ap-northeast-2", Options::default().identities)
+            .await
+            .unwrap();
+        for i in 0..APPLICATIONS {
+            let app = bench_application(i, APPLICATIONS, MATCHING, REGISTRY, REPOSITORY);
+            cluster.kube.insert(app).unwrap();
+        }
+        extra.push(cluster);
+    }
+    let mut env = env.to_vec();
+    let names = format!("{},bench-staging,bench-prod", standins.options.cluster_name);
+    env.push(("CLUSTERS".into(), names));
+    let mut child = spawn(&env);
+    standins
+        .runtime
+        .invoke(push(first), deadline)
+        .await
+        .unwrap();
+    let mut latencies = Vec::new();
+    for n in first + 1..first + 1 + CLUSTER_RUNS {
+        standins.shared.clear_log();
+        for cluster in &extra {
+            cluster.shared.clear_log();
+        }
+        let started = Instant::now();
+        let outcome = standins.runtime.invoke(push(n), deadline).await.unwrap();
+        latencies.push(started.elapsed());
+        let Outcome::Response(report) = outcome else {
+            panic!("{outcome:?}")
+        };
+        assert_eq!(report["clusters"].as_array().map(Vec::len), Some(3));
+    }
+    let kube = |log: Vec<argocd_ecr_updater_standins::LoggedRequest>| {
+        log.iter().filter(|r| r.service == Service::Kube).count()
+    };
+    let mut requests = vec![(
+        standins.options.cluster_name.clone(),
+        kube(standins.shared.requests()),
+    )];
+    for cluster in &extra {
+        requests.push((cluster.name.clone(), kube(cluster.shared.requests())));
+    }
+    requests.push((
+        "ECR".into(),
+        standins
+            .shared
+            .requests()
+            .iter()
+            .filter(|r| r.service == Service::Ecr)
+            .count(),
+    ));
+    let rss_kb = peak_rss_kb(child.id());
+    let _ = child.kill();
+    let _ = child.wait();
+    latencies.sort();
+    (latencies, requests, rss_kb)
+}
+
 fn tag(n: usize) -> String {
     format!("20250102-{:06}", n)
 }
@@ -286,7 +357,7 @@ async fn main() {
     standins
         .aws
         .push(image("20250101-000000", 0, "2025-01-01T00:00:00Z"));
-    for n in 1..=2 * WARM_RUNS + COLD_RUNS + GIT_RUNS + 5 {
+    for n in 1..=2 * WARM_RUNS + COLD_RUNS + GIT_RUNS + CLUSTER_RUNS + 6 {
         standins.aws.push(image(
             &tag(n),
             n,
@@ -386,7 +457,17 @@ async fn main() {
     }
     let with_objects = measure_warm(&standins, &env, COLD_RUNS + WARM_RUNS + 2, deadline).await;
     // Git write-back: the matching Applications commit to a repository each instead.
-    let git = measure_git(&standins, &env, COLD_RUNS + 2 * WARM_RUNS + 3, deadline).await;
+    // Three clusters from one function: the seed cluster (with its 50 objects) and two more
+    // of 2,000 Applications each, all patching.
+    let (clusters, cluster_requests, clusters_rss) =
+        measure_clusters(&standins, &env, COLD_RUNS + 2 * WARM_RUNS + 3, deadline).await;
+    let git = measure_git(
+        &standins,
+        &env,
+        COLD_RUNS + 2 * WARM_RUNS + CLUSTER_RUNS + 4,
+        deadline,
+    )
+    .await;
     let size = std::fs::metadata(BINARY).map(|m| m.len()).unwrap_or(0);
     let Warm {
         latencies: warm,
@@ -427,6 +508,20 @@ async fn main() {
             ms(percentile(&git.latencies, 0.50)),
             ms(percentile(&git.latencies, 0.99)),
             kinds.join(", ")
+        );
+    }
+    {
+        let per_cluster: Vec<String> = cluster_requests
+            .iter()
+            .map(|(name, count)| format!("{name} {count}"))
+            .collect();
+        println!(
+            "three clusters ({APPLICATIONS} Applications each, {MATCHING} updated in each): warm p50 {:.1} ms, p99 {:.1} ms over {CLUSTER_RUNS} events (the first cluster alone, same objects: p50 {:.1} ms); requests per event: {}; peak RSS {:.1} MB",
+            ms(percentile(&clusters, 0.50)),
+            ms(percentile(&clusters, 0.99)),
+            ms(percentile(&with_objects.latencies, 0.50)),
+            per_cluster.join(", "),
+            clusters_rss as f64 / 1024.0
         );
     }
     println!("| figure | value | target |");

@@ -120,7 +120,22 @@ fn every_resource_is_scoped_and_only_vpc_networking_and_the_registry_token_use_a
         }
         let expected_fragment = match actions[0].split(':').next().unwrap() {
             "ecr" => ":repository/",
-            "eks" => ":cluster/${ClusterName}",
+            // Exactly the clusters named (ClusterName, AdditionalClusterNames); the name-list
+            // ARNs leave account and region to the condition, which must pin both.
+            "eks" => {
+                let condition = &statement["Condition"]["StringEquals"];
+                assert_eq!(
+                    strings(&condition["aws:ResourceAccount"]),
+                    ["AWS::AccountId"],
+                    "{sid}"
+                );
+                assert_eq!(
+                    strings(&condition["aws:RequestedRegion"]),
+                    ["AWS::Region"],
+                    "{sid}"
+                );
+                ":cluster/${Names}"
+            }
             "logs" => "FunctionLogGroup.Arn",
             "sqs" => "DeadLetterQueue.Arn",
             "sns" => "NotificationTopicArn",
@@ -559,4 +574,200 @@ fn the_git_credential_rbac_reads_only_secrets_and_names_the_one_it_may_get() {
     assert_eq!(repocreds.len(), 1);
     assert_eq!(strings(&repocreds[0]["resources"]), ["secrets"]);
     assert_eq!(strings(&repocreds[0]["verbs"]), ["list"]);
+}
+
+/// Evaluates the intrinsic functions the cluster wiring uses, as CloudFormation would with
+/// `parameters`, so the test checks the values the cloud computes, not the template's text.
+struct Evaluator<'a> {
+    parameters: BTreeMap<&'a str, serde_json::Value>,
+    conditions: &'a serde_json::Value,
+}
+
+impl Evaluator<'_> {
+    fn text(&self, value: &serde_json::Value) -> String {
+        match self.eval(value) {
+            serde_json::Value::String(s) => s,
+            other => panic!("not a string: {other}"),
+        }
+    }
+
+    fn list(&self, value: &serde_json::Value) -> Vec<String> {
+        match self.eval(value) {
+            serde_json::Value::Array(items) => items
+                .iter()
+                .map(|i| i.as_str().unwrap().to_string())
+                .collect(),
+            other => panic!("not a list: {other}"),
+        }
+    }
+
+    fn condition(&self, name: &str) -> bool {
+        self.eval(&self.conditions[name]).as_bool().unwrap()
+    }
+
+    fn eval(&self, value: &serde_json::Value) -> serde_json::Value {
+        use serde_json::{Value as J, json};
+        let Some(object) = value.as_object().filter(|o| o.len() == 1) else {
+            return match value {
+                J::Array(items) => J::Array(items.iter().map(|i| self.eval(i)).collect()),
+                other => other.clone(),
+            };
+        };
+        let (function, args) = object.iter().next().unwrap();
+        match function.as_str() {
+            "Ref" => self.parameters[args.as_str().unwrap()].clone(),
+            "Condition" => json!(self.condition(args.as_str().unwrap())),
+            "Fn::If" => {
+                let branch = if self.condition(args[0].as_str().unwrap()) {
+                    1
+                } else {
+                    2
+                };
+                self.eval(&args[branch])
+            }
+            "Fn::Equals" => json!(self.eval(&args[0]) == self.eval(&args[1])),
+            "Fn::Not" => json!(!self.eval(&args[0]).as_bool().unwrap()),
+            "Fn::And" => json!(
+                args.as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|c| self.eval(c).as_bool().unwrap())
+            ),
+            "Fn::Join" => {
+                let items: Vec<String> = match self.eval(&args[1]) {
+                    J::Array(items) => items
+                        .iter()
+                        .map(|i| i.as_str().unwrap().to_string())
+                        .collect(),
+                    other => panic!("Join of {other}"),
+                };
+                json!(items.join(args[0].as_str().unwrap()))
+            }
+            "Fn::Split" => json!(
+                self.text(&args[1])
+                    .split(args[0].as_str().unwrap())
+                    .collect::<Vec<_>>()
+            ),
+            "Fn::Select" => {
+                let index = args[0].as_u64().unwrap() as usize;
+                let items = self.list(&args[1]);
+                assert!(
+                    index < items.len(),
+                    "Fn::Select past the end fails the stack"
+                );
+                json!(items[index])
+            }
+            "Fn::Sub" => {
+                let (mut text, variables) = match args {
+                    J::String(s) => (s.clone(), serde_json::Map::new()),
+                    J::Array(pair) => (
+                        pair[0].as_str().unwrap().to_string(),
+                        pair[1].as_object().unwrap().clone(),
+                    ),
+                    other => panic!("Sub of {other}"),
+                };
+                for (name, value) in &variables {
+                    text = text.replace(&format!("${{{name}}}"), &self.text(value));
+                }
+                for (name, value) in &self.parameters {
+                    if let Some(s) = value.as_str() {
+                        text = text.replace(&format!("${{{name}}}"), s);
+                    }
+                }
+                json!(text)
+            }
+            "Fn::GetAtt" => json!(format!("GetAtt:{}", args[0].as_str().unwrap())),
+            _ => value.clone(),
+        }
+    }
+}
+
+/// The clusters the deployed function is told about, may describe, and is given an access
+/// entry in, for the parameter values given.
+fn cluster_wiring(
+    t: &serde_json::Value,
+    additional: &[&str],
+    create_access_entry: &str,
+) -> (String, Vec<String>, Vec<String>) {
+    let parameters = BTreeMap::from([
+        ("ClusterName", serde_json::json!("barun-dev")),
+        (
+            "AdditionalClusterNames",
+            serde_json::json!(if additional.is_empty() {
+                vec![""]
+            } else {
+                additional.to_vec()
+            }),
+        ),
+        ("CreateAccessEntry", serde_json::json!(create_access_entry)),
+        ("KubernetesGroup", serde_json::json!("argocd-ecr-updater")),
+        ("AWS::AccountId", serde_json::json!("123456789012")),
+        ("AWS::Region", serde_json::json!("ap-northeast-2")),
+        ("AWS::Partition", serde_json::json!("aws")),
+    ]);
+    let evaluator = Evaluator {
+        parameters,
+        conditions: &t["Conditions"],
+    };
+    let variables = &t["Resources"]["Function"]["Properties"]["Environment"]["Variables"];
+    let clusters = evaluator.text(&variables["CLUSTERS"]);
+    let statement = t["Resources"]["FunctionRole"]["Properties"]["Policies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["PolicyDocument"]["Statement"].as_array())
+        .flatten()
+        .find(|s| s["Sid"] == "FindTheCluster")
+        .unwrap();
+    assert_eq!(
+        statement["Condition"]["StringEquals"]["aws:ResourceAccount"],
+        serde_json::json!({"Ref": "AWS::AccountId"})
+    );
+    let describable = evaluator.list(&statement["Resource"]);
+    let entries = of_type(t, "AWS::EKS::AccessEntry")
+        .into_iter()
+        .filter(|(_, r)| {
+            r.get("Condition")
+                .is_none_or(|c| evaluator.condition(c.as_str().unwrap()))
+        })
+        .map(|(_, r)| evaluator.text(&r["Properties"]["ClusterName"]))
+        .collect();
+    (clusters, describable, entries)
+}
+
+#[test]
+fn additional_clusters_are_configured_described_and_mapped_each_by_name() {
+    let Some(t) = transformed() else { return };
+    let arn = |name: &str| format!("arn:*:eks:*:*:cluster/{name}");
+
+    let (clusters, describable, entries) = cluster_wiring(&t, &[], "true");
+    assert_eq!(clusters, "", "one cluster: CLUSTER_NAME alone");
+    assert_eq!(describable, [arn("barun-dev")]);
+    assert_eq!(entries, ["barun-dev"]);
+
+    let (clusters, describable, entries) = cluster_wiring(&t, &["staging", "prod"], "true");
+    assert_eq!(clusters, "barun-dev,staging,prod");
+    assert_eq!(describable, [arn("barun-dev"), arn("staging"), arn("prod")]);
+    assert_eq!(entries, ["barun-dev", "staging", "prod"]);
+    // What the function reads from that CLUSTERS is what it was told.
+    let config = argocd_ecr_updater::config::Config::from_lookup(|k| match k {
+        "CLUSTER_NAME" => Some("barun-dev".into()),
+        "CLUSTERS" => Some(clusters.clone()),
+        _ => None,
+    })
+    .unwrap();
+    let names: Vec<&str> = config.clusters.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["barun-dev", "staging", "prod"]);
+
+    let five = ["a", "b", "c", "d", "e"];
+    let (_, describable, entries) = cluster_wiring(&t, &five, "true");
+    assert_eq!(describable.len(), 6, "every cluster may be described");
+    assert_eq!(
+        entries,
+        ["barun-dev", "a", "b", "c", "d"],
+        "four slots, documented"
+    );
+
+    let (_, _, entries) = cluster_wiring(&t, &["staging"], "false");
+    assert!(entries.is_empty(), "CreateAccessEntry=false makes none");
 }
