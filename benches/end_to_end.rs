@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 use argocd_ecr_updater_standins::fixtures::{
     bench_application, image_updater, image_with_digest, large_status, numbered_digest, push_event,
 };
-use argocd_ecr_updater_standins::{Image, Options, Outcome, Service, StandIns};
+use argocd_ecr_updater_standins::{
+    ExtraCluster, FaultAction, Image, Options, Outcome, Service, StandIns,
+};
 use serde_json::{Value, json};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_argocd-ecr-updater");
@@ -224,16 +226,15 @@ async fn measure_git(
     }
 }
 
-const CLUSTER_RUNS: usize = 100;
+const CLUSTER_RUNS: usize = 50;
+/// What a real network adds to each Kubernetes request (same-region round trip and TLS
+/// record overhead); loopback has none, so without it the three clusters' stand-ins only
+/// compete for the machine's two cores.
+const ROUND_TRIP: Duration = Duration::from_millis(5);
 
-/// The same push against three clusters (`CLUSTERS`), each its own API server with its own
-/// CA, token and 2,000 Applications: latency, and requests per cluster per event.
-async fn measure_clusters(
-    standins: &StandIns,
-    env: &[(String, String)],
-    first: usize,
-    deadline: Duration,
-) -> (Vec<Duration>, Vec<(String, usize)>, u64) {
+/// Two more clusters, each its own API server with its own CA, token and 2,000
+/// Applications, the seed cluster's RBAC.
+async fn more_clusters(standins: &StandIns) -> Vec<ExtraCluster> {
     let mut extra = Vec::new();
     for name in ["bench-staging", "bench-prod"] {
         let cluster = standins
@@ -246,9 +247,36 @@ async fn measure_clusters(
         }
         extra.push(cluster);
     }
+    extra
+}
+
+/// `CLUSTER_RUNS` pushes with `CLUSTERS` naming the seed cluster and `extra`, each Kubernetes
+/// request delayed by `round_trip`: latencies, and the last event's requests per cluster.
+async fn measure_clusters(
+    standins: &StandIns,
+    env: &[(String, String)],
+    extra: &[ExtraCluster],
+    round_trip: Option<Duration>,
+    first: usize,
+    deadline: Duration,
+) -> ClusterRun {
     let mut env = env.to_vec();
-    let names = format!("{},bench-staging,bench-prod", standins.options.cluster_name);
-    env.push(("CLUSTERS".into(), names));
+    let mut names = vec![standins.options.cluster_name.clone()];
+    names.extend(extra.iter().map(|c| c.name.clone()));
+    env.push(("CLUSTERS".into(), names.join(",")));
+    let shared: Vec<&argocd_ecr_updater_standins::Shared> = std::iter::once(&*standins.shared)
+        .chain(extra.iter().map(|c| &*c.shared))
+        .collect();
+    let kube_route = argocd_ecr_updater_standins::Route {
+        service: Some(Service::Kube),
+        ..Default::default()
+    };
+    for s in &shared {
+        s.clear_faults();
+        if let Some(delay) = round_trip {
+            s.inject(kube_route.clone(), u32::MAX, FaultAction::Delay(delay));
+        }
+    }
     let mut child = spawn(&env);
     standins
         .runtime
@@ -256,10 +284,10 @@ async fn measure_clusters(
         .await
         .unwrap();
     let mut latencies = Vec::new();
+    let mut standin_time = Vec::new();
     for n in first + 1..first + 1 + CLUSTER_RUNS {
-        standins.shared.clear_log();
-        for cluster in &extra {
-            cluster.shared.clear_log();
+        for s in &shared {
+            s.clear_log();
         }
         let started = Instant::now();
         let outcome = standins.runtime.invoke(push(n), deadline).await.unwrap();
@@ -267,18 +295,31 @@ async fn measure_clusters(
         let Outcome::Response(report) = outcome else {
             panic!("{outcome:?}")
         };
-        assert_eq!(report["clusters"].as_array().map(Vec::len), Some(3));
+        let updated = report["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["action"] == "updated")
+            .count();
+        assert_eq!(updated, MATCHING * names.len(), "{report:#}");
+        let handling: u64 = shared
+            .iter()
+            .flat_map(|s| s.requests())
+            .map(|r| r.handling_us)
+            .sum();
+        standin_time.push(Duration::from_micros(handling));
     }
-    let kube = |log: Vec<argocd_ecr_updater_standins::LoggedRequest>| {
-        log.iter().filter(|r| r.service == Service::Kube).count()
-    };
-    let mut requests = vec![(
-        standins.options.cluster_name.clone(),
-        kube(standins.shared.requests()),
-    )];
-    for cluster in &extra {
-        requests.push((cluster.name.clone(), kube(cluster.shared.requests())));
-    }
+    let mut requests: Vec<(String, usize)> = names
+        .iter()
+        .zip(&shared)
+        .map(|(name, s)| {
+            let kube = s.requests();
+            (
+                name.clone(),
+                kube.iter().filter(|r| r.service == Service::Kube).count(),
+            )
+        })
+        .collect();
     requests.push((
         "ECR".into(),
         standins
@@ -288,11 +329,28 @@ async fn measure_clusters(
             .filter(|r| r.service == Service::Ecr)
             .count(),
     ));
+    for s in &shared {
+        s.clear_faults();
+    }
     let rss_kb = peak_rss_kb(child.id());
     let _ = child.kill();
     let _ = child.wait();
     latencies.sort();
-    (latencies, requests, rss_kb)
+    standin_time.sort();
+    ClusterRun {
+        latencies,
+        standin_time,
+        requests,
+        rss_kb,
+    }
+}
+
+struct ClusterRun {
+    latencies: Vec<Duration>,
+    /// The stand-ins' own handling, summed over every cluster's requests of one event.
+    standin_time: Vec<Duration>,
+    requests: Vec<(String, usize)>,
+    rss_kb: u64,
 }
 
 fn tag(n: usize) -> String {
@@ -357,7 +415,7 @@ async fn main() {
     standins
         .aws
         .push(image("20250101-000000", 0, "2025-01-01T00:00:00Z"));
-    for n in 1..=2 * WARM_RUNS + COLD_RUNS + GIT_RUNS + CLUSTER_RUNS + 6 {
+    for n in 1..=2 * WARM_RUNS + COLD_RUNS + GIT_RUNS + 4 * (CLUSTER_RUNS + 1) + 6 {
         standins.aws.push(image(
             &tag(n),
             n,
@@ -458,16 +516,21 @@ async fn main() {
     let with_objects = measure_warm(&standins, &env, COLD_RUNS + WARM_RUNS + 2, deadline).await;
     // Git write-back: the matching Applications commit to a repository each instead.
     // Three clusters from one function: the seed cluster (with its 50 objects) and two more
-    // of 2,000 Applications each, all patching.
-    let (clusters, cluster_requests, clusters_rss) =
-        measure_clusters(&standins, &env, COLD_RUNS + 2 * WARM_RUNS + 3, deadline).await;
-    let git = measure_git(
-        &standins,
-        &env,
-        COLD_RUNS + 2 * WARM_RUNS + CLUSTER_RUNS + 4,
-        deadline,
-    )
-    .await;
+    // of 2,000 Applications each, all patching; against one cluster alone, on loopback and
+    // with a network round trip added to every Kubernetes request.
+    let extra = more_clusters(&standins).await;
+    let mut next = COLD_RUNS + 2 * WARM_RUNS + 3;
+    let mut cluster_figures = Vec::new();
+    for round_trip in [None, Some(ROUND_TRIP)] {
+        for clusters in [&extra[..0], &extra[..]] {
+            let measured =
+                measure_clusters(&standins, &env, clusters, round_trip, next, deadline).await;
+            next += CLUSTER_RUNS + 1;
+            cluster_figures.push((clusters.len() + 1, round_trip, measured));
+        }
+    }
+    drop(extra);
+    let git = measure_git(&standins, &env, next, deadline).await;
     let size = std::fs::metadata(BINARY).map(|m| m.len()).unwrap_or(0);
     let Warm {
         latencies: warm,
@@ -510,18 +573,28 @@ async fn main() {
             kinds.join(", ")
         );
     }
-    {
-        let per_cluster: Vec<String> = cluster_requests
+    for (count, round_trip, run) in &cluster_figures {
+        let ClusterRun {
+            latencies,
+            standin_time,
+            requests,
+            rss_kb,
+        } = run;
+        let per_cluster: Vec<String> = requests
             .iter()
             .map(|(name, count)| format!("{name} {count}"))
             .collect();
         println!(
-            "three clusters ({APPLICATIONS} Applications each, {MATCHING} updated in each): warm p50 {:.1} ms, p99 {:.1} ms over {CLUSTER_RUNS} events (the first cluster alone, same objects: p50 {:.1} ms); requests per event: {}; peak RSS {:.1} MB",
-            ms(percentile(&clusters, 0.50)),
-            ms(percentile(&clusters, 0.99)),
-            ms(percentile(&with_objects.latencies, 0.50)),
+            "{count} cluster(s), {}: warm p50 {:.1} ms, p99 {:.1} ms over {CLUSTER_RUNS} events; stand-ins' handling summed over clusters p50 {:.1} ms; requests per event: {}; peak RSS {:.1} MB",
+            round_trip.map_or("loopback".to_string(), |d| format!(
+                "{} ms added per Kubernetes request",
+                d.as_millis()
+            )),
+            ms(percentile(latencies, 0.50)),
+            ms(percentile(latencies, 0.99)),
+            ms(percentile(standin_time, 0.50)),
             per_cluster.join(", "),
-            clusters_rss as f64 / 1024.0
+            *rss_kb as f64 / 1024.0
         );
     }
     println!("| figure | value | target |");

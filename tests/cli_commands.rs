@@ -171,6 +171,44 @@ async fn plan_is_a_dry_run_unless_asked_to_apply() {
     assert_eq!(seed_tag(&standins).as_deref(), Some("20250825-153012"));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_shows_every_cluster_and_cluster_picks_one_with_its_listed_settings() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    let staging = standins
+        .add_cluster(
+            "staging",
+            "ap-northeast-2",
+            argocd_ecr_updater_standins::Options::default().identities,
+        )
+        .await
+        .unwrap();
+    let mut app = standins.kube.get("argocd", "aws-pipeline-test").unwrap();
+    argocd_ecr_updater_standins::fixtures::strip_server_fields(&mut app);
+    staging.kube.insert(app).unwrap();
+    let mut env = standins.function_env();
+    env.push(("CLUSTERS".into(), "staging".into()));
+    let event = concat!(env!("CARGO_MANIFEST_DIR"), "/events/push-date-tag.json");
+
+    let report = json_output(&env, &["plan", "--event", event]);
+    let clusters: Vec<&str> = report["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["cluster"].as_str().unwrap())
+        .collect();
+    assert_eq!(clusters, ["barun-dev", "staging"]);
+
+    let report = json_output(&env, &["plan", "--event", event, "--cluster", "staging"]);
+    let entries = report["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{report:#}");
+    assert_eq!(entries[0]["to"], "20250825-153012");
+    assert!(
+        report.get("clusters").is_none(),
+        "one cluster reports as before"
+    );
+    assert!(staging.shared.requests().iter().any(|r| r.method == "GET"));
+}
+
 #[test]
 fn plan_rejects_an_event_that_is_not_json() {
     let dir = tempfile::tempdir().unwrap();

@@ -292,3 +292,51 @@ async fn an_endpoint_given_in_clusters_is_used_without_describe_cluster() {
     assert_eq!(tag_in(&standins.kube).as_deref(), Some(SEED_TAG));
     assert_eq!(describe_cluster_calls(&standins), 0);
 }
+
+#[tokio::test]
+async fn a_push_in_a_central_registry_account_updates_applications_in_two_clusters() {
+    use argocd_ecr_updater_standins::fixtures::{Application, push_event};
+    const REGISTRY_ACCOUNT: &str = "111122223333";
+    let standins = StandIns::start_seeded().await.unwrap();
+    standins.aws.add_registry(REGISTRY_ACCOUNT, true);
+    let staging = extra(&standins, "staging", "ap-northeast-2", Access::Granted).await;
+    let image = format!("{REGISTRY_ACCOUNT}.dkr.ecr.ap-northeast-2.amazonaws.com/barun-dev-ecr");
+    for kube in [&standins.kube, &staging.kube] {
+        let app = Application::tracking("central-app", &image, SEED_TAG)
+            .annotate("app.update-strategy", "latest")
+            .annotate("app.allow-tags", "regexp:^[0-9]{8}-[0-9]{6}$")
+            .build();
+        kube.insert(app).unwrap();
+    }
+    let mut pushed = push_event("barun-dev-ecr", PUSHED_TAG, "2025-08-25T06:30:14Z");
+    pushed["account"] = serde_json::json!(REGISTRY_ACCOUNT);
+    let handler = handler(
+        &standins,
+        &[
+            ("CLUSTERS", "barun-dev,staging"),
+            ("FUNCTION_ACCOUNT_ID", "768157413559"),
+        ],
+    );
+    let (report, failed) = report_of(handler.handle(&pushed, None).await);
+    assert_eq!(failed, None, "{report:#?}");
+    let updated: Vec<(Option<&str>, &str)> = report
+        .entries
+        .iter()
+        .filter(|e| e.action == Action::Updated)
+        .map(|e| (e.cluster.as_deref(), e.name.as_str()))
+        .collect();
+    assert_eq!(
+        updated,
+        [
+            (Some("barun-dev"), "central-app"),
+            (Some("staging"), "central-app")
+        ]
+    );
+    // The seed Applications name this account's registry: not concerned in either cluster.
+    assert!(report.entries.iter().all(|e| e.name != SEED_APP));
+    for kube in [&standins.kube, &staging.kube] {
+        let app = kube.get("argocd", "central-app").unwrap();
+        let parameters = app["spec"]["source"]["helm"]["parameters"].to_string();
+        assert!(parameters.contains(PUSHED_TAG), "{parameters}");
+    }
+}

@@ -288,7 +288,11 @@ fn after_the_sam_transform_every_failure_path_ends_in_the_one_alarmed_queue() {
     );
     let dlq = serde_json::json!({"Fn::GetAtt": ["DeadLetterQueue", "Arn"]});
     let rules = of_type(&t, "AWS::Events::Rule");
-    assert_eq!(rules.len(), 4, "push, ECR scan, Inspector scan, reconcile");
+    assert_eq!(
+        rules.len(),
+        5,
+        "push, ECR scan, Inspector scan, replication, reconcile"
+    );
     for (name, rule) in rules {
         let target = &rule["Properties"]["Targets"][0];
         assert_eq!(target["DeadLetterConfig"]["Arn"], dlq, "{name}");
@@ -523,6 +527,31 @@ fn scan_events_reach_the_function_only_when_asked_and_for_the_tracked_repositori
     }
     assert_eq!(
         t["Parameters"]["ScanEvents"]["Default"].as_str(),
+        Some("false")
+    );
+}
+
+#[test]
+fn replication_events_reach_the_function_only_when_asked_and_for_the_tracked_repositories() {
+    let t = template();
+    let events = &t["Resources"]["Function"]["Properties"]["Events"];
+    let rule = &events["EcrReplication"]["Properties"];
+    assert_eq!(
+        strings(&rule["Pattern"]["detail-type"]),
+        ["ECR Replication Action"]
+    );
+    assert_eq!(strings(&rule["Pattern"]["detail"]["result"]), ["SUCCESS"]);
+    assert_eq!(
+        rule["Pattern"]["detail"]["repository-name"],
+        events["EcrPush"]["Properties"]["Pattern"]["detail"]["repository-name"]
+    );
+    assert_eq!(
+        strings(&rule["State"]),
+        ["ReplicationEventsOn", "ENABLED", "DISABLED"]
+    );
+    assert!(rule["DeadLetterConfig"]["Arn"] != Value::Null);
+    assert_eq!(
+        t["Parameters"]["ReplicationEvents"]["Default"].as_str(),
         Some("false")
     );
 }
