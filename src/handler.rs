@@ -130,7 +130,8 @@ impl Handler {
         config: Config,
         region: String,
         ecr: aws_sdk_ecr::Client,
-        eks: &aws_config::SdkConfig,
+        // EKS clients are made per cluster, in each cluster's region, from this.
+        eks_sdk: &aws_config::SdkConfig,
         sns: aws_sdk_sns::Client,
         secrets: aws_sdk_secretsmanager::Client,
         codecommit: CodeCommit,
@@ -156,7 +157,7 @@ impl Handler {
             .iter()
             .map(|spec| {
                 let region = spec.region.clone().unwrap_or_else(|| region.clone());
-                let eks_config = aws_sdk_eks::config::Builder::from(eks)
+                let eks_config = aws_sdk_eks::config::Builder::from(eks_sdk)
                     .region(aws_config::Region::new(region.clone()))
                     .build();
                 Cluster {
