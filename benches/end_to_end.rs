@@ -45,12 +45,7 @@ async fn measure_warm(
     first: usize,
     deadline: Duration,
 ) -> Warm {
-    let mut child = spawn(env);
-    standins
-        .runtime
-        .invoke(push(first), deadline)
-        .await
-        .unwrap();
+    let mut child = spawn_warmed(standins, env, first, deadline).await;
     let mut latencies = Vec::new();
     let mut standin_time = Vec::new();
     let mut by_kind: std::collections::BTreeMap<&'static str, Vec<u64>> =
@@ -172,12 +167,7 @@ async fn measure_git(
         ("GITHUB_API_URL".to_string(), standins.github_api()),
         ("GIT_CA_BUNDLE".to_string(), standins.ca_pem.clone()),
     ]);
-    let mut child = spawn(&env);
-    standins
-        .runtime
-        .invoke(push(first), deadline)
-        .await
-        .unwrap();
+    let mut child = spawn_warmed(standins, &env, first, deadline).await;
     let mut latencies = Vec::new();
     let mut by_kind: std::collections::BTreeMap<&'static str, Vec<u64>> =
         std::collections::BTreeMap::new();
@@ -277,12 +267,7 @@ async fn measure_clusters(
             s.inject(kube_route.clone(), u32::MAX, FaultAction::Delay(delay));
         }
     }
-    let mut child = spawn(&env);
-    standins
-        .runtime
-        .invoke(push(first), deadline)
-        .await
-        .unwrap();
+    let mut child = spawn_warmed(standins, &env, first, deadline).await;
     let mut latencies = Vec::new();
     let mut standin_time = Vec::new();
     for n in first + 1..first + 1 + CLUSTER_RUNS {
@@ -364,6 +349,22 @@ fn push(n: usize) -> Value {
 
 fn image(tag: &str, digest: usize, pushed_at: &str) -> Image {
     image_with_digest(REPOSITORY, Some(tag), &numbered_digest(digest), pushed_at)
+}
+
+/// A function process that has already handled push number `first`: warm.
+async fn spawn_warmed(
+    standins: &StandIns,
+    env: &[(String, String)],
+    first: usize,
+    deadline: Duration,
+) -> std::process::Child {
+    let child = spawn(env);
+    standins
+        .runtime
+        .invoke(push(first), deadline)
+        .await
+        .unwrap();
+    child
 }
 
 fn spawn(env: &[(String, String)]) -> std::process::Child {

@@ -174,28 +174,21 @@ async fn a_cluster_that_is_down_fails_the_invocation_retryably_after_the_others_
     );
     assert_eq!(tag_in(&standins.kube).as_deref(), Some(PUSHED_TAG));
     assert_eq!(tag_in(&prod.kube).as_deref(), Some(PUSHED_TAG));
-    let summary = argocd_ecr_updater::report::Report::failure_summary(&report).unwrap();
+    let summary = report.failure_summary().unwrap();
     assert!(summary.contains("cluster `staging`"), "{summary}");
 
     // The retry AWS makes finds the written clusters unchanged and writes nothing twice.
-    let patches_before = prod
-        .shared
-        .requests()
-        .iter()
-        .filter(|r| r.method == "PATCH")
-        .count();
+    let patches = || {
+        let log = prod.shared.requests();
+        log.iter().filter(|r| r.method == "PATCH").count()
+    };
+    let patches_before = patches();
     let (again, failed) = report_of(handler.handle(&event("push-date-tag.json"), None).await);
     assert_eq!(failed, Some("Retryable.TargetsFailed"));
     for entry in &again.entries {
         expect_decision(entry, Action::Unchanged, "");
     }
-    let patches_after = prod
-        .shared
-        .requests()
-        .iter()
-        .filter(|r| r.method == "PATCH")
-        .count();
-    assert_eq!(patches_after, patches_before);
+    assert_eq!(patches(), patches_before);
 }
 
 #[tokio::test]

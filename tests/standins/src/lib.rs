@@ -105,6 +105,22 @@ async fn serve_tls(listener: TcpListener, acceptor: tokio_rustls::TlsAcceptor, a
     }
 }
 
+/// Serves a Kubernetes API server stand-in over TLS on an ephemeral loopback port, its
+/// requests logged to (and faults taken from) `shared`.
+async fn serve_kube(
+    state: Arc<KubeState>,
+    shared: Arc<Shared>,
+    acceptor: tokio_rustls::TlsAcceptor,
+) -> std::io::Result<(SocketAddr, JoinHandle<()>)> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let app = kube::router(state).layer(axum::middleware::from_fn_with_state(
+        (shared, Service::Kube),
+        faults::intercept,
+    ));
+    Ok((addr, tokio::spawn(serve_tls(listener, acceptor, app))))
+}
+
 /// Another cluster's API server: its own CA, token audience (cluster name) and RBAC, and
 /// its own request log and faults. Dropping it takes the server down.
 pub struct ExtraCluster {
@@ -186,15 +202,10 @@ impl StandIns {
         ));
         let runtime = Arc::new(RuntimeApi::default());
 
-        let kube_listener = TcpListener::bind("127.0.0.1:0").await?;
-        let kube_addr = kube_listener.local_addr()?;
-        *faults::lock(&aws.kube_endpoint) = format!("https://127.0.0.1:{}", kube_addr.port());
-        let kube_app = kube::router(kube.clone()).layer(axum::middleware::from_fn_with_state(
-            (shared.clone(), Service::Kube),
-            faults::intercept,
-        ));
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls.server_config));
-        let kube_task = tokio::spawn(serve_tls(kube_listener, acceptor.clone(), kube_app));
+        let (kube_addr, kube_task) =
+            serve_kube(kube.clone(), shared.clone(), acceptor.clone()).await?;
+        *faults::lock(&aws.kube_endpoint) = format!("https://127.0.0.1:{}", kube_addr.port());
 
         let github = Arc::new(github::GitHubState::default());
         let github_listener = TcpListener::bind("127.0.0.1:0").await?;
@@ -288,14 +299,8 @@ impl StandIns {
         let tls = tls::cluster_tls(&["127.0.0.1", "localhost"])?;
         let kube =
             Arc::new(KubeState::new(name, identities, shared.clone()).map_err(StartError::Setup)?);
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?;
-        let app = kube::router(kube.clone()).layer(axum::middleware::from_fn_with_state(
-            (shared.clone(), Service::Kube),
-            faults::intercept,
-        ));
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls.server_config));
-        let task = tokio::spawn(serve_tls(listener, acceptor, app));
+        let (addr, task) = serve_kube(kube.clone(), shared.clone(), acceptor).await?;
         let cluster = ExtraCluster {
             name: name.to_string(),
             kube,
