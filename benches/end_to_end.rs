@@ -45,7 +45,7 @@ async fn measure_warm(
     first: usize,
     deadline: Duration,
 ) -> Warm {
-    let mut child = spawn_warmed(standins, env, first, deadline).await;
+    let child = spawn_warmed(standins, env, first, deadline).await;
     let mut latencies = Vec::new();
     let mut standin_time = Vec::new();
     let mut by_kind: std::collections::BTreeMap<&'static str, Vec<u64>> =
@@ -80,12 +80,7 @@ async fn measure_warm(
             panic!("{outcome:?}")
         };
         if counted.is_none() {
-            let updated = report["entries"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|e| e["action"] == "updated")
-                .count();
+            let updated = updated_in(&report);
             let count = |kind: &str| log.iter().filter(|r| kind_of(r) == kind).count();
             let ecr = log.iter().filter(|r| r.service == Service::Ecr).count();
             let eks = log.iter().filter(|r| r.service == Service::Eks).count();
@@ -101,9 +96,7 @@ async fn measure_warm(
             ));
         }
     }
-    let rss_kb = peak_rss_kb(child.id());
-    let _ = child.kill();
-    let _ = child.wait();
+    let rss_kb = stop(child);
     latencies.sort();
     standin_time.sort();
     Warm {
@@ -167,7 +160,7 @@ async fn measure_git(
         ("GITHUB_API_URL".to_string(), standins.github_api()),
         ("GIT_CA_BUNDLE".to_string(), standins.ca_pem.clone()),
     ]);
-    let mut child = spawn_warmed(standins, &env, first, deadline).await;
+    let child = spawn_warmed(standins, &env, first, deadline).await;
     let mut latencies = Vec::new();
     let mut by_kind: std::collections::BTreeMap<&'static str, Vec<u64>> =
         std::collections::BTreeMap::new();
@@ -194,9 +187,7 @@ async fn measure_git(
             by_kind.entry(kind).or_default().push(r.handling_us);
         }
     }
-    let rss_kb = peak_rss_kb(child.id());
-    let _ = child.kill();
-    let _ = child.wait();
+    let rss_kb = stop(child);
     latencies.sort();
     let commits: usize = repositories
         .iter()
@@ -267,7 +258,7 @@ async fn measure_clusters(
             s.inject(kube_route.clone(), u32::MAX, FaultAction::Delay(delay));
         }
     }
-    let mut child = spawn_warmed(standins, &env, first, deadline).await;
+    let child = spawn_warmed(standins, &env, first, deadline).await;
     let mut latencies = Vec::new();
     let mut standin_time = Vec::new();
     for n in first + 1..first + 1 + CLUSTER_RUNS {
@@ -280,12 +271,7 @@ async fn measure_clusters(
         let Outcome::Response(report) = outcome else {
             panic!("{outcome:?}")
         };
-        let updated = report["entries"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|e| e["action"] == "updated")
-            .count();
+        let updated = updated_in(&report);
         assert_eq!(updated, MATCHING * names.len(), "{report:#}");
         let handling: u64 = shared
             .iter()
@@ -317,9 +303,7 @@ async fn measure_clusters(
     for s in &shared {
         s.clear_faults();
     }
-    let rss_kb = peak_rss_kb(child.id());
-    let _ = child.kill();
-    let _ = child.wait();
+    let rss_kb = stop(child);
     latencies.sort();
     standin_time.sort();
     ClusterRun {
@@ -365,6 +349,21 @@ async fn spawn_warmed(
         .await
         .unwrap();
     child
+}
+
+/// How many entries of a report say `updated`.
+fn updated_in(report: &Value) -> usize {
+    report["entries"].as_array().map_or(0, |entries| {
+        entries.iter().filter(|e| e["action"] == "updated").count()
+    })
+}
+
+/// Stops a function process, returning its peak RSS in KiB.
+fn stop(mut child: std::process::Child) -> u64 {
+    let rss_kb = peak_rss_kb(child.id());
+    let _ = child.kill();
+    let _ = child.wait();
+    rss_kb
 }
 
 fn spawn(env: &[(String, String)]) -> std::process::Child {
