@@ -930,3 +930,47 @@ async fn several_images_of_one_application_go_in_one_commit() {
         "{file}"
     );
 }
+
+#[tokio::test]
+async fn two_clusters_writing_one_file_make_one_commit_without_racing_each_other() {
+    let standins = git_standins(&[]).await;
+    let staging = standins
+        .add_cluster(
+            "staging",
+            "ap-northeast-2",
+            argocd_ecr_updater_standins::Options::default().identities,
+        )
+        .await
+        .unwrap();
+    // The same Application name in both clusters: the same `.argocd-source-<app>.yaml`.
+    let mut app = standins.kube.get("argocd", SEED_APP).unwrap();
+    argocd_ecr_updater_standins::fixtures::strip_server_fields(&mut app);
+    staging.kube.insert(app).unwrap();
+    let before = commits(&standins, "main");
+    let report = report_of(
+        run_with(
+            &standins,
+            &[("CLUSTERS", "barun-dev,staging")],
+            &event("push-date-tag.json"),
+        )
+        .await,
+    );
+    assert_eq!(
+        commits(&standins, "main"),
+        before + 1,
+        "{:#?}",
+        report.entries
+    );
+    let mut actions: Vec<Action> = report.entries.iter().map(|e| e.action).collect();
+    actions.sort_by_key(|a| a.as_str());
+    assert_eq!(
+        actions,
+        [Action::Unchanged, Action::Updated],
+        "{:#?}",
+        report.entries
+    );
+    // The clusters took turns on the repository: no commit had to be retried.
+    assert_eq!(report.stats.conflicts, 0);
+    let file = standins.github.file(REPO, "main", OVERRIDE).unwrap();
+    assert!(file.contains("20250825-153012"), "{file}");
+}
