@@ -187,14 +187,29 @@ impl Report {
     /// counts, and its failure if it could not be worked on at all.
     pub fn add_cluster(&mut self, cluster: &str, part: Report, failure: Option<ClusterFailure>) {
         let count = |action: Action| part.entries.iter().filter(|e| e.action == action).count();
-        self.clusters.push(ClusterSummary {
-            cluster: cluster.to_string(),
-            updated: count(Action::Updated),
-            unchanged: count(Action::Unchanged),
-            skipped: count(Action::Skipped),
-            failed: count(Action::Failed),
-            failure,
-        });
+        // A scan event decides each tag of the image in turn: one summary per cluster still.
+        let at = match self.clusters.iter().position(|c| c.cluster == cluster) {
+            Some(at) => at,
+            None => {
+                self.clusters.push(ClusterSummary {
+                    cluster: cluster.to_string(),
+                    updated: 0,
+                    unchanged: 0,
+                    skipped: 0,
+                    failed: 0,
+                    failure: None,
+                });
+                self.clusters.len() - 1
+            }
+        };
+        let summary = &mut self.clusters[at];
+        summary.updated += count(Action::Updated);
+        summary.unchanged += count(Action::Unchanged);
+        summary.skipped += count(Action::Skipped);
+        summary.failed += count(Action::Failed);
+        if summary.failure.is_none() {
+            summary.failure = failure;
+        }
         self.entries.extend(part.entries.into_iter().map(|mut e| {
             e.cluster = Some(cluster.to_string());
             e
@@ -324,6 +339,37 @@ mod tests {
         let summary = report.failure_summary().unwrap();
         assert!(summary.starts_with("1 target(s) failed"), "{summary}");
         assert!(summary.contains("argocd/c (r/x): throttled"));
+    }
+
+    #[test]
+    fn a_cluster_added_twice_keeps_one_summary_with_both_parts_counted() {
+        let part = |action: Action| {
+            let mut part = Report::new("scan", "e-1", false);
+            part.entries
+                .push(Entry::new("argocd", "a", None, "r/x").with(action, "why"));
+            part
+        };
+        let mut report = Report::new("scan", "e-1", false);
+        report.add_cluster("dev", part(Action::Updated), None);
+        report.add_cluster("prod", part(Action::Skipped), None);
+        let failure = ClusterFailure {
+            message: "cluster `dev`: down".into(),
+            error_type: "Retryable.ListApplications",
+            needs_operator: false,
+        };
+        report.add_cluster("dev", part(Action::Unchanged), Some(failure));
+        let dev = &report.clusters[0];
+        assert_eq!(report.clusters.len(), 2);
+        assert_eq!((dev.updated, dev.unchanged), (1, 1));
+        assert!(dev.failure.is_some());
+        assert_eq!(report.entries.len(), 3);
+        assert!(report.entries.iter().all(|e| e.cluster.is_some()));
+        assert!(
+            report
+                .failure_summary()
+                .unwrap()
+                .contains("cluster `dev`: down")
+        );
     }
 
     #[test]
