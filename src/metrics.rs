@@ -29,7 +29,12 @@ pub fn emf(
     let stats = report.map(|r| r.stats.clone()).unwrap_or_default();
     let kube_requests =
         stats.list_pages + stats.gets + stats.patches + stats.image_updater_requests + stats.events;
-    let metrics: [(&str, &str, Value); 9] = [
+    // Several clusters: how many could not be worked on at all (the log names them). Cluster
+    // names stay out of the dimensions: a count to alarm on is enough.
+    let clusters_failed = report.map_or(0, |r| {
+        r.clusters.iter().filter(|c| c.failure.is_some()).count()
+    });
+    let metrics: [(&str, &str, Value); 10] = [
         ("ImagesUpdated", "Count", json!(count(Action::Updated))),
         ("ImagesUnchanged", "Count", json!(count(Action::Unchanged))),
         ("ImagesSkipped", "Count", json!(count(Action::Skipped))),
@@ -38,6 +43,7 @@ pub fn emf(
         ("KubernetesRequests", "Count", json!(kube_requests)),
         ("EcrRequests", "Count", json!(stats.ecr_calls)),
         ("GitRequests", "Count", json!(stats.git_requests)),
+        ("ClustersFailed", "Count", json!(clusters_failed)),
         (
             "DurationMs",
             "Milliseconds",
@@ -104,6 +110,15 @@ mod tests {
         assert_eq!(line["KubernetesRequests"], 4);
         assert_eq!(line["Outcome"], "ok");
         assert_eq!(line["DurationMs"], 12.0);
+        assert_eq!(line["ClustersFailed"], 0);
+        let failure = crate::report::ClusterFailure {
+            message: "cluster `prod`: down".into(),
+            error_type: "Retryable.ListApplications",
+            needs_operator: false,
+        };
+        report.add_cluster("prod", Report::new("push", "e", false), Some(failure));
+        let line = emf("fn", "push", true, Some(&report), Duration::ZERO, 0);
+        assert_eq!(line["ClustersFailed"], 1);
         let failed = emf("fn", "push", true, None, Duration::ZERO, 0);
         assert_eq!(failed["Outcome"], "failed");
         assert_eq!(failed["ImagesUpdated"], 0);
