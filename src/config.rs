@@ -56,9 +56,12 @@ pub struct ClusterSpec {
     pub namespaces: NamespaceScope,
     /// The cluster's region, when not the function's: DescribeCluster is asked there.
     pub region: Option<String>,
-    /// The endpoint and CA, given instead of asked of DescribeCluster (required for a cluster
-    /// in another account: EKS has no cross-account DescribeCluster).
+    /// The endpoint and CA, given instead of asked of DescribeCluster (for a cluster in
+    /// another account without `role_arn`: EKS has no cross-account DescribeCluster).
     pub access: Option<ClusterAccess>,
+    /// A role to assume for this cluster (usually in the cluster's account): DescribeCluster
+    /// and the bearer token use its credentials, so its access entry is the one that counts.
+    pub role_arn: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -196,6 +199,16 @@ fn cluster_access(
     Ok(ClusterAccess { endpoint, ca_pem })
 }
 
+/// `arn:<partition>:iam::<12 digits>:role/<path/name>`.
+fn is_role_arn(arn: &str) -> bool {
+    let parts: Vec<&str> = arn.splitn(6, ':').collect();
+    matches!(parts.as_slice(), ["arn", partition, "iam", "", account, resource]
+        if partition.starts_with("aws")
+            && account.len() == 12
+            && account.bytes().all(|b| b.is_ascii_digit())
+            && resource.strip_prefix("role/").is_some_and(|name| !name.is_empty()))
+}
+
 /// One `CLUSTERS` entry in its JSON form.
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -209,6 +222,8 @@ struct ClusterEntry {
     endpoint: Option<String>,
     #[serde(default)]
     ca_data: Option<String>,
+    #[serde(default)]
+    role_arn: Option<String>,
 }
 
 #[derive(serde::Deserialize)]
@@ -219,7 +234,7 @@ enum NamespacesField {
 }
 
 const CLUSTERS_FORMS: &str = "use a comma-separated list of cluster names, or a JSON array of \
-    {\"name\", \"namespaces\", \"region\", \"endpoint\", \"caData\"}";
+    {\"name\", \"namespaces\", \"region\", \"endpoint\", \"caData\", \"roleArn\"}";
 
 /// `CLUSTERS`: `dev,staging,prod`, or a JSON array for per-cluster namespaces, regions and
 /// endpoints. Clusters without their own namespaces use `ARGOCD_NAMESPACES`'.
@@ -246,6 +261,7 @@ fn clusters_list(
                 region: None,
                 endpoint: None,
                 ca_data: None,
+                role_arn: None,
             })
             .collect()
     };
@@ -285,11 +301,22 @@ fn clusters_list(
                 ));
             }
         };
+        if let Some(role) = &entry.role_arn
+            && !is_role_arn(role)
+        {
+            return Err(error(
+                VAR,
+                format!(
+                    "`{role}` (cluster `{name}`) is not an IAM role ARN (arn:aws:iam::123456789012:role/name)"
+                ),
+            ));
+        }
         clusters.push(ClusterSpec {
             name,
             namespaces,
             region: entry.region,
             access,
+            role_arn: entry.role_arn,
         });
     }
     Ok(clusters)
@@ -421,6 +448,7 @@ impl Config {
                 namespaces: self.namespaces.clone(),
                 region: None,
                 access: None,
+                role_arn: None,
             },
         };
         Ok(self.for_cluster(&spec))
@@ -540,6 +568,7 @@ impl Config {
             namespaces: namespaces.clone(),
             region: None,
             access: cluster_override.clone(),
+            role_arn: None,
         };
         // `CLUSTER_NAME` and its endpoint variables describe the first cluster; `CLUSTERS`
         // adds the others (and may list the first again, to give it its own settings).
@@ -698,7 +727,8 @@ mod tests {
             STANDARD.encode(b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n");
         let clusters = format!(
             r#"[{{"name":"dev"}},
-                {{"name":"prod","namespaces":["argocd","payments"],"region":"eu-west-1"}},
+                {{"name":"prod","namespaces":["argocd","payments"],"region":"eu-west-1",
+                  "roleArn":"arn:aws:iam::111122223333:role/ops/argocd-ecr-updater"}},
                 {{"name":"partner","namespaces":"*","endpoint":"https://k.example.com","caData":"{pem}"}}]"#
         );
         let c = config(&[("CLUSTERS", &clusters)]).unwrap();
@@ -711,6 +741,11 @@ mod tests {
             NamespaceScope::Only(vec!["argocd".into(), "payments".into()])
         );
         assert_eq!(c.clusters[1].region.as_deref(), Some("eu-west-1"));
+        assert_eq!(
+            c.clusters[1].role_arn.as_deref(),
+            Some("arn:aws:iam::111122223333:role/ops/argocd-ecr-updater")
+        );
+        assert_eq!(c.clusters[0].role_arn, None);
         assert_eq!(c.clusters[2].namespaces, NamespaceScope::All);
         assert_eq!(
             c.clusters[2].access.as_ref().unwrap().endpoint,
@@ -734,6 +769,14 @@ mod tests {
             (
                 "[{\"name\":\"dev\",\"region\":\"Europe\"}]",
                 "is not an AWS region",
+            ),
+            (
+                "[{\"name\":\"dev\",\"roleArn\":\"arn:aws:iam::1234:role/x\"}]",
+                "not an IAM role ARN",
+            ),
+            (
+                "[{\"name\":\"dev\",\"roleArn\":\"arn:aws:iam::111122223333:user/x\"}]",
+                "not an IAM role ARN",
             ),
             (
                 "[{\"name\":\"dev\",\"namespaces\":\"Team A\"}]",

@@ -230,7 +230,7 @@ pub enum ClusterError {
     )]
     NotFound { cluster: String },
     #[error(
-        "the function's role may not call eks:DescribeCluster on `{cluster}`: grant it (template.yaml does), or set KUBE_API_ENDPOINT and KUBE_CA_DATA instead ({message})"
+        "the function's role may not call eks:DescribeCluster on `{cluster}`: grant it (template.yaml does), or set KUBE_API_ENDPOINT and KUBE_CA_DATA instead; a cluster of another account needs a `roleArn`, or `endpoint` and `caData`, in CLUSTERS ({message})"
     )]
     AccessDenied { cluster: String, message: String },
     #[error("eks:DescribeCluster on `{cluster}` failed, and may succeed on retry: {message}")]
@@ -239,11 +239,22 @@ pub enum ClusterError {
     Incomplete { cluster: String, problem: String },
     #[error("the cluster CA is not base64 of a PEM bundle: {0}")]
     BadCa(String),
+    #[error(
+        "cannot assume `{role}` for cluster `{cluster}`: that role's trust policy must allow the function's role, and the function's role needs sts:AssumeRole on it ({message})"
+    )]
+    RoleRefused {
+        cluster: String,
+        role: String,
+        message: String,
+    },
 }
 
 impl ClusterError {
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Self::Transient { .. } | Self::AccessDenied { .. })
+        matches!(
+            self,
+            Self::Transient { .. } | Self::AccessDenied { .. } | Self::RoleRefused { .. }
+        )
     }
 }
 

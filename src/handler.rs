@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use aws_credential_types::provider::SharedCredentialsProvider;
+use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
@@ -96,8 +96,11 @@ pub struct Handler {
 struct Cluster {
     /// The handler's configuration as it applies to this cluster.
     config: Config,
-    /// In the cluster's region.
+    /// In the cluster's region, with the function's own credentials.
     eks: aws_sdk_eks::Client,
+    /// The SDK configuration in the cluster's region: what a role for the cluster is
+    /// assumed with.
+    sdk: aws_config::SdkConfig,
     region: String,
     kube: OnceCell<KubeClient>,
     objects: ObjectCache,
@@ -152,17 +155,30 @@ impl Handler {
             crate::signatures::Signatures::new(secrets.clone(), config.timeouts.request)?;
         let git_credentials = GitCredentials::new(config.git.clone(), secrets);
         let own_account = config.own_account.clone();
+        // Assuming a role needs a clock; `aws_config::load` gives one, a hand-built
+        // configuration may not.
+        let eks_sdk = match eks_sdk.time_source() {
+            Some(_) => eks_sdk.clone(),
+            None => eks_sdk
+                .to_builder()
+                .time_source(aws_smithy_async::time::SharedTimeSource::new(
+                    aws_smithy_async::time::SystemTimeSource::new(),
+                ))
+                .build(),
+        };
         let clusters = config
             .clusters
             .iter()
             .map(|spec| {
                 let region = spec.region.clone().unwrap_or_else(|| region.clone());
-                let eks_config = aws_sdk_eks::config::Builder::from(eks_sdk)
+                let sdk = eks_sdk
+                    .to_builder()
                     .region(aws_config::Region::new(region.clone()))
                     .build();
                 Cluster {
                     config: config.for_cluster(spec),
-                    eks: aws_sdk_eks::Client::from_conf(eks_config),
+                    eks: aws_sdk_eks::Client::new(&sdk),
+                    sdk,
                     region,
                     kube: OnceCell::new(),
                     objects: ObjectCache::default(),
@@ -234,14 +250,50 @@ impl Handler {
             .kube
             .get_or_try_init(|| async {
                 let config = &cluster.config;
+                let role = config.clusters.first().and_then(|c| c.role_arn.as_deref());
+                let (eks, credentials) = match role {
+                    None => (cluster.eks.clone(), self.credentials.clone()),
+                    // STS is asked when DescribeCluster or a token needs credentials: the
+                    // EKS client caches them, a token lives 10 minutes.
+                    Some(role) => {
+                        let assumed = aws_config::sts::AssumeRoleProvider::builder(role)
+                            .session_name("argocd-ecr-updater")
+                            .configure(&cluster.sdk)
+                            .build()
+                            .await;
+                        let credentials = SharedCredentialsProvider::new(assumed);
+                        // Asked once here so that a refusal reads as one, not as a
+                        // DescribeCluster that could not load credentials.
+                        if let Err(e) = credentials.provide_credentials().await {
+                            let message = aws_smithy_types::error::display::DisplayErrorContext(&e)
+                                .to_string();
+                            let refused = message.contains("AccessDenied")
+                                || message.contains("not authorized");
+                            let (cluster, role) = (config.cluster_name.clone(), role.to_string());
+                            return Err(HandlerError::Cluster(if refused {
+                                ClusterError::RoleRefused {
+                                    cluster,
+                                    role,
+                                    message,
+                                }
+                            } else {
+                                ClusterError::Transient { cluster, message }
+                            }));
+                        }
+                        let eks_config = aws_sdk_eks::config::Builder::from(&cluster.sdk)
+                            .credentials_provider(credentials.clone())
+                            .build();
+                        (aws_sdk_eks::Client::from_conf(eks_config), credentials)
+                    }
+                };
                 let access = match &config.cluster_override {
                     Some(access) => access.clone(),
-                    None => describe_cluster(&cluster.eks, &config.cluster_name).await?,
+                    None => describe_cluster(&eks, &config.cluster_name).await?,
                 };
                 let tokens = Arc::new(IamTokenSource::new(
                     config.cluster_name.clone(),
                     cluster.region.clone(),
-                    self.credentials.clone(),
+                    credentials,
                     self.clock.clone(),
                 ));
                 KubeClient::new(&access, tokens, config.timeouts).map_err(HandlerError::List)

@@ -333,3 +333,86 @@ async fn a_push_in_a_central_registry_account_updates_applications_in_two_cluste
         assert!(parameters.contains(PUSHED_TAG), "{parameters}");
     }
 }
+
+const PARTNER_ROLE: &str = "arn:aws:iam::111122223333:role/argocd-ecr-updater-partner";
+
+/// A cluster of another account that knows only `PARTNER_ROLE` (its access entry), and
+/// that only that role may describe.
+async fn partner_cluster(standins: &StandIns, trusted: bool) -> ExtraCluster {
+    let assumed = argocd_ecr_updater_standins::Identity {
+        access_key_id: "ASIAPARTNERASSUMED01".into(),
+        secret_access_key: "partner/assumed+secret".into(),
+        session_token: Some("partner-session-token".into()),
+        arn: "arn:aws:sts::111122223333:assumed-role/argocd-ecr-updater-partner/argocd-ecr-updater"
+            .into(),
+        grants: Options::default().identities[0].grants.clone(),
+    };
+    let cluster = standins
+        .add_cluster("partner", "ap-northeast-2", vec![assumed.clone()])
+        .await
+        .unwrap();
+    let mut app = standins.kube.get("argocd", SEED_APP).unwrap();
+    strip_server_fields(&mut app);
+    cluster.kube.insert(app).unwrap();
+    standins
+        .aws
+        .restrict_cluster("partner", &assumed.access_key_id);
+    standins
+        .aws
+        .add_role(PARTNER_ROLE, trusted.then_some(assumed));
+    cluster
+}
+
+fn with_partner_role() -> String {
+    format!(r#"[{{"name":"barun-dev"}},{{"name":"partner","roleArn":"{PARTNER_ROLE}"}}]"#)
+}
+
+#[tokio::test]
+async fn a_cluster_in_another_account_is_reached_with_the_role_assumed_for_it() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    let partner = partner_cluster(&standins, true).await;
+    let clusters = with_partner_role();
+    let handler = handler(&standins, &[("CLUSTERS", &clusters)]);
+    let (report, failed) = report_of(handler.handle(&event("push-date-tag.json"), None).await);
+    assert_eq!(failed, None, "{report:#?}");
+    assert_eq!(tag_in(&partner.kube).as_deref(), Some(PUSHED_TAG));
+    assert_eq!(tag_in(&standins.kube).as_deref(), Some(PUSHED_TAG));
+    // DescribeCluster and the token used the role's credentials; the function's own role
+    // is unknown to that cluster and may not describe it.
+    let (report, _) = report_of(handler.handle(&event("push-date-tag.json"), None).await);
+    assert!(report.clusters.iter().all(|c| c.failure.is_none()));
+}
+
+#[tokio::test]
+async fn a_role_that_refuses_the_function_is_reported_as_needing_an_operator() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    let partner = partner_cluster(&standins, false).await;
+    let clusters = with_partner_role();
+    let handler = handler(&standins, &[("CLUSTERS", &clusters)]);
+    let (report, failed) = report_of(handler.handle(&event("push-date-tag.json"), None).await);
+    assert_eq!(failed, Some("Retryable.TargetsFailed"));
+    let failure = report.clusters[1].failure.as_ref().unwrap();
+    assert!(
+        failure.message.contains(PARTNER_ROLE),
+        "{}",
+        failure.message
+    );
+    assert!(failure.needs_operator, "{failure:?}");
+    assert_eq!(tag_in(&partner.kube).as_deref(), Some(SEED_TAG));
+    assert_eq!(tag_in(&standins.kube).as_deref(), Some(PUSHED_TAG));
+}
+
+#[tokio::test]
+async fn another_accounts_cluster_without_its_role_is_refused_describe_cluster() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    let _partner = partner_cluster(&standins, true).await;
+    let handler = handler(&standins, &[("CLUSTERS", "barun-dev,partner")]);
+    let (report, _) = report_of(handler.handle(&event("push-date-tag.json"), None).await);
+    let failure = report.clusters[1].failure.as_ref().unwrap();
+    assert!(
+        failure.message.contains("eks:DescribeCluster"),
+        "{}",
+        failure.message
+    );
+    assert!(failure.needs_operator);
+}

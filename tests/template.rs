@@ -67,6 +67,7 @@ fn the_role_grants_exactly_the_actions_the_function_uses() {
         "sqs:SendMessage",
         "sns:Publish",
         "secretsmanager:GetSecretValue",
+        "sts:AssumeRole",
         "codecommit:GetRepository",
         "codecommit:GetBranch",
         "codecommit:GetFile",
@@ -139,6 +140,11 @@ fn every_resource_is_scoped_and_only_vpc_networking_and_the_registry_token_use_a
             "logs" => "FunctionLogGroup.Arn",
             "sqs" => "DeadLetterQueue.Arn",
             "sns" => "NotificationTopicArn",
+            // Exactly the roles listed for other accounts' clusters, behind their condition.
+            "sts" => {
+                assert!(conditional, "{sid} must sit behind HasClusterRoles");
+                "ClusterRoleArns"
+            }
             // Exactly the secrets listed, and only behind the condition that some are.
             "secretsmanager" => {
                 assert!(conditional, "{sid} must sit behind its condition");
@@ -729,6 +735,7 @@ fn cluster_wiring(
             }),
         ),
         ("CreateAccessEntry", serde_json::json!(create_access_entry)),
+        ("Clusters", serde_json::json!("")),
         ("KubernetesGroup", serde_json::json!("argocd-ecr-updater")),
         ("AWS::AccountId", serde_json::json!("123456789012")),
         ("AWS::Region", serde_json::json!("ap-northeast-2")),
@@ -799,4 +806,25 @@ fn additional_clusters_are_configured_described_and_mapped_each_by_name() {
 
     let (_, _, entries) = cluster_wiring(&t, &["staging"], "false");
     assert!(entries.is_empty(), "CreateAccessEntry=false makes none");
+
+    // `Clusters` (JSON, for other accounts and regions) is passed as it is, and the function
+    // accepts what the parameter's description shows.
+    let json = r#"[{"name":"barun-dev"},{"name":"partner","roleArn":"arn:aws:iam::111122223333:role/argocd-ecr-updater-partner"}]"#;
+    let evaluator = Evaluator {
+        parameters: BTreeMap::from([
+            ("Clusters", serde_json::json!(json)),
+            ("ClusterName", serde_json::json!("barun-dev")),
+            ("AdditionalClusterNames", serde_json::json!(["staging"])),
+        ]),
+        conditions: &t["Conditions"],
+    };
+    let variables = &t["Resources"]["Function"]["Properties"]["Environment"]["Variables"];
+    assert_eq!(evaluator.text(&variables["CLUSTERS"]), json);
+    let config = argocd_ecr_updater::config::Config::from_lookup(|k| match k {
+        "CLUSTER_NAME" => Some("barun-dev".into()),
+        "CLUSTERS" => Some(json.into()),
+        _ => None,
+    })
+    .unwrap();
+    assert!(config.clusters[1].role_arn.is_some());
 }

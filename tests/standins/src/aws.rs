@@ -91,6 +91,12 @@ pub struct AwsState {
     registries: Mutex<BTreeMap<String, bool>>,
     /// Further EKS clusters by name: their region, endpoint and CA (several clusters).
     clusters: Mutex<BTreeMap<String, (String, String, String)>>,
+    /// Clusters of another account: only this access key (a role of that account) may
+    /// describe them, as EKS has no cross-account DescribeCluster.
+    cluster_owners: Mutex<BTreeMap<String, String>>,
+    /// Roles the function may assume, by ARN: the credentials AssumeRole hands out (`None`:
+    /// the role's trust policy refuses the function).
+    roles: Mutex<BTreeMap<String, Option<crate::Identity>>>,
     /// CodeCommit repositories the function's role may not use.
     pub codecommit_denied: Mutex<std::collections::BTreeSet<String>>,
 }
@@ -114,6 +120,16 @@ impl QueueMessage {
 }
 
 impl AwsState {
+    /// A role the function may assume (`Some`: the credentials STS hands out) or is refused.
+    pub fn add_role(&self, role_arn: &str, assumed: Option<crate::Identity>) {
+        lock(&self.roles).insert(role_arn.to_string(), assumed);
+    }
+
+    /// Only `access_key_id` may describe the cluster: it lives in another account.
+    pub fn restrict_cluster(&self, name: &str, access_key_id: &str) {
+        lock(&self.cluster_owners).insert(name.to_string(), access_key_id.to_string());
+    }
+
     /// Makes DescribeCluster answer for another cluster, in `region`.
     pub fn add_cluster(&self, name: &str, region: &str, endpoint: &str, ca_pem: &str) {
         lock(&self.clusters).insert(
@@ -133,6 +149,8 @@ impl AwsState {
             repositories: Mutex::new(Vec::new()),
             published: Mutex::new(Vec::new()),
             clusters: Mutex::new(BTreeMap::new()),
+            cluster_owners: Mutex::new(BTreeMap::new()),
+            roles: Mutex::new(BTreeMap::new()),
             queues: Mutex::new(BTreeMap::new()),
             secrets: Mutex::new(BTreeMap::new()),
             codecommit: crate::github::GitHubState::default(),
@@ -265,13 +283,24 @@ async fn describe_cluster(
     headers: HeaderMap,
 ) -> Response {
     // EKS is regional: the region the request is signed for is where the cluster is looked up.
-    let asked_region = headers
+    let scope: Vec<String> = headers
         .get("authorization")
         .and_then(|v| v.to_str().ok())
         .and_then(|auth| auth.split("Credential=").nth(1))
-        .and_then(|scope| scope.split('/').nth(2))
-        .unwrap_or_default()
-        .to_string();
+        .map(|scope| scope.split('/').map(str::to_string).collect())
+        .unwrap_or_default();
+    let asked_region = scope.get(2).cloned().unwrap_or_default();
+    if let Some(owner) = lock(&state.cluster_owners).get(&name)
+        && scope.first() != Some(owner)
+    {
+        return aws_error(
+            StatusCode::FORBIDDEN,
+            "AccessDeniedException",
+            &format!(
+                "User is not authorized to perform: eks:DescribeCluster on resource: cluster/{name}"
+            ),
+        );
+    }
     let found = if name == state.cluster_name {
         Some((
             state.region.clone(),
@@ -310,6 +339,9 @@ async fn ecr(State(state): State<Arc<AwsState>>, headers: HeaderMap, body: Bytes
         .and_then(|v| v.to_str().ok())
         .is_some_and(|c| c.starts_with("application/x-www-form-urlencoded"));
     if form {
+        if body.starts_with(b"Action=AssumeRole&") {
+            return assume_role(&state, &body);
+        }
         return sns(&state, &body);
     }
     let Ok(request) = serde_json::from_slice::<Value>(&body) else {
@@ -504,6 +536,39 @@ fn get_secret_value(state: &AwsState, request: &Value) -> Response {
 }
 
 /// SNS speaks the AWS query protocol: a form in, XML out. Only `Publish`.
+/// STS AssumeRole (query protocol, XML answer): the role's credentials, or AccessDenied.
+fn assume_role(state: &AwsState, body: &[u8]) -> Response {
+    let form: BTreeMap<String, String> = url::form_urlencoded::parse(body).into_owned().collect();
+    let xml = |status: StatusCode, text: String| {
+        (status, [("content-type", "text/xml")], text).into_response()
+    };
+    let role = form.get("RoleArn").cloned().unwrap_or_default();
+    let session = form.get("RoleSessionName").cloned().unwrap_or_default();
+    match lock(&state.roles).get(&role) {
+        Some(Some(identity)) => xml(
+            StatusCode::OK,
+            format!(
+                "<AssumeRoleResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\"><AssumeRoleResult>\
+                 <Credentials><AccessKeyId>{}</AccessKeyId><SecretAccessKey>{}</SecretAccessKey>\
+                 <SessionToken>{}</SessionToken><Expiration>2099-01-01T00:00:00Z</Expiration></Credentials>\
+                 <AssumedRoleUser><AssumedRoleId>AROASTANDIN:{session}</AssumedRoleId><Arn>{}</Arn></AssumedRoleUser>\
+                 </AssumeRoleResult><ResponseMetadata><RequestId>r-1</RequestId></ResponseMetadata></AssumeRoleResponse>",
+                identity.access_key_id,
+                identity.secret_access_key,
+                identity.session_token.clone().unwrap_or_default(),
+                identity.arn
+            ),
+        ),
+        _ => xml(
+            StatusCode::FORBIDDEN,
+            format!(
+                "<ErrorResponse><Error><Type>Sender</Type><Code>AccessDenied</Code><Message>User: {} is not authorized to perform: sts:AssumeRole on resource: {role}</Message></Error><RequestId>r-1</RequestId></ErrorResponse>",
+                crate::FUNCTION_ROLE_ARN
+            ),
+        ),
+    }
+}
+
 fn sns(state: &AwsState, body: &[u8]) -> Response {
     let form: BTreeMap<String, String> = url::form_urlencoded::parse(body).into_owned().collect();
     let xml = |status: StatusCode, text: String| {
