@@ -174,17 +174,7 @@ async fn plan_is_a_dry_run_unless_asked_to_apply() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plan_shows_every_cluster_and_cluster_picks_one_with_its_listed_settings() {
     let standins = StandIns::start_seeded().await.unwrap();
-    let staging = standins
-        .add_cluster(
-            "staging",
-            "ap-northeast-2",
-            argocd_ecr_updater_standins::Options::default().identities,
-        )
-        .await
-        .unwrap();
-    let mut app = standins.kube.get("argocd", "aws-pipeline-test").unwrap();
-    argocd_ecr_updater_standins::fixtures::strip_server_fields(&mut app);
-    staging.kube.insert(app).unwrap();
+    let staging = standins.add_seeded_cluster("staging").await.unwrap();
     let mut env = standins.function_env();
     env.push(("CLUSTERS".into(), "staging".into()));
     let event = concat!(env!("CARGO_MANIFEST_DIR"), "/events/push-date-tag.json");

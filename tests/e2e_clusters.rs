@@ -8,7 +8,7 @@ mod common;
 
 use argocd_ecr_updater::handler::HandlerError;
 use argocd_ecr_updater::report::{Action, Report};
-use argocd_ecr_updater_standins::fixtures::{PUSHED_TAG, SEED_TAG, strip_server_fields};
+use argocd_ecr_updater_standins::fixtures::{PUSHED_TAG, SEED_TAG};
 use argocd_ecr_updater_standins::{ExtraCluster, Options, Service, StandIns, kube::KubeState};
 use common::{event, expect_decision, handler};
 
@@ -45,9 +45,7 @@ async fn extra(standins: &StandIns, name: &str, region: &str, access: Access) ->
         .add_cluster(name, region, identities)
         .await
         .unwrap();
-    let mut app = standins.kube.get("argocd", SEED_APP).unwrap();
-    strip_server_fields(&mut app);
-    cluster.kube.insert(app).unwrap();
+    cluster.copy_application(&standins.kube, "argocd", SEED_APP);
     cluster
 }
 
@@ -351,9 +349,7 @@ async fn partner_cluster(standins: &StandIns, trusted: bool) -> ExtraCluster {
         .add_cluster("partner", "ap-northeast-2", vec![assumed.clone()])
         .await
         .unwrap();
-    let mut app = standins.kube.get("argocd", SEED_APP).unwrap();
-    strip_server_fields(&mut app);
-    cluster.kube.insert(app).unwrap();
+    cluster.copy_application(&standins.kube, "argocd", SEED_APP);
     standins
         .aws
         .restrict_cluster("partner", &assumed.access_key_id);

@@ -934,18 +934,9 @@ async fn several_images_of_one_application_go_in_one_commit() {
 #[tokio::test]
 async fn two_clusters_writing_one_file_make_one_commit_without_racing_each_other() {
     let standins = git_standins(&[]).await;
-    let staging = standins
-        .add_cluster(
-            "staging",
-            "ap-northeast-2",
-            argocd_ecr_updater_standins::Options::default().identities,
-        )
-        .await
-        .unwrap();
     // The same Application name in both clusters: the same `.argocd-source-<app>.yaml`.
-    let mut app = standins.kube.get("argocd", SEED_APP).unwrap();
-    argocd_ecr_updater_standins::fixtures::strip_server_fields(&mut app);
-    staging.kube.insert(app).unwrap();
+    // Kept alive to the end: dropping it takes its API server down.
+    let _staging = standins.add_seeded_cluster("staging").await.unwrap();
     let before = commits(&standins, "main");
     let report = report_of(
         run_with(

@@ -136,6 +136,18 @@ impl ExtraCluster {
     pub fn endpoint(&self) -> String {
         format!("https://127.0.0.1:{}", self.addr.port())
     }
+
+    /// Stores a copy of `namespace/name` from another cluster (the same Application deployed
+    /// to both).
+    pub fn copy_application(&self, from: &KubeState, namespace: &str, name: &str) {
+        let mut app = from
+            .get(namespace, name)
+            .unwrap_or_else(|| panic!("{namespace}/{name} is not in the source cluster"));
+        fixtures::strip_server_fields(&mut app);
+        if let Err(e) = self.kube.insert(app) {
+            panic!("{namespace}/{name} could not be copied: {e}");
+        }
+    }
 }
 
 impl Drop for ExtraCluster {
@@ -311,6 +323,16 @@ impl StandIns {
         };
         self.aws
             .add_cluster(name, region, &cluster.endpoint(), &cluster.ca_pem);
+        Ok(cluster)
+    }
+
+    /// Another cluster in the same region, granting the function what the seed cluster does,
+    /// holding a copy of the seed Application as it is now.
+    pub async fn add_seeded_cluster(&self, name: &str) -> Result<ExtraCluster, StartError> {
+        let cluster = self
+            .add_cluster(name, &self.options.region, Options::default().identities)
+            .await?;
+        cluster.copy_application(&self.kube, "argocd", fixtures::SEED_APP);
         Ok(cluster)
     }
 
