@@ -130,6 +130,34 @@ pub enum HostError {
 }
 
 impl HostError {
+    /// The classes every REST host shares, for an answer its own rules (rate limits,
+    /// protected branches, a moved head) did not claim. `write_fix` says, in the host's
+    /// terms, what to grant after a 403.
+    pub fn of_status(
+        status: reqwest::StatusCode,
+        repo: String,
+        what: String,
+        message: String,
+        write_fix: &'static str,
+    ) -> Self {
+        use reqwest::StatusCode;
+        match status {
+            StatusCode::UNAUTHORIZED => Self::BadCredentials { repo, message },
+            StatusCode::FORBIDDEN => Self::Forbidden {
+                what,
+                message,
+                fix: write_fix,
+            },
+            StatusCode::NOT_FOUND => Self::NotFound { what, message },
+            s if s.is_server_error() => Self::Server {
+                status: s.as_u16(),
+                what,
+                message,
+            },
+            _ => Self::Invalid { what, message },
+        }
+    }
+
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,

@@ -474,16 +474,6 @@ impl GitHub {
                     retry_after,
                 }
             }
-            StatusCode::UNAUTHORIZED => HostError::BadCredentials {
-                repo: repo_name,
-                message,
-            },
-            StatusCode::FORBIDDEN => HostError::Forbidden {
-                what,
-                message,
-                fix: GITHUB_WRITE,
-            },
-            StatusCode::NOT_FOUND => HostError::NotFound { what, message },
             StatusCode::CONFLICT | StatusCode::UNPROCESSABLE_ENTITY
                 if branch.is_some() && is_protection(&message) =>
             {
@@ -493,12 +483,7 @@ impl GitHub {
                     message,
                 }
             }
-            s if s.is_server_error() => HostError::Server {
-                status: s.as_u16(),
-                what,
-                message,
-            },
-            _ => HostError::Invalid { what, message },
+            status => HostError::of_status(status, repo_name, what, message, GITHUB_WRITE),
         })
     }
 }

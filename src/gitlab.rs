@@ -134,7 +134,6 @@ impl GitLabProject<'_> {
                 reset,
                 retry_after,
             },
-            StatusCode::UNAUTHORIZED => HostError::BadCredentials { repo, message },
             StatusCode::FORBIDDEN if branch.is_some() && lower.contains("not allowed to push") => {
                 HostError::Protected {
                     repo,
@@ -142,12 +141,6 @@ impl GitLabProject<'_> {
                     message,
                 }
             }
-            StatusCode::FORBIDDEN => HostError::Forbidden {
-                what,
-                message,
-                fix: GITLAB_WRITE,
-            },
-            StatusCode::NOT_FOUND => HostError::NotFound { what, message },
             StatusCode::BAD_REQUEST
                 if branch.is_some()
                     && (lower.contains("has changed since")
@@ -160,12 +153,7 @@ impl GitLabProject<'_> {
                     message,
                 }
             }
-            s if s.is_server_error() => HostError::Server {
-                status: s.as_u16(),
-                what,
-                message,
-            },
-            _ => HostError::Invalid { what, message },
+            status => HostError::of_status(status, repo, what, message, GITLAB_WRITE),
         })
     }
 }

@@ -230,17 +230,17 @@ fn inline(public: &str) -> (String, String) {
     ("argocd-ecr-updater.io/app.cosign-key".into(), public.into())
 }
 
+/// Stores a cosign signature of the seed image's digest made with `private`, over the
+/// payload cosign writes for `signed_digest` (the seed's own, unless a test wants another).
+fn sign_seed(aws: &argocd_ecr_updater_standins::AwsState, private: &str, signed_digest: &str) {
+    let payload = cosign::payload(IMAGE, signed_digest);
+    cosign::store_signature(aws, "barun-dev-ecr", SEED_DIGEST, private, &payload).unwrap();
+}
+
 #[tokio::test]
 async fn an_image_signed_with_the_key_is_rolled_out() {
     let (standins, private, _) = signed_setup(inline).await;
-    cosign::store_signature(
-        &standins.aws,
-        "barun-dev-ecr",
-        SEED_DIGEST,
-        &private,
-        &cosign::payload(IMAGE, SEED_DIGEST),
-    )
-    .unwrap();
+    sign_seed(&standins.aws, &private, SEED_DIGEST);
     let report = run(&standins, &event("push-date-tag.json")).await;
     expect_decision(
         only(&report),
@@ -262,27 +262,13 @@ async fn missing_wrong_key_other_digest_and_tampered_signatures_are_never_writte
             "does not verify with the configured cosign key",
             Box::new(move |s: &StandIns, _: &str| {
                 let (other_private, _) = cosign::key_pair().unwrap();
-                cosign::store_signature(
-                    &s.aws,
-                    "barun-dev-ecr",
-                    SEED_DIGEST,
-                    &other_private,
-                    &cosign::payload(IMAGE, SEED_DIGEST),
-                )
-                .unwrap();
+                sign_seed(&s.aws, &other_private, SEED_DIGEST);
             }),
         ),
         (
             "the signature is for sha256:4444",
             Box::new(move |s: &StandIns, private: &str| {
-                cosign::store_signature(
-                    &s.aws,
-                    "barun-dev-ecr",
-                    SEED_DIGEST,
-                    private,
-                    &cosign::payload(IMAGE, other_digest),
-                )
-                .unwrap();
+                sign_seed(&s.aws, private, other_digest);
             }),
         ),
         (
@@ -334,14 +320,7 @@ async fn the_key_can_live_in_secrets_manager() {
     })
     .await;
     standins.aws.put_secret(arn, &public, true);
-    cosign::store_signature(
-        &standins.aws,
-        "barun-dev-ecr",
-        SEED_DIGEST,
-        &private,
-        &cosign::payload(IMAGE, SEED_DIGEST),
-    )
-    .unwrap();
+    sign_seed(&standins.aws, &private, SEED_DIGEST);
     let report = run(&standins, &event("push-date-tag.json")).await;
     expect_decision(only(&report), Action::Updated, "is signed");
 }
@@ -367,14 +346,7 @@ async fn an_imageupdater_objects_images_verification_reads_the_key_from_its_secr
     standins.kube.insert_image_updater(object.clone()).unwrap();
     let unsigned = run(&standins, &event("push-date-tag.json")).await;
     expect_decision(only(&unsigned), Action::Skipped, "is not signed");
-    cosign::store_signature(
-        &standins.aws,
-        "barun-dev-ecr",
-        SEED_DIGEST,
-        &private,
-        &cosign::payload(IMAGE, SEED_DIGEST),
-    )
-    .unwrap();
+    sign_seed(&standins.aws, &private, SEED_DIGEST);
     let signed = run(&standins, &event("push-date-tag.json")).await;
     expect_decision(
         only(&signed),
