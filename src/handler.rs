@@ -867,9 +867,7 @@ impl Handler {
             patch::AUDIT_ANNOTATION: audit.to_string(),
         }}});
         let merge = crate::kube::Patch::Merge(body);
-        retry_transient(work.deadline, || kube.patch_application(ns, name, &merge))
-            .await
-            .map(|_| ())
+        retry_transient(work.deadline, || kube.patch_application(ns, name, &merge)).await
     }
 
     /// Decides every image of one Application that this invocation concerns; `None` if it

@@ -166,6 +166,87 @@ impl RawMeta<'_> {
     }
 }
 
+/// An Application as read for a decision: everything but `status`, and of `status` only the
+/// fields something here reads. The rest of `status` (the resource tree, the last operation's
+/// results, the sync comparison) is often most of the object, tens of kilobytes; it is skipped
+/// while parsing rather than built into a `Value` and dropped.
+///
+/// Kept, with their readers: `sourceType` and `sourceTypes` (which parameters a source takes,
+/// `patch::source_kinds`), `summary.images` (the images Argo CD deployed, `patch`), and
+/// `history` (when the current tag was deployed, `decide`). A new reader of `status` adds its
+/// field to [`StatusRead`].
+pub struct ApplicationRead(pub Value);
+
+/// The fields of an Application's `status` that [`ApplicationRead`] keeps.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusRead {
+    source_type: Option<Value>,
+    source_types: Option<Value>,
+    summary: Option<SummaryRead>,
+    history: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct SummaryRead {
+    images: Option<Value>,
+}
+
+impl StatusRead {
+    fn into_value(self) -> Value {
+        let mut status = serde_json::Map::new();
+        let kept = [
+            ("sourceType", self.source_type),
+            ("sourceTypes", self.source_types),
+            ("history", self.history),
+        ];
+        for (key, value) in kept {
+            if let Some(value) = value {
+                status.insert(key.to_string(), value);
+            }
+        }
+        if let Some(summary) = self.summary {
+            let mut kept = serde_json::Map::new();
+            if let Some(images) = summary.images {
+                kept.insert("images".to_string(), images);
+            }
+            status.insert("summary".to_string(), Value::Object(kept));
+        }
+        Value::Object(status)
+    }
+}
+
+impl<'de> Deserialize<'de> for ApplicationRead {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> serde::de::Visitor<'de> for Fields {
+            type Value = ApplicationRead;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an Application object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<ApplicationRead, A::Error> {
+                let mut object = serde_json::Map::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    let value = if key == "status" {
+                        match map.next_value::<Option<StatusRead>>()? {
+                            Some(status) => status.into_value(),
+                            None => Value::Null,
+                        }
+                    } else {
+                        map.next_value::<Value>()?
+                    };
+                    object.insert(key, value);
+                }
+                Ok(ApplicationRead(Value::Object(object)))
+            }
+        }
+        deserializer.deserialize_map(Fields)
+    }
+}
+
 /// The counts behind one listing, for the report and the benchmarks.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct ListStats {
@@ -444,21 +525,25 @@ impl KubeClient {
             .map_err(|e| KubeError::BadResponse(format!("applicationset: {e}")))
     }
 
+    /// One Application, with only the `status` fields decisions read (see [`ApplicationRead`]).
     pub async fn get_application(&self, namespace: &str, name: &str) -> Result<Value, KubeError> {
         let url = self.url(&app_path(namespace, name))?;
         let bytes = self
             .send(Method::GET, url, "application/json", None, namespace)
             .await?;
-        serde_json::from_slice(&bytes)
+        serde_json::from_slice::<ApplicationRead>(&bytes)
+            .map(|read| read.0)
             .map_err(|e| KubeError::BadResponse(format!("application: {e}")))
     }
 
+    /// Patches one Application. The object the server answers with is checked to be JSON and
+    /// then dropped: nothing reads it, and it is as large as the Application's `status`.
     pub async fn patch_application(
         &self,
         namespace: &str,
         name: &str,
         patch: &Patch,
-    ) -> Result<Value, KubeError> {
+    ) -> Result<(), KubeError> {
         let url = self.url(&app_path(namespace, name))?;
         let body = serde_json::to_vec(patch.body()).map_err(|e| KubeError::Setup(e.to_string()))?;
         let bytes = self
@@ -470,7 +555,8 @@ impl KubeClient {
                 namespace,
             )
             .await?;
-        serde_json::from_slice(&bytes)
+        serde_json::from_slice::<serde::de::IgnoredAny>(&bytes)
+            .map(|_| ())
             .map_err(|e| KubeError::BadResponse(format!("patched application: {e}")))
     }
 }
@@ -725,6 +811,7 @@ fn is_tls_failure(error: &(dyn std::error::Error + 'static)) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn error_for(code: u16, body: &str) -> KubeError {
         status_error(
@@ -848,6 +935,58 @@ mod tests {
                 .as_str(),
             "https://proxy.example.com/k8s/clusters/c-1/apis/argoproj.io/v1alpha1/applications"
         );
+    }
+
+    #[test]
+    fn an_application_read_keeps_spec_metadata_and_the_status_fields_decisions_read() {
+        let json = r#"{"apiVersion":"argoproj.io/v1alpha1","kind":"Application",
+            "metadata":{"name":"web","resourceVersion":"9","annotations":{"a":"b"}},
+            "spec":{"source":{"repoURL":"r","helm":{"parameters":[{"name":"image.tag","value":"1"}]}}},
+            "operation":{"sync":{}},
+            "status":{"sourceType":"Helm","sourceTypes":["Helm"],
+              "summary":{"images":["x/y:1"],"externalURLs":["https://e"]},
+              "history":[{"id":1,"deployedAt":"2025-01-01T00:00:00Z","source":{"repoURL":"r"}}],
+              "resources":[{"kind":"Deployment","name":"web","status":"Synced"}],
+              "operationState":{"phase":"Succeeded","syncResult":{"resources":[]}},
+              "sync":{"status":"Synced","comparedTo":{"source":{"repoURL":"r"}}},
+              "health":{"status":"Healthy"}}}"#;
+        let read: ApplicationRead = serde_json::from_str(json).unwrap();
+        let full: Value = serde_json::from_str(json).unwrap();
+        for key in ["apiVersion", "kind", "metadata", "spec", "operation"] {
+            assert_eq!(read.0[key], full[key], "{key}");
+        }
+        assert_eq!(
+            read.0["status"],
+            json!({"sourceType": "Helm", "sourceTypes": ["Helm"],
+                "summary": {"images": ["x/y:1"]},
+                "history": [{"id": 1, "deployedAt": "2025-01-01T00:00:00Z", "source": {"repoURL": "r"}}]})
+        );
+    }
+
+    #[test]
+    fn an_application_read_without_status_or_with_null_status_has_none_added() {
+        let bare: ApplicationRead = serde_json::from_str(r#"{"metadata":{"name":"a"}}"#).unwrap();
+        assert_eq!(bare.0, json!({"metadata": {"name": "a"}}));
+        let null: ApplicationRead =
+            serde_json::from_str(r#"{"metadata":{"name":"a"},"status":null}"#).unwrap();
+        assert_eq!(null.0["status"], Value::Null);
+        let empty: ApplicationRead = serde_json::from_str(r#"{"status":{}}"#).unwrap();
+        assert_eq!(empty.0, json!({"status": {}}));
+    }
+
+    #[test]
+    fn an_application_read_refuses_what_is_not_an_object() {
+        for body in [
+            r#"[]"#,
+            r#""x""#,
+            r#"{"status":{"history":"#,
+            r#"{"status":[1]}"#,
+        ] {
+            assert!(
+                serde_json::from_str::<ApplicationRead>(body).is_err(),
+                "{body}"
+            );
+        }
     }
 
     #[test]

@@ -207,19 +207,27 @@ async fn merge_patch_with_a_stale_resource_version_is_a_conflict() {
     );
 }
 
+/// Patches and reads the Application back: the client drops the server's answer to a PATCH.
+async fn patched(client: &KubeClient, namespace: &str, name: &str, patch: &Patch) -> Value {
+    client
+        .patch_application(namespace, name, patch)
+        .await
+        .unwrap();
+    client.get_application(namespace, name).await.unwrap()
+}
+
 #[tokio::test]
 async fn writes_bump_resource_version_and_generation_only_when_spec_changes() {
     let standins = standins_with(Options::default(), 1).await;
     let client = kube_client(&standins);
     let before = client.get_application("argocd", "app-000").await.unwrap();
-    let after_labels = client
-        .patch_application(
-            "argocd",
-            "app-000",
-            &Patch::Merge(json!({"metadata": {"labels": {"x": "1"}}})),
-        )
-        .await
-        .unwrap();
+    let after_labels = patched(
+        &client,
+        "argocd",
+        "app-000",
+        &Patch::Merge(json!({"metadata": {"labels": {"x": "1"}}})),
+    )
+    .await;
     assert_ne!(
         after_labels["metadata"]["resourceVersion"],
         before["metadata"]["resourceVersion"]
@@ -228,14 +236,13 @@ async fn writes_bump_resource_version_and_generation_only_when_spec_changes() {
         after_labels["metadata"]["generation"],
         before["metadata"]["generation"]
     );
-    let after_spec = client
-        .patch_application(
-            "argocd",
-            "app-000",
-            &Patch::Merge(json!({"spec": {"project": "p2"}})),
-        )
-        .await
-        .unwrap();
+    let after_spec = patched(
+        &client,
+        "argocd",
+        "app-000",
+        &Patch::Merge(json!({"spec": {"project": "p2"}})),
+    )
+    .await;
     assert_eq!(after_spec["metadata"]["generation"], json!(2));
 }
 
@@ -330,26 +337,22 @@ async fn merge_patch_follows_the_rfc_7386_example() {
         )
         .await
         .unwrap();
-    let after = client
-        .patch_application(
-            "argocd",
-            "app-000",
-            &Patch::Merge(json!({"spec": {"source": {"helm": {"valuesObject": rfc_patch}}}})),
-        )
-        .await
-        .unwrap();
+    let after = patched(
+        &client,
+        "argocd",
+        "app-000",
+        &Patch::Merge(json!({"spec": {"source": {"helm": {"valuesObject": rfc_patch}}}})),
+    )
+    .await;
     assert_eq!(after["spec"]["source"]["helm"]["valuesObject"], expected);
     // Lists are replaced whole: the parameters list is gone but for what the patch sends.
-    let replaced = client
-        .patch_application(
-            "argocd",
-            "app-000",
-            &Patch::Merge(
-                json!({"spec": {"source": {"helm": {"parameters": [{"name": "only"}]}}}}),
-            ),
-        )
-        .await
-        .unwrap();
+    let replaced = patched(
+        &client,
+        "argocd",
+        "app-000",
+        &Patch::Merge(json!({"spec": {"source": {"helm": {"parameters": [{"name": "only"}]}}}})),
+    )
+    .await;
     assert_eq!(
         replaced["spec"]["source"]["helm"]["parameters"],
         json!([{"name": "only"}])
@@ -409,10 +412,7 @@ async fn json_patch_follows_the_rfc_6902_examples() {
                 op
             })
             .collect();
-        let after = client
-            .patch_application("argocd", "app-000", &Patch::Json(json!(prefixed)))
-            .await
-            .unwrap();
+        let after = patched(&client, "argocd", "app-000", &Patch::Json(json!(prefixed))).await;
         assert_eq!(
             after["spec"]["source"]["helm"]["valuesObject"], expected,
             "{ops}"

@@ -638,7 +638,9 @@ async fn get_one(
     if let Err(denied) = authorize(&state, &headers, "get", Some(&namespace), Some(&name)) {
         return denied;
     }
-    match state.get(&namespace, &name) {
+    // Serialized under the lock rather than copied out first.
+    let store = lock(&state.apps);
+    match store.apps.get(&(namespace, name.clone())) {
         Some(app) => axum::Json(app).into_response(),
         None => status(
             404,
@@ -667,7 +669,9 @@ async fn patch_one(
         .to_string();
     let mut store = lock(&state.apps);
     let key = (namespace.clone(), name.clone());
-    let Some(current) = store.apps.get(&key).cloned() else {
+    // Borrowed, not copied: the store stays locked for the whole request, as one etcd
+    // transaction would be, and `updated` is the only copy made.
+    let Some(current) = store.apps.get(&key) else {
         return status(
             404,
             &format!("applications.argoproj.io \"{name}\" not found"),
@@ -744,7 +748,7 @@ async fn patch_one(
         .map(|f| format!("299 - \"unknown field \\\"{f}\\\"\""))
         .collect();
     lock(&state.warnings).extend(dropped.iter().map(|f| format!("unknown field \"{f}\"")));
-    let respond = |app: Value| {
+    let respond = |app: &Value| {
         let mut response = axum::Json(app).into_response();
         for warning in &warnings {
             if let Ok(value) = axum::http::HeaderValue::from_str(warning) {
@@ -753,18 +757,20 @@ async fn patch_one(
         }
         response
     };
-    if updated == current {
+    if updated == *current {
         // A no-op patch does not bump the resourceVersion.
-        return respond(updated);
+        return respond(&updated);
     }
+    let next_generation = (updated["spec"] != current["spec"])
+        .then(|| current["metadata"]["generation"].as_i64().unwrap_or(1) + 1);
     store.resource_version += 1;
     updated["metadata"]["resourceVersion"] = json!(store.resource_version.to_string());
-    if updated["spec"] != current["spec"] {
-        let generation = current["metadata"]["generation"].as_i64().unwrap_or(1) + 1;
+    if let Some(generation) = next_generation {
         updated["metadata"]["generation"] = json!(generation);
     }
-    store.put(key, updated.clone());
-    respond(updated)
+    let response = respond(&updated);
+    store.put(key, updated);
+    response
 }
 
 /// A 422 as kube-apiserver words a schema refusal: the object, every field, and the causes.
