@@ -10,9 +10,6 @@
 //! with Ed25519, a raw 64-byte signature, and RSA, PKCS#1 v1.5 over SHA-256).
 
 use base64::Engine;
-use p256::ecdsa::signature::Verifier;
-use p256::ecdsa::{Signature, VerifyingKey};
-use p256::pkcs8::DecodePublicKey;
 use serde_json::Value;
 use spki::SubjectPublicKeyInfoRef;
 
@@ -140,13 +137,15 @@ pub fn signature_layers(manifest: &str) -> Result<Vec<SignatureLayer>, String> {
 
 /// A cosign public key, by its SPKI algorithm.
 enum PublicKey {
-    EcdsaP256(VerifyingKey),
+    /// The curve point, as the SPKI carries it.
+    EcdsaP256(Vec<u8>),
     Ed25519(Vec<u8>),
     /// The PKCS#1 `RSAPublicKey` DER inside the SPKI.
     Rsa(Vec<u8>),
 }
 
 const ID_EC_PUBLIC_KEY: &str = "1.2.840.10045.2.1";
+const P256: &str = "1.2.840.10045.3.1.7";
 const ID_ED25519: &str = "1.3.101.112";
 const RSA_ENCRYPTION: &str = "1.2.840.113549.1.1.1";
 
@@ -163,9 +162,18 @@ fn public_key(pem: &str) -> Result<PublicKey, String> {
     let info = SubjectPublicKeyInfoRef::try_from(der.as_slice()).map_err(|e| bad(e.to_string()))?;
     let key = info.subject_public_key.raw_bytes().to_vec();
     match info.algorithm.oid.to_string().as_str() {
-        ID_EC_PUBLIC_KEY => VerifyingKey::from_public_key_der(&der)
-            .map(PublicKey::EcdsaP256)
-            .map_err(|e| format!("the cosign key is an EC key but not P-256: {e}")),
+        ID_EC_PUBLIC_KEY => {
+            let curve = info
+                .algorithm
+                .parameters_oid()
+                .map_err(|e| format!("the cosign key is an EC key without a named curve: {e}"))?;
+            if curve.to_string() != P256 {
+                return Err(format!(
+                    "the cosign key is an EC key on curve {curve}, not P-256"
+                ));
+            }
+            Ok(PublicKey::EcdsaP256(key))
+        }
         ID_ED25519 => Ok(PublicKey::Ed25519(key)),
         RSA_ENCRYPTION => Ok(PublicKey::Rsa(key)),
         other => Err(format!(
@@ -196,11 +204,12 @@ pub fn verify(
         .map_err(|e| format!("the signature is not base64: {e}"))?;
     let refused = || "the signature does not verify with the configured cosign key".to_string();
     match key {
-        PublicKey::EcdsaP256(key) => {
-            let signature = Signature::from_der(&raw)
-                .map_err(|e| format!("the signature is not ASN.1 ECDSA: {e}"))?;
-            key.verify(payload, &signature).map_err(|_| refused())?;
-        }
+        PublicKey::EcdsaP256(key) => aws_lc_rs::signature::UnparsedPublicKey::new(
+            &aws_lc_rs::signature::ECDSA_P256_SHA256_ASN1,
+            key,
+        )
+        .verify(payload, &raw)
+        .map_err(|_| refused())?,
         PublicKey::Ed25519(key) => {
             aws_lc_rs::signature::UnparsedPublicKey::new(&aws_lc_rs::signature::ED25519, key)
                 .verify(payload, &raw)
@@ -228,8 +237,8 @@ pub fn verify(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use p256::ecdsa::SigningKey;
     use p256::ecdsa::signature::Signer;
+    use p256::ecdsa::{Signature, SigningKey};
     use p256::pkcs8::{DecodePrivateKey, EncodePublicKey};
 
     const DIGEST: &str = "sha256:3333333333333333333333333333333333333333333333333333333333333333";

@@ -92,7 +92,7 @@ fn unwrap_failed(event: &Value) -> Result<std::borrow::Cow<'_, Value>, EventErro
     {
         let [record] = records.as_slice() else {
             return Err(EventError::Malformed(format!(
-                "an SQS batch of {} messages: configure the event source mapping with BatchSize 1, or redrive with `argocd-ecr-updater redrive`",
+                "an SQS batch of {} messages: configure the event source mapping with BatchSize 1, or redrive with `argocd-ecr-updater-cli redrive`",
                 records.len()
             )));
         };

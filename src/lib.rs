@@ -30,7 +30,8 @@
 //!   log lines, embedded metrics, the Kubernetes Event and the optional SNS notification.
 //! - [`eks_auth`]: the IAM-signed bearer token and DescribeCluster.
 //! - [`aws_error`]: AWS SDK errors told by their whole cause chain.
-//! - [`cli`]: the laptop commands `select`, `token` and `plan`.
+//! - [`cli`]: the laptop commands `select`, `token`, `plan`, `migrate` and `redrive`, run by
+//!   the `argocd-ecr-updater-cli` binary (`cli/`).
 
 /// The version and the git commit it was built from.
 pub const VERSION: &str = concat!(

@@ -14,7 +14,7 @@ use std::cmp::Ordering;
 use std::fmt;
 use std::str::FromStr;
 
-use regex::Regex;
+use regex_lite::Regex;
 use semver::Version;
 use serde::Serialize;
 use time::OffsetDateTime;
@@ -83,7 +83,12 @@ pub enum AllowTags {
 }
 
 /// Regexes come from annotations anyone with write access to an Application can set; bound
-/// what one may cost. The `regex` crate already runs in linear time, so this only caps size.
+/// what one may cost. `regex-lite` already runs in linear time, so this only caps size.
+///
+/// Image Updater's patterns are Go's (RE2). Tags are ASCII, and `regex-lite` matches ASCII
+/// as Go does: `\d`, `\w`, `\s` and `\b` are ASCII classes in both, as is `(?i)` on ASCII.
+/// What it refuses, with the pattern named in the skip reason, is Unicode classes (`\pL`,
+/// `\p{Greek}`): Go accepts them, but on an ASCII tag `\pL` is `[A-Za-z]`.
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
 
 impl AllowTags {
@@ -103,14 +108,20 @@ impl AllowTags {
                 reason: "expected `any` or `regexp:<pattern>`".to_string(),
             });
         };
-        regex::RegexBuilder::new(pattern)
+        regex_lite::RegexBuilder::new(pattern)
             .size_limit(REGEX_SIZE_LIMIT)
-            .dfa_size_limit(REGEX_SIZE_LIMIT)
             .build()
             .map(Self::Regexp)
-            .map_err(|e| PolicyError::BadAllowTags {
-                value: value.to_string(),
-                reason: format!("the pattern does not compile: {e}"),
+            .map_err(|e| {
+                let hint = if pattern.contains("\\p") || pattern.contains("\\P") {
+                    " (Unicode classes such as \\pL are not supported: tags are ASCII, so write [A-Za-z])"
+                } else {
+                    ""
+                };
+                PolicyError::BadAllowTags {
+                    value: value.to_string(),
+                    reason: format!("the pattern does not compile: {e}{hint}"),
+                }
             })
     }
 
@@ -710,6 +721,27 @@ mod tests {
             .err(),
             Some(PolicyError::DigestWithoutTag)
         );
+    }
+
+    #[test]
+    fn allow_tags_classes_are_ascii_as_in_go_and_unicode_classes_are_refused_with_a_hint() {
+        let dated = AllowTags::parse(r"regexp:^\d{8}-\d{6}$").unwrap();
+        assert!(dated.allows("20250825-153012"));
+        // Go's `\d` is [0-9]: Arabic-Indic digits are not digits there, nor here.
+        assert!(!dated.allows("\u{662}\u{660}\u{662}\u{665}0825-153012"));
+        let word = AllowTags::parse(r"regexp:^\w+$").unwrap();
+        assert!(word.allows("v1_2"));
+        assert!(!word.allows("v\u{e9}"));
+        let folded = AllowTags::parse("regexp:(?i)^V1").unwrap();
+        assert!(folded.allows("v1.0"));
+        for pattern in [r"regexp:^\pL+$", r"regexp:^\p{Greek}$", r"regexp:\PN"] {
+            assert!(
+                matches!(AllowTags::parse(pattern),
+                    Err(PolicyError::BadAllowTags { reason, .. })
+                        if reason.contains("does not compile") && reason.contains("[A-Za-z]")),
+                "{pattern}"
+            );
+        }
     }
 
     #[test]

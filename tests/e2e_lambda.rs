@@ -219,3 +219,27 @@ async fn each_invocation_writes_its_metrics_as_one_embedded_metric_format_line()
     assert_eq!(line["ImagesUpdated"], 1);
     assert_eq!(line["EcrRequests"], 1);
 }
+
+#[test]
+fn the_function_binary_sends_a_laptop_command_to_the_cli_and_prints_its_version() {
+    let plan = std::process::Command::new(BINARY)
+        .args(["plan", "--event", "events/push-date-tag.json"])
+        .output()
+        .unwrap();
+    assert_eq!(plan.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&plan.stderr);
+    assert!(
+        stderr.contains("argocd-ecr-updater-cli") && stderr.contains("--path cli"),
+        "{stderr}"
+    );
+    let version = std::process::Command::new(BINARY)
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert!(version.status.success());
+    let stdout = String::from_utf8_lossy(&version.stdout);
+    assert!(
+        stdout.starts_with(&format!("argocd-ecr-updater {}", env!("CARGO_PKG_VERSION"))),
+        "{stdout}"
+    );
+}

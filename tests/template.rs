@@ -376,7 +376,7 @@ fn the_parameters_refuse_nonsense() {
         t["Parameters"]["EcrRepositoryNames"]["Default"].as_str(),
         Some("")
     );
-    let pattern = regex::Regex::new(
+    let pattern = regex_lite::Regex::new(
         t["Parameters"]["KubernetesGroup"]["AllowedPattern"]
             .as_str()
             .unwrap()

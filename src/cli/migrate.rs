@@ -1,4 +1,4 @@
-//! `argocd-ecr-updater migrate`: prints the `ImageUpdater` object equivalent to the Image
+//! `argocd-ecr-updater-cli migrate`: prints the `ImageUpdater` object equivalent to the Image
 //! Updater annotations of a namespace's Applications, the reverse of Image Updater's own
 //! migration guide, so a team can move to v1.x-style configuration without changing
 //! behaviour. Read-only: it writes nothing to the cluster.

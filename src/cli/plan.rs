@@ -1,4 +1,4 @@
-//! `argocd-ecr-updater plan`: the function's pipeline from a laptop, with the caller's AWS
+//! `argocd-ecr-updater-cli plan`: the function's pipeline from a laptop, with the caller's AWS
 //! credentials; a dry run unless `--apply`. Prints the report.
 
 use std::process::ExitCode;

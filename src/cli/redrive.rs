@@ -1,4 +1,4 @@
-//! `argocd-ecr-updater redrive`: runs the events parked in the dead-letter queue through
+//! `argocd-ecr-updater-cli redrive`: runs the events parked in the dead-letter queue through
 //! the pipeline again, after the cause was fixed. A dry run unless `--apply`; a message is
 //! deleted only after its event succeeded, so nothing is lost when a redrive fails again.
 //! Both shapes a parked event has are understood: the original event (the rule's

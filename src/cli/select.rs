@@ -1,4 +1,4 @@
-//! `argocd-ecr-updater select`: the tag policy on a list of tags, offline, the way
+//! `argocd-ecr-updater-cli select`: the tag policy on a list of tags, offline, the way
 //! `argocd-image-updater test` lets users try a configuration before they annotate.
 //!
 //! Input is one tag per line, optionally followed by a tab and an RFC 3339 push time, and

@@ -1,4 +1,4 @@
-//! `argocd-ecr-updater token`: an EKS bearer token as an `ExecCredential`, like `aws eks
+//! `argocd-ecr-updater-cli token`: an EKS bearer token as an `ExecCredential`, like `aws eks
 //! get-token`, for checking what a role may do with kubectl.
 
 use std::process::ExitCode;

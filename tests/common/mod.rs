@@ -62,11 +62,20 @@ pub fn handler(standins: &StandIns, vars: &[(&str, &str)]) -> argocd_ecr_updater
     .unwrap()
 }
 
+/// The repository's root: these helpers serve the root package's tests and the CLI's
+/// (`cli/tests`), whose manifest directory is one below it.
+pub fn repository_root() -> std::path::PathBuf {
+    let package = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    package
+        .ancestors()
+        .find(|dir| dir.join("events").is_dir())
+        .unwrap_or(package)
+        .to_path_buf()
+}
+
 /// A sample event from `events/`.
 pub fn event(name: &str) -> serde_json::Value {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("events")
-        .join(name);
+    let path = repository_root().join("events").join(name);
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 

@@ -1,5 +1,6 @@
-//! The `token` and `plan` subcommands, run as the compiled binary a user runs.
+//! The `token`, `plan` and `migrate` subcommands, run as the compiled CLI a user runs.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use std::process::Command;
@@ -8,7 +9,7 @@ use argocd_ecr_updater_standins::token::verify;
 use argocd_ecr_updater_standins::{Grant, StandIns, function_identity};
 use common::seed_tag;
 
-const BINARY: &str = env!("CARGO_BIN_EXE_argocd-ecr-updater");
+const BINARY: &str = env!("CARGO_BIN_EXE_argocd-ecr-updater-cli");
 
 /// Runs the binary with `args`, asserts it succeeded, and parses its JSON output.
 fn json_output(env: &[(String, String)], args: &[&str]) -> serde_json::Value {
@@ -125,7 +126,7 @@ fn version_names_the_commit_the_binary_was_built_from() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn logs_written_to_a_pipe_carry_no_colour_and_json_is_one_object_per_line() {
     let standins = StandIns::start_seeded().await.unwrap();
-    let event = concat!(env!("CARGO_MANIFEST_DIR"), "/events/push-date-tag.json");
+    let event = concat!(env!("CARGO_MANIFEST_DIR"), "/../events/push-date-tag.json");
     let mut env = standins.function_env();
     env.push(("LOG_LEVEL".into(), "info".into()));
     let text = command(&env)
@@ -155,7 +156,7 @@ async fn logs_written_to_a_pipe_carry_no_colour_and_json_is_one_object_per_line(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plan_is_a_dry_run_unless_asked_to_apply() {
     let standins = StandIns::start_seeded().await.unwrap();
-    let event = concat!(env!("CARGO_MANIFEST_DIR"), "/events/push-date-tag.json");
+    let event = concat!(env!("CARGO_MANIFEST_DIR"), "/../events/push-date-tag.json");
     let report = json_output(&standins.function_env(), &["plan", "--event", event]);
     assert_eq!(report["dry_run"], true);
     assert_eq!(report["entries"][0]["to"], "20250825-153012");
@@ -177,7 +178,7 @@ async fn plan_shows_every_cluster_and_cluster_picks_one_with_its_listed_settings
     let staging = standins.add_seeded_cluster("staging").await.unwrap();
     let mut env = standins.function_env();
     env.push(("CLUSTERS".into(), "staging".into()));
-    let event = concat!(env!("CARGO_MANIFEST_DIR"), "/events/push-date-tag.json");
+    let event = concat!(env!("CARGO_MANIFEST_DIR"), "/../events/push-date-tag.json");
 
     let report = json_output(&env, &["plan", "--event", event]);
     let clusters: Vec<&str> = report["entries"]
@@ -256,7 +257,7 @@ async fn migrate_prints_an_imageupdater_object_that_decides_like_the_annotations
             }
         })
         .unwrap();
-    let event = concat!(env!("CARGO_MANIFEST_DIR"), "/events/push-date-tag.json");
+    let event = concat!(env!("CARGO_MANIFEST_DIR"), "/../events/push-date-tag.json");
     let report = json_output(
         &standins.function_env(),
         &["plan", "--event", event, "--apply"],

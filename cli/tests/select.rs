@@ -1,10 +1,10 @@
-//! The `select` subcommand, run as the compiled binary a user runs.
+//! The `select` subcommand, run as the compiled CLI a user runs.
 
 use std::io::Write;
 use std::process::{Command, Stdio};
 
 fn select(args: &[&str], stdin: &str) -> (i32, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_argocd-ecr-updater"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_argocd-ecr-updater-cli"))
         .arg("select")
         .args(args)
         .args(["--tags-file", "-"])

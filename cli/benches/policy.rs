@@ -144,7 +144,7 @@ for line in open(sys.argv[1]):
     if p.match(f[0]) and (best is None or (f[1],f[0])>best): best=(f[1],f[0])
 print(best)"#;
     let ours: [&str; 7] = [
-        env!("CARGO_BIN_EXE_argocd-ecr-updater"),
+        env!("CARGO_BIN_EXE_argocd-ecr-updater-cli"),
         "select",
         "--strategy",
         "newest-build",
@@ -155,7 +155,7 @@ print(best)"#;
     let mut rows = Vec::new();
     for (label, command) in [
         (
-            "argocd-ecr-updater select",
+            "argocd-ecr-updater-cli select",
             ours.iter()
                 .map(|s| s.to_string())
                 .chain([path.to_string()])

@@ -1,0 +1,185 @@
+//! `argocd-ecr-updater-cli`: the laptop commands in [`argocd_ecr_updater::cli`] (`select`,
+//! `token`, `plan`, `migrate`, `redrive`), with the whole AWS credential chain a laptop uses
+//! (`aws sso login` profiles, `credential_process`). The Lambda function is the package's
+//! other binary, `argocd-ecr-updater`, built without those providers.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use argocd_ecr_updater::cli::migrate::MigrateRequest;
+use argocd_ecr_updater::cli::plan::PlanRequest;
+use argocd_ecr_updater::cli::redrive::RedriveRequest;
+use argocd_ecr_updater::cli::select::SelectRequest;
+use argocd_ecr_updater::cli::{self, LogFormat, print_json, usage_error};
+
+/// The laptop side of argocd-ecr-updater: pick a tag offline, print an EKS token, run the
+/// function's pipeline as a dry run, migrate annotations, redrive the dead-letter queue.
+///
+/// They read the function's environment variables (see the README's configuration table).
+#[derive(Parser)]
+#[command(name = "argocd-ecr-updater-cli", version = argocd_ecr_updater::VERSION)]
+struct Cli {
+    /// Log format of the commands: `text` (colours only on a terminal) or `json`.
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Pick the best tag from a list, offline, with Image Updater's rules.
+    Select {
+        /// semver, newest-build, alphabetical, digest (or the old names latest, name).
+        #[arg(long)]
+        strategy: String,
+        /// The image-list constraint: a semver range, or for digest the tracked tag.
+        #[arg(long)]
+        constraint: Option<String>,
+        /// `any` or `regexp:<pattern>`.
+        #[arg(long)]
+        allow_tags: Option<String>,
+        /// Comma-separated glob patterns.
+        #[arg(long)]
+        ignore_tags: Option<String>,
+        /// One tag a line [TAB RFC 3339 push time [TAB digest]]; `-` for stdin.
+        #[arg(long)]
+        tags_file: String,
+    },
+    /// Print an EKS bearer token as an ExecCredential, like `aws eks get-token`.
+    Token {
+        #[arg(long)]
+        cluster: String,
+        /// Defaults to the standard AWS region chain (AWS_REGION, profile).
+        #[arg(long)]
+        region: Option<String>,
+    },
+    /// Print the ImageUpdater object equivalent to a namespace's Image Updater annotations.
+    Migrate {
+        /// The namespace whose Applications to read.
+        #[arg(long, default_value = "argocd")]
+        namespace: String,
+        /// The name of the printed ImageUpdater object.
+        #[arg(long, default_value = "migrated-from-annotations")]
+        name: String,
+        /// Overrides CLUSTER_NAME.
+        #[arg(long)]
+        cluster: Option<String>,
+    },
+    /// Run the events parked in the dead-letter queue again: dry-run unless --apply; a
+    /// message is deleted only after its event succeeded.
+    Redrive {
+        /// The dead-letter queue's URL (the stack's DeadLetterQueueUrl output).
+        #[arg(long)]
+        queue: String,
+        /// Write, and delete the messages whose events succeeded.
+        #[arg(long)]
+        apply: bool,
+        /// Stop after this many messages.
+        #[arg(long, default_value_t = 100)]
+        max: usize,
+        /// Overrides CLUSTER_NAME.
+        #[arg(long)]
+        cluster: Option<String>,
+    },
+    /// Run the function's pipeline from a laptop: dry-run unless --apply.
+    Plan {
+        /// An event file (EventBridge JSON), or `-` for stdin.
+        #[arg(
+            long,
+            conflicts_with = "reconcile",
+            required_unless_present = "reconcile"
+        )]
+        event: Option<String>,
+        /// Re-evaluate every annotated Application against ECR's full tag lists.
+        #[arg(long)]
+        reconcile: bool,
+        /// Send the patches. Without it nothing is written.
+        #[arg(long)]
+        apply: bool,
+        /// Overrides CLUSTER_NAME.
+        #[arg(long)]
+        cluster: Option<String>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Select {
+            strategy,
+            constraint,
+            allow_tags,
+            ignore_tags,
+            tags_file,
+        } => {
+            // Streamed: memory follows the best tag kept, not the file's size.
+            let input: Box<dyn std::io::BufRead> = if tags_file == "-" {
+                Box::new(std::io::stdin().lock())
+            } else {
+                match std::fs::File::open(&tags_file) {
+                    Ok(file) => Box::new(std::io::BufReader::new(file)),
+                    Err(e) => {
+                        return usage_error(format!("cannot read tags file `{tags_file}`: {e}"));
+                    }
+                }
+            };
+            let request = SelectRequest {
+                strategy: &strategy,
+                constraint: constraint.as_deref(),
+                allow_tags: allow_tags.as_deref(),
+                ignore_tags: ignore_tags.as_deref(),
+            };
+            match cli::select::run(&request, input) {
+                Ok(output) => match print_json(&output, false) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(code) => code,
+                },
+                Err(e) => usage_error(e.to_string()),
+            }
+        }
+        Command::Token { cluster, region } => runtime().block_on(cli::token::run(cluster, region)),
+        Command::Plan {
+            event,
+            reconcile,
+            apply,
+            cluster,
+        } => runtime().block_on(cli::plan::run(PlanRequest {
+            event,
+            reconcile,
+            apply,
+            cluster,
+            log_format: cli.log_format,
+        })),
+        Command::Migrate {
+            namespace,
+            name,
+            cluster,
+        } => runtime().block_on(cli::migrate::run(MigrateRequest {
+            namespace,
+            name,
+            cluster,
+            log_format: cli.log_format,
+        })),
+        Command::Redrive {
+            queue,
+            apply,
+            max,
+            cluster,
+        } => runtime().block_on(cli::redrive::run(RedriveRequest {
+            queue_url: queue,
+            apply,
+            max,
+            cluster,
+            log_format: cli.log_format,
+        })),
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("the tokio runtime starts")
+}

@@ -1,0 +1,68 @@
+//! `redrive`, run as the compiled CLI a user runs: both shapes of a parked event replayed, and
+//! a message deleted only after its event succeeded.
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
+use std::process::Command;
+
+use argocd_ecr_updater_standins::StandIns;
+use argocd_ecr_updater_standins::fixtures::{PUSHED_TAG, SEED_TAG, push_event};
+use common::{event, seed_tag};
+use serde_json::json;
+
+const BINARY: &str = env!("CARGO_BIN_EXE_argocd-ecr-updater-cli");
+
+fn redrive(standins: &StandIns, args: &[&str]) -> (bool, String) {
+    let output = Command::new(BINARY)
+        .env_clear()
+        .envs(standins.function_env())
+        .env("AWS_CONFIG_FILE", "/nonexistent/config")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .arg("redrive")
+        .args(args)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    (output.status.success(), format!("{stdout}{stderr}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redrive_replays_both_shapes_of_a_parked_event_and_deletes_only_what_succeeded() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    let queue = standins.aws.create_queue("argocd-ecr-updater-dlq");
+    let original = event("push-date-tag.json");
+    // The rule's dead-letter queue keeps the event itself ...
+    standins.aws.send_message(&queue, &original.to_string());
+    // ... the function's on-failure destination a record around it.
+    let late = push_event("barun-dev-ecr", "20250824-093000", "2025-08-24T00:30:05Z");
+    let record = json!({"version": "1.0", "timestamp": "2025-08-25T06:31:00.000Z",
+        "requestContext": {"requestId": "r", "condition": "RetriesExhausted", "approximateInvokeCount": 3,
+                           "functionArn": "arn:aws:lambda:ap-northeast-2:768157413559:function:argocd-ecr-updater"},
+        "requestPayload": late, "responseContext": {"statusCode": 200, "functionError": "Unhandled"},
+        "responsePayload": {"errorType": "Retryable.TargetsFailed", "errorMessage": "403"}});
+    standins.aws.send_message(&queue, &record.to_string());
+    standins.aws.send_message(&queue, "not an event");
+
+    // A dry run decides and keeps everything.
+    let (ok, out) = redrive(&standins, &["--queue", &queue]);
+    assert!(!ok, "{out}");
+    assert!(out.contains("dry run, kept"), "{out}");
+    assert_eq!(standins.aws.queue(&queue).len(), 3);
+    assert_eq!(seed_tag(&standins).as_deref(), Some(SEED_TAG));
+
+    // With --apply (the dry run released what it read) the two events run and go; the
+    // broken message stays for a person.
+    let (ok, out) = redrive(&standins, &["--queue", &queue, "--apply"]);
+    assert!(!ok, "one message failed: {out}");
+    assert!(out.contains("1 updated"), "{out}");
+    assert!(out.contains("-> deleted"), "{out}");
+    assert!(out.contains("not JSON") && out.contains("-> kept"), "{out}");
+    assert!(out.contains("3 message(s) redriven, 1 failed"), "{out}");
+    let left = standins.aws.queue(&queue);
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].body, "not an event");
+    assert_eq!(seed_tag(&standins).as_deref(), Some(PUSHED_TAG));
+}
