@@ -110,10 +110,17 @@ pub struct ListOptions<'a> {
 
 #[derive(Deserialize)]
 struct MetadataList<'a> {
-    #[serde(default)]
-    metadata: ListMeta,
     #[serde(default, borrow)]
     items: Vec<MetadataItem<'a>>,
+}
+
+/// A list's `metadata` alone; its items are scanned past, not built.
+#[derive(Deserialize)]
+struct ListHead {
+    #[serde(default)]
+    metadata: ListMeta,
+    #[serde(default, rename = "items")]
+    _items: serde::de::IgnoredAny,
 }
 
 #[derive(Deserialize, Default)]
@@ -460,6 +467,10 @@ impl KubeClient {
 
     /// Lists one namespace's Applications (all namespaces for `""`) metadata-only, page by
     /// page, keeping those `keep` accepts.
+    ///
+    /// Pipelined: the continue token is read off a page first (a scan that builds nothing),
+    /// the next page is asked for, and this page is parsed while the server answers, so the
+    /// parse of each page overlaps the round trip of the next.
     pub async fn list_application_metadata(
         &self,
         namespace: &str,
@@ -471,10 +482,7 @@ impl KubeClient {
         } else {
             format!("/apis/{GROUP_VERSION}/namespaces/{namespace}/applications")
         };
-        let mut kept = Vec::new();
-        let mut stats = ListStats::default();
-        let mut continue_token: Option<String> = None;
-        loop {
+        let page_url = |continue_token: Option<&str>| -> Result<url::Url, KubeError> {
             let mut url = self.url(&path)?;
             {
                 let mut q = url.query_pairs_mut();
@@ -482,28 +490,55 @@ impl KubeClient {
                 if let Some(selector) = options.label_selector {
                     q.append_pair("labelSelector", selector);
                 }
-                if let Some(token) = &continue_token {
+                if let Some(token) = continue_token {
                     q.append_pair("continue", token);
                 }
             }
-            let bytes = self
-                .send(Method::GET, url, METADATA_ONLY, None, namespace)
-                .await?;
-            let page: MetadataList = serde_json::from_slice(&bytes)
-                .map_err(|e| KubeError::BadResponse(format!("metadata list: {e}")))?;
-            stats.pages += 1;
-            stats.seen += page.items.len();
-            for item in page.items {
-                let meta = item.metadata.keep(options.annotation_prefix).map_err(|e| {
-                    KubeError::BadResponse(format!("metadata list annotations: {e}"))
-                })?;
-                if keep(&meta) {
-                    kept.push(meta);
+            Ok(url)
+        };
+        let mut kept = Vec::new();
+        let mut stats = ListStats::default();
+        let mut page = self
+            .send(Method::GET, page_url(None)?, METADATA_ONLY, None, namespace)
+            .await?;
+        loop {
+            let next_token = serde_json::from_slice::<ListHead>(&page)
+                .map_err(|e| KubeError::BadResponse(format!("metadata list: {e}")))?
+                .metadata
+                .continue_token
+                .filter(|c| !c.is_empty());
+            let next = async {
+                match &next_token {
+                    Some(token) => {
+                        let url = page_url(Some(token))?;
+                        self.send(Method::GET, url, METADATA_ONLY, None, namespace)
+                            .await
+                            .map(Some)
+                    }
+                    None => Ok(None),
                 }
-            }
-            continue_token = page.metadata.continue_token.filter(|c| !c.is_empty());
-            if continue_token.is_none() {
-                break;
+            };
+            // The request is polled first, so it is on its way before the parse starts.
+            let (next, parsed) = futures_util::future::join(next, async {
+                let list: MetadataList = serde_json::from_slice(&page)
+                    .map_err(|e| KubeError::BadResponse(format!("metadata list: {e}")))?;
+                stats.pages += 1;
+                stats.seen += list.items.len();
+                for item in list.items {
+                    let meta = item.metadata.keep(options.annotation_prefix).map_err(|e| {
+                        KubeError::BadResponse(format!("metadata list annotations: {e}"))
+                    })?;
+                    if keep(&meta) {
+                        kept.push(meta);
+                    }
+                }
+                Ok::<(), KubeError>(())
+            })
+            .await;
+            parsed?;
+            match next? {
+                Some(bytes) => page = bytes,
+                None => break,
             }
         }
         Ok((kept, stats))
@@ -996,8 +1031,9 @@ mod tests {
               "annotations":{"argocd-image-updater.argoproj.io/image-list":"x/y","kubectl.kubernetes.io/last-applied-configuration":"{\"huge\":1}"},
               "ownerReferences":[{"apiVersion":"argoproj.io/v1alpha1","kind":"ApplicationSet","name":"set","uid":"u"}]}},
             {"metadata":{"name":"b","annotations":null}}]}"#;
+        let head: ListHead = serde_json::from_str(json).unwrap();
+        assert_eq!(head.metadata.continue_token.as_deref(), Some("abc"));
         let list: MetadataList = serde_json::from_str(json).unwrap();
-        assert_eq!(list.metadata.continue_token.as_deref(), Some("abc"));
         let kept: Vec<AppMeta> = list
             .items
             .into_iter()
