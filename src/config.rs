@@ -182,8 +182,15 @@ fn cluster_access(
     endpoint: String,
     ca: &str,
 ) -> Result<ClusterAccess, ConfigError> {
-    let parsed = url::Url::parse(&endpoint)
-        .map_err(|e| error(variable, format!("`{endpoint}` is not a URL: {e}")))?;
+    let parsed = url::Url::parse(&endpoint).map_err(|e| {
+        // Built without a Unicode IDNA back end (binary size): say how to write such a host.
+        let hint = if matches!(e, url::ParseError::IdnaError) {
+            "; write an internationalised host name in its ASCII `xn--` form"
+        } else {
+            ""
+        };
+        error(variable, format!("`{endpoint}` is not a URL: {e}{hint}"))
+    })?;
     if parsed.scheme() != "https" {
         return Err(error(
             variable,
@@ -842,6 +849,29 @@ mod tests {
             c.cluster_override.unwrap().endpoint,
             "https://k.example.com"
         );
+    }
+
+    #[test]
+    fn an_internationalised_endpoint_is_refused_naming_its_ascii_form() {
+        let pem =
+            STANDARD.encode(b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n");
+        let refused = config(&[
+            ("CLUSTER_NAME", "c"),
+            ("KUBE_API_ENDPOINT", "https://k\u{fc}ster.example.com"),
+            ("KUBE_CA_DATA", &pem),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            refused.contains("KUBE_API_ENDPOINT") && refused.contains("xn--"),
+            "{refused}"
+        );
+        let ascii = config(&[
+            ("CLUSTER_NAME", "c"),
+            ("KUBE_API_ENDPOINT", "https://xn--kster-jva.example.com"),
+            ("KUBE_CA_DATA", &pem),
+        ]);
+        assert!(ascii.is_ok());
     }
 
     #[test]

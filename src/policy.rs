@@ -14,7 +14,7 @@ use std::cmp::Ordering;
 use std::fmt;
 use std::str::FromStr;
 
-use regex_lite::Regex;
+use regex::bytes::Regex;
 use semver::Version;
 use serde::Serialize;
 use time::OffsetDateTime;
@@ -83,11 +83,11 @@ pub enum AllowTags {
 }
 
 /// Regexes come from annotations anyone with write access to an Application can set; bound
-/// what one may cost. `regex-lite` already runs in linear time, so this only caps size.
+/// what one may cost. The `regex` crate already runs in linear time, so this only caps size.
 ///
-/// Image Updater's patterns are Go's (RE2). Tags are ASCII, and `regex-lite` matches ASCII
-/// as Go does: `\d`, `\w`, `\s` and `\b` are ASCII classes in both, as is `(?i)` on ASCII.
-/// What it refuses, with the pattern named in the skip reason, is Unicode classes (`\pL`,
+/// Image Updater's patterns are Go's (RE2). Tags are ASCII, so they are matched as bytes with
+/// Unicode mode off: `\d`, `\w`, `\s` and `\b` are then ASCII classes, as in Go, and so is
+/// `(?i)`. What this refuses, with a hint in the skip reason, is Unicode classes (`\pL`,
 /// `\p{Greek}`): Go accepts them, but on an ASCII tag `\pL` is `[A-Za-z]`.
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
 
@@ -108,8 +108,10 @@ impl AllowTags {
                 reason: "expected `any` or `regexp:<pattern>`".to_string(),
             });
         };
-        regex_lite::RegexBuilder::new(pattern)
+        regex::bytes::RegexBuilder::new(pattern)
+            .unicode(false)
             .size_limit(REGEX_SIZE_LIMIT)
+            .dfa_size_limit(REGEX_SIZE_LIMIT)
             .build()
             .map(Self::Regexp)
             .map_err(|e| {
@@ -128,7 +130,7 @@ impl AllowTags {
     fn allows(&self, tag: &str) -> bool {
         match self {
             Self::Any => true,
-            Self::Regexp(re) => re.is_match(tag),
+            Self::Regexp(re) => re.is_match(tag.as_bytes()),
         }
     }
 }

@@ -21,7 +21,7 @@ use argocd_ecr_updater_standins::{
 use aws_credential_types::Credentials;
 use aws_credential_types::provider::SharedCredentialsProvider;
 
-const BINARY: &str = env!("CARGO_BIN_EXE_argocd-ecr-updater");
+const BINARY: &str = env!("CARGO_BIN_EXE_argocd-ecr-updater-cli");
 const SIZES: [usize; 3] = [200, 2_000, 10_000];
 const RUNS: usize = 5;
 const MATCHING: usize = 3;
@@ -94,7 +94,10 @@ fn median_and_range<T: Copy + PartialOrd>(values: &mut [T]) -> (T, T, T) {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // The repository's root: this bench lives in the CLI package (`cli/`), one below it.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("cli/ has a parent");
     let python = root.join("benches/baseline/.venv/bin/python");
     if !python.exists() {
         eprintln!(
