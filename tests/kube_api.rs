@@ -543,6 +543,47 @@ async fn a_server_certificate_from_another_ca_is_a_tls_error() {
 }
 
 #[tokio::test]
+async fn a_page_that_fails_while_the_previous_one_is_parsed_fails_the_listing_and_a_retry_reads_it_all()
+ {
+    let standins = standins_with(Options::default(), 23).await;
+    let client = kube_client(&standins);
+    // The second page (the first request with `continue=`) is asked for while the first is
+    // parsed; its failure must fail the listing, not end it early with what was parsed.
+    let third = Route::kube("GET", "/applications").with_query("continue=");
+    standins.shared.inject(third.clone(), 1, FaultAction::Drop);
+    standins.shared.inject(
+        third,
+        1,
+        FaultAction::Status {
+            code: 503,
+            retry_after: None,
+        },
+    );
+    let dropped = client
+        .list_application_metadata("argocd", list_options(None, 5), |_| true)
+        .await
+        .unwrap_err();
+    assert!(dropped.is_retryable(), "{dropped:?}");
+    let unavailable = client
+        .list_application_metadata("argocd", list_options(None, 5), |_| true)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(unavailable, KubeError::Server { code: 503, .. }),
+        "{unavailable:?}"
+    );
+    let (kept, stats) = client
+        .list_application_metadata("argocd", list_options(None, 5), |_| true)
+        .await
+        .unwrap();
+    assert_eq!((stats.pages, stats.seen, kept.len()), (5, 23, 23));
+    let names: Vec<&str> = kept.iter().map(|m| m.name.as_str()).collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted, "pages are kept in the server's order");
+}
+
+#[tokio::test]
 async fn injected_faults_become_typed_errors() {
     let standins = standins_with(Options::default(), 1).await;
     let client = kube_client(&standins);

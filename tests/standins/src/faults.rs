@@ -75,6 +75,8 @@ pub struct Route {
     pub service: Option<Service>,
     pub method: Option<String>,
     pub path_contains: Option<String>,
+    /// A part of the query string, to pick one page of a list (`continue=`).
+    pub query_contains: Option<String>,
     pub operation: Option<String>,
 }
 
@@ -84,7 +86,7 @@ impl Route {
             service: Some(Service::Kube),
             method: Some(method.to_string()),
             path_contains: Some(path_contains.to_string()),
-            operation: None,
+            ..Self::default()
         }
     }
 
@@ -101,7 +103,7 @@ impl Route {
             service: Some(Service::GitHub),
             method: Some(method.to_string()),
             path_contains: Some(path_contains.to_string()),
-            operation: None,
+            ..Self::default()
         }
     }
 
@@ -118,7 +120,7 @@ impl Route {
             service: Some(Service::GitLab),
             method: Some(method.to_string()),
             path_contains: Some(path_contains.to_string()),
-            operation: None,
+            ..Self::default()
         }
     }
 
@@ -129,7 +131,19 @@ impl Route {
         }
     }
 
-    fn matches(&self, service: Service, method: &str, path: &str, operation: &str) -> bool {
+    /// This route, only for requests whose query string contains `part`.
+    pub fn with_query(mut self, part: &str) -> Self {
+        self.query_contains = Some(part.to_string());
+        self
+    }
+
+    fn matches(
+        &self,
+        service: Service,
+        method: &str,
+        (path, query): (&str, &str),
+        operation: &str,
+    ) -> bool {
         self.service.is_none_or(|s| s == service)
             && self
                 .method
@@ -139,6 +153,10 @@ impl Route {
                 .path_contains
                 .as_deref()
                 .is_none_or(|p| path.contains(p))
+            && self
+                .query_contains
+                .as_deref()
+                .is_none_or(|q| query.contains(q))
             && self.operation.as_deref().is_none_or(|o| o == operation)
     }
 }
@@ -216,13 +234,13 @@ impl Shared {
         &self,
         service: Service,
         method: &str,
-        path: &str,
+        target: (&str, &str),
         operation: &str,
     ) -> Option<FaultAction> {
         let mut faults = lock(&self.faults);
         let rule = faults
             .iter_mut()
-            .find(|f| f.remaining > 0 && f.route.matches(service, method, path, operation))?;
+            .find(|f| f.remaining > 0 && f.route.matches(service, method, target, operation))?;
         rule.remaining -= 1;
         Some(rule.action.clone())
     }
@@ -295,7 +313,8 @@ pub async fn intercept(
         response_bytes: 0,
         arrived: Some(std::time::Instant::now()),
     };
-    let fault = shared.take_fault(service, &method, &path, &operation);
+    let query = parts.uri.query().unwrap_or_default();
+    let fault = shared.take_fault(service, &method, (&path, query), &operation);
     let dropped = matches!(fault, Some(FaultAction::Drop));
     let response = match &fault {
         Some(FaultAction::Status { code, retry_after }) => {
