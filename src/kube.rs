@@ -467,40 +467,78 @@ impl KubeClient {
 
     /// Lists one namespace's Applications (all namespaces for `""`) metadata-only, page by
     /// page, keeping those `keep` accepts.
-    ///
-    /// Pipelined: the continue token is read off a page first (a scan that builds nothing),
-    /// the next page is asked for, and this page is parsed while the server answers, so the
-    /// parse of each page overlaps the round trip of the next.
     pub async fn list_application_metadata(
         &self,
         namespace: &str,
         options: ListOptions<'_>,
-        mut keep: impl FnMut(&AppMeta) -> bool,
+        keep: impl FnMut(&AppMeta) -> bool,
     ) -> Result<(Vec<AppMeta>, ListStats), KubeError> {
+        self.list_application_metadata_from(namespace, options, None, keep)
+            .await
+    }
+
+    /// The first page of [`Self::list_application_metadata`], fetched ahead, so that it can
+    /// travel while something else (the ImageUpdater objects) is read.
+    pub async fn first_application_page(
+        &self,
+        namespace: &str,
+        options: ListOptions<'_>,
+    ) -> Result<Vec<u8>, KubeError> {
+        let url = self.application_page_url(namespace, options, None)?;
+        self.send(Method::GET, url, METADATA_ONLY, None, namespace)
+            .await
+    }
+
+    fn application_page_url(
+        &self,
+        namespace: &str,
+        options: ListOptions<'_>,
+        continue_token: Option<&str>,
+    ) -> Result<url::Url, KubeError> {
         let path = if namespace.is_empty() {
             format!("/apis/{GROUP_VERSION}/applications")
         } else {
             format!("/apis/{GROUP_VERSION}/namespaces/{namespace}/applications")
         };
-        let page_url = |continue_token: Option<&str>| -> Result<url::Url, KubeError> {
-            let mut url = self.url(&path)?;
-            {
-                let mut q = url.query_pairs_mut();
-                q.append_pair("limit", &options.page_size.to_string());
-                if let Some(selector) = options.label_selector {
-                    q.append_pair("labelSelector", selector);
-                }
-                if let Some(token) = continue_token {
-                    q.append_pair("continue", token);
-                }
+        let mut url = self.url(&path)?;
+        {
+            let mut q = url.query_pairs_mut();
+            q.append_pair("limit", &options.page_size.to_string());
+            if let Some(selector) = options.label_selector {
+                q.append_pair("labelSelector", selector);
             }
-            Ok(url)
+            if let Some(token) = continue_token {
+                q.append_pair("continue", token);
+            }
+        }
+        Ok(url)
+    }
+
+    /// [`Self::list_application_metadata`], starting from `first` when it was fetched ahead
+    /// ([`Self::first_application_page`]); its error, if any, is this listing's.
+    ///
+    /// Pipelined: the continue token is read off a page first (a scan that builds nothing),
+    /// the next page is asked for, and this page is parsed while the server answers, so the
+    /// parse of each page overlaps the round trip of the next.
+    pub async fn list_application_metadata_from(
+        &self,
+        namespace: &str,
+        options: ListOptions<'_>,
+        first: Option<Result<Vec<u8>, KubeError>>,
+        mut keep: impl FnMut(&AppMeta) -> bool,
+    ) -> Result<(Vec<AppMeta>, ListStats), KubeError> {
+        let page_url = |continue_token: Option<&str>| {
+            self.application_page_url(namespace, options, continue_token)
         };
         let mut kept = Vec::new();
         let mut stats = ListStats::default();
-        let mut page = self
-            .send(Method::GET, page_url(None)?, METADATA_ONLY, None, namespace)
-            .await?;
+        let mut page = match first {
+            Some(fetched) => fetched?,
+            None => {
+                self.send(Method::GET, page_url(None)?, METADATA_ONLY, None, namespace)
+                    .await?
+            }
+        };
         loop {
             let next_token = serde_json::from_slice::<ListHead>(&page)
                 .map_err(|e| KubeError::BadResponse(format!("metadata list: {e}")))?

@@ -44,19 +44,23 @@ pub async fn concerned(
     let mut matched = Vec::new();
     let mut unlisted = Vec::new();
     for namespace in &scopes {
-        let objects = if config.read_image_updaters {
-            match cache
-                .load(kube, namespace, &mut stats.image_updater_requests)
-                .await
-            {
-                Ok(objects) => objects,
+        // The objects decide which Applications concern us, so they are needed before the
+        // first page is parsed, not before it is asked for: both requests travel together.
+        let (objects, mut first_page) = if config.read_image_updaters {
+            let (objects, first) = futures_util::future::join(
+                cache.load(kube, namespace, &mut stats.image_updater_requests),
+                kube.first_application_page(namespace, options),
+            )
+            .await;
+            match objects {
+                Ok(objects) => (objects, Some(first)),
                 Err(e) => {
                     unlisted.push((namespace.clone(), decide::app::Listing::ImageUpdaters, e));
                     continue;
                 }
             }
         } else {
-            Objects::default()
+            (Objects::default(), None)
         };
         if let Mode::Reconcile = mode {
             objects.iter().for_each(|o| tally.involve(o));
@@ -70,8 +74,10 @@ pub async fn concerned(
             }
             concerned
         };
+        // A retry asks for the first page again; only the first attempt has it fetched ahead.
         let listed = retry_transient(deadline, || {
-            kube.list_application_metadata(namespace, options, &concerns)
+            let first = first_page.take();
+            kube.list_application_metadata_from(namespace, options, first, &concerns)
         })
         .await;
         match listed {
