@@ -495,12 +495,7 @@ impl KubeClient {
         options: ListOptions<'_>,
         continue_token: Option<&str>,
     ) -> Result<url::Url, KubeError> {
-        let path = if namespace.is_empty() {
-            format!("/apis/{GROUP_VERSION}/applications")
-        } else {
-            format!("/apis/{GROUP_VERSION}/namespaces/{namespace}/applications")
-        };
-        let mut url = self.url(&path)?;
+        let mut url = self.url(&APPLICATIONS.collection(namespace))?;
         {
             let mut q = url.query_pairs_mut();
             q.append_pair("limit", &options.page_size.to_string());
@@ -527,17 +522,11 @@ impl KubeClient {
         first: Option<Result<Vec<u8>, KubeError>>,
         mut keep: impl FnMut(&AppMeta) -> bool,
     ) -> Result<(Vec<AppMeta>, ListStats), KubeError> {
-        let page_url = |continue_token: Option<&str>| {
-            self.application_page_url(namespace, options, continue_token)
-        };
         let mut kept = Vec::new();
         let mut stats = ListStats::default();
         let mut page = match first {
             Some(fetched) => fetched?,
-            None => {
-                self.send(Method::GET, page_url(None)?, METADATA_ONLY, None, namespace)
-                    .await?
-            }
+            None => self.first_application_page(namespace, options).await?,
         };
         loop {
             let next_token = serde_json::from_slice::<ListHead>(&page)
@@ -548,7 +537,7 @@ impl KubeClient {
             let next = async {
                 match &next_token {
                     Some(token) => {
-                        let url = page_url(Some(token))?;
+                        let url = self.application_page_url(namespace, options, Some(token))?;
                         self.send(Method::GET, url, METADATA_ONLY, None, namespace)
                             .await
                             .map(Some)
