@@ -256,12 +256,9 @@ impl Handler {
                     // STS is asked when DescribeCluster or a token needs credentials: the
                     // EKS client caches them, a token lives 10 minutes.
                     Some(role) => {
-                        let assumed = aws_config::sts::AssumeRoleProvider::builder(role)
-                            .session_name("argocd-ecr-updater")
-                            .configure(&cluster.sdk)
-                            .build()
-                            .await;
-                        let credentials = SharedCredentialsProvider::new(assumed);
+                        let credentials = SharedCredentialsProvider::new(
+                            crate::assume_role::AssumedRole::new(&cluster.sdk, role),
+                        );
                         // Asked once here so that a refusal reads as one, not as a
                         // DescribeCluster that could not load credentials.
                         if let Err(e) = credentials.provide_credentials().await {

@@ -28,8 +28,11 @@
 //! - [`handler`]: the orchestration of the above for one invocation.
 //! - [`report`], [`metrics`], [`announce`]: what happened and why, as the return value, the
 //!   log lines, embedded metrics, the Kubernetes Event and the optional SNS notification.
-//! - [`eks_auth`]: the IAM-signed bearer token and DescribeCluster.
+//! - [`eks_auth`]: the IAM-signed bearer token and DescribeCluster; [`assume_role`]: a
+//!   cluster's role in another account.
 //! - [`aws_error`]: AWS SDK errors told by their whole cause chain.
+//! - [`sdk_env`], [`aws_http`]: the function's AWS SDK configuration from the variables
+//!   Lambda sets, and the HTTP client (reqwest) its AWS calls go through.
 //! - [`cli`]: the laptop commands `select`, `token`, `plan`, `migrate` and `redrive`, run by
 //!   the `argocd-ecr-updater-cli` binary (`cli/`).
 
@@ -44,7 +47,9 @@ pub const VERSION: &str = concat!(
 pub mod annotations;
 pub mod announce;
 pub mod appset;
+pub mod assume_role;
 pub mod aws_error;
+pub mod aws_http;
 pub mod cli;
 pub mod codecommit;
 pub mod config;
@@ -70,6 +75,7 @@ pub mod patch;
 pub mod policy;
 pub mod report;
 pub mod retry;
+pub mod sdk_env;
 pub mod signatures;
 pub mod writeback;
 pub mod yamledit;

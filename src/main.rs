@@ -11,7 +11,7 @@ use std::time::{Instant, SystemTime};
 use lambda_runtime::{Diagnostic, LambdaEvent, service_fn};
 use serde_json::Value;
 
-use argocd_ecr_updater::cli::{LogFormat, init_tracing, sdk_config};
+use argocd_ecr_updater::cli::{LogFormat, init_tracing};
 use argocd_ecr_updater::config::Config;
 use argocd_ecr_updater::eks_auth::SystemClock;
 use argocd_ecr_updater::handler::{Handler, HandlerError};
@@ -73,7 +73,15 @@ async fn lambda() -> ExitCode {
         conflict_retries = config.conflict_retries,
         "starting"
     );
-    let sdk = sdk_config(None).await;
+    // Built from the variables Lambda sets, not by aws-config's loader: see `sdk_env`.
+    let sdk =
+        match argocd_ecr_updater::sdk_env::sdk_config_from_env(|name| std::env::var(name).ok()) {
+            Ok(sdk) => sdk,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot start");
+                return ExitCode::FAILURE;
+            }
+        };
     let handler = match Handler::from_sdk(config, &sdk, Arc::new(SystemClock)) {
         Ok(h) => h,
         Err(e) => {

@@ -113,23 +113,39 @@ async fn a_403_fails_the_invocation_with_a_retryable_error_naming_the_fix() {
 #[tokio::test]
 async fn a_missing_variable_stops_the_cold_start_naming_it() {
     let standins = StandIns::start_seeded().await.unwrap();
-    let env: Vec<(String, String)> = standins
-        .lambda_env()
-        .into_iter()
-        .filter(|(k, _)| k != "CLUSTER_NAME")
-        .collect();
-    let mut function = spawn_lambda(BINARY, &env);
-    let status = function.child.wait().unwrap();
-    assert!(!status.success());
-    let mut stderr = String::new();
-    function
-        .child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
-    assert!(stderr.contains("CLUSTER_NAME"), "{stderr}");
+    // (variables left out, what the message must name)
+    let cases: &[(&[&str], &str)] = &[
+        (&["CLUSTER_NAME"], "CLUSTER_NAME"),
+        (&["AWS_REGION"], "AWS_REGION"),
+        (
+            &[
+                "AWS_ACCESS_KEY_ID",
+                "AWS_SECRET_ACCESS_KEY",
+                "AWS_SESSION_TOKEN",
+            ],
+            "AWS_ACCESS_KEY_ID",
+        ),
+        (&["AWS_SECRET_ACCESS_KEY"], "AWS_SECRET_ACCESS_KEY"),
+    ];
+    for (left_out, named) in cases {
+        let env: Vec<(String, String)> = standins
+            .lambda_env()
+            .into_iter()
+            .filter(|(k, _)| !left_out.contains(&k.as_str()))
+            .collect();
+        let mut function = spawn_lambda(BINARY, &env);
+        let status = function.child.wait().unwrap();
+        assert!(!status.success(), "started without {left_out:?}");
+        let mut stderr = String::new();
+        function
+            .child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        assert!(stderr.contains(named), "without {left_out:?}: {stderr}");
+    }
 }
 
 #[tokio::test]
