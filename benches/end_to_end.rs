@@ -600,33 +600,39 @@ async fn main() {
     println!("| figure | value | target |");
     println!("|---|---|---|");
     println!(
-        "| warm invocation latency, p50 | {:.1} ms | under 20 ms |",
+        "| warm invocation latency, p50 | {:.1} ms | under 15 ms |",
         ms(percentile(&warm, 0.50))
     );
     println!(
-        "| warm invocation latency, p99 | {:.1} ms | |",
+        "| warm invocation latency, p99 | {:.1} ms | under 30 ms |",
         ms(percentile(&warm, 0.99))
     );
     println!(
         "| of which the stand-ins' own handling (sum over requests, some concurrent), p50 | {:.1} ms | |",
         ms(percentile(&standin_time, 0.50))
     );
+    // The function's own share: what the invocation took beyond the stand-ins' handling of
+    // its requests (some of which overlap, so this is a lower bound).
+    println!(
+        "| of which the function's own side (p50 total minus p50 stand-in handling) | {:.1} ms | |",
+        ms(percentile(&warm, 0.50).saturating_sub(percentile(&standin_time, 0.50)))
+    );
     println!(
         "| HTTP requests per event | {lists} list pages, {gets} GETs, {patches} PATCHes, {events} Events, {objects} ImageUpdater list, {ecr} ECR, {eks} EKS ({updated} Applications updated) | {} list pages + {MATCHING} GET + {MATCHING} PATCH + {MATCHING} Events + 1 ImageUpdater list + at most 1 ECR |",
         APPLICATIONS.div_ceil(500)
     );
     println!(
-        "| peak RSS of the function process | {:.1} MB | under 64 MB |",
+        "| peak RSS of the function process | {:.1} MB | under 20 MiB |",
         rss_kb as f64 / 1024.0
     );
     println!(
-        "| cold start (process start to first response), median of {COLD_RUNS} | {:.1} ms (min {:.1}, max {:.1}) | under 100 ms |",
+        "| cold start (process start to first response), median of {COLD_RUNS} | {:.1} ms (min {:.1}, max {:.1}) | under 60 ms |",
         ms(percentile(&cold, 0.5)),
         ms(cold[0]),
         ms(cold[cold.len() - 1])
     );
     println!(
-        "| binary size as built for this bench (stripped; dev-dependency features unified in, so a little above `cargo build --release`) | {:.2} MiB | under 10 MB |",
+        "| binary size as built for this bench (stripped; dev-dependency features unified in, so above `cargo build --release -p argocd-ecr-updater`, which is the figure the target is for) | {:.2} MiB | under 8 MiB |",
         size as f64 / 1_048_576.0
     );
 }
