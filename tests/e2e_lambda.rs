@@ -30,6 +30,19 @@ async fn error(standins: &StandIns, event: serde_json::Value) -> serde_json::Val
     }
 }
 
+/// Everything the function process wrote to stderr (its log), once it has exited or been killed.
+fn stderr_of(function: &mut common::LambdaProcess) -> String {
+    let mut stderr = String::new();
+    function
+        .child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    stderr
+}
+
 #[tokio::test]
 async fn the_binary_updates_the_seed_application_and_returns_the_report() {
     let standins = StandIns::start_seeded().await.unwrap();
@@ -136,14 +149,7 @@ async fn a_missing_variable_stops_the_cold_start_naming_it() {
         let mut function = spawn_lambda(BINARY, &env);
         let status = function.child.wait().unwrap();
         assert!(!status.success(), "started without {left_out:?}");
-        let mut stderr = String::new();
-        function
-            .child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut stderr)
-            .unwrap();
+        let stderr = stderr_of(&mut function);
         assert!(stderr.contains(named), "without {left_out:?}: {stderr}");
     }
 }
@@ -158,14 +164,7 @@ async fn decisions_are_logged_as_one_json_line_each() {
         .await
         .unwrap();
     let _ = function.child.kill();
-    let mut stderr = String::new();
-    function
-        .child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
+    let stderr = stderr_of(&mut function);
     let decision = stderr
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
