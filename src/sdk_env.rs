@@ -51,6 +51,8 @@ pub fn sdk_config_from_env(
     var: impl Fn(&str) -> Option<String> + Send + Sync + Clone + 'static,
 ) -> Result<SdkConfig, SdkEnvError> {
     let set = |name: &str| var(name).filter(|v| !v.trim().is_empty());
+    // Decided once, strictly: the global endpoint and every service's obey the same answer.
+    let ignore_configured = flag(&set, "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")?.unwrap_or(false);
     let region = set("AWS_REGION")
         .or_else(|| set("AWS_DEFAULT_REGION"))
         .ok_or(SdkEnvError::NoRegion)?;
@@ -73,11 +75,14 @@ pub fn sdk_config_from_env(
                 .build(),
         )
         .time_source(aws_smithy_async::time::SystemTimeSource::new())
-        .service_config(EnvironmentEndpoints { var: var.clone() });
+        .service_config(EnvironmentEndpoints {
+            var: var.clone(),
+            ignore_configured,
+        });
     if let Some(sleep) = aws_smithy_async::rt::sleep::default_async_sleep() {
         builder = builder.sleep_impl(sleep);
     }
-    if !flag(&set, "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")?.unwrap_or(false) {
+    if !ignore_configured {
         builder.set_endpoint_url(set("AWS_ENDPOINT_URL"));
     }
     builder.set_use_fips(flag(&set, "AWS_USE_FIPS_ENDPOINT")?);
@@ -144,6 +149,8 @@ fn flag(
 #[derive(Clone)]
 struct EnvironmentEndpoints<F> {
     var: F,
+    /// `AWS_IGNORE_CONFIGURED_ENDPOINT_URLS`, as `sdk_config_from_env` read it.
+    ignore_configured: bool,
 }
 
 impl<F> std::fmt::Debug for EnvironmentEndpoints<F> {
@@ -154,14 +161,10 @@ impl<F> std::fmt::Debug for EnvironmentEndpoints<F> {
 
 impl<F: Fn(&str) -> Option<String> + Send + Sync> LoadServiceConfig for EnvironmentEndpoints<F> {
     fn load_config(&self, key: ServiceConfigKey<'_>) -> Option<String> {
-        let set = |name: &str| (self.var)(name).filter(|v| !v.trim().is_empty());
-        let endpoint = key.env() == "AWS_ENDPOINT_URL";
-        if endpoint
-            && set("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")
-                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
-        {
+        if self.ignore_configured && key.env() == "AWS_ENDPOINT_URL" {
             return None;
         }
+        let set = |name: &str| (self.var)(name).filter(|v| !v.trim().is_empty());
         let service = key.service_id().to_uppercase().replace(' ', "_");
         set(&format!("{}_{service}", key.env())).or_else(|| set(key.env()))
     }
