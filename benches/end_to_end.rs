@@ -36,6 +36,10 @@ struct Warm {
     /// event.
     counted: (usize, usize, usize, usize, usize, usize, usize, usize),
     rss_kb: u64,
+    /// Response bytes per event by kind, from the first event.
+    bytes_by_kind: std::collections::BTreeMap<&'static str, usize>,
+    /// The event of median latency, request by request: where a warm event's time goes.
+    median_timeline: Vec<String>,
 }
 
 /// One warm process, `WARM_RUNS` pushes of new tags from push number `first`.
@@ -51,12 +55,16 @@ async fn measure_warm(
     let mut by_kind: std::collections::BTreeMap<&'static str, Vec<u64>> =
         std::collections::BTreeMap::new();
     let mut counted = None;
+    let mut bytes_by_kind = std::collections::BTreeMap::new();
+    let mut timelines = Vec::new();
     for n in first + 1..first + 1 + WARM_RUNS {
         standins.shared.clear_log();
         let started = Instant::now();
         let outcome = standins.runtime.invoke(push(n), deadline).await.unwrap();
-        latencies.push(started.elapsed());
+        let latency = started.elapsed();
+        latencies.push(latency);
         let log = standins.shared.requests();
+        timelines.push((latency, timeline(started, latency, &log)));
         standin_time.push(Duration::from_micros(
             log.iter().map(|r| r.handling_us).sum(),
         ));
@@ -80,6 +88,9 @@ async fn measure_warm(
             panic!("{outcome:?}")
         };
         if counted.is_none() {
+            for r in &log {
+                *bytes_by_kind.entry(kind_of(r)).or_insert(0) += r.response_bytes;
+            }
             let updated = updated_in(&report);
             let count = |kind: &str| log.iter().filter(|r| kind_of(r) == kind).count();
             let ecr = log.iter().filter(|r| r.service == Service::Ecr).count();
@@ -99,13 +110,44 @@ async fn measure_warm(
     let rss_kb = stop(child);
     latencies.sort();
     standin_time.sort();
+    timelines.sort_by_key(|(latency, _)| *latency);
+    let median_timeline = timelines.swap_remove(timelines.len() / 2).1;
     Warm {
         latencies,
         standin_time,
         by_kind,
         counted: counted.unwrap(),
         rss_kb,
+        bytes_by_kind,
+        median_timeline,
     }
+}
+
+/// One invocation's requests as lines: when each arrived at its stand-in (from the
+/// invocation's start), what it was, how long the stand-in took, and how much it answered.
+fn timeline(
+    started: Instant,
+    total: Duration,
+    log: &[argocd_ecr_updater_standins::LoggedRequest],
+) -> Vec<String> {
+    let mut lines: Vec<String> = log
+        .iter()
+        .filter_map(|r| {
+            let at = r.arrived?.saturating_duration_since(started);
+            Some(format!(
+                "{:6.1} ms {:?} {} {} {} (stand-in {:.1} ms, {} B)",
+                ms(at),
+                r.service,
+                r.method,
+                r.path,
+                r.operation,
+                r.handling_us as f64 / 1e3,
+                r.response_bytes
+            ))
+        })
+        .collect();
+    lines.push(format!("{:6.1} ms response", ms(total)));
+    lines
 }
 
 const GIT_RUNS: usize = 50;
@@ -204,6 +246,8 @@ async fn measure_git(
         by_kind,
         counted: (0, 0, 0, 0, 0, 0, 0, 0),
         rss_kb,
+        bytes_by_kind: Default::default(),
+        median_timeline: Vec::new(),
     }
 }
 
@@ -481,20 +525,9 @@ async fn main() {
             ms(polled.saturating_duration_since(started))
         );
     }
-    for r in standins.shared.requests() {
-        if let Some(at) = r.arrived {
-            println!(
-                "cold timeline: {:6.1} ms {:?} {} {} {} (stand-in {:.1} ms)",
-                ms(at.saturating_duration_since(started)),
-                r.service,
-                r.method,
-                r.path,
-                r.operation,
-                r.handling_us as f64 / 1e3
-            );
-        }
+    for line in timeline(started, total, &standins.shared.requests()) {
+        println!("cold timeline: {line}");
     }
-    println!("cold timeline: {:6.1} ms response", ms(total));
     if std::env::var_os("BENCH_COLD_ONLY").is_some() {
         return;
     }
@@ -538,7 +571,17 @@ async fn main() {
         mut by_kind,
         counted,
         rss_kb,
+        bytes_by_kind,
+        median_timeline,
     } = warm;
+    for line in &median_timeline {
+        println!("warm timeline (the event of median latency): {line}");
+    }
+    let bytes: Vec<String> = bytes_by_kind
+        .iter()
+        .map(|(kind, bytes)| format!("{kind} {:.1} KB", *bytes as f64 / 1024.0))
+        .collect();
+    println!("bytes answered per event: {}", bytes.join(", "));
     let (updated, lists, gets, patches, ecr, eks, objects, events) = counted;
     println!(
         "with {IMAGE_UPDATERS} ImageUpdater objects: warm p50 {:.1} ms, p99 {:.1} ms; per event {} ImageUpdater requests (metadata-only revalidation), {} list pages, {} GETs, {} PATCHes",

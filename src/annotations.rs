@@ -13,6 +13,8 @@ use serde::Serialize;
 use crate::policy::{AllowTags, IgnoreTags, PolicyError, Strategy, TagPolicy, UnknownStrategy};
 
 pub const PREFIX: &str = "argocd-image-updater.argoproj.io/";
+/// `{PREFIX}image-list`, spelled out so the listing's per-Application check builds no key.
+pub const IMAGE_LIST: &str = "argocd-image-updater.argoproj.io/image-list";
 /// Our own annotations, for settings Image Updater has no annotation for.
 pub const OWN_PREFIX: &str = "argocd-ecr-updater.io/";
 
@@ -56,6 +58,22 @@ impl ImageRef {
 
     pub fn is(&self, registry: &str, repository: &str) -> bool {
         self.registry.as_deref() == Some(registry) && self.repository == repository
+    }
+
+    /// `ImageRef::parse(text).is(registry, repository)` without building the `ImageRef`: the
+    /// listing asks it of every Application's every image.
+    pub fn names(text: &str, registry: &str, repository: &str) -> bool {
+        match text.split_once('/') {
+            Some((host, rest))
+                if host.contains('.') || host.contains(':') || host == "localhost" =>
+            {
+                // `parse` lowercases the host; a registry with capitals never equals that.
+                !registry.bytes().any(|b| b.is_ascii_uppercase())
+                    && host.eq_ignore_ascii_case(registry)
+                    && rest == repository
+            }
+            _ => false,
+        }
     }
 }
 
@@ -202,14 +220,12 @@ pub fn image_list_names(
     registry: &str,
     repository: &str,
 ) -> bool {
-    annotations
-        .get(&format!("{PREFIX}image-list"))
-        .is_some_and(|list| {
-            split_image_list(list).any(|entry| {
-                let (_, image, _) = split_entry(entry);
-                ImageRef::parse(image).is(registry, repository)
-            })
+    annotations.get(IMAGE_LIST).is_some_and(|list| {
+        split_image_list(list).any(|entry| {
+            let (_, image, _) = split_entry(entry);
+            ImageRef::names(image, registry, repository)
         })
+    })
 }
 
 fn split_image_list(list: &str) -> impl Iterator<Item = &str> {
@@ -320,7 +336,7 @@ impl Reader<'_> {
         image: &str,
         constraint: Option<&str>,
     ) -> Result<ImageConfig, AnnotationError> {
-        let list_key = format!("{PREFIX}image-list");
+        let list_key = IMAGE_LIST.to_string();
         if image.is_empty() || alias == Some("") {
             return Err(AnnotationError {
                 annotation: list_key,
@@ -697,6 +713,40 @@ mod tests {
             "768157413559.dkr.ecr.us-east-1.amazonaws.com",
             "barun-dev-ecr"
         ));
+    }
+
+    #[test]
+    fn naming_an_image_without_parsing_it_agrees_with_parsing_it() {
+        let registry = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com";
+        let texts = [
+            "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/svc",
+            "768157413559.DKR.ecr.ap-northeast-2.amazonaws.com/svc",
+            "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/team/svc",
+            "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/Svc",
+            "768157413559.dkr.ecr.us-east-1.amazonaws.com/svc",
+            "svc",
+            "library/svc",
+            "localhost/svc",
+            "localhost:5000/svc",
+            "",
+            "/svc",
+        ];
+        for text in texts {
+            for (registry, repository) in [
+                (registry, "svc"),
+                (registry, "team/svc"),
+                ("768157413559.DKR.ecr.ap-northeast-2.amazonaws.com", "svc"),
+                ("localhost", "svc"),
+                ("localhost:5000", "svc"),
+            ] {
+                assert_eq!(
+                    ImageRef::names(text, registry, repository),
+                    ImageRef::parse(text).is(registry, repository),
+                    "{text} against {registry}/{repository}"
+                );
+            }
+        }
+        assert_eq!(IMAGE_LIST, format!("{PREFIX}image-list"));
     }
 
     #[test]

@@ -393,22 +393,37 @@ pub mod app {
     }
 }
 
-/// Does an Application, configured by `source`, concern this invocation? A push concerns
-/// the Applications whose configuration names the pushed repository; reconcile every
-/// configured one (a conflict included, so the report can say why it is left alone).
-pub fn concerns(
-    mode: Mode<'_>,
-    source: &Source<'_>,
-    annotations: &std::collections::BTreeMap<String, String>,
-) -> bool {
-    match mode {
-        Mode::Push(push) => source.names(annotations, &push.registry(), &push.repository),
-        Mode::Reconcile => match source {
-            Source::Annotations => {
-                annotations.contains_key(&format!("{}image-list", crate::annotations::PREFIX))
-            }
-            Source::Object { .. } | Source::Conflict(_) => true,
-        },
+/// What an Application's configuration must name to concern this invocation, worked out
+/// once: the listing asks it of every Application in every page.
+pub struct Concern {
+    /// The pushed image's registry host and repository; `None` to reconcile.
+    pushed: Option<(String, String)>,
+}
+
+impl Concern {
+    pub fn of(mode: Mode<'_>) -> Self {
+        Self {
+            pushed: match mode {
+                Mode::Push(push) => Some((push.registry(), push.repository.clone())),
+                Mode::Reconcile => None,
+            },
+        }
+    }
+
+    /// Does an Application, configured by `source`, concern this invocation? A push
+    /// concerns the Applications whose configuration names the pushed repository; reconcile
+    /// every configured one (a conflict included, so the report can say why it is left
+    /// alone).
+    pub fn concerns(
+        &self,
+        source: &Source<'_>,
+        annotations: &std::collections::BTreeMap<String, String>,
+    ) -> bool {
+        match (&self.pushed, source) {
+            (Some((registry, repository)), _) => source.names(annotations, registry, repository),
+            (None, Source::Annotations) => annotations.contains_key(crate::annotations::IMAGE_LIST),
+            (None, Source::Object { .. } | Source::Conflict(_)) => true,
+        }
     }
 }
 

@@ -99,78 +99,189 @@ pub struct OwnerReference {
     pub name: String,
 }
 
-/// How to list: which Applications, how many per page, which annotations to keep.
+/// How to list: which Applications, and how many per page.
 #[derive(Debug, Clone, Copy)]
 pub struct ListOptions<'a> {
     pub label_selector: Option<&'a str>,
     pub page_size: u32,
-    /// Annotations whose key starts with this are kept; the rest are skipped unparsed.
-    pub annotation_prefix: &'a str,
 }
 
 #[derive(Deserialize)]
-struct MetadataList<'a> {
-    #[serde(default, borrow)]
-    items: Vec<MetadataItem<'a>>,
-}
-
-/// A list's `metadata` alone; its items are scanned past, not built.
-#[derive(Deserialize)]
-struct ListHead {
+struct MetadataList {
     #[serde(default)]
-    metadata: ListMeta,
-    #[serde(default, rename = "items")]
-    _items: serde::de::IgnoredAny,
+    items: Vec<MetadataItem>,
+}
+
+#[derive(Deserialize)]
+struct MetadataItem {
+    metadata: ListedMeta,
+}
+
+/// An item's metadata as listed. Only the annotations under [`crate::annotations::PREFIX`]
+/// are built; the others (a `last-applied-configuration` can be most of the page) are
+/// scanned past, never copied.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ListedMeta {
+    name: String,
+    #[serde(default)]
+    namespace: String,
+    #[serde(default)]
+    resource_version: String,
+    #[serde(default, deserialize_with = "image_updater_annotations")]
+    annotations: BTreeMap<String, String>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    labels: BTreeMap<String, String>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    owner_references: Vec<OwnerReference>,
+}
+
+impl From<ListedMeta> for AppMeta {
+    fn from(listed: ListedMeta) -> Self {
+        Self {
+            name: listed.name,
+            namespace: listed.namespace,
+            resource_version: listed.resource_version,
+            annotations: listed.annotations,
+            labels: listed.labels,
+            owner_references: listed.owner_references,
+        }
+    }
+}
+
+/// `null` as the type's default: the API server writes absent maps as absent, but a proxy
+/// or an older server may write `null`.
+fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+/// The annotations under our prefix, each value a string; the rest skipped unbuilt.
+fn image_updater_annotations<'de, D>(deserializer: D) -> Result<BTreeMap<String, String>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    struct Ours;
+    impl<'de> serde::de::Visitor<'de> for Ours {
+        type Value = BTreeMap<String, String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a map of annotations")
+        }
+        fn visit_none<E>(self) -> Result<Self::Value, E> {
+            Ok(BTreeMap::new())
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(BTreeMap::new())
+        }
+        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_map(self)
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut kept = BTreeMap::new();
+            while let Some(Key(key)) = map.next_key()? {
+                if key.starts_with(crate::annotations::PREFIX) {
+                    kept.insert(key.into_owned(), map.next_value::<String>()?);
+                } else {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+            Ok(kept)
+        }
+    }
+    deserializer.deserialize_option(Ours)
+}
+
+/// A map key borrowed from the page when it has no escapes, so that a key not kept costs no
+/// allocation.
+struct Key<'de>(std::borrow::Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> serde::de::Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string key")
+            }
+            fn visit_borrowed_str<E>(self, key: &'de str) -> Result<Self::Value, E> {
+                Ok(Key(std::borrow::Cow::Borrowed(key)))
+            }
+            fn visit_str<E>(self, key: &str) -> Result<Self::Value, E> {
+                Ok(Key(std::borrow::Cow::Owned(key.to_string())))
+            }
+        }
+        deserializer.deserialize_str(KeyVisitor)
+    }
+}
+
+/// A page's `continue` token. The API server writes a list's `metadata` before its `items`
+/// (Go's encoder keeps the struct's field order), so the token is read from the first few
+/// hundred bytes and the next page can be asked for before the items are scanned at all.
+/// A page with its items first is still read right, by scanning them.
+fn continue_token(page: &[u8]) -> Result<Option<String>, serde_json::Error> {
+    enum Head {
+        Token(Option<String>),
+        ItemsFirst,
+    }
+    struct HeadVisitor<'h>(&'h mut Option<Head>);
+    impl<'de> serde::de::Visitor<'de> for HeadVisitor<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a list object")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while let Some(Key(key)) = map.next_key()? {
+                match key.as_ref() {
+                    "metadata" => {
+                        let meta: ListMeta = map.next_value()?;
+                        *self.0 = Some(Head::Token(meta.continue_token));
+                        return Ok(());
+                    }
+                    "items" => {
+                        *self.0 = Some(Head::ItemsFirst);
+                        return Ok(());
+                    }
+                    _ => {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    }
+                }
+            }
+            *self.0 = Some(Head::Token(None));
+            Ok(())
+        }
+    }
+    let mut head = None;
+    let mut deserializer = serde_json::Deserializer::from_slice(page);
+    // Stopping inside the object makes the deserializer report the rest as unread; what was
+    // read before that is all that is wanted, and the items' own parse checks the rest.
+    let stopped = serde::Deserializer::deserialize_map(&mut deserializer, HeadVisitor(&mut head));
+    match (head, stopped) {
+        (Some(Head::Token(token)), _) => Ok(token),
+        (Some(Head::ItemsFirst), _) => {
+            #[derive(Deserialize)]
+            struct Whole {
+                #[serde(default)]
+                metadata: ListMeta,
+            }
+            Ok(serde_json::from_slice::<Whole>(page)?
+                .metadata
+                .continue_token)
+        }
+        (None, Err(e)) => Err(e),
+        (None, Ok(())) => Ok(None),
+    }
 }
 
 #[derive(Deserialize, Default)]
 struct ListMeta {
     #[serde(default, rename = "continue")]
     continue_token: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct MetadataItem<'a> {
-    #[serde(borrow)]
-    metadata: RawMeta<'a>,
-}
-
-/// An item's metadata with its annotation values left as borrowed raw JSON: the ones not
-/// kept are never copied out of the page.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct RawMeta<'a> {
-    name: String,
-    #[serde(default)]
-    namespace: String,
-    #[serde(default)]
-    resource_version: String,
-    #[serde(default, borrow)]
-    annotations: Option<BTreeMap<std::borrow::Cow<'a, str>, &'a serde_json::value::RawValue>>,
-    #[serde(default)]
-    labels: Option<BTreeMap<String, String>>,
-    #[serde(default)]
-    owner_references: Vec<OwnerReference>,
-}
-
-impl RawMeta<'_> {
-    fn keep(self, prefix: &str) -> Result<AppMeta, serde_json::Error> {
-        let annotations = self
-            .annotations
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|(key, _)| key.starts_with(prefix))
-            .map(|(key, raw)| Ok((key.into_owned(), serde_json::from_str(raw.get())?)))
-            .collect::<Result<_, serde_json::Error>>()?;
-        Ok(AppMeta {
-            name: self.name,
-            namespace: self.namespace,
-            resource_version: self.resource_version,
-            annotations,
-            labels: self.labels.unwrap_or_default(),
-            owner_references: self.owner_references,
-        })
-    }
 }
 
 /// An Application as read for a decision: everything but `status`, and of `status` only the
@@ -512,7 +623,7 @@ impl KubeClient {
     /// [`Self::list_application_metadata`], starting from `first` when it was fetched ahead
     /// ([`Self::first_application_page`]); its error, if any, is this listing's.
     ///
-    /// Pipelined: the continue token is read off a page first (a scan that builds nothing),
+    /// Pipelined: the continue token is read off the head of a page ([`continue_token`]),
     /// the next page is asked for, and this page is parsed while the server answers, so the
     /// parse of each page overlaps the round trip of the next.
     pub async fn list_application_metadata_from(
@@ -529,10 +640,8 @@ impl KubeClient {
             None => self.first_application_page(namespace, options).await?,
         };
         loop {
-            let next_token = serde_json::from_slice::<ListHead>(&page)
+            let next_token = continue_token(&page)
                 .map_err(|e| KubeError::BadResponse(format!("metadata list: {e}")))?
-                .metadata
-                .continue_token
                 .filter(|c| !c.is_empty());
             let next = async {
                 match &next_token {
@@ -552,9 +661,7 @@ impl KubeClient {
                 stats.pages += 1;
                 stats.seen += list.items.len();
                 for item in list.items {
-                    let meta = item.metadata.keep(options.annotation_prefix).map_err(|e| {
-                        KubeError::BadResponse(format!("metadata list annotations: {e}"))
-                    })?;
+                    let meta = AppMeta::from(item.metadata);
                     if keep(&meta) {
                         kept.push(meta);
                     }
@@ -1052,32 +1159,82 @@ mod tests {
     }
 
     #[test]
-    fn metadata_items_keep_only_the_annotations_asked_for() {
+    fn metadata_items_keep_only_the_image_updater_annotations() {
         let json = r#"{"kind":"PartialObjectMetadataList","metadata":{"continue":"abc"},"items":[
             {"metadata":{"name":"a","namespace":"argocd","resourceVersion":"7",
-              "annotations":{"argocd-image-updater.argoproj.io/image-list":"x/y","kubectl.kubernetes.io/last-applied-configuration":"{\"huge\":1}"},
+              "annotations":{"argocd-image-updater.argoproj.io/image-list":"x/y","kubectl.kubernetes.io/last-applied-configuration":"{\"huge\":1}",
+                "argocd-image-updater.argoproj.io\/app.update-strategy":"digest"},
               "ownerReferences":[{"apiVersion":"argoproj.io/v1alpha1","kind":"ApplicationSet","name":"set","uid":"u"}]}},
-            {"metadata":{"name":"b","annotations":null}}]}"#;
-        let head: ListHead = serde_json::from_str(json).unwrap();
-        assert_eq!(head.metadata.continue_token.as_deref(), Some("abc"));
+            {"metadata":{"name":"b","annotations":null,"labels":null,"ownerReferences":null}}]}"#;
         let list: MetadataList = serde_json::from_str(json).unwrap();
-        let kept: Vec<AppMeta> = list
-            .items
-            .into_iter()
-            .map(|i| {
-                i.metadata
-                    .keep("argocd-image-updater.argoproj.io/")
-                    .unwrap()
-            })
-            .collect();
+        let kept: Vec<AppMeta> = list.items.into_iter().map(|i| i.metadata.into()).collect();
         assert_eq!(
             kept[0].annotations,
-            BTreeMap::from([(
-                "argocd-image-updater.argoproj.io/image-list".to_string(),
-                "x/y".to_string()
-            )])
+            BTreeMap::from([
+                (
+                    "argocd-image-updater.argoproj.io/app.update-strategy".to_string(),
+                    "digest".to_string()
+                ),
+                (
+                    "argocd-image-updater.argoproj.io/image-list".to_string(),
+                    "x/y".to_string()
+                )
+            ])
         );
         assert_eq!(kept[0].owner_references[0].kind, "ApplicationSet");
         assert!(kept[1].annotations.is_empty());
+        assert!(kept[1].labels.is_empty());
+        assert!(kept[1].owner_references.is_empty());
+    }
+
+    #[test]
+    fn a_kept_annotation_that_is_not_a_string_is_a_bad_listing() {
+        let json = r#"{"items":[{"metadata":{"name":"a",
+            "annotations":{"argocd-image-updater.argoproj.io/image-list":7}}}]}"#;
+        assert!(serde_json::from_str::<MetadataList>(json).is_err());
+        let other = r#"{"items":[{"metadata":{"name":"a","annotations":{"other":7}}}]}"#;
+        assert!(serde_json::from_str::<MetadataList>(other).is_ok());
+    }
+
+    #[test]
+    fn the_continue_token_is_read_wherever_the_list_puts_its_metadata() {
+        let cases: &[(&str, &[u8], Option<&str>)] = &[
+            (
+                "metadata before items, as the API server writes it",
+                br#"{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"5","continue":"abc"},"items":[{"metadata":{"name":"a"}}]}"#,
+                Some("abc"),
+            ),
+            (
+                "items before metadata",
+                br#"{"items":[{"metadata":{"name":"a","annotations":{"k":"}"}}}],"metadata":{"continue":"def"}}"#,
+                Some("def"),
+            ),
+            ("no metadata at all", br#"{"kind":"List","items":[]}"#, None),
+            ("an empty object", b"{}", None),
+            (
+                "an escaped key",
+                br#"{"meta\u0064ata":{"continue":"ghi"},"items":[]}"#,
+                Some("ghi"),
+            ),
+            (
+                "the last page, no token",
+                br#"{"metadata":{"resourceVersion":"5"},"items":[]}"#,
+                None,
+            ),
+        ];
+        for (case, page, token) in cases {
+            assert_eq!(continue_token(page).unwrap().as_deref(), *token, "{case}");
+        }
+    }
+
+    #[test]
+    fn a_page_that_is_not_a_list_object_has_no_token_to_read() {
+        for page in [&b"[]"[..], b"", b"{\"metadata\":", b"{\"items\":[1,"] {
+            assert!(
+                continue_token(page).is_err(),
+                "{}",
+                String::from_utf8_lossy(page)
+            );
+        }
     }
 }

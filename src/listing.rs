@@ -5,7 +5,6 @@
 
 use std::time::Instant;
 
-use crate::annotations;
 use crate::config::Config;
 use crate::decide::{self, Mode};
 use crate::imageupdater::{self, Source};
@@ -37,9 +36,9 @@ pub async fn concerned(
     let options = ListOptions {
         label_selector: config.label_selector.as_deref(),
         page_size: config.page_size,
-        annotation_prefix: annotations::PREFIX,
     };
     let tally = Tally::default();
+    let concern = decide::Concern::of(mode);
     let scopes = KubeClient::list_scopes(&config.namespaces);
     let mut matched = Vec::new();
     let mut unlisted = Vec::new();
@@ -68,7 +67,7 @@ pub async fn concerned(
         let concerns = |meta: &AppMeta| {
             let source = imageupdater::resolve(&objects, &meta.namespace, &meta.name, &meta.labels);
             tally.count(&source, meta);
-            let concerned = decide::concerns(mode, &source, &meta.annotations);
+            let concerned = concern.concerns(&source, &meta.annotations);
             if let (true, Source::Object { object, .. }) = (concerned, &source) {
                 tally.involve(object);
             }

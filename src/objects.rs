@@ -168,7 +168,7 @@ impl Tally {
         let images = match object.spec.application_refs.get(*reference) {
             Some(r) if r.use_annotations == Some(true) => meta
                 .annotations
-                .get(&format!("{}image-list", crate::annotations::PREFIX))
+                .get(crate::annotations::IMAGE_LIST)
                 .map_or(0, |l| l.split(',').filter(|e| !e.trim().is_empty()).count()),
             Some(r) => r.images.len(),
             None => 0,

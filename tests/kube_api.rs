@@ -36,7 +36,6 @@ fn list_options(label_selector: Option<&str>, page_size: u32) -> ListOptions<'_>
     ListOptions {
         label_selector,
         page_size,
-        annotation_prefix: "argocd-image-updater.argoproj.io/",
     }
 }
 
