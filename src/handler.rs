@@ -414,21 +414,45 @@ impl Handler {
             deadline,
             kube,
         };
-        let Listed {
-            matched,
-            mut unlisted,
-            tally,
-            scopes,
-        } = listing::concerned(
+        // The listing sends each Application that concerns the invocation as soon as its
+        // page is parsed; they are read, decided and written while later pages are listed.
+        // Each is independent; `buffered` keeps the report in listing order.
+        let (found, arrivals) = tokio::sync::mpsc::unbounded_channel::<listing::Found>();
+        let (mode, event_id, dry_run) = (report.mode, report.event_id.as_str(), report.dry_run);
+        let listed = listing::concerned(
             kube,
             &cluster.config,
             &cluster.objects,
             work.mode,
             work.deadline,
             &mut report.stats,
-        )
-        .await;
+            found,
+        );
+        let processed = futures_util::stream::unfold(arrivals, |mut arrivals| async move {
+            arrivals.recv().await.map(|found| (found, arrivals))
+        })
+        .map(|(meta, objects)| async move {
+            let mut outcome = Report::new(mode, event_id, dry_run);
+            self.process(kube, &meta, &objects, work, &mut outcome)
+                .await;
+            outcome
+        })
+        .buffered(CONCURRENCY)
+        .collect::<Vec<Report>>();
+        let (
+            Listed {
+                matched,
+                mut unlisted,
+                tally,
+                scopes,
+            },
+            outcomes,
+        ) = futures_util::future::join(listed, processed).await;
+        // Nothing listed anywhere and nothing written: the invocation's own failure. Once
+        // something was written, the failure is an entry beside what was, and still fails
+        // the invocation retryably (a retry finds the written Applications unchanged).
         if unlisted.len() == scopes
+            && matched == 0
             && let Some((_, _, error)) = unlisted.pop()
         {
             return Err(HandlerError::List(error));
@@ -438,18 +462,7 @@ impl Handler {
                 decide::app::unlisted(&namespace, listing, &e.to_string(), e.is_retryable());
             report.entries.push(entry);
         }
-        report.stats.applications_matched += matched.len();
-        // Each Application is independent; `buffered` keeps the report in listing order.
-        let (mode, event_id, dry_run) = (report.mode, report.event_id.as_str(), report.dry_run);
-        let outcomes: Vec<Report> =
-            futures_util::stream::iter(matched.iter().map(|(meta, objects)| async move {
-                let mut outcome = Report::new(mode, event_id, dry_run);
-                self.process(kube, meta, objects, work, &mut outcome).await;
-                outcome
-            }))
-            .buffered(CONCURRENCY)
-            .collect()
-            .await;
+        report.stats.applications_matched += matched;
         for outcome in outcomes {
             report.entries.extend(outcome.entries);
             report.stats.add(&outcome.stats);

@@ -582,10 +582,17 @@ impl KubeClient {
         &self,
         namespace: &str,
         options: ListOptions<'_>,
-        keep: impl FnMut(&AppMeta) -> bool,
+        mut keep: impl FnMut(&AppMeta) -> bool,
     ) -> Result<(Vec<AppMeta>, ListStats), KubeError> {
-        self.list_application_metadata_from(namespace, options, None, keep)
-            .await
+        let mut kept = Vec::new();
+        let stats = self
+            .list_application_metadata_from(namespace, options, None, |meta| {
+                if keep(&meta) {
+                    kept.push(meta);
+                }
+            })
+            .await?;
+        Ok((kept, stats))
     }
 
     /// The first page of [`Self::list_application_metadata`], fetched ahead, so that it can
@@ -620,8 +627,9 @@ impl KubeClient {
         Ok(url)
     }
 
-    /// [`Self::list_application_metadata`], starting from `first` when it was fetched ahead
-    /// ([`Self::first_application_page`]); its error, if any, is this listing's.
+    /// Hands every listed Application to `each` as its page is parsed, starting from `first`
+    /// when it was fetched ahead ([`Self::first_application_page`]; its error, if any, is
+    /// this listing's).
     ///
     /// Pipelined: the continue token is read off the head of a page ([`continue_token`]),
     /// the next page is asked for, and this page is parsed while the server answers, so the
@@ -631,9 +639,8 @@ impl KubeClient {
         namespace: &str,
         options: ListOptions<'_>,
         first: Option<Result<Vec<u8>, KubeError>>,
-        mut keep: impl FnMut(&AppMeta) -> bool,
-    ) -> Result<(Vec<AppMeta>, ListStats), KubeError> {
-        let mut kept = Vec::new();
+        mut each: impl FnMut(AppMeta),
+    ) -> Result<ListStats, KubeError> {
         let mut stats = ListStats::default();
         let mut page = match first {
             Some(fetched) => fetched?,
@@ -660,12 +667,9 @@ impl KubeClient {
                     .map_err(|e| KubeError::BadResponse(format!("metadata list: {e}")))?;
                 stats.pages += 1;
                 stats.seen += list.items.len();
-                for item in list.items {
-                    let meta = AppMeta::from(item.metadata);
-                    if keep(&meta) {
-                        kept.push(meta);
-                    }
-                }
+                list.items
+                    .into_iter()
+                    .for_each(|item| each(item.metadata.into()));
                 Ok::<(), KubeError>(())
             })
             .await;
@@ -675,7 +679,7 @@ impl KubeClient {
                 None => break,
             }
         }
-        Ok((kept, stats))
+        Ok(stats)
     }
 
     /// The ApplicationSet that owns an Application, to read its `ignoreApplicationDifferences`.

@@ -2,8 +2,15 @@
 //! objects, then its Applications metadata-only, each resolved to the configuration that
 //! applies to it. A namespace that cannot be listed is set aside for the report, never fatal
 //! to the others.
+//!
+//! An Application that concerns the invocation is sent on as soon as its page is parsed, so
+//! that reading, deciding and writing it overlap the listing of the pages after it.
 
+use std::cell::RefCell;
+use std::collections::HashSet;
 use std::time::Instant;
+
+use tokio::sync::mpsc::UnboundedSender;
 
 use crate::config::Config;
 use crate::decide::{self, Mode};
@@ -13,10 +20,13 @@ use crate::objects::{ObjectCache, Objects, Tally};
 use crate::report::Stats;
 use crate::retry::retry_transient;
 
-/// What was listed.
+/// An Application to read, with the ImageUpdater objects of its namespace.
+pub type Found = (AppMeta, Objects);
+
+/// What was listed, besides the Applications sent on.
 pub struct Listed {
-    /// The Applications to read, with the ImageUpdater objects of their namespace.
-    pub matched: Vec<(AppMeta, Objects)>,
+    /// How many Applications were sent on.
+    pub matched: usize,
     /// Namespaces (`""` for all) that could not be listed, with what and why.
     pub unlisted: Vec<(String, decide::app::Listing, KubeError)>,
     /// What each ImageUpdater object matched, for its status.
@@ -32,6 +42,7 @@ pub async fn concerned(
     mode: Mode<'_>,
     deadline: Option<Instant>,
     stats: &mut Stats,
+    found: UnboundedSender<Found>,
 ) -> Listed {
     let options = ListOptions {
         label_selector: config.label_selector.as_deref(),
@@ -40,7 +51,7 @@ pub async fn concerned(
     let tally = Tally::default();
     let concern = decide::Concern::of(mode);
     let scopes = KubeClient::list_scopes(&config.namespaces);
-    let mut matched = Vec::new();
+    let mut matched = 0;
     let mut unlisted = Vec::new();
     for namespace in &scopes {
         // The objects decide which Applications concern us, so they are needed before the
@@ -64,26 +75,45 @@ pub async fn concerned(
         if let Mode::Reconcile = mode {
             objects.iter().for_each(|o| tally.involve(o));
         }
-        let concerns = |meta: &AppMeta| {
+        // A retried listing starts again from the first page; what was counted or sent
+        // before is not again. Only those are remembered, a handful per event.
+        let handled = RefCell::new(HashSet::new());
+        let sent = std::cell::Cell::new(0);
+        let each = |meta: AppMeta| {
             let source = imageupdater::resolve(&objects, &meta.namespace, &meta.name, &meta.labels);
-            tally.count(&source, meta);
             let concerned = concern.concerns(&source, &meta.annotations);
-            if let (true, Source::Object { object, .. }) = (concerned, &source) {
+            let counted = matches!(source, Source::Object { .. });
+            if !(concerned || counted)
+                || !handled
+                    .borrow_mut()
+                    .insert((meta.namespace.clone(), meta.name.clone()))
+            {
+                return;
+            }
+            tally.count(&source, &meta);
+            if !concerned {
+                return;
+            }
+            if let Source::Object { object, .. } = &source {
                 tally.involve(object);
             }
-            concerned
+            // The receiver is dropped only once the listing is over; a failed send cannot
+            // happen while this runs.
+            if found.send((meta, objects.clone())).is_ok() {
+                sent.set(sent.get() + 1);
+            }
         };
         // A retry asks for the first page again; only the first attempt has it fetched ahead.
         let listed = retry_transient(deadline, || {
             let first = first_page.take();
-            kube.list_application_metadata_from(namespace, options, first, &concerns)
+            kube.list_application_metadata_from(namespace, options, first, &each)
         })
         .await;
+        matched += sent.get();
         match listed {
-            Ok((kept, listed)) => {
+            Ok(listed) => {
                 stats.list_pages += listed.pages;
                 stats.applications_listed += listed.seen;
-                matched.extend(kept.into_iter().map(|meta| (meta, objects.clone())));
             }
             Err(e) => unlisted.push((namespace.clone(), decide::app::Listing::Applications, e)),
         }

@@ -670,3 +670,127 @@ async fn platforms_must_all_be_in_the_pushed_index() {
     );
     assert_eq!(kube_requests(&standins, "PATCH"), 0);
 }
+
+/// The seed Application first in its namespace, then `others` tracking other images.
+async fn seed_then_others(others: usize) -> StandIns {
+    let standins = StandIns::start_seeded().await.unwrap();
+    for i in 0..others {
+        standins
+            .kube
+            .insert(
+                Application::tracking(&format!("zz-{i:03}"), "r.example.com/other", "1").build(),
+            )
+            .unwrap();
+    }
+    standins
+}
+
+#[tokio::test]
+async fn an_application_found_on_an_early_page_is_written_while_later_pages_are_listed() {
+    let standins = seed_then_others(9).await;
+    let later_pages = Route::kube("GET", "/applications").with_query("continue=");
+    standins.shared.inject(
+        later_pages,
+        10,
+        FaultAction::Delay(Duration::from_millis(200)),
+    );
+    let report = ok(
+        &standins,
+        &[("LIST_PAGE_SIZE", "2")],
+        &event("push-date-tag.json"),
+    )
+    .await;
+    assert_eq!(only(&report).action, Action::Updated);
+    assert_eq!(report.stats.list_pages, 5);
+    let log = standins.shared.requests();
+    let patched = log
+        .iter()
+        .find(|r| r.method == "PATCH")
+        .and_then(|r| r.arrived)
+        .unwrap();
+    let last_page = log
+        .iter()
+        .filter(|r| r.method == "GET" && r.path.ends_with("/applications"))
+        .filter_map(|r| r.arrived)
+        .max()
+        .unwrap();
+    assert!(
+        patched < last_page,
+        "the seed Application (page 1) was written only after the last page was asked for"
+    );
+}
+
+#[tokio::test]
+async fn a_later_page_that_cannot_be_listed_fails_the_invocation_after_what_was_found_is_written() {
+    let standins = seed_then_others(9).await;
+    let later_pages = Route::kube("GET", "/applications").with_query("continue=");
+    standins.shared.inject(
+        later_pages,
+        100,
+        FaultAction::Status {
+            code: 503,
+            retry_after: None,
+        },
+    );
+    let vars = [("LIST_PAGE_SIZE", "2")];
+    let error = handler(&standins, &vars)
+        .handle(&event("push-date-tag.json"), None)
+        .await
+        .unwrap_err();
+    let HandlerError::Targets { report, .. } = &error else {
+        panic!("expected a retryable failure with the report, got {error:?}");
+    };
+    assert_eq!(error.error_type(), "Retryable.TargetsFailed", "{error}");
+    let updated: Vec<_> = report
+        .entries
+        .iter()
+        .filter(|e| e.action == Action::Updated)
+        .collect();
+    assert_eq!(updated.len(), 1, "{:#?}", report.entries);
+    assert!(
+        report
+            .entries
+            .iter()
+            .any(|e| e.action == Action::Failed && e.retryable && e.reason.contains("cannot list")),
+        "{:#?}",
+        report.entries
+    );
+    assert_eq!(seed_tag(&standins).as_deref(), Some("20250825-153012"));
+    // The retry AWS makes lists everything and finds the seed Application already there.
+    standins.shared.clear_faults();
+    let retried = ok(&standins, &vars, &event("push-date-tag.json")).await;
+    assert_eq!(
+        only(&retried).action,
+        Action::Unchanged,
+        "{:#?}",
+        retried.entries
+    );
+}
+
+#[tokio::test]
+async fn a_retried_listing_sends_each_application_on_once() {
+    let standins = seed_then_others(9).await;
+    let second_page = Route::kube("GET", "/applications").with_query("continue=");
+    standins.shared.inject(
+        second_page,
+        1,
+        FaultAction::Status {
+            code: 503,
+            retry_after: None,
+        },
+    );
+    let report = ok(
+        &standins,
+        &[("LIST_PAGE_SIZE", "2")],
+        &event("push-date-tag.json"),
+    )
+    .await;
+    assert_eq!(
+        only(&report).action,
+        Action::Updated,
+        "{:#?}",
+        report.entries
+    );
+    assert_eq!(report.stats.applications_matched, 1);
+    assert_eq!(kube_requests(&standins, "PATCH"), 1);
+}
