@@ -5,7 +5,8 @@
 //! repository, each with a ~50 KB `status`. Prints warm-invocation latency (p50, p99), HTTP
 //! requests per event by kind, peak RSS of the function process, cold start, and the binary
 //! size; then the same with the 3 Applications on `write-back-method: git` (a GitHub stand-in
-//! repository each): the git path's latency and requests per update.
+//! repository each): the git path's latency and requests per update. Also prints the warm
+//! event of median latency request by request, and the bytes each kind of request answered.
 //! `cargo bench --bench end_to_end`. Prints figures; asserts nothing.
 
 use std::time::{Duration, Instant};
