@@ -220,11 +220,16 @@ pub fn image_list_names(
     registry: &str,
     repository: &str,
 ) -> bool {
-    annotations.get(IMAGE_LIST).is_some_and(|list| {
-        split_image_list(list).any(|entry| {
-            let (_, image, _) = split_entry(entry);
-            ImageRef::names(image, registry, repository)
-        })
+    annotations
+        .get(IMAGE_LIST)
+        .is_some_and(|list| list_names(list, registry, repository))
+}
+
+/// Does this `image-list` value name `registry/repository`?
+pub fn list_names(list: &str, registry: &str, repository: &str) -> bool {
+    split_image_list(list).any(|entry| {
+        let (_, image, _) = split_entry(entry);
+        ImageRef::names(image, registry, repository)
     })
 }
 

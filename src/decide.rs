@@ -420,9 +420,23 @@ impl Concern {
         annotations: &std::collections::BTreeMap<String, String>,
     ) -> bool {
         match (&self.pushed, source) {
+            (_, Source::Annotations) => self.concerns_image_list(
+                annotations
+                    .get(crate::annotations::IMAGE_LIST)
+                    .map(String::as_str),
+            ),
             (Some((registry, repository)), _) => source.names(annotations, registry, repository),
-            (None, Source::Annotations) => annotations.contains_key(crate::annotations::IMAGE_LIST),
             (None, Source::Object { .. } | Source::Conflict(_)) => true,
+        }
+    }
+
+    /// [`Self::concerns`] for an Application configured by its annotations, which only its
+    /// `image-list` decides: asked of metadata still borrowed from its list page.
+    pub fn concerns_image_list(&self, image_list: Option<&str>) -> bool {
+        match &self.pushed {
+            Some((registry, repository)) => image_list
+                .is_some_and(|list| crate::annotations::list_names(list, registry, repository)),
+            None => image_list.is_some(),
         }
     }
 }
@@ -940,6 +954,39 @@ mod tests {
             digest: None,
             scan: None,
         }
+    }
+
+    #[test]
+    fn the_image_list_alone_decides_as_the_annotations_would() {
+        let event = push("20250825-153012");
+        let registry = event.registry();
+        let lists = [
+            None,
+            Some(String::new()),
+            Some(format!("{registry}/web")),
+            Some(format!("app={registry}/web:~1.2, other=r.example.com/x")),
+            Some(format!("{registry}/web-2")),
+            Some(format!("{}/web", registry.to_uppercase())),
+            Some("web".to_string()),
+        ];
+        for mode in [Mode::Push(&event), Mode::Reconcile] {
+            let concern = Concern::of(mode);
+            for list in &lists {
+                let annotations: BTreeMap<String, String> = list
+                    .iter()
+                    .map(|l| (format!("{PREFIX}image-list"), l.clone()))
+                    .collect();
+                assert_eq!(
+                    concern.concerns_image_list(list.as_deref()),
+                    concern.concerns(&Source::Annotations, &annotations),
+                    "{list:?}"
+                );
+            }
+        }
+        assert!(
+            Concern::of(Mode::Push(&event)).concerns_image_list(Some(&format!("{registry}/web")))
+        );
+        assert!(!Concern::of(Mode::Push(&event)).concerns_image_list(None));
     }
 
     fn tag(name: &str, pushed: Option<OffsetDateTime>) -> TagInfo {

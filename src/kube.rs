@@ -4,6 +4,7 @@
 //! Only what the function needs. Errors are parsed from the API server's `Status` bodies
 //! into cases that say whether a retry can help and what the operator should do.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -107,44 +108,60 @@ pub struct ListOptions<'a> {
 }
 
 #[derive(Deserialize)]
-struct MetadataList {
-    #[serde(default)]
-    items: Vec<MetadataItem>,
+struct MetadataList<'a> {
+    #[serde(default, borrow)]
+    items: Vec<MetadataItem<'a>>,
 }
 
 #[derive(Deserialize)]
-struct MetadataItem {
-    metadata: ListedMeta,
+struct MetadataItem<'a> {
+    #[serde(borrow)]
+    metadata: ListedMeta<'a>,
 }
 
-/// An item's metadata as listed. Only the annotations under [`crate::annotations::PREFIX`]
-/// are built; the others (a `last-applied-configuration` can be most of the page) are
-/// scanned past, never copied.
+/// An Application's metadata as listed, borrowed from its page: strings stay in the page
+/// unless they hold escapes, and of the annotations only ours are kept (a
+/// `last-applied-configuration` can be most of the page; it is scanned past). Most listed
+/// Applications do not concern an event, and they cost next to no allocation;
+/// [`Self::into_owned`] makes an [`AppMeta`] of those that might.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct ListedMeta {
-    name: String,
-    #[serde(default)]
-    namespace: String,
-    #[serde(default)]
-    resource_version: String,
-    #[serde(default, deserialize_with = "image_updater_annotations")]
-    annotations: BTreeMap<String, String>,
+pub struct ListedMeta<'a> {
+    #[serde(borrow)]
+    name: Cow<'a, str>,
+    #[serde(default, borrow)]
+    namespace: Cow<'a, str>,
+    #[serde(default, borrow)]
+    resource_version: Cow<'a, str>,
+    #[serde(default, borrow, deserialize_with = "image_updater_annotations")]
+    annotations: Vec<(Cow<'a, str>, Cow<'a, str>)>,
     #[serde(default, deserialize_with = "null_as_default")]
     labels: BTreeMap<String, String>,
     #[serde(default, deserialize_with = "null_as_default")]
     owner_references: Vec<OwnerReference>,
 }
 
-impl From<ListedMeta> for AppMeta {
-    fn from(listed: ListedMeta) -> Self {
-        Self {
-            name: listed.name,
-            namespace: listed.namespace,
-            resource_version: listed.resource_version,
-            annotations: listed.annotations,
-            labels: listed.labels,
-            owner_references: listed.owner_references,
+impl ListedMeta<'_> {
+    /// The `image-list` annotation (the last, if a key is repeated, as a map would keep).
+    pub fn image_list(&self) -> Option<&str> {
+        self.annotations
+            .iter()
+            .rfind(|(key, _)| key == crate::annotations::IMAGE_LIST)
+            .map(|(_, value)| value.as_ref())
+    }
+
+    pub fn into_owned(self) -> AppMeta {
+        AppMeta {
+            name: self.name.into_owned(),
+            namespace: self.namespace.into_owned(),
+            resource_version: self.resource_version.into_owned(),
+            annotations: self
+                .annotations
+                .into_iter()
+                .map(|(key, value)| (key.into_owned(), value.into_owned()))
+                .collect(),
+            labels: self.labels,
+            owner_references: self.owner_references,
         }
     }
 }
@@ -159,22 +176,26 @@ where
     Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
-/// The annotations under our prefix, each value a string; the rest skipped unbuilt.
-fn image_updater_annotations<'de, D>(deserializer: D) -> Result<BTreeMap<String, String>, D::Error>
+/// The annotations under our prefix, each value a string, borrowed where the page allows;
+/// the rest skipped unbuilt.
+#[allow(clippy::type_complexity)]
+fn image_updater_annotations<'de: 'a, 'a, D>(
+    deserializer: D,
+) -> Result<Vec<(Cow<'a, str>, Cow<'a, str>)>, D::Error>
 where
     D: serde::Deserializer<'de>,
 {
     struct Ours;
     impl<'de> serde::de::Visitor<'de> for Ours {
-        type Value = BTreeMap<String, String>;
+        type Value = Vec<(Cow<'de, str>, Cow<'de, str>)>;
         fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
             f.write_str("a map of annotations")
         }
         fn visit_none<E>(self) -> Result<Self::Value, E> {
-            Ok(BTreeMap::new())
+            Ok(Vec::new())
         }
         fn visit_unit<E>(self) -> Result<Self::Value, E> {
-            Ok(BTreeMap::new())
+            Ok(Vec::new())
         }
         fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
             d.deserialize_map(self)
@@ -183,10 +204,11 @@ where
             self,
             mut map: A,
         ) -> Result<Self::Value, A::Error> {
-            let mut kept = BTreeMap::new();
-            while let Some(Key(key)) = map.next_key()? {
+            let mut kept = Vec::new();
+            while let Some(Text(key)) = map.next_key()? {
                 if key.starts_with(crate::annotations::PREFIX) {
-                    kept.insert(key.into_owned(), map.next_value::<String>()?);
+                    let Text(value) = map.next_value()?;
+                    kept.push((key, value));
                 } else {
                     map.next_value::<serde::de::IgnoredAny>()?;
                 }
@@ -197,26 +219,26 @@ where
     deserializer.deserialize_option(Ours)
 }
 
-/// A map key borrowed from the page when it has no escapes, so that a key not kept costs no
-/// allocation.
-struct Key<'de>(std::borrow::Cow<'de, str>);
+/// A JSON string borrowed from the page when it has no escapes, so that one not kept costs
+/// no allocation.
+struct Text<'de>(Cow<'de, str>);
 
-impl<'de> Deserialize<'de> for Key<'de> {
+impl<'de> Deserialize<'de> for Text<'de> {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl<'de> serde::de::Visitor<'de> for KeyVisitor {
-            type Value = Key<'de>;
+        struct TextVisitor;
+        impl<'de> serde::de::Visitor<'de> for TextVisitor {
+            type Value = Text<'de>;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a string key")
+                f.write_str("a string")
             }
-            fn visit_borrowed_str<E>(self, key: &'de str) -> Result<Self::Value, E> {
-                Ok(Key(std::borrow::Cow::Borrowed(key)))
+            fn visit_borrowed_str<E>(self, text: &'de str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Borrowed(text)))
             }
-            fn visit_str<E>(self, key: &str) -> Result<Self::Value, E> {
-                Ok(Key(std::borrow::Cow::Owned(key.to_string())))
+            fn visit_str<E>(self, text: &str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(text.to_string())))
             }
         }
-        deserializer.deserialize_str(KeyVisitor)
+        deserializer.deserialize_str(TextVisitor)
     }
 }
 
@@ -236,7 +258,7 @@ fn continue_token(page: &[u8]) -> Result<Option<String>, serde_json::Error> {
             f.write_str("a list object")
         }
         fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-            while let Some(Key(key)) = map.next_key()? {
+            while let Some(Text(key)) = map.next_key()? {
                 match key.as_ref() {
                     "metadata" => {
                         let meta: ListMeta = map.next_value()?;
@@ -586,7 +608,8 @@ impl KubeClient {
     ) -> Result<(Vec<AppMeta>, ListStats), KubeError> {
         let mut kept = Vec::new();
         let stats = self
-            .list_application_metadata_from(namespace, options, None, |meta| {
+            .list_application_metadata_from(namespace, options, None, |listed| {
+                let meta = listed.into_owned();
                 if keep(&meta) {
                     kept.push(meta);
                 }
@@ -639,7 +662,7 @@ impl KubeClient {
         namespace: &str,
         options: ListOptions<'_>,
         first: Option<Result<Vec<u8>, KubeError>>,
-        mut each: impl FnMut(AppMeta),
+        mut each: impl FnMut(ListedMeta<'_>),
     ) -> Result<ListStats, KubeError> {
         let mut stats = ListStats::default();
         let mut page = match first {
@@ -667,9 +690,7 @@ impl KubeClient {
                     .map_err(|e| KubeError::BadResponse(format!("metadata list: {e}")))?;
                 stats.pages += 1;
                 stats.seen += list.items.len();
-                list.items
-                    .into_iter()
-                    .for_each(|item| each(item.metadata.into()));
+                list.items.into_iter().for_each(|item| each(item.metadata));
                 Ok::<(), KubeError>(())
             })
             .await;
@@ -1171,7 +1192,11 @@ mod tests {
               "ownerReferences":[{"apiVersion":"argoproj.io/v1alpha1","kind":"ApplicationSet","name":"set","uid":"u"}]}},
             {"metadata":{"name":"b","annotations":null,"labels":null,"ownerReferences":null}}]}"#;
         let list: MetadataList = serde_json::from_str(json).unwrap();
-        let kept: Vec<AppMeta> = list.items.into_iter().map(|i| i.metadata.into()).collect();
+        let kept: Vec<AppMeta> = list
+            .items
+            .into_iter()
+            .map(|i| i.metadata.into_owned())
+            .collect();
         assert_eq!(
             kept[0].annotations,
             BTreeMap::from([
@@ -1189,6 +1214,26 @@ mod tests {
         assert!(kept[1].annotations.is_empty());
         assert!(kept[1].labels.is_empty());
         assert!(kept[1].owner_references.is_empty());
+    }
+
+    #[test]
+    fn listed_metadata_borrows_from_its_page_unless_a_string_holds_an_escape() {
+        let json = r#"{"items":[{"metadata":{"name":"a","namespace":"argo\u0063d","resourceVersion":"7",
+            "annotations":{"argocd-image-updater.argoproj.io/image-list":"x/y",
+              "argocd-image-updater.argoproj.io/image-list":"x/z"}}}]}"#;
+        let list: MetadataList = serde_json::from_str(json).unwrap();
+        let listed = &list.items[0].metadata;
+        assert!(matches!(listed.name, Cow::Borrowed("a")));
+        assert!(matches!(&listed.namespace, Cow::Owned(n) if n == "argocd"));
+        assert!(matches!(listed.annotations[0].1, Cow::Borrowed("x/y")));
+        assert_eq!(
+            listed.image_list(),
+            Some("x/z"),
+            "the last of a repeated key, as a map keeps"
+        );
+        let owned = list.items.into_iter().next().unwrap().metadata.into_owned();
+        assert_eq!(owned.annotations.len(), 1);
+        assert_eq!(owned.annotations[crate::annotations::IMAGE_LIST], "x/z");
     }
 
     #[test]

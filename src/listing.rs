@@ -15,7 +15,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use crate::config::Config;
 use crate::decide::{self, Mode};
 use crate::imageupdater::{self, Source};
-use crate::kube::{AppMeta, KubeClient, KubeError, ListOptions};
+use crate::kube::{AppMeta, KubeClient, KubeError, ListOptions, ListedMeta};
 use crate::objects::{ObjectCache, Objects, Tally};
 use crate::report::Stats;
 use crate::retry::retry_transient;
@@ -79,7 +79,15 @@ pub async fn concerned(
         // before is not again. Only those are remembered, a handful per event.
         let handled = RefCell::new(HashSet::new());
         let sent = std::cell::Cell::new(0);
-        let each = |meta: AppMeta| {
+        let each = |listed: ListedMeta<'_>| {
+            // With no ImageUpdater object at hand every Application is configured by its
+            // annotations, and its `image-list` alone decides: asked while it is borrowed, so
+            // the Applications that do not concern the event are never copied out of their
+            // page.
+            if objects.is_empty() && !concern.concerns_image_list(listed.image_list()) {
+                return;
+            }
+            let meta = listed.into_owned();
             let source = imageupdater::resolve(&objects, &meta.namespace, &meta.name, &meta.labels);
             let concerned = concern.concerns(&source, &meta.annotations);
             let counted = matches!(source, Source::Object { .. });
