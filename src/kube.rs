@@ -134,7 +134,7 @@ pub struct ListedMeta<'a> {
     #[serde(default, borrow)]
     resource_version: Cow<'a, str>,
     #[serde(default, borrow, deserialize_with = "image_updater_annotations")]
-    annotations: Vec<(Cow<'a, str>, Cow<'a, str>)>,
+    annotations: OurAnnotations<'a>,
     #[serde(default, deserialize_with = "null_as_default")]
     labels: BTreeMap<String, String>,
     #[serde(default, deserialize_with = "null_as_default")]
@@ -176,18 +176,20 @@ where
     Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
+/// Our annotations of one listed Application, keys and values borrowed from the page.
+type OurAnnotations<'a> = Vec<(Cow<'a, str>, Cow<'a, str>)>;
+
 /// The annotations under our prefix, each value a string, borrowed where the page allows;
 /// the rest skipped unbuilt.
-#[allow(clippy::type_complexity)]
 fn image_updater_annotations<'de: 'a, 'a, D>(
     deserializer: D,
-) -> Result<Vec<(Cow<'a, str>, Cow<'a, str>)>, D::Error>
+) -> Result<OurAnnotations<'a>, D::Error>
 where
     D: serde::Deserializer<'de>,
 {
     struct Ours;
     impl<'de> serde::de::Visitor<'de> for Ours {
-        type Value = Vec<(Cow<'de, str>, Cow<'de, str>)>;
+        type Value = OurAnnotations<'de>;
         fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
             f.write_str("a map of annotations")
         }
