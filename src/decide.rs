@@ -430,6 +430,14 @@ impl Concern {
         }
     }
 
+    /// The pushed repository, which the `image-list` of an Application the push concerns
+    /// names; `None` to reconcile.
+    pub fn pushed_repository(&self) -> Option<&str> {
+        self.pushed
+            .as_ref()
+            .map(|(_, repository)| repository.as_str())
+    }
+
     /// [`Self::concerns`] for an Application configured by its annotations, which only its
     /// `image-list` decides: asked of metadata still borrowed from its list page.
     pub fn concerns_image_list(&self, image_list: Option<&str>) -> bool {

@@ -105,12 +105,35 @@ pub struct OwnerReference {
 pub struct ListOptions<'a> {
     pub label_selector: Option<&'a str>,
     pub page_size: u32,
+    /// Only Applications whose metadata may name this text are parsed and passed on; the
+    /// others are scanned past (see [`may_name`]). `None` passes every Application.
+    pub naming: Option<&'a str>,
 }
 
 #[derive(Deserialize)]
 struct MetadataList<'a> {
     #[serde(default, borrow)]
     items: Vec<MetadataItem<'a>>,
+}
+
+/// A page whose items are kept as their JSON text, to be parsed only if they may matter.
+#[derive(Deserialize)]
+struct RawMetadataList<'a> {
+    #[serde(default, borrow)]
+    items: Vec<&'a serde_json::value::RawValue>,
+}
+
+/// Could an item, as the JSON text the API server wrote, name `text` in any of its strings?
+/// A literal search, which is sound for a text of characters JSON writes as themselves (an
+/// ECR repository name is `[a-z0-9._/-]`): one written as an escape (`\u002d`, `\/`) could
+/// hide it, so an item with such an escape anywhere may name anything. kube-apiserver writes
+/// none for those characters (Go's encoder escapes only `<`, `>`, `&` and control characters),
+/// so in practice the search decides.
+pub fn may_name(item: &str, text: &str) -> bool {
+    let item = item.as_bytes();
+    memchr::memmem::find(item, text.as_bytes()).is_some()
+        || memchr::memmem::find(item, b"\\u").is_some()
+        || memchr::memmem::find(item, b"\\/").is_some()
 }
 
 #[derive(Deserialize)]
@@ -241,6 +264,33 @@ impl<'de> Deserialize<'de> for Text<'de> {
             }
         }
         deserializer.deserialize_str(TextVisitor)
+    }
+}
+
+/// Parses one page of a metadata-only list, passing each Application that may name `naming`
+/// (every one, for `None`) to `each`. Returns how many the page held.
+fn parse_metadata_page(
+    page: &[u8],
+    naming: Option<&str>,
+    mut each: impl FnMut(ListedMeta<'_>),
+) -> Result<usize, serde_json::Error> {
+    match naming {
+        None => {
+            let list: MetadataList = serde_json::from_slice(page)?;
+            let seen = list.items.len();
+            list.items.into_iter().for_each(|item| each(item.metadata));
+            Ok(seen)
+        }
+        // Skipping an item's text costs a fraction of parsing it into fields, and most items
+        // of a page do not name what the caller looks for.
+        Some(text) => {
+            let list: RawMetadataList = serde_json::from_slice(page)?;
+            for raw in list.items.iter().filter(|raw| may_name(raw.get(), text)) {
+                let item: MetadataItem = serde_json::from_str(raw.get())?;
+                each(item.metadata);
+            }
+            Ok(list.items.len())
+        }
     }
 }
 
@@ -688,11 +738,9 @@ impl KubeClient {
             };
             // The request is polled first, so it is on its way before the parse starts.
             let (next, parsed) = futures_util::future::join(next, async {
-                let list: MetadataList = serde_json::from_slice(&page)
+                stats.seen += parse_metadata_page(&page, options.naming, &mut each)
                     .map_err(|e| KubeError::BadResponse(format!("metadata list: {e}")))?;
                 stats.pages += 1;
-                stats.seen += list.items.len();
-                list.items.into_iter().for_each(|item| each(item.metadata));
                 Ok::<(), KubeError>(())
             })
             .await;
@@ -1286,6 +1334,135 @@ mod tests {
                 "{}",
                 String::from_utf8_lossy(page)
             );
+        }
+    }
+
+    #[test]
+    fn an_item_may_name_a_repository_only_if_its_text_holds_it_or_an_escape_that_could() {
+        let table: &[(&str, &str, bool)] = &[
+            (
+                "the repository written plainly",
+                r#"{"a":"r.example.com/web:1"}"#,
+                true,
+            ),
+            ("no mention of it", r#"{"a":"r.example.com/api:1"}"#, false),
+            (
+                "a letter of it written as a unicode escape",
+                r#"{"a":"r.example.com/we\u0062"}"#,
+                true,
+            ),
+            (
+                "a slash written escaped",
+                r#"{"a":"r.example.com\/x"}"#,
+                true,
+            ),
+            (
+                "only quotes and newlines escaped",
+                r#"{"a":"say \"hi\"\n"}"#,
+                false,
+            ),
+            (
+                "an escaped backslash before a u",
+                r#"{"a":"C:\\users"}"#,
+                true,
+            ),
+        ];
+        for (case, item, expected) in table {
+            assert_eq!(may_name(item, "web"), *expected, "{case}");
+        }
+    }
+
+    mod naming {
+        use super::*;
+        use crate::annotations::IMAGE_LIST;
+        use proptest::prelude::*;
+
+        const REGISTRY: &str = "1234.dkr.ecr.eu-west-1.amazonaws.com";
+        const PUSHED: &str = "team/web-api";
+
+        /// One character of a JSON string as the API server might write it, or as a hostile
+        /// or unusual encoder would: plainly, as `\u00XX`, or (a slash) as `\/`.
+        fn encode(c: char, how: u8) -> String {
+            match (c, how % 4) {
+                ('"', _) => "\\\"".into(),
+                ('/', 1) => "\\/".into(),
+                (c, 2) => format!("\\u{:04x}", c as u32),
+                (c, _) => c.to_string(),
+            }
+        }
+
+        fn image_list() -> impl Strategy<Value = String> {
+            let registry = prop::sample::select(vec![REGISTRY, "other.example.com"]);
+            let repository =
+                prop::sample::select(vec![PUSHED, "team/web", "web-api", "team/web-api-2"]);
+            let entry = (
+                prop::option::of("[a-z]{1,4}"),
+                registry,
+                repository,
+                prop::option::of("[0-9.~^x]{1,5}"),
+            )
+                .prop_map(|(alias, registry, repository, constraint)| {
+                    let alias = alias.map(|a| format!("{a}=")).unwrap_or_default();
+                    let constraint = constraint.map(|c| format!(":{c}")).unwrap_or_default();
+                    format!("{alias}{registry}/{repository}{constraint}")
+                });
+            prop::collection::vec(entry, 0..3).prop_map(|entries| entries.join(", "))
+        }
+
+        proptest! {
+            #[test]
+            fn a_page_searched_for_the_pushed_repository_passes_on_every_application_whose_image_list_names_it(
+                lists in prop::collection::vec((prop::option::of(image_list()), prop::collection::vec(any::<u8>(), 1..8)), 0..10),
+            ) {
+                let items: Vec<String> = lists
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (list, how))| {
+                        let annotations = match list {
+                            Some(list) => {
+                                let value: String = list
+                                    .chars()
+                                    .zip(how.iter().cycle())
+                                    .map(|(c, how)| encode(c, *how))
+                                    .collect();
+                                format!(r#","annotations":{{"{IMAGE_LIST}":"{value}","note":"web"}}"#)
+                            }
+                            None => String::new(),
+                        };
+                        format!(r#"{{"metadata":{{"name":"app-{i}","namespace":"argocd"{annotations}}}}}"#)
+                    })
+                    .collect();
+                let page = format!(r#"{{"metadata":{{}},"items":[{}]}}"#, items.join(","));
+                let concerned = |naming: Option<&str>| {
+                    let mut names = Vec::new();
+                    let seen = parse_metadata_page(page.as_bytes(), naming, |listed| {
+                        if listed
+                            .image_list()
+                            .is_some_and(|list| crate::annotations::list_names(list, REGISTRY, PUSHED))
+                        {
+                            names.push(listed.name.into_owned());
+                        }
+                    })
+                    .unwrap();
+                    (seen, names)
+                };
+                let every = concerned(None);
+                prop_assert_eq!(every.0, lists.len());
+                prop_assert_eq!(concerned(Some(PUSHED)), every);
+            }
+        }
+
+        #[test]
+        fn a_page_searched_for_a_repository_skips_the_applications_that_do_not_name_it() {
+            let page = format!(
+                r#"{{"items":[{{"metadata":{{"name":"a","annotations":{{"{IMAGE_LIST}":"{REGISTRY}/{PUSHED}"}}}}}},{{"metadata":{{"name":"b","annotations":{{"{IMAGE_LIST}":"{REGISTRY}/other"}}}}}}]}}"#
+            );
+            let mut passed = Vec::new();
+            let seen = parse_metadata_page(page.as_bytes(), Some(PUSHED), |listed| {
+                passed.push(listed.name.into_owned())
+            })
+            .unwrap();
+            assert_eq!((seen, passed), (2, vec!["a".to_string()]));
         }
     }
 }

@@ -47,6 +47,7 @@ pub async fn concerned(
     let options = ListOptions {
         label_selector: config.label_selector.as_deref(),
         page_size: config.page_size,
+        naming: None,
     };
     let tally = Tally::default();
     let concern = decide::Concern::of(mode);
@@ -110,6 +111,12 @@ pub async fn concerned(
             if found.send((meta, objects.clone())).is_ok() {
                 sent.set(sent.get() + 1);
             }
+        };
+        // Configured by its annotations alone, an Application concerns a push only if its
+        // `image-list` names the pushed repository: the others are not even parsed.
+        let options = ListOptions {
+            naming: concern.pushed_repository().filter(|_| objects.is_empty()),
+            ..options
         };
         // A retry asks for the first page again; only the first attempt has it fetched ahead.
         let listed = retry_transient(deadline, || {

@@ -36,6 +36,7 @@ fn list_options(label_selector: Option<&str>, page_size: u32) -> ListOptions<'_>
     ListOptions {
         label_selector,
         page_size,
+        naming: None,
     }
 }
 
