@@ -50,7 +50,7 @@ async fn measure_warm(
     first: usize,
     deadline: Duration,
 ) -> Warm {
-    let child = spawn_warmed(standins, env, first, deadline).await;
+    let mut function = spawn_warmed(standins, env, first, deadline).await;
     let mut latencies = Vec::new();
     let mut standin_time = Vec::new();
     let mut by_kind: std::collections::BTreeMap<&'static str, Vec<u64>> =
@@ -61,7 +61,7 @@ async fn measure_warm(
     for n in first + 1..first + 1 + WARM_RUNS {
         standins.shared.clear_log();
         let started = Instant::now();
-        let outcome = standins.runtime.invoke(push(n), deadline).await.unwrap();
+        let outcome = function.invoke(standins, push(n), deadline).await;
         let latency = started.elapsed();
         latencies.push(latency);
         let log = standins.shared.requests();
@@ -108,7 +108,7 @@ async fn measure_warm(
             ));
         }
     }
-    let rss_kb = stop(child);
+    let rss_kb = function.stop();
     latencies.sort();
     standin_time.sort();
     timelines.sort_by_key(|(latency, _)| *latency);
@@ -203,14 +203,14 @@ async fn measure_git(
         ("GITHUB_API_URL".to_string(), standins.github_api()),
         ("GIT_CA_BUNDLE".to_string(), standins.ca_pem.clone()),
     ]);
-    let child = spawn_warmed(standins, &env, first, deadline).await;
+    let mut function = spawn_warmed(standins, &env, first, deadline).await;
     let mut latencies = Vec::new();
     let mut by_kind: std::collections::BTreeMap<&'static str, Vec<u64>> =
         std::collections::BTreeMap::new();
     for n in first + 1..first + 1 + GIT_RUNS {
         standins.shared.clear_log();
         let started = Instant::now();
-        let outcome = standins.runtime.invoke(push(n), deadline).await.unwrap();
+        let outcome = function.invoke(standins, push(n), deadline).await;
         latencies.push(started.elapsed());
         assert!(matches!(outcome, Outcome::Response(_)), "{outcome:?}");
         for r in standins.shared.requests() {
@@ -230,7 +230,7 @@ async fn measure_git(
             by_kind.entry(kind).or_default().push(r.handling_us);
         }
     }
-    let rss_kb = stop(child);
+    let rss_kb = function.stop();
     latencies.sort();
     let commits: usize = repositories
         .iter()
@@ -303,7 +303,7 @@ async fn measure_clusters(
             s.inject(kube_route.clone(), u32::MAX, FaultAction::Delay(delay));
         }
     }
-    let child = spawn_warmed(standins, &env, first, deadline).await;
+    let mut function = spawn_warmed(standins, &env, first, deadline).await;
     let mut latencies = Vec::new();
     let mut standin_time = Vec::new();
     for n in first + 1..first + 1 + CLUSTER_RUNS {
@@ -311,7 +311,7 @@ async fn measure_clusters(
             s.clear_log();
         }
         let started = Instant::now();
-        let outcome = standins.runtime.invoke(push(n), deadline).await.unwrap();
+        let outcome = function.invoke(standins, push(n), deadline).await;
         latencies.push(started.elapsed());
         let Outcome::Response(report) = outcome else {
             panic!("{outcome:?}")
@@ -348,7 +348,7 @@ async fn measure_clusters(
     for s in &shared {
         s.clear_faults();
     }
-    let rss_kb = stop(child);
+    let rss_kb = function.stop();
     latencies.sort();
     standin_time.sort();
     ClusterRun {
@@ -386,14 +386,68 @@ async fn spawn_warmed(
     env: &[(String, String)],
     first: usize,
     deadline: Duration,
-) -> std::process::Child {
-    let child = spawn(env);
-    standins
-        .runtime
-        .invoke(push(first), deadline)
-        .await
-        .unwrap();
-    child
+) -> Function {
+    let mut function = Function::spawn(env);
+    function.invoke(standins, push(first), deadline).await;
+    function
+}
+
+/// A function process. What it writes goes to a file, shown if it stops answering: its log
+/// says why, which a bench run that ends in "no answer" would otherwise take with it.
+struct Function {
+    child: std::process::Child,
+    log: std::path::PathBuf,
+}
+
+impl Function {
+    fn spawn(env: &[(String, String)]) -> Self {
+        static SPAWNED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = SPAWNED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let log = std::env::temp_dir().join(format!(
+            "argocd-ecr-updater-bench-{}-{n}.log",
+            std::process::id()
+        ));
+        let file = std::fs::File::create(&log).expect("a log file for the function");
+        let child = std::process::Command::new(BINARY)
+            .env_clear()
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdout(file.try_clone().expect("the log file, twice"))
+            .stderr(file)
+            .spawn()
+            .expect("the release binary starts");
+        Self { child, log }
+    }
+
+    /// Invokes it; a missing answer stops the bench with the process's state and last words.
+    async fn invoke(&mut self, standins: &StandIns, event: Value, deadline: Duration) -> Outcome {
+        match standins.runtime.invoke(event, deadline).await {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                let state = match self.child.try_wait() {
+                    Ok(Some(status)) => format!("exited: {status}"),
+                    Ok(None) => "still running".to_string(),
+                    Err(e) => format!("unknown: {e}"),
+                };
+                let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+                let last: Vec<&str> = log.lines().rev().take(30).collect();
+                let last: Vec<&str> = last.into_iter().rev().collect();
+                panic!(
+                    "{e}; the function process is {state}; the end of its log ({}):\n{}",
+                    self.log.display(),
+                    last.join("\n")
+                )
+            }
+        }
+    }
+
+    /// Stops it, returning its peak RSS in KiB.
+    fn stop(mut self) -> u64 {
+        let rss_kb = peak_rss_kb(self.child.id());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.log);
+        rss_kb
+    }
 }
 
 /// How many entries of a report say `updated`.
@@ -401,24 +455,6 @@ fn updated_in(report: &Value) -> usize {
     report["entries"].as_array().map_or(0, |entries| {
         entries.iter().filter(|e| e["action"] == "updated").count()
     })
-}
-
-/// Stops a function process, returning its peak RSS in KiB.
-fn stop(mut child: std::process::Child) -> u64 {
-    let rss_kb = peak_rss_kb(child.id());
-    let _ = child.kill();
-    let _ = child.wait();
-    rss_kb
-}
-
-fn spawn(env: &[(String, String)]) -> std::process::Child {
-    std::process::Command::new(BINARY)
-        .env_clear()
-        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("the release binary starts")
 }
 
 fn peak_rss_kb(pid: u32) -> u64 {
@@ -485,8 +521,8 @@ async fn main() {
     for n in 1..=COLD_RUNS {
         standins.runtime.reset_first_poll();
         let started = Instant::now();
-        let mut child = spawn(&env);
-        let outcome = standins.runtime.invoke(push(n), deadline).await.unwrap();
+        let mut function = Function::spawn(&env);
+        let outcome = function.invoke(&standins, push(n), deadline).await;
         let total = started.elapsed();
         cold.push(total);
         if let Some(polled) = standins.runtime.first_poll() {
@@ -495,8 +531,7 @@ async fn main() {
             first_invocation.push(total.saturating_sub(until_poll));
         }
         assert!(matches!(outcome, Outcome::Response(_)), "{outcome:?}");
-        let _ = child.kill();
-        let _ = child.wait();
+        function.stop();
     }
     cold.sort();
     init.sort();
@@ -511,15 +546,12 @@ async fn main() {
     standins.shared.clear_log();
     standins.runtime.reset_first_poll();
     let started = Instant::now();
-    let mut child = spawn(&env);
-    standins
-        .runtime
-        .invoke(push(COLD_RUNS + 1), deadline)
-        .await
-        .unwrap();
+    let mut function = Function::spawn(&env);
+    function
+        .invoke(&standins, push(COLD_RUNS + 1), deadline)
+        .await;
     let total = started.elapsed();
-    let _ = child.kill();
-    let _ = child.wait();
+    function.stop();
     if let Some(polled) = standins.runtime.first_poll() {
         println!(
             "cold timeline: {:6.1} ms first Runtime API poll",
