@@ -283,7 +283,8 @@ fn parse_metadata_page(
             Ok(seen)
         }
         // Skipping an item's text costs a fraction of parsing it into fields, and most items
-        // of a page do not name what the caller looks for.
+        // of a page do not name what the caller looks for. A skipped item is checked to be
+        // JSON, not to be an Application's metadata: it could not have concerned the caller.
         Some(text) => {
             let list: RawMetadataList = serde_json::from_slice(page)?;
             for raw in list.items.iter().filter(|raw| may_name(raw.get(), text)) {
