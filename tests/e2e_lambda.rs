@@ -258,3 +258,60 @@ fn the_function_binary_sends_a_laptop_command_to_the_cli_and_prints_its_version(
         "{stdout}"
     );
 }
+
+/// The bench runs function processes one after another against one Runtime API stand-in. A
+/// killed process's poll can still be open in the stand-in, its closed connection not yet
+/// noticed, when the next event comes; it must not take that event, which would then reach no
+/// process (one bench run in 43 ended "no answer within 30s" this way). Here the old poll's
+/// connection stays open, so the stand-in cannot notice: only `retire_pollers` saves the event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poll_from_a_retired_process_never_takes_the_next_event() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let standins = StandIns::start(Default::default()).await.unwrap();
+    let base = format!(
+        "http://{}/2018-06-01/runtime/invocation",
+        standins.runtime_api()
+    );
+    for round in 0..3 {
+        let mut retired = tokio::net::TcpStream::connect(standins.runtime_addr)
+            .await
+            .unwrap();
+        retired
+            .write_all(b"GET /2018-06-01/runtime/invocation/next HTTP/1.1\r\nhost: runtime\r\n\r\n")
+            .await
+            .unwrap();
+        // Waiting in the stand-in before the harness moves on.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        standins.runtime.retire_pollers();
+        let live = tokio::spawn({
+            let base = base.clone();
+            async move {
+                let client = reqwest::Client::new();
+                let next = client.get(format!("{base}/next")).send().await.unwrap();
+                let id = next.headers()["lambda-runtime-aws-request-id"]
+                    .to_str()
+                    .unwrap()
+                    .to_string();
+                client
+                    .post(format!("{base}/{id}/response"))
+                    .body(r#"{"answered":true}"#)
+                    .send()
+                    .await
+                    .unwrap();
+            }
+        });
+        let outcome = standins
+            .runtime
+            .invoke(json!({"round": round}), Duration::from_secs(2))
+            .await;
+        assert_eq!(
+            outcome,
+            Ok(Outcome::Response(json!({"answered": true}))),
+            "round {round}"
+        );
+        live.await.unwrap();
+        let mut answer = [0u8; 12];
+        retired.read_exact(&mut answer).await.unwrap();
+        assert_eq!(&answer, b"HTTP/1.1 410", "round {round}");
+    }
+}

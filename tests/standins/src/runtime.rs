@@ -31,6 +31,8 @@ pub struct RuntimeApi {
     init_error: Mutex<Option<Value>>,
     first_poll: Mutex<Option<Instant>>,
     next_id: Mutex<u64>,
+    /// Bumped by [`RuntimeApi::retire_pollers`]: a poll from before is answered with no event.
+    generation: Mutex<u64>,
 }
 
 pub const FUNCTION_ARN: &str =
@@ -48,7 +50,8 @@ impl RuntimeApi {
         let (tx, rx) = oneshot::channel();
         lock(&self.waiting).insert(id.clone(), tx);
         lock(&self.queue).push_back((id.clone(), event, deadline));
-        self.arrived.notify_one();
+        // Every poll looks: one from a retired process must not swallow the only wake-up.
+        self.arrived.notify_waiters();
         match tokio::time::timeout(deadline + Duration::from_secs(5), rx).await {
             Ok(Ok(outcome)) => Ok(outcome),
             Ok(Err(_)) => Err(format!("invocation {id} was dropped")),
@@ -64,6 +67,15 @@ impl RuntimeApi {
     /// Forgets the first poll, so the next process's cold start can be timed.
     pub fn reset_first_poll(&self) {
         *lock(&self.first_poll) = None;
+    }
+
+    /// The process that has been polling is gone (killed by the harness): its poll, if the
+    /// stand-in has not noticed the closed connection yet, must not take the next event, which
+    /// would then go to no one. Lambda runs one process per sandbox; a harness that runs several
+    /// in turn against one stand-in calls this between them.
+    pub fn retire_pollers(&self) {
+        *lock(&self.generation) += 1;
+        self.arrived.notify_waiters();
     }
 
     pub fn init_error(&self) -> Option<Value> {
@@ -85,8 +97,12 @@ pub fn router(api: Arc<RuntimeApi>) -> Router {
 
 async fn next(State(api): State<Arc<RuntimeApi>>) -> Response {
     lock(&api.first_poll).get_or_insert_with(Instant::now);
+    let generation = *lock(&api.generation);
     loop {
         let notified = api.arrived.notified();
+        if *lock(&api.generation) != generation {
+            return (StatusCode::GONE, "this poll's process was retired").into_response();
+        }
         if let Some((id, event, deadline)) = lock(&api.queue).pop_front() {
             let deadline_ms = SystemTime::now()
                 .checked_add(deadline)
