@@ -131,10 +131,13 @@ struct RawMetadataList<'a> {
 /// none for those characters (Go's encoder escapes only `<`, `>`, `&` and control characters),
 /// so in practice the search decides.
 pub fn may_name(item: &str, text: &str) -> bool {
-    let item = item.as_bytes();
-    memchr::memmem::find(item, text.as_bytes()).is_some()
-        || memchr::memmem::find(item, b"\\u").is_some()
-        || memchr::memmem::find(item, b"\\/").is_some()
+    may_hold(item.as_bytes(), &memchr::memmem::Finder::new(text))
+}
+
+/// [`may_name`] with the searcher built once, for every item of a page.
+fn may_hold(item: &[u8], text: &memchr::memmem::Finder<'_>) -> bool {
+    text.find(item).is_some()
+        || memchr::memchr_iter(b'\\', item).any(|at| matches!(item.get(at + 1), Some(b'u' | b'/')))
 }
 
 #[derive(Deserialize)]
@@ -287,7 +290,12 @@ fn parse_metadata_page(
         // JSON, not to be an Application's metadata: it could not have concerned the caller.
         Some(text) => {
             let list: RawMetadataList = serde_json::from_slice(page)?;
-            for raw in list.items.iter().filter(|raw| may_name(raw.get(), text)) {
+            let text = memchr::memmem::Finder::new(text);
+            for raw in list
+                .items
+                .iter()
+                .filter(|raw| may_hold(raw.get().as_bytes(), &text))
+            {
                 let item: MetadataItem = serde_json::from_str(raw.get())?;
                 each(item.metadata);
             }
