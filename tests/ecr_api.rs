@@ -83,6 +83,59 @@ async fn one_tag_is_described_or_reported_missing() {
 }
 
 #[tokio::test]
+async fn a_moved_or_deleted_tag_is_described_where_it_is_now() {
+    let standins = StandIns::start(Options::default()).await.unwrap();
+    let pushes = [("a", 1), ("b", 1), ("c", 2), ("a", 3), ("d", 3)];
+    for (n, (tag, digest)) in pushes.into_iter().enumerate() {
+        let pushed_at = format!("2025-01-01T00:00:{n:02}Z");
+        let digest = numbered_digest(digest);
+        standins
+            .aws
+            .push(image_with_digest("moving", Some(tag), &digest, &pushed_at));
+    }
+    standins.aws.remove("moving", "b");
+    standins.aws.push(image("other", Some("a".into()), 9));
+    let ecr = Ecr::new(aws_sdk_ecr::Client::new(&standins.sdk_config()));
+    let wanted: Vec<String> = ["a", "b", "c", "d"].map(String::from).to_vec();
+    let described = ecr.describe_tags(ACCOUNT, "moving", &wanted).await.unwrap();
+    let found: Vec<(&str, Option<&str>)> = described
+        .iter()
+        .map(|t| (t.name.as_str(), t.digest.as_deref()))
+        .collect();
+    let (one, two, three) = (numbered_digest(1), numbered_digest(2), numbered_digest(3));
+    assert_eq!(
+        found,
+        [
+            ("a", Some(three.as_str())),
+            ("c", Some(two.as_str())),
+            ("d", Some(three.as_str())),
+        ],
+        "a moved to digest 3, b deleted: digest 1 has no tag left"
+    );
+    let mut listed: Vec<(String, Option<String>)> = ecr
+        .list_tags(ACCOUNT, "moving")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| (t.name, t.digest))
+        .collect();
+    listed.sort();
+    assert_eq!(
+        listed,
+        [
+            ("a".to_string(), Some(three.clone())),
+            ("c".to_string(), Some(two)),
+            ("d".to_string(), Some(three)),
+        ]
+    );
+    assert!(
+        !listed
+            .iter()
+            .any(|(_, d)| d.as_deref() == Some(one.as_str()))
+    );
+}
+
+#[tokio::test]
 async fn manifests_tell_index_platforms_from_single_images() {
     let standins = StandIns::start_seeded().await.unwrap();
     let index: Image = serde_json::from_value(

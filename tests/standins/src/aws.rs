@@ -70,7 +70,8 @@ pub struct AwsState {
     /// Filled in once the Kubernetes stand-in is listening.
     pub kube_endpoint: Mutex<String>,
     pub ca_pem: String,
-    images: Mutex<Vec<Image>>,
+    /// Images by repository name.
+    images: Mutex<BTreeMap<String, Repository>>,
     repositories: Mutex<Vec<String>>,
     /// SNS messages published: `{TopicArn, Subject, Message}`.
     published: Mutex<Vec<Value>>,
@@ -145,7 +146,7 @@ impl AwsState {
             cluster_name: cluster_name.into(),
             kube_endpoint: Mutex::new(String::new()),
             ca_pem,
-            images: Mutex::new(Vec::new()),
+            images: Mutex::new(BTreeMap::new()),
             repositories: Mutex::new(Vec::new()),
             published: Mutex::new(Vec::new()),
             clusters: Mutex::new(BTreeMap::new()),
@@ -231,17 +232,17 @@ impl AwsState {
         if !repos.contains(&image.repository) {
             repos.push(image.repository.clone());
         }
-        let mut images = lock(&self.images);
-        if image.tag.is_some() {
-            images.retain(|i| !(i.repository == image.repository && i.tag == image.tag));
-        }
-        images.push(image);
+        lock(&self.images)
+            .entry(image.repository.clone())
+            .or_default()
+            .push(image);
     }
 
     /// Deletes a tag, as a lifecycle policy or `aws ecr batch-delete-image` would.
     pub fn remove(&self, repository: &str, tag: &str) {
-        lock(&self.images)
-            .retain(|i| !(i.repository == repository && i.tag.as_deref() == Some(tag)));
+        if let Some(images) = lock(&self.images).get_mut(repository) {
+            images.remove_tag(tag);
+        }
     }
 
     pub fn create_repository(&self, name: &str) {
@@ -251,8 +252,82 @@ impl AwsState {
         }
     }
 
+    /// Every image, repository by repository, each repository's in push order.
     pub fn images(&self) -> Vec<Image> {
-        lock(&self.images).clone()
+        lock(&self.images)
+            .values()
+            .flat_map(|r| r.images.iter().cloned())
+            .collect()
+    }
+}
+
+/// One repository's images in push order, indexed by tag and by digest, so that a lookup
+/// by `imageIds` costs what it returns, not the size of the repository (the bench's
+/// repository grows by an image per event).
+#[derive(Default)]
+struct Repository {
+    images: Vec<Image>,
+    by_tag: std::collections::HashMap<String, usize>,
+    /// Each digest's images (its tags, or the untagged manifest), in push order.
+    by_digest: std::collections::HashMap<String, Vec<usize>>,
+    /// Digests in the order of their first push: the order `DescribeImages` lists them in.
+    digests: Vec<String>,
+}
+
+impl Repository {
+    fn push(&mut self, image: Image) {
+        if let Some(tag) = image.tag.as_deref()
+            && self.by_tag.contains_key(tag)
+        {
+            // A moved tag leaves its old digest: rare, so rebuilt rather than patched.
+            self.images.retain(|i| i.tag.as_deref() != Some(tag));
+            self.images.push(image);
+            self.reindex();
+            return;
+        }
+        self.index(self.images.len(), &image);
+        self.images.push(image);
+    }
+
+    fn remove_tag(&mut self, tag: &str) {
+        if self.by_tag.contains_key(tag) {
+            self.images.retain(|i| i.tag.as_deref() != Some(tag));
+            self.reindex();
+        }
+    }
+
+    fn index(&mut self, position: usize, image: &Image) {
+        if let Some(tag) = &image.tag {
+            self.by_tag.insert(tag.clone(), position);
+        }
+        let group = self.by_digest.entry(image.digest.clone()).or_default();
+        if group.is_empty() {
+            self.digests.push(image.digest.clone());
+        }
+        group.push(position);
+    }
+
+    fn reindex(&mut self) {
+        self.by_tag.clear();
+        self.by_digest.clear();
+        self.digests.clear();
+        let images = std::mem::take(&mut self.images);
+        for (position, image) in images.iter().enumerate() {
+            self.index(position, image);
+        }
+        self.images = images;
+    }
+
+    fn tagged(&self, tag: &str) -> Option<&Image> {
+        self.by_tag.get(tag).map(|&i| &self.images[i])
+    }
+
+    /// The images of one digest, in push order; empty for a digest not in the repository.
+    fn group(&self, digest: &str) -> Vec<&Image> {
+        self.by_digest
+            .get(digest)
+            .map(|positions| positions.iter().map(|&i| &self.images[i]).collect())
+            .unwrap_or_default()
     }
 }
 
@@ -417,9 +492,12 @@ async fn registry_api(
             .into_response();
     };
     let wanted = query.get("artifactType");
-    let manifests: Vec<Value> = lock(&state.images)
+    let images = lock(&state.images);
+    let manifests: Vec<Value> = images
+        .get(repository)
+        .map(|r| r.images.as_slice())
+        .unwrap_or_default()
         .iter()
-        .filter(|i| i.repository == repository)
         .filter_map(|i| {
             let manifest: Value = serde_json::from_str(i.manifest.as_deref()?).ok()?;
             (manifest["subject"]["digest"] == digest).then(|| {
@@ -739,24 +817,10 @@ fn describe_images(state: &AwsState, request: &Value) -> Response {
         Ok(r) => r,
         Err(e) => return e,
     };
-    let images: Vec<Image> = lock(&state.images)
-        .iter()
-        .filter(|i| i.repository == repository)
-        .cloned()
-        .collect();
-    // ECR describes digests: all the tags of one digest in one imageDetails entry. Grouped
-    // through an index, so the cost is linear in the repository, not quadratic.
-    let mut digests: Vec<(String, Vec<&Image>)> = Vec::new();
-    let mut by_digest: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
-    for image in &images {
-        match by_digest.get(image.digest.as_str()) {
-            Some(&index) => digests[index].1.push(image),
-            None => {
-                by_digest.insert(&image.digest, digests.len());
-                digests.push((image.digest.clone(), vec![image]));
-            }
-        }
-    }
+    let store = lock(&state.images);
+    let empty = Repository::default();
+    let images = store.get(&repository).unwrap_or(&empty);
+    // ECR describes digests: all the tags of one digest in one imageDetails entry.
     let detail = |group: &[&Image]| {
         let first = group[0];
         let tags: Vec<&str> = group.iter().filter_map(|i| i.tag.as_deref()).collect();
@@ -789,49 +853,38 @@ fn describe_images(state: &AwsState, request: &Value) -> Response {
                 "maxResults and nextToken cannot be used with imageIds",
             );
         }
-        let by_tag: std::collections::HashMap<&str, usize> = digests
-            .iter()
-            .enumerate()
-            .flat_map(|(index, (_, group))| {
-                group
-                    .iter()
-                    .filter_map(move |i| i.tag.as_deref().map(|t| (t, index)))
-            })
-            .collect();
         let mut details = Vec::new();
         for id in ids {
-            let index = match (id["imageTag"].as_str(), id["imageDigest"].as_str()) {
-                (Some(tag), digest) => by_tag
-                    .get(tag)
-                    .copied()
-                    .filter(|&i| digest.is_none_or(|d| d == digests[i].0)),
-                (None, Some(digest)) => by_digest.get(digest).copied(),
-                (None, None) => None,
+            let digest = match (id["imageTag"].as_str(), id["imageDigest"].as_str()) {
+                (Some(tag), digest) => images
+                    .tagged(tag)
+                    .map(|i| i.digest.as_str())
+                    .filter(|&found| digest.is_none_or(|d| d == found)),
+                (None, digest) => digest,
             };
-            let found = index.map(|i| &digests[i]);
-            match found {
-                Some((_, group)) => details.push(detail(group)),
-                None => {
-                    return aws_error(
-                        StatusCode::BAD_REQUEST,
-                        "ImageNotFoundException",
-                        &format!(
-                            "The image with imageId {} does not exist within the repository with name '{repository}' in the registry with id '{}'",
-                            image_id_text(id),
-                            state.account
-                        ),
-                    );
-                }
+            let group = digest.map(|d| images.group(d)).unwrap_or_default();
+            if group.is_empty() {
+                return aws_error(
+                    StatusCode::BAD_REQUEST,
+                    "ImageNotFoundException",
+                    &format!(
+                        "The image with imageId {} does not exist within the repository with name '{repository}' in the registry with id '{}'",
+                        image_id_text(id),
+                        state.account
+                    ),
+                );
             }
+            details.push(detail(&group));
         }
         return axum::Json(json!({"imageDetails": details})).into_response();
     }
 
     let tag_status = request["filter"]["tagStatus"].as_str().unwrap_or("ANY");
-    // Only the page is rendered: the cost follows what is returned.
-    let filtered: Vec<&Vec<&Image>> = digests
+    let groups: Vec<Vec<&Image>> = images
+        .digests
         .iter()
-        .filter(|(_, group)| {
+        .map(|d| images.group(d))
+        .filter(|group| {
             let tagged = group.iter().any(|i| i.tag.is_some());
             match tag_status {
                 "TAGGED" => tagged,
@@ -839,13 +892,12 @@ fn describe_images(state: &AwsState, request: &Value) -> Response {
                 _ => true,
             }
         })
-        .map(|(_, group)| group)
         .collect();
     let max = request["maxResults"].as_u64().unwrap_or(100).clamp(1, 1000) as usize;
     let start = match request["nextToken"].as_str() {
         None => 0,
         Some(token) => match token.parse::<usize>() {
-            Ok(n) if n <= filtered.len() => n,
+            Ok(n) if n <= groups.len() => n,
             _ => {
                 return aws_error(
                     StatusCode::BAD_REQUEST,
@@ -855,13 +907,14 @@ fn describe_images(state: &AwsState, request: &Value) -> Response {
             }
         },
     };
-    let end = (start + max).min(filtered.len());
-    let page: Vec<Value> = filtered[start..end]
+    let end = (start + max).min(groups.len());
+    // Only the page is rendered: the cost follows what is returned.
+    let page: Vec<Value> = groups[start..end]
         .iter()
         .map(|group| detail(group))
         .collect();
     let mut body = json!({"imageDetails": page});
-    if end < filtered.len() {
+    if end < groups.len() {
         body["nextToken"] = json!(end.to_string());
     }
     axum::Json(body).into_response()
@@ -900,30 +953,22 @@ fn batch_get_image(state: &AwsState, request: &Value) -> Response {
         Ok(r) => r,
         Err(e) => return e,
     };
-    let images = lock(&state.images);
-    let in_repository: Vec<&Image> = images
-        .iter()
-        .filter(|i| i.repository == repository)
-        .collect();
-    let tagged: std::collections::HashMap<&str, &Image> = in_repository
-        .iter()
-        .filter_map(|i| i.tag.as_deref().map(|t| (t, *i)))
-        .collect();
+    let store = lock(&state.images);
+    let empty = Repository::default();
+    let images = store.get(&repository).unwrap_or(&empty);
     let mut found = Vec::new();
     let mut failures = Vec::new();
     for id in request["imageIds"].as_array().cloned().unwrap_or_default() {
         let tag = id["imageTag"].as_str();
         let digest = id["imageDigest"].as_str();
-        let by_tag = tag.and_then(|t| tagged.get(t).copied());
+        let by_tag = tag.and_then(|t| images.tagged(t));
         let image = match (by_tag, digest) {
             (Some(i), Some(d)) if i.digest != d => {
                 failures.push(json!({"imageId": id, "failureCode": "ImageTagDoesNotMatchDigest", "failureReason": "Tag does not match digest"}));
                 continue;
             }
             (Some(i), _) => Some(i),
-            (None, Some(d)) if tag.is_none() => {
-                in_repository.iter().copied().find(|i| i.digest == d)
-            }
+            (None, Some(d)) if tag.is_none() => images.group(d).first().copied(),
             _ => None,
         };
         match image {

@@ -16,7 +16,8 @@ use serde_json::{Value, json};
 
 use crate::faults::lock;
 use crate::kube::{
-    KubeState, ListQuery, authorize_on, encode_continue, list_metadata, negotiate, prune, status,
+    FieldPath, KubeState, ListQuery, StructuralSchema, authorize_on, encode_continue,
+    list_metadata, negotiate, status,
 };
 
 const CRD_YAML: &str = include_str!("../crd/imageupdater-crd.yaml");
@@ -27,7 +28,7 @@ const RESOURCE: &str = "imageupdaters";
 pub struct ImageUpdaterStore {
     objects: Mutex<BTreeMap<(String, String), Value>>,
     schema: jsonschema::Validator,
-    schema_value: Value,
+    structure: StructuralSchema,
 }
 
 impl ImageUpdaterStore {
@@ -39,13 +40,13 @@ impl ImageUpdaterStore {
         Ok(Self {
             objects: Mutex::new(BTreeMap::new()),
             schema,
-            schema_value,
+            structure: StructuralSchema::of(&schema_value),
         })
     }
 
     fn validate(&self, object: &mut Value) -> Result<(), String> {
         let mut dropped = Vec::new();
-        prune(object, &self.schema_value, "", &mut dropped);
+        self.structure.prune(object, FieldPath::Root, &mut dropped);
         let problems: Vec<String> = self
             .schema
             .iter_errors(object)
