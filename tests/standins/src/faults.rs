@@ -53,6 +53,40 @@ pub struct LoggedRequest {
     /// When the request arrived, for timelines (a cold start's, say).
     #[serde(skip)]
     pub arrived: Option<std::time::Instant>,
+    /// When the stand-in began producing the answer (after any injected delay): with
+    /// `handling_us`, the interval it was busy, so that a benchmark can count time in which
+    /// several requests were handled at once only once.
+    #[serde(skip)]
+    pub handling_started: Option<std::time::Instant>,
+}
+
+/// The time in which at least one of these requests was being handled: the length of the
+/// union of their handling intervals. Summing `handling_us` would count twice what two
+/// stand-ins (or a GET waiting on a PATCH's lock) did at once. Requests never handled (a
+/// fault answered them) count nothing.
+pub fn busy_time(log: &[LoggedRequest]) -> std::time::Duration {
+    use std::time::{Duration, Instant};
+    let mut intervals: Vec<(Instant, Instant)> = log
+        .iter()
+        .filter_map(|r| {
+            let from = r.handling_started?;
+            Some((from, from + Duration::from_micros(r.handling_us)))
+        })
+        .collect();
+    intervals.sort();
+    let mut total = Duration::ZERO;
+    let mut open: Option<(Instant, Instant)> = None;
+    for (from, to) in intervals {
+        open = match open {
+            Some((start, end)) if from <= end => Some((start, end.max(to))),
+            Some((start, end)) => {
+                total += end - start;
+                Some((from, to))
+            }
+            None => Some((from, to)),
+        };
+    }
+    total + open.map_or(Duration::ZERO, |(start, end)| end - start)
 }
 
 /// What a matching request gets instead of (or before) its normal answer.
@@ -312,6 +346,7 @@ pub async fn intercept(
         handling_us: 0,
         response_bytes: 0,
         arrived: Some(std::time::Instant::now()),
+        handling_started: None,
     };
     let query = parts.uri.query().unwrap_or_default();
     let fault = shared.take_fault(service, &method, (&path, query), &operation);
@@ -334,6 +369,7 @@ pub async fn intercept(
                 tokio::time::sleep(duration).await;
             }
             let started = std::time::Instant::now();
+            entry.handling_started = Some(started);
             let response = next
                 .run(Request::from_parts(parts, Body::from(bytes)))
                 .await;
@@ -472,5 +508,53 @@ pub(crate) fn reason_for(code: u16) -> &'static str {
         503 => "ServiceUnavailable",
         504 => "Timeout",
         _ => "InternalError",
+    }
+}
+
+#[cfg(test)]
+mod busy_time_tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    fn handled(at: Instant, from_us: u64, for_us: u64) -> LoggedRequest {
+        LoggedRequest {
+            service: Service::Kube,
+            method: "GET".into(),
+            path: "/".into(),
+            query: String::new(),
+            operation: String::new(),
+            content_type: String::new(),
+            accept: String::new(),
+            body: String::new(),
+            status: 200,
+            handling_us: for_us,
+            response_bytes: 0,
+            arrived: Some(at),
+            handling_started: Some(at + Duration::from_micros(from_us)),
+        }
+    }
+
+    #[test]
+    fn overlapping_handling_is_counted_once_and_gaps_not_at_all() {
+        let t = Instant::now();
+        let log = [
+            handled(t, 0, 100),
+            handled(t, 50, 100),
+            handled(t, 60, 20),
+            handled(t, 400, 30),
+        ];
+        assert_eq!(busy_time(&log), Duration::from_micros(150 + 30));
+    }
+
+    #[test]
+    fn a_request_a_fault_answered_adds_nothing() {
+        let t = Instant::now();
+        let mut faulted = handled(t, 0, 0);
+        faulted.handling_started = None;
+        assert_eq!(
+            busy_time(&[faulted, handled(t, 10, 40)]),
+            Duration::from_micros(40)
+        );
+        assert_eq!(busy_time(&[]), Duration::ZERO);
     }
 }

@@ -30,7 +30,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 pub use aws::{AwsState, Image, QueueMessage};
-pub use faults::{FaultAction, LoggedRequest, Route, Service, Shared};
+pub use faults::{FaultAction, LoggedRequest, Route, Service, Shared, busy_time};
 pub use kube::KubeState;
 pub use runtime::{Outcome, RuntimeApi};
 pub use token::image_updater_grants;
