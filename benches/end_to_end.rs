@@ -13,8 +13,11 @@
 
 use std::time::{Duration, Instant};
 
+use std::collections::BTreeMap;
+
 use argocd_ecr_updater_standins::fixtures::{
     bench_application, image_updater, image_with_digest, large_status, numbered_digest, push_event,
+    reconcile_event,
 };
 use argocd_ecr_updater_standins::{
     ExtraCluster, FaultAction, Image, Options, Outcome, Service, StandIns,
@@ -30,8 +33,8 @@ const REGISTRY: &str = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com";
 const REPOSITORY: &str = "bench-svc";
 const IMAGE_UPDATERS: usize = 50;
 
-/// What a series of warm invocations measured.
-struct Warm {
+/// What a series of warm invocations of one path measured.
+struct Series {
     latencies: Vec<Duration>,
     standin_time: Vec<Duration>,
     /// Per event, the time in which at least one stand-in was handling a request.
@@ -40,39 +43,69 @@ struct Warm {
     cpu_per_event: Duration,
     /// The bench process's: the stand-ins (and the bench's own bookkeeping), per event.
     standin_cpu_per_event: Duration,
-    by_kind: std::collections::BTreeMap<&'static str, Vec<u64>>,
-    /// Updated, list pages, GETs, PATCHes, ECR, EKS, ImageUpdater requests, Events: of one
-    /// event.
-    counted: (usize, usize, usize, usize, usize, usize, usize, usize),
+    /// The stand-ins' handling of each request, by kind, over the series.
+    handling_by_kind: BTreeMap<&'static str, Vec<u64>>,
+    /// Requests of the first measured event, by kind.
+    requests: BTreeMap<&'static str, usize>,
+    /// Response bytes of the first measured event, by kind.
+    bytes_by_kind: BTreeMap<&'static str, usize>,
+    /// Applications the first measured event updated.
+    updated: usize,
     rss_kb: u64,
-    /// Response bytes per event by kind, from the first event.
-    bytes_by_kind: std::collections::BTreeMap<&'static str, usize>,
     /// The event of median latency, request by request: where a warm event's time goes.
     median_timeline: Vec<String>,
 }
 
-/// One warm process, `WARM_RUNS` pushes of new tags from push number `first`.
-async fn measure_warm(
+impl Series {
+    fn requests(&self, kind: &str) -> usize {
+        self.requests.get(kind).copied().unwrap_or(0)
+    }
+}
+
+/// What a logged request was, for the per-kind figures of every path.
+fn kind_of(r: &argocd_ecr_updater_standins::LoggedRequest) -> &'static str {
+    match (r.service, r.method.as_str()) {
+        (Service::Kube, _) if r.path.contains("/imageupdaters") => "ImageUpdater",
+        (Service::Kube, "POST") if r.path.ends_with("/events") => "Event",
+        (Service::Kube, "GET") if r.path.ends_with("/applications") => "list page",
+        (Service::Kube, "GET") => "GET",
+        (Service::Kube, "PATCH") => "PATCH",
+        (Service::Kube, _) => "other Kubernetes",
+        (Service::GitHub, "GET") if r.path.contains("/git/ref/") => "GitHub ref",
+        (Service::GitHub, "GET") => "GitHub contents",
+        (Service::GitHub, _) => "GitHub commit",
+        (Service::SecretsManager, _) => "Secrets Manager",
+        (Service::Ecr, _) => "ECR",
+        (Service::Eks, _) => "EKS",
+        _ => "other",
+    }
+}
+
+/// One warm process, `runs` events from number `first` (`event(n)`, after `before(n)`
+/// has set the stage for it).
+async fn measure_series(
     standins: &StandIns,
     env: &[(String, String)],
     first: usize,
+    runs: usize,
     deadline: Duration,
-) -> Warm {
+    event: impl Fn(usize) -> Value,
+    before: impl Fn(usize),
+) -> Series {
     let mut function = spawn_warmed(standins, env, first, deadline).await;
     let cpu_before = function.cpu_time();
     let standin_cpu_before = cpu_time("self");
     let mut latencies = Vec::new();
     let mut standin_time = Vec::new();
     let mut standin_busy = Vec::new();
-    let mut by_kind: std::collections::BTreeMap<&'static str, Vec<u64>> =
-        std::collections::BTreeMap::new();
-    let mut counted = None;
-    let mut bytes_by_kind = std::collections::BTreeMap::new();
+    let mut handling_by_kind: BTreeMap<&'static str, Vec<u64>> = BTreeMap::new();
+    let mut first_event = None;
     let mut timelines = Vec::new();
-    for n in first + 1..first + 1 + WARM_RUNS {
+    for n in first + 1..first + 1 + runs {
+        before(n);
         standins.shared.clear_log();
         let started = Instant::now();
-        let outcome = function.invoke(standins, push(n), deadline).await;
+        let outcome = function.invoke(standins, event(n), deadline).await;
         let latency = started.elapsed();
         latencies.push(latency);
         let log = standins.shared.requests();
@@ -81,66 +114,92 @@ async fn measure_warm(
             log.iter().map(|r| r.handling_us).sum(),
         ));
         standin_busy.push(argocd_ecr_updater_standins::busy_time(&log));
-        let kind_of =
-            |r: &argocd_ecr_updater_standins::LoggedRequest| match (r.service, r.method.as_str()) {
-                (Service::Kube, _) if r.path.contains("/imageupdaters") => "imageupdaters",
-                (Service::Kube, "POST") if r.path.ends_with("/events") => "event",
-                (Service::Kube, "GET") if r.path.ends_with("/applications") => "list page",
-                (Service::Kube, "GET") => "get",
-                (Service::Kube, _) => "patch",
-                (Service::GitHub, "GET") if r.path.contains("/git/ref/") => "github ref",
-                (Service::GitHub, "GET") => "github contents",
-                (Service::GitHub, _) => "github commit",
-                (Service::SecretsManager, _) => "secrets manager",
-                _ => "ecr",
-            };
         for r in &log {
-            by_kind.entry(kind_of(r)).or_default().push(r.handling_us);
+            handling_by_kind
+                .entry(kind_of(r))
+                .or_default()
+                .push(r.handling_us);
         }
         let Outcome::Response(report) = outcome else {
             panic!("{outcome:?}")
         };
-        if counted.is_none() {
+        if first_event.is_none() {
+            let mut requests = BTreeMap::new();
+            let mut bytes = BTreeMap::new();
             for r in &log {
-                *bytes_by_kind.entry(kind_of(r)).or_insert(0) += r.response_bytes;
+                *requests.entry(kind_of(r)).or_insert(0) += 1;
+                *bytes.entry(kind_of(r)).or_insert(0) += r.response_bytes;
             }
-            let updated = updated_in(&report);
-            let count = |kind: &str| log.iter().filter(|r| kind_of(r) == kind).count();
-            let ecr = log.iter().filter(|r| r.service == Service::Ecr).count();
-            let eks = log.iter().filter(|r| r.service == Service::Eks).count();
-            counted = Some((
-                updated,
-                count("list page"),
-                count("get"),
-                count("patch"),
-                ecr,
-                eks,
-                count("imageupdaters"),
-                count("event"),
-            ));
+            first_event = Some((requests, bytes, updated_in(&report)));
         }
     }
-    let cpu_per_event = function.cpu_time().saturating_sub(cpu_before) / WARM_RUNS as u32;
-    let standin_cpu_per_event =
-        cpu_time("self").saturating_sub(standin_cpu_before) / WARM_RUNS as u32;
+    let cpu_per_event = function.cpu_time().saturating_sub(cpu_before) / runs as u32;
+    let standin_cpu_per_event = cpu_time("self").saturating_sub(standin_cpu_before) / runs as u32;
     let rss_kb = function.stop();
     latencies.sort();
     standin_time.sort();
     standin_busy.sort();
     timelines.sort_by_key(|(latency, _)| *latency);
     let median_timeline = timelines.swap_remove(timelines.len() / 2).1;
-    Warm {
+    let (requests, bytes_by_kind, updated) = first_event.unwrap();
+    Series {
         latencies,
         standin_time,
         standin_busy,
         cpu_per_event,
         standin_cpu_per_event,
-        by_kind,
-        counted: counted.unwrap(),
-        rss_kb,
+        handling_by_kind,
+        requests,
         bytes_by_kind,
+        updated,
+        rss_kb,
         median_timeline,
     }
+}
+
+/// `WARM_RUNS` pushes of new tags: every invocation moves all the matching Applications.
+async fn measure_push(
+    standins: &StandIns,
+    env: &[(String, String)],
+    first: usize,
+    deadline: Duration,
+) -> Series {
+    measure_series(standins, env, first, WARM_RUNS, deadline, push, |_| {}).await
+}
+
+/// One line per path, the same for every path: what an event of it costs each side.
+fn print_budget(path: &str, series: &Series) {
+    let list = |map: &BTreeMap<&'static str, usize>, unit: &dyn Fn(usize) -> String| {
+        map.iter()
+            .map(|(kind, n)| format!("{} {kind}", unit(*n)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let lower =
+        percentile(&series.latencies, 0.50).saturating_sub(percentile(&series.standin_time, 0.50));
+    let upper =
+        percentile(&series.latencies, 0.50).saturating_sub(percentile(&series.standin_busy, 0.50));
+    println!(
+        "budget, {path}: p50 {:.1} ms, p99 {:.1} ms over {} events, {} Applications updated per event; \
+         requests per event: {}; bytes answered: {}; stand-ins' handling p50 {:.1} ms summed, {:.1} ms busy; \
+         function's own side {:.1} to {:.1} ms; CPU per event: function {:.1} ms, stand-ins {:.1} ms; peak RSS {:.1} MB",
+        ms(percentile(&series.latencies, 0.50)),
+        ms(percentile(&series.latencies, 0.99)),
+        series.latencies.len(),
+        series.updated,
+        list(&series.requests, &|n| n.to_string()),
+        list(&series.bytes_by_kind, &|b| format!(
+            "{:.1} KB",
+            b as f64 / 1024.0
+        )),
+        ms(percentile(&series.standin_time, 0.50)),
+        ms(percentile(&series.standin_busy, 0.50)),
+        ms(lower),
+        ms(upper),
+        ms(series.cpu_per_event),
+        ms(series.standin_cpu_per_event),
+        series.rss_kb as f64 / 1024.0
+    );
 }
 
 /// One invocation's requests as lines: when each arrived at its stand-in (from the
@@ -179,13 +238,14 @@ async fn measure_git(
     env: &[(String, String)],
     first: usize,
     deadline: Duration,
-) -> Warm {
+) -> Series {
     let secret = "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:bench-github-Ab12Cd";
     let token = "ghp_bench_token";
     standins
         .aws
         .put_secret(secret, &json!({"token": token}).to_string(), true);
     let mut repositories = Vec::new();
+    let mut originals = Vec::new();
     for i in 0..APPLICATIONS {
         let name = format!("app-{i:05}");
         let Some(mut app) = standins.kube.get("argocd", &name) else {
@@ -198,6 +258,9 @@ async fn measure_git(
         {
             continue;
         }
+        let mut original = app.clone();
+        argocd_ecr_updater_standins::fixtures::strip_server_fields(&mut original);
+        originals.push(original);
         let repo = format!("bench/{name}");
         standins
             .github
@@ -222,35 +285,7 @@ async fn measure_git(
         ("GITHUB_API_URL".to_string(), standins.github_api()),
         ("GIT_CA_BUNDLE".to_string(), standins.ca_pem.clone()),
     ]);
-    let mut function = spawn_warmed(standins, &env, first, deadline).await;
-    let mut latencies = Vec::new();
-    let mut by_kind: std::collections::BTreeMap<&'static str, Vec<u64>> =
-        std::collections::BTreeMap::new();
-    for n in first + 1..first + 1 + GIT_RUNS {
-        standins.shared.clear_log();
-        let started = Instant::now();
-        let outcome = function.invoke(standins, push(n), deadline).await;
-        latencies.push(started.elapsed());
-        assert!(matches!(outcome, Outcome::Response(_)), "{outcome:?}");
-        for r in standins.shared.requests() {
-            let kind = match (r.service, r.method.as_str()) {
-                (Service::GitHub, "GET") if r.path.contains("/git/ref/") => "GitHub ref reads",
-                (Service::GitHub, "GET") => "GitHub file reads",
-                (Service::GitHub, _) => "GitHub commits",
-                (Service::Kube, "PATCH") => "refresh patches",
-                (Service::Kube, "GET") if r.path.ends_with("/applications") => "list pages",
-                (Service::Kube, "GET") if r.path.contains("/imageupdaters") => "ImageUpdater lists",
-                (Service::Kube, "GET") => "Application GETs",
-                (Service::Kube, "POST") => "Events",
-                (Service::Kube, _) => "other Kubernetes",
-                (Service::SecretsManager, _) => "secret reads",
-                _ => "ECR",
-            };
-            by_kind.entry(kind).or_default().push(r.handling_us);
-        }
-    }
-    let rss_kb = function.stop();
-    latencies.sort();
+    let series = measure_series(standins, &env, first, GIT_RUNS, deadline, push, |_| {}).await;
     let commits: usize = repositories
         .iter()
         .map(|r| standins.github.history(r, "main").len() - 1)
@@ -260,18 +295,84 @@ async fn measure_git(
         repositories.len(),
         GIT_RUNS + 1
     );
-    Warm {
-        latencies,
-        standin_time: Vec::new(),
-        standin_busy: Vec::new(),
-        cpu_per_event: Duration::ZERO,
-        standin_cpu_per_event: Duration::ZERO,
-        by_kind,
-        counted: (0, 0, 0, 0, 0, 0, 0, 0),
-        rss_kb,
-        bytes_by_kind: Default::default(),
-        median_timeline: Vec::new(),
+    for app in originals {
+        standins.kube.insert(app).unwrap();
     }
+    series
+}
+
+const RECONCILE_RUNS: usize = 5;
+/// Tags in each repository of an Application that does not track the bench's.
+const RECONCILE_TAGS: usize = 5;
+
+/// Gives every other Application's repository (`svc-<i>`) its images in ECR, the newest
+/// being the tag the Application runs: a scheduled reconcile then reads 2,000 tag lists and
+/// keeps 1,997 Applications where they are.
+fn seed_reconcile_repositories(standins: &StandIns) {
+    for i in 0..APPLICATIONS {
+        let repository = format!("svc-{i}");
+        for k in 0..RECONCILE_TAGS {
+            let (tag, pushed_at) = if k + 1 == RECONCILE_TAGS {
+                (
+                    "20250101-000000".to_string(),
+                    "2025-01-01T00:00:00Z".to_string(),
+                )
+            } else {
+                (
+                    format!("20241231-{k:06}"),
+                    format!("2024-12-31T00:00:{k:02}Z"),
+                )
+            };
+            standins.aws.push(image_with_digest(
+                &repository,
+                Some(&tag),
+                &numbered_digest(1_000_000 + i * RECONCILE_TAGS + k),
+                &pushed_at,
+            ));
+        }
+    }
+}
+
+/// `RECONCILE_RUNS` scheduled reconciles, a newer image of the bench's repository pushed
+/// before each (so every one moves the 3 Applications that track it), each Kubernetes and
+/// ECR request delayed by `round_trip`.
+async fn measure_reconcile(
+    standins: &StandIns,
+    env: &[(String, String)],
+    round_trip: Option<Duration>,
+    first: usize,
+    deadline: Duration,
+) -> Series {
+    for service in [Service::Kube, Service::Ecr] {
+        let route = argocd_ecr_updater_standins::Route {
+            service: Some(service),
+            ..Default::default()
+        };
+        if let Some(delay) = round_trip {
+            standins
+                .shared
+                .inject(route, u32::MAX, FaultAction::Delay(delay));
+        }
+    }
+    let series = measure_series(
+        standins,
+        env,
+        first,
+        RECONCILE_RUNS,
+        deadline,
+        |_| reconcile_event(),
+        |n| {
+            standins.aws.push(image_with_digest(
+                REPOSITORY,
+                Some(&format!("20250103-{n:06}")),
+                &numbered_digest(2_000_000 + n),
+                &format!("2025-01-03T{:02}:{:02}:00Z", (n / 60) % 24, n % 60),
+            ))
+        },
+    )
+    .await;
+    standins.shared.clear_faults();
+    series
 }
 
 const CLUSTER_RUNS: usize = 50;
@@ -546,7 +647,13 @@ async fn main() {
     standins
         .aws
         .push(image("20250101-000000", 0, "2025-01-01T00:00:00Z"));
-    for n in 1..=2 * WARM_RUNS + COLD_RUNS + GIT_RUNS + 4 * (CLUSTER_RUNS + 1) + 6 {
+    for n in 1..=2 * WARM_RUNS
+        + COLD_RUNS
+        + GIT_RUNS
+        + 4 * (CLUSTER_RUNS + 1)
+        + 2 * (RECONCILE_RUNS + 1)
+        + 6
+    {
         standins.aws.push(image(
             &tag(n),
             n,
@@ -616,90 +723,100 @@ async fn main() {
     }
 
     // Warm: one process, a new tag each time, so every invocation patches all three.
-    let warm = measure_warm(&standins, &env, COLD_RUNS + 1, deadline).await;
+    let warm = measure_push(&standins, &env, COLD_RUNS + 1, deadline).await;
+    // `BENCH_PATHS=push,reconcile` (say) measures only those paths after the push path, for
+    // an A/B or a profile of one path: imageupdaters, clusters, git, reconcile; all by default.
+    let paths = std::env::var("BENCH_PATHS").ok();
+    let wants = |path: &str| {
+        paths
+            .as_deref()
+            .is_none_or(|p| p.split(',').any(|p| p.trim() == path))
+    };
     // The same with 50 ImageUpdater objects in the namespace (none matching the pushed
     // repository's Applications): what reading v1.x configuration costs an event.
-    for i in 0..IMAGE_UPDATERS {
-        standins
-            .kube
-            .insert_image_updater(image_updater(
-                &format!("team-{i:02}"),
-                json!([{"namePattern": format!("team-{i:02}-*"), "images": [
-                    {"alias": "svc", "imageName": format!("{REGISTRY}/team-{i:02}")}]}]),
-            ))
-            .unwrap();
+    let mut with_objects = None;
+    if wants("imageupdaters") {
+        for i in 0..IMAGE_UPDATERS {
+            standins
+                .kube
+                .insert_image_updater(image_updater(
+                    &format!("team-{i:02}"),
+                    json!([{"namePattern": format!("team-{i:02}-*"), "images": [
+                        {"alias": "svc", "imageName": format!("{REGISTRY}/team-{i:02}")}]}]),
+                ))
+                .unwrap();
+        }
+        with_objects =
+            Some(measure_push(&standins, &env, COLD_RUNS + WARM_RUNS + 2, deadline).await);
     }
-    let with_objects = measure_warm(&standins, &env, COLD_RUNS + WARM_RUNS + 2, deadline).await;
-    // Git write-back: the matching Applications commit to a repository each instead.
     // Three clusters from one function: the seed cluster (with its 50 objects) and two more
     // of 2,000 Applications each, all patching; against one cluster alone, on loopback and
     // with a network round trip added to every Kubernetes request.
-    let extra = more_clusters(&standins).await;
     let mut next = COLD_RUNS + 2 * WARM_RUNS + 3;
     let mut cluster_figures = Vec::new();
-    for round_trip in [None, Some(ROUND_TRIP)] {
-        for clusters in [&extra[..0], &extra[..]] {
-            let measured =
-                measure_clusters(&standins, &env, clusters, round_trip, next, deadline).await;
-            next += CLUSTER_RUNS + 1;
-            cluster_figures.push((clusters.len() + 1, round_trip, measured));
+    if wants("clusters") {
+        let extra = more_clusters(&standins).await;
+        for round_trip in [None, Some(ROUND_TRIP)] {
+            for clusters in [&extra[..0], &extra[..]] {
+                let measured =
+                    measure_clusters(&standins, &env, clusters, round_trip, next, deadline).await;
+                cluster_figures.push((clusters.len() + 1, round_trip, measured));
+                next += CLUSTER_RUNS + 1;
+            }
         }
     }
-    drop(extra);
-    let git = measure_git(&standins, &env, next, deadline).await;
+    next = COLD_RUNS + 2 * WARM_RUNS + 3 + 4 * (CLUSTER_RUNS + 1);
+    // Git write-back: the matching Applications commit to a repository each instead, and
+    // are put back as they were afterwards.
+    let mut git = None;
+    if wants("git") {
+        git = Some(measure_git(&standins, &env, next, deadline).await);
+    }
+    next += GIT_RUNS + 1;
+    // Scheduled reconcile: every Application's repository's tag list, every Application
+    // read; last, since it moves the bench's Applications to tags newer than any push's.
+    let mut reconciles = Vec::new();
+    if wants("reconcile") {
+        seed_reconcile_repositories(&standins);
+        for round_trip in [None, Some(ROUND_TRIP)] {
+            let measured = measure_reconcile(&standins, &env, round_trip, next, deadline).await;
+            next += RECONCILE_RUNS + 1;
+            reconciles.push((round_trip, measured));
+        }
+    }
     let size = std::fs::metadata(BINARY).map(|m| m.len()).unwrap_or(0);
-    let Warm {
-        latencies: warm,
-        standin_time,
-        standin_busy,
-        cpu_per_event,
-        standin_cpu_per_event,
-        mut by_kind,
-        counted,
-        rss_kb,
-        bytes_by_kind,
-        median_timeline,
-    } = warm;
-    for line in &median_timeline {
+    for line in &warm.median_timeline {
         println!("warm timeline (the event of median latency): {line}");
     }
-    let bytes: Vec<String> = bytes_by_kind
-        .iter()
-        .map(|(kind, bytes)| format!("{kind} {:.1} KB", *bytes as f64 / 1024.0))
-        .collect();
-    println!("bytes answered per event: {}", bytes.join(", "));
-    let (updated, lists, gets, patches, ecr, eks, objects, events) = counted;
-    println!(
-        "with {IMAGE_UPDATERS} ImageUpdater objects: warm p50 {:.1} ms, p99 {:.1} ms; per event {} ImageUpdater requests (metadata-only revalidation), {} list pages, {} GETs, {} PATCHes",
-        ms(percentile(&with_objects.latencies, 0.50)),
-        ms(percentile(&with_objects.latencies, 0.99)),
-        with_objects.counted.6,
-        with_objects.counted.1,
-        with_objects.counted.2,
-        with_objects.counted.3,
-    );
-    println!(
-        "without: {objects} ImageUpdater requests per event (a metadata-only list that finds none)"
-    );
-
-    for (kind, times) in &mut by_kind {
-        times.sort();
-        println!(
-            "stand-in handling per {kind}: p50 {:.2} ms",
-            times[times.len() / 2] as f64 / 1e3
+    print_budget("push", &warm);
+    if let Some(with_objects) = &with_objects {
+        print_budget(
+            &format!("push with {IMAGE_UPDATERS} ImageUpdater objects in the namespace"),
+            with_objects,
         );
     }
-    {
-        let kinds: Vec<String> = git
-            .by_kind
-            .iter()
-            .map(|(kind, times)| format!("{} {kind}", times.len() / GIT_RUNS))
-            .collect();
+    if let Some(git) = &git {
+        print_budget("push, git write-back (a commit per Application)", git);
+    }
+    for (round_trip, series) in &reconciles {
+        print_budget(
+            &format!(
+                "scheduled reconcile, {APPLICATIONS} Applications over {} repositories, {}",
+                APPLICATIONS - MATCHING + 1,
+                round_trip.map_or("loopback".to_string(), |d| format!(
+                    "{} ms added per Kubernetes and ECR request",
+                    d.as_millis()
+                ))
+            ),
+            series,
+        );
+    }
+    for (kind, times) in &warm.handling_by_kind {
+        let mut times = times.clone();
+        times.sort();
         println!(
-            "git write-back ({MATCHING} Applications, a commit each): warm p50 {:.1} ms, p99 {:.1} ms over {GIT_RUNS} events; per event: {}",
-            ms(percentile(&git.latencies, 0.50)),
-            ms(percentile(&git.latencies, 0.99)),
-            kinds.join(", ")
+            "stand-in handling per {kind} (push): p50 {:.2} ms",
+            times[times.len() / 2] as f64 / 1e3
         );
     }
     for (count, round_trip, run) in &cluster_figures {
@@ -726,47 +843,64 @@ async fn main() {
             *rss_kb as f64 / 1024.0
         );
     }
+    let Series {
+        latencies: warm_latencies,
+        standin_time,
+        standin_busy,
+        cpu_per_event,
+        standin_cpu_per_event,
+        rss_kb,
+        ..
+    } = &warm;
     println!("| figure | value | target |");
     println!("|---|---|---|");
     println!(
         "| warm invocation latency, p50 | {:.1} ms | under 15 ms |",
-        ms(percentile(&warm, 0.50))
+        ms(percentile(warm_latencies, 0.50))
     );
     println!(
         "| warm invocation latency, p99 | {:.1} ms | under 30 ms |",
-        ms(percentile(&warm, 0.99))
+        ms(percentile(warm_latencies, 0.99))
     );
     println!(
         "| of which the stand-ins' own handling (sum over requests, some concurrent), p50 | {:.1} ms | |",
-        ms(percentile(&standin_time, 0.50))
+        ms(percentile(standin_time, 0.50))
     );
     println!(
         "| of which at least one stand-in was handling a request (union of handling intervals), p50 | {:.1} ms | |",
-        ms(percentile(&standin_busy, 0.50))
+        ms(percentile(standin_busy, 0.50))
     );
     // The function's own share lies between two subtractions: the summed handling counts
     // overlapping requests twice (a lower bound), while the time no stand-in was handling
     // anything also holds TLS and loopback transfer on both sides (an upper bound).
     println!(
         "| of which the function's own side, between (p50 total minus p50 summed handling) and (p50 total minus p50 union) | {:.1} to {:.1} ms | |",
-        ms(percentile(&warm, 0.50).saturating_sub(percentile(&standin_time, 0.50))),
-        ms(percentile(&warm, 0.50).saturating_sub(percentile(&standin_busy, 0.50)))
+        ms(percentile(warm_latencies, 0.50).saturating_sub(percentile(standin_time, 0.50))),
+        ms(percentile(warm_latencies, 0.50).saturating_sub(percentile(standin_busy, 0.50)))
     );
     println!(
         "| the function process's CPU time per event, all threads (from /proc/<pid>/task/*/schedstat) | {:.1} ms | |",
-        ms(cpu_per_event)
+        ms(*cpu_per_event)
     );
     println!(
         "| the stand-ins' CPU time per event, all threads of the bench process (the same way) | {:.1} ms | |",
-        ms(standin_cpu_per_event)
+        ms(*standin_cpu_per_event)
     );
     println!(
-        "| HTTP requests per event | {lists} list pages, {gets} GETs, {patches} PATCHes, {events} Events, {objects} ImageUpdater list, {ecr} ECR, {eks} EKS ({updated} Applications updated) | {} list pages + {MATCHING} GET + {MATCHING} PATCH + {MATCHING} Events + 1 ImageUpdater list + at most 1 ECR |",
+        "| HTTP requests per event | {} list pages, {} GETs, {} PATCHes, {} Events, {} ImageUpdater list, {} ECR, {} EKS ({} Applications updated) | {} list pages + {MATCHING} GET + {MATCHING} PATCH + {MATCHING} Events + 1 ImageUpdater list + at most 1 ECR |",
+        warm.requests("list page"),
+        warm.requests("GET"),
+        warm.requests("PATCH"),
+        warm.requests("Event"),
+        warm.requests("ImageUpdater"),
+        warm.requests("ECR"),
+        warm.requests("EKS"),
+        warm.updated,
         APPLICATIONS.div_ceil(500)
     );
     println!(
         "| peak RSS of the function process | {:.1} MB | under 20 MiB |",
-        rss_kb as f64 / 1024.0
+        *rss_kb as f64 / 1024.0
     );
     println!(
         "| cold start (process start to first response), median of {COLD_RUNS} | {:.1} ms (min {:.1}, max {:.1}) | under 60 ms |",

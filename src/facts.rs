@@ -1,13 +1,16 @@
 //! Registry facts for one invocation: what ECR says about tags, each asked at most once.
 //!
 //! Applications tracking one repository usually share a tag, so the answers are kept for the
-//! invocation. The caches sit behind async locks held across the request, so concurrent
-//! Applications wait for the one request instead of repeating it.
+//! invocation. Each repository has a slot of its own whose lock is held across its request:
+//! concurrent Applications of one repository wait for the one request instead of repeating
+//! it, while those of other repositories are answered at the same time (reconcile reads
+//! every tracked repository's tag list, one per Application in many fleets).
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 
-use tokio::sync::Mutex as AsyncMutex;
+use tokio::sync::{Mutex as AsyncMutex, OnceCell};
 
 use crate::decide::{self, Described, ImageCase};
 use crate::ecr::{Ecr, EcrError};
@@ -43,18 +46,48 @@ pub struct Choice<'t> {
 
 type TagList = Result<Arc<Vec<TagInfo>>, FetchFailure>;
 
+/// One value per key, made on first use: a caller for a key that is being made waits for it,
+/// callers for other keys do not. The map's own lock is held only to find a key's slot.
+struct Slots<V> {
+    slots: AsyncMutex<HashMap<String, Arc<V>>>,
+}
+
+impl<V: Default> Slots<V> {
+    fn new() -> Self {
+        Self {
+            slots: AsyncMutex::new(HashMap::new()),
+        }
+    }
+
+    async fn slot(&self, key: String) -> Arc<V> {
+        self.slots.lock().await.entry(key).or_default().clone()
+    }
+}
+
+impl<T: Clone> Slots<OnceCell<T>> {
+    /// The value for `key`, made by `make` unless it was made (or is being made) already.
+    async fn get_or_make<F, Fut>(&self, key: String, make: F) -> T
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = T>,
+    {
+        self.slot(key).await.get_or_init(make).await.clone()
+    }
+}
+
 pub struct RegistryFacts<'a> {
     ecr: &'a Ecr,
-    described: AsyncMutex<HashMap<String, Option<TagInfo>>>,
-    tag_lists: AsyncMutex<HashMap<String, TagList>>,
+    /// Per repository, what ECR said of each tag asked about.
+    described: Slots<AsyncMutex<HashMap<String, Option<TagInfo>>>>,
+    tag_lists: Slots<OnceCell<TagList>>,
 }
 
 impl<'a> RegistryFacts<'a> {
     pub fn new(ecr: &'a Ecr) -> Self {
         Self {
             ecr,
-            described: AsyncMutex::new(HashMap::new()),
-            tag_lists: AsyncMutex::new(HashMap::new()),
+            described: Slots::new(),
+            tag_lists: Slots::new(),
         }
     }
 
@@ -66,11 +99,14 @@ impl<'a> RegistryFacts<'a> {
         repository: &str,
         tags: &[String],
     ) -> Result<Described, FetchFailure> {
-        let key = |tag: &str| format!("{registry}/{repository}:{tag}");
-        let mut described = self.described.lock().await;
+        let slot = self
+            .described
+            .slot(format!("{registry}/{repository}"))
+            .await;
+        let mut described = slot.lock().await;
         let unknown: Vec<String> = tags
             .iter()
-            .filter(|t| !described.contains_key(&key(t)))
+            .filter(|t| !described.contains_key(t.as_str()))
             .cloned()
             .collect();
         if !unknown.is_empty() {
@@ -78,31 +114,28 @@ impl<'a> RegistryFacts<'a> {
                 .ecr
                 .describe_tags(registry, repository, &unknown)
                 .await?;
-            for tag in &unknown {
-                described.insert(key(tag), found.iter().find(|f| &f.name == tag).cloned());
+            for tag in unknown {
+                let info = found.iter().find(|f| f.name == tag).cloned();
+                described.insert(tag, info);
             }
         }
         Ok(tags
             .iter()
-            .map(|t| (t.clone(), described.get(&key(t)).cloned().flatten()))
+            .map(|t| (t.clone(), described.get(t.as_str()).cloned().flatten()))
             .collect())
     }
 
     /// A repository's full tag list, fetched at most once per invocation.
     pub async fn tag_list(&self, registry: &str, repository: &str) -> TagList {
-        let mut cache = self.tag_lists.lock().await;
-        let key = format!("{registry}/{repository}");
-        if let Some(known) = cache.get(&key) {
-            return known.clone();
-        }
-        let listed = self
-            .ecr
-            .list_tags(registry, repository)
+        self.tag_lists
+            .get_or_make(format!("{registry}/{repository}"), || async {
+                self.ecr
+                    .list_tags(registry, repository)
+                    .await
+                    .map(Arc::new)
+                    .map_err(FetchFailure::from)
+            })
             .await
-            .map(Arc::new)
-            .map_err(FetchFailure::from);
-        cache.insert(key, listed.clone());
-        listed
     }
 
     /// Whether `tag`'s manifest offers every platform the image asks for; `Err` of the
@@ -163,5 +196,66 @@ impl<'a> RegistryFacts<'a> {
             chosen: None,
             platform_refusals,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn callers_for_one_key_share_one_fetch_even_while_it_is_under_way() {
+        let slots: Slots<OnceCell<usize>> = Slots::new();
+        let fetches = AtomicUsize::new(0);
+        let fetch = || async {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            fetches.fetch_add(1, Ordering::SeqCst) + 100
+        };
+        let answers = futures_util::future::join_all(
+            (0..5).map(|_| slots.get_or_make("ecr/svc".into(), fetch)),
+        )
+        .await;
+        assert_eq!(answers, vec![100; 5]);
+        assert_eq!(fetches.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn callers_for_different_keys_fetch_at_the_same_time() {
+        // Each fetch waits until every key's fetch has begun: a cache that makes one key
+        // wait for another's fetch never gets there.
+        let slots: Slots<OnceCell<String>> = Slots::new();
+        let keys = ["ecr/a", "ecr/b", "ecr/c"];
+        let barrier = tokio::sync::Barrier::new(keys.len());
+        let answers = tokio::time::timeout(
+            Duration::from_secs(5),
+            futures_util::future::join_all(keys.iter().map(|key| {
+                let barrier = &barrier;
+                slots.get_or_make(key.to_string(), move || async move {
+                    barrier.wait().await;
+                    format!("tags of {key}")
+                })
+            })),
+        )
+        .await
+        .expect("every key's fetch ran while the others were under way");
+        assert_eq!(answers, ["tags of ecr/a", "tags of ecr/b", "tags of ecr/c"]);
+    }
+
+    #[tokio::test]
+    async fn a_fetch_given_up_midway_is_made_again_by_the_next_caller() {
+        let slots: Slots<OnceCell<&str>> = Slots::new();
+        let abandoned = tokio::time::timeout(
+            Duration::from_millis(10),
+            slots.get_or_make("ecr/svc".into(), || std::future::pending()),
+        )
+        .await;
+        assert!(abandoned.is_err());
+        let answer = slots
+            .get_or_make("ecr/svc".into(), || async { "listed" })
+            .await;
+        assert_eq!(answer, "listed");
     }
 }

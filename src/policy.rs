@@ -11,6 +11,7 @@ pub mod constraint;
 pub mod go_glob;
 
 use std::cmp::Ordering;
+use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -91,6 +92,58 @@ pub enum AllowTags {
 /// `\p{Greek}`): Go accepts them, but on an ASCII tag `\pL` is `[A-Za-z]`.
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
 
+/// Compiled patterns kept for the warm process, at most this many: a reconcile reads every
+/// Application's `allow-tags`, most fleets share a handful of patterns, and compiling one
+/// cost more CPU than anything else a reconcile did per Application (a tenth of it,
+/// profiled over 2,000 Applications). The bound keeps hostile annotations from growing it.
+const COMPILED_PATTERNS: usize = 256;
+
+static SHARED_PATTERNS: CompiledPatterns = CompiledPatterns::new(COMPILED_PATTERNS);
+
+/// `allow-tags` patterns compiled once and handed out as clones (a clone shares the compiled
+/// program, and matching from several tasks at once is safe).
+struct CompiledPatterns {
+    kept: std::sync::Mutex<Option<HashMap<String, Regex>>>,
+    limit: usize,
+    compilations: std::sync::atomic::AtomicUsize,
+}
+
+impl CompiledPatterns {
+    const fn new(limit: usize) -> Self {
+        Self {
+            kept: std::sync::Mutex::new(None),
+            limit,
+            compilations: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    /// `pattern` compiled as `allow-tags` compiles it, or the copy kept from an earlier call.
+    /// A pattern that does not compile is not kept: its error is made again each time.
+    fn get(&self, pattern: &str) -> Result<Regex, regex::Error> {
+        // A poisoned lock only means the cache is passed by: compiling again is always right.
+        if let Ok(guard) = self.kept.lock()
+            && let Some(re) = guard.as_ref().and_then(|kept| kept.get(pattern))
+        {
+            return Ok(re.clone());
+        }
+        self.compilations
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let re = regex::bytes::RegexBuilder::new(pattern)
+            .unicode(false)
+            .size_limit(REGEX_SIZE_LIMIT)
+            .dfa_size_limit(REGEX_SIZE_LIMIT)
+            .build()?;
+        if let Ok(mut guard) = self.kept.lock() {
+            let kept = guard.get_or_insert_with(HashMap::new);
+            if kept.len() >= self.limit {
+                kept.clear();
+            }
+            kept.insert(pattern.to_string(), re.clone());
+        }
+        Ok(re)
+    }
+}
+
 impl AllowTags {
     pub fn parse(value: &str) -> Result<Self, PolicyError> {
         let value = value.trim();
@@ -108,13 +161,7 @@ impl AllowTags {
                 reason: "expected `any` or `regexp:<pattern>`".to_string(),
             });
         };
-        regex::bytes::RegexBuilder::new(pattern)
-            .unicode(false)
-            .size_limit(REGEX_SIZE_LIMIT)
-            .dfa_size_limit(REGEX_SIZE_LIMIT)
-            .build()
-            .map(Self::Regexp)
-            .map_err(|e| {
+        SHARED_PATTERNS.get(pattern).map(Self::Regexp).map_err(|e| {
                 let hint = if pattern.contains("\\p") || pattern.contains("\\P") {
                     " (Unicode classes such as \\pL are not supported: tags are ASCII, so write [A-Za-z])"
                 } else {
@@ -517,6 +564,8 @@ impl TagPolicy {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::Ordering as AtomicOrdering;
+
     use super::*;
     use time::macros::datetime;
 
@@ -693,6 +742,54 @@ mod tests {
         }
         // The pattern itself stays case-sensitive.
         assert!(!AllowTags::parse("regexp:^v1").unwrap().allows("V1"));
+    }
+
+    #[test]
+    fn a_pattern_asked_for_again_is_not_compiled_again_and_matches_the_same() {
+        let patterns = CompiledPatterns::new(8);
+        let first = patterns.get("^[0-9]{8}-[0-9]{6}$").unwrap();
+        let again = patterns.get("^[0-9]{8}-[0-9]{6}$").unwrap();
+        assert_eq!(patterns.compilations.load(AtomicOrdering::Relaxed), 1);
+        for tag in ["20250825-153012", "20250825-15301", "latest"] {
+            assert_eq!(
+                first.is_match(tag.as_bytes()),
+                again.is_match(tag.as_bytes())
+            );
+        }
+        assert!(again.is_match(b"20250825-153012"));
+    }
+
+    #[test]
+    fn a_pattern_that_does_not_compile_is_refused_every_time_and_not_kept() {
+        let patterns = CompiledPatterns::new(8);
+        assert!(patterns.get("(unclosed").is_err());
+        assert!(patterns.get("(unclosed").is_err());
+        assert_eq!(patterns.compilations.load(AtomicOrdering::Relaxed), 2);
+        let kept = patterns.kept.lock().unwrap();
+        assert!(kept.as_ref().is_none_or(|kept| kept.is_empty()));
+    }
+
+    #[test]
+    fn the_kept_patterns_never_outgrow_their_bound_and_still_answer_right() {
+        let patterns = CompiledPatterns::new(4);
+        for n in 0..10 {
+            let re = patterns.get(&format!("^v{n}$")).unwrap();
+            assert!(re.is_match(format!("v{n}").as_bytes()));
+            assert!(!re.is_match(format!("v{n}0").as_bytes()));
+            let kept = patterns.kept.lock().unwrap();
+            assert!(kept.as_ref().map_or(0, HashMap::len) <= 4);
+        }
+        assert_eq!(patterns.compilations.load(AtomicOrdering::Relaxed), 10);
+    }
+
+    #[test]
+    fn allow_tags_patterns_keep_their_semantics_when_shared() {
+        // Unicode mode stays off for a pattern served from the shared cache: `\d` is ASCII.
+        for _ in 0..2 {
+            let allow = AllowTags::parse("regexp:^\\d+$").unwrap();
+            assert!(allow.allows("123"));
+            assert!(!allow.allows("١٢٣"));
+        }
     }
 
     #[test]
