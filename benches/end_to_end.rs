@@ -539,6 +539,13 @@ impl Function {
             .stderr(file)
             .spawn()
             .expect("the release binary starts");
+        // `BENCH_CPU_CGROUP`: a cgroup the function processes run in, to measure them with a
+        // Lambda-sized share of a CPU (see docs/development.md); its threads follow it there.
+        if let Some(cgroup) = std::env::var_os("BENCH_CPU_CGROUP") {
+            let procs = std::path::Path::new(&cgroup).join("cgroup.procs");
+            std::fs::write(&procs, child.id().to_string())
+                .unwrap_or_else(|e| panic!("BENCH_CPU_CGROUP: {}: {e}", procs.display()));
+        }
         Self {
             child,
             log,
@@ -667,7 +674,8 @@ async fn main() {
     );
     let mut env = standins.lambda_env();
     env.push(("LOG_LEVEL".into(), "warn".into()));
-    let deadline = Duration::from_secs(30);
+    // The template's default Timeout: a reconcile at a Lambda-sized CPU share needs room.
+    let deadline = Duration::from_secs(120);
 
     // Cold start: process start to the first invocation's response, on fresh processes;
     // split at the first Runtime API poll into the init (process start, configuration, the

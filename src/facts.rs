@@ -249,7 +249,7 @@ mod tests {
         let slots: Slots<OnceCell<&str>> = Slots::new();
         let abandoned = tokio::time::timeout(
             Duration::from_millis(10),
-            slots.get_or_make("ecr/svc".into(), || std::future::pending()),
+            slots.get_or_make("ecr/svc".into(), std::future::pending),
         )
         .await;
         assert!(abandoned.is_err());
