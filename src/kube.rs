@@ -169,6 +169,10 @@ pub struct ListedMeta<'a> {
 }
 
 impl ListedMeta<'_> {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// The `image-list` annotation (the last, if a key is repeated, as a map would keep).
     pub fn image_list(&self) -> Option<&str> {
         self.annotations

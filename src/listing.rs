@@ -80,12 +80,15 @@ pub async fn concerned(
         // before is not again. Only those are remembered, a handful per event.
         let handled = RefCell::new(HashSet::new());
         let sent = std::cell::Cell::new(0);
+        let prefixes = imageupdater::NamePrefixes::of(&objects);
         let each = |listed: ListedMeta<'_>| {
-            // With no ImageUpdater object at hand every Application is configured by its
-            // annotations, and its `image-list` alone decides: asked while it is borrowed, so
-            // the Applications that do not concern the event are never copied out of their
-            // page.
-            if objects.is_empty() && !concern.concerns_image_list(listed.image_list()) {
+            // An Application no ImageUpdater object can select (every one, with no object at
+            // hand) is configured by its annotations, and its `image-list` alone decides:
+            // asked while it is borrowed, so the Applications that do not concern the event
+            // are never copied out of their page nor resolved against every object.
+            if !prefixes.may_select(listed.name())
+                && !concern.concerns_image_list(listed.image_list())
+            {
                 return;
             }
             let meta = listed.into_owned();

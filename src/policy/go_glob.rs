@@ -88,6 +88,14 @@ impl GoGlob {
     }
 }
 
+/// What every name `pattern` matches starts with: the pattern up to its first special
+/// character (`*`, `?`, `[` or the escaping `\\`), each of the characters before it matching
+/// only itself.
+pub fn literal_prefix(pattern: &str) -> &str {
+    let end = pattern.find(['*', '?', '[', '\\']).unwrap_or(pattern.len());
+    &pattern[..end]
+}
+
 /// `filepath.Match(pattern, name)`, with Go's error for a malformed pattern.
 pub fn matches(pattern: &str, name: &str) -> Result<bool, BadPattern> {
     let mut pattern = pattern;
