@@ -395,7 +395,7 @@ fn best_ref(
 /// its object match nothing, only adds a prefix).
 #[derive(Debug, Default)]
 pub struct NamePrefixes {
-    /// Some pattern starts with a special character (`*`, `?`, `[`, `\\`): any name may match.
+    /// Some pattern starts with a special character (`*`, `?`, `[`, `\`): any name may match.
     any: bool,
     by_length: Vec<(usize, HashSet<String>)>,
 }

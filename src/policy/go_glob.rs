@@ -89,7 +89,7 @@ impl GoGlob {
 }
 
 /// What every name `pattern` matches starts with: the pattern up to its first special
-/// character (`*`, `?`, `[` or the escaping `\\`), each of the characters before it matching
+/// character (`*`, `?`, `[` or the escaping `\`), each of the characters before it matching
 /// only itself.
 pub fn literal_prefix(pattern: &str) -> &str {
     let end = pattern.find(['*', '?', '[', '\\']).unwrap_or(pattern.len());
