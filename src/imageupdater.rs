@@ -389,8 +389,8 @@ fn best_ref(
 /// What an Application's name must start with for any of a set of objects to select it: the
 /// literal prefixes of their refs' name patterns, by length. A listing asks it about every
 /// Application and resolves only those some object may select; without it, each of 2,000
-/// Applications was matched against each of 50 objects' patterns on every push, a fifth of
-/// the event's CPU. It answers `true` for a superset of the names [`resolve`] gives to an
+/// Applications was matched against each of 50 objects' patterns on every push (the matching
+/// code alone a tenth of the event's CPU; A/B with the filter: 18.4 -> 13.5 ms per event). It answers `true` for a superset of the names [`resolve`] gives to an
 /// object (a pattern's prefix is necessary, not sufficient; an invalid pattern, which makes
 /// its object match nothing, only adds a prefix).
 #[derive(Debug, Default)]
