@@ -54,6 +54,15 @@ struct Series {
     rss_kb: u64,
     /// The event of median latency, request by request: where a warm event's time goes.
     median_timeline: Vec<String>,
+    /// The event at p99, the same way: what the tail's events do that the median's do not.
+    p99_timeline: Vec<String>,
+    /// CPU time per event of everything else on the machine, and stolen by the hypervisor
+    /// (from `/proc/stat`, over the series).
+    others_per_event: Duration,
+    stolen_per_event: Duration,
+    /// TLS handshakes the stand-ins completed per event, sorted: a warm process that
+    /// reuses its connections makes none, so an event that makes one pays for it.
+    handshakes: Vec<u64>,
 }
 
 impl Series {
@@ -95,6 +104,7 @@ async fn measure_series(
     let mut function = spawn_warmed(standins, env, first, deadline).await;
     let cpu_before = function.cpu_time();
     let standin_cpu_before = cpu_time("self");
+    let machine_before = machine_time();
     let mut latencies = Vec::new();
     let mut standin_time = Vec::new();
     let mut standin_busy = Vec::new();
@@ -104,12 +114,27 @@ async fn measure_series(
     for n in first + 1..first + 1 + runs {
         before(n);
         standins.shared.clear_log();
+        let handshakes_before = standins.shared.tls_handshakes();
+        let (function_before, standins_before) = (function.scheduled(), scheduled("self"));
         let started = Instant::now();
         let outcome = function.invoke(standins, event(n), deadline).await;
         let latency = started.elapsed();
+        let (function_after, standins_after) = (function.scheduled(), scheduled("self"));
         latencies.push(latency);
         let log = standins.shared.requests();
-        timelines.push((latency, timeline(started, latency, &log)));
+        let handshakes = standins.shared.tls_handshakes() - handshakes_before;
+        let mut lines = timeline(started, latency, &log);
+        lines.push(format!("{handshakes} TLS handshakes during the event"));
+        // Where a slow event's time went: its own work, or waiting for one of the cores.
+        lines.push(format!(
+            "function: ran {:.1} ms, waited runnable for a core {:.1} ms (all threads); \
+             stand-ins: ran {:.1} ms, waited {:.1} ms",
+            ms(function_after.0.saturating_sub(function_before.0)),
+            ms(function_after.1.saturating_sub(function_before.1)),
+            ms(standins_after.0.saturating_sub(standins_before.0)),
+            ms(standins_after.1.saturating_sub(standins_before.1)),
+        ));
+        timelines.push((latency, handshakes, lines));
         standin_time.push(Duration::from_micros(
             log.iter().map(|r| r.handling_us).sum(),
         ));
@@ -135,12 +160,25 @@ async fn measure_series(
     }
     let cpu_per_event = function.cpu_time().saturating_sub(cpu_before) / runs as u32;
     let standin_cpu_per_event = cpu_time("self").saturating_sub(standin_cpu_before) / runs as u32;
+    let machine_after = machine_time();
+    // What the rest of the machine (other processes, the kernel's own threads) ran, and what
+    // the hypervisor took, beside the two processes measured.
+    let others_per_event = machine_after
+        .0
+        .saturating_sub(machine_before.0)
+        .saturating_sub((cpu_per_event + standin_cpu_per_event) * runs as u32)
+        / runs as u32;
+    let stolen_per_event = machine_after.1.saturating_sub(machine_before.1) / runs as u32;
     let rss_kb = function.stop();
     latencies.sort();
     standin_time.sort();
     standin_busy.sort();
-    timelines.sort_by_key(|(latency, _)| *latency);
-    let median_timeline = timelines.swap_remove(timelines.len() / 2).1;
+    timelines.sort_by_key(|(latency, _, _)| *latency);
+    let mut handshakes: Vec<u64> = timelines.iter().map(|(_, count, _)| *count).collect();
+    handshakes.sort();
+    let p99_at = ((timelines.len() - 1) as f64 * 0.99).round() as usize;
+    let p99_timeline = timelines[p99_at].2.clone();
+    let median_timeline = timelines.swap_remove(timelines.len() / 2).2;
     let (requests, bytes_by_kind, updated) = first_event.unwrap();
     Series {
         latencies,
@@ -154,6 +192,10 @@ async fn measure_series(
         updated,
         rss_kb,
         median_timeline,
+        p99_timeline,
+        handshakes,
+        others_per_event,
+        stolen_per_event,
     }
 }
 
@@ -182,7 +224,9 @@ fn print_budget(path: &str, series: &Series) {
     println!(
         "budget, {path}: p50 {:.1} ms, p99 {:.1} ms over {} events, {} Applications updated per event; \
          requests per event: {}; bytes answered: {}; stand-ins' handling p50 {:.1} ms summed, {:.1} ms busy; \
-         function's own side {:.1} to {:.1} ms; CPU per event: function {:.1} ms, stand-ins {:.1} ms; peak RSS {:.1} MB",
+         function's own side {:.1} to {:.1} ms; CPU per event: function {:.1} ms, stand-ins {:.1} ms, \
+         the rest of the machine {:.1} ms, stolen {:.1} ms; peak RSS {:.1} MB; \
+         TLS handshakes: {} in the series, {} events with any",
         ms(percentile(&series.latencies, 0.50)),
         ms(percentile(&series.latencies, 0.99)),
         series.latencies.len(),
@@ -198,7 +242,11 @@ fn print_budget(path: &str, series: &Series) {
         ms(upper),
         ms(series.cpu_per_event),
         ms(series.standin_cpu_per_event),
-        series.rss_kb as f64 / 1024.0
+        ms(series.others_per_event),
+        ms(series.stolen_per_event),
+        series.rss_kb as f64 / 1024.0,
+        series.handshakes.iter().sum::<u64>(),
+        series.handshakes.iter().filter(|n| **n > 0).count(),
     );
 }
 
@@ -580,6 +628,11 @@ impl Function {
         cpu_time(&self.child.id().to_string())
     }
 
+    /// Its threads' run and runnable-but-waiting time so far.
+    fn scheduled(&self) -> (Duration, Duration) {
+        scheduled(&self.child.id().to_string())
+    }
+
     /// Stops it, returning its peak RSS in KiB.
     fn stop(mut self) -> u64 {
         let rss_kb = peak_rss_kb(self.child.id());
@@ -597,15 +650,45 @@ impl Function {
 /// `/proc/<pid>/task/<tid>/schedstat`, in nanoseconds (a process's `stat` counts in 10 ms
 /// ticks, too coarse for a few milliseconds per event). `pid` may be `self`.
 fn cpu_time(pid: &str) -> Duration {
+    scheduled(pid).0
+}
+
+/// A process's threads' time so far, from their `schedstat`: run on a core, and waited
+/// runnable for one (the second field), summed over threads.
+fn scheduled(pid: &str) -> (Duration, Duration) {
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task"));
-    let nanos: u64 = tasks
+    let (run, wait) = tasks
         .into_iter()
         .flatten()
         .flatten()
         .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
-        .filter_map(|line| line.split_whitespace().next()?.parse::<u64>().ok())
-        .sum();
-    Duration::from_nanos(nanos)
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace().map(|f| f.parse::<u64>().ok());
+            Some((fields.next()??, fields.next()??))
+        })
+        .fold((0, 0), |(run, wait), (r, w)| (run + r, wait + w));
+    (Duration::from_nanos(run), Duration::from_nanos(wait))
+}
+
+/// Busy and stolen time of all cores so far, from `/proc/stat` (in 10 ms ticks: meaningful
+/// over a series, not per event).
+fn machine_time() -> (Duration, Duration) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let ticks: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    let at = |i: usize| ticks.get(i).copied().unwrap_or(0);
+    // user, nice, system, irq, softirq; then steal.
+    let busy = at(0) + at(1) + at(2) + at(5) + at(6);
+    (
+        Duration::from_millis(busy * 10),
+        Duration::from_millis(at(7) * 10),
+    )
 }
 
 /// How many entries of a report say `updated`.
@@ -795,6 +878,9 @@ async fn main() {
     let size = std::fs::metadata(BINARY).map(|m| m.len()).unwrap_or(0);
     for line in &warm.median_timeline {
         println!("warm timeline (the event of median latency): {line}");
+    }
+    for line in &warm.p99_timeline {
+        println!("warm timeline (the event at p99): {line}");
     }
     print_budget("push", &warm);
     if let Some(with_objects) = &with_objects {

@@ -308,16 +308,29 @@ fn parse_metadata_page(
     }
 }
 
-/// A page's `continue` token. The API server writes a list's `metadata` before its `items`
-/// (Go's encoder keeps the struct's field order), so the token is read from the first few
-/// hundred bytes and the next page can be asked for before the items are scanned at all.
-/// A page with its items first is still read right, by scanning them.
-fn continue_token(page: &[u8]) -> Result<Option<String>, serde_json::Error> {
-    enum Head {
+/// What the first bytes of a list page say about its `continue` token.
+#[derive(Debug, PartialEq, Eq)]
+enum Head {
+    /// The list's `metadata` came first and is whole: this is the page's token.
+    Token(Option<String>),
+    /// More bytes are needed before the head can say.
+    Incomplete,
+    /// The items come first: only the whole page can say.
+    ItemsFirst,
+}
+
+/// Reads a list page's `continue` token off its first bytes, which may be all of it or any
+/// prefix. The API server writes a list's `metadata` before its `items` (Go's encoder keeps
+/// the struct's field order), so the token is in the first few hundred bytes and the next
+/// page can be asked for while the rest of this one is still arriving. A prefix never gives
+/// another answer than the whole page: `metadata` counts only once its object has closed,
+/// and an error is one no further bytes could mend (not an object, not JSON).
+fn read_head(prefix: &[u8]) -> Result<Head, serde_json::Error> {
+    enum Seen {
         Token(Option<String>),
         ItemsFirst,
     }
-    struct HeadVisitor<'h>(&'h mut Option<Head>);
+    struct HeadVisitor<'h>(&'h mut Option<Seen>);
     impl<'de> serde::de::Visitor<'de> for HeadVisitor<'_> {
         type Value = ();
         fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
@@ -328,11 +341,11 @@ fn continue_token(page: &[u8]) -> Result<Option<String>, serde_json::Error> {
                 match key.as_ref() {
                     "metadata" => {
                         let meta: ListMeta = map.next_value()?;
-                        *self.0 = Some(Head::Token(meta.continue_token));
+                        *self.0 = Some(Seen::Token(meta.continue_token));
                         return Ok(());
                     }
                     "items" => {
-                        *self.0 = Some(Head::ItemsFirst);
+                        *self.0 = Some(Seen::ItemsFirst);
                         return Ok(());
                     }
                     _ => {
@@ -340,30 +353,105 @@ fn continue_token(page: &[u8]) -> Result<Option<String>, serde_json::Error> {
                     }
                 }
             }
-            *self.0 = Some(Head::Token(None));
             Ok(())
         }
     }
-    let mut head = None;
-    let mut deserializer = serde_json::Deserializer::from_slice(page);
+    let mut seen = None;
+    let mut deserializer = serde_json::Deserializer::from_slice(prefix);
     // Stopping inside the object makes the deserializer report the rest as unread; what was
     // read before that is all that is wanted, and the items' own parse checks the rest.
-    let stopped = serde::Deserializer::deserialize_map(&mut deserializer, HeadVisitor(&mut head));
-    match (head, stopped) {
-        (Some(Head::Token(token)), _) => Ok(token),
-        (Some(Head::ItemsFirst), _) => {
-            #[derive(Deserialize)]
-            struct Whole {
-                #[serde(default)]
-                metadata: ListMeta,
-            }
-            Ok(serde_json::from_slice::<Whole>(page)?
-                .metadata
-                .continue_token)
-        }
+    let stopped = serde::Deserializer::deserialize_map(&mut deserializer, HeadVisitor(&mut seen));
+    match (seen, stopped) {
+        (Some(Seen::Token(token)), _) => Ok(Head::Token(token)),
+        (Some(Seen::ItemsFirst), _) => Ok(Head::ItemsFirst),
+        (None, Ok(())) => Ok(Head::Token(None)),
+        (None, Err(e)) if e.is_eof() => Ok(Head::Incomplete),
         (None, Err(e)) => Err(e),
-        (None, Ok(())) => Ok(None),
     }
+}
+
+/// A whole page's `continue` token: off its head when the head says, else from the page.
+fn continue_token(page: &[u8]) -> Result<Option<String>, serde_json::Error> {
+    // A whole page that is still incomplete ends too early for the parse below as well.
+    if let Head::Token(token) = read_head(page)? {
+        return Ok(token);
+    }
+    #[derive(Deserialize)]
+    struct Whole {
+        #[serde(default)]
+        metadata: ListMeta,
+    }
+    Ok(serde_json::from_slice::<Whole>(page)?
+        .metadata
+        .continue_token)
+}
+
+/// A head longer than this is not looked for any further: the page is read whole. The API
+/// server's head is a few hundred bytes; this only bounds the re-reads of a strange one.
+const HEAD_LIMIT: usize = 64 * 1024;
+
+/// A list page as it arrives: its `continue` token known, its items perhaps still on the way.
+pub struct ListPage {
+    received: Vec<u8>,
+    rest: Option<reqwest::Response>,
+    token: Option<String>,
+}
+
+impl ListPage {
+    /// Reads a page until its token is known: usually the first chunk, the whole page when
+    /// the items come first.
+    async fn start(mut response: reqwest::Response) -> Result<Self, KubeError> {
+        // The API server says how long a page is; a claim is trusted only so far, so that a
+        // wrong header cannot reserve memory the page never fills.
+        let expected = response.content_length().unwrap_or(0).min(16 << 20) as usize;
+        let mut received = Vec::with_capacity(expected.max(16 * 1024));
+        let mut rest = None;
+        while let Some(chunk) = response.chunk().await.map_err(transport_error)? {
+            received.extend_from_slice(&chunk);
+            match read_head(&received) {
+                Ok(Head::Token(token)) => {
+                    return Ok(Self {
+                        received,
+                        rest: Some(response),
+                        token,
+                    });
+                }
+                Ok(Head::Incomplete) if received.len() < HEAD_LIMIT => {}
+                // The whole page's parse says what is wrong with it, if anything.
+                Ok(Head::Incomplete | Head::ItemsFirst) | Err(_) => {
+                    rest = Some(response);
+                    break;
+                }
+            }
+        }
+        let mut page = Self {
+            received,
+            rest,
+            token: None,
+        };
+        page.read_rest().await?;
+        page.token = continue_token(&page.received).map_err(bad_metadata_list)?;
+        Ok(page)
+    }
+
+    async fn read_rest(&mut self) -> Result<(), KubeError> {
+        if let Some(mut response) = self.rest.take() {
+            while let Some(chunk) = response.chunk().await.map_err(transport_error)? {
+                self.received.extend_from_slice(&chunk);
+            }
+        }
+        Ok(())
+    }
+
+    /// The whole page, once the rest of it has arrived.
+    async fn finish(mut self) -> Result<Vec<u8>, KubeError> {
+        self.read_rest().await?;
+        Ok(self.received)
+    }
+}
+
+fn bad_metadata_list(e: serde_json::Error) -> KubeError {
+    KubeError::BadResponse(format!("metadata list: {e}"))
 }
 
 #[derive(Deserialize, Default)]
@@ -601,7 +689,8 @@ impl KubeClient {
         Ok(url)
     }
 
-    /// Sends a request with a bearer token; after a 401 it renews the token once.
+    /// Sends a request with a bearer token and reads the whole answer; after a 401 it renews
+    /// the token once.
     async fn send(
         &self,
         method: Method,
@@ -610,6 +699,22 @@ impl KubeClient {
         body: Option<(&'static str, Vec<u8>)>,
         namespace: &str,
     ) -> Result<Bytes, KubeError> {
+        let response = self.respond(method, url, accept, body, namespace).await?;
+        // Kept as the client collected it: an Application can be tens of kilobytes, and a
+        // copy costs its size again in fresh memory to fault in.
+        response.bytes().await.map_err(transport_error)
+    }
+
+    /// [`Self::send`] up to a successful answer's headers, its body left to the caller to
+    /// read as it arrives. An error answer is read whole, to say what went wrong.
+    async fn respond(
+        &self,
+        method: Method,
+        url: url::Url,
+        accept: &str,
+        body: Option<(&'static str, Vec<u8>)>,
+        namespace: &str,
+    ) -> Result<reqwest::Response, KubeError> {
         for attempt in 0..2 {
             let token = self.tokens.token().await?;
             let mut request = self
@@ -635,16 +740,14 @@ impl KubeClient {
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.trim().parse::<u64>().ok())
                 .map(Duration::from_secs);
-            let bytes = response.bytes().await.map_err(transport_error)?;
-            // Kept as the client collected it: a list page is a third of a megabyte, and a
-            // copy costs its size again in fresh memory to fault in.
             if status.is_success() {
-                return Ok(bytes);
+                return Ok(response);
             }
             if status == StatusCode::UNAUTHORIZED && attempt == 0 {
                 self.tokens.invalidate().await;
                 continue;
             }
+            let bytes = response.bytes().await.map_err(transport_error)?;
             return Err(status_error(
                 status,
                 retry_after,
@@ -686,16 +789,28 @@ impl KubeClient {
         Ok((kept, stats))
     }
 
-    /// The first page of [`Self::list_application_metadata`], fetched ahead, so that it can
-    /// travel while something else (the ImageUpdater objects) is read.
+    /// The first page of [`Self::list_application_metadata`], asked for ahead, so that it
+    /// can travel while something else (the ImageUpdater objects) is read.
     pub async fn first_application_page(
         &self,
         namespace: &str,
         options: ListOptions<'_>,
-    ) -> Result<Bytes, KubeError> {
-        let url = self.application_page_url(namespace, options, None)?;
-        self.send(Method::GET, url, METADATA_ONLY, None, namespace)
-            .await
+    ) -> Result<ListPage, KubeError> {
+        self.start_page(namespace, options, None).await
+    }
+
+    /// Asks for a page and reads it as far as its `continue` token.
+    async fn start_page(
+        &self,
+        namespace: &str,
+        options: ListOptions<'_>,
+        continue_token: Option<&str>,
+    ) -> Result<ListPage, KubeError> {
+        let url = self.application_page_url(namespace, options, continue_token)?;
+        let response = self
+            .respond(Method::GET, url, METADATA_ONLY, None, namespace)
+            .await?;
+        ListPage::start(response).await
     }
 
     fn application_page_url(
@@ -722,47 +837,46 @@ impl KubeClient {
     /// when it was fetched ahead ([`Self::first_application_page`]; its error, if any, is
     /// this listing's).
     ///
-    /// Pipelined: the continue token is read off the head of a page ([`continue_token`]),
-    /// the next page is asked for, and this page is parsed while the server answers, so the
-    /// parse of each page overlaps the round trip of the next.
+    /// Pipelined: the next page is asked for as soon as this one's head has given its
+    /// continue token ([`read_head`]), and this page's items arrive and are parsed while
+    /// the server answers, so that neither the rest of a page nor its parse waits in line
+    /// before the next page's round trip.
     pub async fn list_application_metadata_from(
         &self,
         namespace: &str,
         options: ListOptions<'_>,
-        first: Option<Result<Bytes, KubeError>>,
+        first: Option<Result<ListPage, KubeError>>,
         mut each: impl FnMut(ListedMeta<'_>),
     ) -> Result<ListStats, KubeError> {
         let mut stats = ListStats::default();
         let mut page = match first {
-            Some(fetched) => fetched?,
-            None => self.first_application_page(namespace, options).await?,
+            Some(started) => started?,
+            None => self.start_page(namespace, options, None).await?,
         };
         loop {
-            let next_token = continue_token(&page)
-                .map_err(|e| KubeError::BadResponse(format!("metadata list: {e}")))?
-                .filter(|c| !c.is_empty());
+            let next_token = page.token.take().filter(|c| !c.is_empty());
             let next = async {
                 match &next_token {
-                    Some(token) => {
-                        let url = self.application_page_url(namespace, options, Some(token))?;
-                        self.send(Method::GET, url, METADATA_ONLY, None, namespace)
-                            .await
-                            .map(Some)
-                    }
+                    Some(token) => self
+                        .start_page(namespace, options, Some(token))
+                        .await
+                        .map(Some),
                     None => Ok(None),
                 }
             };
-            // The request is polled first, so it is on its way before the parse starts.
+            // The request is polled first, so it is on its way before this page's rest is
+            // read.
             let (next, parsed) = futures_util::future::join(next, async {
-                stats.seen += parse_metadata_page(&page, options.naming, &mut each)
-                    .map_err(|e| KubeError::BadResponse(format!("metadata list: {e}")))?;
+                let body = page.finish().await?;
+                stats.seen += parse_metadata_page(&body, options.naming, &mut each)
+                    .map_err(bad_metadata_list)?;
                 stats.pages += 1;
                 Ok::<(), KubeError>(())
             })
             .await;
             parsed?;
             match next? {
-                Some(bytes) => page = bytes,
+                Some(started) => page = started,
                 None => break,
             }
         }
@@ -1339,6 +1453,76 @@ mod tests {
         ];
         for (case, page, token) in cases {
             assert_eq!(continue_token(page).unwrap().as_deref(), *token, "{case}");
+        }
+    }
+
+    #[test]
+    fn a_head_read_from_any_prefix_of_a_page_says_nothing_or_what_the_whole_page_says() {
+        let pages: &[&[u8]] = &[
+            br#"{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"5","continue":"abc","remainingItemCount":12},"items":[{"metadata":{"name":"a"}}]}"#,
+            br#"{"items":[{"metadata":{"name":"a","annotations":{"k":"}"}}}],"metadata":{"continue":"def"}}"#,
+            br#"{"meta\u0064ata":{"continue":"g\"hi"},"items":[]}"#,
+            br#"{"metadata":{"resourceVersion":"5"},"items":[]}"#,
+            br#"{"kind":"List","items":[]}"#,
+            br#"{"metadata":{"continue":"abc"}"#,
+            br#"[{"metadata":{"continue":"abc"}}]"#,
+            br#"{"kind":"List""#,
+        ];
+        for page in pages {
+            let whole = continue_token(page);
+            for end in 0..=page.len() {
+                let prefix = String::from_utf8_lossy(&page[..end]);
+                match read_head(&page[..end]) {
+                    Ok(Head::Token(token)) => {
+                        assert_eq!(Some(&token), whole.as_ref().ok(), "{prefix}")
+                    }
+                    Ok(Head::Incomplete | Head::ItemsFirst) => {}
+                    Err(_) => assert!(whole.is_err(), "{prefix}"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_head_needs_more_bytes_until_the_metadata_object_closes() {
+        let table: &[(&str, &[u8], Head)] = &[
+            ("nothing yet", b"", Head::Incomplete),
+            (
+                "an object closed with neither",
+                br#"{"kind":"List"}"#,
+                Head::Token(None),
+            ),
+            (
+                "the kind only",
+                br#"{"kind":"PartialObjectMetadataList","#,
+                Head::Incomplete,
+            ),
+            (
+                "inside the token",
+                br#"{"metadata":{"continue":"ab"#,
+                Head::Incomplete,
+            ),
+            (
+                "a number that may go on",
+                br#"{"metadata":{"remainingItemCount":12"#,
+                Head::Incomplete,
+            ),
+            (
+                "the metadata closed",
+                br#"{"metadata":{"continue":"abc"},"ite"#,
+                Head::Token(Some("abc".into())),
+            ),
+            ("the items first", br#"{"items":[{"metad"#, Head::ItemsFirst),
+        ];
+        for (case, prefix, head) in table {
+            assert_eq!(read_head(prefix).ok().as_ref(), Some(head), "{case}");
+        }
+        for not_a_list in [&b"["[..], b"<html>", b"{\"kind\" 1"] {
+            assert!(
+                read_head(not_a_list).is_err(),
+                "{}",
+                String::from_utf8_lossy(not_a_list)
+            );
         }
     }
 

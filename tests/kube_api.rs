@@ -584,6 +584,47 @@ async fn a_page_that_fails_while_the_previous_one_is_parsed_fails_the_listing_an
 }
 
 #[tokio::test]
+async fn the_next_page_is_asked_for_while_the_items_of_the_one_before_are_still_arriving() {
+    let standins = standins_with(Options::default(), 9).await;
+    let client = kube_client(&standins);
+    // The first page's head (its `continue` token) arrives; its items come a second later.
+    let pause = Duration::from_secs(1);
+    standins.shared.inject(
+        Route::kube("GET", "/applications").with_query("limit=3"),
+        1,
+        FaultAction::StallAfter {
+            marker: "\"items\":[",
+            pause,
+        },
+    );
+    let (kept, stats) = client
+        .list_application_metadata("argocd", list_options(None, 3), |_| true)
+        .await
+        .unwrap();
+    assert_eq!((stats.pages, stats.seen, kept.len()), (3, 9, 9));
+    let lists = standins
+        .shared
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/applications"))
+        .collect::<Vec<_>>();
+    assert_eq!(lists.len(), 3);
+    assert!(
+        !lists[0].query.contains("continue="),
+        "{:?}",
+        lists[0].query
+    );
+    let asked_after = lists[1]
+        .arrived
+        .unwrap()
+        .duration_since(lists[0].arrived.unwrap());
+    assert!(
+        asked_after < pause / 2,
+        "the second page was asked for {asked_after:?} after the first, not before the first one's items arrived"
+    );
+}
+
+#[tokio::test]
 async fn injected_faults_become_typed_errors() {
     let standins = standins_with(Options::default(), 1).await;
     let client = kube_client(&standins);

@@ -5,7 +5,7 @@
 //! what bodies. That is how a test proves what a decision cost.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -101,6 +101,13 @@ pub enum FaultAction {
     Delay(Duration),
     /// Send headers, then break the connection mid-body.
     Drop,
+    /// Answer normally, but send the body only up to the end of the first `marker` in it
+    /// (all of it, if absent), then pause before the rest: a page whose head has arrived
+    /// and whose items are still on the way, as a large list on a slow link.
+    StallAfter {
+        marker: &'static str,
+        pause: Duration,
+    },
 }
 
 /// Which requests a fault applies to. Empty fields match anything.
@@ -209,6 +216,7 @@ pub struct Shared {
     faults: Mutex<Vec<FaultRule>>,
     clock_skew_secs: AtomicI64,
     reject_tokens: AtomicU32,
+    tls_handshakes: AtomicU64,
 }
 
 impl Shared {
@@ -253,6 +261,17 @@ impl Shared {
 
     pub fn requests(&self) -> Vec<LoggedRequest> {
         lock(&self.log).clone()
+    }
+
+    /// TLS handshakes completed by the stand-ins that share this, since they started: a
+    /// warm client that reuses its connections adds none, so a benchmark can tell an event
+    /// that paid for a new connection from one that did not.
+    pub fn tls_handshakes(&self) -> u64 {
+        self.tls_handshakes.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn count_tls_handshake(&self) {
+        self.tls_handshakes.fetch_add(1, Ordering::SeqCst);
     }
 
     pub fn clear_log(&self) {
@@ -364,7 +383,7 @@ pub async fn intercept(
                 .body(broken)
                 .unwrap_or_default()
         }
-        Some(FaultAction::Delay(_)) | None => {
+        Some(FaultAction::Delay(_) | FaultAction::StallAfter { .. }) | None => {
             if let Some(FaultAction::Delay(duration)) = fault {
                 tokio::time::sleep(duration).await;
             }
@@ -379,7 +398,13 @@ pub async fn intercept(
             match axum::body::to_bytes(body, usize::MAX).await {
                 Ok(bytes) => {
                     entry.response_bytes = bytes.len();
-                    Response::from_parts(head, Body::from(bytes))
+                    let body = match fault {
+                        Some(FaultAction::StallAfter { marker, pause }) => {
+                            stalled_body(bytes, marker, pause)
+                        }
+                        _ => Body::from(bytes),
+                    };
+                    Response::from_parts(head, body)
                 }
                 Err(_) => Response::from_parts(head, Body::empty()),
             }
@@ -392,6 +417,31 @@ pub async fn intercept(
     };
     lock(&shared.log).push(entry);
     response
+}
+
+fn stalled_body(bytes: Bytes, marker: &str, pause: Duration) -> Body {
+    let split = bytes
+        .windows(marker.len())
+        .position(|window| window == marker.as_bytes())
+        .map_or(bytes.len(), |at| at + marker.len());
+    let (parts, received) = tokio::sync::mpsc::channel(2);
+    tokio::spawn(async move {
+        if parts.send(Ok(bytes.slice(..split))).await.is_ok() {
+            tokio::time::sleep(pause).await;
+            let _ = parts.send(Ok(bytes.slice(split..))).await;
+        }
+    });
+    struct Parts(tokio::sync::mpsc::Receiver<Result<Bytes, std::io::Error>>);
+    impl futures_core::Stream for Parts {
+        type Item = Result<Bytes, std::io::Error>;
+        fn poll_next(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Self::Item>> {
+            self.0.poll_recv(cx)
+        }
+    }
+    Body::from_stream(Parts(received))
 }
 
 fn futures_error_body() -> Body {

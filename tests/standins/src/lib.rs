@@ -82,7 +82,12 @@ pub fn function_identity(grants: Vec<Grant>) -> Identity {
 }
 
 /// Serves `app` over TLS on every connection `listener` accepts.
-async fn serve_tls(listener: TcpListener, acceptor: tokio_rustls::TlsAcceptor, app: axum::Router) {
+async fn serve_tls(
+    listener: TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+    app: axum::Router,
+    shared: Arc<Shared>,
+) {
     loop {
         let Ok((tcp, _)) = listener.accept().await else {
             continue;
@@ -92,11 +97,13 @@ async fn serve_tls(listener: TcpListener, acceptor: tokio_rustls::TlsAcceptor, a
         let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
         let app = app.clone();
+        let shared = shared.clone();
         tokio::spawn(async move {
             // A client that refuses our certificate ends here, as with a real server.
             let Ok(stream) = acceptor.accept(tcp).await else {
                 return;
             };
+            shared.count_tls_handshake();
             let service = TowerToHyperService::new(app);
             let _ = auto::Builder::new(TokioExecutor::new())
                 .serve_connection(TokioIo::new(stream), service)
@@ -115,10 +122,13 @@ async fn serve_kube(
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let app = kube::router(state).layer(axum::middleware::from_fn_with_state(
-        (shared, Service::Kube),
+        (shared.clone(), Service::Kube),
         faults::intercept,
     ));
-    Ok((addr, tokio::spawn(serve_tls(listener, acceptor, app))))
+    Ok((
+        addr,
+        tokio::spawn(serve_tls(listener, acceptor, app, shared)),
+    ))
 }
 
 /// Another cluster's API server: its own CA, token audience (cluster name) and RBAC, and
@@ -227,7 +237,12 @@ impl StandIns {
                 (shared.clone(), Service::GitHub),
                 faults::intercept,
             ));
-        let github_task = tokio::spawn(serve_tls(github_listener, acceptor.clone(), github_app));
+        let github_task = tokio::spawn(serve_tls(
+            github_listener,
+            acceptor.clone(),
+            github_app,
+            shared.clone(),
+        ));
 
         let gitlab = Arc::new(github::GitHubState::default());
         let gitlab_listener = TcpListener::bind("127.0.0.1:0").await?;
@@ -237,7 +252,12 @@ impl StandIns {
                 (shared.clone(), Service::GitLab),
                 faults::intercept,
             ));
-        let gitlab_task = tokio::spawn(serve_tls(gitlab_listener, acceptor, gitlab_app));
+        let gitlab_task = tokio::spawn(serve_tls(
+            gitlab_listener,
+            acceptor,
+            gitlab_app,
+            shared.clone(),
+        ));
 
         let aws_listener = TcpListener::bind("127.0.0.1:0").await?;
         let aws_addr = aws_listener.local_addr()?;
