@@ -477,13 +477,19 @@ async fn measure_clusters(
     let mut function = spawn_warmed(standins, &env, first, deadline).await;
     let mut latencies = Vec::new();
     let mut standin_time = Vec::new();
+    let mut timelines = Vec::new();
     for n in first + 1..first + 1 + CLUSTER_RUNS {
         for s in &shared {
             s.clear_log();
         }
         let started = Instant::now();
         let outcome = function.invoke(standins, push(n), deadline).await;
-        latencies.push(started.elapsed());
+        let latency = started.elapsed();
+        latencies.push(latency);
+        timelines.push((
+            latency,
+            timeline(started, latency, &standins.shared.requests()),
+        ));
         let Outcome::Response(report) = outcome else {
             panic!("{outcome:?}")
         };
@@ -522,15 +528,20 @@ async fn measure_clusters(
     let rss_kb = function.stop();
     latencies.sort();
     standin_time.sort();
+    timelines.sort_by_key(|(latency, _)| *latency);
+    let median_timeline = timelines.swap_remove(timelines.len() / 2).1;
     ClusterRun {
         latencies,
         standin_time,
         requests,
         rss_kb,
+        median_timeline,
     }
 }
 
 struct ClusterRun {
+    /// The first cluster's requests in the event of median latency.
+    median_timeline: Vec<String>,
     latencies: Vec<Duration>,
     /// The stand-ins' own handling, summed over every cluster's requests of one event.
     standin_time: Vec<Duration>,
@@ -919,7 +930,16 @@ async fn main() {
             standin_time,
             requests,
             rss_kb,
+            median_timeline,
         } = run;
+        // With round trips, a single cluster's event shows which requests wait on which.
+        if *count == 1 && round_trip.is_some() {
+            for line in median_timeline {
+                println!(
+                    "timeline, 1 cluster with round trips (the event of median latency): {line}"
+                );
+            }
+        }
         let per_cluster: Vec<String> = requests
             .iter()
             .map(|(name, count)| format!("{name} {count}"))
