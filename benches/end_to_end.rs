@@ -116,10 +116,13 @@ async fn measure_series(
         standins.shared.clear_log();
         let handshakes_before = standins.shared.tls_handshakes();
         let (function_before, standins_before) = (function.scheduled(), scheduled("self"));
+        let function_pid = function.child.id().to_string();
+        let faults_before = (page_faults(&function_pid), page_faults("self"));
         let started = Instant::now();
         let outcome = function.invoke(standins, event(n), deadline).await;
         let latency = started.elapsed();
         let (function_after, standins_after) = (function.scheduled(), scheduled("self"));
+        let faults_after = (page_faults(&function_pid), page_faults("self"));
         latencies.push(latency);
         let log = standins.shared.requests();
         let handshakes = standins.shared.tls_handshakes() - handshakes_before;
@@ -133,6 +136,13 @@ async fn measure_series(
             ms(function_after.1.saturating_sub(function_before.1)),
             ms(standins_after.0.saturating_sub(standins_before.0)),
             ms(standins_after.1.saturating_sub(standins_before.1)),
+        ));
+        lines.push(format!(
+            "page faults: function {} minor, {} major; stand-ins {} minor, {} major",
+            faults_after.0.0 - faults_before.0.0,
+            faults_after.0.1 - faults_before.0.1,
+            faults_after.1.0 - faults_before.1.0,
+            faults_after.1.1 - faults_before.1.1,
         ));
         timelines.push((latency, handshakes, lines));
         standin_time.push(Duration::from_micros(
@@ -679,6 +689,21 @@ fn scheduled(pid: &str) -> (Duration, Duration) {
         })
         .fold((0, 0), |(run, wait), (r, w)| (run + r, wait + w));
     (Duration::from_nanos(run), Duration::from_nanos(wait))
+}
+
+/// A process's page faults so far, minor and major (`/proc/<pid>/stat` fields 10 and 12):
+/// the memory a slow event may have had to fault in.
+fn page_faults(pid: &str) -> (u64, u64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The command name may hold spaces; the fields after it are counted from its `)`.
+    let fields: Vec<u64> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
+    let at = |i: usize| fields.get(i).copied().unwrap_or(0);
+    (at(7), at(9))
 }
 
 /// Busy and stolen time of all cores so far, from `/proc/stat` (in 10 ms ticks: meaningful
