@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use crate::annotations::{ImageConfig, ImageEntry, Platform};
+use crate::annotations::{AppConfig, ImageConfig, ImageEntry, Platform};
 use crate::ecr::{Platforms, offers_all};
 use crate::event::{PushEvent, registry_host};
 use crate::imageupdater::Source;
@@ -523,6 +523,22 @@ pub fn prepare<'a>(
     })
 }
 
+/// The ECR repositories whose tag lists a reconcile of an Application with `config` asks
+/// for, each once, as the configuration alone names them: an image the Application turns out
+/// not to run is skipped after its read, but its configuration is already known from the
+/// listing, so the lists can be asked for while the Application is read.
+pub fn reconcile_repositories(config: &AppConfig, region: &str) -> Vec<(String, String)> {
+    let mut repositories: Vec<(String, String)> = config
+        .images
+        .iter()
+        .filter_map(|entry| entry.config.as_ref().ok())
+        .filter_map(|image| ecr_location(image, region))
+        .collect();
+    repositories.sort();
+    repositories.dedup();
+    repositories
+}
+
 /// The registry id and repository of an ECR image in this region.
 fn ecr_location(image: &ImageConfig, region: &str) -> Option<(String, String)> {
     let registry = image.image.registry.as_deref()?;
@@ -943,6 +959,29 @@ mod tests {
         map.entry(format!("{PREFIX}image-list"))
             .or_insert(format!("app={IMAGE}"));
         AppConfig::parse(&map).unwrap()
+    }
+
+    #[test]
+    fn a_reconcile_asks_for_each_ecr_repository_of_this_region_that_a_valid_image_names_once() {
+        let config = config(&[
+            (
+                "image-list",
+                "a=768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/web, \
+                 b=768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/web, \
+                 api=768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/team/api, \
+                 tokyo=768157413559.dkr.ecr.ap-northeast-1.amazonaws.com/web, \
+                 hub=nginx, \
+                 broken=768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/broken",
+            ),
+            ("broken.update-strategy", "fastest"),
+        ]);
+        assert_eq!(
+            reconcile_repositories(&config, REGION),
+            vec![
+                ("768157413559".to_string(), "team/api".to_string()),
+                ("768157413559".to_string(), "web".to_string()),
+            ]
+        );
     }
 
     fn app(tag: &str, running: &str) -> Value {

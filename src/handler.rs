@@ -496,8 +496,18 @@ impl Handler {
         let mut last_refused: Option<Value> = None;
         for attempt in 0..=self.config.conflict_retries {
             report.stats.gets += 1;
-            let app = match retry_transient(work.deadline, || kube.get_application(ns, name)).await
-            {
+            let read = retry_transient(work.deadline, || kube.get_application(ns, name));
+            // A reconcile's tag lists depend on the configuration the listing already showed,
+            // not on the read: asked for while the Application is read, they have arrived
+            // when it is decided, one round trip sooner. The cache keeps them (and any error)
+            // for the decision, which asks again.
+            let (read, ()) = futures_util::future::join(read, async {
+                if attempt == 0 && matches!(work.mode, Mode::Reconcile) {
+                    self.prefetch_tag_lists(meta, objects, work).await;
+                }
+            })
+            .await;
+            let app = match read {
                 Ok(app) => app,
                 Err(KubeError::NotFound { .. }) => {
                     report.entries.push(decide::app::deleted(ns, name));
@@ -882,6 +892,26 @@ impl Handler {
 
     /// Decides every image of one Application that this invocation concerns; `None` if it
     /// has no configuration (no image-list, no ImageUpdater object).
+    /// Reconcile: the tag lists the Application's configuration, as listed, will ask for.
+    async fn prefetch_tag_lists(
+        &self,
+        meta: &AppMeta,
+        objects: &[ImageUpdaterObject],
+        work: &Work<'_>,
+    ) {
+        let source = imageupdater::resolve(objects, &meta.namespace, &meta.name, &meta.labels);
+        let Some(config) = source.config(&meta.annotations) else {
+            return;
+        };
+        let repositories = decide::reconcile_repositories(&config, &self.region);
+        futures_util::future::join_all(
+            repositories
+                .iter()
+                .map(|(registry, repository)| work.facts.tag_list(registry, repository)),
+        )
+        .await;
+    }
+
     async fn decide_app(
         &self,
         app: &Value,

@@ -11,7 +11,8 @@ use argocd_ecr_updater_standins::fixtures::{
     Application, SEED_IMAGE, SEED_TAG, digest as D, image, push_event as push,
 };
 use argocd_ecr_updater_standins::{
-    FaultAction, Grant, Image, Options, Route, Service, StandIns, image_updater_grants,
+    FaultAction, Grant, Image, LoggedRequest, Options, Route, Service, StandIns,
+    image_updater_grants,
 };
 use common::{event, expect_decision, handler, helm_parameter, seed_tag};
 use serde_json::{Value, json};
@@ -587,6 +588,47 @@ async fn reconcile_catches_a_missed_event_and_follows_a_changed_constraint() {
     assert_eq!(only(&report).to.as_deref(), Some("20250824-093000"));
     let report = ok(&standins, &[], &json!({"action": "reconcile"})).await;
     assert_eq!(only(&report).action, Action::Unchanged);
+}
+
+#[tokio::test]
+async fn a_reconcile_asks_for_the_tag_list_while_the_application_is_read() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    let read = Duration::from_millis(500);
+    standins.shared.inject(
+        Route::kube("GET", "/applications/aws-pipeline-test"),
+        1,
+        FaultAction::Delay(read),
+    );
+    let report = ok(&standins, &[], &event("scheduled-reconcile.json")).await;
+    assert_eq!(
+        only(&report).action,
+        Action::Updated,
+        "{}",
+        only(&report).reason
+    );
+    let log = standins.shared.requests();
+    let arrived = |wanted: &dyn Fn(&LoggedRequest) -> bool| {
+        log.iter()
+            .filter(|r| wanted(r))
+            .map(|r| r.arrived.unwrap())
+            .collect::<Vec<_>>()
+    };
+    let gets = arrived(&|r| {
+        r.service == Service::Kube
+            && r.method == "GET"
+            && r.path.ends_with("/applications/aws-pipeline-test")
+    });
+    let tag_lists = arrived(&|r| r.service == Service::Ecr && r.operation == "DescribeImages");
+    assert_eq!(
+        (gets.len(), tag_lists.len()),
+        (1, 1),
+        "one read, one tag list"
+    );
+    assert!(
+        tag_lists[0] < gets[0] + read / 2,
+        "the tag list was asked for {:?} after the read began, not while it was answered",
+        tag_lists[0].saturating_duration_since(gets[0])
+    );
 }
 
 #[tokio::test]
