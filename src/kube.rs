@@ -1146,7 +1146,10 @@ fn transport_error(error: reqwest::Error) -> KubeError {
     if is_tls_failure(&error) {
         return KubeError::Tls(chain);
     }
-    if error.is_connect() || error.is_request() || error.is_body() {
+    // Our client reads bodies as bytes and parses them itself, so a decode error from
+    // reqwest is a body that stopped arriving (the connection closed mid-answer): a transport
+    // failure a retry can mend, like one met while reading chunk by chunk (`is_body`).
+    if error.is_connect() || error.is_request() || error.is_body() || error.is_decode() {
         return KubeError::Connect(chain);
     }
     KubeError::BadResponse(chain)

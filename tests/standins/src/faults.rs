@@ -424,11 +424,37 @@ fn stalled_body(bytes: Bytes, marker: &str, pause: Duration) -> Body {
         .windows(marker.len())
         .position(|window| window == marker.as_bytes())
         .map_or(bytes.len(), |at| at + marker.len());
-    let (parts, received) = tokio::sync::mpsc::channel(2);
+    body_in_parts(vec![
+        (Duration::ZERO, Ok(bytes.slice(..split))),
+        (pause, Ok(bytes.slice(split..))),
+    ])
+}
+
+fn futures_error_body() -> Body {
+    body_in_parts(vec![
+        (Duration::ZERO, Ok(Bytes::from_static(b"{\"kind\":"))),
+        (
+            Duration::ZERO,
+            Err(std::io::Error::new(
+                std::io::ErrorKind::ConnectionReset,
+                "fault: connection dropped",
+            )),
+        ),
+    ])
+}
+
+/// A body sent part by part, each after its pause: what a slow or a broken connection
+/// delivers. An error part ends the body as a reset connection would.
+fn body_in_parts(parts: Vec<(Duration, Result<Bytes, std::io::Error>)>) -> Body {
+    let (sender, received) = tokio::sync::mpsc::channel(1);
     tokio::spawn(async move {
-        if parts.send(Ok(bytes.slice(..split))).await.is_ok() {
-            tokio::time::sleep(pause).await;
-            let _ = parts.send(Ok(bytes.slice(split..))).await;
+        for (pause, part) in parts {
+            if !pause.is_zero() {
+                tokio::time::sleep(pause).await;
+            }
+            if sender.send(part).await.is_err() {
+                return;
+            }
         }
     });
     struct Parts(tokio::sync::mpsc::Receiver<Result<Bytes, std::io::Error>>);
@@ -442,33 +468,6 @@ fn stalled_body(bytes: Bytes, marker: &str, pause: Duration) -> Body {
         }
     }
     Body::from_stream(Parts(received))
-}
-
-fn futures_error_body() -> Body {
-    let chunks: Vec<Result<Bytes, std::io::Error>> = vec![
-        Ok(Bytes::from_static(b"{\"kind\":")),
-        Err(std::io::Error::new(
-            std::io::ErrorKind::ConnectionReset,
-            "fault: connection dropped",
-        )),
-    ];
-    Body::from_stream(tokio_stream_iter(chunks))
-}
-
-fn tokio_stream_iter(
-    items: Vec<Result<Bytes, std::io::Error>>,
-) -> impl futures_core::Stream<Item = Result<Bytes, std::io::Error>> + Send {
-    struct Iter(std::vec::IntoIter<Result<Bytes, std::io::Error>>);
-    impl futures_core::Stream for Iter {
-        type Item = Result<Bytes, std::io::Error>;
-        fn poll_next(
-            mut self: std::pin::Pin<&mut Self>,
-            _: &mut std::task::Context<'_>,
-        ) -> std::task::Poll<Option<Self::Item>> {
-            std::task::Poll::Ready(self.0.next())
-        }
-    }
-    Iter(items.into_iter())
 }
 
 fn aws_error_response(code: u16, kind: &str) -> Response {
