@@ -60,7 +60,7 @@ struct Series {
     /// (from `/proc/stat`, over the series).
     others_per_event: Duration,
     stolen_per_event: Duration,
-    /// TLS handshakes the stand-ins completed per event, sorted: a warm process that
+    /// TLS handshakes the stand-ins completed per event: a warm process that
     /// reuses its connections makes none, so an event that makes one pays for it.
     handshakes: Vec<u64>,
 }
@@ -115,35 +115,17 @@ async fn measure_series(
         before(n);
         standins.shared.clear_log();
         let handshakes_before = standins.shared.tls_handshakes();
-        let (function_before, standins_before) = (function.scheduled(), scheduled("self"));
-        let function_pid = function.child.id().to_string();
-        let faults_before = (page_faults(&function_pid), page_faults("self"));
+        let usage_before = Usage::now(&function);
         let started = Instant::now();
         let outcome = function.invoke(standins, event(n), deadline).await;
         let latency = started.elapsed();
-        let (function_after, standins_after) = (function.scheduled(), scheduled("self"));
-        let faults_after = (page_faults(&function_pid), page_faults("self"));
+        let usage = Usage::now(&function).since(&usage_before);
         latencies.push(latency);
         let log = standins.shared.requests();
         let handshakes = standins.shared.tls_handshakes() - handshakes_before;
         let mut lines = timeline(started, latency, &log);
         lines.push(format!("{handshakes} TLS handshakes during the event"));
-        // Where a slow event's time went: its own work, or waiting for one of the cores.
-        lines.push(format!(
-            "function: ran {:.1} ms, waited runnable for a core {:.1} ms (all threads); \
-             stand-ins: ran {:.1} ms, waited {:.1} ms",
-            ms(function_after.0.saturating_sub(function_before.0)),
-            ms(function_after.1.saturating_sub(function_before.1)),
-            ms(standins_after.0.saturating_sub(standins_before.0)),
-            ms(standins_after.1.saturating_sub(standins_before.1)),
-        ));
-        lines.push(format!(
-            "page faults: function {} minor, {} major; stand-ins {} minor, {} major",
-            faults_after.0.0 - faults_before.0.0,
-            faults_after.0.1 - faults_before.0.1,
-            faults_after.1.0 - faults_before.1.0,
-            faults_after.1.1 - faults_before.1.1,
-        ));
+        lines.extend(usage.lines());
         timelines.push((latency, handshakes, lines));
         standin_time.push(Duration::from_micros(
             log.iter().map(|r| r.handling_us).sum(),
@@ -184,10 +166,8 @@ async fn measure_series(
     standin_time.sort();
     standin_busy.sort();
     timelines.sort_by_key(|(latency, _, _)| *latency);
-    let mut handshakes: Vec<u64> = timelines.iter().map(|(_, count, _)| *count).collect();
-    handshakes.sort();
-    let p99_at = ((timelines.len() - 1) as f64 * 0.99).round() as usize;
-    let p99_timeline = timelines[p99_at].2.clone();
+    let handshakes: Vec<u64> = timelines.iter().map(|(_, count, _)| *count).collect();
+    let p99_timeline = timelines[percentile_index(timelines.len(), 0.99)].2.clone();
     let median_timeline = timelines.swap_remove(timelines.len() / 2).2;
     let (requests, bytes_by_kind, updated) = first_event.unwrap();
     Series {
@@ -649,11 +629,6 @@ impl Function {
         cpu_time(&self.child.id().to_string())
     }
 
-    /// Its threads' run and runnable-but-waiting time so far.
-    fn scheduled(&self) -> (Duration, Duration) {
-        scheduled(&self.child.id().to_string())
-    }
-
     /// Stops it, returning its peak RSS in KiB.
     fn stop(mut self) -> u64 {
         let rss_kb = peak_rss_kb(self.child.id());
@@ -689,6 +664,63 @@ fn scheduled(pid: &str) -> (Duration, Duration) {
         })
         .fold((0, 0), |(run, wait), (r, w)| (run + r, wait + w));
     (Duration::from_nanos(run), Duration::from_nanos(wait))
+}
+
+/// What the function process and the bench's own (the stand-ins') had used so far: threads'
+/// run and runnable-waiting time, and page faults (minor, major). Taken around an event, it
+/// says where a slow event's time went: its own work, waiting for a core, or faulting memory.
+struct Usage {
+    function: (Duration, Duration),
+    standins: (Duration, Duration),
+    function_faults: (u64, u64),
+    standin_faults: (u64, u64),
+}
+
+impl Usage {
+    fn now(function: &Function) -> Self {
+        let pid = function.child.id().to_string();
+        Self {
+            function: scheduled(&pid),
+            standins: scheduled("self"),
+            function_faults: page_faults(&pid),
+            standin_faults: page_faults("self"),
+        }
+    }
+
+    fn since(&self, before: &Self) -> Self {
+        let time = |now: (Duration, Duration), then: (Duration, Duration)| {
+            (now.0.saturating_sub(then.0), now.1.saturating_sub(then.1))
+        };
+        let count = |now: (u64, u64), then: (u64, u64)| {
+            (now.0.saturating_sub(then.0), now.1.saturating_sub(then.1))
+        };
+        Self {
+            function: time(self.function, before.function),
+            standins: time(self.standins, before.standins),
+            function_faults: count(self.function_faults, before.function_faults),
+            standin_faults: count(self.standin_faults, before.standin_faults),
+        }
+    }
+
+    fn lines(&self) -> [String; 2] {
+        [
+            format!(
+                "function: ran {:.1} ms, waited runnable for a core {:.1} ms (all threads); \
+                 stand-ins: ran {:.1} ms, waited {:.1} ms",
+                ms(self.function.0),
+                ms(self.function.1),
+                ms(self.standins.0),
+                ms(self.standins.1),
+            ),
+            format!(
+                "page faults: function {} minor, {} major; stand-ins {} minor, {} major",
+                self.function_faults.0,
+                self.function_faults.1,
+                self.standin_faults.0,
+                self.standin_faults.1,
+            ),
+        ]
+    }
 }
 
 /// A process's page faults so far, minor and major (`/proc/<pid>/stat` fields 10 and 12):
@@ -744,7 +776,12 @@ fn peak_rss_kb(pid: u32) -> u64 {
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+    sorted[percentile_index(sorted.len(), p)]
+}
+
+/// Where percentile `p` falls in `len` sorted values.
+fn percentile_index(len: usize, p: f64) -> usize {
+    ((len as f64 - 1.0) * p).round() as usize
 }
 
 fn ms(d: Duration) -> f64 {

@@ -890,8 +890,6 @@ impl Handler {
         retry_transient(work.deadline, || kube.patch_application(ns, name, &merge)).await
     }
 
-    /// Decides every image of one Application that this invocation concerns; `None` if it
-    /// has no configuration (no image-list, no ImageUpdater object).
     /// Reconcile: the tag lists the Application's configuration, as listed, will ask for.
     async fn prefetch_tag_lists(
         &self,
@@ -912,6 +910,8 @@ impl Handler {
         .await;
     }
 
+    /// Decides every image of one Application that this invocation concerns; `None` if it
+    /// has no configuration (no image-list, no ImageUpdater object).
     async fn decide_app(
         &self,
         app: &Value,

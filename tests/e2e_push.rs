@@ -600,12 +600,7 @@ async fn a_reconcile_asks_for_the_tag_list_while_the_application_is_read() {
         FaultAction::Delay(read),
     );
     let report = ok(&standins, &[], &event("scheduled-reconcile.json")).await;
-    assert_eq!(
-        only(&report).action,
-        Action::Updated,
-        "{}",
-        only(&report).reason
-    );
+    expect_decision(only(&report), Action::Updated, "");
     let log = standins.shared.requests();
     let arrived = |wanted: &dyn Fn(&LoggedRequest) -> bool| {
         log.iter()
