@@ -70,6 +70,8 @@ impl ReqwestConnector {
     fn new(connect_timeout: Duration, read_timeout: Option<Duration>) -> Self {
         let http = reqwest::Client::builder()
             .connect_timeout(connect_timeout)
+            // Signed requests carry `x-amz-security-token`; AWS APIs answer, never redirect.
+            .redirect(reqwest::redirect::Policy::none())
             // AWS closes idle connections after about a minute; not reusing one it may have
             // dropped saves a failed first attempt.
             .pool_idle_timeout(Duration::from_secs(50))

@@ -13,10 +13,10 @@ use aws_smithy_runtime_api::client::result::SdkError;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 
 use crate::aws_error::{self, Cause};
-use crate::githost::{Commit, GitHost, HostError};
+use crate::githost::{Commit, GitHost, HostError, PullRequest};
 
 /// What the role needs on a repository, said when CodeCommit refuses.
-const CODECOMMIT_GRANT: &str = "grant the function's role codecommit:GetBranch, GetFile, GetRepository, CreateCommit, CreateBranch and CreatePullRequest on the repository: list it in the template's CodeCommitRepositories";
+const CODECOMMIT_GRANT: &str = "grant the function's role codecommit:GetBranch, GetFile, GetRepository, CreateCommit, CreateBranch, CreatePullRequest, ListPullRequests and GetPullRequest on the repository: list it in the template's CodeCommitRepositories";
 
 /// CodeCommit clients, one per region, built on first use from the function's SDK
 /// configuration.
@@ -75,6 +75,13 @@ pub struct CodeCommitRepository<'a> {
 }
 
 impl CodeCommitRepository<'_> {
+    fn pull_request_url(&self, id: &str) -> String {
+        format!(
+            "https://{0}.console.aws.amazon.com/codesuite/codecommit/repositories/{1}/pull-requests/{id}/details?region={0}",
+            self.region, self.name
+        )
+    }
+
     fn count(&self) {
         self.requests.fetch_add(1, Ordering::Relaxed);
     }
@@ -273,15 +280,54 @@ impl GitHost for CodeCommitRepository<'_> {
         })
     }
 
-    /// A pull request per change branch: the branch is named after the change, so a second
-    /// event for the same change finds the branch and never gets here.
+    /// The open pull request from the change branch, or a new one. A retry of a write whose
+    /// commit landed but whose pull request was not opened gets here with the branch in
+    /// place, so the open ones are looked through first (`ListPullRequests`, then
+    /// `GetPullRequest` for their targets: CodeCommit filters by neither branch).
     async fn pull_request(
         &self,
         head: &str,
         base: &str,
         title: &str,
         body: &str,
-    ) -> Result<(u64, String), HostError> {
+    ) -> Result<PullRequest, HostError> {
+        let what = format!("the open pull requests of {}", self.name);
+        self.count();
+        let open = self
+            .client
+            .list_pull_requests()
+            .repository_name(&self.name)
+            .pull_request_status(aws_sdk_codecommit::types::PullRequestStatusEnum::Open)
+            .send()
+            .await
+            .map_err(|e| self.failure(&e, &what, None))?;
+        let is_branch = |reference: Option<&str>, branch: &str| {
+            reference.is_some_and(|r| r.strip_prefix("refs/heads/").unwrap_or(r) == branch)
+        };
+        for id in open.pull_request_ids() {
+            self.count();
+            let found = self
+                .client
+                .get_pull_request()
+                .pull_request_id(id)
+                .send()
+                .await
+                .map_err(|e| self.failure(&e, &what, None))?;
+            let matches = found.pull_request().is_some_and(|p| {
+                p.pull_request_targets().iter().any(|t| {
+                    t.repository_name() == Some(self.name.as_str())
+                        && is_branch(t.source_reference(), head)
+                        && is_branch(t.destination_reference(), base)
+                })
+            });
+            if matches {
+                return Ok(PullRequest {
+                    number: id.parse().unwrap_or_default(),
+                    url: self.pull_request_url(id),
+                    opened: false,
+                });
+            }
+        }
         self.count();
         let target = Target::builder()
             .repository_name(&self.name)
@@ -307,13 +353,11 @@ impl GitHost for CodeCommitRepository<'_> {
             .and_then(|p| p.pull_request_id())
             .unwrap_or_default()
             .to_string();
-        Ok((
-            id.parse().unwrap_or_default(),
-            format!(
-                "https://{0}.console.aws.amazon.com/codesuite/codecommit/repositories/{1}/pull-requests/{id}/details?region={0}",
-                self.region, self.name
-            ),
-        ))
+        Ok(PullRequest {
+            number: id.parse().unwrap_or_default(),
+            url: self.pull_request_url(&id),
+            opened: true,
+        })
     }
 
     async fn add_labels(&self, _number: u64, _labels: &[String]) -> Result<(), HostError> {

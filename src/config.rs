@@ -102,6 +102,9 @@ pub struct GitSettings {
     pub credential_secret_arns: Vec<String>,
     /// `git:repocreds` may list Argo CD's repository Secrets (`GIT_REPOCREDS`).
     pub repocreds: bool,
+    /// Namespaces besides the Application's own and Argo CD's whose Secrets a
+    /// `git:secret:<namespace>/<name>` may name (`GIT_SECRET_NAMESPACES`).
+    pub secret_namespaces: Vec<String>,
     /// GitHub Enterprise (`GITHUB_ENTERPRISE_HOSTS`) and self-managed GitLab (`GITLAB_HOSTS`).
     pub enterprise_hosts: Vec<crate::gitwrite::EnterpriseHost>,
     /// Replaces `https://api.github.com` (`GITHUB_API_URL`).
@@ -367,6 +370,13 @@ fn git_settings(
             ),
         ));
     }
+    let secret_namespaces = list("GIT_SECRET_NAMESPACES");
+    if let Some(bad) = secret_namespaces.iter().find(|ns| !is_namespace(ns)) {
+        return Err(error(
+            "GIT_SECRET_NAMESPACES",
+            format!("`{bad}` is not a namespace name"),
+        ));
+    }
     let mut enterprise_hosts = Vec::new();
     for (variable, gitlab, example) in [
         (
@@ -426,6 +436,7 @@ fn git_settings(
         argocd_namespace,
         credential_secret_arns,
         repocreds,
+        secret_namespaces,
         enterprise_hosts,
         github_api_url,
         ca_bundle,

@@ -316,8 +316,18 @@ impl Ecr {
             let output = match output {
                 Ok(o) => o,
                 Err(e) => {
+                    // ECR answers ImageNotFoundException when an image of the page it resumes
+                    // from was deleted: what came so far is a partial list, and a decision on
+                    // it could pick a tag that is not the newest. It is retried whole.
                     self.classify("DescribeImages", repository, registry, e)?;
-                    return Ok(tags);
+                    return Err(EcrError::Transient {
+                        operation: "DescribeImages",
+                        repository: repository.to_string(),
+                        message: format!(
+                            "the tag list stopped after {} tags with ImageNotFoundException (images were deleted while it was read); a partial list is never decided on",
+                            tags.len()
+                        ),
+                    });
                 }
             };
             for detail in output.image_details() {
@@ -606,6 +616,62 @@ pub fn offers_all(offered: &[Platform], wanted: &[Platform]) -> Result<(), Vec<S
 #[cfg(test)]
 mod tests {
     use super::*;
+    use aws_sdk_ecr::operation::describe_images::{DescribeImagesError, DescribeImagesOutput};
+    use aws_sdk_ecr::types::error::ImageNotFoundException;
+    use aws_smithy_mocks::{RuleMode, mock, mock_client};
+
+    fn page(tag: &str, next: Option<&str>) -> DescribeImagesOutput {
+        DescribeImagesOutput::builder()
+            .image_details(ImageDetail::builder().image_tags(tag).build())
+            .set_next_token(next.map(str::to_string))
+            .build()
+    }
+
+    #[tokio::test]
+    async fn a_tag_list_that_stops_on_a_later_page_is_an_error_not_a_shorter_list() {
+        let first = mock!(aws_sdk_ecr::Client::describe_images)
+            .then_output(|| page("20250101-000000", Some("page-2")));
+        let gone = mock!(aws_sdk_ecr::Client::describe_images).then_error(|| {
+            DescribeImagesError::ImageNotFoundException(
+                ImageNotFoundException::builder()
+                    .message("image deleted")
+                    .meta(
+                        aws_smithy_types::error::ErrorMetadata::builder()
+                            .code("ImageNotFoundException")
+                            .message("image deleted")
+                            .build(),
+                    )
+                    .build(),
+            )
+        });
+        let client = mock_client!(aws_sdk_ecr, RuleMode::Sequential, [&first, &gone]);
+        let error = Ecr::new(client)
+            .list_tags("111111111111", "app")
+            .await
+            .expect_err("a partial list must not be returned");
+        assert!(
+            matches!(error, EcrError::Transient { .. }),
+            "partial lists are retried: {error:?}"
+        );
+        assert!(error.to_string().contains("partial list"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn a_tag_list_follows_every_page_to_the_end() {
+        let first = mock!(aws_sdk_ecr::Client::describe_images)
+            .match_requests(|r| r.next_token().is_none())
+            .then_output(|| page("a", Some("page-2")));
+        let second = mock!(aws_sdk_ecr::Client::describe_images)
+            .match_requests(|r| r.next_token() == Some("page-2"))
+            .then_output(|| page("b", None));
+        let client = mock_client!(aws_sdk_ecr, RuleMode::Sequential, [&first, &second]);
+        let tags = Ecr::new(client)
+            .list_tags("111111111111", "app")
+            .await
+            .expect("listed");
+        let names: Vec<&str> = tags.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+    }
 
     fn platform(os: &str, arch: &str, variant: Option<&str>) -> Platform {
         Platform {

@@ -2,9 +2,14 @@
 //!
 //! - `git`: the Secrets Manager secrets named in `GIT_CREDENTIALS_SECRET_ARNS` (the Lambda
 //!   way: IAM decides who reads them, nothing is stored in the cluster). A secret is JSON
-//!   with Argo CD's repository-secret keys, and an optional `url` prefix it serves; the
-//!   longest matching prefix wins, a secret without `url` serves every repository.
-//! - `git:secret:<namespace>/<name>`: that one Kubernetes Secret, as Image Updater reads it.
+//!   with Argo CD's repository-secret keys, and an optional `url` scope it serves; the
+//!   longest matching scope wins, a secret without `url` serves every repository.
+//! - `git:secret:<namespace>/<name>`: that one Kubernetes Secret, as Image Updater reads it,
+//!   in the Application's own namespace, Argo CD's, or one listed in `GIT_SECRET_NAMESPACES`.
+//!
+//! Scopes are matched on parsed URLs ([`RepoUrl::within`]): same scheme, host and port, and
+//! whole path segments, so `https://gitlab.com/acme/` never serves `acme-evil`, nor a URL
+//! that names another host after an `@`.
 //! - `git:repocreds`: Argo CD's own repository credentials, only with `GIT_REPOCREDS=true`
 //!   (it needs `list` on Secrets in Argo CD's namespace).
 //!
@@ -21,6 +26,7 @@ use tokio::sync::Mutex;
 use crate::config::GitSettings;
 use crate::github::Credentials;
 use crate::kube::{KubeClient, KubeError};
+use crate::repourl::RepoUrl;
 
 /// Why no credentials could be had, and whether a retry could help.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -37,10 +43,10 @@ fn permanent(message: String) -> CredentialsError {
     }
 }
 
-/// One secret's credentials and the repository prefix they serve.
+/// One secret's credentials and the repositories they serve (`None`: every one).
 #[derive(Debug, Clone)]
 struct Stored {
-    url: Option<String>,
+    url: Option<RepoUrl>,
     credentials: Credentials,
 }
 
@@ -61,15 +67,19 @@ impl GitCredentials {
         }
     }
 
-    /// The credentials `method` names for the repository at `repo_url`.
+    /// The credentials `method` names for the repository at `repo_url`, for an Application
+    /// in `app_namespace`.
     pub async fn for_repository(
         &self,
         method: &str,
         repo_url: &str,
+        app_namespace: &str,
         kube: &KubeClient,
     ) -> Result<Credentials, CredentialsError> {
+        let repository = RepoUrl::parse(repo_url).map_err(permanent)?;
         if let Some(reference) = method.strip_prefix("git:secret:") {
-            let (namespace, name) = reference.split_once('/').unwrap_or(("", reference));
+            let (namespace, name) =
+                secret_reference(reference, app_namespace, &self.settings).map_err(permanent)?;
             let secret = kube.get_secret(namespace, name).await.map_err(|e| {
                 kube_failure(
                     &e,
@@ -86,15 +96,16 @@ impl GitCredentials {
             .map_err(permanent);
         }
         if method == "git:repocreds" {
-            return self.repocreds(repo_url, kube).await;
+            return self.repocreds(&repository, repo_url, kube).await;
         }
         let stored = self.stored().await?;
-        pick(&stored, repo_url).ok_or_else(|| {
+        pick(&stored, &repository).ok_or_else(|| {
             permanent(if self.settings.credential_secret_arns.is_empty() {
                 "write-back-method `git` needs credentials: put a token or GitHub App key in a Secrets Manager secret and list its ARN in GIT_CREDENTIALS_SECRET_ARNS (the template's GitCredentialsSecretArns), or use git:secret:<namespace>/<name>".to_string()
             } else {
                 format!(
-                    "none of the secrets in GIT_CREDENTIALS_SECRET_ARNS serves `{repo_url}`: give one a matching `url` prefix, or none to serve every repository"
+                    "none of the secrets in GIT_CREDENTIALS_SECRET_ARNS serves `{}`: give one a `url` with the same scheme, host and leading path segments, or none to serve every repository",
+                    crate::redact::url(repo_url)
                 )
             })
         })
@@ -155,19 +166,24 @@ impl GitCredentials {
                 .unwrap_or_default();
             let credentials =
                 Credentials::from_fields(&fields, &format!("secret {arn}")).map_err(permanent)?;
-            stored.push(Stored {
-                url: fields.get("url").cloned(),
-                credentials,
-            });
+            let url = match fields.get("url") {
+                Some(url) => Some(RepoUrl::parse(url).map_err(|e| {
+                    permanent(format!("secret {arn}: its `url` scope is not usable: {e}"))
+                })?),
+                None => None,
+            };
+            stored.push(Stored { url, credentials });
         }
         *cache = Some((Instant::now(), stored.clone()));
         Ok(stored)
     }
 
-    /// Argo CD's `repository` Secret for exactly this URL, else the `repo-creds` Secret with
-    /// the longest matching URL prefix, as Argo CD itself chooses.
+    /// Argo CD's `repository` Secret for exactly this repository, else the `repo-creds`
+    /// Secret with the longest matching URL scope, as Argo CD itself chooses (but matched on
+    /// whole path segments of the parsed URL, not on a string prefix).
     async fn repocreds(
         &self,
+        repository: &RepoUrl,
         repo_url: &str,
         kube: &KubeClient,
     ) -> Result<Credentials, CredentialsError> {
@@ -190,19 +206,18 @@ impl GitCredentials {
                     "apply deploy/rbac-repocreds.yaml",
                 )
             })?;
-        let wanted = normalise(repo_url);
-        let mut best: Option<(usize, bool, Credentials)> = None;
+        let mut best: Option<(usize, Credentials)> = None;
         for secret in &secrets {
             let fields = secret_fields(secret);
-            let Some(url) = fields.get("url") else {
+            let Some(scope) = fields.get("url").and_then(|u| RepoUrl::parse(u).ok()) else {
                 continue;
             };
             let exact =
                 secret["metadata"]["labels"]["argocd.argoproj.io/secret-type"] == "repository";
             let matches = if exact {
-                normalise(url) == wanted
+                repository.same_repository(&scope)
             } else {
-                repo_url.starts_with(url.as_str())
+                repository.within(&scope)
             };
             if !matches {
                 continue;
@@ -213,32 +228,65 @@ impl GitCredentials {
             else {
                 continue;
             };
-            let rank = (usize::from(exact) * 1_000_000) + url.len();
-            if best.as_ref().is_none_or(|(r, _, _)| rank > *r) {
-                best = Some((rank, exact, credentials));
+            let rank = (usize::from(exact) * 1_000_000) + scope.segments.len();
+            if best.as_ref().is_none_or(|(r, _)| rank > *r) {
+                best = Some((rank, credentials));
             }
         }
-        best.map(|(_, _, c)| c).ok_or_else(|| {
+        best.map(|(_, c)| c).ok_or_else(|| {
             permanent(format!(
-                "no Argo CD repository Secret in {namespace} with a token or GitHub App key serves `{repo_url}`"
+                "no Argo CD repository Secret in {namespace} with a token or GitHub App key serves `{}`",
+                crate::redact::url(repo_url)
             ))
         })
     }
 }
 
-/// The secret with the longest `url` prefix of `repo_url`; one without `url` serves all.
-fn pick(stored: &[Stored], repo_url: &str) -> Option<Credentials> {
+/// The secret with the longest scope that serves `repository`; one without `url` serves all.
+fn pick(stored: &[Stored], repository: &RepoUrl) -> Option<Credentials> {
     stored
         .iter()
-        .filter(|s| s.url.as_deref().is_none_or(|u| repo_url.starts_with(u)))
-        .max_by_key(|s| s.url.as_deref().map_or(0, |u| u.len() + 1))
+        .filter(|s| s.url.as_ref().is_none_or(|scope| repository.within(scope)))
+        .max_by_key(|s| s.url.as_ref().map_or(0, |scope| scope.segments.len() + 1))
         .map(|s| s.credentials.clone())
 }
 
-/// `https://github.com/a/b.git/` and `https://github.com/a/b` are the same repository.
-fn normalise(url: &str) -> String {
-    let url = url.trim().trim_end_matches('/');
-    url.strip_suffix(".git").unwrap_or(url).to_ascii_lowercase()
+/// The Secret `git:secret:<namespace>/<name>` names, if the function may read it for an
+/// Application in `app_namespace`: the Application's own namespace, Argo CD's, or one the
+/// operator listed. Without the limit, anyone who may edit an Application's annotations could
+/// have the function send any Secret it can read to a Git host of their choosing.
+fn secret_reference<'a>(
+    reference: &'a str,
+    app_namespace: &'a str,
+    settings: &GitSettings,
+) -> Result<(&'a str, &'a str), String> {
+    let (namespace, name) = match reference.split_once('/') {
+        Some((namespace, name)) => (namespace, name),
+        None => (app_namespace, reference),
+    };
+    let dns_label = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 253
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+            && !s.starts_with(['-', '.'])
+            && !s.ends_with(['-', '.'])
+    };
+    if !dns_label(namespace) || !dns_label(name) || name.contains("..") {
+        return Err(format!(
+            "write-back-method `git:secret:{reference}` does not name a Secret as `<namespace>/<name>` (lowercase DNS-1123 names)"
+        ));
+    }
+    let allowed = namespace == app_namespace
+        || namespace == settings.argocd_namespace
+        || settings.secret_namespaces.iter().any(|n| n == namespace);
+    if !allowed {
+        return Err(format!(
+            "write-back-method `git:secret:{namespace}/{name}` names a Secret in {namespace}, outside the Application's namespace ({app_namespace}) and Argo CD's ({}): move the Secret there, or list {namespace} in GIT_SECRET_NAMESPACES (template parameter GitSecretNamespaces) and grant `get` on it",
+            settings.argocd_namespace
+        ));
+    }
+    Ok((namespace, name))
 }
 
 /// A Secret's `data` decoded (and `stringData`, which a stand-in or a fresh object may hold).
@@ -276,13 +324,13 @@ mod tests {
 
     fn stored(url: Option<&str>, token: &str) -> Stored {
         Stored {
-            url: url.map(str::to_string),
+            url: url.map(|u| RepoUrl::parse(u).unwrap()),
             credentials: Credentials::Token(token.into()),
         }
     }
 
     #[test]
-    fn the_longest_matching_url_prefix_wins_and_a_secret_without_url_serves_the_rest() {
+    fn the_longest_matching_url_scope_wins_and_a_secret_without_url_serves_the_rest() {
         let all = vec![
             stored(None, "default"),
             stored(Some("https://github.com/acme/"), "acme"),
@@ -294,12 +342,72 @@ mod tests {
             ("https://github.com/someone/else.git", "default"),
         ] {
             assert_eq!(
-                pick(&all, url),
+                pick(&all, &RepoUrl::parse(url).unwrap()),
                 Some(Credentials::Token(token.into())),
                 "{url}"
             );
         }
-        assert_eq!(pick(&all[1..], "https://github.com/x/y"), None);
+        let github = |u: &str| RepoUrl::parse(u).unwrap();
+        assert_eq!(pick(&all[1..], &github("https://github.com/x/y")), None);
+    }
+
+    #[test]
+    fn a_scoped_secret_never_serves_another_host_or_a_longer_owner_name() {
+        let gitlab = vec![stored(Some("https://gitlab.com/acme/"), "gitlab-token")];
+        for url in [
+            "https://gitlab.com/acme-evil/x",
+            "https://github.com/acme/x",
+            "https://gitlab.com.evil.io/acme/x",
+            "http://gitlab.com/acme/x",
+        ] {
+            assert_eq!(pick(&gitlab, &RepoUrl::parse(url).unwrap()), None, "{url}");
+        }
+        // The URL that named github.com after an `@` does not even parse.
+        assert!(RepoUrl::parse("https://gitlab.com/acme/x@github.com/acme/y").is_err());
+    }
+
+    fn settings(extra: &[&str]) -> GitSettings {
+        GitSettings {
+            argocd_namespace: "argocd".into(),
+            credential_secret_arns: Vec::new(),
+            repocreds: false,
+            secret_namespaces: extra.iter().map(|s| s.to_string()).collect(),
+            enterprise_hosts: Vec::new(),
+            github_api_url: None,
+            gitlab_api_url: None,
+            ca_bundle: None,
+        }
+    }
+
+    #[test]
+    fn git_secret_reads_only_the_application_s_argo_cd_s_or_a_listed_namespace() {
+        let none = settings(&[]);
+        let listed = settings(&["platform-secrets"]);
+        for (reference, config, allowed) in [
+            ("team-a/git-creds", &none, Some(("team-a", "git-creds"))),
+            ("argocd/git-creds", &none, Some(("argocd", "git-creds"))),
+            ("git-creds", &none, Some(("team-a", "git-creds"))),
+            ("kube-system/aws-creds", &none, None),
+            ("platform-secrets/git", &none, None),
+            (
+                "platform-secrets/git",
+                &listed,
+                Some(("platform-secrets", "git")),
+            ),
+            ("team-a/../kube-system/x", &none, None),
+            ("team-a/x/y", &none, None),
+            ("team-a/..", &none, None),
+            ("Team-A/x", &none, None),
+            ("team-a/", &none, None),
+        ] {
+            assert_eq!(
+                secret_reference(reference, "team-a", config).ok(),
+                allowed,
+                "git:secret:{reference}"
+            );
+        }
+        let refused = secret_reference("kube-system/aws", "team-a", &none).unwrap_err();
+        assert!(refused.contains("GIT_SECRET_NAMESPACES"), "{refused}");
     }
 
     #[test]
@@ -308,13 +416,5 @@ mod tests {
         let fields = secret_fields(&secret);
         assert_eq!(fields.get("password").map(String::as_str), Some("ghp_x"));
         assert!(!fields.contains_key("broken"));
-    }
-
-    #[test]
-    fn urls_are_compared_without_dot_git_trailing_slash_or_case() {
-        assert_eq!(
-            normalise("https://GitHub.com/a/b.git/"),
-            normalise("https://github.com/a/b")
-        );
     }
 }

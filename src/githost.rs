@@ -47,6 +47,9 @@ fn http_client(
 ) -> Result<reqwest::Client, String> {
     let mut builder = reqwest::Client::builder()
         .https_only(https_only)
+        // Every request of these clients carries a credential (a token header, or a presigned
+        // URL); a redirect would carry it to whatever host the answer names.
+        .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(Duration::from_secs(5))
         .timeout(timeout)
         .user_agent(concat!("argocd-ecr-updater/", env!("CARGO_PKG_VERSION")));
@@ -56,6 +59,26 @@ fn http_client(
         builder = builder.tls_certs_merge(certs);
     }
     builder.build().map_err(|e| e.to_string())
+}
+
+/// The most a Git host's answer may hold: the contents API serves files up to 1 MB, which
+/// base64 and JSON make about 1.4 MB; a pull request list of 30 is well under that.
+pub const MAX_ANSWER: usize = 8 << 20;
+
+/// A Git host's answer body, bounded by [`MAX_ANSWER`].
+pub async fn read_answer(response: reqwest::Response, what: &str) -> Result<Vec<u8>, HostError> {
+    crate::redact::read_capped(response, MAX_ANSWER)
+        .await
+        .map_err(|e| match e {
+            crate::redact::ReadError::TooLarge { .. } => HostError::Invalid {
+                what: what.to_string(),
+                message: e.to_string(),
+            },
+            crate::redact::ReadError::Transport(message) => HostError::Transport {
+                what: what.to_string(),
+                message,
+            },
+        })
 }
 
 /// A file's text from a host's base64 `content` field (line-wrapped or not).
@@ -149,6 +172,12 @@ impl HostError {
                 fix: write_fix,
             },
             StatusCode::NOT_FOUND => Self::NotFound { what, message },
+            s if s.is_redirection() => Self::Invalid {
+                what,
+                message: format!(
+                    "answered {s}, a redirect, which is not followed with credentials: configure the address the host answers at (its API base in GITHUB_ENTERPRISE_HOSTS or GITLAB_HOSTS, or the repository URL)"
+                ),
+            },
             s if s.is_server_error() => Self::Server {
                 status: s.as_u16(),
                 what,
@@ -177,6 +206,15 @@ pub struct Commit {
     pub url: String,
 }
 
+/// A pull (or merge) request: its number, its URL, and whether this call opened it or found
+/// it open already.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullRequest {
+    pub number: u64,
+    pub url: String,
+    pub opened: bool,
+}
+
 /// One repository on one host, with whatever credentials it needs already in hand.
 #[async_trait]
 pub trait GitHost: Send + Sync {
@@ -199,14 +237,14 @@ pub trait GitHost: Send + Sync {
         message: &str,
         files: &[(String, String)],
     ) -> Result<Commit, HostError>;
-    /// The open pull request from `head` into `base`, or a new one: its number and URL.
+    /// The open pull request from `head` into `base`, or a new one.
     async fn pull_request(
         &self,
         head: &str,
         base: &str,
         title: &str,
         body: &str,
-    ) -> Result<(u64, String), HostError>;
+    ) -> Result<PullRequest, HostError>;
     /// Adds labels to a pull request; hosts without labels say so in the error.
     async fn add_labels(&self, number: u64, labels: &[String]) -> Result<(), HostError>;
     /// Requests sent so far through this host's client.

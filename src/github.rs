@@ -14,7 +14,7 @@ use reqwest::{Method, StatusCode, header};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
-use crate::githost::{Commit, GITHUB_WRITE, GitHost, HostError};
+use crate::githost::{Commit, GITHUB_WRITE, GitHost, HostError, PullRequest};
 use crate::gitwrite::Repo;
 
 /// Credentials for one repository, in the shapes Argo CD's repository secrets use.
@@ -338,7 +338,7 @@ impl GitHub {
         }
     }
 
-    /// The open pull request from `head` into `base`, or a new one; its number and URL.
+    /// The open pull request from `head` into `base`, or a new one.
     pub async fn pull_request(
         &self,
         repo: &Repo,
@@ -347,7 +347,7 @@ impl GitHub {
         base: &str,
         title: &str,
         body: &str,
-    ) -> Result<(u64, String), HostError> {
+    ) -> Result<PullRequest, HostError> {
         let api = self.api(repo);
         let name = repo.full_name();
         let what = format!("pull requests of {name}");
@@ -360,9 +360,18 @@ impl GitHub {
         let open = self
             .send(Method::GET, &list_url, token, None, &what, repo, None)
             .await?;
-        let pick =
-            |pr: &Value| Some((pr["number"].as_u64()?, pr["html_url"].as_str()?.to_string()));
-        if let Some(found) = open.as_array().and_then(|l| l.first()).and_then(pick) {
+        let pick = |pr: &Value, opened: bool| {
+            Some(PullRequest {
+                number: pr["number"].as_u64()?,
+                url: pr["html_url"].as_str()?.to_string(),
+                opened,
+            })
+        };
+        if let Some(found) = open
+            .as_array()
+            .and_then(|l| l.first())
+            .and_then(|pr| pick(pr, false))
+        {
             return Ok(found);
         }
         let created = self
@@ -376,7 +385,7 @@ impl GitHub {
                 None,
             )
             .await?;
-        pick(&created).ok_or(HostError::Invalid {
+        pick(&created, true).ok_or(HostError::Invalid {
             what,
             message: "the answer names no pull request".into(),
         })
@@ -436,12 +445,12 @@ impl GitHub {
         }
         let transport = |e: reqwest::Error| HostError::Transport {
             what: what.to_string(),
-            message: e.to_string(),
+            message: crate::redact::http_error(&e),
         };
         let response = request.send().await.map_err(transport)?;
         let status = response.status();
         let headers = response.headers().clone();
-        let bytes = response.bytes().await.map_err(transport)?;
+        let bytes = crate::githost::read_answer(response, what).await?;
         let parsed: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
         if status.is_success() {
             return Ok(parsed);
@@ -568,7 +577,7 @@ impl GitHost for GitHubRepository<'_> {
         base: &str,
         title: &str,
         body: &str,
-    ) -> Result<(u64, String), HostError> {
+    ) -> Result<PullRequest, HostError> {
         self.with_token(|t| async move {
             self.client
                 .pull_request(&self.repo, &t, head, base, title, body)

@@ -13,7 +13,7 @@ use std::time::Duration;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::githost::{Commit, GitHost, HostError};
+use crate::githost::{Commit, GitHost, HostError, PullRequest};
 use crate::gitwrite::Repo;
 
 const GITLAB_WRITE: &str = "give the token the Developer role (Maintainer for protected branches) and the api scope on the project";
@@ -101,7 +101,7 @@ impl GitLabProject<'_> {
         }
         let transport = |e: reqwest::Error| HostError::Transport {
             what: what.to_string(),
-            message: e.to_string(),
+            message: crate::redact::http_error(&e),
         };
         let response = request.send().await.map_err(transport)?;
         let status = response.status();
@@ -116,7 +116,7 @@ impl GitLabProject<'_> {
             header("ratelimit-resettime"),
             header("retry-after").and_then(|v| v.trim().parse().ok()),
         );
-        let bytes = response.bytes().await.map_err(transport)?;
+        let bytes = crate::githost::read_answer(response, what).await?;
         let parsed: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
         if status.is_success() {
             return Ok(parsed);
@@ -268,7 +268,7 @@ impl GitHost for GitLabProject<'_> {
         base: &str,
         title: &str,
         body: &str,
-    ) -> Result<(u64, String), HostError> {
+    ) -> Result<PullRequest, HostError> {
         let what = format!("merge requests of {}", self.repo.full_name());
         let list = format!(
             "/merge_requests?state=opened&source_branch={}&target_branch={}",
@@ -276,8 +276,18 @@ impl GitHost for GitLabProject<'_> {
             encode(base)
         );
         let open = self.send(Method::GET, &list, None, &what, None).await?;
-        let pick = |mr: &Value| Some((mr["iid"].as_u64()?, mr["web_url"].as_str()?.to_string()));
-        if let Some(found) = open.as_array().and_then(|l| l.first()).and_then(pick) {
+        let pick = |mr: &Value, opened: bool| {
+            Some(PullRequest {
+                number: mr["iid"].as_u64()?,
+                url: mr["web_url"].as_str()?.to_string(),
+                opened,
+            })
+        };
+        if let Some(found) = open
+            .as_array()
+            .and_then(|l| l.first())
+            .and_then(|mr| pick(mr, false))
+        {
             return Ok(found);
         }
         let created = self
@@ -289,7 +299,7 @@ impl GitHost for GitLabProject<'_> {
                 None,
             )
             .await?;
-        pick(&created).ok_or(HostError::Invalid {
+        pick(&created, true).ok_or(HostError::Invalid {
             what,
             message: "the answer names no merge request".into(),
         })

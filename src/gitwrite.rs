@@ -70,23 +70,8 @@ impl Repo {
         if let Some(repo) = codecommit(url)? {
             return Ok(repo);
         }
-        let (host, path) = if let Some(rest) = url
-            .strip_prefix("https://")
-            .or_else(|| url.strip_prefix("http://"))
-            .or_else(|| url.strip_prefix("ssh://"))
-            .or_else(|| url.strip_prefix("git://"))
-        {
-            let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
-            let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
-            (authority.split(':').next().unwrap_or(authority), path)
-        } else if let Some((user_host, path)) = url.split_once(':') {
-            (user_host.rsplit('@').next().unwrap_or(user_host), path)
-        } else {
-            return Err(format!("`{url}` is not a Git repository URL"));
-        };
-        let host = host.to_ascii_lowercase();
-        let path = path.trim_matches('/');
-        let path = path.strip_suffix(".git").unwrap_or(path);
+        let parsed = crate::repourl::RepoUrl::parse(url)?;
+        let host = parsed.host;
         let known = enterprise
             .iter()
             .find(|e| e.host.eq_ignore_ascii_case(&host));
@@ -107,8 +92,17 @@ impl Repo {
             ));
         };
         // GitLab namespaces nest (`group/subgroup/project`); GitHub's are one level.
-        let segments: Vec<&str> = path.split('/').collect();
+        let segments: Vec<&str> = parsed.segments.iter().map(String::as_str).collect();
         let nested = kind == HostKind::GitLab && segments.len() > 2;
+        if let Some(bad) = segments.iter().enumerate().find_map(|(i, segment)| {
+            let owner = i + 1 < segments.len();
+            (!is_repository_segment(&kind, owner, segment)).then_some(*segment)
+        }) {
+            return Err(format!(
+                "`{bad}` in `{}` is not a valid owner, group or repository name (letters, digits, `-`, `_` and `.`; a GitHub owner: letters, digits and `-`)",
+                crate::redact::url(url)
+            ));
+        }
         match segments.as_slice() {
             [owner @ .., name]
                 if (owner.len() == 1 || nested)
@@ -124,9 +118,33 @@ impl Repo {
                 })
             }
             _ => Err(format!(
-                "`{url}` does not name a repository as `<host>/<owner>/<name>`"
+                "`{}` does not name a repository as `<host>/<owner>/<name>`",
+                crate::redact::url(url)
             )),
         }
+    }
+}
+
+/// A segment the host's REST paths can carry as it is: GitHub owners are letters, digits and
+/// single hyphens (at most 39); repository names and GitLab groups letters, digits, `-`, `_`
+/// and `.`, never `.` or `..` alone.
+fn is_repository_segment(kind: &HostKind, owner: bool, segment: &str) -> bool {
+    let name_chars = |s: &str| {
+        s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    };
+    if segment.is_empty() || segment == "." || segment == ".." || segment.len() > 100 {
+        return false;
+    }
+    match kind {
+        HostKind::GitHub if owner => {
+            segment.len() <= 39
+                && !segment.starts_with('-')
+                && segment
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        }
+        _ => name_chars(segment) && !segment.starts_with('-'),
     }
 }
 
@@ -1021,6 +1039,26 @@ mod tests {
         let short = Repo::parse("https://github.com/only-owner", &[]).unwrap_err();
         assert!(short.contains("<owner>/<name>"), "{short}");
         assert!(Repo::parse("not a url", &[]).is_err());
+    }
+
+    #[test]
+    fn a_repository_url_that_could_reach_another_api_path_or_host_is_refused() {
+        for hostile in [
+            "https://github.com/../user?",
+            "https://github.com/../user",
+            "https://github.com/acme/%2e%2e",
+            "https://github.com/acme/x%2Fy",
+            "https://github.com/ac_me/repo",
+            "https://github.com/acme/re po",
+            "https://gitlab.com/acme/x@github.com/acme/y",
+            "https://deploy:hunter2@github.com/acme/y",
+            "git@github.com:acme/x@evil.io:y",
+        ] {
+            let error = Repo::parse(hostile, &ghe()).expect_err(hostile);
+            assert!(!error.contains("hunter2"), "{error}");
+        }
+        let ok = Repo::parse("https://github.com/acme-1/my.repo_x", &[]).unwrap();
+        assert_eq!(ok.full_name(), "acme-1/my.repo_x");
     }
 
     #[test]

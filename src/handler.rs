@@ -309,6 +309,7 @@ impl Handler {
             Invocation::Skip { id, reason } => {
                 let mut report = Report::new("skip", &id, self.config.dry_run);
                 report.skipped = Some(reason);
+                report.redact();
                 report.log();
                 return Ok(report);
             }
@@ -318,6 +319,7 @@ impl Handler {
                 report.tag = Some(push.tag.clone());
                 if let Some(reason) = decide::app::elsewhere(&push, &self.region) {
                     report.skipped = Some(reason);
+                    report.redact();
                     report.log();
                     return Ok(report);
                 }
@@ -335,6 +337,7 @@ impl Handler {
                 report.tag = Some(tags.join(","));
                 if let Some(reason) = decide::app::elsewhere(first, &self.region) {
                     report.skipped = Some(reason);
+                    report.redact();
                     report.log();
                     return Ok(report);
                 }
@@ -353,6 +356,7 @@ impl Handler {
             }
         };
         report.stats.ecr_calls = self.ecr.calls() - ecr_calls_before;
+        report.redact();
         report.log();
         if let Some(topic) = &self.config.notification_topic_arn {
             announce::publish_report(&self.sns, topic, &report).await;
@@ -666,7 +670,7 @@ impl Handler {
                     return None;
                 }
             };
-        let host = match self.git_host(&location, credentials, kube).await {
+        let host = match self.git_host(&location, credentials, ns, kube).await {
             Ok(host) => host,
             Err(e) => {
                 fail(e.message, e.retryable);
@@ -828,6 +832,7 @@ impl Handler {
         &self,
         location: &gitwrite::Location,
         credentials: &str,
+        app_namespace: &str,
         kube: &KubeClient,
     ) -> Result<Box<dyn GitHost + '_>, crate::gitcreds::CredentialsError> {
         if let gitwrite::HostKind::CodeCommit { region } = &location.repo.kind {
@@ -837,7 +842,7 @@ impl Handler {
         }
         let credentials = self
             .git_credentials
-            .for_repository(credentials, &location.url, kube)
+            .for_repository(credentials, &location.url, app_namespace, kube)
             .await?;
         match (&location.repo.kind, credentials) {
             (gitwrite::HostKind::GitLab, Credentials::Token(token)) => {

@@ -29,17 +29,15 @@ pub struct Resource {
 }
 
 impl Resource {
-    /// The collection in `namespace`, or in every namespace for `""`.
-    fn collection(&self, namespace: &str) -> String {
-        let Self {
-            group_version,
-            plural,
-        } = self;
-        if namespace.is_empty() {
-            format!("/apis/{group_version}/{plural}")
-        } else {
-            format!("/apis/{group_version}/namespaces/{namespace}/{plural}")
+    /// The collection's path segments in `namespace`, or in every namespace for `""`.
+    fn collection<'a>(&self, namespace: &'a str) -> Vec<&'a str> {
+        let mut segments = vec!["apis"];
+        segments.extend(self.group_version.split('/'));
+        if !namespace.is_empty() {
+            segments.extend(["namespaces", namespace]);
         }
+        segments.push(self.plural);
+        segments
     }
 }
 
@@ -603,6 +601,22 @@ pub enum KubeError {
     BadResponse(String),
     #[error("the HTTP client could not be built: {0}")]
     Setup(String),
+    #[error(
+        "`{name}` is not a Kubernetes name (DNS-1123: lowercase letters, digits, `-` and `.`, at most 253 characters); fix the annotation, owner reference or object that names it"
+    )]
+    BadName { name: String },
+}
+
+/// A segment of an API path: lowercase letters, digits, `-` and `.` (API groups, versions,
+/// resources and DNS-1123 names), not `.` or `..`.
+fn is_path_segment(segment: &str) -> bool {
+    !segment.is_empty()
+        && segment.len() <= 253
+        && segment != "."
+        && segment != ".."
+        && segment
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
 }
 
 impl KubeError {
@@ -611,7 +625,11 @@ impl KubeError {
     pub fn is_retryable(&self) -> bool {
         !matches!(
             self,
-            Self::NotFound { .. } | Self::Invalid { .. } | Self::BadRequest { .. } | Self::Setup(_)
+            Self::NotFound { .. }
+                | Self::Invalid { .. }
+                | Self::BadRequest { .. }
+                | Self::Setup(_)
+                | Self::BadName { .. }
         )
     }
 
@@ -671,6 +689,8 @@ impl KubeClient {
         let http = reqwest::Client::builder()
             .tls_certs_only(certificates)
             .https_only(true)
+            // Every request carries the cluster's bearer token.
+            .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(timeouts.connect)
             .timeout(timeouts.request)
             .pool_idle_timeout(Duration::from_secs(90))
@@ -682,10 +702,21 @@ impl KubeClient {
 
     /// `path` under the endpoint, keeping a path prefix the endpoint has (a proxy such as
     /// `https://rancher.example.com/k8s/clusters/c-1`); `Url::join` would drop it.
-    fn url(&self, path: &str) -> Result<url::Url, KubeError> {
+    ///
+    /// Every one of `segments` must be a Kubernetes path segment (an API group, version,
+    /// resource or DNS-1123 name): a name read from an annotation, an owner reference or an
+    /// ImageUpdater object that says `..`, `%2F` or anything else is refused here, before it
+    /// can reach a URL where it would address another object.
+    fn url(&self, segments: &[&str]) -> Result<url::Url, KubeError> {
+        if let Some(bad) = segments.iter().find(|s| !is_path_segment(s)) {
+            return Err(KubeError::BadName {
+                name: (*bad).to_string(),
+            });
+        }
         let mut url = self.base.clone();
-        let prefix = self.base.path().trim_end_matches('/');
-        url.set_path(&format!("{prefix}{path}"));
+        if let Ok(mut parts) = url.path_segments_mut() {
+            parts.pop_if_empty().extend(segments);
+        }
         Ok(url)
     }
 
@@ -889,9 +920,10 @@ impl KubeClient {
         namespace: &str,
         name: &str,
     ) -> Result<Value, KubeError> {
-        let url = self.url(&format!(
-            "/apis/{GROUP_VERSION}/namespaces/{namespace}/applicationsets/{name}"
-        ))?;
+        let mut path = APPLICATIONS.collection(namespace);
+        path.pop();
+        path.extend(["applicationsets", name]);
+        let url = self.url(&path)?;
         let bytes = self
             .send(Method::GET, url, "application/json", None, namespace)
             .await?;
@@ -974,7 +1006,7 @@ impl KubeClient {
 
     /// One Secret (git write-back's `git:secret:<namespace>/<name>`).
     pub async fn get_secret(&self, namespace: &str, name: &str) -> Result<Value, KubeError> {
-        let url = self.url(&format!("/api/v1/namespaces/{namespace}/secrets/{name}"))?;
+        let url = self.url(&["api", "v1", "namespaces", namespace, "secrets", name])?;
         let bytes = self
             .send(Method::GET, url, "application/json", None, namespace)
             .await?;
@@ -988,7 +1020,7 @@ impl KubeClient {
         namespace: &str,
         label_selector: &str,
     ) -> Result<Vec<Value>, KubeError> {
-        let mut url = self.url(&format!("/api/v1/namespaces/{namespace}/secrets"))?;
+        let mut url = self.url(&["api", "v1", "namespaces", namespace, "secrets"])?;
         url.query_pairs_mut()
             .append_pair("labelSelector", label_selector);
         let bytes = self
@@ -1001,7 +1033,7 @@ impl KubeClient {
 
     /// Records a core `Event` (`POST /api/v1/namespaces/{ns}/events`).
     pub async fn create_event(&self, namespace: &str, event: &Value) -> Result<(), KubeError> {
-        let url = self.url(&format!("/api/v1/namespaces/{namespace}/events"))?;
+        let url = self.url(&["api", "v1", "namespaces", namespace, "events"])?;
         let body = serde_json::to_vec(event).map_err(|e| KubeError::Setup(e.to_string()))?;
         self.send(
             Method::POST,
@@ -1022,7 +1054,9 @@ impl KubeClient {
         name: &str,
         patch: &Value,
     ) -> Result<Value, KubeError> {
-        let url = self.url(&format!("{}/{name}/status", resource.collection(namespace)))?;
+        let mut path = resource.collection(namespace);
+        path.extend([name, "status"]);
+        let url = self.url(&path)?;
         let body = serde_json::to_vec(patch).map_err(|e| KubeError::Setup(e.to_string()))?;
         let bytes = self
             .send(
@@ -1038,8 +1072,10 @@ impl KubeClient {
     }
 }
 
-fn app_path(namespace: &str, name: &str) -> String {
-    format!("/apis/{GROUP_VERSION}/namespaces/{namespace}/applications/{name}")
+fn app_path<'a>(namespace: &'a str, name: &'a str) -> Vec<&'a str> {
+    let mut path = APPLICATIONS.collection(namespace);
+    path.push(name);
+    path
 }
 
 #[derive(Deserialize, Default)]
@@ -1285,7 +1321,8 @@ mod tests {
     }
 
     #[test]
-    fn an_endpoint_with_a_path_prefix_keeps_it_on_every_request() {
+    fn an_endpoint_with_a_path_prefix_keeps_it_and_a_name_that_is_not_dns_1123_never_reaches_a_url()
+    {
         let tls = argocd_ecr_updater_standins::tls::cluster_tls(&["proxy.example.com"]).unwrap();
         let access = ClusterAccess {
             endpoint: "https://proxy.example.com/k8s/clusters/c-1/".into(),
@@ -1306,11 +1343,27 @@ mod tests {
         };
         let client = KubeClient::new(&access, Arc::new(NoTokens), timeouts).unwrap();
         assert_eq!(
-            client
-                .url("/apis/argoproj.io/v1alpha1/applications")
-                .unwrap()
-                .as_str(),
+            client.url(&APPLICATIONS.collection("")).unwrap().as_str(),
             "https://proxy.example.com/k8s/clusters/c-1/apis/argoproj.io/v1alpha1/applications"
+        );
+        for hostile in ["..", ".", "", "a/b", "A", "x%2Fy", "name?x=1", "n#f", "é"] {
+            let path = ["api", "v1", "namespaces", "argocd", "secrets", hostile];
+            assert!(
+                matches!(client.url(&path), Err(KubeError::BadName { .. })),
+                "`{hostile}` must never reach a URL"
+            );
+        }
+        assert!(
+            client
+                .url(&[
+                    "api",
+                    "v1",
+                    "namespaces",
+                    "argocd",
+                    "secrets",
+                    "git-creds.v2"
+                ])
+                .is_ok()
         );
     }
 

@@ -49,7 +49,7 @@ fn runtime() -> tokio::runtime::Runtime {
 fn diagnostic(error: &HandlerError) -> Diagnostic {
     Diagnostic {
         error_type: error.error_type().to_string(),
-        error_message: error.to_string(),
+        error_message: argocd_ecr_updater::redact::scrub(&error.to_string()),
     }
 }
 

@@ -223,6 +223,24 @@ impl Report {
             .filter(|e| e.action == Action::Failed && e.retryable)
     }
 
+    /// Every URL in every reason and message reduced to scheme, host and path
+    /// ([`crate::redact::scrub`]): the report is returned, logged, published and, failed, put
+    /// in the dead-letter queue.
+    pub fn redact(&mut self) {
+        use crate::redact::scrub;
+        if let Some(skipped) = &mut self.skipped {
+            *skipped = scrub(skipped);
+        }
+        for entry in &mut self.entries {
+            entry.reason = scrub(&entry.reason);
+        }
+        for cluster in &mut self.clusters {
+            if let Some(failure) = &mut cluster.failure {
+                failure.message = scrub(&failure.message);
+            }
+        }
+    }
+
     /// One structured line per decision, at a level that matches its weight.
     pub fn log(&self) {
         if let Some(reason) = &self.skipped {

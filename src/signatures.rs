@@ -16,6 +16,8 @@ use crate::kube::KubeClient;
 const KEYS_FOR: Duration = Duration::from_secs(300);
 /// A signature payload is a few hundred bytes; anything larger is not one.
 const MAX_PAYLOAD: usize = 1 << 20;
+/// A referrers index lists a digest's attached artifacts: a few kilobytes in practice.
+const MAX_INDEX: usize = 4 << 20;
 
 pub struct Signatures {
     http: crate::githost::LazyClient,
@@ -166,15 +168,31 @@ impl Signatures {
             .header("Accept", "application/vnd.oci.image.index.v1+json")
             .send()
             .await
-            .map_err(|e| failure(format!("cannot list the referrers of {digest}: {e}"), true))?;
+            .map_err(|e| {
+                failure(
+                    format!(
+                        "cannot list the referrers of {digest}: {}",
+                        crate::redact::http_error(&e)
+                    ),
+                    true,
+                )
+            })?;
         if response.status() == reqwest::StatusCode::NOT_FOUND {
             return Ok(Vec::new());
         }
-        let index: serde_json::Value = response
-            .error_for_status()
-            .map_err(|e| failure(format!("cannot list the referrers of {digest}: {e}"), true))?
-            .json()
+        let response = response.error_for_status().map_err(|e| {
+            failure(
+                format!(
+                    "cannot list the referrers of {digest}: {}",
+                    crate::redact::http_error(&e)
+                ),
+                true,
+            )
+        })?;
+        let body = crate::redact::read_capped(response, MAX_INDEX)
             .await
+            .map_err(|e| failure(format!("cannot list the referrers of {digest}: {e}"), true))?;
+        let index: serde_json::Value = serde_json::from_slice(&body)
             .map_err(|e| failure(format!("the referrers of {digest} are not JSON: {e}"), true))?;
         let mut manifests = Vec::new();
         for referrer in cosign::signature_referrers(&index) {
@@ -227,21 +245,40 @@ impl Signatures {
                 continue;
             };
             let http = self.http.get().map_err(|message| failure(message, false))?;
-            let payload = http
+            let response = http
                 .get(&url)
                 .send()
                 .await
                 .and_then(|r| r.error_for_status())
-                .map_err(|e| failure(format!("cannot download the signature payload: {e}"), true))?
-                .bytes()
-                .await
                 .map_err(|e| {
-                    failure(format!("cannot download the signature payload: {e}"), true)
+                    failure(
+                        format!(
+                            "cannot download the signature payload {}: {}",
+                            layer.digest,
+                            crate::redact::http_error(&e)
+                        ),
+                        true,
+                    )
                 })?;
-            if payload.len() > MAX_PAYLOAD {
-                reasons.push("the signature payload is too large to be one".into());
-                continue;
-            }
+            let payload = match crate::redact::read_capped(response, MAX_PAYLOAD).await {
+                Ok(payload) => payload,
+                Err(crate::redact::ReadError::TooLarge { .. }) => {
+                    reasons.push(format!(
+                        "the signature payload {} is larger than {MAX_PAYLOAD} bytes, too large to be one",
+                        layer.digest
+                    ));
+                    continue;
+                }
+                Err(e) => {
+                    return Err(failure(
+                        format!(
+                            "cannot download the signature payload {}: {e}",
+                            layer.digest
+                        ),
+                        true,
+                    ));
+                }
+            };
             match cosign::verify(&pem, layer, &payload, digest) {
                 Ok(()) => return Ok(Ok(())),
                 Err(reason) => reasons.push(reason),

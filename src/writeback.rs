@@ -347,8 +347,8 @@ impl WriteBack for GitCommit<'_> {
         let changes = changes_of(plan);
         let app_name = app["metadata"]["name"].as_str().unwrap_or_default();
         let message = gitwrite::commit_message(app_name, &changes);
-        let branch = match &snapshot.create {
-            None => snapshot.branch.clone(),
+        let (branch, head, text) = match &snapshot.create {
+            None => (snapshot.branch.clone(), snapshot.head.clone(), text),
             Some(template) => {
                 let key = target_key(&self.target_key);
                 let name = gitwrite::branch_name(template, app, &key, &changes);
@@ -356,58 +356,142 @@ impl WriteBack for GitCommit<'_> {
                     .create_branch(&name, &snapshot.head)
                     .await
                     .map_err(git_failure)?;
-                if !created {
-                    if template.contains("{{") {
-                        // Named after this very change: it was pushed already.
-                        self.finish(GitOutcome::Unchanged {
-                            branch: name,
-                            file: snapshot.file.clone(),
-                        });
-                        return Ok(());
+                if created {
+                    (name, snapshot.head.clone(), text)
+                } else if template.contains("{{") {
+                    // Named after this very change, so an earlier attempt made it; whether
+                    // that attempt finished is judged by what the branch holds, never by the
+                    // branch being there.
+                    match self.resume(&name, &patched).await? {
+                        Resume::Commit { head, text } => (name, head, text),
+                        Resume::Holds { head } => {
+                            return self.finish_pull_request(&name, &message, None, head).await;
+                        }
                     }
+                } else {
                     return Err(WriteError::Race(format!(
                         "branch `{name}` of {} was created meanwhile",
                         host.name()
                     )));
                 }
-                name
             }
         };
         let commit = host
-            .commit(
-                &branch,
-                &snapshot.head,
-                &message,
-                &[(snapshot.file.clone(), text)],
-            )
+            .commit(&branch, &head, &message, &[(snapshot.file.clone(), text)])
             .await
             .map_err(git_failure)?;
+        self.finish_pull_request(&branch, &message, Some(commit), head)
+            .await
+    }
+}
+
+/// Where an earlier attempt left a change branch.
+enum Resume {
+    /// The branch's file does not say the change yet: commit `text` on top of `head`.
+    Commit { head: String, text: String },
+    /// The branch's file says it already, at `head`.
+    Holds { head: String },
+}
+
+impl GitCommit<'_> {
+    /// Reads the change branch an earlier attempt created and decides what is left to do.
+    async fn resume(&self, branch: &str, patched: &Value) -> Result<Resume, WriteError> {
+        let host = self.host;
+        let snapshot = self.snapshot;
+        let head = host
+            .branch_head(branch)
+            .await
+            .map_err(git_failure)?
+            .ok_or_else(|| {
+                WriteError::Race(format!(
+                    "branch `{branch}` of {} was deleted meanwhile",
+                    host.name()
+                ))
+            })?;
+        let there = host
+            .file(&snapshot.file, &head)
+            .await
+            .map_err(git_failure)?;
+        let rendered =
+            gitwrite::render(&snapshot.location, there.as_deref(), patched, &self.images).map_err(
+                |message| WriteError::Failed {
+                    message,
+                    retryable: false,
+                },
+            )?;
+        Ok(match rendered {
+            Some(text) => Resume::Commit { head, text },
+            None => Resume::Holds { head },
+        })
+    }
+
+    /// After the branch holds the change: in pull-request mode, the open pull request (found,
+    /// or opened now) and its labels; the outcome either way. `commit` is `None` when an
+    /// earlier attempt made it and the branch's head `head` holds it.
+    async fn finish_pull_request(
+        &self,
+        branch: &str,
+        message: &str,
+        commit: Option<Commit>,
+        head: String,
+    ) -> Result<(), WriteError> {
+        let host = self.host;
+        let snapshot = self.snapshot;
+        let Some(labels) = &self.pull_request else {
+            self.finish(match commit {
+                Some(commit) => GitOutcome::Committed {
+                    commit,
+                    branch: branch.to_string(),
+                    file: snapshot.file.clone(),
+                    pull_request: None,
+                    notes: Vec::new(),
+                },
+                None => GitOutcome::Unchanged {
+                    branch: branch.to_string(),
+                    file: snapshot.file.clone(),
+                },
+            });
+            return Ok(());
+        };
+        let (title, body) = message.split_once('\n').unwrap_or((message, ""));
+        let opened = host
+            .pull_request(branch, &snapshot.base, title, body.trim())
+            .await
+            .map_err(|e| WriteError::Failed {
+                message: format!(
+                    "`{branch}` holds the change (commit {}), but opening the pull request failed: {e}",
+                    short(commit.as_ref().map_or(head.as_str(), |c| c.oid.as_str()))
+                ),
+                retryable: e.is_retryable(),
+            })?;
+        if commit.is_none() && !opened.opened {
+            // The commit and its open pull request are both there: a duplicate event.
+            self.finish(GitOutcome::Unchanged {
+                branch: branch.to_string(),
+                file: snapshot.file.clone(),
+            });
+            return Ok(());
+        }
         let mut notes = Vec::new();
-        let mut pull_request = None;
-        if let Some(labels) = &self.pull_request {
-            let (title, body) = message.split_once('\n').unwrap_or((&message, ""));
-            let (number, url) = host
-                .pull_request(&branch, &snapshot.base, title, body.trim())
-                .await
-                .map_err(|e| WriteError::Failed {
-                    message: format!(
-                        "committed {} to `{branch}`, but opening the pull request failed: {e}",
-                        short(&commit.oid)
-                    ),
-                    retryable: e.is_retryable(),
-                })?;
-            if !labels.is_empty()
-                && let Err(e) = host.add_labels(number, labels).await
-            {
-                notes.push(format!("labels not applied: {e}"));
-            }
-            pull_request = Some(url);
+        if commit.is_none() {
+            notes.push(format!(
+                "the commit {} was made by an earlier attempt, whose pull request this one opened",
+                short(&head)
+            ));
+        }
+        if !labels.is_empty()
+            && let Err(e) = host.add_labels(opened.number, labels).await
+        {
+            notes.push(format!("labels not applied: {e}"));
         }
         self.finish(GitOutcome::Committed {
-            commit,
-            branch,
+            commit: commit.unwrap_or(Commit {
+                oid: head,
+                url: String::new(),
+            }),
+            branch: branch.to_string(),
             file: snapshot.file.clone(),
-            pull_request,
+            pull_request: Some(opened.url),
             notes,
         });
         Ok(())

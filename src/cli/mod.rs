@@ -43,7 +43,7 @@ pub fn init_tracing(level: &str, format: LogFormat) {
         .with_target("argocd_ecr_updater", level);
     // Colour only for a person at a terminal: a file or a pipe gets plain text.
     let fmt = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
+        .with_writer(|| ScrubbedLine::default())
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     if format == LogFormat::Json {
         // CloudWatch already stamps time; one JSON object per line is what Logs Insights parses.
@@ -60,6 +60,34 @@ pub fn init_tracing(level: &str, format: LogFormat) {
         tracing_subscriber::registry()
             .with(fmt.with_filter(filter))
             .init();
+    }
+}
+
+/// One log line, written to standard error with every URL in it scrubbed
+/// ([`crate::redact::scrub`]) when the formatter is done with it: whatever a message or a
+/// field carries, no query string or userinfo reaches CloudWatch.
+#[derive(Default)]
+struct ScrubbedLine(Vec<u8>);
+
+impl std::io::Write for ScrubbedLine {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.0.is_empty() {
+            return Ok(());
+        }
+        let line = crate::redact::scrub(&String::from_utf8_lossy(&self.0));
+        self.0.clear();
+        std::io::stderr().write_all(line.as_bytes())
+    }
+}
+
+impl Drop for ScrubbedLine {
+    fn drop(&mut self) {
+        let _ = std::io::Write::flush(self);
     }
 }
 

@@ -44,6 +44,9 @@ fn denied(state: &AwsState, action: &str, name: &str, explicit: bool) -> Respons
 
 /// Handles one `CodeCommit_20150413.<operation>` request.
 pub fn handle(state: &AwsState, operation: &str, request: &Value) -> Response {
+    if operation == "GetPullRequest" {
+        return get_pull_request(state, request);
+    }
     let Some(name) = request["repositoryName"]
         .as_str()
         .or_else(|| request["targets"][0]["repositoryName"].as_str())
@@ -59,6 +62,8 @@ pub fn handle(state: &AwsState, operation: &str, request: &Value) -> Response {
     }
     let store = &state.codecommit;
     let mut repos = lock(&store.repositories);
+    // Pull request ids are unique across the account's repositories, as CodeCommit's are.
+    let next_pull_id = repos.values().map(|r| r.pulls.len() as u64).sum::<u64>() + 1;
     let Some(repo) = repos.get_mut(&name) else {
         return error(
             "RepositoryDoesNotExistException",
@@ -230,7 +235,7 @@ pub fn handle(state: &AwsState, operation: &str, request: &Value) -> Response {
                     &format!("The reference {head} does not exist"),
                 );
             }
-            let number = repo.pulls.len() as u64 + 1;
+            let number = next_pull_id;
             repo.pulls.push(PullRequest {
                 number,
                 head: head.to_string(),
@@ -249,9 +254,45 @@ pub fn handle(state: &AwsState, operation: &str, request: &Value) -> Response {
             )
             .into_response()
         }
+        "ListPullRequests" => {
+            // Every pull request the stand-in holds is open: none is ever merged or closed.
+            if request["pullRequestStatus"]
+                .as_str()
+                .is_some_and(|s| s != "OPEN")
+            {
+                return axum::Json(json!({"pullRequestIds": []})).into_response();
+            }
+            let ids: Vec<String> = repo.pulls.iter().map(|p| p.number.to_string()).collect();
+            axum::Json(json!({"pullRequestIds": ids})).into_response()
+        }
         other => error(
             "UnknownOperationException",
             &format!("operation {other} is not supported by the stand-in"),
         ),
     }
+}
+
+/// `GetPullRequest` names no repository: ids are unique across them.
+fn get_pull_request(state: &AwsState, request: &Value) -> Response {
+    let Some(id) = request["pullRequestId"].as_str() else {
+        return error(
+            "PullRequestIdRequiredException",
+            "A pull request ID is required, but none was provided.",
+        );
+    };
+    let repos = lock(&state.codecommit.repositories);
+    for (name, repo) in repos.iter() {
+        if let Some(pull) = repo.pulls.iter().find(|p| p.number.to_string() == id) {
+            return axum::Json(
+                json!({"pullRequest": {"pullRequestId": id, "title": pull.title,
+                "pullRequestStatus": "OPEN", "pullRequestTargets": [{"repositoryName": name,
+                "sourceReference": pull.head, "destinationReference": pull.base}]}}),
+            )
+            .into_response();
+        }
+    }
+    error(
+        "PullRequestDoesNotExistException",
+        &format!("The pull request ID {id} does not exist"),
+    )
 }

@@ -1,0 +1,184 @@
+//! What may leave the function in a message, and how much may come into it from outside.
+//!
+//! A URL is written into a report, a log line, an invocation error (which lands in the
+//! dead-letter queue) or a notification only as scheme, host, port and path: the query of an
+//! ECR presigned layer URL carries a session token and a signature, and the userinfo of a
+//! repoURL carries a password. [`scrub`] is applied at every edge where text leaves, so a
+//! message built anywhere below cannot carry one out.
+//!
+//! Answers from Git hosts and registries are read through [`read_capped`]: `Content-Length`
+//! is checked first, then the body is streamed and cut at the cap, so a hostile or broken
+//! server cannot make the function hold more than the cap in memory.
+
+/// A URL as it may appear in a message: no userinfo, no query, no fragment.
+pub fn url(text: &str) -> String {
+    match url::Url::parse(text) {
+        Ok(mut parsed) if parsed.has_host() => {
+            let _ = parsed.set_username("");
+            let _ = parsed.set_password(None);
+            parsed.set_query(None);
+            parsed.set_fragment(None);
+            parsed.to_string()
+        }
+        // Not parseable as a URL: cut what could be a query, then what could be userinfo.
+        _ => {
+            let cut = text.split(['?', '#']).next().unwrap_or_default();
+            match cut.split_once("://") {
+                Some((scheme, rest)) => {
+                    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+                    let host = authority.rsplit('@').next().unwrap_or(authority);
+                    if path.is_empty() && !rest.contains('/') {
+                        format!("{scheme}://{host}")
+                    } else {
+                        format!("{scheme}://{host}/{path}")
+                    }
+                }
+                None => cut.to_string(),
+            }
+        }
+    }
+}
+
+/// Where a URL written in free text ends: at white space, or at a closing bracket or quote
+/// (reqwest writes `for url (https://…)`; reports quote with backticks).
+fn url_end(c: char) -> bool {
+    c.is_whitespace() || matches!(c, ')' | ']' | '>' | '"' | '\'' | '`' | '}')
+}
+
+/// `text` with every URL in it reduced by [`url`].
+pub fn scrub(text: &str) -> String {
+    if !text.contains("://") {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        // The scheme: the letters, digits and `+.-` just before `://`.
+        let scheme_start = rest[..at]
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '.' | '-')))
+            .map_or(0, |i| i + 1);
+        let end = rest[at..].find(url_end).map_or(rest.len(), |i| at + i);
+        if scheme_start == at {
+            // `://` with no scheme before it: not a URL.
+            out.push_str(&rest[..at + 3]);
+            rest = &rest[at + 3..];
+            continue;
+        }
+        out.push_str(&rest[..scheme_start]);
+        out.push_str(&url(&rest[scheme_start..end]));
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Why a body was not read whole.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReadError {
+    #[error("the answer is larger than {limit} bytes ({size}); not read")]
+    TooLarge { limit: usize, size: String },
+    #[error("the answer stopped arriving: {0}")]
+    Transport(String),
+}
+
+/// The body of `response`, at most `limit` bytes: a declared `Content-Length` over the
+/// limit is refused before a byte is read, and a body that runs past it is cut off there.
+pub async fn read_capped(
+    mut response: reqwest::Response,
+    limit: usize,
+) -> Result<Vec<u8>, ReadError> {
+    if let Some(declared) = response.content_length()
+        && declared > limit as u64
+    {
+        return Err(ReadError::TooLarge {
+            limit,
+            size: format!("{declared} bytes declared"),
+        });
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| ReadError::Transport(http_error(&e)))?
+    {
+        if body.len() + chunk.len() > limit {
+            return Err(ReadError::TooLarge {
+                limit,
+                size: "more sent than that".into(),
+            });
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// A reqwest error as a message: reqwest writes the URL it was for, query and all.
+pub fn http_error(error: &reqwest::Error) -> String {
+    scrub(&error.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_presigned_url_loses_its_query_and_keeps_host_and_path() {
+        assert_eq!(
+            url(
+                "https://prod-region-starport-layer-bucket.s3.amazonaws.com/ab/cd?X-Amz-Security-Token=SECRET&X-Amz-Signature=SIG"
+            ),
+            "https://prod-region-starport-layer-bucket.s3.amazonaws.com/ab/cd"
+        );
+    }
+
+    #[test]
+    fn userinfo_is_removed_from_a_repository_url() {
+        assert_eq!(
+            url("https://deploy:hunter2@github.com/acme/deploy.git"),
+            "https://github.com/acme/deploy.git"
+        );
+        assert_eq!(
+            url("ssh://git:pw@example.com:2222/acme/x"),
+            "ssh://example.com:2222/acme/x"
+        );
+    }
+
+    #[test]
+    fn an_unparseable_url_still_loses_query_and_userinfo() {
+        assert_eq!(url("https://user:pw@[bad/x?token=1"), "https://[bad/x");
+        assert_eq!(url("https://u:p@host"), "https://host/");
+    }
+
+    #[test]
+    fn every_url_in_free_text_is_scrubbed_and_the_rest_kept() {
+        for (text, expected) in [
+            (
+                "error sending request for url (https://h/p?X-Amz-Security-Token=S&a=b,c)",
+                "error sending request for url (https://h/p)",
+            ),
+            (
+                "`https://u:secret@github.com/a/b` and `http://x/y?sig=1`: failed",
+                "`https://github.com/a/b` and `http://x/y`: failed",
+            ),
+            ("no url here: a://", "no url here: a://"),
+            ("odd :// alone", "odd :// alone"),
+            ("nothing", "nothing"),
+        ] {
+            assert_eq!(scrub(text), expected, "{text}");
+        }
+    }
+
+    #[test]
+    fn scrubbing_never_leaves_a_planted_secret_in_any_position() {
+        let secret = "PLANTEDSECRET";
+        for text in [
+            format!("https://h/p?X-Amz-Security-Token={secret}"),
+            format!("(https://u:{secret}@h/p)"),
+            format!("x https://h/p#{secret} y"),
+            format!("git+https://a:{secret}@h/x.git"),
+            format!("\"https://h/?q={secret}\""),
+        ] {
+            assert!(!scrub(&text).contains(secret), "{text} -> {}", scrub(&text));
+        }
+    }
+}
