@@ -43,7 +43,7 @@ pub fn init_tracing(level: &str, format: LogFormat) {
         .with_target("argocd_ecr_updater", level);
     // Colour only for a person at a terminal: a file or a pipe gets plain text.
     let fmt = tracing_subscriber::fmt::layer()
-        .with_writer(|| ScrubbedLine::default())
+        .with_writer(ScrubbedLine::default)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     if format == LogFormat::Json {
         // CloudWatch already stamps time; one JSON object per line is what Logs Insights parses.
