@@ -181,4 +181,54 @@ mod tests {
             assert!(!scrub(&text).contains(secret), "{text} -> {}", scrub(&text));
         }
     }
+
+    /// Serves one raw HTTP answer on loopback and returns its URL.
+    async fn serve_once(head: &'static str, body_chunks: usize) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = [0u8; 1024];
+            let _ = socket.read(&mut request).await;
+            let _ = socket.write_all(head.as_bytes()).await;
+            let chunk = vec![b'x'; 64 * 1024];
+            for _ in 0..body_chunks {
+                let framed = format!("{:x}\r\n", chunk.len());
+                if socket.write_all(framed.as_bytes()).await.is_err()
+                    || socket.write_all(&chunk).await.is_err()
+                    || socket.write_all(b"\r\n").await.is_err()
+                {
+                    return;
+                }
+            }
+            let _ = socket.write_all(b"0\r\n\r\n").await;
+        });
+        format!("http://{address}/layer")
+    }
+
+    #[tokio::test]
+    async fn a_declared_length_over_the_cap_is_refused_before_the_body_is_read() {
+        let url = serve_once("HTTP/1.1 200 OK\r\ncontent-length: 419430400\r\n\r\n", 0).await;
+        let response = reqwest::get(&url).await.unwrap();
+        let error = read_capped(response, 1 << 20).await.unwrap_err();
+        assert!(
+            matches!(&error, ReadError::TooLarge { size, .. } if size.contains("419430400")),
+            "{error:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_body_without_a_length_is_cut_off_at_the_cap() {
+        // 6,400 KiB sent in chunks, against a 1 MiB cap.
+        let url = serve_once("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n", 100).await;
+        let response = reqwest::get(&url).await.unwrap();
+        let error = read_capped(response, 1 << 20).await.unwrap_err();
+        assert!(matches!(error, ReadError::TooLarge { .. }), "{error:?}");
+        let small = serve_once("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n", 2).await;
+        let body = read_capped(reqwest::get(&small).await.unwrap(), 1 << 20)
+            .await
+            .unwrap();
+        assert_eq!(body.len(), 2 * 64 * 1024);
+    }
 }

@@ -354,6 +354,103 @@ async fn pull_request_mode_opens_one_labelled_pull_request_per_change() {
 }
 
 #[tokio::test]
+async fn a_change_branch_whose_commit_failed_gets_the_commit_on_the_retry() {
+    let standins = git_standins(&[("git-branch", "main:image-updates-{{.SHA256}}")]).await;
+    standins.shared.inject(
+        Route::github("POST", "/graphql"),
+        1,
+        FaultAction::Status {
+            code: 502,
+            retry_after: None,
+        },
+    );
+    let failed = report_of(run_with(&standins, &[], &event("push-date-tag.json")).await);
+    let entry = only(&failed);
+    expect_decision(entry, Action::Failed, "502");
+    assert!(entry.retryable, "{}", entry.reason);
+    let branch = standins
+        .github
+        .branches(REPO)
+        .into_iter()
+        .find(|b| b.starts_with("image-updates-"))
+        .expect("the first attempt created the change branch");
+    assert_eq!(commits(&standins, &branch), 1, "but committed nothing");
+
+    // AWS retries the event: the branch exists, its file does not say the tag, so commit.
+    let retried = push(&standins).await;
+    expect_decision(only(&retried), Action::Updated, &branch);
+    assert_eq!(commits(&standins, &branch), 2);
+    let values = standins
+        .github
+        .file(
+            REPO,
+            &branch,
+            "argocd/.argocd-source-aws-pipeline-test.yaml",
+        )
+        .expect("the override file is on the change branch");
+    assert!(values.contains(PUSHED_TAG), "{values}");
+
+    // A third delivery finds the branch holding the tag: nothing to do.
+    let duplicate = push(&standins).await;
+    assert_eq!(
+        only(&duplicate).action,
+        Action::Skipped,
+        "{:?}",
+        only(&duplicate)
+    );
+    assert_eq!(commits(&standins, &branch), 2);
+}
+
+#[tokio::test]
+async fn a_pull_request_that_failed_to_open_is_opened_by_the_retry() {
+    let standins = git_standins(&[
+        ("argocd-ecr-updater.io/git-pull-request", "github"),
+        (
+            "argocd-ecr-updater.io/git-pull-request-labels",
+            "image-update",
+        ),
+    ])
+    .await;
+    standins.shared.inject(
+        Route::github("POST", "/pulls"),
+        1,
+        FaultAction::Status {
+            code: 502,
+            retry_after: None,
+        },
+    );
+    let failed = report_of(run_with(&standins, &[], &event("push-date-tag.json")).await);
+    let entry = only(&failed);
+    expect_decision(entry, Action::Failed, "opening the pull request failed");
+    assert!(entry.retryable, "{}", entry.reason);
+    assert!(standins.github.pull_requests(REPO).is_empty());
+
+    let retried = push(&standins).await;
+    let entry = only(&retried);
+    expect_decision(
+        entry,
+        Action::Updated,
+        "pull request https://github.com/barun/invitation/pull/1",
+    );
+    assert!(entry.reason.contains("earlier attempt"), "{}", entry.reason);
+    let pulls = standins.github.pull_requests(REPO);
+    assert_eq!(pulls.len(), 1);
+    assert_eq!(pulls[0].labels, vec!["image-update"]);
+    assert_eq!(commits(&standins, &pulls[0].head), 2, "one commit, not two");
+
+    // Commit and pull request both there: a duplicate event changes nothing.
+    let duplicate = push(&standins).await;
+    assert_eq!(
+        only(&duplicate).action,
+        Action::Skipped,
+        "{:?}",
+        only(&duplicate)
+    );
+    assert_eq!(standins.github.pull_requests(REPO).len(), 1);
+    assert_eq!(commits(&standins, &pulls[0].head), 2);
+}
+
+#[tokio::test]
 async fn a_refused_label_is_a_note_not_a_failure() {
     let standins = git_standins(&[
         ("argocd-ecr-updater.io/git-pull-request", "github"),

@@ -11,7 +11,7 @@ use argocd_ecr_updater::handler::HandlerError;
 use argocd_ecr_updater::report::{Action, Report};
 use argocd_ecr_updater_standins::fixtures::{PUSHED_TAG, SEED_APP, push_event};
 use argocd_ecr_updater_standins::github::GitHubState;
-use argocd_ecr_updater_standins::{Service, StandIns};
+use argocd_ecr_updater_standins::{FaultAction, Route, Service, StandIns};
 use common::{event, handler};
 use serde_json::{Value, json};
 
@@ -277,6 +277,46 @@ async fn gitlab_merge_requests_are_opened_once_and_labelled() {
 #[tokio::test]
 async fn codecommit_passes_the_git_host_scenario_table_with_no_secret_at_all() {
     scenario_table(Host::CodeCommit).await;
+}
+
+#[tokio::test]
+async fn a_codecommit_pull_request_that_failed_to_open_is_opened_by_the_retry_once() {
+    let standins = setup(Host::CodeCommit).await;
+    let mut app = standins.kube.get("argocd", SEED_APP).unwrap();
+    app["metadata"]["annotations"]["argocd-ecr-updater.io/git-pull-request"] = json!("true");
+    argocd_ecr_updater_standins::fixtures::strip_server_fields(&mut app);
+    standins.kube.insert(app).unwrap();
+    // Enough failures to outlast the SDK's own retries within the invocation.
+    standins.shared.inject(
+        Route::codecommit("CreatePullRequest"),
+        10,
+        FaultAction::Status {
+            code: 500,
+            retry_after: None,
+        },
+    );
+    let (action, reason, retryable) = outcome(&run(&standins, &event("push-date-tag.json")).await);
+    assert_eq!(action, Action::Failed, "{reason}");
+    assert!(retryable, "{reason}");
+    assert!(
+        standins
+            .aws
+            .codecommit
+            .pull_requests("invitation")
+            .is_empty()
+    );
+    standins.shared.clear_faults();
+    let (action, reason, _) = outcome(&run(&standins, &event("push-date-tag.json")).await);
+    assert_eq!(action, Action::Updated, "{reason}");
+    assert!(reason.contains("earlier attempt"), "{reason}");
+    assert_eq!(standins.aws.codecommit.pull_requests("invitation").len(), 1);
+    let (action, reason, _) = outcome(&run(&standins, &event("push-date-tag.json")).await);
+    assert_ne!(action, Action::Updated, "{reason}");
+    assert_eq!(
+        standins.aws.codecommit.pull_requests("invitation").len(),
+        1,
+        "the open pull request is found, not opened twice"
+    );
 }
 
 #[tokio::test]
