@@ -18,7 +18,14 @@ pub enum YamlEditError {
     Syntax(String),
     #[error("cannot edit `{path}`: {why}")]
     Unsupported { path: String, why: String },
+    #[error(
+        "the file nests deeper than {limit} levels, more than any Helm values or Kustomize file needs; it is not edited"
+    )]
+    TooDeep { limit: usize },
 }
+
+/// How deep a file's collections may nest before it is refused.
+pub const MAX_DEPTH: usize = 100;
 
 /// One step of a path: a mapping key or a sequence index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -201,7 +208,8 @@ impl<'a> Document<'a> {
                     format!("{pad}  ")
                 };
                 text.push_str(&format!(
-                    "{lead}{key}: {}\n",
+                    "{lead}{}: {}\n",
+                    render(key, ScalarStyle::Plain),
                     render(value, ScalarStyle::Plain)
                 ));
             }
@@ -231,6 +239,7 @@ impl<'a> Document<'a> {
                     Some(_) => return Err(unsupported("the document is not a block mapping")),
                 };
                 let pad = " ".repeat(column);
+                let key = render(key, ScalarStyle::Plain);
                 Ok(self.insert_at(end, &format!("{pad}{key}:\n{}", item(column))))
             }
         }
@@ -313,10 +322,14 @@ fn keys_only<'p>(path: &[Step<'p>]) -> Option<Vec<&'p str>> {
         .collect()
 }
 
-/// Nested block mappings down to `value`, starting at `column`.
+/// Nested block mappings down to `value`, starting at `column`. Keys are written as YAML
+/// keys, quoted where plain text would read as something else: a key name comes from an
+/// annotation, and `a: {privileged: true} #` spliced as text would be YAML of its author's
+/// choosing in the values file.
 fn block(keys: &[&str], value: &str, column: usize) -> String {
     let mut text = String::new();
     for (depth, key) in keys.iter().enumerate() {
+        let key = render(key, ScalarStyle::Plain);
         let pad = " ".repeat(column + 2 * depth);
         if depth + 1 == keys.len() {
             text.push_str(&format!(
@@ -471,6 +484,21 @@ impl<'a> Builder<'a> {
     }
 
     fn node(&mut self, event: Event<'a>, span: Span) -> Result<Node, YamlEditError> {
+        self.node_at(event, span, 0)
+    }
+
+    /// A node `depth` collections deep. The depth is bounded: a file from Git nested
+    /// thousands deep would otherwise overflow the stack and abort the process, and with it
+    /// every Application after it in the invocation.
+    fn node_at(
+        &mut self,
+        event: Event<'a>,
+        span: Span,
+        depth: usize,
+    ) -> Result<Node, YamlEditError> {
+        if depth > MAX_DEPTH {
+            return Err(YamlEditError::TooDeep { limit: MAX_DEPTH });
+        }
         let start = self.byte(span.start.index());
         match event {
             Event::Scalar(value, style, _, _) => {
@@ -504,12 +532,12 @@ impl<'a> Builder<'a> {
                         Event::Scalar(ref key, ..) => Cow::Owned(key.to_string()),
                         // A complex key: kept as a node we never address.
                         other => {
-                            self.node(other, span)?;
+                            self.node_at(other, span, depth + 1)?;
                             Cow::Borrowed("")
                         }
                     };
                     let (event, span) = self.next()?;
-                    let value = self.node(event, span)?;
+                    let value = self.node_at(event, span, depth + 1)?;
                     entries.push(Entry {
                         key: key.into_owned(),
                         key_start,
@@ -532,7 +560,7 @@ impl<'a> Builder<'a> {
                             end: self.byte(span.start.index()),
                         });
                     }
-                    items.push(self.node(event, span)?);
+                    items.push(self.node_at(event, span, depth + 1)?);
                 }
             }
             other => Err(YamlEditError::Syntax(format!(
@@ -738,5 +766,50 @@ mod tests {
                 .unwrap(),
             "resources:\n- a.yaml\nimages:\n- name: b\n"
         );
+    }
+
+    #[test]
+    fn a_file_nested_thousands_deep_is_refused_not_a_stack_overflow() {
+        for deep in [
+            format!("{}1{}", "[".repeat(20_000), "]".repeat(20_000)),
+            format!("{}1{}", "{a: ".repeat(20_000), "}".repeat(20_000)),
+            (0..5_000)
+                .map(|i| format!("{}k:\n", " ".repeat(i)))
+                .collect::<String>(),
+        ] {
+            match Document::parse(&deep) {
+                Err(YamlEditError::TooDeep { limit }) => assert_eq!(limit, MAX_DEPTH),
+                Err(YamlEditError::Syntax(_)) => {}
+                other => panic!("a {}-byte file nested deep: {other:?}", deep.len()),
+            }
+        }
+        let fine = format!("{}1{}", "[".repeat(50), "]".repeat(50));
+        assert!(Document::parse(&fine).is_ok());
+    }
+
+    #[test]
+    fn a_key_name_from_an_annotation_is_written_as_one_key_never_as_yaml() {
+        let hostile = "securityContext: {privileged: true, runAsUser: 0} #";
+        let text = "image:\n  tag: v1\n";
+        for path in [
+            vec![Step::Key(hostile)],
+            vec![Step::Key("image"), Step::Key(hostile)],
+        ] {
+            let edited = Document::parse(text).unwrap().set(&path, "v2").unwrap();
+            let parsed: serde_json::Value = serde_yaml_ng::from_str(&edited).unwrap();
+            assert!(parsed.get("securityContext").is_none(), "{edited}");
+            let written = match path.as_slice() {
+                [_] => &parsed[hostile],
+                _ => &parsed["image"][hostile],
+            };
+            assert_eq!(written, "v2", "{edited}");
+            assert_eq!(parsed["image"]["tag"], "v1", "{edited}");
+        }
+        let appended = Document::parse("a: 1\n")
+            .unwrap()
+            .append_item(&[Step::Key("x: {y: 1} #")], &[("name", "n")])
+            .unwrap();
+        let parsed: serde_json::Value = serde_yaml_ng::from_str(&appended).unwrap();
+        assert_eq!(parsed["x: {y: 1} #"][0]["name"], "n", "{appended}");
     }
 }
