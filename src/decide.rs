@@ -115,7 +115,16 @@ impl ImageOutcome {
 /// The scan gate on a push-shaped decision: a gated image moves only on its completed scan,
 /// and only within its limits; an image without a gate is moved by its push, never by a
 /// scan event. Never-downgrade was decided before this and still holds.
-pub fn gate_push(outcome: ImageOutcome, config: &ImageConfig, push: &PushEvent) -> ImageOutcome {
+///
+/// A scan result releases only the digest it scanned: `tag_digest` is where ECR says the tag
+/// points now, and a tag that moved since (a mutable `latest` re-pushed) is held back until
+/// its new digest's own scan.
+pub fn gate_push(
+    outcome: ImageOutcome,
+    config: &ImageConfig,
+    push: &PushEvent,
+    tag_digest: Option<&str>,
+) -> ImageOutcome {
     // A scan event is no business of an image without a gate: its push moved it.
     if config.scan_gate.is_none() && push.scan.is_some() {
         return ImageOutcome {
@@ -134,13 +143,45 @@ pub fn gate_push(outcome: ImageOutcome, config: &ImageConfig, push: &PushEvent) 
             &format!("waiting for the scan of {digest} (scan-gate `{gate}`)"),
             false,
         ),
-        (Some(gate), Some(counts)) => match gate.verdict(counts) {
-            Ok(()) => outcome.noted(&format!(
-                "the scan of {digest} passed scan-gate `{gate}` ({})",
-                crate::gates::describe(counts)
-            )),
-            Err(reason) => outcome.refuse(Action::Skipped, &format!("{reason} ({digest})"), false),
-        },
+        (Some(gate), Some(counts)) => {
+            let writes = outcome
+                .update
+                .as_ref()
+                .and_then(|u| u.to.digest.clone())
+                .or(tag_digest.map(str::to_string));
+            match (push.digest.as_deref(), writes.as_deref()) {
+                (Some(scanned), Some(now)) if scanned == now => {}
+                (Some(scanned), Some(now)) => {
+                    return outcome.refuse(
+                        Action::Skipped,
+                        &format!(
+                            "the scan of {scanned} cannot release `{}`, which now points at {now}: a scan result only releases the digest it scanned, so {now} moves on its own scan (scan-gate `{gate}`)",
+                            push.tag
+                        ),
+                        false,
+                    );
+                }
+                _ => {
+                    return outcome.refuse(
+                        Action::Skipped,
+                        &format!(
+                            "ECR does not say which digest `{}` points at now, so the scan of {digest} cannot release it (scan-gate `{gate}`)",
+                            push.tag
+                        ),
+                        false,
+                    );
+                }
+            }
+            match gate.verdict(counts) {
+                Ok(()) => outcome.noted(&format!(
+                    "the scan of {digest} passed scan-gate `{gate}` ({})",
+                    crate::gates::describe(counts)
+                )),
+                Err(reason) => {
+                    outcome.refuse(Action::Skipped, &format!("{reason} ({digest})"), false)
+                }
+            }
+        }
     }
 }
 
@@ -564,7 +605,13 @@ impl ImageCase<'_> {
                     return Needs::default();
                 }
                 let mut describe = Vec::new();
-                if policy.strategy.needs_push_times() || policy.strategy.needs_digest() {
+                // A scan event for a gated image must know where the tag points now: only
+                // the scanned digest may be released.
+                let scan_gated = push.scan.is_some() && self.config.scan_gate.is_some();
+                if policy.strategy.needs_push_times()
+                    || policy.strategy.needs_digest()
+                    || scan_gated
+                {
                     describe.push(push.tag.clone());
                 }
                 if policy.strategy.needs_push_times() {

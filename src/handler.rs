@@ -1035,8 +1035,16 @@ impl Handler {
                         Err(e) => return failed(e),
                     }
                 };
-                let outcome =
-                    decide::gate_push(case.decide_push(push, &described), case.config, push);
+                let tag_digest = described
+                    .get(&push.tag)
+                    .and_then(|d| d.as_ref())
+                    .and_then(|d| d.digest.clone());
+                let outcome = decide::gate_push(
+                    case.decide_push(push, &described),
+                    case.config,
+                    push,
+                    tag_digest.as_deref(),
+                );
                 let digest = outcome
                     .update
                     .as_ref()

@@ -119,6 +119,43 @@ async fn a_scan_finishing_late_for_an_older_image_moves_nothing() {
 }
 
 #[tokio::test]
+async fn a_scan_of_one_digest_never_releases_the_digest_its_tag_moved_to_since() {
+    let standins = seeded(&[GATE]).await;
+    // The tag is re-pushed: it now names an image with seven criticals, not yet scanned.
+    const MOVED: &str = "sha256:7777777777777777777777777777777777777777777777777777777777777777";
+    standins
+        .aws
+        .push(argocd_ecr_updater_standins::aws::Image::with_manifest(
+            "barun-dev-ecr",
+            PUSHED_TAG,
+            MOVED,
+            r#"{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","layers":[]}"#.into(),
+        ));
+    // The late scan of the clean image the tag named before.
+    let late = run(&standins, &scan_event(PUSHED_TAG, SEED_DIGEST, json!({}))).await;
+    let entry = only(&late);
+    expect_decision(entry, Action::Skipped, &format!("now points at {MOVED}"));
+    assert!(
+        entry.reason.contains("only releases the digest it scanned"),
+        "{}",
+        entry.reason
+    );
+    assert_eq!(
+        tag(&standins),
+        SEED_TAG,
+        "nothing written on another digest's scan"
+    );
+    // The new digest's own scan decides it.
+    let own = run(
+        &standins,
+        &scan_event(PUSHED_TAG, MOVED, json!({"CRITICAL": 7})),
+    )
+    .await;
+    expect_decision(only(&own), Action::Skipped, "critical 7 > 0");
+    assert_eq!(tag(&standins), SEED_TAG);
+}
+
+#[tokio::test]
 async fn an_image_without_a_gate_is_moved_by_its_push_never_by_its_scan() {
     let standins = seeded(&[]).await;
     let report = run(&standins, &event("scan.json")).await;
