@@ -332,6 +332,30 @@ fn clusters_list(
     Ok(clusters)
 }
 
+/// `arn:<partition>:secretsmanager:<region>:<12 digits>:secret:<name>` with no wildcard.
+fn is_whole_secret_arn(arn: &str) -> bool {
+    let parts: Vec<&str> = arn.splitn(7, ':').collect();
+    match parts.as_slice() {
+        [
+            "arn",
+            partition,
+            "secretsmanager",
+            region,
+            account,
+            "secret",
+            name,
+        ] => {
+            partition.starts_with("aws")
+                && !region.is_empty()
+                && account.len() == 12
+                && account.bytes().all(|b| b.is_ascii_digit())
+                && !name.is_empty()
+                && !arn.contains(['*', '?'])
+        }
+        _ => false,
+    }
+}
+
 fn git_settings(
     get: &dyn Fn(&str) -> Option<String>,
     namespaces: &NamespaceScope,
@@ -361,12 +385,12 @@ fn git_settings(
     let credential_secret_arns = list("GIT_CREDENTIALS_SECRET_ARNS");
     if let Some(bad) = credential_secret_arns
         .iter()
-        .find(|a| !(a.starts_with("arn:") && a.contains(":secretsmanager:")))
+        .find(|a| !is_whole_secret_arn(a))
     {
         return Err(error(
             "GIT_CREDENTIALS_SECRET_ARNS",
             format!(
-                "`{bad}` is not a Secrets Manager secret ARN (arn:aws:secretsmanager:region:account:secret:name)"
+                "`{bad}` is not one whole Secrets Manager secret ARN (arn:aws:secretsmanager:region:account:secret:name, no `*` or `?`: a wildcard would let the function read every secret it matches)"
             ),
         ));
     }
@@ -691,6 +715,48 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         Config::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn a_wildcard_or_partial_git_secret_arn_stops_the_cold_start() {
+        for (arns, accepted) in [
+            (
+                "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:git-Ab12Cd",
+                true,
+            ),
+            (
+                "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:*",
+                false,
+            ),
+            ("arn:aws:secretsmanager:*:768157413559:secret:git", false),
+            ("arn:aws:secretsmanager:ap-northeast-2:*:secret:git", false),
+            (
+                "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:git-?",
+                false,
+            ),
+            (
+                "arn:aws:secretsmanager:ap-northeast-2:768157413559:git",
+                false,
+            ),
+            ("git-credentials", false),
+        ] {
+            let outcome = config(&[
+                ("CLUSTER_NAME", "dev"),
+                ("GIT_CREDENTIALS_SECRET_ARNS", arns),
+            ]);
+            assert_eq!(outcome.is_ok(), accepted, "{arns}: {outcome:?}");
+        }
+    }
+
+    #[test]
+    fn git_secret_namespaces_must_be_namespace_names() {
+        let c = config(&[
+            ("CLUSTER_NAME", "dev"),
+            ("GIT_SECRET_NAMESPACES", "platform, team-b"),
+        ])
+        .unwrap();
+        assert_eq!(c.git.secret_namespaces, ["platform", "team-b"]);
+        assert!(config(&[("CLUSTER_NAME", "dev"), ("GIT_SECRET_NAMESPACES", "*")]).is_err());
     }
 
     #[test]

@@ -1128,6 +1128,12 @@ fn status_error(
             retry_after,
             message,
         },
+        300..=399 => KubeError::BadRequest {
+            code,
+            message: format!(
+                "a redirect, which is not followed: the bearer token goes to the cluster's endpoint only; set KUBE_API_ENDPOINT to the address the API server answers at ({message})"
+            ),
+        },
         504 => KubeError::Timeout(message),
         500..=599 => KubeError::Server {
             code,

@@ -537,6 +537,27 @@ async fn rate_limits_and_server_errors_fail_retryably_and_bad_credentials_perman
 }
 
 #[tokio::test]
+async fn a_git_host_redirect_is_not_followed_with_the_token() {
+    let standins = git_standins(&[]).await;
+    let trap = format!("{}/captured", standins.github_api());
+    standins.shared.inject(
+        Route::github("GET", "/git/ref/heads/main"),
+        100,
+        FaultAction::Redirect { location: trap },
+    );
+    let report = report_of(run_with(&standins, &[], &event("push-date-tag.json")).await);
+    let entry = only(&report);
+    expect_decision(entry, Action::Failed, "a redirect, which is not followed");
+    assert!(!entry.retryable, "{}", entry.reason);
+    assert_eq!(
+        standins.shared.count(|r| r.path.contains("/captured")),
+        0,
+        "the token followed the redirect"
+    );
+    assert_eq!(commits(&standins, "main"), 1);
+}
+
+#[tokio::test]
 async fn a_token_without_write_access_is_told_to_get_contents_write() {
     let standins = git_standins(&[]).await;
     standins.github.grant_token(TOKEN, &[REPO], false);

@@ -287,3 +287,51 @@ async fn a_wrong_ca_or_an_unresolvable_endpoint_fails_the_invocation_naming_the_
         "1"
     );
 }
+
+#[tokio::test]
+async fn a_redirect_is_never_followed_so_no_credential_leaves_for_the_address_it_names() {
+    // The Kubernetes API: every request carries the cluster's bearer token.
+    let standins = StandIns::start_seeded().await.unwrap();
+    let before = standins.kube.get("argocd", "aws-pipeline-test").unwrap();
+    let trap = format!("{}/captured", standins.kube_endpoint());
+    standins.shared.inject(
+        Route::kube("GET", "/applications"),
+        100,
+        FaultAction::Redirect { location: trap },
+    );
+    let error = handler(&standins, &[])
+        .handle(&event("push-date-tag.json"), None)
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("redirect"), "{error}");
+    assert!(error.to_string().contains("KUBE_API_ENDPOINT"), "{error}");
+    assert!(standins.shared.count(|r| r.status == 307) > 0);
+    assert_eq!(
+        standins.shared.count(|r| r.path.contains("/captured")),
+        0,
+        "the redirect was followed"
+    );
+    let after = standins.kube.get("argocd", "aws-pipeline-test").unwrap();
+    unchanged_or_exactly_updated(&before, &after);
+
+    // AWS: a signed request carries the session token.
+    let standins = StandIns::start_seeded().await.unwrap();
+    let trap = format!("{}/captured", standins.aws_endpoint());
+    standins.shared.inject(
+        Route::ecr("DescribeImages"),
+        100,
+        FaultAction::Redirect { location: trap },
+    );
+    let _ = handler(&standins, &[])
+        .handle(&event("push-date-tag.json"), None)
+        .await;
+    assert!(
+        standins.shared.count(|r| r.status == 307) > 0,
+        "the redirect was never answered, so nothing was tested"
+    );
+    assert_eq!(
+        standins.shared.count(|r| r.path.contains("/captured")),
+        0,
+        "the AWS client followed the redirect"
+    );
+}

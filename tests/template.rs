@@ -74,6 +74,8 @@ fn the_role_grants_exactly_the_actions_the_function_uses() {
         "codecommit:CreateBranch",
         "codecommit:CreateCommit",
         "codecommit:CreatePullRequest",
+        "codecommit:ListPullRequests",
+        "codecommit:GetPullRequest",
         "ec2:CreateNetworkInterface",
         "ec2:DescribeNetworkInterfaces",
         "ec2:DeleteNetworkInterface",
@@ -161,6 +163,11 @@ fn every_resource_is_scoped_and_only_vpc_networking_and_the_registry_token_use_a
                 assert_eq!(
                     strings(&condition["aws:ResourceAccount"]),
                     ["AWS::AccountId"],
+                    "{sid}"
+                );
+                assert_eq!(
+                    strings(&condition["aws:RequestedRegion"]),
+                    ["AWS::Region"],
                     "{sid}"
                 );
                 ":codecommit:"
@@ -830,4 +837,127 @@ fn additional_clusters_are_configured_described_and_mapped_each_by_name() {
     })
     .unwrap();
     assert!(config.clusters[1].role_arn.is_some());
+}
+
+/// The condition a role statement sits behind (`None`: always granted), by its Sid.
+fn statement_condition(t: &Value, sid: &str) -> Option<(Option<String>, Value)> {
+    for policy in t["Resources"]["FunctionRole"]["Properties"]["Policies"]
+        .as_sequence()
+        .unwrap()
+    {
+        let (condition, document) = match policy {
+            Value::Tagged(tagged) if tagged.tag == "!If" => {
+                let branches = tagged.value.as_sequence().unwrap();
+                (
+                    branches[0].as_str().map(str::to_string),
+                    branches[1]["PolicyDocument"].clone(),
+                )
+            }
+            plain => (None, plain["PolicyDocument"].clone()),
+        };
+        for statement in document["Statement"].as_sequence().unwrap() {
+            if statement["Sid"].as_str() == Some(sid) {
+                return Some((condition, statement.clone()));
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn layer_downloads_and_scan_findings_are_granted_only_with_the_gate_that_needs_them() {
+    let t = template();
+    let (always, base) = statement_condition(&t, "ReadTrackedRepositories").unwrap();
+    assert_eq!(always, None);
+    assert_eq!(
+        strings(&base["Action"]),
+        ["ecr:DescribeImages", "ecr:BatchGetImage"]
+    );
+    for (sid, condition, action) in [
+        (
+            "ReadScanFindings",
+            "ScanEventsOn",
+            "ecr:DescribeImageScanFindings",
+        ),
+        (
+            "DownloadSignaturePayloads",
+            "VerifySignatures",
+            "ecr:GetDownloadUrlForLayer",
+        ),
+    ] {
+        let (behind, statement) = statement_condition(&t, sid).expect(sid);
+        assert_eq!(behind.as_deref(), Some(condition), "{sid}");
+        assert_eq!(strings(&statement["Action"]), [action], "{sid}");
+        // The same repositories and the same account and region pinning as the base.
+        assert_eq!(statement["Resource"], base["Resource"], "{sid}");
+        assert_eq!(statement["Condition"], base["Condition"], "{sid}");
+    }
+    let verify = serde_yaml_ng::to_string(&t["Conditions"]["VerifySignatures"]).unwrap();
+    for part in ["SignatureVerification", "HasCosignKeys", "ReferrersOn"] {
+        assert!(verify.contains(part), "{verify}");
+    }
+}
+
+#[test]
+fn list_parameters_refuse_wildcards_so_no_grant_or_bus_policy_opens_up() {
+    let t = template();
+    for (parameter, valid) in [
+        (
+            "GitCredentialsSecretArns",
+            "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:git-Ab12Cd",
+        ),
+        (
+            "CosignKeySecretArns",
+            "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:cosign-Ab12",
+        ),
+        ("CodeCommitRepositories", "invitation-deploy"),
+        ("EcrRepositoryNames", "team/barun-dev-ecr"),
+        (
+            "ClusterRoleArns",
+            "arn:aws:iam::222222222222:role/argocd-ecr-updater",
+        ),
+        ("RegistryAccounts", "111111111111"),
+    ] {
+        let pattern = t["Parameters"][parameter]["AllowedPattern"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{parameter} has no AllowedPattern"));
+        // CloudFormation matches the whole value, as Java's `matches` does.
+        let whole = regex::Regex::new(&format!("^(?:{pattern})$")).unwrap();
+        assert!(whole.is_match(""), "{parameter}: the empty default");
+        assert!(whole.is_match(valid), "{parameter}: {valid}");
+        for hostile in [
+            "*".to_string(),
+            format!("{valid}*"),
+            valid.replace(|c: char| c.is_ascii_digit(), "*"),
+        ]
+        .into_iter()
+        .filter(|h| h != valid)
+        {
+            assert!(!whole.is_match(&hostile), "{parameter} accepts `{hostile}`");
+        }
+    }
+}
+
+#[test]
+fn registry_accounts_may_put_only_ecr_and_inspector_events_on_the_bus() {
+    let t = template();
+    let statement = &t["Resources"]["RegistryAccountsEvents"]["Properties"]["Statement"];
+    let condition = &statement["Condition"]["StringEquals"];
+    assert_eq!(
+        strings(&condition["events:source"]),
+        ["aws.ecr", "aws.inspector2"]
+    );
+    // Exactly the detail types the function's rules match.
+    let mut rule_types: BTreeSet<String> = BTreeSet::new();
+    for event in untag(&t["Resources"]["Function"]["Properties"]["Events"])
+        .as_mapping()
+        .unwrap()
+        .values()
+    {
+        rule_types.extend(strings(&event["Properties"]["Pattern"]["detail-type"]));
+    }
+    let allowed: BTreeSet<String> = strings(&condition["events:detail-type"])
+        .into_iter()
+        .collect();
+    assert_eq!(allowed, rule_types);
 }

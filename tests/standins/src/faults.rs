@@ -108,6 +108,9 @@ pub enum FaultAction {
         marker: &'static str,
         pause: Duration,
     },
+    /// Answer `307 Temporary Redirect` to `location` (a 307 keeps the method and body, so a
+    /// client that follows it resends the request, credentials and all).
+    Redirect { location: String },
 }
 
 /// Which requests a fault applies to. Empty fields match anything.
@@ -375,6 +378,11 @@ pub async fn intercept(
             fault_response(service, *code, *retry_after)
         }
         Some(FaultAction::AwsError { code, kind }) => aws_error_response(*code, kind),
+        Some(FaultAction::Redirect { location }) => Response::builder()
+            .status(StatusCode::TEMPORARY_REDIRECT)
+            .header("location", location.as_str())
+            .body(Body::empty())
+            .unwrap_or_default(),
         Some(FaultAction::Drop) => {
             let broken = futures_error_body();
             Response::builder()
