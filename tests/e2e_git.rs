@@ -612,6 +612,49 @@ async fn a_repository_on_an_unsupported_host_is_skipped_with_that_reason() {
 }
 
 #[tokio::test]
+async fn a_repository_url_that_could_route_a_token_to_another_host_is_refused_and_never_echoed() {
+    // Scoped to gitlab.com/acme/, the token must not reach github.com through an `@`.
+    let gitlab_arn = "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:argocd-ecr-updater/gitlab-Zz99Yy";
+    for repository in [
+        "https://gitlab.com/acme/x@github.com/barun/invitation.git",
+        "https://deploy:PlantedRepoPassword42@github.com/barun/invitation.git",
+    ] {
+        let standins = git_standins(&[("git-repository", repository)]).await;
+        standins.aws.put_secret(
+            gitlab_arn,
+            &json!({"token": "glpat-PlantedGitLabToken", "url": "https://gitlab.com/acme/"})
+                .to_string(),
+            true,
+        );
+        let arns = format!("{gitlab_arn},{SECRET_ARN}");
+        let report = report_of(
+            run_with(
+                &standins,
+                &[("GIT_CREDENTIALS_SECRET_ARNS", arns.as_str())],
+                &event("push-date-tag.json"),
+            )
+            .await,
+        );
+        let entry = only(&report);
+        assert_eq!(
+            entry.action,
+            Action::Failed,
+            "{repository}: {}",
+            entry.reason
+        );
+        assert!(!entry.retryable, "{}", entry.reason);
+        assert!(
+            github_requests(&standins).is_empty(),
+            "{repository}: a request reached the GitHub stand-in"
+        );
+        let text = serde_json::to_string(&report).unwrap();
+        for secret in ["PlantedRepoPassword42", "glpat-PlantedGitLabToken"] {
+            assert!(!text.contains(secret), "{secret} leaked: {text}");
+        }
+    }
+}
+
+#[tokio::test]
 async fn a_dry_run_reads_git_and_says_where_it_would_commit() {
     let standins = git_standins(&[]).await;
     let report = run_with(

@@ -315,3 +315,92 @@ async fn a_poll_from_a_retired_process_never_takes_the_next_event() {
         assert_eq!(&answer, b"HTTP/1.1 410", "round {round}");
     }
 }
+
+#[tokio::test]
+async fn no_planted_secret_reaches_the_error_the_log_the_notification_or_an_event() {
+    use argocd_ecr_updater_standins::aws::PRESIGNED_SECRET;
+    use argocd_ecr_updater_standins::{
+        FUNCTION_SECRET_KEY, FUNCTION_SESSION_TOKEN, FaultAction, Route, cosign,
+    };
+    const SEED_DIGEST: &str =
+        "sha256:3333333333333333333333333333333333333333333333333333333333333333";
+    const IMAGE: &str = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/barun-dev-ecr";
+    let standins = StandIns::start_seeded().await.unwrap();
+    let (private, public) = cosign::key_pair().unwrap();
+    let mut app = standins.kube.get("argocd", "aws-pipeline-test").unwrap();
+    app["metadata"]["annotations"]["argocd-ecr-updater.io/app.cosign-key"] = json!(public);
+    argocd_ecr_updater_standins::fixtures::strip_server_fields(&mut app);
+    standins.kube.insert(app).unwrap();
+    let payload = cosign::payload(IMAGE, SEED_DIGEST);
+    cosign::store_signature(
+        &standins.aws,
+        "barun-dev-ecr",
+        SEED_DIGEST,
+        &private,
+        &payload,
+    )
+    .unwrap();
+    // The payload download fails: its error names the presigned URL it was for.
+    standins.shared.inject(
+        Route {
+            path_contains: Some("/blobs/".into()),
+            ..Route::default()
+        },
+        100,
+        FaultAction::Status {
+            code: 500,
+            retry_after: None,
+        },
+    );
+    let topic = "arn:aws:sns:ap-northeast-2:768157413559:argocd-ecr-updater-reports";
+    let mut env = standins.lambda_env();
+    env.extend([
+        ("LOG_LEVEL".to_string(), "trace".to_string()),
+        ("NOTIFICATION_TOPIC_ARN".to_string(), topic.to_string()),
+    ]);
+    let mut function = spawn_lambda(BINARY, &env);
+    // What Lambda puts in the dead-letter queue: the error type and message.
+    let failed = error(&standins, event("push-date-tag.json")).await;
+    assert_eq!(failed["errorType"], "Retryable.TargetsFailed", "{failed}");
+    assert!(
+        failed["errorMessage"]
+            .as_str()
+            .unwrap()
+            .contains("cannot download the signature payload"),
+        "{failed}"
+    );
+    assert!(
+        standins
+            .shared
+            .count(|r| r.path.contains("/blobs/") && r.status == 500)
+            > 0,
+        "the download was never attempted, so nothing was tested"
+    );
+    let _ = function.child.kill();
+    let log = stderr_of(&mut function);
+    let published = serde_json::to_string(&standins.aws.published()).unwrap();
+    assert!(
+        !published.is_empty() && published != "[]",
+        "nothing was published"
+    );
+    let events = serde_json::to_string(&standins.kube.events()).unwrap();
+    for secret in [
+        PRESIGNED_SECRET,
+        FUNCTION_SESSION_TOKEN,
+        FUNCTION_SECRET_KEY,
+    ] {
+        for (place, text) in [
+            ("the invocation error", failed.to_string()),
+            ("the log at trace", log.clone()),
+            ("the SNS message", published.clone()),
+            ("the Kubernetes Events", events.clone()),
+        ] {
+            assert!(
+                !text.contains(secret),
+                "{secret} leaked into {place}: {text}"
+            );
+        }
+    }
+    // The URL is still named, without its query, so the report says what failed.
+    assert!(log.contains("/blobs/"), "{log}");
+}

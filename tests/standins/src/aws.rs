@@ -454,6 +454,10 @@ async fn ecr(State(state): State<Arc<AwsState>>, headers: HeaderMap, body: Bytes
 /// The registry API password `GetAuthorizationToken` hands out (user `AWS`).
 pub const REGISTRY_PASSWORD: &str = "standin-registry-password";
 
+/// What the stand-in's presigned layer URLs carry in their query, for tests that look for it
+/// where it must never be.
+pub const PRESIGNED_SECRET: &str = "PresignedSessionTokenPlanted0123";
+
 /// ECR's `GetAuthorizationToken`: basic credentials for the registry API, at this stand-in.
 fn authorization_token(state: &AwsState) -> Response {
     let token = STANDARD.encode(format!("AWS:{REGISTRY_PASSWORD}"));
@@ -525,7 +529,12 @@ fn download_url(state: &AwsState, request: &Value) -> Response {
         );
     }
     let base = lock(&state.endpoint).clone();
-    axum::Json(json!({"layerDigest": digest, "downloadUrl": format!("{base}/blobs/{digest}/{repository}")}))
+    // Presigned as ECR's are: the query carries a session token and a signature, which no
+    // message of the function may repeat.
+    let query = format!(
+        "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Security-Token={PRESIGNED_SECRET}&X-Amz-Signature=5f1e{PRESIGNED_SECRET}"
+    );
+    axum::Json(json!({"layerDigest": digest, "downloadUrl": format!("{base}/blobs/{digest}/{repository}?{query}")}))
         .into_response()
 }
 
