@@ -776,6 +776,8 @@ mod tests {
             (0..5_000)
                 .map(|i| format!("{}k:\n", " ".repeat(i)))
                 .collect::<String>(),
+            format!("{}1\n", "- ".repeat(20_000)),
+            format!("{}1\n", "? ".repeat(20_000)),
         ] {
             match Document::parse(&deep) {
                 Err(YamlEditError::TooDeep { limit }) => assert_eq!(limit, MAX_DEPTH),

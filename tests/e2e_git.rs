@@ -299,6 +299,22 @@ async fn a_values_file_target_changes_the_tag_and_keeps_every_other_byte() {
 }
 
 #[tokio::test]
+async fn a_values_file_nested_thousands_deep_fails_its_application_and_not_the_process() {
+    let standins = git_standins(&[("write-back-target", "helmvalues:values.yaml")]).await;
+    // 40 KB nested 20,000 deep: without a bound the YAML walk overflows the stack.
+    let deep = format!("{}1\n", "- ".repeat(20_000));
+    standins
+        .github
+        .push(REPO, "main", "argocd/values.yaml", &deep, "nest it")
+        .unwrap();
+    let report = report_of(run_with(&standins, &[], &event("push-date-tag.json")).await);
+    let entry = only(&report);
+    expect_decision(entry, Action::Failed, "nests deeper than 100 levels");
+    assert!(!entry.retryable, "{}", entry.reason);
+    assert_eq!(commits(&standins, "main"), 2, "nothing committed");
+}
+
+#[tokio::test]
 async fn git_branch_base_and_target_creates_the_target_branch_from_the_base() {
     let standins = git_standins(&[("git-branch", "main:image-updates")]).await;
     let report = push(&standins).await;
