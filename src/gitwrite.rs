@@ -355,8 +355,12 @@ pub fn locate(
             "git-branch `{b}` is a commit, not a branch: name the branch to commit to"
         ));
     }
+    if let Some(b) = &base {
+        check_branch(b)?;
+    }
     if let Some(t) = write_branch {
         check_template(t)?;
+        check_branch(&fill_placeholders(t))?;
     }
 
     let source_path = source["path"].as_str().unwrap_or_default();
@@ -405,6 +409,46 @@ pub fn locate(
         kind,
         source: chosen,
     })
+}
+
+/// A branch name as `git check-ref-format --branch` accepts it. Branch names go into Git
+/// host API paths, where a `..` segment would resolve to another endpoint (`heads/../../user`
+/// is `GET /user` with the token), so anything git itself would refuse is refused here.
+fn check_branch(name: &str) -> Result<(), String> {
+    let bad = name.is_empty()
+        || name == "@"
+        || name.contains("..")
+        || name.contains("@{")
+        || name.ends_with('.')
+        || name.chars().any(|c| {
+            c.is_control() || c == ' ' || matches!(c, '~' | '^' | ':' | '?' | '*' | '[' | '\\')
+        })
+        || name.split('/').any(|segment| {
+            segment.is_empty() || segment.starts_with('.') || segment.ends_with(".lock")
+        });
+    if bad {
+        return Err(format!(
+            "`{}` is not a valid branch name (git check-ref-format: no `..`, empty or dot-led segments, spaces or `~^:?*[\\`)",
+            name.escape_debug()
+        ));
+    }
+    Ok(())
+}
+
+/// A branch template with each `{{ … }}` field replaced by a stand-in value, to check the
+/// name's shape before the fields are known.
+fn fill_placeholders(template: &str) -> String {
+    let mut out = String::new();
+    let mut rest = template;
+    while let Some(open) = rest.find("{{") {
+        out.push_str(&rest[..open]);
+        out.push('x');
+        rest = rest[open..]
+            .find("}}")
+            .map_or("", |close| &rest[open + close + 2..]);
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Template fields Image Updater offers in branch names, and which we fill.
@@ -1039,6 +1083,31 @@ mod tests {
         let short = Repo::parse("https://github.com/only-owner", &[]).unwrap_err();
         assert!(short.contains("<owner>/<name>"), "{short}");
         assert!(Repo::parse("not a url", &[]).is_err());
+    }
+
+    #[test]
+    fn a_branch_name_git_would_refuse_never_reaches_a_host_api_path() {
+        let app = Application::seed().build();
+        for (setting, accepted) in [
+            ("main", true),
+            ("release/2025-08", true),
+            ("main:image-updates-{{.SHA256}}", true),
+            ("../../../../user", false),
+            ("main:../../user", false),
+            ("main:a/../../user-{{.SHA256}}", false),
+            ("feature/.hidden", false),
+            ("a b", false),
+            ("refs/heads/x.lock", false),
+            ("x@{1}", false),
+            ("main:", true),
+        ] {
+            let located = locate(&app, &git(None, Some(setting), None), "argocd", &[]);
+            assert_eq!(
+                located.is_ok(),
+                accepted,
+                "git-branch `{setting}`: {located:?}"
+            );
+        }
     }
 
     #[test]
