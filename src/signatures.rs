@@ -162,25 +162,7 @@ impl Signatures {
             url::form_urlencoded::byte_serialize(cosign::SIGNATURE_ARTIFACT.as_bytes())
                 .collect::<String>()
         );
-        let response = http
-            .get(&url)
-            .header("Authorization", authorization)
-            .header("Accept", "application/vnd.oci.image.index.v1+json")
-            .send()
-            .await
-            .map_err(|e| {
-                failure(
-                    format!(
-                        "cannot list the referrers of {digest}: {}",
-                        crate::redact::http_error(&e)
-                    ),
-                    true,
-                )
-            })?;
-        if response.status() == reqwest::StatusCode::NOT_FOUND {
-            return Ok(Vec::new());
-        }
-        let response = response.error_for_status().map_err(|e| {
+        let unlisted = |e: reqwest::Error| {
             failure(
                 format!(
                     "cannot list the referrers of {digest}: {}",
@@ -188,7 +170,18 @@ impl Signatures {
                 ),
                 true,
             )
-        })?;
+        };
+        let response = http
+            .get(&url)
+            .header("Authorization", authorization)
+            .header("Accept", "application/vnd.oci.image.index.v1+json")
+            .send()
+            .await
+            .map_err(unlisted)?;
+        if response.status() == reqwest::StatusCode::NOT_FOUND {
+            return Ok(Vec::new());
+        }
+        let response = response.error_for_status().map_err(unlisted)?;
         let body = crate::redact::read_capped(response, MAX_INDEX)
             .await
             .map_err(|e| failure(format!("cannot list the referrers of {digest}: {e}"), true))?;

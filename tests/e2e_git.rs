@@ -369,21 +369,26 @@ async fn pull_request_mode_opens_one_labelled_pull_request_per_change() {
     assert_eq!(standins.github.pull_requests(REPO).len(), 1);
 }
 
-#[tokio::test]
-async fn a_change_branch_whose_commit_failed_gets_the_commit_on_the_retry() {
-    let standins = git_standins(&[("git-branch", "main:image-updates-{{.SHA256}}")]).await;
+/// The seed push with one 502 from the Git host on `route`: a retryable failure saying `words`.
+async fn fails_retryably_once(standins: &StandIns, route: Route, words: &str) {
     standins.shared.inject(
-        Route::github("POST", "/graphql"),
+        route,
         1,
         FaultAction::Status {
             code: 502,
             retry_after: None,
         },
     );
-    let failed = report_of(run_with(&standins, &[], &event("push-date-tag.json")).await);
+    let failed = report_of(run_with(standins, &[], &event("push-date-tag.json")).await);
     let entry = only(&failed);
-    expect_decision(entry, Action::Failed, "502");
+    expect_decision(entry, Action::Failed, words);
     assert!(entry.retryable, "{}", entry.reason);
+}
+
+#[tokio::test]
+async fn a_change_branch_whose_commit_failed_gets_the_commit_on_the_retry() {
+    let standins = git_standins(&[("git-branch", "main:image-updates-{{.SHA256}}")]).await;
+    fails_retryably_once(&standins, Route::github("POST", "/graphql"), "502").await;
     let branch = standins
         .github
         .branches(REPO)
@@ -427,18 +432,12 @@ async fn a_pull_request_that_failed_to_open_is_opened_by_the_retry() {
         ),
     ])
     .await;
-    standins.shared.inject(
+    fails_retryably_once(
+        &standins,
         Route::github("POST", "/pulls"),
-        1,
-        FaultAction::Status {
-            code: 502,
-            retry_after: None,
-        },
-    );
-    let failed = report_of(run_with(&standins, &[], &event("push-date-tag.json")).await);
-    let entry = only(&failed);
-    expect_decision(entry, Action::Failed, "opening the pull request failed");
-    assert!(entry.retryable, "{}", entry.reason);
+        "opening the pull request failed",
+    )
+    .await;
     assert!(standins.github.pull_requests(REPO).is_empty());
 
     let retried = push(&standins).await;

@@ -27,25 +27,37 @@ fn strings(value: &Value) -> Vec<String> {
     }
 }
 
-/// Every statement of the role's inline policies, with whether it sits behind `!If`.
-fn role_statements(t: &Value) -> Vec<(bool, Value)> {
+/// Every statement of the role's inline policies, with the condition it sits behind (`None`:
+/// always granted).
+fn role_statements_behind(t: &Value) -> Vec<(Option<String>, Value)> {
     let mut out = Vec::new();
     for policy in t["Resources"]["FunctionRole"]["Properties"]["Policies"]
         .as_sequence()
         .unwrap()
     {
-        let (conditional, document) = match policy {
+        let (condition, document) = match policy {
             Value::Tagged(tagged) if tagged.tag == "!If" => {
                 let branches = tagged.value.as_sequence().unwrap();
-                (true, branches[1]["PolicyDocument"].clone())
+                (
+                    branches[0].as_str().map(str::to_string),
+                    branches[1]["PolicyDocument"].clone(),
+                )
             }
-            plain => (false, plain["PolicyDocument"].clone()),
+            plain => (None, plain["PolicyDocument"].clone()),
         };
         for statement in document["Statement"].as_sequence().unwrap() {
-            out.push((conditional, statement.clone()));
+            out.push((condition.clone(), statement.clone()));
         }
     }
     out
+}
+
+/// Every statement of the role's inline policies, with whether it sits behind `!If`.
+fn role_statements(t: &Value) -> Vec<(bool, Value)> {
+    role_statements_behind(t)
+        .into_iter()
+        .map(|(condition, statement)| (condition.is_some(), statement))
+        .collect()
 }
 
 #[test]
@@ -839,29 +851,11 @@ fn additional_clusters_are_configured_described_and_mapped_each_by_name() {
     assert!(config.clusters[1].role_arn.is_some());
 }
 
-/// The condition a role statement sits behind (`None`: always granted), by its Sid.
+/// The condition a role statement sits behind, and the statement, by its Sid.
 fn statement_condition(t: &Value, sid: &str) -> Option<(Option<String>, Value)> {
-    for policy in t["Resources"]["FunctionRole"]["Properties"]["Policies"]
-        .as_sequence()
-        .unwrap()
-    {
-        let (condition, document) = match policy {
-            Value::Tagged(tagged) if tagged.tag == "!If" => {
-                let branches = tagged.value.as_sequence().unwrap();
-                (
-                    branches[0].as_str().map(str::to_string),
-                    branches[1]["PolicyDocument"].clone(),
-                )
-            }
-            plain => (None, plain["PolicyDocument"].clone()),
-        };
-        for statement in document["Statement"].as_sequence().unwrap() {
-            if statement["Sid"].as_str() == Some(sid) {
-                return Some((condition, statement.clone()));
-            }
-        }
-    }
-    None
+    role_statements_behind(t)
+        .into_iter()
+        .find(|(_, statement)| statement["Sid"].as_str() == Some(sid))
 }
 
 #[test]
