@@ -260,10 +260,8 @@ fn secret_reference<'a>(
     app_namespace: &'a str,
     settings: &GitSettings,
 ) -> Result<(&'a str, &'a str), String> {
-    let (namespace, name) = match reference.split_once('/') {
-        Some((namespace, name)) => (namespace, name),
-        None => (app_namespace, reference),
-    };
+    // Image Updater requires both parts too ("namespace/name").
+    let (namespace, name) = reference.split_once('/').unwrap_or(("", reference));
     let dns_label = |s: &str| {
         !s.is_empty()
             && s.len() <= 253
@@ -386,7 +384,7 @@ mod tests {
         for (reference, config, allowed) in [
             ("team-a/git-creds", &none, Some(("team-a", "git-creds"))),
             ("argocd/git-creds", &none, Some(("argocd", "git-creds"))),
-            ("git-creds", &none, Some(("team-a", "git-creds"))),
+            ("git-creds", &none, None),
             ("kube-system/aws-creds", &none, None),
             ("platform-secrets/git", &none, None),
             (
