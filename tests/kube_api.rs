@@ -512,7 +512,7 @@ async fn a_token_for_another_cluster_or_a_skewed_clock_is_refused() {
 }
 
 #[tokio::test]
-async fn a_server_certificate_from_another_ca_is_a_tls_error() {
+async fn a_server_certificate_from_another_ca_or_for_another_name_is_a_tls_error() {
     let standins = standins_with(Options::default(), 1).await;
     let other_ca = tls::cluster_tls(&["127.0.0.1"]).unwrap().ca_pem;
     let access = ClusterAccess {
@@ -526,20 +526,34 @@ async fn a_server_certificate_from_another_ca_is_a_tls_error() {
         .unwrap_err();
     assert!(matches!(error, KubeError::Tls(_)), "{error:?}");
     assert!(error.is_retryable());
-    // The host name is verified too: the certificate names 127.0.0.1, not this name.
+    // The host name is verified too: a server at 127.0.0.1 whose certificate, from the
+    // trusted CA, names only another host fails the handshake.
+    let (address, ca_pem) = tls::serve_handshakes(&["kube.other.example"])
+        .await
+        .unwrap();
     let access = ClusterAccess {
-        endpoint: format!("https://127.0.0.2:{}", standins.kube_addr.port()),
-        ca_pem: standins.ca_pem.clone().into_bytes(),
+        endpoint: format!("https://{address}"),
+        ca_pem: ca_pem.into_bytes(),
     };
     let client = KubeClient::new(&access, token_source(&standins), TIMEOUTS).unwrap();
     let error = client
         .get_application("argocd", "app-000")
         .await
         .unwrap_err();
-    assert!(
-        matches!(error, KubeError::Tls(_) | KubeError::Connect(_)),
-        "{error:?}"
-    );
+    assert!(matches!(error, KubeError::Tls(_)), "{error:?}");
+    // The same server and CA, but a certificate naming the address: the handshake passes,
+    // so the failure above was the name and nothing else.
+    let (address, ca_pem) = tls::serve_handshakes(&["127.0.0.1"]).await.unwrap();
+    let access = ClusterAccess {
+        endpoint: format!("https://{address}"),
+        ca_pem: ca_pem.into_bytes(),
+    };
+    let client = KubeClient::new(&access, token_source(&standins), TIMEOUTS).unwrap();
+    let error = client
+        .get_application("argocd", "app-000")
+        .await
+        .unwrap_err();
+    assert!(!matches!(error, KubeError::Tls(_)), "{error:?}");
 }
 
 #[tokio::test]

@@ -45,3 +45,27 @@ pub fn cluster_tls(names: &[&str]) -> Result<ClusterTls, rcgen::Error> {
         server_config,
     })
 }
+
+/// A TLS server on loopback presenting a leaf for `names` only, signed by a CA of its own:
+/// its address and that CA. It completes handshakes and answers nothing, which is all a test
+/// of the client's certificate checks needs (a client that accepted the certificate would
+/// then time out instead of failing the handshake).
+pub async fn serve_handshakes(names: &[&str]) -> std::io::Result<(std::net::SocketAddr, String)> {
+    let tls = cluster_tls(names).map_err(std::io::Error::other)?;
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(tls.server_config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let address = listener.local_addr()?;
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                if let Ok(stream) = acceptor.accept(socket).await {
+                    // Hold the connection open, silent, until the client gives up.
+                    tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+                    drop(stream);
+                }
+            });
+        }
+    });
+    Ok((address, tls.ca_pem))
+}
