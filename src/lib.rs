@@ -23,7 +23,9 @@
 //!   Application, the file's new text (pure).
 //! - [`githost`], [`github`], [`gitlab`], [`codecommit`], [`gitcreds`]: the Git hosts
 //!   behind one trait (GitHub's API and App tokens, GitLab's REST API, CodeCommit through
-//!   the SDK); Git credentials.
+//!   the SDK); Git credentials, scoped by [`repourl`]'s parsed repository URLs.
+//! - [`redact`]: what may leave in a message (URLs without query or userinfo) and how much
+//!   may come in from outside (bounded reads).
 //! - [`retry`]: transient-error retries within the Lambda deadline.
 //! - [`handler`]: the orchestration of the above for one invocation.
 //! - [`report`], [`metrics`], [`announce`]: what happened and why, as the return value, the
