@@ -45,7 +45,7 @@ fn url_end(c: char) -> bool {
     c.is_whitespace() || matches!(c, ')' | ']' | '>' | '"' | '\'' | '`' | '}')
 }
 
-/// `text` with every URL in it reduced by [`url`].
+/// `text` with every URL in it reduced by [`url()`].
 pub fn scrub(text: &str) -> String {
     if !text.contains("://") {
         return text.to_string();
