@@ -129,8 +129,9 @@ fn error(variable: &'static str, problem: impl Into<String>) -> ConfigError {
     }
 }
 
-/// Kubernetes names: lowercase alphanumerics and `-`, at most 63 characters.
-fn is_namespace(name: &str) -> bool {
+/// A DNS-1123 label (lowercase alphanumerics and `-`, at most 63 characters): what a
+/// namespace name, and each dot-separated part of an object's name, must be.
+pub fn is_namespace(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 63
         && name

@@ -262,15 +262,8 @@ fn secret_reference<'a>(
 ) -> Result<(&'a str, &'a str), String> {
     // Image Updater requires both parts too ("namespace/name").
     let (namespace, name) = reference.split_once('/').unwrap_or(("", reference));
-    let dns_label = |s: &str| {
-        !s.is_empty()
-            && s.len() <= 253
-            && s.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
-            && !s.starts_with(['-', '.'])
-            && !s.ends_with(['-', '.'])
-    };
-    if !dns_label(namespace) || !dns_label(name) || name.contains("..") {
+    let subdomain = |s: &str| s.len() <= 253 && s.split('.').all(crate::config::is_namespace);
+    if !crate::config::is_namespace(namespace) || !subdomain(name) {
         return Err(format!(
             "write-back-method `git:secret:{reference}` does not name a Secret as `<namespace>/<name>` (lowercase DNS-1123 names)"
         ));

@@ -23,16 +23,13 @@ pub fn url(text: &str) -> String {
         // Not parseable as a URL: cut what could be a query, then what could be userinfo.
         _ => {
             let cut = text.split(['?', '#']).next().unwrap_or_default();
+            let host =
+                |authority: &'_ str| authority.rsplit('@').next().unwrap_or_default().to_string();
             match cut.split_once("://") {
-                Some((scheme, rest)) => {
-                    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
-                    let host = authority.rsplit('@').next().unwrap_or(authority);
-                    if path.is_empty() && !rest.contains('/') {
-                        format!("{scheme}://{host}")
-                    } else {
-                        format!("{scheme}://{host}/{path}")
-                    }
-                }
+                Some((scheme, rest)) => match rest.split_once('/') {
+                    Some((authority, path)) => format!("{scheme}://{}/{path}", host(authority)),
+                    None => format!("{scheme}://{}", host(rest)),
+                },
                 None => cut.to_string(),
             }
         }

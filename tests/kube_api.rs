@@ -511,6 +511,21 @@ async fn a_token_for_another_cluster_or_a_skewed_clock_is_refused() {
     ));
 }
 
+/// How reading an Application fails from a server at 127.0.0.1 that completes handshakes
+/// with a certificate for `name` only, from a CA the client trusts.
+async fn read_from_server_naming(standins: &StandIns, name: &str) -> KubeError {
+    let (address, ca_pem) = tls::serve_handshakes(&[name]).await.unwrap();
+    let access = ClusterAccess {
+        endpoint: format!("https://{address}"),
+        ca_pem: ca_pem.into_bytes(),
+    };
+    KubeClient::new(&access, token_source(standins), TIMEOUTS)
+        .unwrap()
+        .get_application("argocd", "app-000")
+        .await
+        .unwrap_err()
+}
+
 #[tokio::test]
 async fn a_server_certificate_from_another_ca_or_for_another_name_is_a_tls_error() {
     let standins = standins_with(Options::default(), 1).await;
@@ -528,31 +543,11 @@ async fn a_server_certificate_from_another_ca_or_for_another_name_is_a_tls_error
     assert!(error.is_retryable());
     // The host name is verified too: a server at 127.0.0.1 whose certificate, from the
     // trusted CA, names only another host fails the handshake.
-    let (address, ca_pem) = tls::serve_handshakes(&["kube.other.example"])
-        .await
-        .unwrap();
-    let access = ClusterAccess {
-        endpoint: format!("https://{address}"),
-        ca_pem: ca_pem.into_bytes(),
-    };
-    let client = KubeClient::new(&access, token_source(&standins), TIMEOUTS).unwrap();
-    let error = client
-        .get_application("argocd", "app-000")
-        .await
-        .unwrap_err();
+    let error = read_from_server_naming(&standins, "kube.other.example").await;
     assert!(matches!(error, KubeError::Tls(_)), "{error:?}");
     // The same server and CA, but a certificate naming the address: the handshake passes,
     // so the failure above was the name and nothing else.
-    let (address, ca_pem) = tls::serve_handshakes(&["127.0.0.1"]).await.unwrap();
-    let access = ClusterAccess {
-        endpoint: format!("https://{address}"),
-        ca_pem: ca_pem.into_bytes(),
-    };
-    let client = KubeClient::new(&access, token_source(&standins), TIMEOUTS).unwrap();
-    let error = client
-        .get_application("argocd", "app-000")
-        .await
-        .unwrap_err();
+    let error = read_from_server_naming(&standins, "127.0.0.1").await;
     assert!(!matches!(error, KubeError::Tls(_)), "{error:?}");
 }
 

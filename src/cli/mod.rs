@@ -79,9 +79,15 @@ impl std::io::Write for ScrubbedLine {
         if self.0.is_empty() {
             return Ok(());
         }
-        let line = crate::redact::scrub(&String::from_utf8_lossy(&self.0));
+        // Most lines name no URL: they are written as they are, without a copy.
+        let written = if memchr::memmem::find(&self.0, b"://").is_some() {
+            std::io::stderr()
+                .write_all(crate::redact::scrub(&String::from_utf8_lossy(&self.0)).as_bytes())
+        } else {
+            std::io::stderr().write_all(&self.0)
+        };
         self.0.clear();
-        std::io::stderr().write_all(line.as_bytes())
+        written
     }
 }
 
