@@ -160,7 +160,7 @@ fn parse_event(event: &Value) -> Result<Invocation, EventError> {
         .ok_or_else(|| malformed("`detail.repository-name` is missing".into()))?;
     if !is_repository_name(repository) {
         return Err(malformed(format!(
-            "`{}` is not an ECR repository name",
+            "`detail.repository-name` `{}` is not an ECR repository name",
             repository.escape_debug()
         )));
     }
@@ -182,7 +182,7 @@ fn parse_event(event: &Value) -> Result<Invocation, EventError> {
     };
     if !is_tag(tag) {
         return Err(malformed(format!(
-            "`{}` is not a valid image tag ([A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})",
+            "`detail.image-tag` `{}` is not a valid image tag ([A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})",
             tag.escape_debug()
         )));
     }
@@ -194,7 +194,7 @@ fn parse_event(event: &Value) -> Result<Invocation, EventError> {
         })
     {
         return Err(malformed(format!(
-            "`{}` is not a sha256 digest",
+            "`detail.image-digest` `{}` is not a sha256 digest",
             d.escape_debug()
         )));
     }
@@ -255,7 +255,7 @@ fn scan(object: &serde_json::Map<String, Value>, id: String) -> Result<Invocatio
     let repository = named.rsplit_once(":repository/").map_or(named, |(_, r)| r);
     if !is_repository_name(repository) {
         return Err(malformed(format!(
-            "`{}` is not an ECR repository name",
+            "`detail.repository-name` `{}` is not an ECR repository name",
             repository.escape_debug()
         )));
     }
@@ -291,7 +291,7 @@ fn scan(object: &serde_json::Map<String, Value>, id: String) -> Result<Invocatio
     };
     if let Some(bad) = tags.iter().find(|t| !is_tag(t)) {
         return Err(malformed(format!(
-            "`{}` is not a valid image tag",
+            "`detail.image-tags` item `{}` is not a valid image tag",
             bad.escape_debug()
         )));
     }
