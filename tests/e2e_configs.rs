@@ -3,8 +3,6 @@
 
 mod common;
 
-use std::time::Duration;
-
 use argocd_ecr_updater::handler::HandlerError;
 use argocd_ecr_updater::report::{Action, Entry, Report};
 use argocd_ecr_updater_standins::fixtures::kube_ca_data;
@@ -364,22 +362,10 @@ async fn creating_a_missing_helm_block_loses_nothing_someone_created_meanwhile()
             &[],
         ))
         .unwrap();
-    standins.shared.inject(
-        Route::kube("PATCH", "/bare"),
-        1,
-        FaultAction::Delay(Duration::from_millis(300)),
-    );
-    let kube = standins.kube.clone();
-    let editor = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        kube.edit("argocd", "bare", |a| {
-            a["spec"]["source"]["helm"] =
-                json!({"parameters": [{"name": "replicas", "value": "3"}]});
-        })
-        .unwrap();
+    standins.kube.race_next_patch("argocd", "bare", |a| {
+        a["spec"]["source"]["helm"] = json!({"parameters": [{"name": "replicas", "value": "3"}]});
     });
     let report = run(&standins, &[], &event("push-date-tag.json")).await;
-    editor.await.unwrap();
     expect_decision(one(&report, "bare"), Action::Updated, "");
     assert_eq!(report.stats.conflicts, 1);
     assert_eq!(

@@ -281,7 +281,7 @@ async fn a_poll_from_a_retired_process_never_takes_the_next_event() {
             .await
             .unwrap();
         // Waiting in the stand-in before the harness moves on.
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        standins.runtime.until_polls_waiting(1).await;
         standins.runtime.retire_pollers();
         let live = tokio::spawn({
             let base = base.clone();

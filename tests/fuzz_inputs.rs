@@ -70,20 +70,28 @@ impl ValidPush {
 fn valid_push() -> impl Strategy<Value = ValidPush> {
     (
         "[0-9]{12}",
-        prop::sample::select(vec!["ap-northeast-2", "us-east-1", "eu-central-1", "cn-north-1", "us-gov-west-1"]),
+        prop::sample::select(vec![
+            "ap-northeast-2",
+            "us-east-1",
+            "eu-central-1",
+            "cn-north-1",
+            "us-gov-west-1",
+        ]),
         "[a-z0-9]{1,8}([._-][a-z0-9]{1,8}){0,2}(/[a-z0-9]{1,8}([._-][a-z0-9]{1,8}){0,1}){0,3}",
         "[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}",
         "sha256:[0-9a-f]{64}",
         0i64..4_102_444_800,
     )
-        .prop_map(|(account, region, repository, tag, digest, epoch)| ValidPush {
-            account,
-            region: region.to_owned(),
-            repository,
-            tag,
-            digest,
-            epoch,
-        })
+        .prop_map(
+            |(account, region, repository, tag, digest, epoch)| ValidPush {
+                account,
+                region: region.to_owned(),
+                repository,
+                tag,
+                digest,
+                epoch,
+            },
+        )
 }
 
 /// One field of a push and a value for it that no real event carries. The oracle for
@@ -103,21 +111,44 @@ fn broken_field() -> impl Strategy<Value = (&'static str, Value)> {
             .prop_filter("not a tag", move |t| !tag_grammar.is_match(t))
             .prop_map(|t| ("detail.image-tag", json!(t))),
         "\\PC{1,40}"
-            .prop_filter("not a repository", move |r| r.len() > 256 || !repository_grammar.is_match(r))
+            .prop_filter("not a repository", move |r| r.len() > 256
+                || !repository_grammar.is_match(r))
             .prop_map(|r| ("detail.repository-name", json!(r))),
         "\\PC{1,40}"
-            .prop_filter("not a digest", |d| !d.strip_prefix("sha256:").is_some_and(|h| !h.is_empty() && h.len() <= 64 && h.bytes().all(|b| b.is_ascii_hexdigit())))
+            .prop_filter("not a digest", |d| !d.strip_prefix("sha256:").is_some_and(
+                |h| !h.is_empty() && h.len() <= 64 && h.bytes().all(|b| b.is_ascii_hexdigit())
+            ))
             .prop_map(|d| ("detail.image-digest", json!(d))),
         "\\PC{0,20}"
-            .prop_filter("not 12 digits", |a| !(a.len() == 12 && a.bytes().all(|b| b.is_ascii_digit())))
+            .prop_filter("not 12 digits", |a| !(a.len() == 12
+                && a.bytes().all(|b| b.is_ascii_digit())))
             .prop_map(|a| ("account", json!(a))),
         "\\PC{0,20}"
-            .prop_filter("not a region", |r| !regex::Regex::new(r"^[a-z0-9]+(-[a-z0-9]+)*-[0-9]+$").unwrap().is_match(r) || r.split('-').count() < 3)
+            .prop_filter("not a region", |r| !regex::Regex::new(
+                r"^[a-z0-9]+(-[a-z0-9]+)*-[0-9]+$"
+            )
+            .unwrap()
+            .is_match(r)
+                || r.split('-').count() < 3)
             .prop_map(|r| ("region", json!(r))),
         "\\PC{0,30}"
-            .prop_filter("not RFC 3339", |t| time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).is_err())
+            .prop_filter("not RFC 3339", |t| time::OffsetDateTime::parse(
+                t,
+                &time::format_description::well_known::Rfc3339
+            )
+            .is_err())
             .prop_map(|t| ("time", json!(t))),
-        (prop::sample::select(vec!["detail.image-tag", "detail.repository-name", "detail.image-digest", "account", "region", "time"]), wrong_type),
+        (
+            prop::sample::select(vec![
+                "detail.image-tag",
+                "detail.repository-name",
+                "detail.image-digest",
+                "account",
+                "region",
+                "time"
+            ]),
+            wrong_type
+        ),
     ]
 }
 
@@ -126,7 +157,8 @@ fn comparison() -> impl Strategy<Value = &'static str> {
 }
 
 fn release() -> impl Strategy<Value = semver::Version> {
-    (0u64..4, 0u64..4, 0u64..4).prop_map(|(major, minor, patch)| semver::Version::new(major, minor, patch))
+    (0u64..4, 0u64..4, 0u64..4)
+        .prop_map(|(major, minor, patch)| semver::Version::new(major, minor, patch))
 }
 
 /// The oracle: plain release ordering, as `semver` defines it.
@@ -302,12 +334,17 @@ fn a_huge_event_is_refused_or_skipped_without_trouble() {
 #[test]
 fn the_fuzz_seed_corpus_holds_inputs_that_get_past_each_parser() {
     let seeds = |target: &str| -> Vec<(String, String)> {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds").join(target);
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fuzz/seeds")
+            .join(target);
         let mut files: Vec<_> = std::fs::read_dir(&dir)
             .unwrap()
             .map(|entry| {
                 let path = entry.unwrap().path();
-                (path.display().to_string(), std::fs::read_to_string(&path).unwrap())
+                (
+                    path.display().to_string(),
+                    std::fs::read_to_string(&path).unwrap(),
+                )
             })
             .collect();
         files.sort();
@@ -321,23 +358,55 @@ fn the_fuzz_seed_corpus_holds_inputs_that_get_past_each_parser() {
     for (path, text) in seeds("annotations") {
         // The same key cycle as fuzz_targets/annotations.rs.
         const KEYS: [&str; 16] = [
-            "image-list", "update-strategy", "allow-tags", "ignore-tags", "force-update", "tag-match",
-            "a.update-strategy", "a.allow-tags", "a.platforms", "a.helm.image-spec", "a.helm.image-tag",
-            "a.kustomize.image-name", "a.pull-secret", "write-back-method", "write-back-target", "git-branch",
+            "image-list",
+            "update-strategy",
+            "allow-tags",
+            "ignore-tags",
+            "force-update",
+            "tag-match",
+            "a.update-strategy",
+            "a.allow-tags",
+            "a.platforms",
+            "a.helm.image-spec",
+            "a.helm.image-tag",
+            "a.kustomize.image-name",
+            "a.pull-secret",
+            "write-back-method",
+            "write-back-target",
+            "git-branch",
         ];
         let annotations: BTreeMap<String, String> = text
             .split('\n')
             .enumerate()
-            .map(|(i, value)| (format!("{PREFIX}{}", KEYS[i % KEYS.len()]), value.to_owned()))
+            .map(|(i, value)| {
+                (
+                    format!("{PREFIX}{}", KEYS[i % KEYS.len()]),
+                    value.to_owned(),
+                )
+            })
             .collect();
-        let config = AppConfig::parse(&annotations).unwrap_or_else(|| panic!("{path}: no image list"));
-        let problems: Vec<_> = config.images.iter().filter_map(|image| image.config.as_ref().err()).collect();
-        assert!(problems.len() < config.images.len(), "{path}: no image configures: {problems:?}");
+        let config =
+            AppConfig::parse(&annotations).unwrap_or_else(|| panic!("{path}: no image list"));
+        let problems: Vec<_> = config
+            .images
+            .iter()
+            .filter_map(|image| image.config.as_ref().err())
+            .collect();
+        assert!(
+            problems.len() < config.images.len(),
+            "{path}: no image configures: {problems:?}"
+        );
     }
     for (path, text) in seeds("constraint") {
         let (constraint, versions) = text.split_once('\n').unwrap();
         let constraint = Constraint::parse(constraint).unwrap_or_else(|e| panic!("{path}: {e}"));
-        let parsed: Vec<_> = versions.split_whitespace().filter_map(parse_lenient_version).collect();
-        assert!(parsed.iter().any(|v| constraint.matches(v)), "{path}: nothing matches");
+        let parsed: Vec<_> = versions
+            .split_whitespace()
+            .filter_map(parse_lenient_version)
+            .collect();
+        assert!(
+            parsed.iter().any(|v| constraint.matches(v)),
+            "{path}: nothing matches"
+        );
     }
 }

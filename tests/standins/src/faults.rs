@@ -4,8 +4,8 @@
 //! connection), then asserts on the log: which calls the function made, in what order, with
 //! what bodies. That is how a test proves what a decision cost.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -58,6 +58,10 @@ pub struct LoggedRequest {
     /// several requests were handled at once only once.
     #[serde(skip)]
     pub handling_started: Option<std::time::Instant>,
+    /// When the last byte of a stalled body (`FaultAction::StallAfter`) was handed to the
+    /// connection: tests order other requests against it instead of timing them.
+    #[serde(skip)]
+    pub stall_ended: Arc<OnceLock<std::time::Instant>>,
 }
 
 /// The time in which at least one of these requests was being handled: the length of the
@@ -369,6 +373,7 @@ pub async fn intercept(
         response_bytes: 0,
         arrived: Some(std::time::Instant::now()),
         handling_started: None,
+        stall_ended: Arc::default(),
     };
     let query = parts.uri.query().unwrap_or_default();
     let fault = shared.take_fault(service, &method, (&path, query), &operation);
@@ -408,7 +413,7 @@ pub async fn intercept(
                     entry.response_bytes = bytes.len();
                     let body = match fault {
                         Some(FaultAction::StallAfter { marker, pause }) => {
-                            stalled_body(bytes, marker, pause)
+                            stalled_body(bytes, marker, pause, entry.stall_ended.clone())
                         }
                         _ => Body::from(bytes),
                     };
@@ -427,15 +432,23 @@ pub async fn intercept(
     response
 }
 
-fn stalled_body(bytes: Bytes, marker: &str, pause: Duration) -> Body {
+fn stalled_body(
+    bytes: Bytes,
+    marker: &str,
+    pause: Duration,
+    ended: Arc<OnceLock<std::time::Instant>>,
+) -> Body {
     let split = bytes
         .windows(marker.len())
         .position(|window| window == marker.as_bytes())
         .map_or(bytes.len(), |at| at + marker.len());
-    body_in_parts(vec![
-        (Duration::ZERO, Ok(bytes.slice(..split))),
-        (pause, Ok(bytes.slice(split..))),
-    ])
+    body_in_parts_then(
+        vec![
+            (Duration::ZERO, Ok(bytes.slice(..split))),
+            (pause, Ok(bytes.slice(split..))),
+        ],
+        ended,
+    )
 }
 
 fn futures_error_body() -> Body {
@@ -454,11 +467,24 @@ fn futures_error_body() -> Body {
 /// A body sent part by part, each after its pause: what a slow or a broken connection
 /// delivers. An error part ends the body as a reset connection would.
 fn body_in_parts(parts: Vec<(Duration, Result<Bytes, std::io::Error>)>) -> Body {
+    body_in_parts_then(parts, Arc::default())
+}
+
+/// `body_in_parts`, noting in `ended` when the last part was released (its pause over, not
+/// yet sent): a request that arrived before then was made without that part.
+fn body_in_parts_then(
+    parts: Vec<(Duration, Result<Bytes, std::io::Error>)>,
+    ended: Arc<OnceLock<std::time::Instant>>,
+) -> Body {
     let (sender, received) = tokio::sync::mpsc::channel(1);
     tokio::spawn(async move {
-        for (pause, part) in parts {
+        let last = parts.len().saturating_sub(1);
+        for (index, (pause, part)) in parts.into_iter().enumerate() {
             if !pause.is_zero() {
                 tokio::time::sleep(pause).await;
+            }
+            if index == last {
+                let _ = ended.set(std::time::Instant::now());
             }
             if sender.send(part).await.is_err() {
                 return;
@@ -588,6 +614,7 @@ mod busy_time_tests {
             response_bytes: 0,
             arrived: Some(at),
             handling_started: Some(at + Duration::from_micros(from_us)),
+            stall_ended: Default::default(),
         }
     }
 

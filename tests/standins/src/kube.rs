@@ -44,7 +44,11 @@ pub struct KubeState {
     pub image_updaters: crate::imageupdaters::ImageUpdaterStore,
     /// Every `Warning` header sent, oldest first: tests assert the function causes none.
     warnings: Mutex<Vec<String>>,
+    /// Edits that land just before the next PATCH of an Application is judged.
+    races: Mutex<BTreeMap<(String, String), RacingEdit>>,
 }
+
+type RacingEdit = Box<dyn FnOnce(&mut Value) + Send>;
 
 #[derive(Default)]
 struct Store {
@@ -84,7 +88,20 @@ impl KubeState {
             events: Mutex::new(Vec::new()),
             secrets: Mutex::new(BTreeMap::new()),
             warnings: Mutex::new(Vec::new()),
+            races: Mutex::new(BTreeMap::new()),
         })
+    }
+
+    /// Another client's edit that lands between the function's read and its write: applied,
+    /// as `edit` applies it, when the next PATCH of this Application arrives and before that
+    /// PATCH is judged. A race without a sleep: the order is the same on any machine.
+    pub fn race_next_patch(
+        &self,
+        namespace: &str,
+        name: &str,
+        change: impl FnOnce(&mut Value) + Send + 'static,
+    ) {
+        lock(&self.races).insert((namespace.to_string(), name.to_string()), Box::new(change));
     }
 
     /// A new resourceVersion: one counter for every kind, as etcd's revision is.
@@ -750,6 +767,12 @@ async fn patch_one(
         .unwrap_or_default()
         .trim()
         .to_string();
+    let racing = lock(&state.races).remove(&(namespace.clone(), name.clone()));
+    if let Some(change) = racing
+        && let Err(e) = state.edit(&namespace, &name, change)
+    {
+        return status(500, &format!("the racing edit failed: {e}"));
+    }
     let mut store = lock(&state.apps);
     let key = (namespace.clone(), name.clone());
     // Borrowed, not copied: the store stays locked for the whole request, as one etcd

@@ -33,6 +33,8 @@ pub struct RuntimeApi {
     next_id: Mutex<u64>,
     /// Bumped by [`RuntimeApi::retire_pollers`]: a poll from before is answered with no event.
     generation: Mutex<u64>,
+    /// How many polls are waiting for an event now.
+    polls_waiting: tokio::sync::watch::Sender<usize>,
 }
 
 pub const FUNCTION_ARN: &str =
@@ -78,6 +80,13 @@ impl RuntimeApi {
         self.arrived.notify_waiters();
     }
 
+    /// Returns once `count` polls are waiting in the stand-in: a harness orders its steps on
+    /// that instead of sleeping and hoping the poll got there.
+    pub async fn until_polls_waiting(&self, count: usize) {
+        let mut waiting = self.polls_waiting.subscribe();
+        let _ = waiting.wait_for(|now| *now >= count).await;
+    }
+
     pub fn init_error(&self) -> Option<Value> {
         lock(&self.init_error).clone()
     }
@@ -98,6 +107,15 @@ pub fn router(api: Arc<RuntimeApi>) -> Router {
 async fn next(State(api): State<Arc<RuntimeApi>>) -> Response {
     lock(&api.first_poll).get_or_insert_with(Instant::now);
     let generation = *lock(&api.generation);
+    /// Counts the poll as waiting until it is answered or its connection closes.
+    struct Waiting<'a>(&'a tokio::sync::watch::Sender<usize>);
+    impl Drop for Waiting<'_> {
+        fn drop(&mut self) {
+            self.0.send_modify(|n| *n -= 1);
+        }
+    }
+    api.polls_waiting.send_modify(|n| *n += 1);
+    let _waiting = Waiting(&api.polls_waiting);
     loop {
         let notified = api.arrived.notified();
         if *lock(&api.generation) != generation {
