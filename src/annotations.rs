@@ -342,11 +342,21 @@ impl Reader<'_> {
         constraint: Option<&str>,
     ) -> Result<ImageConfig, AnnotationError> {
         let list_key = IMAGE_LIST.to_string();
-        if image.is_empty() || alias == Some("") {
+        if image.is_empty() || alias == Some("") || image.split('/').any(str::is_empty) {
             return Err(AnnotationError {
                 annotation: list_key,
                 value: image.to_string(),
                 problem: "expected `[alias=]registry/repository[:constraint]`".into(),
+            });
+        }
+        if [image, alias.unwrap_or_default()]
+            .iter()
+            .any(|part| part.chars().any(|c| c.is_control() || c.is_whitespace()))
+        {
+            return Err(AnnotationError {
+                annotation: list_key,
+                value: image.escape_debug().to_string(),
+                problem: "an alias or image with a control character or a space: image references have neither".into(),
             });
         }
         if image.contains('@') {
@@ -1001,24 +1011,39 @@ mod tests {
             .map(|i| format!("i{i}=r.example.com/repo{i}"))
             .collect();
         let many = many.join(",");
-        for list in [
-            "=",
-            "==",
-            ":",
-            "/",
-            "a=",
-            "\u{0}=\u{7}",
-            "r.example.com/é:\u{202e}",
-            huge.as_str(),
-            many.as_str(),
+        let bad_entry = "expected `[alias=]registry/repository[:constraint]`";
+        let hidden = "an alias or image with a control character or a space";
+        let bad_constraint = "is not a version comparator";
+        for (list, problem) in [
+            ("=", Some(bad_entry)),
+            ("==", Some(bad_entry)),
+            (":", Some(bad_entry)),
+            ("/", Some(bad_entry)),
+            ("a=", Some(bad_entry)),
+            ("\u{0}=\u{7}", Some(hidden)),
+            ("a=r.example.com/x\u{1b}[31m", Some(hidden)),
+            ("r.example.com/é:\u{202e}", Some(bad_constraint)),
+            (huge.as_str(), None),
         ] {
             let app = AppConfig::parse(&annotations(&[
                 ("image-list", list),
                 ("helm.image-tag", "\u{1b}[31m"),
             ]))
             .unwrap();
-            for image in &app.images {
-                let _ = &image.config;
+            let [image] = app.images.as_slice() else {
+                panic!("{list:?} is one entry, read as {}", app.images.len());
+            };
+            match (problem, &image.config) {
+                (None, Ok(_)) => {}
+                (Some(expected), Err(error)) => {
+                    assert_eq!(error.annotation, format!("{PREFIX}image-list"));
+                    assert!(
+                        error.problem.contains(expected),
+                        "{list:?}: {}",
+                        error.problem
+                    );
+                }
+                (expected, got) => panic!("{list:?}: expected {expected:?}, got {got:?}"),
             }
         }
         let app = AppConfig::parse(&annotations(&[("image-list", &many)])).unwrap();

@@ -6,6 +6,8 @@
 
 mod common;
 
+use std::collections::BTreeSet;
+
 use argocd_ecr_updater::handler::HandlerError;
 use argocd_ecr_updater::report::{Action, Report};
 use argocd_ecr_updater_standins::fixtures::{PUSHED_TAG, SEED_TAG};
@@ -238,6 +240,20 @@ async fn a_cluster_in_another_region_is_looked_up_in_its_region_only() {
     assert_eq!(tag_in(&prod.kube).as_deref(), Some(SEED_TAG));
 }
 
+/// Returns once the wall clock's second has changed.
+async fn next_second() {
+    let second = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    };
+    let start = second();
+    while second() == start {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 #[tokio::test]
 async fn endpoints_cas_and_tokens_are_cached_per_cluster_across_invocations() {
     let (standins, staging, prod) = three_clusters().await;
@@ -245,6 +261,8 @@ async fn endpoints_cas_and_tokens_are_cached_per_cluster_across_invocations() {
     for _ in 0..3 {
         let (_, failed) = report_of(handler.handle(&event("push-date-tag.json"), None).await);
         assert_eq!(failed, None);
+        // A token signed in another second differs (X-Amz-Date): one minted anew would show.
+        next_second().await;
     }
     assert_eq!(
         describe_cluster_calls(&standins),
@@ -253,14 +271,26 @@ async fn endpoints_cas_and_tokens_are_cached_per_cluster_across_invocations() {
     );
     // Each API server saw the same token on every request: minted once per cluster, and
     // only ever its own (a token for another cluster is refused there).
+    let mut tokens = BTreeSet::new();
     for shared in [&standins.shared, &staging.shared, &prod.shared] {
-        let kube_requests = shared
+        let seen: BTreeSet<String> = shared
             .requests()
             .into_iter()
             .filter(|r| r.service == Service::Kube)
-            .count();
-        assert!(kube_requests >= 3, "{kube_requests}");
+            .map(|r| r.authorization)
+            .collect();
+        let [token] = Vec::from_iter(seen)
+            .try_into()
+            .unwrap_or_else(|seen: Vec<String>| {
+                panic!(
+                    "one token per cluster over three invocations, saw {}",
+                    seen.len()
+                )
+            });
+        assert!(token.starts_with("Bearer k8s-aws-v1."), "{token}");
+        tokens.insert(token);
     }
+    assert_eq!(tokens.len(), 3, "each cluster has its own token");
 }
 
 #[tokio::test]

@@ -114,7 +114,11 @@ async fn a_scan_finishing_late_for_an_older_image_moves_nothing() {
         &scan_event("20250824-093000", OLDER_DIGEST, json!({})),
     )
     .await;
-    assert_ne!(only(&late).action, Action::Updated, "{:?}", only(&late));
+    expect_decision(
+        only(&late),
+        Action::Skipped,
+        "tag `20250824-093000` ranks below the current tag `20250825-153012`",
+    );
     assert_eq!(tag(&standins), PUSHED_TAG);
 }
 

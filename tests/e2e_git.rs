@@ -7,7 +7,7 @@ mod common;
 use argocd_ecr_updater::handler::HandlerError;
 use argocd_ecr_updater::report::{Action, Entry, Report};
 use argocd_ecr_updater_standins::fixtures::{
-    PUSHED_TAG, SEED_APP, SEED_IMAGE, SEED_TAG, push_event,
+    PUSHED_TAG, SEED_APP, SEED_IMAGE, SEED_TAG, image, push_event,
 };
 use argocd_ecr_updater_standins::{FaultAction, Route, Service, StandIns};
 use common::{event, expect_decision, handler};
@@ -227,7 +227,11 @@ async fn a_duplicate_event_commits_nothing_and_a_late_older_tag_never_downgrades
     )
     .await
     .unwrap();
-    assert_ne!(only(&late).action, Action::Updated, "{:?}", only(&late));
+    expect_decision(
+        only(&late),
+        Action::Skipped,
+        "tag `20250824-093000` ranks below the current tag `20250825-153012`",
+    );
     assert_eq!(commits(&standins, "main"), 2);
     assert!(
         standins
@@ -249,8 +253,19 @@ async fn the_tag_in_git_decides_even_when_the_application_spec_says_otherwise() 
         "helm:\n  parameters:\n  - name: image.tag\n    value: 20250901-000000\n    forcestring: true\n",
         "someone bumped it by hand",
     );
+    standins.aws.push(image(
+        "barun-dev-ecr",
+        "20250901-000000",
+        '7',
+        "2025-09-01T00:00:00Z",
+    ));
     let report = push(&standins).await;
-    assert_ne!(only(&report).action, Action::Updated, "{:?}", only(&report));
+    // Ranked against Git's tag, not the spec's older one (against which it would be newer).
+    expect_decision(
+        only(&report),
+        Action::Skipped,
+        "ranks below the current tag `20250901-000000`",
+    );
     assert_eq!(commits(&standins, "main"), 2);
 }
 
@@ -323,7 +338,7 @@ async fn git_branch_base_and_target_creates_the_target_branch_from_the_base() {
     assert_eq!(commits(&standins, "image-updates"), 2);
     // The next push reads the target branch, where the state now lives.
     let again = push(&standins).await;
-    assert_ne!(only(&again).action, Action::Updated);
+    expect_decision(only(&again), Action::Unchanged, "already the current tag");
     assert_eq!(commits(&standins, "image-updates"), 2);
 }
 
@@ -365,7 +380,11 @@ async fn pull_request_mode_opens_one_labelled_pull_request_per_change() {
 
     // The same event again: that change's branch exists, no second pull request.
     let again = push(&standins).await;
-    assert_ne!(only(&again).action, Action::Updated, "{:?}", only(&again));
+    expect_decision(
+        only(&again),
+        Action::Skipped,
+        "holds this tag (a duplicate or late event); nothing committed",
+    );
     assert_eq!(standins.github.pull_requests(REPO).len(), 1);
 }
 
@@ -611,7 +630,7 @@ async fn missing_or_unreadable_credentials_say_what_to_configure() {
 }
 
 #[tokio::test]
-async fn a_repository_on_an_unsupported_host_is_skipped_with_that_reason() {
+async fn a_repository_on_an_unsupported_host_fails_permanently_with_that_reason() {
     let standins = git_standins(&[(
         "git-repository",
         "https://bitbucket.org/barun/invitation.git",
@@ -721,7 +740,7 @@ async fn a_github_app_key_is_exchanged_for_an_installation_token_once_and_reused
         )
         .await
         .unwrap();
-    assert_ne!(only(&second).action, Action::Updated);
+    expect_decision(only(&second), Action::Unchanged, "already the current tag");
     assert_eq!(
         standins
             .github

@@ -97,7 +97,8 @@ async fn a_malformed_event_is_a_permanent_error_for_the_dead_letter_queue() {
         "{error}"
     );
     // The process survives bad input and serves the next event.
-    let _ = response(&standins, event("delete.json")).await;
+    let answer = response(&standins, event("delete.json")).await;
+    assert!(answer.to_string().contains("is not PUSH"), "{answer}");
 }
 
 #[tokio::test]

@@ -322,9 +322,17 @@ async fn a_redirect_is_never_followed_so_no_credential_leaves_for_the_address_it
         100,
         FaultAction::Redirect { location: trap },
     );
-    let _ = handler(&standins, &[])
+    let outcome = handler(&standins, &[])
         .handle(&event("push-date-tag.json"), None)
         .await;
+    // Not followed, the redirect is a failed ECR call: retried by AWS, never an update.
+    let Err(HandlerError::Targets { summary, .. }) = outcome else {
+        panic!("expected the invocation to fail retryably, got {outcome:?}");
+    };
+    assert!(
+        summary.contains("ECR DescribeImages") && summary.contains("may succeed on retry"),
+        "{summary}"
+    );
     assert!(
         standins.shared.count(|r| r.status == 307) > 0,
         "the redirect was never answered, so nothing was tested"

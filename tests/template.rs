@@ -377,48 +377,192 @@ fn after_the_sam_transform_every_failure_path_ends_in_the_one_alarmed_queue() {
     assert_eq!(reconcile["RetryPolicy"]["MaximumEventAgeInSeconds"], 60);
 }
 
+/// A parameter's value as CloudFormation's rules see it: a string, or a list for
+/// `CommaDelimitedList` and `List<…>` parameters.
+#[derive(Debug, Clone, PartialEq)]
+enum ParameterValue {
+    One(String),
+    Many(Vec<String>),
+}
+
+/// What CloudFormation answers a stack with these parameter values (the rest at their
+/// defaults): `None` when it accepts them, else the description of the first refusal. It
+/// checks what CloudFormation checks before any resource: allowed values and patterns,
+/// number bounds, then the template's `Rules`.
+fn refusal(t: &Value, given: &[(&str, &str)]) -> Option<String> {
+    let given: BTreeMap<&str, &str> = given.iter().copied().collect();
+    let mut values = BTreeMap::new();
+    for (name, spec) in t["Parameters"].as_mapping().unwrap() {
+        let name = name.as_str().unwrap();
+        let text = match (given.get(name), &spec["Default"]) {
+            (Some(v), _) => v.to_string(),
+            (None, Value::String(s)) => s.clone(),
+            (None, Value::Number(n)) => n.to_string(),
+            (None, _) => return Some(format!("{name}: a value is required")),
+        };
+        let kind = spec["Type"].as_str().unwrap();
+        let value = if kind == "CommaDelimitedList" || kind.starts_with("List<") {
+            ParameterValue::Many(text.split(',').map(str::to_owned).collect())
+        } else {
+            ParameterValue::One(text)
+        };
+        let entries = match &value {
+            ParameterValue::One(v) => vec![v.clone()],
+            ParameterValue::Many(vs) => vs.clone(),
+        };
+        let refused = || {
+            Some(format!(
+                "{name}: {}",
+                spec["ConstraintDescription"]
+                    .as_str()
+                    .unwrap_or("not allowed")
+            ))
+        };
+        if let Some(allowed) = spec["AllowedValues"].as_sequence() {
+            let allowed = allowed
+                .iter()
+                .map(|v| match v {
+                    Value::Number(n) => n.to_string(),
+                    other => strings(other).concat(),
+                })
+                .collect::<Vec<_>>();
+            if entries.iter().any(|e| !allowed.contains(e)) {
+                return refused();
+            }
+        }
+        if let Some(pattern) = spec["AllowedPattern"].as_str()
+            && entries.iter().any(|e| !java_pattern_matches(pattern, e))
+        {
+            return refused();
+        }
+        if kind == "Number" {
+            let number: f64 = entries[0].parse().ok()?;
+            let below = spec["MinValue"].as_f64().is_some_and(|min| number < min);
+            let above = spec["MaxValue"].as_f64().is_some_and(|max| number > max);
+            if below || above {
+                return refused();
+            }
+        }
+        values.insert(name.to_owned(), value);
+    }
+    for (_, rule) in t["Rules"].as_mapping().unwrap() {
+        if let Some(condition) = rule.get("RuleCondition")
+            && !rule_holds(condition, &values)
+        {
+            continue;
+        }
+        for assertion in rule["Assertions"].as_sequence().unwrap() {
+            if !rule_holds(&assertion["Assert"], &values) {
+                return Some(assertion["AssertDescription"].as_str().unwrap().to_owned());
+            }
+        }
+    }
+    None
+}
+
+/// The rule functions the template uses: `Not`, `And`, `Or`, `Equals`, `EachMemberEquals`.
+fn rule_holds(expression: &Value, values: &BTreeMap<String, ParameterValue>) -> bool {
+    let Value::Tagged(tagged) = expression else {
+        panic!("a rule function, not {expression:?}")
+    };
+    let arguments = tagged.value.as_sequence().unwrap();
+    let operand = |value: &Value| -> ParameterValue {
+        match value {
+            Value::Tagged(reference) if reference.tag == "Ref" => {
+                values[reference.value.as_str().unwrap()].clone()
+            }
+            other => ParameterValue::One(strings(other).concat()),
+        }
+    };
+    match tagged.tag.to_string().trim_start_matches('!') {
+        "Not" => !rule_holds(&arguments[0], values),
+        "And" => arguments.iter().all(|a| rule_holds(a, values)),
+        "Or" => arguments.iter().any(|a| rule_holds(a, values)),
+        "Equals" => operand(&arguments[0]) == operand(&arguments[1]),
+        "EachMemberEquals" => {
+            let ParameterValue::Many(members) = operand(&arguments[0]) else {
+                panic!("EachMemberEquals takes a list")
+            };
+            let ParameterValue::One(wanted) = operand(&arguments[1]) else {
+                panic!("EachMemberEquals compares with a string")
+            };
+            members.iter().all(|m| *m == wanted)
+        }
+        other => panic!("rule function {other} is not modelled here"),
+    }
+}
+
+/// CloudFormation's patterns are Java's: the one construct Rust's `regex` lacks that the
+/// template uses is a leading negative lookahead, `^(?!prefix)`.
+fn java_pattern_matches(pattern: &str, text: &str) -> bool {
+    if let Some(rest) = pattern.strip_prefix("^(?!")
+        && let Some((forbidden, rest)) = rest.split_once(')')
+    {
+        return !text.starts_with(forbidden) && java_pattern_matches(&format!("^{rest}"), text);
+    }
+    regex::Regex::new(pattern).unwrap().is_match(text)
+}
+
 #[test]
 fn the_parameters_refuse_nonsense() {
     let t = template();
-    let rules = &t["Rules"];
-    let text = serde_yaml_ng::to_string(rules).unwrap();
-    // Exactly one way to name repositories; security groups with subnets.
-    assert!(
-        text.contains("EcrRepositoryNames") && text.contains("EcrRepositoryPrefix"),
-        "{text}"
-    );
-    assert!(
-        text.contains("SecurityGroupIds") && text.contains("SubnetIds"),
-        "{text}"
-    );
-    assert_eq!(
-        t["Parameters"]["EcrRepositoryNames"]["Default"].as_str(),
-        Some("")
-    );
-    // CloudFormation's patterns are Java's; without the lookahead this one is ASCII-only.
-    let pattern = regex::RegexBuilder::new(
-        t["Parameters"]["KubernetesGroup"]["AllowedPattern"]
-            .as_str()
-            .unwrap()
-            .replace("(?!system:)", "")
-            .as_str(),
-    )
-    .unicode(false)
-    .build()
-    .unwrap();
-    assert!(pattern.is_match("argocd-ecr-updater"));
-    let pattern = t["Parameters"]["KubernetesGroup"]["AllowedPattern"]
-        .as_str()
-        .unwrap();
-    assert!(pattern.starts_with("^(?!system:)"), "{pattern}");
-    for name in [
-        "KubeConnectTimeoutMs",
-        "KubeRequestTimeoutMs",
-        "ListPageSize",
-        "ConflictRetries",
-        "ReservedConcurrency",
-    ] {
-        assert!(t["Parameters"].get(name).is_some(), "{name}");
+    let names = ("EcrRepositoryNames", "barun-dev-ecr");
+    let cases: &[(&[(&str, &str)], Option<&str>)] = &[
+        (&[names], None),
+        (&[("EcrRepositoryPrefix", "team-a/")], None),
+        (&[], Some("Set EcrRepositoryNames or EcrRepositoryPrefix.")),
+        (
+            &[names, ("EcrRepositoryPrefix", "team-a/")],
+            Some("Set EcrRepositoryNames or EcrRepositoryPrefix, not both."),
+        ),
+        (
+            &[names, ("SubnetIds", "subnet-0123")],
+            Some("SecurityGroupIds is required when SubnetIds is set."),
+        ),
+        (
+            &[
+                names,
+                ("SubnetIds", "subnet-0123"),
+                ("SecurityGroupIds", "sg-0123"),
+            ],
+            None,
+        ),
+        (
+            &[("EcrRepositoryNames", "team/*")],
+            Some("EcrRepositoryNames: "),
+        ),
+        (
+            &[("EcrRepositoryPrefix", "*")],
+            Some("EcrRepositoryPrefix: "),
+        ),
+        (
+            &[names, ("RegistryAccounts", "*")],
+            Some("RegistryAccounts: "),
+        ),
+        (&[names, ("RegistryAccounts", "111122223333")], None),
+        (
+            &[names, ("KubernetesGroup", "system:masters")],
+            Some("KubernetesGroup: "),
+        ),
+        (
+            &[names, ("KubeConnectTimeoutMs", "0")],
+            Some("KubeConnectTimeoutMs: "),
+        ),
+        (
+            &[names, ("KubeRequestTimeoutMs", "99")],
+            Some("KubeRequestTimeoutMs: "),
+        ),
+        (&[names, ("DryRun", "maybe")], Some("DryRun: ")),
+    ];
+    for (given, expected) in cases {
+        let mut with_required: Vec<(&str, &str)> = vec![("ClusterName", "barun-dev")];
+        with_required.extend_from_slice(given);
+        let answer = refusal(&t, &with_required);
+        match (expected, &answer) {
+            (None, None) => {}
+            (Some(wanted), Some(got)) if got.starts_with(wanted) => {}
+            _ => panic!("{given:?}: expected refusal {expected:?}, got {answer:?}"),
+        }
     }
 }
 

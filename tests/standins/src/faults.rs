@@ -42,6 +42,10 @@ pub struct LoggedRequest {
     pub operation: String,
     pub content_type: String,
     pub accept: String,
+    /// The `Authorization` header as sent, so tests can tell which credential a request
+    /// carried (a token reused, or minted anew). Never serialized into benchmark output.
+    #[serde(skip)]
+    pub authorization: String,
     pub body: String,
     /// The status sent; 0 when a fault dropped the connection.
     pub status: u16,
@@ -367,6 +371,7 @@ pub async fn intercept(
         operation: operation.clone(),
         content_type: header("content-type"),
         accept: header("accept"),
+        authorization: header("authorization"),
         body: String::from_utf8_lossy(&bytes).into_owned(),
         status: 0,
         handling_us: 0,
@@ -608,6 +613,7 @@ mod busy_time_tests {
             operation: String::new(),
             content_type: String::new(),
             accept: String::new(),
+            authorization: String::new(),
             body: String::new(),
             status: 200,
             handling_us: for_us,
