@@ -68,6 +68,7 @@ pub mod github;
 pub mod gitlab;
 pub mod gitwrite;
 pub mod handler;
+pub mod iam;
 pub mod imageupdater;
 pub mod kube;
 pub mod listing;

@@ -67,35 +67,11 @@ fn the_role_grants_exactly_the_actions_the_function_uses() {
         .iter()
         .flat_map(|(_, s)| strings(&s["Action"]))
         .collect();
-    let expected: BTreeSet<String> = [
-        "logs:CreateLogStream",
-        "logs:PutLogEvents",
-        "ecr:DescribeImages",
-        "ecr:BatchGetImage",
-        "ecr:DescribeImageScanFindings",
-        "ecr:GetDownloadUrlForLayer",
-        "ecr:GetAuthorizationToken",
-        "eks:DescribeCluster",
-        "sqs:SendMessage",
-        "sns:Publish",
-        "secretsmanager:GetSecretValue",
-        "sts:AssumeRole",
-        "codecommit:GetRepository",
-        "codecommit:GetBranch",
-        "codecommit:GetFile",
-        "codecommit:CreateBranch",
-        "codecommit:CreateCommit",
-        "codecommit:CreatePullRequest",
-        "codecommit:ListPullRequests",
-        "codecommit:GetPullRequest",
-        "ec2:CreateNetworkInterface",
-        "ec2:DescribeNetworkInterfaces",
-        "ec2:DeleteNetworkInterface",
-        "ec2:AssignPrivateIpAddresses",
-        "ec2:UnassignPrivateIpAddresses",
-    ]
-    .map(String::from)
-    .into();
+    // What the code needs, from the table the SDK-call scan below holds to the source.
+    let expected: BTreeSet<String> = argocd_ecr_updater::iam::required_actions()
+        .into_iter()
+        .map(String::from)
+        .collect();
     assert_eq!(actions, expected);
     assert!(actions.iter().all(|a| !a.contains('*')));
     let role = &t["Resources"]["FunctionRole"]["Properties"];
@@ -113,6 +89,122 @@ fn the_role_grants_exactly_the_actions_the_function_uses() {
         strings(&role["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]["Service"]),
         ["lambda.amazonaws.com"]
     );
+}
+
+/// The operations of each `aws-sdk-*` crate the function depends on, read from the crates'
+/// sources (one `src/operation/<name>/` folder per operation) as Cargo resolved them.
+fn sdk_operations() -> BTreeMap<String, BTreeSet<String>> {
+    let host = match (std::env::consts::ARCH, std::env::consts::OS) {
+        (arch, "macos") => format!("{arch}-apple-darwin"),
+        (arch, _) => format!("{arch}-unknown-linux-gnu"),
+    };
+    let output = std::process::Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--offline",
+            "--filter-platform",
+            &host,
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let packages = metadata["packages"].as_array().unwrap();
+    let ours = packages
+        .iter()
+        .find(|p| p["name"] == env!("CARGO_PKG_NAME"))
+        .unwrap();
+    let mut operations = BTreeMap::new();
+    for dependency in ours["dependencies"].as_array().unwrap() {
+        let name = dependency["name"].as_str().unwrap();
+        let Some(service) = name.strip_prefix("aws-sdk-") else {
+            continue;
+        };
+        if dependency["kind"].is_string() {
+            continue; // a dev- or build-dependency
+        }
+        let package = packages.iter().find(|p| p["name"] == name).unwrap();
+        let folder = std::path::Path::new(package["manifest_path"].as_str().unwrap())
+            .parent()
+            .unwrap()
+            .join("src/operation");
+        let names = std::fs::read_dir(&folder)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| !name.ends_with(".rs"))
+            .collect();
+        operations.insert(service.to_owned(), names);
+    }
+    operations
+}
+
+/// The function's sources, each without its unit tests (which call SDK mocks, not AWS).
+/// `src/cli/` is left out: those commands run on a laptop with the user's credentials.
+fn function_sources() -> Vec<(String, String)> {
+    fn walk(dir: &std::path::Path, out: &mut Vec<(String, String)>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                if path.file_name().is_some_and(|n| n != "cli") {
+                    walk(&path, out);
+                }
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                let code = text.split("#[cfg(test)]").next().unwrap().to_owned();
+                out.push((path.display().to_string(), code));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &mut out,
+    );
+    out
+}
+
+#[test]
+fn every_sdk_call_in_the_source_has_its_grant_and_every_grant_its_call() {
+    use argocd_ecr_updater::iam::SDK_CALLS;
+    let operations = sdk_operations();
+    assert!(operations.contains_key("ecr") && operations["ecr"].contains("describe_images"));
+    let call = regex::Regex::new(r"\.\s*([a-z][a-z0-9_]*)\(\)").unwrap();
+    let mut found = BTreeSet::new();
+    for (path, code) in function_sources() {
+        for name in call.captures_iter(&code).map(|c| c[1].to_owned()) {
+            let services: Vec<&String> = operations
+                .iter()
+                .filter(|(_, ops)| ops.contains(&name))
+                .map(|(service, _)| service)
+                .collect();
+            if services.is_empty() {
+                continue;
+            }
+            assert!(
+                SDK_CALLS
+                    .iter()
+                    .any(|c| c.operation == name && services.iter().any(|s| *s == c.service)),
+                "{path} calls `{name}` ({services:?}) with no row in src/iam.rs: add its IAM action \
+                 there and grant it in template.yaml"
+            );
+            found.insert(name);
+        }
+    }
+    for row in SDK_CALLS {
+        assert!(
+            found.contains(row.operation),
+            "src/iam.rs grants {} for `{}`, which no code calls any more",
+            row.action,
+            row.operation
+        );
+    }
 }
 
 #[test]
