@@ -32,7 +32,8 @@
 //!   log lines, embedded metrics, the Kubernetes Event and the optional SNS notification.
 //! - [`eks_auth`]: the IAM-signed bearer token and DescribeCluster; [`assume_role`]: a
 //!   cluster's role in another account.
-//! - [`aws_error`]: AWS SDK errors told by their whole cause chain.
+//! - [`aws_error`]: AWS SDK errors told by their whole cause chain; [`iam`]: the IAM
+//!   action of every AWS SDK call made here, which the template must grant.
 //! - [`sdk_env`], [`aws_http`]: the function's AWS SDK configuration from the variables
 //!   Lambda sets, and the HTTP client (reqwest) its AWS calls go through.
 //! - [`cli`]: the laptop commands `select`, `token`, `plan`, `migrate` and `redrive`, run by
