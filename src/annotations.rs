@@ -322,17 +322,19 @@ impl Reader<'_> {
     }
 
     /// The per-image key, then (where Image Updater has one) the app-wide key. Returns the
-    /// full annotation name too, so errors can say exactly which one was wrong.
+    /// full annotation name too, so errors can say exactly which one was wrong. As Image
+    /// Updater reads annotations, a key whose value is blank is not set (the next one
+    /// applies), except `force-update` (blank is an error there) and `ignore-tags` (blank
+    /// clears). An ImageUpdater object's fields are taken as they are.
     fn lookup(&self, alias: Option<&str>, key: &str, app_wide: bool) -> Option<(String, &str)> {
-        let per_image = alias.and_then(|a| {
-            let name = format!("{}.{key}", a.replace('/', "_"));
-            self.get(&name).map(|v| (format!("{PREFIX}{name}"), v))
-        });
-        per_image.or_else(|| {
-            app_wide
-                .then(|| self.get(key).map(|v| (format!("{PREFIX}{key}"), v)))
-                .flatten()
-        })
+        let blank_is_unset = !self.synthesized && !matches!(key, "force-update" | "ignore-tags");
+        let set = |name: String| {
+            self.get(&name)
+                .filter(|v| !(blank_is_unset && v.trim().is_empty()))
+                .map(|v| (format!("{PREFIX}{name}"), v))
+        };
+        let per_image = alias.and_then(|a| set(format!("{}.{key}", a.replace('/', "_"))));
+        per_image.or_else(|| app_wide.then(|| set(key.to_string())).flatten())
     }
 
     fn image(
@@ -536,12 +538,12 @@ impl Reader<'_> {
         match method {
             "argocd" => Ok(WriteBack::Argocd),
             m if m.starts_with("git") && self.pull_request_unsupported() => Err(error(
-                "pull requests are opened on GitHub only: a GitLab merge request (pullRequest.gitlab) is not supported yet, and committing to the branch instead would bypass the review you asked for",
+                "the pull request names no provider Image Updater knows (`pullRequest` needs exactly one of `github` or `gitlab`; the annotation `argocd-ecr-updater.io/git-pull-request` takes `true`, `github` or `gitlab`), and committing to the branch instead would bypass the review you asked for",
             )),
-            "git" | "git:repocreds" => Ok(self.git(method)),
+            "git" | "git:repocreds" => self.git(method),
             m if m.starts_with("git:secret:") => {
                 match m.trim_start_matches("git:secret:").split_once('/') {
-                    Some((ns, name)) if !ns.is_empty() && !name.is_empty() => Ok(self.git(m)),
+                    Some((ns, name)) if !ns.is_empty() && !name.is_empty() => self.git(m),
                     _ => Err(error("expected `git:secret:<namespace>/<name>`")),
                 }
             }
@@ -551,14 +553,26 @@ impl Reader<'_> {
         }
     }
 
-    fn git(&self, method: &str) -> WriteBack {
-        WriteBack::Git {
+    fn git(&self, method: &str) -> Result<WriteBack, AnnotationError> {
+        let branch = self.get("git-branch").map(str::to_string);
+        let pull_request = self.pull_request();
+        // Image Updater: "pullRequest mode does not support colon branch format".
+        if pull_request.is_some()
+            && let Some(branch) = branch.as_deref().filter(|b| b.contains(':'))
+        {
+            return Err(AnnotationError {
+                annotation: format!("{PREFIX}git-branch"),
+                value: branch.to_string(),
+                problem: "a pull request names only its base branch (e.g. `main`): the change branch is made for it, so `<base>:<target>` is refused, as Image Updater refuses it".into(),
+            });
+        }
+        Ok(WriteBack::Git {
             credentials: method.to_string(),
             target: self.get("write-back-target").map(str::to_string),
-            branch: self.get("git-branch").map(str::to_string),
+            branch,
             repository: self.get("git-repository").map(str::to_string),
-            pull_request: self.pull_request(),
-        }
+            pull_request,
+        })
     }
 
     fn pull_request_unsupported(&self) -> bool {
@@ -572,7 +586,7 @@ impl Reader<'_> {
             None
         };
         own.or(synthesized)
-            .is_some_and(|m| !matches!(m.trim(), "github" | "true" | "false" | ""))
+            .is_some_and(|m| !matches!(m.trim(), "github" | "gitlab" | "true" | "false" | ""))
     }
 
     /// Our own annotation for annotation users (Image Updater has none); an ImageUpdater
@@ -591,7 +605,9 @@ impl Reader<'_> {
             }
         };
         let mode = own("git-pull-request").or_else(|| synthesized("git-pull-request"))?;
-        if !matches!(mode.trim(), "github" | "true") {
+        // The repository's host decides where it is opened: a GitHub pull request or a
+        // GitLab merge request.
+        if !matches!(mode.trim(), "github" | "gitlab" | "true") {
             return None;
         }
         let labels = own("git-pull-request-labels")
@@ -616,15 +632,21 @@ fn policy_error(annotation: String, value: &str, error: PolicyError) -> Annotati
     }
 }
 
+/// Go's `strconv.ParseBool` on the trimmed value, as Image Updater reads `force-update`.
 fn parse_bool(key: &str, value: &str) -> Result<bool, AnnotationError> {
+    go_parse_bool(value).ok_or_else(|| AnnotationError {
+        annotation: key.to_string(),
+        value: value.to_string(),
+        problem: "expected a boolean as Image Updater reads it: true or false (also 1/0, t/f, T/F, TRUE/FALSE, True/False)".into(),
+    })
+}
+
+/// Go's `strconv.ParseBool` of the trimmed text; `None` where Go returns an error.
+pub fn go_parse_bool(value: &str) -> Option<bool> {
     match value.trim() {
-        "true" => Ok(true),
-        "false" | "" => Ok(false),
-        _ => Err(AnnotationError {
-            annotation: key.to_string(),
-            value: value.to_string(),
-            problem: "expected `true` or `false`".into(),
-        }),
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
     }
 }
 
@@ -940,7 +962,7 @@ mod tests {
                 &[("a.force-update", "yes")],
                 "a.force-update",
                 "yes",
-                "`true` or `false`",
+                "true or false",
             ),
             (
                 &[("a.platforms", "linux")],
@@ -949,9 +971,9 @@ mod tests {
                 "os/arch",
             ),
             (
-                &[("a.helm.image-tag", " ")],
+                &[("a.helm.image-tag", "image.\u{7}tag")],
                 "a.helm.image-tag",
-                "",
+                "image.\u{7}tag",
                 "Helm parameter",
             ),
         ];
@@ -1002,6 +1024,58 @@ mod tests {
     #[test]
     fn applications_without_an_image_list_are_not_managed() {
         assert!(AppConfig::parse(&annotations(&[("update-strategy", "semver")])).is_none());
+    }
+
+    #[test]
+    fn force_update_reads_every_spelling_go_parse_bool_reads_and_nothing_else() {
+        let table: &[(&str, Option<bool>)] = &[
+            ("true", Some(true)),
+            ("True", Some(true)),
+            ("TRUE", Some(true)),
+            ("t", Some(true)),
+            ("T", Some(true)),
+            ("1", Some(true)),
+            (" true ", Some(true)),
+            ("false", Some(false)),
+            ("False", Some(false)),
+            ("FALSE", Some(false)),
+            ("f", Some(false)),
+            ("F", Some(false)),
+            ("0", Some(false)),
+            ("", None),
+            ("yes", None),
+            ("tRUE", None),
+            ("on", None),
+        ];
+        for (value, expected) in table {
+            let read = only_image(&[
+                ("image-list", "a=r.example.com/api"),
+                ("a.force-update", value),
+            ]);
+            match (expected, read) {
+                (Some(flag), Ok(image)) => assert_eq!(image.force_update, *flag, "{value:?}"),
+                (None, Err(error)) => {
+                    assert_eq!(error.annotation, format!("{PREFIX}a.force-update"))
+                }
+                (expected, read) => panic!("{value:?}: expected {expected:?}, got {read:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_blank_per_image_value_is_unset_so_the_application_wide_one_applies() {
+        let image = only_image(&[
+            ("image-list", "a=r.example.com/api"),
+            ("update-strategy", "newest-build"),
+            ("a.update-strategy", "  "),
+            ("allow-tags", "regexp:^v"),
+            ("a.allow-tags", ""),
+            ("a.helm.image-tag", " "),
+        ])
+        .unwrap();
+        assert_eq!(image.policy.strategy, Strategy::NewestBuild);
+        assert!(matches!(&image.policy.allow, AllowTags::Regexp(re) if re.as_str().contains("^v")));
+        assert!(matches!(&image.helm, HelmTarget::NameAndTag { tag, .. } if tag == "image.tag"));
     }
 
     #[test]

@@ -644,8 +644,9 @@ impl Handler {
         };
         let (ns, name) = decide::app::names(app);
         let labels = annotations::labels_of(app);
-        let source = imageupdater::resolve(objects, ns, name, &labels);
-        let config = source.config(&annotations::of(app))?;
+        let own = annotations::of(app);
+        let source = imageupdater::resolve(objects, ns, name, &labels, &own);
+        let config = source.config(&own)?;
         let concerned = concerned_images(&config, work.mode);
         if concerned.is_empty() {
             report.entries.push(decide::app::not_annotated(ns, name));
@@ -902,7 +903,13 @@ impl Handler {
         objects: &[ImageUpdaterObject],
         work: &Work<'_>,
     ) {
-        let source = imageupdater::resolve(objects, &meta.namespace, &meta.name, &meta.labels);
+        let source = imageupdater::resolve(
+            objects,
+            &meta.namespace,
+            &meta.name,
+            &meta.labels,
+            &meta.annotations,
+        );
         let Some(config) = source.config(&meta.annotations) else {
             return;
         };
@@ -925,7 +932,7 @@ impl Handler {
     ) -> Option<AppDecision> {
         let (ns, name) = decide::app::names(app);
         let labels = annotations::labels_of(app);
-        let source = imageupdater::resolve(objects, ns, name, &labels);
+        let source = imageupdater::resolve(objects, ns, name, &labels, &annotations::of(app));
         let decided = self.decide_configured(app, &source, work).await?;
         Some(decide::app::configured_by(decided, &source))
     }
@@ -1140,8 +1147,9 @@ fn cluster_failure(cluster: &str, error: &HandlerError) -> ClusterFailure {
 fn git_method(app: &Value, objects: &[ImageUpdaterObject]) -> Option<Method> {
     let (ns, name) = decide::app::names(app);
     let labels = annotations::labels_of(app);
-    let source = imageupdater::resolve(objects, ns, name, &labels);
-    let config = source.config(&annotations::of(app))?;
+    let own = annotations::of(app);
+    let source = imageupdater::resolve(objects, ns, name, &labels, &own);
+    let config = source.config(&own)?;
     match config.write_back {
         Ok(method @ Method::Git { .. }) => Some(method),
         _ => None,

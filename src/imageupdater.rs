@@ -321,7 +321,11 @@ impl Source<'_> {
         match self {
             Self::Annotations => AppConfig::parse(annotations),
             Self::Conflict(_) => None,
-            Self::Object { .. } if self.uses_annotations() => AppConfig::parse(annotations),
+            Self::Object { object, reference } if self.uses_annotations() => {
+                let mut config = AppConfig::parse(annotations)?;
+                ref_verification(object, *reference, &mut config);
+                Some(config)
+            }
             Self::Object { object, reference } => {
                 let (synthesized, origins) = synthesize(object, *reference)?;
                 AppConfig::parse_synthesized(&synthesized, &origins)
@@ -360,13 +364,58 @@ impl Source<'_> {
     }
 }
 
-/// The best-matching ref of one object for an Application, if any ref matches. An object
-/// whose patterns do not compile matches nothing (its status says why).
-fn best_ref(
+/// With `useAnnotations`, Image Updater still verifies signatures as the ref's own
+/// `imagesVerification` says (only the ref's: not the spec's, and not per image, since the
+/// images come from the annotations). An image whose own annotation names a key keeps it.
+fn ref_verification(object: &ImageUpdaterObject, reference: usize, config: &mut AppConfig) {
+    let Some(verification) = object
+        .spec
+        .application_refs
+        .get(reference)
+        .and_then(|r| r.images_verification.as_ref())
+        .filter(|v| v["enabled"] != false)
+    else {
+        return;
+    };
+    let field = format!(
+        "ImageUpdater {}/{} `spec.applicationRefs[{reference}].imagesVerification.cosignKey`",
+        object.metadata.namespace, object.metadata.name
+    );
+    let key = &verification["cosignKey"];
+    let parsed = match (key["secretName"].as_str(), key["key"].as_str()) {
+        (Some(name), Some(data_key)) => crate::cosign::KeyRef::parse(&format!(
+            "secret:{}/{name}:{data_key}",
+            object.metadata.namespace
+        )),
+        _ => Err("missing cosignKey.secretName or cosignKey.key".to_string()),
+    };
+    for image in &mut config.images {
+        let Ok(settings) = &mut image.config else {
+            continue;
+        };
+        if settings.cosign_key.is_some() {
+            continue;
+        }
+        match &parsed {
+            Ok(key) => settings.cosign_key = Some(key.clone()),
+            Err(problem) => {
+                image.config = Err(crate::annotations::AnnotationError {
+                    annotation: field.clone(),
+                    value: key.to_string(),
+                    problem: problem.clone(),
+                });
+            }
+        }
+    }
+}
+
+/// The refs of one object that match an Application, most specific first. An object whose
+/// patterns do not compile matches nothing (its status says why).
+fn matching_refs(
     object: &ImageUpdaterObject,
     name: &str,
     labels: &BTreeMap<String, String>,
-) -> Option<usize> {
+) -> Vec<usize> {
     let refs = &object.spec.application_refs;
     let made;
     let matchers = match &object.matchers {
@@ -376,14 +425,34 @@ fn best_ref(
             &made
         }
     };
-    matchers.0.as_ref()?.iter().find_map(|(i, pattern)| {
-        (pattern.matches(name)
-            && refs[*i]
-                .label_selectors
-                .as_ref()
-                .is_none_or(|s| s.matches(labels)))
-        .then_some(*i)
-    })
+    let Some(ordered) = matchers.0.as_ref() else {
+        return Vec::new();
+    };
+    ordered
+        .iter()
+        .filter(|(i, pattern)| {
+            pattern.matches(name)
+                && refs[*i]
+                    .label_selectors
+                    .as_ref()
+                    .is_none_or(|s| s.matches(labels))
+        })
+        .map(|(i, _)| *i)
+        .collect()
+}
+
+/// Whether Image Updater would use this ref for an Application with these annotations: it
+/// passes over a ref whose write-back configuration is invalid, and a `useAnnotations` ref
+/// whose annotations give no image list (`FilterApplicationsForUpdate`'s `continue`s).
+fn usable(
+    object: &ImageUpdaterObject,
+    reference: usize,
+    annotations: &BTreeMap<String, String>,
+) -> bool {
+    let source = Source::Object { object, reference };
+    source
+        .config(annotations)
+        .is_some_and(|config| config.write_back.is_ok())
 }
 
 /// What an Application's name must start with for any of a set of objects to select it: the
@@ -432,25 +501,36 @@ impl NamePrefixes {
     }
 }
 
-/// Which configuration applies to the Application `namespace/name` with `labels`, given the
-/// ImageUpdater objects of its namespace.
+/// Which configuration applies to the Application `namespace/name` with `labels` and
+/// `annotations`, given the ImageUpdater objects of its namespace: in the one object that
+/// matches, its most specific ref that Image Updater would use. When none is usable the most
+/// specific is kept, so the report says what is wrong with it (Image Updater only logs it).
 pub fn resolve<'a>(
     objects: &'a [ImageUpdaterObject],
     namespace: &str,
     name: &str,
     labels: &BTreeMap<String, String>,
+    annotations: &BTreeMap<String, String>,
 ) -> Source<'a> {
-    let matches: Vec<(&ImageUpdaterObject, usize)> = objects
+    let matches: Vec<(&ImageUpdaterObject, Vec<usize>)> = objects
         .iter()
         .filter(|o| o.metadata.namespace == namespace)
-        .filter_map(|o| best_ref(o, name, labels).map(|r| (o, r)))
+        .map(|o| (o, matching_refs(o, name, labels)))
+        .filter(|(_, refs)| !refs.is_empty())
         .collect();
     match matches.as_slice() {
         [] => Source::Annotations,
-        [(object, reference)] => Source::Object {
-            object,
-            reference: *reference,
-        },
+        [(object, refs)] => {
+            let reference = match refs.as_slice() {
+                [only] => *only,
+                several => several
+                    .iter()
+                    .copied()
+                    .find(|r| usable(object, *r, annotations))
+                    .unwrap_or(several[0]),
+            };
+            Source::Object { object, reference }
+        }
         several => Source::Conflict(
             several
                 .iter()
@@ -733,16 +813,19 @@ fn synthesize(
             put(key.to_string(), value, field);
         }
     }
-    // `pullRequest: {github: {}, labels: [...]}`: GitLab's form is reported as unsupported
-    // by the write-back, which sees no `github`.
+    // `pullRequest: {github: {}, labels: [...]}` or `{gitlab: {}}`; neither or both (the CRD
+    // refuses that too) is reported by the write-back as unsupported.
     if let Some((request, field)) = pick("gitConfig.pullRequest", &|w| {
         git(w).pull_request.map(|p| p.to_string())
     }) {
         let request: Value = serde_json::from_str(&request).unwrap_or_default();
-        let mode = if request.get("github").is_some() {
-            "github"
-        } else {
-            "unsupported"
+        let mode = match (
+            request.get("github").is_some(),
+            request.get("gitlab").is_some(),
+        ) {
+            (true, false) => "github",
+            (false, true) => "gitlab",
+            _ => "unsupported",
         };
         put("git-pull-request".into(), mode.into(), field.clone());
         if let Some(labels) = request["labels"].as_array() {
@@ -999,7 +1082,7 @@ mod tests {
         ) {
             let patterns: Vec<&str> = patterns.iter().map(String::as_str).collect();
             let objects = objects_with_patterns(&patterns);
-            let selected = !matches!(resolve(&objects, "argocd", &name, &labels(&[])), Source::Annotations);
+            let selected = !matches!(resolve(&objects, "argocd", &name, &labels(&[]), &BTreeMap::new()), Source::Annotations);
             if selected {
                 proptest::prop_assert!(NamePrefixes::of(&objects).may_select(&name));
             }
@@ -1041,14 +1124,19 @@ mod tests {
             {"namePattern": "web-prod-eu", "images": [{"alias": "exact", "imageName": "r.example.com/exact"}]},
             {"namePattern": "web-*", "labelSelectors": {"matchLabels": {"team": "a"}}, "images": [{"alias": "labelled", "imageName": "r.example.com/labelled"}]}]});
         let objects = vec![object("iu", spec)];
-        let picked =
-            |name: &str, l: &[(&str, &str)]| match resolve(&objects, "argocd", name, &labels(l)) {
-                Source::Object { reference, .. } => objects[0].spec.application_refs[reference]
-                    .images[0]
-                    .alias
-                    .clone(),
-                other => panic!("{other:?}"),
-            };
+        let picked = |name: &str, l: &[(&str, &str)]| match resolve(
+            &objects,
+            "argocd",
+            name,
+            &labels(l),
+            &BTreeMap::new(),
+        ) {
+            Source::Object { reference, .. } => objects[0].spec.application_refs[reference].images
+                [0]
+            .alias
+            .clone(),
+            other => panic!("{other:?}"),
+        };
         assert_eq!(picked("web-prod-eu", &[("team", "a")]), "exact");
         assert_eq!(picked("web-prod-us", &[("team", "a")]), "labelled");
         assert_eq!(picked("web-prod-us", &[("team", "b")]), "glob");
@@ -1106,20 +1194,75 @@ mod tests {
     }
 
     #[test]
+    fn a_ref_with_an_invalid_write_back_is_passed_over_for_the_next_matching_one() {
+        let image = json!([{"alias": "api", "imageName": "r.example.com/api"}]);
+        let refs = |specific_method: &str| {
+            vec![object(
+                "o",
+                json!({"applicationRefs": [
+                    {"namePattern": "*", "images": image},
+                    {"namePattern": "api", "images": image,
+                     "writeBackConfig": {"method": specific_method}},
+                ]}),
+            )]
+        };
+        let none = BTreeMap::new();
+        // The exact name ranks first; its method is not one Image Updater knows.
+        let objects = refs("git:secret:no-slash");
+        assert_eq!(
+            resolve(&objects, "argocd", "api", &none, &none).to_string(),
+            "ImageUpdater argocd/o, ref \"*\""
+        );
+        // Valid, it is the one used.
+        let objects = refs("argocd");
+        assert_eq!(
+            resolve(&objects, "argocd", "api", &none, &none).to_string(),
+            "ImageUpdater argocd/o, ref \"api\""
+        );
+        // The only matching ref, invalid: kept, so the report names what is wrong.
+        let only = vec![object(
+            "o",
+            json!({"applicationRefs": [{"namePattern": "api", "images": image,
+                     "writeBackConfig": {"method": "git:secret:no-slash"}}]}),
+        )];
+        let source = resolve(&only, "argocd", "api", &none, &none);
+        assert!(source.config(&none).unwrap().write_back.is_err());
+    }
+
+    #[test]
     fn no_object_means_annotations_and_two_objects_are_a_conflict_naming_both() {
         let a = object("a", json!({"applicationRefs": [{"namePattern": "web*"}]}));
         let b = object("b", json!({"applicationRefs": [{"namePattern": "*"}]}));
         let objects = vec![a, b];
         assert_eq!(
-            resolve(&objects, "argocd", "api", &BTreeMap::new()).to_string(),
+            resolve(
+                &objects,
+                "argocd",
+                "api",
+                &BTreeMap::new(),
+                &BTreeMap::new()
+            )
+            .to_string(),
             "ImageUpdater argocd/b, ref \"*\""
         );
         assert_eq!(
-            resolve(&objects, "argocd", "web", &BTreeMap::new()),
+            resolve(
+                &objects,
+                "argocd",
+                "web",
+                &BTreeMap::new(),
+                &BTreeMap::new()
+            ),
             Source::Conflict(vec!["argocd/a".into(), "argocd/b".into()])
         );
         assert_eq!(
-            resolve(&objects, "team-b", "web", &BTreeMap::new()),
+            resolve(
+                &objects,
+                "team-b",
+                "web",
+                &BTreeMap::new(),
+                &BTreeMap::new()
+            ),
             Source::Annotations
         );
         let broken = vec![object(
@@ -1127,7 +1270,7 @@ mod tests {
             json!({"applicationRefs": [{"namePattern": "web[", "images": []}]}),
         )];
         assert_eq!(
-            resolve(&broken, "argocd", "web", &BTreeMap::new()),
+            resolve(&broken, "argocd", "web", &BTreeMap::new(), &BTreeMap::new()),
             Source::Annotations
         );
         assert!(
@@ -1147,9 +1290,15 @@ mod tests {
                     {"alias": "a", "imageName": "r.example.com/a"},
                     {"alias": "b", "imageName": "r.example.com/b:^1.0", "commonUpdateSettings": {"updateStrategy": "semver", "allowTags": "any"}}]}]});
         let objects = vec![object("iu", spec)];
-        let config = resolve(&objects, "argocd", "web", &BTreeMap::new())
-            .config(&BTreeMap::new())
-            .unwrap();
+        let config = resolve(
+            &objects,
+            "argocd",
+            "web",
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+        )
+        .config(&BTreeMap::new())
+        .unwrap();
         let a = config.images[0].config.as_ref().unwrap();
         assert_eq!(a.policy.strategy, Strategy::NewestBuild, "ref over spec");
         assert!(a.force_update, "spec when nothing closer sets it");
@@ -1182,9 +1331,15 @@ mod tests {
             {"alias": "d", "imageName": "r.example.com/d", "manifestTargets": {"helm": {"name": "n"}, "kustomize": {"name": "k"}}},
             {"alias": "e", "imageName": "r.example.com/e"}]}]});
         let objects = vec![object("iu", spec)];
-        let config = resolve(&objects, "argocd", "web", &BTreeMap::new())
-            .config(&BTreeMap::new())
-            .unwrap();
+        let config = resolve(
+            &objects,
+            "argocd",
+            "web",
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+        )
+        .config(&BTreeMap::new())
+        .unwrap();
         let error = |i: usize| config.images[i].config.as_ref().unwrap_err().to_string();
         assert!(error(0).starts_with("ImageUpdater argocd/iu `spec.applicationRefs[0].images[0].commonUpdateSettings.allowTags` = `regexp:(unclosed`"), "{}", error(0));
         assert!(
@@ -1213,9 +1368,15 @@ mod tests {
             {"alias": "k", "imageName": "r.example.com/k", "manifestTargets": {"kustomize": {"name": "nginx"}}},
             {"alias": "p", "imageName": "r.example.com/p", "manifestTargets": {"plugin": {"name": "IMAGE", "tag": "TAG"}}}]}]});
         let objects = vec![object("iu", spec)];
-        let config = resolve(&objects, "argocd", "web", &BTreeMap::new())
-            .config(&BTreeMap::new())
-            .unwrap();
+        let config = resolve(
+            &objects,
+            "argocd",
+            "web",
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+        )
+        .config(&BTreeMap::new())
+        .unwrap();
         let image = |i: usize| config.images[i].config.as_ref().unwrap();
         assert_eq!(
             image(0).helm,
@@ -1250,7 +1411,13 @@ mod tests {
         )];
         let app = Application::seed().build();
         let annotations = crate::annotations::of(&app);
-        let source = resolve(&objects, "argocd", "aws-pipeline-test", &BTreeMap::new());
+        let source = resolve(
+            &objects,
+            "argocd",
+            "aws-pipeline-test",
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+        );
         assert!(source.to_string().ends_with("(useAnnotations)"));
         let config = source.config(&annotations).unwrap();
         assert_eq!(
@@ -1262,6 +1429,43 @@ mod tests {
             "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com",
             "barun-dev-ecr"
         ));
+    }
+
+    #[test]
+    fn use_annotations_still_verifies_with_the_refs_own_images_verification_only() {
+        let verification =
+            json!({"enabled": true, "cosignKey": {"secretName": "cosign", "key": "cosign.pub"}});
+        let app = Application::seed().build();
+        let annotations = crate::annotations::of(&app);
+        let key_of = |spec: Value| {
+            let objects = vec![object("iu", spec)];
+            let source = resolve(
+                &objects,
+                "argocd",
+                "aws-pipeline-test",
+                &BTreeMap::new(),
+                &annotations,
+            );
+            let config = source.config(&annotations).unwrap();
+            config.images[0].config.as_ref().unwrap().cosign_key.clone()
+        };
+        let on_the_ref = key_of(
+            json!({"applicationRefs": [{"namePattern": "*", "useAnnotations": true,
+            "imagesVerification": verification}]}),
+        );
+        assert_eq!(
+            on_the_ref,
+            Some(crate::cosign::KeyRef::parse("secret:argocd/cosign:cosign.pub").unwrap())
+        );
+        // The spec's default does not reach a useAnnotations ref, as in Image Updater.
+        let on_the_spec = key_of(json!({"imagesVerification": verification,
+            "applicationRefs": [{"namePattern": "*", "useAnnotations": true}]}));
+        assert_eq!(on_the_spec, None);
+        let switched_off = key_of(
+            json!({"applicationRefs": [{"namePattern": "*", "useAnnotations": true,
+            "imagesVerification": {"enabled": false}}]}),
+        );
+        assert_eq!(switched_off, None);
     }
 
     #[test]
@@ -1283,9 +1487,15 @@ mod tests {
             SEED_IMAGE
         );
         let objects = vec![object];
-        let from_object = resolve(&objects, "argocd", "aws-pipeline-test", &BTreeMap::new())
-            .config(&BTreeMap::new())
-            .unwrap();
+        let from_object = resolve(
+            &objects,
+            "argocd",
+            "aws-pipeline-test",
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+        )
+        .config(&BTreeMap::new())
+        .unwrap();
         let from_annotations = AppConfig::parse(&annotations).unwrap();
         let (a, b) = (
             from_object.images[0].config.as_ref().unwrap(),

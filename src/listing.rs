@@ -92,7 +92,13 @@ pub async fn concerned(
                 return;
             }
             let meta = listed.into_owned();
-            let source = imageupdater::resolve(&objects, &meta.namespace, &meta.name, &meta.labels);
+            let source = imageupdater::resolve(
+                &objects,
+                &meta.namespace,
+                &meta.name,
+                &meta.labels,
+                &meta.annotations,
+            );
             let concerned = concern.concerns(&source, &meta.annotations);
             let counted = matches!(source, Source::Object { .. });
             if !(concerned || counted)

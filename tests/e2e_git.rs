@@ -991,10 +991,11 @@ async fn an_imageupdater_objects_git_write_back_config_commits_like_the_annotati
     assert!(file.contains(&format!("tag: \"{PUSHED_TAG}\"")), "{file}");
     assert_eq!(commits(&standins, "main"), 1);
 
-    // gitConfig.pullRequest.gitlab is refused, never turned into a direct commit.
+    // A pull request with `base:target` is refused, as Image Updater refuses it, never
+    // turned into a direct commit.
     let mut object = argocd_ecr_updater_standins::fixtures::seed_image_updater();
-    object["spec"]["applicationRefs"][0]["writeBackConfig"] =
-        json!({"method": "git", "gitConfig": {"pullRequest": {"gitlab": {}}}});
+    object["spec"]["applicationRefs"][0]["writeBackConfig"] = json!({"method": "git",
+        "gitConfig": {"branch": "main:image-updates", "pullRequest": {"github": {}}}});
     standins.kube.insert_image_updater(object).unwrap();
     let refused = report_of(
         run_with(
@@ -1004,7 +1005,17 @@ async fn an_imageupdater_objects_git_write_back_config_commits_like_the_annotati
         )
         .await,
     );
-    expect_decision(only(&refused), Action::Skipped, "GitLab merge request");
+    expect_decision(
+        only(&refused),
+        Action::Skipped,
+        "a pull request names only its base branch",
+    );
+    assert_eq!(
+        commits(&standins, "image-updates"),
+        2,
+        "nothing more committed"
+    );
+    assert!(standins.github.pull_requests(REPO).is_empty());
 }
 
 #[tokio::test]

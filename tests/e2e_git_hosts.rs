@@ -294,6 +294,30 @@ async fn gitlab_merge_requests_are_opened_once_and_labelled() {
 }
 
 #[tokio::test]
+async fn an_imageupdater_objects_gitlab_pull_request_opens_a_merge_request() {
+    let standins = setup(Host::GitLab).await;
+    let mut object = argocd_ecr_updater_standins::fixtures::seed_image_updater();
+    object["spec"]["applicationRefs"][0]["writeBackConfig"] = json!({"method": "git",
+        "gitConfig": {"repository": Host::GitLab.url(), "branch": "main",
+                      "pullRequest": {"gitlab": {}, "labels": ["image-update"]}}});
+    standins.kube.insert_image_updater(object).unwrap();
+    let (action, reason, _) = outcome(&run(&standins, &event("push-date-tag.json")).await);
+    assert_eq!(action, Action::Updated, "{reason}");
+    assert!(
+        reason.contains("gitlab.com/barun/invitation/-/merge_requests/1"),
+        "{reason}"
+    );
+    let requests = standins.gitlab.pull_requests("barun/invitation");
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].labels, vec!["image-update"]);
+    assert_eq!(
+        commits(Host::GitLab, &standins),
+        1,
+        "nothing pushed to the base"
+    );
+}
+
+#[tokio::test]
 async fn codecommit_passes_the_git_host_scenario_table_with_no_secret_at_all() {
     // A token secret is configured (setup puts one there for every host); CodeCommit signs
     // with the function's role and never reads it.
