@@ -908,115 +908,12 @@ pub fn status_patch(object: &ImageUpdaterObject, observed: &Observed, now: &str)
     patch
 }
 
-/// The ImageUpdater object equivalent to these Applications' annotations: one
-/// `applicationRef` per Application (its exact name), images and settings as annotated.
-/// The reverse of Image Updater's own migration guide, so a team can move to v1.x-style
-/// configuration without changing behaviour.
-pub fn from_annotations(name: &str, namespace: &str, applications: &[Annotated]) -> Value {
-    let refs: Vec<ApplicationRef> = applications
-        .iter()
-        .filter_map(ref_from_annotations)
-        .collect();
-    json!({"apiVersion": format!("{GROUP}/{VERSION}"), "kind": "ImageUpdater",
-           "metadata": {"name": name, "namespace": namespace},
-           "spec": {"applicationRefs": refs}})
-}
-
-/// An Application as `migrate` reads it.
-#[derive(Debug, Clone)]
-pub struct Annotated {
-    pub name: String,
-    pub annotations: BTreeMap<String, String>,
-    /// `Helm`, `Kustomize`, … as Argo CD reports it: an object names one manifest target
-    /// per image, annotations may carry both the Helm and the Kustomize keys.
-    pub source_type: Option<String>,
-}
-
-fn ref_from_annotations(app: &Annotated) -> Option<ApplicationRef> {
-    let get = |key: &str| app.annotations.get(&format!("{PREFIX}{key}")).cloned();
-    let list = get("image-list")?;
-    let per_image_or_app =
-        |alias: &str, key: &str| get(&format!("{alias}.{key}")).or_else(|| get(key));
-    let images = list
-        .split(',')
-        .map(str::trim)
-        .filter(|e| !e.is_empty())
-        .enumerate()
-        .map(|(index, entry)| {
-            let (alias, image_name) = match entry.split_once('=') {
-                Some((alias, image)) => (alias.trim().to_string(), image.trim().to_string()),
-                // Image Updater v1.x requires an alias; the annotations' unnamed entries get one.
-                None => (format!("image{index}"), entry.to_string()),
-            };
-            let key = alias.replace('/', "_");
-            let settings = UpdateSettings {
-                update_strategy: per_image_or_app(&key, "update-strategy"),
-                force_update: per_image_or_app(&key, "force-update").map(|v| v.trim() == "true"),
-                allow_tags: per_image_or_app(&key, "allow-tags")
-                    .or_else(|| per_image_or_app(&key, "tag-match")),
-                ignore_tags: per_image_or_app(&key, "ignore-tags").map(|v| {
-                    v.split(',')
-                        .map(str::trim)
-                        .filter(|p| !p.is_empty())
-                        .map(str::to_string)
-                        .collect()
-                }),
-                pull_secret: per_image_or_app(&key, "pull-secret"),
-                platforms: get(&format!("{key}.platforms")).map(|v| {
-                    v.split(',')
-                        .map(str::trim)
-                        .filter(|p| !p.is_empty())
-                        .map(str::to_string)
-                        .collect()
-                }),
-            };
-            let helm = NameTagSpec {
-                name: get(&format!("{key}.helm.image-name")),
-                tag: get(&format!("{key}.helm.image-tag")),
-                spec: get(&format!("{key}.helm.image-spec")),
-            };
-            let kustomize = get(&format!("{key}.kustomize.image-name"))
-                .map(|name| KustomizeTarget { name: Some(name) });
-            let kustomize_app = app.source_type.as_deref() == Some("Kustomize");
-            let helm_set = helm != NameTagSpec::default() && !kustomize_app;
-            let targets = ManifestTargets {
-                helm: helm_set.then_some(helm),
-                kustomize: if helm_set { None } else { kustomize },
-                plugin: None,
-            };
-            ImageSpec {
-                alias,
-                image_name,
-                common_update_settings: (settings != UpdateSettings::default()).then_some(settings),
-                manifest_targets: (targets != ManifestTargets::default()).then_some(targets),
-                images_verification: None,
-            }
-        })
-        .collect();
-    let git = GitConfig {
-        repository: get("git-repository"),
-        branch: get("git-branch"),
-        write_back_target: get("write-back-target"),
-        pull_request: None,
-    };
-    let write_back = WriteBackSettings {
-        method: get("write-back-method"),
-        git_config: (git != GitConfig::default()).then_some(git),
-    };
-    Some(ApplicationRef {
-        name_pattern: app.name.clone(),
-        write_back_config: (write_back != WriteBackSettings::default()).then_some(write_back),
-        images,
-        ..ApplicationRef::default()
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::annotations::HelmTarget;
     use crate::policy::Strategy;
-    use argocd_ecr_updater_standins::fixtures::{Application, SEED_IMAGE};
+    use argocd_ecr_updater_standins::fixtures::Application;
 
     fn object(name: &str, spec: Value) -> ImageUpdaterObject {
         serde_json::from_value(json!({"metadata": {"name": name, "namespace": "argocd", "generation": 3}, "spec": spec}))
@@ -1466,50 +1363,6 @@ mod tests {
             "imagesVerification": {"enabled": false}}]}),
         );
         assert_eq!(switched_off, None);
-    }
-
-    #[test]
-    fn the_migrated_object_gives_the_seed_the_same_configuration_as_its_annotations() {
-        let app = Application::seed().build();
-        let annotations = crate::annotations::of(&app);
-        let migrated = from_annotations(
-            "seed",
-            "argocd",
-            &[Annotated {
-                name: "aws-pipeline-test".into(),
-                annotations: annotations.clone(),
-                source_type: Some("Helm".into()),
-            }],
-        );
-        let object: ImageUpdaterObject = serde_json::from_value(migrated.clone()).unwrap();
-        assert_eq!(
-            migrated["spec"]["applicationRefs"][0]["images"][0]["imageName"],
-            SEED_IMAGE
-        );
-        let objects = vec![object];
-        let from_object = resolve(
-            &objects,
-            "argocd",
-            "aws-pipeline-test",
-            &BTreeMap::new(),
-            &BTreeMap::new(),
-        )
-        .config(&BTreeMap::new())
-        .unwrap();
-        let from_annotations = AppConfig::parse(&annotations).unwrap();
-        let (a, b) = (
-            from_object.images[0].config.as_ref().unwrap(),
-            from_annotations.images[0].config.as_ref().unwrap(),
-        );
-        assert_eq!(a.image, b.image);
-        assert_eq!(a.policy.strategy, b.policy.strategy);
-        assert_eq!(a.helm, b.helm);
-        assert_eq!(from_object.write_back, from_annotations.write_back);
-        let tags = [
-            crate::policy::TagInfo::named("latest"),
-            crate::policy::TagInfo::named("20250825-153012"),
-        ];
-        assert_eq!(a.policy.select(&tags), b.policy.select(&tags));
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //!   its ApplicationSet, patches; `ImageUpdater` objects cached per warm container; which
 //!   Applications an invocation concerns.
 //! - [`annotations`], [`imageupdater`]: Image Updater's annotations, or the `ImageUpdater`
-//!   object that matches an Application, into one typed configuration.
+//!   object that matches an Application, into one typed configuration; [`migration`]:
+//!   annotations into an equivalent `ImageUpdater` object.
 //! - [`policy`]: strategies, filters and ranking of tags (pure).
 //! - [`ecr`], [`facts`]: the registry facts a strategy asks for, each asked once.
 //! - [`decide`]: per image and source, update or keep, and why (pure).
@@ -74,6 +75,7 @@ pub mod imageupdater;
 pub mod kube;
 pub mod listing;
 pub mod metrics;
+pub mod migration;
 pub mod objects;
 pub mod patch;
 pub mod policy;

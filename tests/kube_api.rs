@@ -833,7 +833,7 @@ async fn every_answer_of_the_stand_in_outside_its_routes_is_a_status_body() {
 async fn image_updater_lists_read_their_query_as_strictly_as_application_lists() {
     let standins = standins_with(Options::default(), 1).await;
     for (name, labels) in [("first", json!({"team": "a"})), ("second", json!({}))] {
-        let mut object = image_updater(name, json!([{"namePattern": "*"}]));
+        let mut object = image_updater(name, json!([{"namePattern": "*", "useAnnotations": true}]));
         object["metadata"]["labels"] = labels;
         standins.kube.insert_image_updater(object).unwrap();
     }

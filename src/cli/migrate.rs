@@ -11,8 +11,8 @@ use crate::annotations;
 use crate::cli::config_from_env;
 use crate::eks_auth::SystemClock;
 use crate::handler::Handler;
-use crate::imageupdater::{self, Annotated};
 use crate::kube::APPLICATIONS;
+use crate::migration::{self, Annotated};
 
 /// What `migrate` was asked.
 pub struct MigrateRequest {
@@ -63,6 +63,9 @@ pub async fn run(request: MigrateRequest) -> ExitCode {
                 .to_string(),
             annotations: annotations::of(app),
             source_type: app["status"]["sourceType"].as_str().map(str::to_string),
+            repository: app["spec"]["source"]["repoURL"]
+                .as_str()
+                .map(str::to_string),
         })
         .filter(|a| {
             a.annotations
@@ -76,8 +79,20 @@ pub async fn run(request: MigrateRequest) -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    let object = imageupdater::from_annotations(&request.name, &request.namespace, &annotated);
-    match print_json(&object, true) {
+    let migrated = match migration::from_annotations(&request.name, &request.namespace, &annotated)
+    {
+        Ok(migrated) => migrated,
+        Err(errors) => {
+            for error in errors {
+                eprintln!("argocd-ecr-updater: cannot migrate {error}");
+            }
+            return ExitCode::FAILURE;
+        }
+    };
+    for note in &migrated.notes {
+        eprintln!("argocd-ecr-updater: {note}");
+    }
+    match print_json(&migrated.object, true) {
         Ok(()) => ExitCode::SUCCESS,
         Err(code) => code,
     }

@@ -28,6 +28,8 @@ const RESOURCE: &str = "imageupdaters";
 pub struct ImageUpdaterStore {
     objects: Mutex<BTreeMap<(String, String), Value>>,
     schema: jsonschema::Validator,
+    /// The schema itself, for the CEL rules and list-map keys the validator does not check.
+    schema_value: Value,
     structure: StructuralSchema,
 }
 
@@ -41,17 +43,21 @@ impl ImageUpdaterStore {
             objects: Mutex::new(BTreeMap::new()),
             schema,
             structure: StructuralSchema::of(&schema_value),
+            schema_value,
         })
     }
 
-    fn validate(&self, object: &mut Value) -> Result<(), String> {
+    /// Prunes unknown fields and checks the object as the API server would: the schema, the
+    /// CEL rules and unique list-map keys.
+    pub fn validate(&self, object: &mut Value) -> Result<(), String> {
         let mut dropped = Vec::new();
         self.structure.prune(object, FieldPath::Root, &mut dropped);
-        let problems: Vec<String> = self
+        let mut problems: Vec<String> = self
             .schema
             .iter_errors(object)
             .map(|e| format!("{}: Invalid value: {e}", e.instance_path()))
             .collect();
+        problems.extend(crate::schema_rules::violations(&self.schema_value, object));
         if problems.is_empty() {
             Ok(())
         } else {

@@ -15,6 +15,7 @@ pub mod gitlab;
 pub mod imageupdaters;
 pub mod kube;
 pub mod runtime;
+pub mod schema_rules;
 pub mod seed;
 pub mod tls;
 pub mod token;
