@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 use crate::annotations::{HelmTarget, ImageConfig, ImageRef, WriteBack};
 use crate::patch::{self, SourceKind};
 use crate::report::{Action, Entry};
-use crate::yamledit::{self, Document, Step, dotted};
+use crate::yamledit::{self, Document, Step};
 
 /// A GitHub Enterprise host (`GITHUB_ENTERPRISE_HOSTS`) or a self-managed GitLab
 /// (`GITLAB_HOSTS`), and its API base.
@@ -571,7 +571,10 @@ pub fn effective_app(
                 for image in images {
                     for key in helm_keys(image) {
                         let absent = !list.iter().any(|p| p["name"] == key.as_str());
-                        if let (true, Some(value)) = (absent, doc.get(&dotted(&key))) {
+                        let value = doc
+                            .helm_get(&key)
+                            .map_err(|e| format!("`{}`: {e}", location.path))?;
+                        if let (true, Some(value)) = (absent, value) {
                             list.push(json!({"name": key, "value": value}));
                         }
                     }
@@ -706,7 +709,10 @@ fn render_values(
             HelmTarget::NameAndTag { name, tag } => {
                 let doc =
                     Document::parse(&text).map_err(|e| format!("`{}`: {e}", location.path))?;
-                if doc.get(&dotted(name)).is_some() {
+                let present = doc
+                    .helm_get(name)
+                    .map_err(|e| format!("`{}`: {e}", location.path))?;
+                if present.is_some() {
                     vec![tag.clone()]
                 } else {
                     vec![name.clone(), tag.clone()]
@@ -717,11 +723,14 @@ fn render_values(
         for key in keys {
             let Some(value) = param(&key) else { continue };
             let doc = Document::parse(&text).map_err(|e| format!("`{}`: {e}", location.path))?;
-            if doc.get(&dotted(&key)) == Some(value.as_str()) {
+            let current = doc
+                .helm_get(&key)
+                .map_err(|e| format!("`{}`: {e}", location.path))?;
+            if current == Some(value.as_str()) {
                 continue;
             }
             text = doc
-                .set(&dotted(&key), &value)
+                .helm_set(&key, &value)
                 .map_err(|e| format!("`{}`: {e}", location.path))?;
         }
     }

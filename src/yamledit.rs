@@ -34,9 +34,34 @@ pub enum Step<'a> {
     Index(usize),
 }
 
-/// The steps of a dotted Helm-style key (`image.tag`).
+/// The steps of a dotted key with no list indexes (`image.tag`).
 pub fn dotted(key: &str) -> Vec<Step<'_>> {
     key.split('.').map(Step::Key).collect()
+}
+
+/// One part of a Helm key as Image Updater splits it: `name` or `name[<index>]` (its
+/// `^(.*)\[(.*)\]$`); the index as Go's `Atoi` reads it.
+fn helm_part(part: &str) -> Result<(&str, Option<i64>), YamlEditError> {
+    let Some(inner) = part.strip_suffix(']') else {
+        return Ok((part, None));
+    };
+    // Greedy `(.*)` before `\[`: the last `[` opens the index.
+    let Some((name, index)) = inner.rsplit_once('[') else {
+        return Ok((part, None));
+    };
+    let digits = index.strip_prefix(['+', '-']).unwrap_or(index);
+    let id = if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        None
+    } else {
+        index.parse::<i64>().ok()
+    };
+    match id {
+        Some(id) => Ok((name, Some(id))),
+        None => Err(YamlEditError::Unsupported {
+            path: part.to_string(),
+            why: format!("id \"{index}\" in a yaml array must be a number, as in `images[0].tag`"),
+        }),
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -113,6 +138,75 @@ impl<'a> Document<'a> {
             Some(Node::Seq { items, .. }) => items.len(),
             _ => 0,
         }
+    }
+
+    /// The value of a Helm key as Image Updater reads it: a nested path first (`a.b.c`,
+    /// with list indexes `a[0].b`), then the literal key `a.b.c` at the root.
+    pub fn helm_get(&self, key: &str) -> Result<Option<&str>, YamlEditError> {
+        let mut path = Vec::new();
+        for part in key.split('.') {
+            let (name, index) = helm_part(part)?;
+            path.push(Step::Key(name));
+            if let Some(index) = index {
+                match usize::try_from(index) {
+                    Ok(index) => path.push(Step::Index(index)),
+                    Err(_) => return Ok(self.get(&[Step::Key(key)])),
+                }
+            }
+        }
+        Ok(self.get(&path).or_else(|| self.get(&[Step::Key(key)])))
+    }
+
+    /// The text with the Helm key set as Image Updater sets it: a literal root key `a.b.c`
+    /// if there is one; else the nested path, each `name[i]` indexing an existing list (a
+    /// list needs an index, an index needs a list in range); missing keys are added, each
+    /// part's text as the key, as Image Updater adds them.
+    pub fn helm_set(&self, key: &str, value: &str) -> Result<String, YamlEditError> {
+        if let Some(Node::Map { entries, .. }) = &self.root
+            && entries.iter().any(|e| e.key == key)
+        {
+            return self.set(&[Step::Key(key)], value);
+        }
+        let parts: Vec<&str> = key.split('.').collect();
+        let mut path = Vec::new();
+        for (at, part) in parts.iter().enumerate() {
+            let (name, index) = helm_part(part)?;
+            let refuse = |why: String| YamlEditError::Unsupported {
+                path: key.to_string(),
+                why,
+            };
+            let mut probe = path.clone();
+            probe.push(Step::Key(name));
+            let Some(found) = self.find(&probe) else {
+                // Image Updater adds the rest as keys, brackets and all.
+                path.extend(parts[at..].iter().map(|p| Step::Key(*p)));
+                return self.set(&path, value);
+            };
+            path = probe;
+            match (found, index) {
+                (Node::Seq { items, .. }, Some(index)) => {
+                    let index = usize::try_from(index)
+                        .ok()
+                        .filter(|i| *i < items.len())
+                        .ok_or_else(|| {
+                            refuse(format!("id {index} is out of range [0, {})", items.len()))
+                        })?;
+                    path.push(Step::Index(index));
+                }
+                (Node::Seq { .. }, None) => {
+                    return Err(refuse(format!(
+                        "`{name}` is a list: name the item, as in `{name}[0]`"
+                    )));
+                }
+                (_, Some(index)) => {
+                    return Err(refuse(format!(
+                        "id {index} given but `{name}` is not a list"
+                    )));
+                }
+                _ => {}
+            }
+        }
+        self.set(&path, value)
     }
 
     fn find(&self, path: &[Step<'_>]) -> Option<&Node> {
@@ -626,6 +720,105 @@ mod tests {
         Document::parse(text)
             .and_then(|d| d.set(&dotted(key), value))
             .unwrap_or_else(|e| panic!("{key}: {e}"))
+    }
+
+    fn helm_set(text: &str, key: &str, value: &str) -> Result<String, YamlEditError> {
+        Document::parse(text).unwrap().helm_set(key, value)
+    }
+
+    /// Image Updater's own cases (`pkg/argocd/update_test.go`, `Test_SetHelmValue` and
+    /// `Test_GetHelmValue`), in our splice editor.
+    #[test]
+    fn helm_keys_resolve_as_image_updater_resolves_them() {
+        let table: &[(&str, &str, &str, &str)] = &[
+            // a nested key
+            (
+                "image:\n  tag: v1.0.0\n",
+                "image.tag",
+                "v2.0.0",
+                "image:\n  tag: v2.0.0\n",
+            ),
+            // a literal dotted key at the root is set in place, never nested
+            (
+                "image.tag: v1.0.0\n",
+                "image.tag",
+                "v2.0.0",
+                "image.tag: v2.0.0\n",
+            ),
+            // list indexes
+            (
+                "images:\n- name: a\n  tag: v1\n- name: b\n  tag: v1\n",
+                "images[1].tag",
+                "v2",
+                "images:\n- name: a\n  tag: v1\n- name: b\n  tag: v2\n",
+            ),
+            (
+                "foo:\n- image: a:1\n- image: b:1\n",
+                "foo[1].image",
+                "b:2",
+                "foo:\n- image: a:1\n- image: b:2\n",
+            ),
+            (
+                "a:\n  b:\n  - c:\n      d: x\n",
+                "a.b[0].c.d",
+                "z",
+                "a:\n  b:\n  - c:\n      d: z\n",
+            ),
+            // missing keys are added under the deepest one that exists
+            (
+                "image:\n  repository: r\n",
+                "image.tag",
+                "v2",
+                "image:\n  repository: r\n  tag: v2\n",
+            ),
+        ];
+        for (text, key, value, expected) in table {
+            assert_eq!(
+                helm_set(text, key, value).unwrap(),
+                *expected,
+                "{key} in {text:?}"
+            );
+            let written = Document::parse(expected).unwrap();
+            assert_eq!(
+                written.helm_get(key).unwrap(),
+                Some(*value),
+                "{key} read back"
+            );
+        }
+        // Both a literal `image.tag` and a nested one: Image Updater writes the literal key
+        // and reads the nested one first, and so do we.
+        let both = "image.tag: v1\nimage:\n  tag: v0\n";
+        let written = helm_set(both, "image.tag", "v2").unwrap();
+        assert_eq!(written, "image.tag: v2\nimage:\n  tag: v0\n");
+        assert_eq!(
+            Document::parse(&written)
+                .unwrap()
+                .helm_get("image.tag")
+                .unwrap(),
+            Some("v0")
+        );
+    }
+
+    #[test]
+    fn helm_keys_image_updater_refuses_are_refused_with_the_reason() {
+        let table: &[(&str, &str, &str)] = &[
+            (
+                "images:\n- tag: v1\n",
+                "images.tag",
+                "is a list: name the item",
+            ),
+            (
+                "images:\n- tag: v1\n",
+                "images[1].tag",
+                "out of range [0, 1)",
+            ),
+            ("images:\n  tag: v1\n", "images[0].tag", "is not a list"),
+            ("images:\n- tag: v1\n", "images[x].tag", "must be a number"),
+        ];
+        for (text, key, why) in table {
+            let error = helm_set(text, key, "v2").unwrap_err().to_string();
+            assert!(error.contains(why), "{key}: {error}");
+        }
     }
 
     #[test]

@@ -314,6 +314,48 @@ async fn a_values_file_target_changes_the_tag_and_keeps_every_other_byte() {
 }
 
 #[tokio::test]
+async fn helm_keys_with_list_indexes_and_literal_dots_are_written_where_image_updater_writes_them()
+{
+    let listed = format!(
+        "images:\n- repository: other\n  tag: keep\n- repository: {SEED_IMAGE}\n  tag: \"{SEED_TAG}\"\n"
+    );
+    let literal = format!("image.repository: {SEED_IMAGE}\nimage.tag: \"{SEED_TAG}\"\n");
+    for (values, name_key, tag_key) in [
+        (listed.as_str(), "images[1].repository", "images[1].tag"),
+        (literal.as_str(), "image.repository", "image.tag"),
+    ] {
+        let standins = git_standins(&[
+            ("write-back-target", "helmvalues:values.yaml"),
+            ("app.helm.image-name", name_key),
+            ("app.helm.image-tag", tag_key),
+        ])
+        .await;
+        standins
+            .github
+            .push(REPO, "main", "argocd/values.yaml", values, "their layout")
+            .unwrap();
+        // The file alone holds the tag: no Helm parameter in the spec overrides it.
+        standins
+            .kube
+            .edit("argocd", SEED_APP, |a| {
+                a["spec"]["source"]["helm"]["parameters"] = json!([]);
+            })
+            .unwrap();
+        let report = push(&standins).await;
+        expect_decision(only(&report), Action::Updated, "argocd/values.yaml");
+        let file = standins
+            .github
+            .file(REPO, "main", "argocd/values.yaml")
+            .unwrap();
+        // The one value changed in place: no new block, nothing else touched.
+        assert_eq!(file, values.replace(SEED_TAG, PUSHED_TAG), "{tag_key}");
+        // The next push of the same tag reads it back from the same place.
+        let again = push(&standins).await;
+        expect_decision(only(&again), Action::Unchanged, "already the current tag");
+    }
+}
+
+#[tokio::test]
 async fn a_values_file_nested_thousands_deep_fails_its_application_and_not_the_process() {
     let standins = git_standins(&[("write-back-target", "helmvalues:values.yaml")]).await;
     // 40 KB nested 20,000 deep: without a bound the YAML walk overflows the stack.
