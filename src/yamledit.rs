@@ -179,7 +179,7 @@ impl<'a> Document<'a> {
             probe.push(Step::Key(name));
             let Some(found) = self.find(&probe) else {
                 // Image Updater adds the rest as keys, brackets and all.
-                path.extend(parts[at..].iter().map(|p| Step::Key(*p)));
+                path.extend(parts[at..].iter().map(|p| Step::Key(p)));
                 return self.set(&path, value);
             };
             path = probe;
