@@ -394,11 +394,7 @@ pub fn locate(
             FileKind::Kustomization,
             relative(&t["kustomization:".len()..], ".")?,
         ),
-        Some(other) => {
-            return Err(format!(
-                "write-back-target `{other}`: expected `helmvalues[:<path>]` or `kustomization[:<path>]` (or none, for .argocd-source-<app>.yaml)"
-            ));
-        }
+        Some(plain) => plain_target(plain, sources[chosen].kind)?,
     };
     Ok(Location {
         url: url.to_string(),
@@ -409,6 +405,29 @@ pub fn locate(
         kind,
         source: chosen,
     })
+}
+
+/// A bare path, as Image Updater reads one: a file from the repository's root, written as
+/// an override file (`kustomize.images` or `helm.parameters`) where its name starts with
+/// `.argocd-source` or the source is not Helm, and as a Helm values file otherwise. A
+/// kustomization file's name is refused: its content would be replaced.
+fn plain_target(target: &str, source: SourceKind) -> Result<(FileKind, String), String> {
+    let path = join(&[target.strip_prefix('/').unwrap_or(target)])?;
+    let file = path.rsplit('/').next().unwrap_or_default();
+    if matches!(
+        file,
+        "kustomization.yaml" | "kustomization.yml" | "Kustomization"
+    ) {
+        return Err(format!(
+            "write-back-target `{target}` looks like a kustomization file; writing overrides to it would discard its content: use `kustomization:<directory>` to update its images in place, or name a dedicated override file"
+        ));
+    }
+    let kind = if source == SourceKind::Helm && !file.starts_with(".argocd-source") {
+        FileKind::HelmValues
+    } else {
+        FileKind::Override
+    };
+    Ok((kind, path))
 }
 
 /// A branch name as `git check-ref-format --branch` accepts it. Branch names go into Git
@@ -1187,8 +1206,56 @@ mod tests {
             &[],
         );
         assert!(escape.unwrap_err().contains("leaves the repository"));
-        let unknown = locate(&app, &git(Some("values.yaml"), None, None), "argocd", &[]);
-        assert!(unknown.unwrap_err().contains("helmvalues[:<path>]"));
+        // A bare path is a file from the repository's root, as in Image Updater: a values
+        // file for a Helm source, unless it is named as an override file.
+        for (target, kind, path) in [
+            (
+                "config/values-prod.yaml",
+                FileKind::HelmValues,
+                "config/values-prod.yaml",
+            ),
+            (
+                "/config/values-prod.yaml",
+                FileKind::HelmValues,
+                "config/values-prod.yaml",
+            ),
+            (
+                "argocd/.argocd-source-web.yaml",
+                FileKind::Override,
+                "argocd/.argocd-source-web.yaml",
+            ),
+        ] {
+            let at = locate(&app, &git(Some(target), None, None), "argocd", &[]).unwrap();
+            assert_eq!((at.kind, at.path.as_str()), (kind, path), "{target}");
+        }
+        for file in ["kustomization.yaml", "kustomization.yml", "Kustomization"] {
+            let refused = locate(
+                &app,
+                &git(Some(&format!("overlays/prod/{file}")), None, None),
+                "argocd",
+                &[],
+            );
+            assert!(
+                refused
+                    .unwrap_err()
+                    .contains("looks like a kustomization file"),
+                "{file}"
+            );
+        }
+        let kustomize_app = Application::seed()
+            .source(json!({"repoURL": "https://github.com/barun/invitation.git", "targetRevision": "main", "path": "overlays/dev", "kustomize": {}}), "Kustomize")
+            .build();
+        let at = locate(
+            &kustomize_app,
+            &git(Some("overlays/dev/images.yaml"), None, None),
+            "argocd",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            (at.kind, at.path.as_str()),
+            (FileKind::Override, "overlays/dev/images.yaml")
+        );
     }
 
     #[test]

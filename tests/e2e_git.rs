@@ -356,6 +356,32 @@ async fn helm_keys_with_list_indexes_and_literal_dots_are_written_where_image_up
 }
 
 #[tokio::test]
+async fn a_bare_write_back_target_is_a_values_file_from_the_repository_root() {
+    let standins = git_standins(&[("write-back-target", "config/values-prod.yaml")]).await;
+    standins
+        .github
+        .push(
+            REPO,
+            "main",
+            "config/values-prod.yaml",
+            VALUES,
+            "prod values",
+        )
+        .unwrap();
+    let report = push(&standins).await;
+    expect_decision(only(&report), Action::Updated, "config/values-prod.yaml");
+    let file = standins
+        .github
+        .file(REPO, "main", "config/values-prod.yaml")
+        .unwrap();
+    assert_eq!(
+        file,
+        VALUES.replace(&format!("\"{SEED_TAG}\""), &format!("\"{PUSHED_TAG}\""))
+    );
+    assert!(standins.github.file(REPO, "main", OVERRIDE).is_none());
+}
+
+#[tokio::test]
 async fn a_values_file_nested_thousands_deep_fails_its_application_and_not_the_process() {
     let standins = git_standins(&[("write-back-target", "helmvalues:values.yaml")]).await;
     // 40 KB nested 20,000 deep: without a bound the YAML walk overflows the stack.
