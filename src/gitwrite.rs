@@ -226,6 +226,8 @@ pub struct Location {
     pub write_branch: Option<String>,
     /// The file (for [`FileKind::Kustomization`], the directory) inside the repository.
     pub path: String,
+    /// The path `{{.TargetKey}}` hashes, as Image Updater's `WriteBackTargetKey` does.
+    pub key_path: String,
     pub kind: FileKind,
     /// The source the updates are written to, as an index into [`patch::sources`].
     pub source: usize,
@@ -373,17 +375,16 @@ pub fn locate(
             None => join(&[source_path, rest]),
         }
     };
+    // Image Updater's names: the namespace joins in for Applications outside Argo CD's own
+    // namespace (apps in any namespace).
+    let default_file = if namespace.is_empty() || namespace == argocd_namespace {
+        format!(".argocd-source-{name}.yaml")
+    } else {
+        format!(".argocd-source-{namespace}_{name}.yaml")
+    };
+    let default_path = join(&[source_path, &default_file])?;
     let (kind, path) = match target.as_deref().map(str::trim) {
-        None | Some("") => {
-            // Image Updater's names: the namespace joins in for Applications outside
-            // Argo CD's own namespace (apps in any namespace).
-            let file = if namespace.is_empty() || namespace == argocd_namespace {
-                format!(".argocd-source-{name}.yaml")
-            } else {
-                format!(".argocd-source-{namespace}_{name}.yaml")
-            };
-            (FileKind::Override, join(&[source_path, &file])?)
-        }
+        None | Some("") => (FileKind::Override, default_path.clone()),
         Some("helmvalues") => (FileKind::HelmValues, relative("", "values.yaml")?),
         Some(t) if t.starts_with("helmvalues:") => (
             FileKind::HelmValues,
@@ -396,12 +397,22 @@ pub fn locate(
         ),
         Some(plain) => plain_target(plain, sources[chosen].kind)?,
     };
+    // `WriteBackTargetKey` hashes Image Updater's `Target`: for a kustomization target that
+    // stays the default override path, for a bare path it is the path as written.
+    let key_path = match (kind, target.as_deref().map(str::trim)) {
+        (FileKind::Kustomization, _) => default_path,
+        (_, Some(plain)) if !plain.starts_with("helmvalues") && !plain.is_empty() => {
+            plain.to_string()
+        }
+        _ => path.clone(),
+    };
     Ok(Location {
         url: url.to_string(),
         repo,
         branch: base,
         write_branch: write_branch.map(str::to_string),
         path,
+        key_path,
         kind,
         source: chosen,
     })
@@ -454,41 +465,131 @@ fn check_branch(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// A branch template with each `{{ … }}` field replaced by a stand-in value, to check the
-/// name's shape before the fields are known.
-fn fill_placeholders(template: &str) -> String {
-    let mut out = String::new();
-    let mut rest = template;
-    while let Some(open) = rest.find("{{") {
-        out.push_str(&rest[..open]);
-        out.push('x');
-        rest = rest[open..]
-            .find("}}")
-            .map_or("", |close| &rest[open + close + 2..]);
-    }
-    out.push_str(rest);
-    out
+/// A branch-name template in the part of Go's `text/template` Image Updater's documented
+/// templates use: fields of the application (`{{.AppName}}`, `{{.AppNamespace}}`,
+/// `{{.SHA256}}`, `{{.TargetKey}}`) and a `{{range .Images}}…{{end}}` over the changes, whose
+/// body reads `{{.Name}}`, `{{.Alias}}`, `{{.OldTag}}` and `{{.NewTag}}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Piece {
+    Text(String),
+    Field(String),
+    Images(Vec<Piece>),
 }
 
-/// Template fields Image Updater offers in branch names, and which we fill.
 const TEMPLATE_FIELDS: [&str; 4] = [".AppName", ".AppNamespace", ".SHA256", ".TargetKey"];
+const IMAGE_FIELDS: [&str; 4] = [".Name", ".Alias", ".OldTag", ".NewTag"];
+
+fn parse_template(name: &str) -> Result<Vec<Piece>, String> {
+    fn pieces<'t>(
+        name: &str,
+        mut rest: &'t str,
+        in_range: bool,
+    ) -> Result<(Vec<Piece>, &'t str), String> {
+        let mut out = Vec::new();
+        loop {
+            let Some(open) = rest.find("{{") else {
+                if in_range {
+                    return Err(format!(
+                        "git-branch target `{name}`: `{{{{range}}}}` without `{{{{end}}}}`"
+                    ));
+                }
+                if !rest.is_empty() {
+                    out.push(Piece::Text(rest.to_string()));
+                }
+                return Ok((out, ""));
+            };
+            if open > 0 {
+                out.push(Piece::Text(rest[..open].to_string()));
+            }
+            let Some(close) = rest[open..].find("}}") else {
+                return Err(format!("git-branch target `{name}`: an unclosed `{{{{`"));
+            };
+            let action = rest[open + 2..open + close].trim();
+            rest = &rest[open + close + 2..];
+            match action {
+                "end" if in_range => return Ok((out, rest)),
+                "range .Images" if !in_range => {
+                    let (body, after) = pieces(name, rest, true)?;
+                    out.push(Piece::Images(body));
+                    rest = after;
+                }
+                field
+                    if (in_range && IMAGE_FIELDS.contains(&field))
+                        || (!in_range && TEMPLATE_FIELDS.contains(&field)) =>
+                {
+                    out.push(Piece::Field(field.to_string()));
+                }
+                other => {
+                    let offered = if in_range {
+                        IMAGE_FIELDS.to_vec()
+                    } else {
+                        TEMPLATE_FIELDS.to_vec()
+                    };
+                    return Err(format!(
+                        "git-branch target `{name}`: `{{{{{other}}}}}` is not supported in branch names; use {}{}",
+                        offered
+                            .iter()
+                            .map(|f| format!("{{{{{f}}}}}"))
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        if in_range {
+                            " inside `{{range .Images}}`"
+                        } else {
+                            ", or `{{range .Images}}…{{end}}`"
+                        }
+                    ));
+                }
+            }
+        }
+    }
+    pieces(name, name, false).map(|(out, _)| out)
+}
 
 fn check_template(name: &str) -> Result<(), String> {
-    let mut rest = name;
-    while let Some(open) = rest.find("{{") {
-        let Some(close) = rest[open..].find("}}") else {
-            return Err(format!("git-branch target `{name}`: an unclosed `{{{{`"));
-        };
-        let field = rest[open + 2..open + close].trim();
-        if !TEMPLATE_FIELDS.contains(&field) {
-            return Err(format!(
-                "git-branch target `{name}`: `{{{{{field}}}}}` is not supported in branch names; use {}",
-                TEMPLATE_FIELDS.map(|f| format!("{{{{{f}}}}}")).join(", ")
-            ));
+    parse_template(name).map(|_| ())
+}
+
+/// The template filled with stand-in values, to check the name's shape before the fields
+/// are known.
+fn fill_placeholders(template: &str) -> String {
+    let example = Change {
+        image: "x".into(),
+        alias: "x".into(),
+        old_tag: "x".into(),
+        new_tag: "x".into(),
+    };
+    parse_template(template)
+        .map(|pieces| {
+            fill(
+                &pieces,
+                &|_| "x".to_string(),
+                std::slice::from_ref(&example),
+            )
+        })
+        .unwrap_or_default()
+}
+
+fn fill(pieces: &[Piece], field: &dyn Fn(&str) -> String, changes: &[Change]) -> String {
+    let mut out = String::new();
+    for piece in pieces {
+        match piece {
+            Piece::Text(text) => out.push_str(text),
+            Piece::Field(name) => out.push_str(&field(name)),
+            Piece::Images(body) => {
+                for change in changes {
+                    let of_image = |name: &str| match name {
+                        ".Name" => change.image.clone(),
+                        ".Alias" => change.alias.clone(),
+                        ".OldTag" => change.old_tag.clone(),
+                        ".NewTag" => change.new_tag.clone(),
+                        _ => String::new(),
+                    };
+                    out.push_str(&fill(body, &of_image, &[]));
+                }
+            }
         }
-        rest = &rest[open + close + 2..];
     }
-    Ok(())
+    out
 }
 
 /// One image's change, as Image Updater's templates see it.
@@ -496,6 +597,8 @@ fn check_template(name: &str) -> Result<(), String> {
 pub struct Change {
     /// The image name without its registry, as Image Updater's `ImageName`.
     pub image: String,
+    /// The image's alias in the configuration (`{{.Alias}}`).
+    pub alias: String,
     pub old_tag: String,
     pub new_tag: String,
 }
@@ -507,6 +610,7 @@ pub fn changes(entries: &[Entry]) -> Vec<Change> {
         .filter(|e| e.action == Action::Updated)
         .map(|e| Change {
             image: ImageRef::parse(&e.image).repository,
+            alias: e.alias.clone().unwrap_or_default(),
             old_tag: e.from.clone().unwrap_or_default(),
             new_tag: e.to.clone().unwrap_or_default(),
         })
@@ -522,22 +626,24 @@ pub fn branch_name(template: &str, app: &Value, target_key: &str, changes: &[Cha
     }
     let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, hashed.as_bytes());
     let sha: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
-    let mut out = String::new();
-    let mut rest = template;
-    while let Some(open) = rest.find("{{") {
-        out.push_str(&rest[..open]);
-        let close = rest[open..].find("}}").map_or(rest.len(), |c| open + c);
-        let value = match rest[open + 2..close].trim() {
-            ".AppName" => app["metadata"]["name"].as_str().unwrap_or_default(),
-            ".AppNamespace" => app["metadata"]["namespace"].as_str().unwrap_or_default(),
-            ".SHA256" => sha.as_str(),
-            ".TargetKey" => target_key,
-            _ => "",
-        };
-        out.push_str(value);
-        rest = rest.get(close + 2..).unwrap_or_default();
-    }
-    out.push_str(rest);
+    let app_field = |name: &str| match name {
+        ".AppName" => app["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        ".AppNamespace" => app["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        ".SHA256" => sha.clone(),
+        ".TargetKey" => target_key.to_string(),
+        _ => String::new(),
+    };
+    // A template that does not parse was refused when the Application was read; Image
+    // Updater renders such a name empty too.
+    let out = parse_template(template)
+        .map(|pieces| fill(&pieces, &app_field, changes))
+        .unwrap_or_default();
     out.chars().take(255).collect()
 }
 
@@ -1242,6 +1348,18 @@ mod tests {
                 "{file}"
             );
         }
+        // `{{.TargetKey}}` hashes what Image Updater's `Target` holds.
+        for (target, key_path) in [
+            (
+                "kustomization:../base",
+                "argocd/.argocd-source-aws-pipeline-test.yaml",
+            ),
+            ("helmvalues:env/values.yaml", "argocd/env/values.yaml"),
+            ("/config/values-prod.yaml", "/config/values-prod.yaml"),
+        ] {
+            let at = locate(&app, &git(Some(target), None, None), "argocd", &[]).unwrap();
+            assert_eq!(at.key_path, key_path, "{target}");
+        }
         let kustomize_app = Application::seed()
             .source(json!({"repoURL": "https://github.com/barun/invitation.git", "targetRevision": "main", "path": "overlays/dev", "kustomize": {}}), "Kustomize")
             .build();
@@ -1352,6 +1470,7 @@ mod tests {
         let app = Application::seed().build();
         let changes = vec![Change {
             image: "barun-dev-ecr".into(),
+            alias: "app".into(),
             old_tag: "20250825-120000".into(),
             new_tag: "20250825-153012".into(),
         }];
@@ -1369,12 +1488,53 @@ mod tests {
         let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(name, format!("image-updater-aws-pipeline-test-{hex}"));
         assert_eq!(branch_name(&"x".repeat(300), &app, "", &changes).len(), 255);
+        // Image Updater's documented `range` over the changed images.
+        assert_eq!(
+            branch_name(
+                "image-updater{{range .Images}}-{{.Name}}-{{.NewTag}}{{end}}",
+                &app,
+                "",
+                &changes
+            ),
+            "image-updater-barun-dev-ecr-20250825-153012"
+        );
+        assert_eq!(
+            branch_name(
+                "u/{{.TargetKey}}{{range .Images}}/{{.Alias}}{{end}}",
+                &app,
+                "1a2b3c4d",
+                &changes
+            ),
+            "u/1a2b3c4d/app"
+        );
+    }
+
+    #[test]
+    fn a_branch_template_outside_the_supported_subset_is_refused_naming_what_is_offered() {
+        for (template, expected) in [
+            ("x-{{.Images}}", "`{{.Images}}` is not supported"),
+            (
+                "x{{range .Images}}{{.AppName}}{{end}}",
+                "inside `{{range .Images}}`",
+            ),
+            ("x{{range .Images}}{{.Name}}", "without `{{end}}`"),
+            ("x-{{.AppName", "an unclosed"),
+            ("x-{{ printf \"%s\" .AppName }}", "is not supported"),
+        ] {
+            let error = check_template(template).unwrap_err();
+            assert!(error.contains(expected), "{template}: {error}");
+        }
+        assert!(
+            check_template("main-{{range .Images}}{{.Name}}-{{.OldTag}}{{end}}-{{.SHA256}}")
+                .is_ok()
+        );
     }
 
     #[test]
     fn the_commit_message_is_image_updaters_default_template() {
         let changes = vec![Change {
             image: "barun-dev-ecr".into(),
+            alias: "app".into(),
             old_tag: "20250825-120000".into(),
             new_tag: "20250825-153012".into(),
         }];

@@ -690,7 +690,7 @@ impl Handler {
                 .split(':')
                 .next()
                 .unwrap_or_default(),
-            location.path
+            location.key_path
         );
         let snapshot =
             match GitSnapshot::read(host.as_ref(), location, pull_request.is_some()).await {

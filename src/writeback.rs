@@ -289,6 +289,7 @@ fn changes_of(plan: &WritePlan) -> Vec<Change> {
                         i["image"].as_str().unwrap_or_default(),
                     )
                     .repository,
+                    alias: i["alias"].as_str().unwrap_or_default().to_string(),
                     old_tag: i["from"].as_str().unwrap_or_default().to_string(),
                     new_tag: i["to"].as_str().unwrap_or_default().to_string(),
                 })
