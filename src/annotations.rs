@@ -137,6 +137,19 @@ pub struct AnnotationError {
     pub problem: String,
 }
 
+impl ImageConfig {
+    /// The platforms a candidate's manifest is checked against: Image Updater reads
+    /// manifests, and so filters by platform, only for the strategies that fetch metadata
+    /// (`newest-build`, `digest`); under `semver` and `alphabetical` the setting has no
+    /// effect there, and none here.
+    pub fn platform_filter(&self) -> &[Platform] {
+        match self.policy.strategy {
+            Strategy::NewestBuild | Strategy::Digest => &self.platforms,
+            Strategy::Semver | Strategy::Alphabetical => &[],
+        }
+    }
+}
+
 impl AnnotationError {
     /// How the message names the setting: an annotation, or an ImageUpdater object's field.
     fn setting(&self) -> String {
@@ -404,7 +417,15 @@ impl Reader<'_> {
             None => false,
         };
         let platforms = match self.lookup(alias, "platforms", false) {
-            Some((key, value)) => parse_platforms(&key, value)?,
+            Some((key, value)) => {
+                let platforms = parse_platforms(&key, value)?;
+                if matches!(strategy, Strategy::Semver | Strategy::Alphabetical) {
+                    notes.push(format!(
+                        "`{key}` has no effect under {strategy}: as in Image Updater, only newest-build and digest check platforms"
+                    ));
+                }
+                platforms
+            }
             None => Vec::new(),
         };
         if let Some((key, _)) = self.lookup(alias, "pull-secret", true) {
@@ -899,7 +920,14 @@ mod tests {
         assert_eq!(image.kustomize_image_name.as_deref(), Some("api"));
         assert_eq!(image.platforms.len(), 2);
         assert_eq!(image.platforms[1].variant.as_deref(), Some("v8"));
-        assert!(image.notes[0].contains("IAM role"), "{:?}", image.notes);
+        // Under semver the platforms are read but, as in Image Updater, filter nothing.
+        assert!(image.platform_filter().is_empty());
+        assert!(
+            image.notes[0].contains("has no effect under semver"),
+            "{:?}",
+            image.notes
+        );
+        assert!(image.notes[1].contains("IAM role"), "{:?}", image.notes);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::annotations::{AppConfig, ImageConfig, ImageEntry, Platform};
-use crate::ecr::{Platforms, offers_all};
+use crate::ecr::{Platforms, offers_any};
 use crate::event::{PushEvent, registry_host};
 use crate::imageupdater::Source;
 use crate::patch::{self, AUDIT_ANNOTATION, ImageUpdate, Targets, WritePlan};
@@ -592,7 +592,7 @@ impl ImageCase<'_> {
     /// The registry facts this image's strategy needs in this mode.
     pub fn needs(&self, mode: Mode<'_>) -> Needs {
         let policy = &self.config.policy;
-        let manifests = !self.config.platforms.is_empty();
+        let manifests = !self.config.platform_filter().is_empty();
         match mode {
             Mode::Reconcile => Needs {
                 describe: Vec::new(),
@@ -748,7 +748,7 @@ impl ImageCase<'_> {
             }
         });
         if let Some(update) = outcome.update.as_mut()
-            && !self.config.platforms.is_empty()
+            && !self.config.platform_filter().is_empty()
         {
             update.check_platforms = Some(update.to.tag.clone());
         }
@@ -777,7 +777,7 @@ impl ImageCase<'_> {
     /// stops at the first that passes; without one only the best is needed.
     pub fn candidates<'t>(&self, tags: &'t [TagInfo]) -> Vec<&'t TagInfo> {
         let ranked = self.config.policy.ranked(tags);
-        if self.config.platforms.is_empty() {
+        if self.config.platform_filter().is_empty() {
             ranked.into_iter().take(1).collect()
         } else {
             ranked
@@ -796,8 +796,8 @@ impl ImageCase<'_> {
         let Some(chosen) = chosen else {
             let reason = if platform_refusals > 0 {
                 format!(
-                    "none of the {platform_refusals} allowed tags offers the platform(s) {} asked by the platforms annotation",
-                    platform_list(&self.config.platforms)
+                    "none of the {platform_refusals} allowed tags offers any of the platform(s) {} the platforms annotation allows",
+                    platform_list(self.config.platform_filter())
                 )
             } else {
                 KeepReason::NoEligibleTag(tags.len()).to_string()
@@ -937,7 +937,7 @@ pub fn running_since(app: &Value, image: &ImageConfig, current: &TagRef) -> Opti
         })
 }
 
-/// Does a manifest offer every wanted platform? `Err` holds the skip reason.
+/// Does a manifest offer a platform the annotation allows? `Err` holds the skip reason.
 pub fn platform_verdict(
     tag: &str,
     manifest: Option<&Platforms>,
@@ -945,12 +945,12 @@ pub fn platform_verdict(
 ) -> Result<(), String> {
     match manifest {
         None => Err(format!("ECR has no manifest for `{tag}` any more")),
-        Some(Platforms::Index(offered)) => offers_all(offered, wanted).map_err(|missing| {
-            format!(
-                "`{tag}` lacks platform(s) {} asked by the platforms annotation",
-                missing.join(", ")
-            )
-        }),
+        Some(Platforms::Index(offered)) if offers_any(offered, wanted) => Ok(()),
+        Some(Platforms::Index(offered)) => Err(format!(
+            "`{tag}` offers none of the platform(s) {} the platforms annotation allows (it has {})",
+            platform_list(wanted),
+            platform_list(offered)
+        )),
         Some(Platforms::Single) => {
             tracing::warn!(
                 tag,
@@ -1305,7 +1305,10 @@ mod tests {
 
     #[test]
     fn reconcile_names_the_platforms_when_every_allowed_tag_lacks_one() {
-        let cfg = config(&[("app.platforms", "linux/arm64")]);
+        let cfg = config(&[
+            ("app.platforms", "linux/arm64"),
+            ("app.update-strategy", "newest-build"),
+        ]);
         let app = app("1.0.0", &running("1.0.0"));
         let case = prepare(&app, &cfg.images[0], REGION).unwrap();
         let tags = vec![tag("1.1.0", None), tag("1.2.0", None)];
@@ -1314,10 +1317,40 @@ mod tests {
         assert!(
             outcome.entries[0]
                 .reason
-                .contains("none of the 2 allowed tags offers the platform(s) linux/arm64"),
+                .contains("none of the 2 allowed tags offers any of the platform(s) linux/arm64"),
             "{}",
             outcome.entries[0].reason
         );
+    }
+
+    #[test]
+    fn platforms_filter_only_the_strategies_that_read_manifests_as_in_image_updater() {
+        for (strategy, filters) in [
+            ("semver", false),
+            ("alphabetical", false),
+            ("newest-build", true),
+            ("digest", true),
+        ] {
+            let list = if strategy == "digest" {
+                format!("app={IMAGE}:stable")
+            } else {
+                format!("app={IMAGE}")
+            };
+            let cfg = config(&[
+                ("image-list", list.as_str()),
+                ("app.platforms", "linux/arm64"),
+                ("app.update-strategy", strategy),
+            ]);
+            let app = app("1.0.0", &running("1.0.0"));
+            let case = prepare(&app, &cfg.images[0], REGION).unwrap();
+            let tags = vec![tag("1.1.0", None), tag("1.2.0", None)];
+            if strategy != "digest" {
+                // Filtering, every ranked tag is a candidate to check; not, only the best.
+                let expected = if filters { 2 } else { 1 };
+                assert_eq!(case.candidates(&tags).len(), expected, "{strategy}");
+            }
+            assert_eq!(case.needs(Mode::Reconcile).manifests, filters, "{strategy}");
+        }
     }
 
     #[test]

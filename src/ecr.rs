@@ -591,26 +591,18 @@ pub fn parse_platforms(manifest: &str) -> Result<Platforms, String> {
     })
 }
 
-/// Does an index offer every platform the annotation asks for? A platform asked without a
-/// variant matches any variant.
-pub fn offers_all(offered: &[Platform], wanted: &[Platform]) -> Result<(), Vec<String>> {
-    let missing: Vec<String> = wanted
-        .iter()
-        .filter(|w| {
-            !offered.iter().any(|o| {
-                o.os == w.os && o.arch == w.arch && (w.variant.is_none() || w.variant == o.variant)
-            })
+/// Does an image index offer a platform the annotation allows? Image Updater's
+/// `WantsPlatform` over the index's entries: an entry matches an allowed platform exactly,
+/// or, where the entry names a variant, an allowed platform of the same OS and architecture
+/// without one. Any one match is enough; Kubernetes picks the image for each node.
+pub fn offers_any(offered: &[Platform], allowed: &[Platform]) -> bool {
+    offered.iter().any(|o| {
+        allowed.iter().any(|w| {
+            o.os == w.os
+                && o.arch == w.arch
+                && (w.variant == o.variant || (o.variant.is_some() && w.variant.is_none()))
         })
-        .map(|w| match &w.variant {
-            Some(v) => format!("{}/{}/{v}", w.os, w.arch),
-            None => format!("{}/{}", w.os, w.arch),
-        })
-        .collect();
-    if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(missing)
-    }
+    })
 }
 
 #[cfg(test)]
@@ -702,28 +694,34 @@ mod tests {
     }
 
     #[test]
-    fn every_wanted_platform_must_be_offered() {
+    fn an_index_passes_when_any_entry_is_a_platform_the_annotation_allows() {
         let offered = [
             platform("linux", "amd64", None),
             platform("linux", "arm64", Some("v8")),
         ];
-        assert_eq!(
-            offers_all(&offered, &[platform("linux", "arm64", None)]),
-            Ok(())
-        );
-        assert_eq!(
-            offers_all(&offered, &[platform("linux", "arm64", Some("v8"))]),
-            Ok(())
-        );
-        assert_eq!(
-            offers_all(
-                &offered,
+        let table: &[(&[Platform], bool)] = &[
+            // a variant entry matches the allowed platform named without a variant
+            (&[platform("linux", "arm64", None)], true),
+            (&[platform("linux", "arm64", Some("v8"))], true),
+            // one allowed platform offered is enough, as in Image Updater
+            (
                 &[
                     platform("linux", "amd64", None),
-                    platform("linux", "arm", Some("v7"))
-                ]
+                    platform("linux", "arm", Some("v7")),
+                ],
+                true,
             ),
-            Err(vec!["linux/arm/v7".to_string()])
-        );
+            (&[platform("linux", "arm", Some("v7"))], false),
+            (&[platform("linux", "arm64", Some("v9"))], false),
+            (&[platform("windows", "amd64", None)], false),
+        ];
+        for (allowed, expected) in table {
+            assert_eq!(offers_any(&offered, allowed), *expected, "{allowed:?}");
+        }
+        // An entry without a variant does not match an allowed platform that names one.
+        assert!(!offers_any(
+            &[platform("linux", "arm64", None)],
+            &[platform("linux", "arm64", Some("v8"))]
+        ));
     }
 }

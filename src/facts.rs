@@ -138,7 +138,7 @@ impl<'a> RegistryFacts<'a> {
             .await
     }
 
-    /// Whether `tag`'s manifest offers every platform the image asks for; `Err` of the
+    /// Whether `tag`'s manifest offers a platform the image allows; `Err` of the
     /// inner result is the skip reason.
     pub async fn check_platforms(
         &self,
@@ -152,18 +152,18 @@ impl<'a> RegistryFacts<'a> {
         Ok(decide::platform_verdict(
             tag,
             manifest.as_ref(),
-            &case.config.platforms,
+            case.config.platform_filter(),
         ))
     }
 
-    /// Reconcile: the first candidate, in rank order, whose manifest offers every wanted
-    /// platform; without a platforms annotation, simply the first.
+    /// Reconcile: the first candidate, in rank order, whose manifest offers an allowed
+    /// platform; without platforms to filter by, simply the first.
     pub async fn choose<'t>(
         &self,
         case: &ImageCase<'_>,
         candidates: &[&'t TagInfo],
     ) -> Result<Choice<'t>, FetchFailure> {
-        if case.config.platforms.is_empty() {
+        if case.config.platform_filter().is_empty() {
             return Ok(Choice {
                 chosen: candidates.first().copied(),
                 platform_refusals: 0,
@@ -180,7 +180,7 @@ impl<'a> RegistryFacts<'a> {
                 match decide::platform_verdict(
                     &candidate.name,
                     manifest.as_ref(),
-                    &case.config.platforms,
+                    case.config.platform_filter(),
                 ) {
                     Ok(()) => {
                         return Ok(Choice {

@@ -324,7 +324,8 @@ async fn reconcile_skips_a_better_tag_lacking_a_platform_and_takes_the_best_that
             "web",
             &[
                 ("image-list", &format!("app={web}")),
-                ("app.platforms", "linux/amd64,linux/arm64"),
+                ("app.update-strategy", "newest-build"),
+                ("app.platforms", "linux/arm64"),
             ],
             helm(&[("image.name", web), ("image.tag", "1.0.0")]),
             &[&format!("{web}:1.0.0")],

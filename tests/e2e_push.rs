@@ -670,27 +670,33 @@ async fn an_image_the_application_does_not_run_is_skipped_unless_forced() {
 }
 
 #[tokio::test]
-async fn platforms_must_all_be_in_the_pushed_index() {
+async fn a_pushed_index_is_rolled_out_only_if_it_offers_a_platform_the_annotation_allows() {
     let standins = StandIns::start_seeded().await.unwrap();
     let index: Image = serde_json::from_value(json!({"repository": "barun-dev-ecr", "tag": "20250825-153012", "digest": D('3'),
         "pushedAt": "2025-08-25T06:30:14Z", "mediaType": "application/vnd.oci.image.index.v1+json", "platforms": ["linux/amd64"]})).unwrap();
     standins.aws.push(index);
-    standins
-        .kube
-        .edit("argocd", "aws-pipeline-test", |a| {
-            a["metadata"]["annotations"]["argocd-image-updater.argoproj.io/app.platforms"] =
-                json!("linux/amd64,linux/arm64");
-        })
-        .unwrap();
+    let allow = |platforms: &'static str| {
+        standins
+            .kube
+            .edit("argocd", "aws-pipeline-test", move |a| {
+                a["metadata"]["annotations"]["argocd-image-updater.argoproj.io/app.platforms"] =
+                    json!(platforms);
+            })
+            .unwrap();
+    };
+    allow("linux/arm64");
     let report = ok(&standins, &[], &event("push-date-tag.json")).await;
-    assert!(
-        only(&report)
-            .reason
-            .contains("lacks platform(s) linux/arm64"),
-        "{}",
-        only(&report).reason
+    expect_decision(
+        only(&report),
+        Action::Skipped,
+        "offers none of the platform(s) linux/arm64 the platforms annotation allows (it has linux/amd64)",
     );
     assert_eq!(kube_requests(&standins, "PATCH"), 0);
+    // Any one allowed platform is enough, as in Image Updater: Kubernetes picks per node.
+    allow("linux/amd64,linux/arm64");
+    let report = ok(&standins, &[], &event("push-date-tag.json")).await;
+    expect_decision(only(&report), Action::Updated, "");
+    assert_eq!(kube_requests(&standins, "PATCH"), 1);
 }
 
 /// The seed Application first in its namespace, then `others` tracking other images.
