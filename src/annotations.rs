@@ -404,6 +404,12 @@ impl Reader<'_> {
             None => AllowTags::Any,
         };
         let ignore = match self.lookup(alias, "ignore-tags", true) {
+            // An object's list arrives as JSON, so an item holding a comma stays one item.
+            Some((key, value)) if self.synthesized => {
+                let items: Vec<String> = serde_json::from_str(value).unwrap_or_default();
+                IgnoreTags::of_patterns(items.iter().map(String::as_str))
+                    .map_err(|e| policy_error(key, value, e))?
+            }
             Some((key, value)) => {
                 IgnoreTags::parse(value).map_err(|e| policy_error(key, value, e))?
             }

@@ -684,7 +684,11 @@ fn synthesize(
                 "ignore-tags",
                 "ignoreTags",
                 winner(
-                    &|s| s.ignore_tags.as_ref().map(|t| t.join(",")),
+                    &|s| {
+                        s.ignore_tags
+                            .as_ref()
+                            .map(|t| serde_json::to_string(t).unwrap_or_default())
+                    },
                     "ignoreTags",
                 ),
             ),
@@ -1088,6 +1092,38 @@ mod tests {
             let selector: LabelSelector = serde_json::from_value(selector.clone()).unwrap();
             assert_eq!(selector.matches(&l), *matches, "{selector:?}");
         }
+    }
+
+    #[test]
+    fn an_ignore_tags_item_holding_a_comma_stays_one_pattern() {
+        let objects = vec![object(
+            "iu",
+            json!({"applicationRefs": [{"namePattern": "web", "images": [
+                {"alias": "a", "imageName": "r.example.com/a",
+                 "commonUpdateSettings": {"updateStrategy": "alphabetical", "ignoreTags": ["v2,v3", "v4*"]}}]}]}),
+        )];
+        let none = BTreeMap::new();
+        let config = resolve(&objects, "argocd", "web", &none, &none)
+            .config(&none)
+            .unwrap();
+        let policy = &config.images[0].config.as_ref().unwrap().policy;
+        let named = |names: &[&str]| -> Vec<crate::policy::TagInfo> {
+            names
+                .iter()
+                .map(|n| crate::policy::TagInfo::named(*n))
+                .collect()
+        };
+        // `v2,v3` is one Go glob (it matches no tag); split, it would have hidden v3.
+        assert_eq!(
+            policy.select(&named(&["v1", "v3"])).map(|t| t.to_string()),
+            Some("v3".to_string())
+        );
+        assert_eq!(
+            policy
+                .select(&named(&["v1", "v4.1"]))
+                .map(|t| t.to_string()),
+            Some("v1".to_string())
+        );
     }
 
     #[test]

@@ -187,9 +187,17 @@ impl AllowTags {
 pub struct IgnoreTags(Vec<go_glob::GoGlob>);
 
 impl IgnoreTags {
+    /// An annotation's comma-separated patterns.
     pub fn parse(value: &str) -> Result<Self, PolicyError> {
-        value
-            .split(',')
+        Self::of_patterns(value.split(','))
+    }
+
+    /// An ImageUpdater object's `ignoreTags` list, item by item: a pattern may hold a comma.
+    pub fn of_patterns<'p>(
+        patterns: impl IntoIterator<Item = &'p str>,
+    ) -> Result<Self, PolicyError> {
+        patterns
+            .into_iter()
             .map(str::trim)
             .filter(|p| !p.is_empty())
             .map(|p| {
