@@ -1697,4 +1697,76 @@ mod tests {
             "{missing}"
         );
     }
+
+    /// A deliberate difference from Image Updater (docs/compatibility.md): another image the
+    /// Application's spec overrides is never written to a kustomization or override file.
+    #[test]
+    fn only_the_tracked_kustomize_image_is_written_never_the_specs_other_overrides() {
+        let app = Application::seed()
+            .source(json!({"repoURL": "https://github.com/barun/invitation.git", "targetRevision": "main", "path": "overlays/dev",
+                           "kustomize": {"images": ["sidecar=r.example.com/sidecar:hand-set"]}}), "Kustomize")
+            .build();
+        for target in ["kustomization", ""] {
+            let config = seed_config(&[
+                ("write-back-target", target),
+                ("app.kustomize.image-name", "invitation"),
+            ]);
+            let images = images_of(&config);
+            let at = locate(&app, &config.write_back.clone().unwrap(), "argocd", &[]).unwrap();
+            let file = if target.is_empty() {
+                format!(
+                    "kustomize:\n  images:\n  - sidecar=r.example.com/sidecar:v1\n  - invitation={IMAGE}:20250825-120000\n"
+                )
+            } else {
+                format!(
+                    "images:\n  - name: sidecar\n    newTag: v1\n  - name: invitation\n    newName: {IMAGE}\n    newTag: \"20250825-120000\"\n"
+                )
+            };
+            let effective = effective_app(&app, &at, Some(&file), &images).unwrap();
+            let mut patched = effective.clone();
+            let list = patched["spec"]["source"]["kustomize"]["images"]
+                .as_array_mut()
+                .unwrap();
+            for entry in list.iter_mut() {
+                if entry.as_str().is_some_and(|e| e.starts_with("invitation")) {
+                    *entry = json!(format!("invitation={IMAGE}:20250825-153012"));
+                }
+            }
+            let text = render(&at, Some(&file), &patched, &images)
+                .unwrap()
+                .unwrap();
+            assert!(text.contains("20250825-153012"), "{target}: {text}");
+            assert!(!text.contains("hand-set"), "{target}: {text}");
+            assert!(
+                text.contains("sidecar") && text.contains("v1"),
+                "{target}: {text}"
+            );
+        }
+    }
+
+    /// A deliberate difference (docs/compatibility.md): Image Updater re-marshals the override
+    /// file, adding `forcestring: false` to entries without it and dropping other keys.
+    #[test]
+    fn the_override_file_keeps_other_keys_and_entries_exactly_as_written() {
+        let app = Application::seed().build();
+        let config = seed_config(&[]);
+        let images = images_of(&config);
+        let at = locate(&app, &config.write_back.clone().unwrap(), "argocd", &[]).unwrap();
+        let existing = "helm:\n  parameters:\n  - name: replicaCount\n    value: \"3\"\n  valueFiles:\n  - values-prod.yaml\n";
+        let effective = effective_app(&app, &at, Some(existing), &images).unwrap();
+        let text = render(
+            &at,
+            Some(existing),
+            &moved(&effective, "20250825-153012"),
+            &images,
+        )
+        .unwrap()
+        .unwrap();
+        assert!(
+            text.contains("  - name: replicaCount\n    value: \"3\"\n"),
+            "{text}"
+        );
+        assert!(!text.contains("forcestring: false"), "{text}");
+        assert!(text.contains("valueFiles:\n  - values-prod.yaml"), "{text}");
+    }
 }
