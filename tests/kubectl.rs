@@ -1,5 +1,5 @@
 //! The Kubernetes stand-in driven by a real client: `kubectl`, where it is installed, runs the
-//! documented commands (docs/operations.md) against it unchanged. A stand-in that only our own client has talked to
+//! documented commands (docs/deploy.md) against it unchanged. A stand-in that only our own client has talked to
 //! could agree with our client's mistakes; kubectl's discovery, content negotiation, tables
 //! and access reviews cannot.
 
