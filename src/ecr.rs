@@ -27,7 +27,7 @@ pub enum EcrError {
     )]
     AccessDenied { repository: String, message: String },
     #[error(
-        "registry {registry} refuses the function's role on `{repository}` ({message}): that account's repository policy must allow it (docs/clusters-and-registries.md, "Images in a central registry account"), and the template must list {registry} in RegistryAccounts; not retried"
+        "registry {registry} refuses the function's role on `{repository}` ({message}): that account's repository policy must allow it (docs/clusters-and-registries.md, images in a central registry account), and the template must list {registry} in RegistryAccounts; not retried"
     )]
     ForeignDenied {
         registry: String,
