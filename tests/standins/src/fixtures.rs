@@ -15,7 +15,7 @@ use crate::aws::Image;
 
 pub const ACCOUNT: &str = "768157413559";
 pub const REGION: &str = "ap-northeast-2";
-/// The seed write-up's repository, Application and running tag.
+/// The seed's repository, Application and running tag, as the README describes them.
 pub const SEED_REPOSITORY: &str = "barun-dev-ecr";
 pub const SEED_IMAGE: &str = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/barun-dev-ecr";
 pub const SEED_APP: &str = "aws-pipeline-test";

@@ -12,7 +12,8 @@ use crate::aws::Image;
 const BUILTIN_APPLICATION: &str = include_str!("../seed/applications/aws-pipeline-test.yaml");
 const BUILTIN_IMAGES: &str = include_str!("../seed/images.json");
 
-/// The seed shipped with the project, mirroring the write-up in `shared/seed`.
+/// The seed shipped with the project: the setup the README describes (a Helm-wrapped chart,
+/// its Application and date-tagged images).
 pub fn load_builtin(standins: &StandIns) -> Result<(), String> {
     load_applications_text(standins, BUILTIN_APPLICATION, "builtin application")?;
     load_images_text(standins, BUILTIN_IMAGES, "builtin images")
