@@ -1,6 +1,6 @@
 //! The `token`, `plan` and `migrate` subcommands, run as the compiled CLI a user runs.
 
-#[path = "../../tests/common/mod.rs"]
+#[path = "../../tests/e2e/common.rs"]
 mod common;
 
 use std::process::Command;

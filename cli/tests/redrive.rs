@@ -1,7 +1,7 @@
 //! `redrive`, run as the compiled CLI a user runs: both shapes of a parked event replayed, and
 //! a message deleted only after its event succeeded.
 
-#[path = "../../tests/common/mod.rs"]
+#[path = "../../tests/e2e/common.rs"]
 mod common;
 
 use std::process::Command;

@@ -4,15 +4,13 @@
 //! name and fails the invocation retryably while the others are written; a retry is
 //! idempotent per cluster; endpoints, CAs and tokens are cached per cluster.
 
-mod common;
-
 use std::collections::BTreeSet;
 
+use crate::common::{event, expect_decision, handler};
 use argocd_ecr_updater::handler::HandlerError;
 use argocd_ecr_updater::report::{Action, Report};
 use argocd_ecr_updater_standins::fixtures::{PUSHED_TAG, SEED_TAG};
 use argocd_ecr_updater_standins::{ExtraCluster, Options, Service, StandIns, kube::KubeState};
-use common::{event, expect_decision, handler};
 
 const SEED_APP: &str = "aws-pipeline-test";
 

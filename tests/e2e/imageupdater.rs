@@ -2,15 +2,13 @@
 //! Updater would, side by side with annotations, against the stand-in serving the vendored
 //! CRD with its status subresource.
 
-mod common;
-
+use crate::common::{event, expect_decision, handler, seed_tag};
 use argocd_ecr_updater::report::{Action, Entry, Report};
 use argocd_ecr_updater_standins::fixtures::{
     Application, IMAGE_UPDATER, PUSHED_TAG, SEED_APP, SEED_IMAGE, SEED_TAG, image_updater,
     seed_image_updater,
 };
 use argocd_ecr_updater_standins::{FaultAction, Route, StandIns};
-use common::{event, expect_decision, handler, seed_tag};
 use serde_json::{Value, json};
 
 async fn push(standins: &StandIns) -> Report {

@@ -1,12 +1,10 @@
 //! End to end: what an operator sees: the Kubernetes Event of an update and the SNS report.
 //! Redriving the dead-letter queue is the CLI's (`cli/tests/redrive.rs`).
 
-mod common;
-
+use crate::common::{event, expect_decision, handler};
 use argocd_ecr_updater::report::Action;
 use argocd_ecr_updater_standins::fixtures::{PUSHED_TAG, SEED_APP, SEED_TAG};
 use argocd_ecr_updater_standins::{Service, StandIns};
-use common::{event, expect_decision, handler};
 
 const TOPIC: &str = "arn:aws:sns:ap-northeast-2:768157413559:argocd-ecr-updater-reports";
 

@@ -1,8 +1,7 @@
 //! End to end against the stand-ins: the configurations real Image Updater users have, each
 //! of which the function once got wrong (wrong image deployed, a wrong skip, a loop).
 
-mod common;
-
+use crate::common::{event, expect_decision, handler};
 use argocd_ecr_updater::handler::HandlerError;
 use argocd_ecr_updater::report::{Action, Entry, Report};
 use argocd_ecr_updater_standins::fixtures::kube_ca_data;
@@ -14,7 +13,6 @@ use argocd_ecr_updater_standins::kube::PROXY_PREFIX;
 use argocd_ecr_updater_standins::{
     FaultAction, Grant, Route, Service, StandIns, image_updater_grants,
 };
-use common::{event, expect_decision, handler};
 use serde_json::{Value, json};
 
 /// An Application tracking the seed image with these Image Updater annotations and source.

@@ -2,8 +2,6 @@
 //! clients (a closed port, a name that does not resolve, the stand-in answering the service's
 //! own error shapes).
 
-mod common;
-
 use argocd_ecr_updater::ecr::{Ecr, EcrError};
 use argocd_ecr_updater::eks_auth::{ClusterError, describe_cluster};
 use argocd_ecr_updater_standins::{FaultAction, Route, StandIns};

@@ -171,7 +171,7 @@ async fn the_stand_ins_load_a_seed_folder_of_yaml_and_json() {
     let standins = StandIns::start(Options::default()).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("applications")).unwrap();
-    let app = include_str!("standins/seed/applications/aws-pipeline-test.yaml");
+    let app = include_str!("../standins/seed/applications/aws-pipeline-test.yaml");
     std::fs::write(
         dir.path().join("applications/a.yaml"),
         format!(

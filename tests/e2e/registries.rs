@@ -4,13 +4,11 @@
 //! policy refuses the function is a permanent, clearly worded configuration error, not a
 //! retry storm; a replicated image is decided as a push in the destination region.
 
-mod common;
-
+use crate::common::{expect_decision, handler, helm_parameter};
 use argocd_ecr_updater::handler::HandlerError;
 use argocd_ecr_updater::report::{Action, Report};
 use argocd_ecr_updater_standins::StandIns;
 use argocd_ecr_updater_standins::fixtures::{Application, PUSHED_TAG, SEED_TAG, push_event};
-use common::{expect_decision, handler, helm_parameter};
 use serde_json::json;
 
 const REGISTRY_ACCOUNT: &str = "111122223333";

@@ -3,8 +3,6 @@
 //! could agree with our client's mistakes; kubectl's discovery, content negotiation, tables
 //! and access reviews cannot.
 
-mod common;
-
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -79,7 +77,10 @@ impl Cluster {
         let home = tempfile::tempdir().unwrap();
         let ca_file = home.path().join("ca.pem");
         std::fs::write(&ca_file, &standins.ca_pem).unwrap();
-        let (token, _) = common::token_source(&standins).fresh().await.unwrap();
+        let (token, _) = crate::common::token_source(&standins)
+            .fresh()
+            .await
+            .unwrap();
         Self {
             program,
             server: standins.kube_endpoint(),

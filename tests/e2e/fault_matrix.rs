@@ -2,14 +2,12 @@
 //! outcomes: retried and updated, or the invocation failed with a clear message. Never a
 //! partial or wrong write: the Application is either exactly as before or exactly updated.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::{event, handler};
 use argocd_ecr_updater::handler::HandlerError;
 use argocd_ecr_updater::report::Action;
 use argocd_ecr_updater_standins::{FaultAction, Route, StandIns, tls};
-use common::{event, handler};
 use serde_json::Value;
 
 #[derive(Debug)]

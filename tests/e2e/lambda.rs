@@ -2,13 +2,11 @@
 //! environment variables only, as Lambda configures it, reaching ECR, EKS and the API server
 //! stand-ins over the network.
 
-mod common;
-
 use std::io::Read;
 use std::time::Duration;
 
+use crate::common::{event, seed_tag, spawn_lambda};
 use argocd_ecr_updater_standins::{Grant, Outcome, StandIns, image_updater_grants};
-use common::{event, seed_tag, spawn_lambda};
 use serde_json::json;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_argocd-ecr-updater");
@@ -31,7 +29,7 @@ async fn error(standins: &StandIns, event: serde_json::Value) -> serde_json::Val
 }
 
 /// Everything the function process wrote to stderr (its log), once it has exited or been killed.
-fn stderr_of(function: &mut common::LambdaProcess) -> String {
+fn stderr_of(function: &mut crate::common::LambdaProcess) -> String {
     let mut stderr = String::new();
     function
         .child

@@ -2,17 +2,15 @@
 //! relies on (metadata-only pagination, patch semantics, optimistic concurrency, schema
 //! validation, typed errors) and the stand-in's fidelity on each point.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::{TIMEOUTS, kube_client, token_source};
 use argocd_ecr_updater::config::ClusterAccess;
 use argocd_ecr_updater::kube::{KubeClient, KubeError, ListOptions, Patch};
 use argocd_ecr_updater_standins::fixtures::image_updater;
 use argocd_ecr_updater_standins::{
     FaultAction, Grant, Options, Route, Service, StandIns, function_identity, tls,
 };
-use common::{TIMEOUTS, kube_client, token_source};
 use serde_json::{Value, json};
 
 fn app(namespace: &str, name: &str, labels: Value, image_list: Option<&str>) -> Value {
@@ -487,7 +485,7 @@ async fn a_token_for_another_cluster_or_a_skewed_clock_is_refused() {
         "barun-dev",
         "ap-northeast-2",
         aws_credential_types::provider::SharedCredentialsProvider::new(
-            common::function_credentials(),
+            crate::common::function_credentials(),
         ),
         std::sync::Arc::new(argocd_ecr_updater::eks_auth::SystemClock),
     ));

@@ -2,15 +2,13 @@
 //! credentials from the Secrets Manager stand-in, the real handler, and the seed's
 //! Terraform-managed Application switched to `write-back-method: git`.
 
-mod common;
-
+use crate::common::{event, expect_decision, handler};
 use argocd_ecr_updater::handler::HandlerError;
 use argocd_ecr_updater::report::{Action, Entry, Report};
 use argocd_ecr_updater_standins::fixtures::{
     PUSHED_TAG, SEED_APP, SEED_IMAGE, SEED_TAG, image, push_event,
 };
 use argocd_ecr_updater_standins::{FaultAction, Route, Service, StandIns};
-use common::{event, expect_decision, handler};
 use serde_json::{Value, json};
 
 const REPO: &str = "barun/invitation";

@@ -1,7 +1,7 @@
 //! Property-based fuzzing of everything that reads untrusted input: EventBridge events,
 //! annotations, semver constraints and tags, and `select` input lines. No input may panic;
 //! each must end in a value or a specific error. Case counts are bounded so CI stays quick;
-//! `PROPTEST_CASES=1000000 cargo test --release --test fuzz_inputs` runs a long campaign.
+//! `PROPTEST_CASES=1000000 cargo test --release --test e2e fuzz_inputs::` runs a long campaign.
 
 use std::collections::BTreeMap;
 

@@ -2,8 +2,6 @@
 //! stand-in must refuse exactly what aws-iam-authenticator and STS refuse, or the end-to-end
 //! tests would prove nothing about authentication.
 
-mod common;
-
 use std::time::{Duration, SystemTime};
 
 use argocd_ecr_updater::eks_auth::presign_token;
@@ -16,7 +14,7 @@ const CLUSTER: &str = "barun-dev";
 const REGION: &str = "ap-northeast-2";
 
 fn valid_token(at: SystemTime) -> String {
-    presign_token(CLUSTER, REGION, &common::function_credentials(), at).unwrap()
+    presign_token(CLUSTER, REGION, &crate::common::function_credentials(), at).unwrap()
 }
 
 fn url_of(token: &str) -> String {
@@ -151,13 +149,13 @@ fn each_authenticator_rule_refuses_the_token_that_breaks_it() {
 fn a_token_signed_for_another_cluster_or_with_another_secret_fails_the_signature() {
     let now = SystemTime::now();
     let other_cluster =
-        presign_token("other", REGION, &common::function_credentials(), now).unwrap();
+        presign_token("other", REGION, &crate::common::function_credentials(), now).unwrap();
     assert!(
         check(&other_cluster, now)
             .unwrap_err()
             .contains("signature")
     );
-    let creds = common::function_credentials();
+    let creds = crate::common::function_credentials();
     let wrong_secret = aws_credential_types::Credentials::new(
         creds.access_key_id(),
         "not-the-secret",

@@ -5,14 +5,12 @@
 //! on each: first write, update, duplicate, late older tag, racing commit, protected branch,
 //! bad credentials.
 
-mod common;
-
+use crate::common::{event, handler};
 use argocd_ecr_updater::handler::HandlerError;
 use argocd_ecr_updater::report::{Action, Report};
 use argocd_ecr_updater_standins::fixtures::{PUSHED_TAG, SEED_APP, push_event};
 use argocd_ecr_updater_standins::github::GitHubState;
 use argocd_ecr_updater_standins::{FaultAction, Route, Service, StandIns};
-use common::{event, handler};
 use serde_json::{Value, json};
 
 const IU: &str = "argocd-image-updater.argoproj.io/";

@@ -2,13 +2,11 @@
 //! event (ECR basic scanning, or Amazon Inspector) rolls it out within the limits; reconcile
 //! reads the findings of what it would move to. Against the ECR and Kubernetes stand-ins.
 
-mod common;
-
+use crate::common::{event, expect_decision, handler, helm_parameter};
 use argocd_ecr_updater::handler::HandlerError;
 use argocd_ecr_updater::report::{Action, Report};
 use argocd_ecr_updater_standins::StandIns;
 use argocd_ecr_updater_standins::fixtures::{PUSHED_TAG, SEED_APP, SEED_TAG};
-use common::{event, expect_decision, handler, helm_parameter};
 use serde_json::{Value, json};
 
 const SEED_DIGEST: &str = "sha256:3333333333333333333333333333333333333333333333333333333333333333";

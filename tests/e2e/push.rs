@@ -1,10 +1,9 @@
 //! End to end, in process: the real handler (SDK clients, token signing, TLS, patches)
 //! against the stand-ins, for every case the function must get right.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::{event, expect_decision, handler, helm_parameter, seed_tag};
 use argocd_ecr_updater::handler::HandlerError;
 use argocd_ecr_updater::report::{Action, Report};
 use argocd_ecr_updater_standins::fixtures::{
@@ -14,7 +13,6 @@ use argocd_ecr_updater_standins::{
     FaultAction, Grant, Image, LoggedRequest, Options, Route, Service, StandIns,
     image_updater_grants,
 };
-use common::{event, expect_decision, handler, helm_parameter, seed_tag};
 use serde_json::{Value, json};
 
 async fn ok(standins: &StandIns, vars: &[(&str, &str)], event: &Value) -> Report {

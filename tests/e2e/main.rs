@@ -1,0 +1,24 @@
+//! The end-to-end tests, in one binary: the real code against the local stand-ins for AWS,
+//! the EKS API server, the Git hosts and the Lambda Runtime API, over real HTTP and TLS. One
+//! module per area; one binary links the crate once instead of once per file.
+
+mod aws_errors;
+mod clusters;
+mod common;
+mod configs;
+mod ecr_api;
+mod fault_matrix;
+mod fuzz_inputs;
+mod gates;
+mod git;
+mod git_hosts;
+mod imageupdater;
+mod kube_api;
+mod kubectl;
+mod lambda;
+mod operations;
+mod push;
+mod registries;
+mod shipping_features;
+mod template;
+mod token_rules;
