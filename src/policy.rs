@@ -8,6 +8,7 @@
 //! late, twice or out of order cannot roll an Application back.
 
 pub mod constraint;
+pub mod gates;
 pub mod go_glob;
 
 use std::cmp::Ordering;

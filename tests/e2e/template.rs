@@ -191,7 +191,7 @@ fn every_sdk_call_in_the_source_has_its_grant_and_every_grant_its_call() {
                 SDK_CALLS
                     .iter()
                     .any(|c| c.operation == name && services.iter().any(|s| *s == c.service)),
-                "{path} calls `{name}` ({services:?}) with no row in src/iam.rs: add its IAM action \
+                "{path} calls `{name}` ({services:?}) with no row in src/aws/iam.rs: add its IAM action \
                  there and grant it in template.yaml"
             );
             found.insert(name);
@@ -200,7 +200,7 @@ fn every_sdk_call_in_the_source_has_its_grant_and_every_grant_its_call() {
     for row in SDK_CALLS {
         assert!(
             found.contains(row.operation),
-            "src/iam.rs grants {} for `{}`, which no code calls any more",
+            "src/aws/iam.rs grants {} for `{}`, which no code calls any more",
             row.action,
             row.operation
         );

@@ -466,7 +466,7 @@ struct ListMeta {
 /// Kept, with their readers: `sourceType` and `sourceTypes` (which parameters a source takes,
 /// `patch::source_kinds`), `summary.images` (the images Argo CD deployed, `patch`), and
 /// `history` (when the current tag was deployed, `decide`). A new reader of `status` adds its
-/// field to [`StatusRead`].
+/// field to `StatusRead`.
 pub struct ApplicationRead(pub Value);
 
 /// The fields of an Application's `status` that [`ApplicationRead`] keeps.
@@ -869,7 +869,7 @@ impl KubeClient {
     /// this listing's).
     ///
     /// Pipelined: the next page is asked for as soon as this one's head has given its
-    /// continue token ([`read_head`]), and this page's items arrive and are parsed while
+    /// continue token (`read_head`), and this page's items arrive and are parsed while
     /// the server answers, so that neither the rest of a page nor its parse waits in line
     /// before the next page's round trip.
     pub async fn list_application_metadata_from(

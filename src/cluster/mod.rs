@@ -1,0 +1,6 @@
+//! The EKS API server: the Kubernetes client, ImageUpdater objects, the IAM-signed token, retries within the deadline.
+
+pub mod eks_auth;
+pub mod kube;
+pub mod objects;
+pub mod retry;

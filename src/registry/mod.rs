@@ -1,0 +1,5 @@
+//! ECR: tags, push times, manifests and platforms; cosign signatures and their keys.
+
+pub mod cosign;
+pub mod ecr;
+pub mod signatures;
