@@ -128,19 +128,24 @@ impl Work<'_> {
 }
 
 impl Handler {
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
+    /// Builds the handler from the SDK configuration `main` loads once per container.
+    pub fn from_sdk(
         config: Config,
-        region: String,
-        ecr: aws_sdk_ecr::Client,
-        // EKS clients are made per cluster, in each cluster's region, from this.
+        // Also the base of each cluster's EKS client, in that cluster's region.
         eks_sdk: &aws_config::SdkConfig,
-        sns: aws_sdk_sns::Client,
-        secrets: aws_sdk_secretsmanager::Client,
-        codecommit: CodeCommit,
-        credentials: SharedCredentialsProvider,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, String> {
+        let region = eks_sdk
+            .region()
+            .map(|r| r.to_string())
+            .ok_or("no AWS region: set AWS_REGION (Lambda sets it)")?;
+        let credentials = eks_sdk
+            .credentials_provider()
+            .ok_or(crate::aws_error::NO_CREDENTIALS)?;
+        let codecommit = CodeCommit::new(eks_sdk.clone(), region.clone());
+        let ecr = aws_sdk_ecr::Client::new(eks_sdk);
+        let sns = aws_sdk_sns::Client::new(eks_sdk);
+        let secrets = aws_sdk_secretsmanager::Client::new(eks_sdk);
         let github = GitHub::new(
             config.git.ca_bundle.as_deref(),
             config.git.github_api_url.clone(),
@@ -200,37 +205,6 @@ impl Handler {
             clock,
             sns,
         })
-    }
-
-    /// Builds the handler from the SDK configuration `main` loads once per container.
-    pub fn from_sdk(
-        config: Config,
-        sdk: &aws_config::SdkConfig,
-        clock: Arc<dyn Clock>,
-    ) -> Result<Self, String> {
-        let region = sdk
-            .region()
-            .map(|r| r.to_string())
-            .ok_or("no AWS region: set AWS_REGION (Lambda sets it)")?;
-        let credentials = sdk
-            .credentials_provider()
-            .ok_or(crate::aws_error::NO_CREDENTIALS)?;
-        let codecommit = CodeCommit::new(sdk.clone(), region.clone());
-        Self::new(
-            config,
-            region,
-            aws_sdk_ecr::Client::new(sdk),
-            sdk,
-            aws_sdk_sns::Client::new(sdk),
-            aws_sdk_secretsmanager::Client::new(sdk),
-            codecommit,
-            credentials,
-            clock,
-        )
-    }
-
-    pub fn config(&self) -> &Config {
-        &self.config
     }
 
     /// The first cluster's Kubernetes client (the only one unless `CLUSTERS` is set).
