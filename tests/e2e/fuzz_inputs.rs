@@ -173,6 +173,8 @@ fn compare(op: &str, version: &semver::Version, bound: &semver::Version) -> bool
     }
 }
 
+include!("../../fuzz/annotation_map.rs");
+
 proptest! {
     #![proptest_config(cases(3_000))]
 
@@ -356,35 +358,7 @@ fn the_fuzz_seed_corpus_holds_inputs_that_get_past_each_parser() {
         assert!(event::parse(&value).is_ok(), "{path} is refused");
     }
     for (path, text) in seeds("annotations") {
-        // The same key cycle as fuzz_targets/annotations.rs.
-        const KEYS: [&str; 16] = [
-            "image-list",
-            "update-strategy",
-            "allow-tags",
-            "ignore-tags",
-            "force-update",
-            "tag-match",
-            "a.update-strategy",
-            "a.allow-tags",
-            "a.platforms",
-            "a.helm.image-spec",
-            "a.helm.image-tag",
-            "a.kustomize.image-name",
-            "a.pull-secret",
-            "write-back-method",
-            "write-back-target",
-            "git-branch",
-        ];
-        let annotations: BTreeMap<String, String> = text
-            .split('\n')
-            .enumerate()
-            .map(|(i, value)| {
-                (
-                    format!("{PREFIX}{}", KEYS[i % KEYS.len()]),
-                    value.to_owned(),
-                )
-            })
-            .collect();
+        let annotations = fuzz_annotation_map(&text);
         let config =
             AppConfig::parse(&annotations).unwrap_or_else(|| panic!("{path}: no image list"));
         let problems: Vec<_> = config
