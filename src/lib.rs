@@ -33,8 +33,10 @@
 //!   every AWS SDK call, which the template must grant.
 //! - At the bottom: [`event`], the invocation payload; [`config`], the environment read once;
 //!   [`report`] and [`metrics`], what happened and why; [`redact`], what may leave in a
-//!   message and how much may come in; [`cli`], the laptop commands run by the
-//!   `argocd-ecr-updater-cli` binary (`cli/`).
+//!   message and how much may come in; [`telemetry`], how logs are written.
+//!
+//! The laptop commands (`select`, `token`, `plan`, `migrate`, `redrive`) are the
+//! `argocd-ecr-updater-cli` package (`cli/`), built on this crate.
 
 /// The version and the git commit it was built from.
 pub const VERSION: &str = concat!(
@@ -47,7 +49,6 @@ pub const VERSION: &str = concat!(
 pub mod appconfig;
 pub mod apply;
 pub mod aws;
-pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod decision;
@@ -59,6 +60,7 @@ pub mod policy;
 pub mod redact;
 pub mod registry;
 pub mod report;
+pub mod telemetry;
 
 pub use appconfig::{annotations, imageupdater, migration};
 pub use apply::{patch, writeback};

@@ -11,11 +11,11 @@ use std::time::{Instant, SystemTime};
 use lambda_runtime::{Diagnostic, LambdaEvent, service_fn};
 use serde_json::Value;
 
-use argocd_ecr_updater::cli::{LogFormat, init_tracing};
 use argocd_ecr_updater::config::Config;
 use argocd_ecr_updater::eks_auth::SystemClock;
 use argocd_ecr_updater::handler::{Handler, HandlerError};
 use argocd_ecr_updater::metrics;
+use argocd_ecr_updater::telemetry::{LogFormat, init_tracing};
 
 fn main() -> ExitCode {
     // This binary takes no arguments; someone who ran the laptop commands from it before they

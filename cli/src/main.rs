@@ -1,5 +1,5 @@
-//! `argocd-ecr-updater-cli`: the laptop commands in [`argocd_ecr_updater::cli`] (`select`,
-//! `token`, `plan`, `migrate`, `redrive`), with the whole AWS credential chain a laptop uses
+//! `argocd-ecr-updater-cli`: the laptop commands (`select`, `token`, `plan`, `migrate`,
+//! `redrive`), one module each, with the whole AWS credential chain a laptop uses
 //! (`aws sso login` profiles, `credential_process`). The Lambda function is the package's
 //! other binary, `argocd-ecr-updater`, built without those providers.
 
@@ -7,11 +7,20 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use argocd_ecr_updater::cli::migrate::MigrateRequest;
-use argocd_ecr_updater::cli::plan::PlanRequest;
-use argocd_ecr_updater::cli::redrive::RedriveRequest;
-use argocd_ecr_updater::cli::select::SelectRequest;
-use argocd_ecr_updater::cli::{self, LogFormat, print_json, usage_error};
+mod common;
+mod migrate;
+mod plan;
+mod redrive;
+mod select;
+mod token;
+
+use argocd_ecr_updater::telemetry::LogFormat;
+
+use common::{print_json, usage_error};
+use migrate::MigrateRequest;
+use plan::PlanRequest;
+use redrive::RedriveRequest;
+use select::SelectRequest;
 
 /// The laptop side of argocd-ecr-updater: pick a tag offline, print an EKS token, run the
 /// function's pipeline as a dry run, migrate annotations, redrive the dead-letter queue.
@@ -22,9 +31,27 @@ use argocd_ecr_updater::cli::{self, LogFormat, print_json, usage_error};
 struct Cli {
     /// Log format of the commands: `text` (colours only on a terminal) or `json`.
     #[arg(long, global = true, value_enum, default_value = "text")]
-    log_format: LogFormat,
+    log_format: LogFormatArg,
     #[command(subcommand)]
     command: Command,
+}
+
+/// `--log-format`'s values; the function crate's [`LogFormat`] carries no argument parser.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormatArg {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line (what the Lambda function writes).
+    Json,
+}
+
+impl From<LogFormatArg> for LogFormat {
+    fn from(arg: LogFormatArg) -> Self {
+        match arg {
+            LogFormatArg::Text => LogFormat::Text,
+            LogFormatArg::Json => LogFormat::Json,
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -131,7 +158,7 @@ fn main() -> ExitCode {
                 allow_tags: allow_tags.as_deref(),
                 ignore_tags: ignore_tags.as_deref(),
             };
-            match cli::select::run(&request, input) {
+            match select::run(&request, input) {
                 Ok(output) => match print_json(&output, false) {
                     Ok(()) => ExitCode::SUCCESS,
                     Err(code) => code,
@@ -139,40 +166,40 @@ fn main() -> ExitCode {
                 Err(e) => usage_error(e.to_string()),
             }
         }
-        Command::Token { cluster, region } => runtime().block_on(cli::token::run(cluster, region)),
+        Command::Token { cluster, region } => runtime().block_on(token::run(cluster, region)),
         Command::Plan {
             event,
             reconcile,
             apply,
             cluster,
-        } => runtime().block_on(cli::plan::run(PlanRequest {
+        } => runtime().block_on(plan::run(PlanRequest {
             event,
             reconcile,
             apply,
             cluster,
-            log_format: cli.log_format,
+            log_format: cli.log_format.into(),
         })),
         Command::Migrate {
             namespace,
             name,
             cluster,
-        } => runtime().block_on(cli::migrate::run(MigrateRequest {
+        } => runtime().block_on(migrate::run(MigrateRequest {
             namespace,
             name,
             cluster,
-            log_format: cli.log_format,
+            log_format: cli.log_format.into(),
         })),
         Command::Redrive {
             queue,
             apply,
             max,
             cluster,
-        } => runtime().block_on(cli::redrive::run(RedriveRequest {
+        } => runtime().block_on(redrive::run(RedriveRequest {
             queue_url: queue,
             apply,
             max,
             cluster,
-            log_format: cli.log_format,
+            log_format: cli.log_format.into(),
         })),
     }
 }

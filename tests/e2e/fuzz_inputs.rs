@@ -1,12 +1,12 @@
 //! Property-based fuzzing of everything that reads untrusted input: EventBridge events,
-//! annotations, semver constraints and tags, and `select` input lines. No input may panic;
-//! each must end in a value or a specific error. Case counts are bounded so CI stays quick;
+//! annotations, semver constraints and tags (`select` input lines are fuzzed next to their
+//! parser, in the CLI package). No input may panic; each must end in a value or a specific
+//! error. Case counts are bounded so CI stays quick;
 //! `PROPTEST_CASES=1000000 cargo test --release --test e2e fuzz_inputs::` runs a long campaign.
 
 use std::collections::BTreeMap;
 
 use argocd_ecr_updater::annotations::{AppConfig, PREFIX};
-use argocd_ecr_updater::cli::select as select_cli;
 use argocd_ecr_updater::event::{self, Invocation};
 use argocd_ecr_updater::policy::{Constraint, parse_lenient_version};
 use proptest::prelude::*;
@@ -299,23 +299,6 @@ proptest! {
         prop_assert_eq!(constraint.matches(&parsed), expected, "{} against {}", text, version);
     }
 
-    #[test]
-    fn select_input_lines_are_read_or_refused_with_their_line_number(
-        lines in prop::collection::vec(prop_oneof!["\\PC{0,30}", "[a-z0-9._-]{1,12}(\t2025-08-25T15:30:1[0-9]Z)?"], 0..8),
-    ) {
-        let text = lines.join("\n");
-        match select_cli::parse_tags(&text) {
-            Err(select_cli::SelectError::BadLine { line, .. }) => {
-                // The line it names is one that is not blank, and every line before it reads.
-                let named = lines.get(line - 1).ok_or_else(|| TestCaseError::fail("line out of range"))?;
-                prop_assert!(!named.trim().is_empty());
-                let before = lines[..line - 1].join("\n");
-                prop_assert!(select_cli::parse_tags(&before).is_ok());
-            }
-            Ok(tags) => prop_assert_eq!(tags.len(), lines.iter().filter(|l| !l.trim().is_empty()).count()),
-            Err(other) => prop_assert!(false, "unexpected {:?}", other),
-        }
-    }
 }
 
 #[test]

@@ -6,13 +6,14 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use super::{LogFormat, init_tracing, print_json, sdk_config, usage_error};
-use crate::annotations;
-use crate::cli::config_from_env;
-use crate::eks_auth::SystemClock;
-use crate::handler::Handler;
-use crate::kube::APPLICATIONS;
-use crate::migration::{self, Annotated};
+use crate::common::config_from_env;
+use crate::common::{print_json, sdk_config, usage_error};
+use argocd_ecr_updater::annotations;
+use argocd_ecr_updater::eks_auth::SystemClock;
+use argocd_ecr_updater::handler::Handler;
+use argocd_ecr_updater::kube::APPLICATIONS;
+use argocd_ecr_updater::migration::{self, Annotated};
+use argocd_ecr_updater::telemetry::{LogFormat, init_tracing};
 
 /// What `migrate` was asked.
 pub struct MigrateRequest {

@@ -6,10 +6,11 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{LogFormat, init_tracing, print_json, read_input, sdk_config, usage_error};
-use crate::cli::config_from_env;
-use crate::eks_auth::SystemClock;
-use crate::handler::{Handler, HandlerError};
+use crate::common::config_from_env;
+use crate::common::{print_json, read_input, sdk_config, usage_error};
+use argocd_ecr_updater::eks_auth::SystemClock;
+use argocd_ecr_updater::handler::{Handler, HandlerError};
+use argocd_ecr_updater::telemetry::{LogFormat, init_tracing};
 
 /// What `plan` was asked.
 pub struct PlanRequest {

@@ -9,7 +9,9 @@ use time::format_description::well_known::Rfc3339;
 
 use serde::Serialize;
 
-use crate::policy::{AllowTags, IgnoreTags, PolicyError, Strategy, TagInfo, TagPolicy};
+use argocd_ecr_updater::policy::{
+    AllowTags, IgnoreTags, PolicyError, Strategy, TagInfo, TagPolicy,
+};
 
 /// What `select` prints.
 #[derive(Debug, Serialize, PartialEq, Eq)]
@@ -22,7 +24,7 @@ pub struct SelectOutput {
 #[derive(Debug, thiserror::Error)]
 pub enum SelectError {
     #[error("{0}")]
-    Strategy(#[from] crate::policy::UnknownStrategy),
+    Strategy(#[from] argocd_ecr_updater::policy::UnknownStrategy),
     #[error("{0}")]
     Policy(#[from] PolicyError),
     #[error("line {line}: {problem}")]
@@ -54,12 +56,7 @@ pub fn run(
         allow.unwrap_or(AllowTags::Any),
         ignore.unwrap_or_default(),
     )?;
-    let lines = tags.lines().enumerate().filter_map(|(i, line)| match line {
-        Ok(line) if line.trim().is_empty() => None,
-        Ok(line) => Some(parse_line(i + 1, &line)),
-        Err(e) => Some(Err(SelectError::Read(e.to_string()))),
-    });
-    let (selected, considered) = policy.select_streaming(lines)?;
+    let (selected, considered) = policy.select_streaming(read_tags(tags))?;
     Ok(SelectOutput {
         selected: selected.map(|t| t.to_string()),
         strategy,
@@ -67,12 +64,14 @@ pub fn run(
     })
 }
 
-pub fn parse_tags(text: &str) -> Result<Vec<TagInfo>, SelectError> {
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, line)| parse_line(i + 1, line))
-        .collect()
+/// The tags of a stream, one a line; blank lines are skipped, a bad one is an error that
+/// names its line number.
+fn read_tags(tags: impl std::io::BufRead) -> impl Iterator<Item = Result<TagInfo, SelectError>> {
+    tags.lines().enumerate().filter_map(|(i, line)| match line {
+        Ok(line) if line.trim().is_empty() => None,
+        Ok(line) => Some(parse_line(i + 1, &line)),
+        Err(e) => Some(Err(SelectError::Read(e.to_string()))),
+    })
 }
 
 fn parse_line(line: usize, text: &str) -> Result<TagInfo, SelectError> {
@@ -131,6 +130,10 @@ pub fn is_digest(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    pub(super) fn parse_tags(text: &str) -> Result<Vec<TagInfo>, SelectError> {
+        read_tags(text.as_bytes()).collect()
+    }
 
     fn request<'a>(strategy: &'a str, constraint: Option<&'a str>) -> SelectRequest<'a> {
         SelectRequest {
@@ -210,6 +213,35 @@ mod tests {
         for (req, text, expected) in table {
             let message = run(req, text.as_bytes()).unwrap_err().to_string();
             assert!(message.contains(expected), "{message}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod properties {
+    use super::tests::parse_tags;
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
+
+        #[test]
+        fn select_input_lines_are_read_or_refused_with_their_line_number(
+            lines in prop::collection::vec(prop_oneof!["\\PC{0,30}", "[a-z0-9._-]{1,12}(\t2025-08-25T15:30:1[0-9]Z)?"], 0..8),
+        ) {
+            let text = lines.join("\n");
+            match parse_tags(&text) {
+                Err(SelectError::BadLine { line, .. }) => {
+                    // The line it names is one that is not blank, and every line before it reads.
+                    let named = lines.get(line - 1).ok_or_else(|| TestCaseError::fail("line out of range"))?;
+                    prop_assert!(!named.trim().is_empty());
+                    let before = lines[..line - 1].join("\n");
+                    prop_assert!(parse_tags(&before).is_ok());
+                }
+                Ok(tags) => prop_assert_eq!(tags.len(), lines.iter().filter(|l| !l.trim().is_empty()).count()),
+                Err(other) => prop_assert!(false, "unexpected {:?}", other),
+            }
         }
     }
 }

@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use aws_credential_types::provider::ProvideCredentials;
 
-use super::{print_json, sdk_config, usage_error};
-use crate::aws_error::NO_CREDENTIALS;
-use crate::eks_auth::{IamTokenSource, SystemClock, exec_credential};
+use crate::common::{print_json, sdk_config, usage_error};
+use argocd_ecr_updater::aws_error::NO_CREDENTIALS;
+use argocd_ecr_updater::eks_auth::{IamTokenSource, SystemClock, exec_credential};
 
 pub async fn run(cluster: String, region: Option<String>) -> ExitCode {
     let sdk = sdk_config(region).await;

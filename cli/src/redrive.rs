@@ -9,11 +9,12 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{LogFormat, init_tracing, sdk_config, usage_error};
-use crate::cli::config_from_env;
-use crate::eks_auth::SystemClock;
-use crate::handler::Handler;
-use crate::report::{Action, Report};
+use crate::common::config_from_env;
+use crate::common::{sdk_config, usage_error};
+use argocd_ecr_updater::eks_auth::SystemClock;
+use argocd_ecr_updater::handler::Handler;
+use argocd_ecr_updater::report::{Action, Report};
+use argocd_ecr_updater::telemetry::{LogFormat, init_tracing};
 
 /// What `redrive` was asked.
 pub struct RedriveRequest {
@@ -60,7 +61,7 @@ pub async fn run(request: RedriveRequest) -> ExitCode {
         let messages = match received {
             Ok(output) => output.messages.unwrap_or_default(),
             Err(e) => {
-                let described = crate::aws_error::describe(&e);
+                let described = argocd_ecr_updater::aws_error::describe(&e);
                 eprintln!(
                     "argocd-ecr-updater: cannot read {}: {described}",
                     request.queue_url
@@ -96,7 +97,7 @@ pub async fn run(request: RedriveRequest) -> ExitCode {
                         Err(e) => {
                             failed += 1;
                             kept.push(receipt);
-                            let described = crate::aws_error::describe(&e);
+                            let described = argocd_ecr_updater::aws_error::describe(&e);
                             format!("{} -> not deleted: {described}", summary(&report))
                         }
                     }
@@ -127,7 +128,7 @@ pub async fn run(request: RedriveRequest) -> ExitCode {
             .await;
         if let Err(e) = released {
             // It reappears after the visibility timeout anyway.
-            tracing::warn!(error = %crate::aws_error::describe(&e), "cannot release a kept message");
+            tracing::warn!(error = %argocd_ecr_updater::aws_error::describe(&e), "cannot release a kept message");
         }
     }
     println!("{seen} message(s) redriven, {failed} failed");
