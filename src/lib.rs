@@ -8,11 +8,13 @@
 //! One folder per domain; dependencies point down this list. Each module is also reachable
 //! at the crate root (`crate::kube`, `crate::ecr`…), the paths the binaries and tests use.
 //!
-//! - [`pipeline`]: one invocation: [`handler`] orchestrates; [`facts`] asks the registry each
-//!   fact once; [`listing`] finds the Applications it concerns; [`announce`] sends the
+//! - [`pipeline`]: one invocation: [`handler`] orchestrates; [`listing`] finds the
+//!   Applications it concerns; each is resolved once (which ImageUpdater object or annotations
+//!   configure it, and its write-back method), decided image by image with what [`facts`]
+//!   asks the registry once, and written back by patch or by commit; [`announce`] sends the
 //!   Kubernetes Event and the SNS report.
-//! - [`apply`]: [`writeback`], the write-back seam (the Application patch, or the git
-//!   snapshot read and conditional commit); [`patch`], where an image lives and the guarded
+//! - [`apply`]: [`writeback`], the [`writeback::Writer`] seam (the Application patch, or
+//!   the git snapshot read and conditional commit); [`patch`], where an image lives and the guarded
 //!   JSON patch (pure).
 //! - [`git`]: [`githost`] and its hosts [`github`], [`gitlab`], [`codecommit`]; [`gitcreds`],
 //!   credentials scoped by [`repourl`]'s parsed URLs; [`gitwrite`], where a change is committed

@@ -211,6 +211,23 @@ pub fn of(app: &serde_json::Value) -> BTreeMap<String, String> {
     string_map(&app["metadata"]["annotations"])
 }
 
+/// The annotation our audit record of the last update is kept in: ours, but no configuration.
+pub const AUDIT_ANNOTATION: &str = "argocd-ecr-updater.io/last-update";
+
+/// Whether an annotation is one an Application's configuration is read from: Image
+/// Updater's, and ours (gates, keys, pull requests) but the audit record.
+pub fn is_configuring(key: &str) -> bool {
+    key.starts_with(PREFIX) || (key.starts_with(OWN_PREFIX) && key != AUDIT_ANNOTATION)
+}
+
+/// The annotations of an Application object its configuration is read from
+/// ([`is_configuring`]).
+pub fn configuring(app: &serde_json::Value) -> BTreeMap<String, String> {
+    let mut annotations = of(app);
+    annotations.retain(|key, _| is_configuring(key));
+    annotations
+}
+
 /// The labels of an Application object.
 pub fn labels_of(app: &serde_json::Value) -> BTreeMap<String, String> {
     string_map(&app["metadata"]["labels"])

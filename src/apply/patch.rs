@@ -13,7 +13,7 @@ use crate::annotations::{self, AppConfig, HelmTarget, ImageConfig, ImageRef, Wri
 use crate::policy::TagRef;
 
 /// Our own annotation: what the last write changed, for humans and audits.
-pub const AUDIT_ANNOTATION: &str = "argocd-ecr-updater.io/last-update";
+pub use crate::annotations::AUDIT_ANNOTATION;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SourceKind {

@@ -1,6 +1,6 @@
 //! Write-back: turning a decision's write plan into the API calls that make it durable.
 //!
-//! One trait, so that a method plugs in without touching how decisions are taken:
+//! One trait, [`Writer`], so that a method plugs in without touching how decisions are taken:
 //! [`ApplicationPatch`] patches the Application (Image Updater's `argocd` method),
 //! [`GitCommit`] commits the file [`crate::gitwrite`] renders (its `git` method).
 
@@ -62,7 +62,7 @@ impl WriteError {
     }
 }
 
-/// Carries out a [`WritePlan`] for the Application it was computed from.
+/// Carries out a [`WritePlan`] for the Application it was computed from, and says what it did.
 ///
 /// The contract every implementation keeps:
 /// - **guarded**: the write is refused, not merged, if anything the decision read has
@@ -71,12 +71,14 @@ impl WriteError {
 ///   produced, changes nothing and never lowers a tag;
 /// - **narrow**: nothing outside the managed entries and our audit record is touched.
 #[async_trait]
-pub trait WriteBack: Send + Sync {
+pub trait Writer: Send + Sync {
+    /// What a write that happened did, for the report.
+    type Outcome;
     /// Whether this method may write this target at all; called before a dry run reports
-    /// and before [`WriteBack::write`]. Only [`WriteError::Declined`] and
+    /// and before [`Writer::write`]. Only [`WriteError::Declined`] and
     /// [`WriteError::Failed`] come back from here.
     async fn check(&self, app: &Value, plan: &WritePlan) -> Result<(), WriteError>;
-    async fn write(&self, app: &Value, plan: &WritePlan) -> Result<(), WriteError>;
+    async fn write(&self, app: &Value, plan: &WritePlan) -> Result<Self::Outcome, WriteError>;
 }
 
 /// Image Updater's `argocd` method: one guarded JSON patch of the Application.
@@ -86,7 +88,9 @@ pub struct ApplicationPatch<'a> {
 }
 
 #[async_trait]
-impl WriteBack for ApplicationPatch<'_> {
+impl Writer for ApplicationPatch<'_> {
+    type Outcome = ();
+
     /// An Application an ApplicationSet generates is patched only if the ApplicationSet's
     /// `ignoreApplicationDifferences` keeps what the patch writes: its controller would revert
     /// it within minutes otherwise.
@@ -240,16 +244,24 @@ pub const PR_BRANCH_TEMPLATE: &str = "image-updater-{{.TargetKey}}-{{.SHA256}}";
 /// What a git write-back did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GitOutcome {
-    Committed {
-        commit: Commit,
+    Committed(Committed),
+    /// The file already says this (a duplicate or late event): no commit.
+    Unchanged {
         branch: String,
         file: String,
-        pull_request: Option<String>,
-        /// Things that did not work but do not undo the commit (a label refused).
-        notes: Vec<String>,
     },
-    /// The file already says this (a duplicate or late event): no commit.
-    Unchanged { branch: String, file: String },
+}
+
+/// A change that landed in Git.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed {
+    pub commit: Commit,
+    pub branch: String,
+    pub file: String,
+    /// The pull request's address, in pull-request mode.
+    pub pull_request: Option<String>,
+    /// Things that did not work but do not undo the commit (a label refused).
+    pub notes: Vec<String>,
 }
 
 /// Image Updater's `git` method: one conditional commit of the rendered file.
@@ -261,20 +273,6 @@ pub struct GitCommit<'a> {
     pub pull_request: Option<Vec<String>>,
     /// `repoURL|branch setting|file`, whose hash is Image Updater's `TargetKey`.
     pub target_key: String,
-    pub outcome: std::sync::Mutex<Option<GitOutcome>>,
-}
-
-impl GitCommit<'_> {
-    fn finish(&self, outcome: GitOutcome) {
-        if let Ok(mut slot) = self.outcome.lock() {
-            *slot = Some(outcome);
-        }
-    }
-
-    /// The outcome of the last successful [`WriteBack::write`].
-    pub fn outcome(&self) -> Option<GitOutcome> {
-        self.outcome.lock().ok().and_then(|o| o.clone())
-    }
 }
 
 /// The changes of a plan, from its audit record.
@@ -309,7 +307,9 @@ fn git_failure(error: HostError) -> WriteError {
 }
 
 #[async_trait]
-impl WriteBack for GitCommit<'_> {
+impl Writer for GitCommit<'_> {
+    type Outcome = GitOutcome;
+
     /// Nothing on the Application is rewritten, so an ApplicationSet has nothing to revert.
     async fn check(&self, _app: &Value, _plan: &WritePlan) -> Result<(), WriteError> {
         Ok(())
@@ -317,7 +317,7 @@ impl WriteBack for GitCommit<'_> {
 
     /// `app` is the effective Application the decision was taken on
     /// ([`gitwrite::effective_app`]).
-    async fn write(&self, app: &Value, plan: &WritePlan) -> Result<(), WriteError> {
+    async fn write(&self, app: &Value, plan: &WritePlan) -> Result<GitOutcome, WriteError> {
         let snapshot = self.snapshot;
         let host = self.host;
         let mut patched = app.clone();
@@ -339,11 +339,10 @@ impl WriteBack for GitCommit<'_> {
             retryable: false,
         })?;
         let Some(text) = rendered else {
-            self.finish(GitOutcome::Unchanged {
+            return Ok(GitOutcome::Unchanged {
                 branch: snapshot.branch.clone(),
                 file: snapshot.file.clone(),
             });
-            return Ok(());
         };
         let changes = changes_of(plan);
         let app_name = app["metadata"]["name"].as_str().unwrap_or_default();
@@ -435,24 +434,23 @@ impl GitCommit<'_> {
         message: &str,
         commit: Option<Commit>,
         head: String,
-    ) -> Result<(), WriteError> {
+    ) -> Result<GitOutcome, WriteError> {
         let host = self.host;
         let snapshot = self.snapshot;
         let Some(labels) = &self.pull_request else {
-            self.finish(match commit {
-                Some(commit) => GitOutcome::Committed {
+            return Ok(match commit {
+                Some(commit) => GitOutcome::Committed(Committed {
                     commit,
                     branch: branch.to_string(),
                     file: snapshot.file.clone(),
                     pull_request: None,
                     notes: Vec::new(),
-                },
+                }),
                 None => GitOutcome::Unchanged {
                     branch: branch.to_string(),
                     file: snapshot.file.clone(),
                 },
             });
-            return Ok(());
         };
         let (title, body) = message.split_once('\n').unwrap_or((message, ""));
         let opened = host
@@ -467,11 +465,10 @@ impl GitCommit<'_> {
             })?;
         if commit.is_none() && !opened.opened {
             // The commit and its open pull request are both there: a duplicate event.
-            self.finish(GitOutcome::Unchanged {
+            return Ok(GitOutcome::Unchanged {
                 branch: branch.to_string(),
                 file: snapshot.file.clone(),
             });
-            return Ok(());
         }
         let mut notes = Vec::new();
         if commit.is_none() {
@@ -485,7 +482,7 @@ impl GitCommit<'_> {
         {
             notes.push(format!("labels not applied: {e}"));
         }
-        self.finish(GitOutcome::Committed {
+        Ok(GitOutcome::Committed(Committed {
             commit: commit.unwrap_or(Commit {
                 oid: head,
                 url: String::new(),
@@ -494,8 +491,7 @@ impl GitCommit<'_> {
             file: snapshot.file.clone(),
             pull_request: Some(opened.url),
             notes,
-        });
-        Ok(())
+        }))
     }
 }
 

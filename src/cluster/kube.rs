@@ -83,8 +83,9 @@ pub struct AppMeta {
     pub name: String,
     pub namespace: String,
     pub resource_version: String,
-    /// Only the annotations the caller asked for (by prefix), so that a large
-    /// `last-applied-configuration` does not ride along in memory for every Application.
+    /// Only those configuration is read from ([`crate::annotations::is_configuring`]), so that
+    /// a large `last-applied-configuration` does not ride along in memory for every
+    /// Application.
     pub annotations: BTreeMap<String, String>,
     /// Labels, for label selectors (`ImageUpdater` refs): small, so kept whole.
     pub labels: BTreeMap<String, String>,
@@ -237,7 +238,7 @@ where
         ) -> Result<Self::Value, A::Error> {
             let mut kept = Vec::new();
             while let Some(Text(key)) = map.next_key()? {
-                if key.starts_with(crate::annotations::PREFIX) {
+                if crate::annotations::is_configuring(&key) {
                     let Text(value) = map.next_value()?;
                     kept.push((key, value));
                 } else {

@@ -10,36 +10,26 @@ use std::time::Instant;
 
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
 use futures_util::StreamExt;
-use serde_json::{Value, json};
+use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use tokio::sync::OnceCell;
 
-use crate::annotations;
-use crate::annotations::WriteBack as Method;
 use crate::announce;
 use crate::codecommit::CodeCommit;
 use crate::config::Config;
-use crate::decide::{self, AppDecision, Described, ImageCase, ImageOutcome, Mode};
+use crate::decide::{self, Mode};
 use crate::ecr::Ecr;
 use crate::eks_auth::{Clock, ClusterError, IamTokenSource, describe_cluster};
 use crate::event::{self, EventError, Invocation};
-use crate::facts::{FetchFailure, RegistryFacts};
+use crate::facts::RegistryFacts;
 use crate::gitcreds::GitCredentials;
-use crate::githost::GitHost;
-use crate::github::{Credentials, GitHub, GitHubRepository};
+use crate::github::GitHub;
 use crate::gitlab::GitLab;
-use crate::gitwrite;
-use crate::imageupdater::{self, ImageUpdaterObject, Source};
-use crate::kube::{AppMeta, KubeClient, KubeError};
+use crate::kube::{KubeClient, KubeError};
 use crate::listing::{self, Listed};
 use crate::objects::ObjectCache;
-use crate::patch;
-use crate::report::{Action, ClusterFailure, Report};
-use crate::retry::{backoff, retry_transient};
-use crate::writeback::{
-    ApplicationPatch, GitCommit, GitOutcome, GitSnapshot, WriteBack, WriteError,
-};
+use crate::report::{ClusterFailure, Report};
 
 #[derive(Debug, thiserror::Error)]
 pub enum HandlerError {
@@ -72,23 +62,23 @@ impl HandlerError {
 
 /// Everything an invocation needs, built once per warm container.
 pub struct Handler {
-    config: Config,
-    region: String,
-    ecr: Ecr,
+    pub(super) config: Config,
+    pub(super) region: String,
+    pub(super) ecr: Ecr,
     /// Every cluster an event is decided against (one unless `CLUSTERS` is set), each with
     /// its own client, token, CA and object cache.
     clusters: Vec<Cluster>,
     credentials: SharedCredentialsProvider,
-    clock: Arc<dyn Clock>,
+    pub(super) clock: Arc<dyn Clock>,
     sns: aws_sdk_sns::Client,
-    github: GitHub,
-    gitlab: GitLab,
-    signatures: crate::signatures::Signatures,
-    codecommit: CodeCommit,
-    git_credentials: GitCredentials,
+    pub(super) github: GitHub,
+    pub(super) gitlab: GitLab,
+    pub(super) signatures: crate::signatures::Signatures,
+    pub(super) codecommit: CodeCommit,
+    pub(super) git_credentials: GitCredentials,
     /// One lock per repository: Applications of one invocation that commit to the same
     /// repository take turns, instead of racing each other's `expectedHeadOid`.
-    repository_locks:
+    pub(super) repository_locks:
         std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
@@ -111,15 +101,15 @@ const CONCURRENCY: usize = 8;
 
 /// One invocation's mode, deadline and what it learnt from ECR so far (shared by every
 /// cluster: one registry read serves them all), and the cluster being written.
-struct Work<'a> {
-    mode: Mode<'a>,
-    facts: &'a RegistryFacts<'a>,
-    deadline: Option<Instant>,
-    kube: &'a KubeClient,
+pub(super) struct Work<'a> {
+    pub(super) mode: Mode<'a>,
+    pub(super) facts: &'a RegistryFacts<'a>,
+    pub(super) deadline: Option<Instant>,
+    pub(super) kube: &'a KubeClient,
 }
 
 impl Work<'_> {
-    fn event_id(&self) -> &str {
+    pub(super) fn event_id(&self) -> &str {
         match self.mode {
             Mode::Push(push) => &push.id,
             Mode::Reconcile => "",
@@ -411,8 +401,7 @@ impl Handler {
         })
         .map(|(meta, objects)| async move {
             let mut outcome = Report::new(mode, event_id, dry_run);
-            self.process(kube, &meta, &objects, work, &mut outcome)
-                .await;
+            self.process(&meta, &objects, work, &mut outcome).await;
             outcome
         })
         .buffered(CONCURRENCY)
@@ -456,643 +445,8 @@ impl Handler {
         }
         Ok(())
     }
-
-    /// One Application: read, decide, write; re-read and re-decide after a race.
-    async fn process(
-        &self,
-        kube: &KubeClient,
-        meta: &AppMeta,
-        objects: &[ImageUpdaterObject],
-        work: &Work<'_>,
-        report: &mut Report,
-    ) {
-        let (ns, name) = (meta.namespace.as_str(), meta.name.as_str());
-        let writer = ApplicationPatch {
-            kube,
-            deadline: work.deadline,
-        };
-        let mut last_refused: Option<Value> = None;
-        for attempt in 0..=self.config.conflict_retries {
-            report.stats.gets += 1;
-            let read = retry_transient(work.deadline, || kube.get_application(ns, name));
-            // A reconcile's tag lists depend on the configuration the listing already showed,
-            // not on the read: asked for while the Application is read, they have arrived
-            // when it is decided, one round trip sooner. The cache keeps them (and any error)
-            // for the decision, which asks again.
-            let (read, ()) = futures_util::future::join(read, async {
-                if attempt == 0 && matches!(work.mode, Mode::Reconcile) {
-                    self.prefetch_tag_lists(meta, objects, work).await;
-                }
-            })
-            .await;
-            let app = match read {
-                Ok(app) => app,
-                Err(KubeError::NotFound { .. }) => {
-                    report.entries.push(decide::app::deleted(ns, name));
-                    return;
-                }
-                Err(e) => {
-                    let entry = decide::app::unreadable(ns, name, &e.to_string(), e.is_retryable());
-                    report.entries.push(entry);
-                    return;
-                }
-            };
-            // The git method reads the file first and decides on the Application as Argo CD
-            // renders it with that file; it re-reads Git, not the Application, after a race.
-            if let Some(method) = git_method(&app, objects) {
-                let Some((race, decided)) = self
-                    .attempt_git(kube, &app, &method, objects, work, report)
-                    .await
-                else {
-                    return;
-                };
-                report.stats.conflicts += 1;
-                if attempt == self.config.conflict_retries {
-                    let reason = decide::app::kept_changing(attempt + 1, &race);
-                    report
-                        .entries
-                        .extend(decided.refused(Action::Failed, &reason, true));
-                    return;
-                }
-                tokio::time::sleep(backoff(attempt, None)).await;
-                continue;
-            }
-            let Some(decided) = self.decide_app(&app, objects, work).await else {
-                report.entries.push(decide::app::not_annotated(ns, name));
-                return;
-            };
-            let Some(plan) = decided.plan.clone() else {
-                report.entries.extend(decided.entries);
-                return;
-            };
-            // The write-back's own conditions (an ApplicationSet that would revert a patch),
-            // checked in a dry run too, so `plan` says what a real run would do.
-            if let Err(refusal) = writer.check(&app, &plan).await {
-                let (action, reason, retryable) = refusal.as_entry();
-                report
-                    .entries
-                    .extend(decided.refused(action, &reason, retryable));
-                return;
-            }
-            if self.config.dry_run {
-                let entries = decided.entries.into_iter();
-                report
-                    .entries
-                    .extend(entries.map(|e| decide::app::dry_run(e, &plan)));
-                return;
-            }
-            report.stats.patches += 1;
-            let (race, guard_failed) = match writer.write(&app, &plan).await {
-                Ok(()) => {
-                    let now = OffsetDateTime::from(self.clock.now());
-                    announce::record_event(kube, &app, &decided.entries, now).await;
-                    report.stats.events += 1;
-                    report.entries.extend(decided.entries);
-                    return;
-                }
-                Err(WriteError::Race(message)) => (message, true),
-                Err(WriteError::Conflict(message)) => (message, false),
-                Err(refusal @ WriteError::Declined { .. }) => {
-                    let (action, reason, retryable) = refusal.as_entry();
-                    report
-                        .entries
-                        .extend(decided.refused(action, &reason, retryable));
-                    return;
-                }
-                Err(WriteError::Refused(message)) => {
-                    report
-                        .entries
-                        .extend(decided.refused(Action::Failed, &message, false));
-                    return;
-                }
-                Err(WriteError::Failed { message, retryable }) => {
-                    report
-                        .entries
-                        .extend(decided.refused(Action::Failed, &message, retryable));
-                    return;
-                }
-            };
-            // The same content refused twice on a fresh read is not a race: the server
-            // rejects the content itself. The audit timestamp is left out of the comparison.
-            let content = Value::Array(plan.content().into_iter().cloned().collect());
-            if guard_failed && last_refused.as_ref() == Some(&content) {
-                let reason = decide::app::refused_twice(&race);
-                report
-                    .entries
-                    .extend(decided.refused(Action::Failed, &reason, false));
-                return;
-            }
-            last_refused = guard_failed.then_some(content);
-            report.stats.conflicts += 1;
-            if attempt == self.config.conflict_retries {
-                let reason = decide::app::kept_changing(attempt + 1, &race);
-                report
-                    .entries
-                    .extend(decided.refused(Action::Failed, &reason, true));
-                return;
-            }
-            tokio::time::sleep(backoff(attempt, None)).await;
-        }
-    }
-
-    /// One git write-back attempt: credentials, read, decide on the Application as Git
-    /// renders it, commit, refresh. `Some` when the branch moved under the commit (re-read
-    /// and decide again); every other outcome is in the report.
-    async fn attempt_git(
-        &self,
-        kube: &KubeClient,
-        app: &Value,
-        method: &Method,
-        objects: &[ImageUpdaterObject],
-        work: &Work<'_>,
-        report: &mut Report,
-    ) -> Option<(String, AppDecision)> {
-        let Method::Git {
-            credentials,
-            pull_request,
-            branch: branch_setting,
-            ..
-        } = method
-        else {
-            return None;
-        };
-        let (ns, name) = decide::app::names(app);
-        let labels = annotations::labels_of(app);
-        let own = annotations::of(app);
-        let source = imageupdater::resolve(objects, ns, name, &labels, &own);
-        let config = source.config(&own)?;
-        let concerned = concerned_images(&config, work.mode);
-        if concerned.is_empty() {
-            report.entries.push(decide::app::not_annotated(ns, name));
-            return None;
-        }
-        let images: Vec<&annotations::ImageConfig> = config
-            .images
-            .iter()
-            .filter_map(|i| i.config.as_ref().ok())
-            .collect();
-        let mut fail = |reason: String, retryable: bool| {
-            let entries = every_image(app, &concerned, Action::Failed, &reason, retryable);
-            let decided = decide::app::configured_by(AppDecision::skipped(entries), &source);
-            report.entries.extend(decided.entries);
-        };
-        let git = &self.config.git;
-        let location =
-            match gitwrite::locate(app, method, &git.argocd_namespace, &git.enterprise_hosts) {
-                Ok(location) => location,
-                Err(reason) => {
-                    fail(format!("git write-back: {reason}"), false);
-                    return None;
-                }
-            };
-        let host = match self.git_host(&location, credentials, ns, kube).await {
-            Ok(host) => host,
-            Err(e) => {
-                fail(e.message, e.retryable);
-                return None;
-            }
-        };
-        let lock = self.repository_lock(&host.name());
-        let _turn = lock.lock().await;
-        let requests_before = host.requests();
-        let target_key = format!(
-            "{}|{}|{}",
-            location.url,
-            branch_setting
-                .as_deref()
-                .unwrap_or_default()
-                .split(':')
-                .next()
-                .unwrap_or_default(),
-            location.key_path
-        );
-        let snapshot =
-            match GitSnapshot::read(host.as_ref(), location, pull_request.is_some()).await {
-                Ok(snapshot) => snapshot,
-                Err(e) => {
-                    report.stats.git_requests += (host.requests() - requests_before) as u32;
-                    let (_, reason, retryable) = e.as_entry();
-                    fail(reason, retryable);
-                    return None;
-                }
-            };
-        let effective = match gitwrite::effective_app(
-            app,
-            &snapshot.location,
-            snapshot.text.as_deref(),
-            &images,
-        ) {
-            Ok(effective) => effective,
-            Err(reason) => {
-                fail(
-                    format!("{reason}: fix the file on branch `{}`", snapshot.branch),
-                    false,
-                );
-                return None;
-            }
-        };
-        let target = snapshot.location.describe(&snapshot.branch, &snapshot.file);
-        let Some(decided) = self.decide_app(&effective, objects, work).await else {
-            report.entries.push(decide::app::not_annotated(ns, name));
-            return None;
-        };
-        let Some(plan) = decided.plan.clone() else {
-            report.entries.extend(decided.entries);
-            return None;
-        };
-        if self.config.dry_run {
-            let entries = decided.entries.into_iter().map(|mut e| {
-                if e.action == Action::Updated {
-                    e.reason = format!("dry run: {} (would commit to {target})", e.reason);
-                    e.sources = vec![target.clone()];
-                }
-                e
-            });
-            report.entries.extend(entries);
-            return None;
-        }
-        let writer = GitCommit {
-            host: host.as_ref(),
-            snapshot: &snapshot,
-            images,
-            pull_request: pull_request.clone(),
-            target_key,
-            outcome: std::sync::Mutex::new(None),
-        };
-        let written = writer.write(&effective, &plan).await;
-        report.stats.git_requests += (host.requests() - requests_before) as u32;
-        match (written, writer.outcome()) {
-            (
-                Ok(()),
-                Some(GitOutcome::Committed {
-                    commit,
-                    branch,
-                    file,
-                    pull_request,
-                    notes,
-                }),
-            ) => {
-                report.stats.git_commits += 1;
-                let record = json!({
-                    "repository": snapshot.location.repo.full_name(),
-                    "branch": branch,
-                    "file": file,
-                    "commit": commit.oid,
-                    "pullRequest": pull_request,
-                });
-                let mut notes = notes;
-                if let Err(e) = self.request_refresh(kube, app, &plan, &record, work).await {
-                    notes.push(format!(
-                        "refresh not requested ({e}): Argo CD picks the commit up at its next Git poll"
-                    ));
-                }
-                report.stats.patches += 1;
-                let now = OffsetDateTime::from(self.clock.now());
-                let done = match &pull_request {
-                    Some(url) => format!(
-                        "pull request {url} (commit {})",
-                        crate::writeback::short(&commit.oid)
-                    ),
-                    None => format!(
-                        "committed {} to {}",
-                        crate::writeback::short(&commit.oid),
-                        snapshot.location.describe(&branch, &file)
-                    ),
-                };
-                let mut entries = decided.entries;
-                for entry in entries.iter_mut().filter(|e| e.action == Action::Updated) {
-                    entry.reason = format!("{}; {done}", entry.reason);
-                    for note in &notes {
-                        entry.reason.push_str(&format!("; {note}"));
-                    }
-                    entry.sources = vec![snapshot.location.describe(&branch, &file)];
-                    entry.git = Some(record.clone());
-                }
-                announce::record_event(kube, app, &entries, now).await;
-                report.stats.events += 1;
-                report.entries.extend(entries);
-                None
-            }
-            (Ok(()), Some(GitOutcome::Unchanged { branch, file })) => {
-                let reason = format!(
-                    "already in Git: {} holds this tag (a duplicate or late event); nothing committed",
-                    snapshot.location.describe(&branch, &file)
-                );
-                report
-                    .entries
-                    .extend(decided.refused(Action::Skipped, &reason, false));
-                None
-            }
-            (Err(WriteError::Race(message)), _) => Some((message, decided)),
-            (Err(refusal), _) => {
-                let (action, reason, retryable) = refusal.as_entry();
-                report
-                    .entries
-                    .extend(decided.refused(action, &reason, retryable));
-                None
-            }
-            (Ok(()), None) => {
-                let reason = "the git write-back reported no outcome";
-                report
-                    .entries
-                    .extend(decided.refused(Action::Failed, reason, true));
-                None
-            }
-        }
-    }
-
-    /// The repository's host, with its credentials: GitHub's from the configured secrets,
-    /// CodeCommit's the function's own IAM role.
-    async fn git_host(
-        &self,
-        location: &gitwrite::Location,
-        credentials: &str,
-        app_namespace: &str,
-        kube: &KubeClient,
-    ) -> Result<Box<dyn GitHost + '_>, crate::gitcreds::CredentialsError> {
-        if let gitwrite::HostKind::CodeCommit { region } = &location.repo.kind {
-            return Ok(Box::new(
-                self.codecommit.repository(region, &location.repo.name),
-            ));
-        }
-        let credentials = self
-            .git_credentials
-            .for_repository(credentials, &location.url, app_namespace, kube)
-            .await?;
-        match (&location.repo.kind, credentials) {
-            (gitwrite::HostKind::GitLab, Credentials::Token(token)) => {
-                Ok(Box::new(self.gitlab.project(location.repo.clone(), token)))
-            }
-            (gitwrite::HostKind::GitLab, Credentials::App { .. }) => {
-                Err(crate::gitcreds::CredentialsError {
-                    message: format!(
-                        "{} is on GitLab, which takes a project or group access token, not GitHub App credentials",
-                        location.repo.full_name()
-                    ),
-                    retryable: false,
-                })
-            }
-            (_, credentials) => Ok(Box::new(GitHubRepository {
-                client: &self.github,
-                repo: location.repo.clone(),
-                credentials,
-            })),
-        }
-    }
-
-    fn repository_lock(&self, repository: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut locks = self
-            .repository_locks
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        locks.entry(repository.to_string()).or_default().clone()
-    }
-
-    /// Asks Argo CD to refresh now (`argocd.argoproj.io/refresh: normal`) and records the
-    /// commit in our audit annotation: a merge patch of those two keys, which cannot touch
-    /// anything else of the Application.
-    async fn request_refresh(
-        &self,
-        kube: &KubeClient,
-        app: &Value,
-        plan: &patch::WritePlan,
-        record: &Value,
-        work: &Work<'_>,
-    ) -> Result<(), KubeError> {
-        let (ns, name) = decide::app::names(app);
-        let mut audit = plan.audit.clone();
-        audit["git"] = record.clone();
-        let body = json!({"metadata": {"annotations": {
-            REFRESH_ANNOTATION: "normal",
-            patch::AUDIT_ANNOTATION: audit.to_string(),
-        }}});
-        let merge = crate::kube::Patch::Merge(body);
-        retry_transient(work.deadline, || kube.patch_application(ns, name, &merge)).await
-    }
-
-    /// Reconcile: the tag lists the Application's configuration, as listed, will ask for.
-    async fn prefetch_tag_lists(
-        &self,
-        meta: &AppMeta,
-        objects: &[ImageUpdaterObject],
-        work: &Work<'_>,
-    ) {
-        let source = imageupdater::resolve(
-            objects,
-            &meta.namespace,
-            &meta.name,
-            &meta.labels,
-            &meta.annotations,
-        );
-        let Some(config) = source.config(&meta.annotations) else {
-            return;
-        };
-        let repositories = decide::reconcile_repositories(&config, &self.region);
-        futures_util::future::join_all(
-            repositories
-                .iter()
-                .map(|(registry, repository)| work.facts.tag_list(registry, repository)),
-        )
-        .await;
-    }
-
-    /// Decides every image of one Application that this invocation concerns; `None` if it
-    /// has no configuration (no image-list, no ImageUpdater object).
-    async fn decide_app(
-        &self,
-        app: &Value,
-        objects: &[ImageUpdaterObject],
-        work: &Work<'_>,
-    ) -> Option<AppDecision> {
-        let (ns, name) = decide::app::names(app);
-        let labels = annotations::labels_of(app);
-        let source = imageupdater::resolve(objects, ns, name, &labels, &annotations::of(app));
-        let decided = self.decide_configured(app, &source, work).await?;
-        Some(decide::app::configured_by(decided, &source))
-    }
-
-    /// Decides with the configuration `source` gives the Application.
-    async fn decide_configured(
-        &self,
-        app: &Value,
-        source: &Source<'_>,
-        work: &Work<'_>,
-    ) -> Option<AppDecision> {
-        if let Source::Conflict(names) = source {
-            return Some(AppDecision::skipped(vec![decide::app::contested(
-                app, names,
-            )]));
-        }
-        let config = source.config(&annotations::of(app))?;
-        let concerned = concerned_images(&config, work.mode);
-        if let Some(reason) = patch::app_skip_reason(app, &config) {
-            let entries = every_image(app, &concerned, Action::Skipped, &reason, false);
-            return Some(AppDecision::skipped(entries));
-        }
-        let mut gated = Vec::new();
-        let mut outcomes = Vec::new();
-        for image_entry in concerned {
-            match decide::prepare(app, image_entry, &self.region) {
-                Ok(case) => {
-                    for note in &case.config.notes {
-                        tracing::info!(image = %case.config.image, note = %note, "annotation note");
-                    }
-                    outcomes.push((case.config, self.decide_image(&case, work).await));
-                }
-                Err(entry) => gated.push(*entry),
-            }
-        }
-        let now = OffsetDateTime::from(self.clock.now());
-        Some(decide::assemble(app, gated, outcomes, now, work.event_id()))
-    }
-
-    /// Fetches what the image's strategy needs from ECR, lets `decide` answer, then holds an
-    /// update back unless the image is signed with its cosign key (when it has one).
-    async fn decide_image(&self, case: &ImageCase<'_>, work: &Work<'_>) -> ImageOutcome {
-        let (outcome, digest) = self.decide_image_facts(case, work).await;
-        let Some(key) = &case.config.cosign_key else {
-            return outcome;
-        };
-        if outcome.update.is_none() {
-            return outcome;
-        }
-        let Some(digest) = digest else {
-            return outcome.refuse(
-                Action::Skipped,
-                "signature check: ECR named no digest for the image to roll out",
-                false,
-            );
-        };
-        let checked = self
-            .signatures
-            .check(
-                &self.ecr,
-                work.kube,
-                &case.registry,
-                &case.repository,
-                &digest,
-                key,
-            )
-            .await;
-        match checked {
-            Ok(Ok(())) => outcome.noted(&format!("{digest} is signed with the cosign key ({key})")),
-            Ok(Err(reason)) => outcome.refuse(
-                Action::Skipped,
-                &format!("signature check failed: {reason}"),
-                false,
-            ),
-            Err(e) => outcome.refuse(Action::Failed, &e.message, e.retryable),
-        }
-    }
-
-    /// [`Self::decide_image`] before the signature check, with the digest it would move to.
-    async fn decide_image_facts(
-        &self,
-        case: &ImageCase<'_>,
-        work: &Work<'_>,
-    ) -> (ImageOutcome, Option<String>) {
-        let failed = |e: FetchFailure| {
-            (
-                ImageOutcome {
-                    entries: vec![decide::failed_entry(case.entry(), &e.message, e.retryable)],
-                    update: None,
-                },
-                None,
-            )
-        };
-        let (registry, repository) = (case.registry.as_str(), case.repository.as_str());
-        match work.mode {
-            Mode::Push(push) => {
-                let needs = case.needs(work.mode);
-                let described = if needs.describe.is_empty() {
-                    Described::new()
-                } else {
-                    match work
-                        .facts
-                        .describe(registry, repository, &needs.describe)
-                        .await
-                    {
-                        Ok(described) => described,
-                        Err(e) => return failed(e),
-                    }
-                };
-                let tag_digest = described
-                    .get(&push.tag)
-                    .and_then(|d| d.as_ref())
-                    .and_then(|d| d.digest.clone());
-                let outcome = decide::gate_push(
-                    case.decide_push(push, &described),
-                    case.config,
-                    push,
-                    tag_digest.as_deref(),
-                );
-                let digest = outcome
-                    .update
-                    .as_ref()
-                    .and_then(|u| u.to.digest.clone())
-                    .or_else(|| {
-                        described
-                            .get(&push.tag)
-                            .and_then(|d| d.as_ref())
-                            .and_then(|d| d.digest.clone())
-                    })
-                    .or_else(|| push.digest.clone());
-                let Some(tag) = outcome
-                    .update
-                    .as_ref()
-                    .and_then(|u| u.check_platforms.clone())
-                else {
-                    return (outcome, digest);
-                };
-                match work.facts.check_platforms(case, &tag).await {
-                    Ok(Ok(())) => (outcome, digest),
-                    Ok(Err(reason)) => (outcome.refuse(Action::Skipped, &reason, false), digest),
-                    Err(e) => failed(e),
-                }
-            }
-            Mode::Reconcile => {
-                let tags = match work.facts.tag_list(registry, repository).await {
-                    Ok(tags) => tags,
-                    Err(e) => return failed(e),
-                };
-                let candidates = case.candidates(&tags);
-                let (outcome, chosen_digest) = match work.facts.choose(case, &candidates).await {
-                    Ok(choice) => (
-                        case.decide_reconcile(&tags, choice.chosen, choice.platform_refusals),
-                        choice.chosen.and_then(|t| t.digest.clone()),
-                    ),
-                    Err(e) => return failed(e),
-                };
-                // A gated image moves only to a candidate whose scan passes.
-                let digest = outcome
-                    .update
-                    .as_ref()
-                    .and_then(|u| u.to.digest.clone())
-                    .or(chosen_digest);
-                let gated = match (&case.config.scan_gate, &digest) {
-                    (Some(_), Some(digest)) => {
-                        match self.ecr.scan_findings(registry, repository, digest).await {
-                            Ok(scan) => decide::gate_reconcile(outcome, case.config, &scan),
-                            Err(e) => return failed(e.into()),
-                        }
-                    }
-                    (Some(gate), None) if outcome.update.is_some() => outcome.refuse(
-                        Action::Skipped,
-                        &format!("scan-gate `{gate}`: ECR named no digest for the candidate"),
-                        false,
-                    ),
-                    _ => outcome,
-                };
-                (gated, digest)
-            }
-        }
-    }
 }
 
-/// Argo CD refreshes an Application carrying this annotation, then removes it.
-pub const REFRESH_ANNOTATION: &str = "argocd.argoproj.io/refresh";
-
-/// The Application's write-back, when it is `git`.
 /// A cluster that could not be listed at all, for the report of a multi-cluster event. The
 /// invocation fails retryably either way (the other clusters are written, and a retry finds
 /// them unchanged); the class says whether waiting can fix it or an operator must.
@@ -1116,50 +470,4 @@ fn cluster_failure(cluster: &str, error: &HandlerError) -> ClusterFailure {
         error_type: error.error_type(),
         needs_operator,
     }
-}
-
-fn git_method(app: &Value, objects: &[ImageUpdaterObject]) -> Option<Method> {
-    let (ns, name) = decide::app::names(app);
-    let labels = annotations::labels_of(app);
-    let own = annotations::of(app);
-    let source = imageupdater::resolve(objects, ns, name, &labels, &own);
-    let config = source.config(&own)?;
-    match config.write_back {
-        Ok(method @ Method::Git { .. }) => Some(method),
-        _ => None,
-    }
-}
-
-/// The image-list entries this invocation concerns.
-fn concerned_images<'c>(
-    config: &'c annotations::AppConfig,
-    mode: Mode<'_>,
-) -> Vec<&'c annotations::ImageEntry> {
-    config
-        .images
-        .iter()
-        .filter(|entry| match mode {
-            Mode::Push(push) => entry.image.is(&push.registry(), &push.repository),
-            Mode::Reconcile => true,
-        })
-        .collect()
-}
-
-/// One entry per concerned image, all with the same outcome.
-fn every_image(
-    app: &Value,
-    concerned: &[&annotations::ImageEntry],
-    action: Action,
-    reason: &str,
-    retryable: bool,
-) -> Vec<crate::report::Entry> {
-    concerned
-        .iter()
-        .map(|e| {
-            let mut entry = decide::base_entry(app, e.alias.as_deref(), &e.image.to_string())
-                .with(action, reason);
-            entry.retryable = retryable;
-            entry
-        })
-        .collect()
 }

@@ -1,6 +1,11 @@
-//! The work of one invocation: the orchestration, the registry facts it asks once, which Applications it concerns, and what it announces.
+//! The work of one invocation: the orchestration ([`handler`]), which Applications it
+//! concerns ([`listing`]), each Application resolved once, decided and written back, the
+//! registry facts asked once ([`facts`]), and what it announces ([`announce`]).
 
 pub mod announce;
+mod application;
 pub mod facts;
+mod git_attempt;
 pub mod handler;
+mod image;
 pub mod listing;

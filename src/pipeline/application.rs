@@ -1,0 +1,428 @@
+//! One Application, from its read to its entries in the report: its configuration resolved
+//! once, decided, and written back by its method (the Application patch, or a commit to its
+//! Git repository); read and decided again after a race.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::handler::{Handler, Work};
+use crate::annotations::{self, AppConfig, ImageEntry, WriteBack as Method};
+use crate::decide::{self, AppDecision, Mode};
+use crate::imageupdater::{self, ImageUpdaterObject, Source};
+use crate::kube::{AppMeta, KubeError};
+use crate::report::{Action, Entry, Report};
+use crate::retry::{backoff, retry_transient};
+use crate::writeback::{ApplicationPatch, WriteError, Writer};
+
+/// An Application's configuration, resolved once from the labels and annotations it was
+/// seen with: which ImageUpdater object (or its own annotations) configures it, what that
+/// configuration says, and so how it is written back. The decision and both write-back
+/// paths take this value; a re-read that shows the same labels and annotations keeps it.
+pub(super) struct Resolved<'o> {
+    labels: BTreeMap<String, String>,
+    /// Only those configuration is read from ([`annotations::is_configuring`]).
+    annotations: BTreeMap<String, String>,
+    pub source: Source<'o>,
+    /// `None` when nothing configures it: no `image-list` and no ImageUpdater object, or
+    /// more than one object.
+    pub config: Option<AppConfig>,
+}
+
+/// The `git` write-back's settings of a resolved Application.
+pub(super) struct GitSettings<'r> {
+    pub method: &'r Method,
+    /// `git`, `git:repocreds` or `git:secret:<namespace>/<name>`.
+    pub credentials: &'r str,
+    pub branch: Option<&'r str>,
+    pub pull_request: Option<&'r Vec<String>>,
+}
+
+impl<'o> Resolved<'o> {
+    pub fn resolve(
+        objects: &'o [ImageUpdaterObject],
+        namespace: &str,
+        name: &str,
+        labels: BTreeMap<String, String>,
+        annotations: BTreeMap<String, String>,
+    ) -> Self {
+        let source = imageupdater::resolve(objects, namespace, name, &labels, &annotations);
+        let config = source.config(&annotations);
+        Self {
+            labels,
+            annotations,
+            source,
+            config,
+        }
+    }
+
+    /// As the listing saw the Application.
+    pub fn of_listed(meta: &AppMeta, objects: &'o [ImageUpdaterObject]) -> Self {
+        Self::resolve(
+            objects,
+            &meta.namespace,
+            &meta.name,
+            meta.labels.clone(),
+            meta.annotations.clone(),
+        )
+    }
+
+    /// The resolution for `app` as read: this one if the labels and annotations it was
+    /// resolved from are unchanged, a new one otherwise.
+    pub fn for_read(self, app: &Value, objects: &'o [ImageUpdaterObject]) -> Self {
+        let labels = annotations::labels_of(app);
+        let configuring = annotations::configuring(app);
+        if labels == self.labels && configuring == self.annotations {
+            return self;
+        }
+        let (namespace, name) = decide::app::names(app);
+        Self::resolve(objects, namespace, name, labels, configuring)
+    }
+
+    /// The `git` write-back's settings, when the Application is written back by a commit.
+    pub fn git(&self) -> Option<GitSettings<'_>> {
+        let config = self.config.as_ref()?;
+        match &config.write_back {
+            Ok(
+                method @ Method::Git {
+                    credentials,
+                    branch,
+                    pull_request,
+                    ..
+                },
+            ) => Some(GitSettings {
+                method,
+                credentials,
+                branch: branch.as_deref(),
+                pull_request: pull_request.as_ref(),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// How one attempt at an Application ended.
+pub(super) enum Attempt {
+    /// Decided, and written or not: its entries are in the report.
+    Done,
+    /// What the decision read changed before the write landed: read, decide and write again.
+    Raced { race: String, decided: AppDecision },
+}
+
+impl Handler {
+    /// One Application: read, decide, write; re-read and re-decide after a race.
+    pub(super) async fn process(
+        &self,
+        meta: &AppMeta,
+        objects: &[ImageUpdaterObject],
+        work: &Work<'_>,
+        report: &mut Report,
+    ) {
+        let (ns, name) = (meta.namespace.as_str(), meta.name.as_str());
+        let kube = work.kube;
+        let mut resolved = Resolved::of_listed(meta, objects);
+        let mut last_refused: Option<Value> = None;
+        for attempt in 0..=self.config.conflict_retries {
+            report.stats.gets += 1;
+            let read = retry_transient(work.deadline, || kube.get_application(ns, name));
+            // A reconcile's tag lists depend on the configuration the listing already showed,
+            // not on the read: asked for while the Application is read, they have arrived
+            // when it is decided, one round trip sooner. The cache keeps them (and any error)
+            // for the decision, which asks again.
+            let (read, ()) = futures_util::future::join(read, async {
+                if attempt == 0 && matches!(work.mode, Mode::Reconcile) {
+                    self.prefetch_tag_lists(&resolved, work).await;
+                }
+            })
+            .await;
+            let app = match read {
+                Ok(app) => app,
+                Err(KubeError::NotFound { .. }) => {
+                    report.entries.push(decide::app::deleted(ns, name));
+                    return;
+                }
+                Err(e) => {
+                    let entry = decide::app::unreadable(ns, name, &e.to_string(), e.is_retryable());
+                    report.entries.push(entry);
+                    return;
+                }
+            };
+            resolved = resolved.for_read(&app, objects);
+            // The git method reads the file first and decides on the Application as Argo CD
+            // renders it with that file; it re-reads Git, not the Application, after a race.
+            let ended = match resolved.git() {
+                Some(git) => self.attempt_git(&app, &resolved, &git, work, report).await,
+                None => {
+                    let refused = &mut last_refused;
+                    self.attempt_patch(&app, &resolved, work, refused, report)
+                        .await
+                }
+            };
+            let Attempt::Raced { race, decided } = ended else {
+                return;
+            };
+            report.stats.conflicts += 1;
+            if attempt == self.config.conflict_retries {
+                let reason = decide::app::kept_changing(attempt + 1, &race);
+                report
+                    .entries
+                    .extend(decided.refused(Action::Failed, &reason, true));
+                return;
+            }
+            tokio::time::sleep(backoff(attempt, None)).await;
+        }
+    }
+
+    /// One attempt with Image Updater's `argocd` method: decide on the Application as read,
+    /// then one guarded JSON patch. `last_refused` is the content a guard refused on the
+    /// previous attempt: refused again on a fresh read, the server refuses the content.
+    async fn attempt_patch(
+        &self,
+        app: &Value,
+        resolved: &Resolved<'_>,
+        work: &Work<'_>,
+        last_refused: &mut Option<Value>,
+        report: &mut Report,
+    ) -> Attempt {
+        let Some(decided) = self.decide_app(app, resolved, work).await else {
+            let (ns, name) = decide::app::names(app);
+            report.entries.push(decide::app::not_annotated(ns, name));
+            return Attempt::Done;
+        };
+        let Some(plan) = decided.plan.clone() else {
+            report.entries.extend(decided.entries);
+            return Attempt::Done;
+        };
+        let writer = ApplicationPatch {
+            kube: work.kube,
+            deadline: work.deadline,
+        };
+        // The write-back's own conditions (an ApplicationSet that would revert a patch),
+        // checked in a dry run too, so `plan` says what a real run would do.
+        if let Err(refusal) = writer.check(app, &plan).await {
+            report.entries.extend(refused_by(decided, &refusal));
+            return Attempt::Done;
+        }
+        if self.config.dry_run {
+            let entries = decided.entries.into_iter();
+            report
+                .entries
+                .extend(entries.map(|e| decide::app::dry_run(e, &plan)));
+            return Attempt::Done;
+        }
+        report.stats.patches += 1;
+        let (race, guard_failed) = match writer.write(app, &plan).await {
+            Ok(()) => {
+                let now = time::OffsetDateTime::from(self.clock.now());
+                crate::announce::record_event(work.kube, app, &decided.entries, now).await;
+                report.stats.events += 1;
+                report.entries.extend(decided.entries);
+                return Attempt::Done;
+            }
+            Err(WriteError::Race(message)) => (message, true),
+            Err(WriteError::Conflict(message)) => (message, false),
+            Err(refusal) => {
+                report.entries.extend(refused_by(decided, &refusal));
+                return Attempt::Done;
+            }
+        };
+        // The same content refused twice on a fresh read is not a race: the server
+        // rejects the content itself. The audit timestamp is left out of the comparison.
+        let content = Value::Array(plan.content().into_iter().cloned().collect());
+        if guard_failed && last_refused.as_ref() == Some(&content) {
+            let reason = decide::app::refused_twice(&race);
+            report
+                .entries
+                .extend(decided.refused(Action::Failed, &reason, false));
+            return Attempt::Done;
+        }
+        *last_refused = guard_failed.then_some(content);
+        Attempt::Raced { race, decided }
+    }
+
+    /// Reconcile: the tag lists the Application's configuration will ask for.
+    async fn prefetch_tag_lists(&self, resolved: &Resolved<'_>, work: &Work<'_>) {
+        let Some(config) = &resolved.config else {
+            return;
+        };
+        let repositories = decide::reconcile_repositories(config, &self.region);
+        futures_util::future::join_all(
+            repositories
+                .iter()
+                .map(|(registry, repository)| work.facts.tag_list(registry, repository)),
+        )
+        .await;
+    }
+
+    /// Decides every image of `app` that this invocation concerns, with the configuration
+    /// `resolved` gives it; `None` if nothing configures it.
+    pub(super) async fn decide_app(
+        &self,
+        app: &Value,
+        resolved: &Resolved<'_>,
+        work: &Work<'_>,
+    ) -> Option<AppDecision> {
+        let decided = match (&resolved.source, &resolved.config) {
+            (Source::Conflict(names), _) => {
+                AppDecision::skipped(vec![decide::app::contested(app, names)])
+            }
+            (_, None) => return None,
+            (_, Some(config)) => self.decide_configured(app, config, work).await,
+        };
+        Some(decide::app::configured_by(decided, &resolved.source))
+    }
+
+    async fn decide_configured(
+        &self,
+        app: &Value,
+        config: &AppConfig,
+        work: &Work<'_>,
+    ) -> AppDecision {
+        let concerned = concerned_images(config, work.mode);
+        if let Some(reason) = crate::patch::app_skip_reason(app, config) {
+            let entries = every_image(app, &concerned, Action::Skipped, &reason, false);
+            return AppDecision::skipped(entries);
+        }
+        let mut gated = Vec::new();
+        let mut outcomes = Vec::new();
+        for image_entry in concerned {
+            match decide::prepare(app, image_entry, &self.region) {
+                Ok(case) => {
+                    for note in &case.config.notes {
+                        tracing::info!(image = %case.config.image, note = %note, "annotation note");
+                    }
+                    outcomes.push((case.config, self.decide_image(&case, work).await));
+                }
+                Err(entry) => gated.push(*entry),
+            }
+        }
+        let now = time::OffsetDateTime::from(self.clock.now());
+        decide::assemble(app, gated, outcomes, now, work.event_id())
+    }
+}
+
+/// The entries of a decision whose write did not happen.
+fn refused_by(decided: AppDecision, error: &WriteError) -> Vec<Entry> {
+    let (action, reason, retryable) = error.as_entry();
+    decided.refused(action, &reason, retryable)
+}
+
+/// The image-list entries this invocation concerns.
+pub(super) fn concerned_images<'c>(config: &'c AppConfig, mode: Mode<'_>) -> Vec<&'c ImageEntry> {
+    config
+        .images
+        .iter()
+        .filter(|entry| match mode {
+            Mode::Push(push) => entry.image.is(&push.registry(), &push.repository),
+            Mode::Reconcile => true,
+        })
+        .collect()
+}
+
+/// One entry per concerned image, all with the same outcome.
+pub(super) fn every_image(
+    app: &Value,
+    concerned: &[&ImageEntry],
+    action: Action,
+    reason: &str,
+    retryable: bool,
+) -> Vec<Entry> {
+    concerned
+        .iter()
+        .map(|e| {
+            let mut entry = decide::base_entry(app, e.alias.as_deref(), &e.image.to_string())
+                .with(action, reason);
+            entry.retryable = retryable;
+            entry
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const IMAGE_LIST: &str = "argocd-image-updater.argoproj.io/image-list";
+    const WRITE_BACK: &str = "argocd-image-updater.argoproj.io/write-back-method";
+
+    fn app(annotations: Value, labels: Value) -> Value {
+        json!({"metadata": {"namespace": "argocd", "name": "web",
+            "annotations": annotations, "labels": labels}})
+    }
+
+    fn resolved_from(app: &Value) -> Resolved<'static> {
+        let (namespace, name) = decide::app::names(app);
+        Resolved::resolve(
+            &[],
+            namespace,
+            name,
+            annotations::labels_of(app),
+            annotations::configuring(app),
+        )
+    }
+
+    #[test]
+    fn a_read_with_the_same_configuration_keeps_the_resolution() {
+        let listed = app(
+            json!({IMAGE_LIST: "web=1.dkr.ecr.r.amazonaws.com/web"}),
+            json!({}),
+        );
+        // Another annotation and our audit record changed: neither is configuration.
+        let read = app(
+            json!({IMAGE_LIST: "web=1.dkr.ecr.r.amazonaws.com/web", "note": "x",
+                annotations::AUDIT_ANNOTATION: "{}"}),
+            json!({}),
+        );
+        let resolved = resolved_from(&listed);
+        let before = resolved.config.as_ref().map(|c| c.images.len());
+        let again = resolved.for_read(&read, &[]);
+        assert_eq!(again.config.as_ref().map(|c| c.images.len()), before);
+        assert_eq!(again.annotations, annotations::configuring(&listed));
+    }
+
+    #[test]
+    fn a_read_whose_image_list_changed_is_resolved_again() {
+        let listed = app(
+            json!({IMAGE_LIST: "web=1.dkr.ecr.r.amazonaws.com/web"}),
+            json!({}),
+        );
+        let read = app(
+            json!({IMAGE_LIST: "web=1.dkr.ecr.r.amazonaws.com/web,api=1.dkr.ecr.r.amazonaws.com/api"}),
+            json!({}),
+        );
+        let again = resolved_from(&listed).for_read(&read, &[]);
+        assert_eq!(again.config.map(|c| c.images.len()), Some(2));
+    }
+
+    #[test]
+    fn a_read_that_lost_its_image_list_is_no_longer_configured() {
+        let listed = app(
+            json!({IMAGE_LIST: "web=1.dkr.ecr.r.amazonaws.com/web"}),
+            json!({}),
+        );
+        let read = app(json!({}), json!({"team": "a"}));
+        assert!(resolved_from(&listed).for_read(&read, &[]).config.is_none());
+    }
+
+    #[test]
+    fn git_settings_come_from_the_write_back_method_and_argocd_has_none() {
+        let git = app(
+            json!({IMAGE_LIST: "web=1.dkr.ecr.r.amazonaws.com/web",
+                WRITE_BACK: "git:secret:argocd/creds",
+                "argocd-image-updater.argoproj.io/git-branch": "main:image-updates"}),
+            json!({}),
+        );
+        let resolved = resolved_from(&git);
+        let settings = resolved.git().map(|g| (g.credentials, g.branch));
+        assert_eq!(
+            settings,
+            Some(("git:secret:argocd/creds", Some("main:image-updates")))
+        );
+        let patched = app(
+            json!({IMAGE_LIST: "web=1.dkr.ecr.r.amazonaws.com/web", WRITE_BACK: "argocd"}),
+            json!({}),
+        );
+        assert!(resolved_from(&patched).git().is_none());
+    }
+}

@@ -1,0 +1,341 @@
+//! One attempt with Image Updater's `git` write-back: the repository and its credentials,
+//! the branch and file read, the decision on the Application as Git renders it, the
+//! conditional commit, and Argo CD asked to refresh.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::application::{Attempt, GitSettings, Resolved, concerned_images, every_image};
+use super::handler::{Handler, Work};
+use crate::annotations::ImageConfig;
+use crate::decide::{self, AppDecision};
+use crate::githost::GitHost;
+use crate::github::{Credentials, GitHubRepository};
+use crate::gitwrite::{self, HostKind, Location};
+use crate::kube::KubeError;
+use crate::patch::WritePlan;
+use crate::report::{Action, Report};
+use crate::retry::retry_transient;
+use crate::writeback::{Committed, GitCommit, GitOutcome, GitSnapshot, WriteError, Writer, short};
+
+/// Argo CD refreshes an Application carrying this annotation, then removes it.
+const REFRESH_ANNOTATION: &str = "argocd.argoproj.io/refresh";
+
+/// Why an attempt stopped before it decided: every concerned image fails with this.
+struct Stop {
+    reason: String,
+    retryable: bool,
+}
+
+/// What the attempt read from Git: where, and the Application as Argo CD renders it.
+struct Read {
+    snapshot: GitSnapshot,
+    effective: Value,
+}
+
+impl Handler {
+    /// One git write-back attempt. [`Attempt::Raced`] when the branch moved under the
+    /// commit (read Git and decide again); every other outcome is in the report.
+    pub(super) async fn attempt_git(
+        &self,
+        app: &Value,
+        resolved: &Resolved<'_>,
+        git: &GitSettings<'_>,
+        work: &Work<'_>,
+        report: &mut Report,
+    ) -> Attempt {
+        let (ns, name) = decide::app::names(app);
+        let config = resolved.config.as_ref();
+        let concerned = config.map_or_else(Vec::new, |c| concerned_images(c, work.mode));
+        if concerned.is_empty() {
+            report.entries.push(decide::app::not_annotated(ns, name));
+            return Attempt::Done;
+        }
+        let images: Vec<&ImageConfig> = config
+            .into_iter()
+            .flat_map(|c| &c.images)
+            .filter_map(|i| i.config.as_ref().ok())
+            .collect();
+        let stop = |report: &mut Report, stop: Stop| {
+            let entries = every_image(
+                app,
+                &concerned,
+                Action::Failed,
+                &stop.reason,
+                stop.retryable,
+            );
+            let decided =
+                decide::app::configured_by(AppDecision::skipped(entries), &resolved.source);
+            report.entries.extend(decided.entries);
+        };
+        let (location, host) = match self.git_repository(app, git, work).await {
+            Ok(found) => found,
+            Err(reason) => {
+                stop(report, reason);
+                return Attempt::Done;
+            }
+        };
+        // Applications of one invocation that commit to the same repository take turns.
+        let lock = self.repository_lock(&host.name());
+        let _turn = lock.lock().await;
+        let requests_before = host.requests();
+        let target_key = target_key(&location, git.branch);
+        let read = read_git(host.as_ref(), location, git, app, &images).await;
+        let Read {
+            snapshot,
+            effective,
+        } = match read {
+            Ok(read) => read,
+            Err(reason) => {
+                report.stats.git_requests += (host.requests() - requests_before) as u32;
+                stop(report, reason);
+                return Attempt::Done;
+            }
+        };
+        let Some(decided) = self.decide_app(&effective, resolved, work).await else {
+            report.entries.push(decide::app::not_annotated(ns, name));
+            return Attempt::Done;
+        };
+        let Some(plan) = decided.plan.clone() else {
+            report.entries.extend(decided.entries);
+            return Attempt::Done;
+        };
+        if self.config.dry_run {
+            let target = snapshot.location.describe(&snapshot.branch, &snapshot.file);
+            let entries = decided.entries.into_iter().map(|mut e| {
+                if e.action == Action::Updated {
+                    e.reason = format!("dry run: {} (would commit to {target})", e.reason);
+                    e.sources = vec![target.clone()];
+                }
+                e
+            });
+            report.entries.extend(entries);
+            return Attempt::Done;
+        }
+        let writer = GitCommit {
+            host: host.as_ref(),
+            snapshot: &snapshot,
+            images,
+            pull_request: git.pull_request.cloned(),
+            target_key,
+        };
+        let written = writer.write(&effective, &plan).await;
+        report.stats.git_requests += (host.requests() - requests_before) as u32;
+        match written {
+            Ok(GitOutcome::Committed(committed)) => {
+                let landed = Landed {
+                    location: &snapshot.location,
+                    plan: &plan,
+                    committed,
+                };
+                self.report_commit(app, landed, decided, work, report).await;
+                Attempt::Done
+            }
+            Ok(GitOutcome::Unchanged { branch, file }) => {
+                let reason = format!(
+                    "already in Git: {} holds this tag (a duplicate or late event); nothing committed",
+                    snapshot.location.describe(&branch, &file)
+                );
+                report
+                    .entries
+                    .extend(decided.refused(Action::Skipped, &reason, false));
+                Attempt::Done
+            }
+            Err(WriteError::Race(race)) => Attempt::Raced { race, decided },
+            Err(refusal) => {
+                let (action, reason, retryable) = refusal.as_entry();
+                report
+                    .entries
+                    .extend(decided.refused(action, &reason, retryable));
+                Attempt::Done
+            }
+        }
+    }
+
+    /// Where the Application's change is committed, and that repository's host with its
+    /// credentials: GitHub's and GitLab's from the configured secrets, CodeCommit's the
+    /// function's own IAM role.
+    async fn git_repository(
+        &self,
+        app: &Value,
+        git: &GitSettings<'_>,
+        work: &Work<'_>,
+    ) -> Result<(Location, Box<dyn GitHost + '_>), Stop> {
+        let settings = &self.config.git;
+        let location = gitwrite::locate(
+            app,
+            git.method,
+            &settings.argocd_namespace,
+            &settings.enterprise_hosts,
+        )
+        .map_err(|reason| Stop {
+            reason: format!("git write-back: {reason}"),
+            retryable: false,
+        })?;
+        if let HostKind::CodeCommit { region } = &location.repo.kind {
+            let repository = self.codecommit.repository(region, &location.repo.name);
+            return Ok((location, Box::new(repository)));
+        }
+        let (namespace, _) = decide::app::names(app);
+        let credentials = self
+            .git_credentials
+            .for_repository(git.credentials, &location.url, namespace, work.kube)
+            .await
+            .map_err(|e| Stop {
+                reason: e.message,
+                retryable: e.retryable,
+            })?;
+        let host: Box<dyn GitHost + '_> = match (&location.repo.kind, credentials) {
+            (HostKind::GitLab, Credentials::Token(token)) => {
+                Box::new(self.gitlab.project(location.repo.clone(), token))
+            }
+            (HostKind::GitLab, Credentials::App { .. }) => {
+                return Err(Stop {
+                    reason: format!(
+                        "{} is on GitLab, which takes a project or group access token, not GitHub App credentials",
+                        location.repo.full_name()
+                    ),
+                    retryable: false,
+                });
+            }
+            (_, credentials) => Box::new(GitHubRepository {
+                client: &self.github,
+                repo: location.repo.clone(),
+                credentials,
+            }),
+        };
+        Ok((location, host))
+    }
+
+    fn repository_lock(&self, repository: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self
+            .repository_locks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        locks.entry(repository.to_string()).or_default().clone()
+    }
+
+    /// A change landed: the refresh asked for, the Kubernetes Event sent, and the updated
+    /// images' entries say where the change went.
+    async fn report_commit(
+        &self,
+        app: &Value,
+        landed: Landed<'_>,
+        decided: AppDecision,
+        work: &Work<'_>,
+        report: &mut Report,
+    ) {
+        let Landed {
+            location,
+            plan,
+            committed:
+                Committed {
+                    commit,
+                    branch,
+                    file,
+                    pull_request,
+                    mut notes,
+                },
+        } = landed;
+        report.stats.git_commits += 1;
+        let record = json!({
+            "repository": location.repo.full_name(),
+            "branch": branch,
+            "file": file,
+            "commit": commit.oid,
+            "pullRequest": pull_request,
+        });
+        if let Err(e) = self.request_refresh(app, plan, &record, work).await {
+            notes.push(format!(
+                "refresh not requested ({e}): Argo CD picks the commit up at its next Git poll"
+            ));
+        }
+        report.stats.patches += 1;
+        let target = location.describe(&branch, &file);
+        let done = match &pull_request {
+            Some(url) => format!("pull request {url} (commit {})", short(&commit.oid)),
+            None => format!("committed {} to {target}", short(&commit.oid)),
+        };
+        let mut entries = decided.entries;
+        for entry in entries.iter_mut().filter(|e| e.action == Action::Updated) {
+            entry.reason = format!("{}; {done}", entry.reason);
+            for note in &notes {
+                entry.reason.push_str(&format!("; {note}"));
+            }
+            entry.sources = vec![target.clone()];
+            entry.git = Some(record.clone());
+        }
+        let now = time::OffsetDateTime::from(self.clock.now());
+        crate::announce::record_event(work.kube, app, &entries, now).await;
+        report.stats.events += 1;
+        report.entries.extend(entries);
+    }
+
+    /// Asks Argo CD to refresh now (`argocd.argoproj.io/refresh: normal`) and records the
+    /// commit in our audit annotation: a merge patch of those two keys, which cannot touch
+    /// anything else of the Application.
+    async fn request_refresh(
+        &self,
+        app: &Value,
+        plan: &WritePlan,
+        record: &Value,
+        work: &Work<'_>,
+    ) -> Result<(), KubeError> {
+        let (ns, name) = decide::app::names(app);
+        let mut audit = plan.audit.clone();
+        audit["git"] = record.clone();
+        let body = json!({"metadata": {"annotations": {
+            REFRESH_ANNOTATION: "normal",
+            crate::patch::AUDIT_ANNOTATION: audit.to_string(),
+        }}});
+        let merge = crate::kube::Patch::Merge(body);
+        let kube = work.kube;
+        retry_transient(work.deadline, || kube.patch_application(ns, name, &merge)).await
+    }
+}
+
+/// A commit that landed, with what it was made of.
+struct Landed<'a> {
+    location: &'a Location,
+    plan: &'a WritePlan,
+    committed: Committed,
+}
+
+/// Reads the branch and the file, and renders the Application as Argo CD does with it.
+async fn read_git(
+    host: &dyn GitHost,
+    location: Location,
+    git: &GitSettings<'_>,
+    app: &Value,
+    images: &[&ImageConfig],
+) -> Result<Read, Stop> {
+    let snapshot = GitSnapshot::read(host, location, git.pull_request.is_some())
+        .await
+        .map_err(|e| {
+            let (_, reason, retryable) = e.as_entry();
+            Stop { reason, retryable }
+        })?;
+    let file = snapshot.text.as_deref();
+    match gitwrite::effective_app(app, &snapshot.location, file, images) {
+        Ok(effective) => Ok(Read {
+            snapshot,
+            effective,
+        }),
+        Err(reason) => Err(Stop {
+            reason: format!("{reason}: fix the file on branch `{}`", snapshot.branch),
+            retryable: false,
+        }),
+    }
+}
+
+/// `repoURL|branch setting|file`, whose hash is Image Updater's `TargetKey`: the branch
+/// setting is the part before any `:`.
+fn target_key(location: &Location, branch: Option<&str>) -> String {
+    let branch = branch
+        .unwrap_or_default()
+        .split(':')
+        .next()
+        .unwrap_or_default();
+    format!("{}|{branch}|{}", location.url, location.key_path)
+}

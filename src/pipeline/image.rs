@@ -1,0 +1,147 @@
+//! One image of one Application: the registry facts its strategy needs, the decision, and
+//! the signature check before an update is let through.
+
+use super::handler::{Handler, Work};
+use crate::decide::{self, Described, ImageCase, ImageOutcome, Mode};
+use crate::event::PushEvent;
+use crate::facts::FetchFailure;
+use crate::report::Action;
+
+impl Handler {
+    /// Fetches what the image's strategy needs from ECR, lets `decide` answer, then holds an
+    /// update back unless the image is signed with its cosign key (when it has one).
+    pub(super) async fn decide_image(&self, case: &ImageCase<'_>, work: &Work<'_>) -> ImageOutcome {
+        let (outcome, digest) = self.decide_image_facts(case, work).await;
+        let Some(key) = &case.config.cosign_key else {
+            return outcome;
+        };
+        if outcome.update.is_none() {
+            return outcome;
+        }
+        let Some(digest) = digest else {
+            return outcome.refuse(
+                Action::Skipped,
+                "signature check: ECR named no digest for the image to roll out",
+                false,
+            );
+        };
+        let checked = self
+            .signatures
+            .check(
+                &self.ecr,
+                work.kube,
+                &case.registry,
+                &case.repository,
+                &digest,
+                key,
+            )
+            .await;
+        match checked {
+            Ok(Ok(())) => outcome.noted(&format!("{digest} is signed with the cosign key ({key})")),
+            Ok(Err(reason)) => outcome.refuse(
+                Action::Skipped,
+                &format!("signature check failed: {reason}"),
+                false,
+            ),
+            Err(e) => outcome.refuse(Action::Failed, &e.message, e.retryable),
+        }
+    }
+
+    /// [`Self::decide_image`] before the signature check, with the digest it would move to.
+    async fn decide_image_facts(
+        &self,
+        case: &ImageCase<'_>,
+        work: &Work<'_>,
+    ) -> (ImageOutcome, Option<String>) {
+        let decided = match work.mode {
+            Mode::Push(push) => self.decide_pushed(case, push, work).await,
+            Mode::Reconcile => self.decide_reconciled(case, work).await,
+        };
+        decided.unwrap_or_else(|e| {
+            let entries = vec![decide::failed_entry(case.entry(), &e.message, e.retryable)];
+            let outcome = ImageOutcome {
+                entries,
+                update: None,
+            };
+            (outcome, None)
+        })
+    }
+
+    /// A push: the tags the strategy compares described, the scan gate, the platforms.
+    async fn decide_pushed(
+        &self,
+        case: &ImageCase<'_>,
+        push: &PushEvent,
+        work: &Work<'_>,
+    ) -> Result<(ImageOutcome, Option<String>), FetchFailure> {
+        let (registry, repository) = (case.registry.as_str(), case.repository.as_str());
+        let needs = case.needs(work.mode);
+        let described = if needs.describe.is_empty() {
+            Described::new()
+        } else {
+            let wanted = &needs.describe;
+            work.facts.describe(registry, repository, wanted).await?
+        };
+        // Where ECR says the tag points now.
+        let tag_digest = described
+            .get(&push.tag)
+            .and_then(|d| d.as_ref())
+            .and_then(|d| d.digest.clone());
+        let outcome = decide::gate_push(
+            case.decide_push(push, &described),
+            case.config,
+            push,
+            tag_digest.as_deref(),
+        );
+        let digest = outcome
+            .update
+            .as_ref()
+            .and_then(|u| u.to.digest.clone())
+            .or(tag_digest)
+            .or_else(|| push.digest.clone());
+        let Some(tag) = outcome
+            .update
+            .as_ref()
+            .and_then(|u| u.check_platforms.clone())
+        else {
+            return Ok((outcome, digest));
+        };
+        match work.facts.check_platforms(case, &tag).await? {
+            Ok(()) => Ok((outcome, digest)),
+            Err(reason) => Ok((outcome.refuse(Action::Skipped, &reason, false), digest)),
+        }
+    }
+
+    /// A reconcile: the whole tag list, the best candidate, and its scan when gated.
+    async fn decide_reconciled(
+        &self,
+        case: &ImageCase<'_>,
+        work: &Work<'_>,
+    ) -> Result<(ImageOutcome, Option<String>), FetchFailure> {
+        let (registry, repository) = (case.registry.as_str(), case.repository.as_str());
+        let tags = work.facts.tag_list(registry, repository).await?;
+        let candidates = case.candidates(&tags);
+        let choice = work.facts.choose(case, &candidates).await?;
+        let chosen_digest = choice.chosen.and_then(|t| t.digest.clone());
+        let outcome = case.decide_reconcile(&tags, choice.chosen, choice.platform_refusals);
+        // A gated image moves only to a candidate whose scan passes.
+        let digest = outcome
+            .update
+            .as_ref()
+            .and_then(|u| u.to.digest.clone())
+            .or(chosen_digest);
+        let gated = match (&case.config.scan_gate, &digest) {
+            (Some(_), Some(digest)) => {
+                let scan = self.ecr.scan_findings(registry, repository, digest).await?;
+                decide::gate_reconcile(outcome, case.config, &scan)
+            }
+            (Some(gate), None) if outcome.update.is_some() => outcome.refuse(
+                Action::Skipped,
+                &format!("scan-gate `{gate}`: ECR named no digest for the candidate"),
+                false,
+            ),
+            _ => outcome,
+        };
+        Ok((gated, digest))
+    }
+}
