@@ -575,144 +575,179 @@ fn synthesize(
     object: &ImageUpdaterObject,
     reference: usize,
 ) -> Option<(BTreeMap<String, String>, BTreeMap<String, String>)> {
-    let ref_ = object.spec.application_refs.get(reference)?;
-    let owner = format!(
-        "ImageUpdater {}/{}",
-        object.metadata.namespace, object.metadata.name
-    );
-    let ref_path = format!("spec.applicationRefs[{reference}]");
-    let mut map = BTreeMap::new();
-    let mut origins = BTreeMap::new();
-    // Our settings (a scan gate) live in the object's annotations: its spec is pruned to
-    // Image Updater's schema by the API server.
-    for (key, value) in &object.metadata.annotations {
-        if key.starts_with(crate::annotations::OWN_PREFIX) {
-            origins.insert(key.clone(), format!("{owner} annotation `{key}`"));
-            map.insert(key.clone(), value.clone());
-        }
+    let app_ref = object.spec.application_refs.get(reference)?;
+    if app_ref.images.is_empty() {
+        return None;
     }
-    let mut put = |key: String, value: String, field: String| {
-        let key = format!("{PREFIX}{key}");
-        origins.insert(key.clone(), format!("{owner} `{field}`"));
-        map.insert(key, value);
+    let mut synthesis = Synthesis {
+        object,
+        app_ref,
+        ref_path: format!("spec.applicationRefs[{reference}]"),
+        owner: format!(
+            "ImageUpdater {}/{}",
+            object.metadata.namespace, object.metadata.name
+        ),
+        map: BTreeMap::new(),
+        origins: BTreeMap::new(),
     };
-    let list: Vec<String> = ref_
+    synthesis.own_annotations();
+    let list: Vec<String> = app_ref
         .images
         .iter()
         .map(|i| format!("{}={}", i.alias, i.image_name))
         .collect();
-    if list.is_empty() {
-        return None;
-    }
-    put(
-        "image-list".into(),
-        list.join(","),
-        format!("{ref_path}.images[].imageName"),
-    );
-    for (index, image) in ref_.images.iter().enumerate() {
+    let field = format!("{}.images[].imageName", synthesis.ref_path);
+    synthesis.put("image-list".into(), list.join(","), field);
+    for (index, image) in app_ref.images.iter().enumerate() {
         let alias = image.alias.replace('/', "_");
-        let image_path = format!("{ref_path}.images[{index}]");
-        // imagesVerification: image > ref > spec; `enabled: false` at the nearest level
-        // that sets one switches verification off.
-        let verification = [
+        let image_path = format!("{}.images[{index}]", synthesis.ref_path);
+        synthesis.verification(image, &alias, &image_path);
+        synthesis.update_settings(image, &alias, &image_path);
+        synthesis.manifest_targets(image, &alias, &image_path);
+    }
+    synthesis.write_back();
+    Some((synthesis.map, synthesis.origins))
+}
+
+/// One application reference's configuration being written in the annotations' shape.
+struct Synthesis<'a> {
+    object: &'a ImageUpdaterObject,
+    app_ref: &'a ApplicationRef,
+    /// `spec.applicationRefs[<n>]`, the start of every origin in it.
+    ref_path: String,
+    /// `ImageUpdater <namespace>/<name>`.
+    owner: String,
+    map: BTreeMap<String, String>,
+    /// Synthesised key -> the object field it came from.
+    origins: BTreeMap<String, String>,
+}
+
+impl Synthesis<'_> {
+    /// Sets Image Updater's annotation `key` (without its prefix) from object field `field`.
+    fn put(&mut self, key: String, value: String, field: String) {
+        let key = format!("{PREFIX}{key}");
+        self.origins
+            .insert(key.clone(), format!("{} `{field}`", self.owner));
+        self.map.insert(key, value);
+    }
+
+    /// Our settings (a scan gate) live in the object's annotations: its spec is pruned to
+    /// Image Updater's schema by the API server.
+    fn own_annotations(&mut self) {
+        for (key, value) in &self.object.metadata.annotations {
+            if key.starts_with(crate::annotations::OWN_PREFIX) {
+                let origin = format!("{} annotation `{key}`", self.owner);
+                self.origins.insert(key.clone(), origin);
+                self.map.insert(key.clone(), value.clone());
+            }
+        }
+    }
+
+    /// imagesVerification: image > ref > spec; `enabled: false` at the nearest level that
+    /// sets one switches verification off.
+    fn verification(&mut self, image: &ImageSpec, alias: &str, image_path: &str) {
+        let levels = [
             (
                 image.images_verification.as_ref(),
                 format!("{image_path}.imagesVerification"),
             ),
             (
-                ref_.images_verification.as_ref(),
-                format!("{ref_path}.imagesVerification"),
+                self.app_ref.images_verification.as_ref(),
+                format!("{}.imagesVerification", self.ref_path),
             ),
             (
-                object.spec.images_verification.as_ref(),
+                self.object.spec.images_verification.as_ref(),
                 "spec.imagesVerification".to_string(),
             ),
-        ]
-        .into_iter()
-        .find_map(|(v, path)| v.map(|v| (v.clone(), path)));
-        if let Some((verification, path)) = verification
-            && verification["enabled"] != false
-        {
-            let key = &verification["cosignKey"];
-            let reference = match (key["secretName"].as_str(), key["key"].as_str()) {
-                (Some(name), Some(data_key)) => {
-                    format!("secret:{}/{name}:{data_key}", object.metadata.namespace)
-                }
-                // Reported as a bad key reference of this image.
-                _ => "missing cosignKey.secretName or cosignKey.key".to_string(),
-            };
-            put(
-                format!("{alias}.cosign-key"),
-                reference,
-                format!("{path}.cosignKey"),
-            );
+        ];
+        let nearest = levels
+            .into_iter()
+            .find_map(|(v, path)| v.map(|v| (v.clone(), path)));
+        let Some((verification, path)) = nearest else {
+            return;
+        };
+        if verification["enabled"] == false {
+            return;
         }
+        let key = &verification["cosignKey"];
+        let reference = match (key["secretName"].as_str(), key["key"].as_str()) {
+            (Some(name), Some(data_key)) => {
+                format!(
+                    "secret:{}/{name}:{data_key}",
+                    self.object.metadata.namespace
+                )
+            }
+            // Reported as a bad key reference of this image.
+            _ => "missing cosignKey.secretName or cosignKey.key".to_string(),
+        };
+        self.put(
+            format!("{alias}.cosign-key"),
+            reference,
+            format!("{path}.cosignKey"),
+        );
+    }
+
+    /// commonUpdateSettings: image > ref > spec, field by field; the nearest level that sets
+    /// a field wins.
+    fn update_settings(&mut self, image: &ImageSpec, alias: &str, image_path: &str) {
         let levels = [
-            (
-                object.spec.common_update_settings.as_ref(),
-                "spec.commonUpdateSettings".to_string(),
-            ),
-            (
-                ref_.common_update_settings.as_ref(),
-                format!("{ref_path}.commonUpdateSettings"),
-            ),
             (
                 image.common_update_settings.as_ref(),
                 format!("{image_path}.commonUpdateSettings"),
             ),
+            (
+                self.app_ref.common_update_settings.as_ref(),
+                format!("{}.commonUpdateSettings", self.ref_path),
+            ),
+            (
+                self.object.spec.common_update_settings.as_ref(),
+                "spec.commonUpdateSettings".to_string(),
+            ),
         ];
-        // Image > ref > spec: the last level that sets a field wins.
-        let winner = |pick: &dyn Fn(&UpdateSettings) -> Option<String>, field: &str| {
-            levels.iter().rev().find_map(|(settings, path)| {
+        let nearest = |pick: &dyn Fn(&UpdateSettings) -> Option<String>, field: &str| {
+            levels.iter().find_map(|(settings, path)| {
                 settings
                     .and_then(pick)
                     .map(|v| (v, format!("{path}.{field}")))
             })
         };
-        let fields: [(&str, &str, Option<(String, String)>); 6] = [
+        let ignore_tags = |s: &UpdateSettings| {
+            s.ignore_tags
+                .as_ref()
+                .map(|t| serde_json::to_string(t).unwrap_or_default())
+        };
+        let fields = [
             (
                 "update-strategy",
-                "updateStrategy",
-                winner(&|s| s.update_strategy.clone(), "updateStrategy"),
+                nearest(&|s| s.update_strategy.clone(), "updateStrategy"),
             ),
             (
                 "allow-tags",
-                "allowTags",
-                winner(&|s| s.allow_tags.clone(), "allowTags"),
+                nearest(&|s| s.allow_tags.clone(), "allowTags"),
             ),
-            (
-                "ignore-tags",
-                "ignoreTags",
-                winner(
-                    &|s| {
-                        s.ignore_tags
-                            .as_ref()
-                            .map(|t| serde_json::to_string(t).unwrap_or_default())
-                    },
-                    "ignoreTags",
-                ),
-            ),
+            ("ignore-tags", nearest(&ignore_tags, "ignoreTags")),
             (
                 "force-update",
-                "forceUpdate",
-                winner(&|s| s.force_update.map(|f| f.to_string()), "forceUpdate"),
+                nearest(&|s| s.force_update.map(|f| f.to_string()), "forceUpdate"),
             ),
             (
                 "platforms",
-                "platforms",
-                winner(&|s| s.platforms.as_ref().map(|p| p.join(",")), "platforms"),
+                nearest(&|s| s.platforms.as_ref().map(|p| p.join(",")), "platforms"),
             ),
             (
                 "pull-secret",
-                "pullSecret",
-                winner(&|s| s.pull_secret.clone(), "pullSecret"),
+                nearest(&|s| s.pull_secret.clone(), "pullSecret"),
             ),
         ];
-        for (key, _, found) in fields {
+        for (key, found) in fields {
             if let Some((value, field)) = found {
-                put(format!("{alias}.{key}"), value, field);
+                self.put(format!("{alias}.{key}"), value, field);
             }
         }
+    }
+
+    /// manifestTargets: one of helm, kustomize and plugin, into their annotations.
+    fn manifest_targets(&mut self, image: &ImageSpec, alias: &str, image_path: &str) {
         let targets = image.manifest_targets.clone().unwrap_or_default();
         let target_path = format!("{image_path}.manifestTargets");
         let chosen = [
@@ -725,119 +760,112 @@ fn synthesize(
         .count();
         if chosen > 1 {
             // Image Updater skips such an image; we report it as a configuration error.
-            put(
+            self.put(
                 format!("{alias}.helm.image-spec"),
                 String::new(),
                 format!("{target_path} (only one of helm, kustomize, plugin may be set)"),
             );
-            continue;
+            return;
         }
         if let Some(helm) = &targets.helm {
-            match &helm.spec {
-                Some(spec) => put(
-                    format!("{alias}.helm.image-spec"),
-                    spec.clone(),
-                    format!("{target_path}.helm.spec"),
-                ),
-                None => {
-                    if let Some(name) = &helm.name {
-                        put(
-                            format!("{alias}.helm.image-name"),
-                            name.clone(),
-                            format!("{target_path}.helm.name"),
-                        );
-                    }
-                    if let Some(tag) = &helm.tag {
-                        put(
-                            format!("{alias}.helm.image-tag"),
-                            tag.clone(),
-                            format!("{target_path}.helm.tag"),
-                        );
-                    }
-                }
-            }
+            let keys = ["helm.image-name", "helm.image-tag", "helm.image-spec"];
+            self.name_tag_spec(helm, keys, alias, &format!("{target_path}.helm"));
         }
         if let Some(name) = targets.kustomize.as_ref().and_then(|k| k.name.clone()) {
-            put(
+            self.put(
                 format!("{alias}.kustomize.image-name"),
                 name,
                 format!("{target_path}.kustomize.name"),
             );
         }
         if let Some(plugin) = &targets.plugin {
-            let [name_key, tag_key, spec_key] = crate::annotations::PLUGIN_KEYS;
-            match &plugin.spec {
-                Some(spec) => put(
-                    format!("{alias}.{spec_key}"),
-                    spec.clone(),
-                    format!("{target_path}.plugin.spec"),
-                ),
-                None => {
-                    if let Some(name) = &plugin.name {
-                        put(
-                            format!("{alias}.{name_key}"),
-                            name.clone(),
-                            format!("{target_path}.plugin.name"),
-                        );
-                    }
-                    if let Some(tag) = &plugin.tag {
-                        put(
-                            format!("{alias}.{tag_key}"),
-                            tag.clone(),
-                            format!("{target_path}.plugin.tag"),
-                        );
-                    }
-                }
+            let keys = crate::annotations::PLUGIN_KEYS;
+            self.name_tag_spec(plugin, keys, alias, &format!("{target_path}.plugin"));
+        }
+    }
+
+    /// A target's `spec` (the whole image in one parameter), or else its `name` and `tag`.
+    fn name_tag_spec(&mut self, target: &NameTagSpec, keys: [&str; 3], alias: &str, path: &str) {
+        let [name_key, tag_key, spec_key] = keys;
+        if let Some(spec) = &target.spec {
+            self.put(
+                format!("{alias}.{spec_key}"),
+                spec.clone(),
+                format!("{path}.spec"),
+            );
+            return;
+        }
+        if let Some(name) = &target.name {
+            self.put(
+                format!("{alias}.{name_key}"),
+                name.clone(),
+                format!("{path}.name"),
+            );
+        }
+        if let Some(tag) = &target.tag {
+            self.put(
+                format!("{alias}.{tag_key}"),
+                tag.clone(),
+                format!("{path}.tag"),
+            );
+        }
+    }
+
+    /// Write-back: the ref's settings over the object's, field by field (`mergeWBCSettings`).
+    fn write_back(&mut self) {
+        let spec_wbc = self
+            .object
+            .spec
+            .write_back_config
+            .clone()
+            .unwrap_or_default();
+        let ref_wbc = self.app_ref.write_back_config.clone().unwrap_or_default();
+        let ref_path = self.ref_path.clone();
+        let pick = |field: &str, get: &dyn Fn(&WriteBackSettings) -> Option<String>| {
+            get(&ref_wbc)
+                .map(|v| (v, format!("{ref_path}.writeBackConfig.{field}")))
+                .or_else(|| get(&spec_wbc).map(|v| (v, format!("spec.writeBackConfig.{field}"))))
+        };
+        let git = |w: &WriteBackSettings| w.git_config.clone().unwrap_or_default();
+        let write_back = [
+            ("write-back-method", pick("method", &|w| w.method.clone())),
+            ("git-branch", pick("gitConfig.branch", &|w| git(w).branch)),
+            (
+                "write-back-target",
+                pick("gitConfig.writeBackTarget", &|w| git(w).write_back_target),
+            ),
+            (
+                "git-repository",
+                pick("gitConfig.repository", &|w| git(w).repository),
+            ),
+        ];
+        let pull_request = pick("gitConfig.pullRequest", &|w| {
+            git(w).pull_request.map(|p| p.to_string())
+        });
+        for (key, found) in write_back {
+            if let Some((value, field)) = found {
+                self.put(key.to_string(), value, field);
+            }
+        }
+        // `pullRequest: {github: {}, labels: [...]}` or `{gitlab: {}}`; neither or both (the
+        // CRD refuses that too) is reported by the write-back as unsupported.
+        if let Some((request, field)) = pull_request {
+            let request: Value = serde_json::from_str(&request).unwrap_or_default();
+            let mode = match (
+                request.get("github").is_some(),
+                request.get("gitlab").is_some(),
+            ) {
+                (true, false) => "github",
+                (false, true) => "gitlab",
+                _ => "unsupported",
+            };
+            self.put("git-pull-request".into(), mode.into(), field.clone());
+            if let Some(labels) = request["labels"].as_array() {
+                let labels: Vec<&str> = labels.iter().filter_map(Value::as_str).collect();
+                self.put("git-pull-request-labels".into(), labels.join(","), field);
             }
         }
     }
-    // Write-back: the ref's settings over the object's, field by field (`mergeWBCSettings`).
-    let spec_wbc = object.spec.write_back_config.clone().unwrap_or_default();
-    let ref_wbc = ref_.write_back_config.clone().unwrap_or_default();
-    let pick = |field: &str, get: &dyn Fn(&WriteBackSettings) -> Option<String>| {
-        get(&ref_wbc)
-            .map(|v| (v, format!("{ref_path}.writeBackConfig.{field}")))
-            .or_else(|| get(&spec_wbc).map(|v| (v, format!("spec.writeBackConfig.{field}"))))
-    };
-    let git = |w: &WriteBackSettings| w.git_config.clone().unwrap_or_default();
-    let write_back = [
-        ("write-back-method", pick("method", &|w| w.method.clone())),
-        ("git-branch", pick("gitConfig.branch", &|w| git(w).branch)),
-        (
-            "write-back-target",
-            pick("gitConfig.writeBackTarget", &|w| git(w).write_back_target),
-        ),
-        (
-            "git-repository",
-            pick("gitConfig.repository", &|w| git(w).repository),
-        ),
-    ];
-    for (key, found) in write_back {
-        if let Some((value, field)) = found {
-            put(key.to_string(), value, field);
-        }
-    }
-    // `pullRequest: {github: {}, labels: [...]}` or `{gitlab: {}}`; neither or both (the CRD
-    // refuses that too) is reported by the write-back as unsupported.
-    if let Some((request, field)) = pick("gitConfig.pullRequest", &|w| {
-        git(w).pull_request.map(|p| p.to_string())
-    }) {
-        let request: Value = serde_json::from_str(&request).unwrap_or_default();
-        let mode = match (
-            request.get("github").is_some(),
-            request.get("gitlab").is_some(),
-        ) {
-            (true, false) => "github",
-            (false, true) => "gitlab",
-            _ => "unsupported",
-        };
-        put("git-pull-request".into(), mode.into(), field.clone());
-        if let Some(labels) = request["labels"].as_array() {
-            let labels: Vec<&str> = labels.iter().filter_map(Value::as_str).collect();
-            put("git-pull-request-labels".into(), labels.join(","), field);
-        }
-    }
-    Some((map, origins))
 }
 
 /// One update of the invocation, for an object's `status.recentUpdates`.
