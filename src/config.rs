@@ -357,12 +357,8 @@ fn is_whole_secret_arn(arn: &str) -> bool {
     }
 }
 
-fn git_settings(
-    get: &dyn Fn(&str) -> Option<String>,
-    namespaces: &NamespaceScope,
-    repocreds: bool,
-) -> Result<GitSettings, ConfigError> {
-    let argocd_namespace = match (get("ARGOCD_NAMESPACE"), namespaces) {
+fn git_settings(env: &Env<'_>, namespaces: &NamespaceScope) -> Result<GitSettings, ConfigError> {
+    let argocd_namespace = match (env.get("ARGOCD_NAMESPACE"), namespaces) {
         (Some(ns), _) if is_namespace(&ns) => ns,
         (Some(ns), _) => {
             return Err(error(
@@ -373,17 +369,7 @@ fn git_settings(
         (None, NamespaceScope::Only(list)) if list.len() == 1 => list[0].clone(),
         (None, _) => "argocd".into(),
     };
-    let list = |name: &str| -> Vec<String> {
-        get(name)
-            .map(|v| {
-                v.split(',')
-                    .map(|s| s.trim().to_string())
-                    .filter(|s| !s.is_empty())
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let credential_secret_arns = list("GIT_CREDENTIALS_SECRET_ARNS");
+    let credential_secret_arns = env.list("GIT_CREDENTIALS_SECRET_ARNS");
     if let Some(bad) = credential_secret_arns
         .iter()
         .find(|a| !is_whole_secret_arn(a))
@@ -395,14 +381,28 @@ fn git_settings(
             ),
         ));
     }
-    let secret_namespaces = list("GIT_SECRET_NAMESPACES");
+    let secret_namespaces = env.list("GIT_SECRET_NAMESPACES");
     if let Some(bad) = secret_namespaces.iter().find(|ns| !is_namespace(ns)) {
         return Err(error(
             "GIT_SECRET_NAMESPACES",
             format!("`{bad}` is not a namespace name"),
         ));
     }
-    let mut enterprise_hosts = Vec::new();
+    Ok(GitSettings {
+        gitlab_api_url: env.https_url("GITLAB_API_URL")?,
+        argocd_namespace,
+        credential_secret_arns,
+        repocreds: env.flag("GIT_REPOCREDS", false)?,
+        secret_namespaces,
+        enterprise_hosts: enterprise_hosts(env)?,
+        github_api_url: env.https_url("GITHUB_API_URL")?,
+        ca_bundle: git_ca_bundle(env)?,
+    })
+}
+
+/// `GITHUB_ENTERPRISE_HOSTS` and `GITLAB_HOSTS`: `<host>=<API base URL>` pairs.
+fn enterprise_hosts(env: &Env<'_>) -> Result<Vec<crate::gitwrite::EnterpriseHost>, ConfigError> {
+    let mut hosts = Vec::new();
     for (variable, gitlab, example) in [
         (
             "GITHUB_ENTERPRISE_HOSTS",
@@ -415,7 +415,7 @@ fn git_settings(
             "gitlab.example.com=https://gitlab.example.com/api/v4",
         ),
     ] {
-        for pair in list(variable) {
+        for pair in env.list(variable) {
             let Some((host, api)) = pair.split_once('=') else {
                 return Err(error(
                     variable,
@@ -425,47 +425,180 @@ fn git_settings(
             if !api.starts_with("https://") {
                 return Err(error(variable, format!("`{api}` must be an https:// URL")));
             }
-            enterprise_hosts.push(crate::gitwrite::EnterpriseHost {
+            hosts.push(crate::gitwrite::EnterpriseHost {
                 host: host.trim().to_ascii_lowercase(),
                 api: api.trim().trim_end_matches('/').to_string(),
                 gitlab,
             });
         }
     }
-    let gitlab_api_url = get("GITLAB_API_URL");
-    if let Some(url) = &gitlab_api_url
-        && !url.starts_with("https://")
-    {
-        return Err(error("GITLAB_API_URL", "must be an https:// URL"));
+    Ok(hosts)
+}
+
+/// `GIT_CA_BUNDLE`: a PEM bundle, as it is or in base64.
+fn git_ca_bundle(env: &Env<'_>) -> Result<Option<String>, ConfigError> {
+    match env.get("GIT_CA_BUNDLE") {
+        None => Ok(None),
+        Some(text) if text.contains("-----BEGIN") => Ok(Some(text)),
+        Some(encoded) => decode_ca(&encoded)
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes).ok())
+            .map(Some)
+            .ok_or_else(|| error("GIT_CA_BUNDLE", "is neither a PEM bundle nor base64 of one")),
     }
-    let github_api_url = get("GITHUB_API_URL");
-    if let Some(url) = &github_api_url
-        && !url.starts_with("https://")
-    {
-        return Err(error("GITHUB_API_URL", "must be an https:// URL"));
+}
+
+/// The variables, read through a lookup (the process environment, or a test's table), each
+/// trimmed; an empty one is unset.
+struct Env<'a> {
+    lookup: &'a dyn Fn(&str) -> Option<String>,
+}
+
+impl Env<'_> {
+    fn get(&self, name: &str) -> Option<String> {
+        (self.lookup)(name)
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
     }
-    let ca_bundle = match get("GIT_CA_BUNDLE") {
-        None => None,
-        Some(text) if text.contains("-----BEGIN") => Some(text),
-        Some(encoded) => Some(
-            decode_ca(&encoded)
-                .ok()
-                .and_then(|bytes| String::from_utf8(bytes).ok())
-                .ok_or_else(|| {
-                    error("GIT_CA_BUNDLE", "is neither a PEM bundle nor base64 of one")
-                })?,
-        ),
+
+    /// A comma-separated list, its items trimmed, empty ones dropped.
+    fn list(&self, name: &str) -> Vec<String> {
+        self.get(name)
+            .map(|v| {
+                v.split(',')
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn flag(&self, name: &'static str, default: bool) -> Result<bool, ConfigError> {
+        match self.get(name).as_deref() {
+            None => Ok(default),
+            Some("true" | "1") => Ok(true),
+            Some("false" | "0") => Ok(false),
+            Some(other) => Err(error(name, format!("`{other}` is not true or false"))),
+        }
+    }
+
+    fn millis(&self, name: &'static str, default: u64, max: u64) -> Result<Duration, ConfigError> {
+        match self.get(name) {
+            None => Ok(Duration::from_millis(default)),
+            Some(v) => match v.parse::<u64>() {
+                Ok(ms) if (1..=max).contains(&ms) => Ok(Duration::from_millis(ms)),
+                _ => Err(error(
+                    name,
+                    format!("`{v}` is not a number of milliseconds from 1 to {max}"),
+                )),
+            },
+        }
+    }
+
+    fn number(
+        &self,
+        name: &'static str,
+        default: u32,
+        range: std::ops::RangeInclusive<u32>,
+    ) -> Result<u32, ConfigError> {
+        let Some(v) = self.get(name) else {
+            return Ok(default);
+        };
+        v.parse::<u32>()
+            .ok()
+            .filter(|n| range.contains(n))
+            .ok_or_else(|| {
+                let (from, to) = (range.start(), range.end());
+                error(
+                    name,
+                    format!("`{v}` is not a whole number from {from} to {to}"),
+                )
+            })
+    }
+
+    fn https_url(&self, name: &'static str) -> Result<Option<String>, ConfigError> {
+        match self.get(name) {
+            Some(url) if !url.starts_with("https://") => {
+                Err(error(name, "must be an https:// URL"))
+            }
+            url => Ok(url),
+        }
+    }
+}
+
+/// Where the clusters are: `CLUSTER_NAME`, `ARGOCD_NAMESPACES`, `CLUSTERS` and the endpoint
+/// override. The first cluster is `CLUSTER_NAME`'s.
+fn cluster_specs(env: &Env<'_>) -> Result<Vec<ClusterSpec>, ConfigError> {
+    let namespaces = match env.get("ARGOCD_NAMESPACES") {
+        None => NamespaceScope::Only(vec!["argocd".into()]),
+        Some(list) => namespace_scope("ARGOCD_NAMESPACES", &list)?,
     };
-    Ok(GitSettings {
-        gitlab_api_url,
-        argocd_namespace,
-        credential_secret_arns,
-        repocreds,
-        secret_namespaces,
-        enterprise_hosts,
-        github_api_url,
-        ca_bundle,
-    })
+    let listed = match env.get("CLUSTERS") {
+        None => None,
+        Some(value) => Some(clusters_list(&value, &namespaces)?),
+    };
+    let cluster_name = match (env.get("CLUSTER_NAME"), &listed) {
+        (Some(name), _) => cluster_name_checked("CLUSTER_NAME", &name)?,
+        (None, Some(listed)) => listed[0].name.clone(),
+        (None, None) => {
+            return Err(error(
+                "CLUSTER_NAME",
+                "is required: the name of the EKS cluster that runs Argo CD (or CLUSTERS for several)",
+            ));
+        }
+    };
+    let cluster_override = endpoint_override(env)?;
+    let primary = ClusterSpec {
+        name: cluster_name.clone(),
+        namespaces,
+        region: None,
+        access: cluster_override.clone(),
+        role_arn: None,
+    };
+    // `CLUSTER_NAME` and its endpoint variables describe the first cluster; `CLUSTERS`
+    // adds the others (and may list the first again, to give it its own settings).
+    let Some(mut listed) = listed else {
+        return Ok(vec![primary]);
+    };
+    match listed.iter().position(|c| c.name == cluster_name) {
+        Some(at) => {
+            let mut first = listed.remove(at);
+            if first.access.is_none() {
+                first.access = cluster_override;
+            } else if cluster_override.is_some() {
+                return Err(error(
+                    "KUBE_API_ENDPOINT",
+                    format!("cluster `{cluster_name}` has an endpoint in CLUSTERS too; keep one"),
+                ));
+            }
+            listed.insert(0, first);
+        }
+        None => listed.insert(0, primary),
+    }
+    Ok(listed)
+}
+
+/// `KUBE_API_ENDPOINT` with `KUBE_CA_DATA`: the first cluster's API server, instead of the
+/// one DescribeCluster names.
+fn endpoint_override(env: &Env<'_>) -> Result<Option<ClusterAccess>, ConfigError> {
+    match (env.get("KUBE_API_ENDPOINT"), env.get("KUBE_CA_DATA")) {
+        (None, None) => Ok(None),
+        (Some(endpoint), Some(ca)) => {
+            let access = cluster_access("KUBE_API_ENDPOINT", endpoint, &ca).map_err(|e| {
+                if e.problem.starts_with("the cluster CA") {
+                    error("KUBE_CA_DATA", e.problem)
+                } else {
+                    e
+                }
+            })?;
+            Ok(Some(access))
+        }
+        (Some(_), None) => Err(error(
+            "KUBE_CA_DATA",
+            "is required with KUBE_API_ENDPOINT (base64 of the cluster CA PEM)",
+        )),
+        (None, Some(_)) => Err(error("KUBE_API_ENDPOINT", "is required with KUBE_CA_DATA")),
+    }
 }
 
 impl Config {
@@ -503,32 +636,15 @@ impl Config {
 
     /// Reads the variables through `lookup`, so tests need not touch the process env.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let get = |name: &str| {
-            lookup(name)
-                .map(|v| v.trim().to_string())
-                .filter(|v| !v.is_empty())
-        };
-
-        let namespaces = match get("ARGOCD_NAMESPACES") {
-            None => NamespaceScope::Only(vec!["argocd".into()]),
-            Some(list) => namespace_scope("ARGOCD_NAMESPACES", &list)?,
-        };
-        let listed = match get("CLUSTERS") {
-            None => None,
-            Some(value) => Some(clusters_list(&value, &namespaces)?),
-        };
-        let cluster_name = match (get("CLUSTER_NAME"), &listed) {
-            (Some(name), _) => cluster_name_checked("CLUSTER_NAME", &name)?,
-            (None, Some(listed)) => listed[0].name.clone(),
-            (None, None) => {
-                return Err(error(
-                    "CLUSTER_NAME",
-                    "is required: the name of the EKS cluster that runs Argo CD (or CLUSTERS for several)",
-                ));
-            }
-        };
-
-        let label_selector = get("APPLICATION_LABEL_SELECTOR");
+        let env = Env { lookup: &lookup };
+        let clusters = cluster_specs(&env)?;
+        let first = &clusters[0];
+        let (cluster_name, namespaces, cluster_override) = (
+            first.name.clone(),
+            first.namespaces.clone(),
+            first.access.clone(),
+        );
+        let label_selector = env.get("APPLICATION_LABEL_SELECTOR");
         if let Some(selector) = &label_selector
             && selector.chars().any(|c| c.is_control())
         {
@@ -537,16 +653,7 @@ impl Config {
                 "has control characters",
             ));
         }
-
-        let flag = |name: &'static str, default: bool| match get(name).as_deref() {
-            None => Ok(default),
-            Some("true" | "1") => Ok(true),
-            Some("false" | "0") => Ok(false),
-            Some(other) => Err(error(name, format!("`{other}` is not true or false"))),
-        };
-        let dry_run = flag("DRY_RUN", false)?;
-        let read_image_updaters = flag("READ_IMAGEUPDATERS", true)?;
-        let notification_topic_arn = get("NOTIFICATION_TOPIC_ARN");
+        let notification_topic_arn = env.get("NOTIFICATION_TOPIC_ARN");
         if let Some(arn) = &notification_topic_arn
             && !(arn.starts_with("arn:") && arn.contains(":sns:"))
         {
@@ -555,8 +662,8 @@ impl Config {
                 format!("`{arn}` is not an SNS topic ARN (arn:aws:sns:region:account:name)"),
             ));
         }
-
-        let log_level = get("LOG_LEVEL")
+        let log_level = env
+            .get("LOG_LEVEL")
             .unwrap_or_else(|| "info".into())
             .to_ascii_lowercase();
         if !["error", "warn", "info", "debug", "trace"].contains(&log_level.as_str()) {
@@ -565,107 +672,7 @@ impl Config {
                 format!("`{log_level}` is not one of error, warn, info, debug, trace"),
             ));
         }
-
-        let millis =
-            |name: &'static str, default: u64, max: u64| -> Result<Duration, ConfigError> {
-                match get(name) {
-                    None => Ok(Duration::from_millis(default)),
-                    Some(v) => match v.parse::<u64>() {
-                        Ok(ms) if (1..=max).contains(&ms) => Ok(Duration::from_millis(ms)),
-                        _ => Err(error(
-                            name,
-                            format!("`{v}` is not a number of milliseconds from 1 to {max}"),
-                        )),
-                    },
-                }
-            };
-        let timeouts = KubeTimeouts {
-            connect: millis("KUBE_CONNECT_TIMEOUT_MS", 3_000, 60_000)?,
-            request: millis("KUBE_REQUEST_TIMEOUT_MS", 10_000, 300_000)?,
-        };
-
-        let cluster_override = match (get("KUBE_API_ENDPOINT"), get("KUBE_CA_DATA")) {
-            (None, None) => None,
-            (Some(endpoint), Some(ca)) => {
-                let access = cluster_access("KUBE_API_ENDPOINT", endpoint, &ca).map_err(|e| {
-                    if e.problem.starts_with("the cluster CA") {
-                        error("KUBE_CA_DATA", e.problem)
-                    } else {
-                        e
-                    }
-                })?;
-                Some(access)
-            }
-            (Some(_), None) => {
-                return Err(error(
-                    "KUBE_CA_DATA",
-                    "is required with KUBE_API_ENDPOINT (base64 of the cluster CA PEM)",
-                ));
-            }
-            (None, Some(_)) => {
-                return Err(error("KUBE_API_ENDPOINT", "is required with KUBE_CA_DATA"));
-            }
-        };
-        let primary = ClusterSpec {
-            name: cluster_name.clone(),
-            namespaces: namespaces.clone(),
-            region: None,
-            access: cluster_override.clone(),
-            role_arn: None,
-        };
-        // `CLUSTER_NAME` and its endpoint variables describe the first cluster; `CLUSTERS`
-        // adds the others (and may list the first again, to give it its own settings).
-        let clusters = match listed {
-            None => vec![primary],
-            Some(mut listed) => match listed.iter().position(|c| c.name == cluster_name) {
-                Some(at) => {
-                    let mut first = listed.remove(at);
-                    if first.access.is_none() {
-                        first.access = cluster_override.clone();
-                    } else if cluster_override.is_some() {
-                        return Err(error(
-                            "KUBE_API_ENDPOINT",
-                            format!(
-                                "cluster `{cluster_name}` has an endpoint in CLUSTERS too; keep one"
-                            ),
-                        ));
-                    }
-                    listed.insert(0, first);
-                    listed
-                }
-                None => {
-                    listed.insert(0, primary);
-                    listed
-                }
-            },
-        };
-        let (namespaces, cluster_override) =
-            (clusters[0].namespaces.clone(), clusters[0].access.clone());
-
-        let number = |name: &'static str,
-                      default: u32,
-                      range: std::ops::RangeInclusive<u32>|
-         -> Result<u32, ConfigError> {
-            match get(name) {
-                None => Ok(default),
-                Some(v) => v
-                    .parse::<u32>()
-                    .ok()
-                    .filter(|n| range.contains(n))
-                    .ok_or_else(|| {
-                        error(
-                            name,
-                            format!(
-                                "`{v}` is not a whole number from {} to {}",
-                                range.start(),
-                                range.end()
-                            ),
-                        )
-                    }),
-            }
-        };
-        let git = git_settings(&get, &namespaces, flag("GIT_REPOCREDS", false)?)?;
-        let own_account = get("FUNCTION_ACCOUNT_ID");
+        let own_account = env.get("FUNCTION_ACCOUNT_ID");
         if let Some(account) = &own_account
             && !(account.len() == 12 && account.bytes().all(|b| b.is_ascii_digit()))
         {
@@ -676,19 +683,22 @@ impl Config {
         }
         Ok(Self {
             own_account,
-            git,
+            git: git_settings(&env, &namespaces)?,
+            dry_run: env.flag("DRY_RUN", false)?,
+            read_image_updaters: env.flag("READ_IMAGEUPDATERS", true)?,
+            timeouts: KubeTimeouts {
+                connect: env.millis("KUBE_CONNECT_TIMEOUT_MS", 3_000, 60_000)?,
+                request: env.millis("KUBE_REQUEST_TIMEOUT_MS", 10_000, 300_000)?,
+            },
+            page_size: env.number("LIST_PAGE_SIZE", 500, 1..=5_000)?,
+            conflict_retries: env.number("CONFLICT_RETRIES", 5, 0..=20)?,
             clusters,
             cluster_name,
             namespaces,
             label_selector,
-            dry_run,
-            read_image_updaters,
             notification_topic_arn,
             log_level,
-            timeouts,
             cluster_override,
-            page_size: number("LIST_PAGE_SIZE", 500, 1..=5_000)?,
-            conflict_retries: number("CONFLICT_RETRIES", 5, 0..=20)?,
         })
     }
 }
