@@ -55,6 +55,7 @@ pub mod cluster;
 pub mod config;
 pub mod decision;
 pub mod event;
+pub mod failure;
 pub mod git;
 pub mod metrics;
 pub mod pipeline;
@@ -66,7 +67,7 @@ pub mod telemetry;
 
 pub use appconfig::{annotations, imageupdater, migration};
 pub use apply::{patch, writeback};
-pub use aws::{assume_role, aws_error, aws_http, iam, sdk_env};
+pub use aws::{assume_role, aws_error, aws_http, iam, sdk_env, secrets};
 pub use cluster::{eks_auth, kube, objects, retry};
 pub use decision::{appset, decide};
 pub use git::{codecommit, gitcreds, githost, github, gitlab, gitwrite, repourl, yamledit};

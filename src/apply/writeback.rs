@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use crate::annotations::ImageConfig;
 use crate::appset;
+use crate::failure::Failure;
 use crate::githost::{Commit, GitHost, HostError};
 use crate::gitwrite::{self, Change, Location};
 use crate::kube::{KubeClient, KubeError, Patch};
@@ -33,8 +34,8 @@ pub enum WriteError {
     #[error("{0}")]
     Refused(String),
     /// Anything else, with whether a retry (or an operator) can fix it.
-    #[error("{message}")]
-    Failed { message: String, retryable: bool },
+    #[error(transparent)]
+    Failed(Failure),
     /// This method may not write this target (an ApplicationSet would revert the patch):
     /// the updates are reported with `action` and `reason`.
     #[error("{reason}")]
@@ -57,7 +58,7 @@ impl WriteError {
             Self::Refused(reason) | Self::Race(reason) | Self::Conflict(reason) => {
                 (Action::Failed, reason.clone(), false)
             }
-            Self::Failed { message, retryable } => (Action::Failed, message.clone(), *retryable),
+            Self::Failed(failure) => (Action::Failed, failure.message.clone(), failure.retryable),
         }
     }
 }
@@ -107,10 +108,7 @@ impl Writer for ApplicationPatch<'_> {
         let lookup = match &fetched {
             Ok(set) => appset::Lookup::Found(set),
             Err(KubeError::NotFound { .. }) => appset::Lookup::Missing,
-            Err(e) => appset::Lookup::Unreadable {
-                message: e.to_string(),
-                retryable: e.is_retryable(),
-            },
+            Err(e) => appset::Lookup::Unreadable(Failure::new(e.to_string(), e.is_retryable())),
         };
         appset::verdict(owner, lookup, name, &plan.written_paths()).map_err(|refusal| {
             WriteError::Declined {
@@ -140,10 +138,10 @@ impl Writer for ApplicationPatch<'_> {
             // A failed `test` (422): someone wrote first.
             Err(e @ KubeError::Invalid { .. }) => Err(WriteError::Race(e.to_string())),
             Err(e @ KubeError::Conflict { .. }) => Err(WriteError::Conflict(e.to_string())),
-            Err(e) => Err(WriteError::Failed {
-                message: e.to_string(),
-                retryable: e.is_retryable(),
-            }),
+            Err(e) => Err(WriteError::Failed(Failure::new(
+                e.to_string(),
+                e.is_retryable(),
+            ))),
         }
     }
 }
@@ -299,10 +297,7 @@ fn changes_of(plan: &WritePlan) -> Vec<Change> {
 fn git_failure(error: HostError) -> WriteError {
     match error {
         HostError::HeadMoved { .. } => WriteError::Race(error.to_string()),
-        e => WriteError::Failed {
-            retryable: e.is_retryable(),
-            message: e.to_string(),
-        },
+        e => WriteError::Failed(Failure::new(e.to_string(), e.is_retryable())),
     }
 }
 
@@ -334,10 +329,7 @@ impl Writer for GitCommit<'_> {
             &patched,
             &self.images,
         )
-        .map_err(|message| WriteError::Failed {
-            message,
-            retryable: false,
-        })?;
+        .map_err(|message| WriteError::Failed(Failure::permanent(message)))?;
         let Some(text) = rendered else {
             return Ok(GitOutcome::Unchanged {
                 branch: snapshot.branch.clone(),
@@ -413,12 +405,8 @@ impl GitCommit<'_> {
             .await
             .map_err(git_failure)?;
         let rendered =
-            gitwrite::render(&snapshot.location, there.as_deref(), patched, &self.images).map_err(
-                |message| WriteError::Failed {
-                    message,
-                    retryable: false,
-                },
-            )?;
+            gitwrite::render(&snapshot.location, there.as_deref(), patched, &self.images)
+                .map_err(|message| WriteError::Failed(Failure::permanent(message)))?;
         Ok(match rendered {
             Some(text) => Resume::Commit { head, text },
             None => Resume::Holds { head },
@@ -456,12 +444,14 @@ impl GitCommit<'_> {
         let opened = host
             .pull_request(branch, &snapshot.base, title, body.trim())
             .await
-            .map_err(|e| WriteError::Failed {
-                message: format!(
-                    "`{branch}` holds the change (commit {}), but opening the pull request failed: {e}",
-                    short(commit.as_ref().map_or(head.as_str(), |c| c.oid.as_str()))
-                ),
-                retryable: e.is_retryable(),
+            .map_err(|e| {
+                let made = short(commit.as_ref().map_or(head.as_str(), |c| c.oid.as_str()));
+                WriteError::Failed(Failure::new(
+                    format!(
+                        "`{branch}` holds the change (commit {made}), but opening the pull request failed: {e}"
+                    ),
+                    e.is_retryable(),
+                ))
             })?;
         if commit.is_none() && !opened.opened {
             // The commit and its open pull request are both there: a duplicate event.

@@ -7,6 +7,7 @@
 
 use serde_json::Value;
 
+use crate::failure::Failure;
 use crate::report::Action;
 
 /// What reading the owning ApplicationSet gave.
@@ -14,7 +15,7 @@ use crate::report::Action;
 pub enum Lookup<'a> {
     Found(&'a Value),
     Missing,
-    Unreadable { message: String, retryable: bool },
+    Unreadable(Failure),
 }
 
 /// Why the write does not happen: the entries' new action, reason and retry class.
@@ -45,7 +46,7 @@ pub fn verdict(
             ),
             retryable: false,
         }),
-        Lookup::Unreadable { message, retryable } => Err(Refusal {
+        Lookup::Unreadable(Failure { message, retryable }) => Err(Refusal {
             action: Action::Failed,
             reason: format!(
                 "owned by ApplicationSet `{owner}`, whose ignoreApplicationDifferences cannot be read: {message}"

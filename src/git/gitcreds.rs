@@ -17,30 +17,21 @@
 //! reaches a log line, a report or an error message.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 use base64::Engine;
 use serde_json::Value;
-use tokio::sync::Mutex;
 
 use crate::config::GitSettings;
 use crate::github::Credentials;
 use crate::kube::{KubeClient, KubeError};
 use crate::repourl::RepoUrl;
+use crate::secrets::{SecretError, SecretReader};
 
-/// Why no credentials could be had, and whether a retry could help.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct CredentialsError {
-    pub message: String,
-    pub retryable: bool,
-}
+use crate::failure::Failure;
 
-fn permanent(message: String) -> CredentialsError {
-    CredentialsError {
-        message,
-        retryable: false,
-    }
+fn permanent(message: String) -> Failure {
+    Failure::permanent(message)
 }
 
 /// One secret's credentials and the repositories they serve (`None`: every one).
@@ -50,21 +41,14 @@ struct Stored {
     credentials: Credentials,
 }
 
-const CACHE_FOR: Duration = Duration::from_secs(300);
-
 pub struct GitCredentials {
     settings: GitSettings,
-    secrets: aws_sdk_secretsmanager::Client,
-    cache: Mutex<Option<(Instant, Vec<Stored>)>>,
+    secrets: Arc<SecretReader>,
 }
 
 impl GitCredentials {
-    pub fn new(settings: GitSettings, secrets: aws_sdk_secretsmanager::Client) -> Self {
-        Self {
-            settings,
-            secrets,
-            cache: Mutex::new(None),
-        }
+    pub fn new(settings: GitSettings, secrets: Arc<SecretReader>) -> Self {
+        Self { settings, secrets }
     }
 
     /// The credentials `method` names for the repository at `repo_url`, for an Application
@@ -75,7 +59,7 @@ impl GitCredentials {
         repo_url: &str,
         app_namespace: &str,
         kube: &KubeClient,
-    ) -> Result<Credentials, CredentialsError> {
+    ) -> Result<Credentials, Failure> {
         let repository = RepoUrl::parse(repo_url).map_err(permanent)?;
         if let Some(reference) = method.strip_prefix("git:secret:") {
             let (namespace, name) =
@@ -111,44 +95,27 @@ impl GitCredentials {
         })
     }
 
-    async fn stored(&self) -> Result<Vec<Stored>, CredentialsError> {
-        let mut cache = self.cache.lock().await;
-        if let Some((at, stored)) = cache.as_ref()
-            && at.elapsed() < CACHE_FOR
-        {
-            return Ok(stored.clone());
-        }
+    /// The secrets of `GIT_CREDENTIALS_SECRET_ARNS`, in their order.
+    async fn stored(&self) -> Result<Vec<Stored>, Failure> {
         let mut stored = Vec::new();
         for arn in &self.settings.credential_secret_arns {
-            let answer = self
-                .secrets
-                .get_secret_value()
-                .secret_id(arn)
-                .send()
-                .await
-                .map_err(|e| {
-                    let described = crate::aws_error::describe(&e);
-                    let denied = described.cause == crate::aws_error::Cause::AccessDenied;
-                    let missing = described.code.as_deref() == Some("ResourceNotFoundException");
-                    let text = described.to_string();
-                    CredentialsError {
-                        message: format!(
-                            "cannot read git credentials secret {arn}: {text}{}",
-                            if denied {
-                                "; the function's role needs secretsmanager:GetSecretValue on it (the template grants it for GitCredentialsSecretArns)"
-                            } else {
-                                ""
-                            }
-                        ),
-                        retryable: !missing && (denied || described.cause.is_retryable()),
-                    }
-                })?;
-            let text = answer.secret_string().ok_or_else(|| {
-                permanent(format!(
+            let text = self.secrets.text(arn).await.map_err(|e| match e {
+                SecretError::NotText => permanent(format!(
                     "secret {arn} has no SecretString: store the credentials as JSON text"
-                ))
+                )),
+                e => Failure::new(
+                    format!(
+                        "cannot read git credentials secret {arn}: {e}{}",
+                        if e.is_denied() {
+                            "; the function's role needs secretsmanager:GetSecretValue on it (the template grants it for GitCredentialsSecretArns)"
+                        } else {
+                            ""
+                        }
+                    ),
+                    !e.is_missing() && (e.is_denied() || e.is_transient()),
+                ),
             })?;
-            let json: Value = serde_json::from_str(text).map_err(|_| {
+            let json: Value = serde_json::from_str(&text).map_err(|_| {
                 permanent(format!(
                     "secret {arn} is not JSON: store {{\"token\": \"...\"}} or the GitHub App fields"
                 ))
@@ -174,7 +141,6 @@ impl GitCredentials {
             };
             stored.push(Stored { url, credentials });
         }
-        *cache = Some((Instant::now(), stored.clone()));
         Ok(stored)
     }
 
@@ -186,7 +152,7 @@ impl GitCredentials {
         repository: &RepoUrl,
         repo_url: &str,
         kube: &KubeClient,
-    ) -> Result<Credentials, CredentialsError> {
+    ) -> Result<Credentials, Failure> {
         let namespace = &self.settings.argocd_namespace;
         if !self.settings.repocreds {
             return Err(permanent(format!(
@@ -297,12 +263,12 @@ fn secret_fields(secret: &Value) -> HashMap<String, String> {
     fields
 }
 
-fn kube_failure(error: &KubeError, what: &str, fix: &str) -> CredentialsError {
+fn kube_failure(error: &KubeError, what: &str, fix: &str) -> Failure {
     let fix = match error {
         KubeError::Forbidden { .. } | KubeError::NotFound { .. } => format!(": {fix}"),
         _ => String::new(),
     };
-    CredentialsError {
+    Failure {
         message: format!("{what}: {error}{fix}"),
         retryable: error.is_retryable(),
     }

@@ -81,6 +81,103 @@ pub async fn read_answer(response: reqwest::Response, what: &str) -> Result<Vec<
         })
 }
 
+/// One REST request to a Git host.
+pub struct RestCall<'a> {
+    pub method: reqwest::Method,
+    pub url: &'a str,
+    pub body: Option<serde_json::Value>,
+    /// What is asked, for messages: "repository owner/name".
+    pub what: &'a str,
+    /// The branch a write goes to: a refusal may then be a protection or a moved head.
+    pub branch: Option<&'a str>,
+}
+
+impl<'a> RestCall<'a> {
+    pub fn get(url: &'a str, what: &'a str) -> Self {
+        Self {
+            method: reqwest::Method::GET,
+            url,
+            body: None,
+            what,
+            branch: None,
+        }
+    }
+
+    pub fn post(url: &'a str, what: &'a str, body: Option<serde_json::Value>) -> Self {
+        Self {
+            method: reqwest::Method::POST,
+            body,
+            ..Self::get(url, what)
+        }
+    }
+
+    pub fn on_branch(self, branch: &'a str) -> Self {
+        Self {
+            branch: Some(branch),
+            ..self
+        }
+    }
+}
+
+/// A Git host's answer that is not a success, for the host to class.
+pub struct Refusal {
+    pub status: reqwest::StatusCode,
+    pub headers: reqwest::header::HeaderMap,
+    /// The answer as JSON; `Null` when it is not.
+    pub body: serde_json::Value,
+    /// The start of the answer, for one without a message.
+    pub text: String,
+}
+
+impl Refusal {
+    /// A header's value, when it is text.
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    }
+}
+
+/// Sends `call` with the host's own headers (`authorize`), reads the answer within
+/// [`MAX_ANSWER`], and hands an answer that is not a success to the host's `class`.
+pub async fn send_rest(
+    http: &LazyClient,
+    call: RestCall<'_>,
+    authorize: impl FnOnce(reqwest::RequestBuilder) -> reqwest::RequestBuilder,
+    class: impl FnOnce(Refusal) -> HostError,
+) -> Result<serde_json::Value, HostError> {
+    let what = call.what;
+    let transport = |message: String| HostError::Transport {
+        what: what.to_string(),
+        message,
+    };
+    let mut request = authorize(
+        http.get()
+            .map_err(transport)?
+            .request(call.method, call.url),
+    );
+    if let Some(body) = call.body {
+        request = request.json(&body);
+    }
+    let response = request
+        .send()
+        .await
+        .map_err(|e| transport(crate::redact::http_error(&e)))?;
+    let (status, headers) = (response.status(), response.headers().clone());
+    let bytes = read_answer(response, what).await?;
+    let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+    if status.is_success() {
+        return Ok(body);
+    }
+    Err(class(Refusal {
+        status,
+        headers,
+        body,
+        text: String::from_utf8_lossy(&bytes).chars().take(200).collect(),
+    }))
+}
+
 /// A file's text from a host's base64 `content` field (line-wrapped or not).
 pub fn decode_file(content: &str, what: &str) -> Result<String, HostError> {
     use base64::Engine;

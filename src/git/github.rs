@@ -10,11 +10,11 @@ use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
-use reqwest::{Method, StatusCode, header};
+use reqwest::{StatusCode, header};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
-use crate::githost::{Commit, GITHUB_WRITE, GitHost, HostError, PullRequest};
+use crate::githost::{Commit, GITHUB_WRITE, GitHost, HostError, PullRequest, Refusal, RestCall};
 use crate::gitwrite::Repo;
 
 /// Credentials for one repository, in the shapes Argo CD's repository secrets use.
@@ -144,7 +144,7 @@ impl GitHub {
         );
         let what = format!("an installation token for GitHub App {app_id}");
         let body = self
-            .send(Method::POST, &url, &jwt, None, &what, repo, None)
+            .send(RestCall::post(&url, &what, None), &jwt, repo)
             .await?;
         let token = body["token"].as_str().ok_or_else(|| HostError::Invalid {
             what: what.clone(),
@@ -176,9 +176,7 @@ impl GitHub {
     pub async fn default_branch(&self, repo: &Repo, token: &str) -> Result<String, HostError> {
         let url = format!("{}/repos/{}", self.api(repo), repo.full_name());
         let what = format!("repository {}", repo.full_name());
-        let body = self
-            .send(Method::GET, &url, token, None, &what, repo, None)
-            .await?;
+        let body = self.send(RestCall::get(&url, &what), token, repo).await?;
         body["default_branch"]
             .as_str()
             .map(str::to_string)
@@ -202,10 +200,7 @@ impl GitHub {
             encode_path(branch)
         );
         let what = format!("branch `{branch}` of {}", repo.full_name());
-        match self
-            .send(Method::GET, &url, token, None, &what, repo, None)
-            .await
-        {
+        match self.send(RestCall::get(&url, &what), token, repo).await {
             Ok(body) => Ok(body["object"]["sha"].as_str().map(str::to_string)),
             Err(HostError::NotFound { .. }) => Ok(None),
             Err(e) => Err(e),
@@ -227,10 +222,7 @@ impl GitHub {
             encode_path(path)
         );
         let what = format!("`{path}` in {}", repo.full_name());
-        let body = match self
-            .send(Method::GET, &url, token, None, &what, repo, None)
-            .await
-        {
+        let body = match self.send(RestCall::get(&url, &what), token, repo).await {
             Ok(body) => body,
             Err(HostError::NotFound { .. }) => return Ok(None),
             Err(e) => return Err(e),
@@ -263,13 +255,9 @@ impl GitHub {
         let body = json!({"ref": format!("refs/heads/{branch}"), "sha": commit});
         match self
             .send(
-                Method::POST,
-                &url,
+                RestCall::post(&url, &what, Some(body)).on_branch(branch),
                 token,
-                Some(body),
-                &what,
                 repo,
-                Some(branch),
             )
             .await
         {
@@ -313,13 +301,9 @@ impl GitHub {
         let what = format!("the commit to `{branch}` of {}", repo.full_name());
         let answer = self
             .send(
-                Method::POST,
-                &self.graphql_url(repo),
+                RestCall::post(&self.graphql_url(repo), &what, Some(request)).on_branch(branch),
                 token,
-                Some(request),
-                &what,
                 repo,
-                Some(branch),
             )
             .await?;
         if let Some(errors) = answer["errors"].as_array().filter(|e| !e.is_empty()) {
@@ -358,7 +342,7 @@ impl GitHub {
             encode_query(base)
         );
         let open = self
-            .send(Method::GET, &list_url, token, None, &what, repo, None)
+            .send(RestCall::get(&list_url, &what), token, repo)
             .await?;
         let pick = |pr: &Value, opened: bool| {
             Some(PullRequest {
@@ -374,16 +358,13 @@ impl GitHub {
         {
             return Ok(found);
         }
+        let (url, opening) = (
+            format!("{api}/repos/{name}/pulls"),
+            format!("opening a pull request on {name}"),
+        );
+        let request = json!({"title": title, "head": head, "base": base, "body": body});
         let created = self
-            .send(
-                Method::POST,
-                &format!("{api}/repos/{name}/pulls"),
-                token,
-                Some(json!({"title": title, "head": head, "base": base, "body": body})),
-                &format!("opening a pull request on {name}"),
-                repo,
-                None,
-            )
+            .send(RestCall::post(&url, &opening, Some(request)), token, repo)
             .await?;
         pick(&created, true).ok_or(HostError::Invalid {
             what,
@@ -405,95 +386,65 @@ impl GitHub {
             repo.full_name()
         );
         let what = format!("labelling pull request #{number}");
-        self.send(
-            Method::POST,
-            &url,
-            token,
-            Some(json!({"labels": labels})),
-            &what,
-            repo,
-            None,
-        )
-        .await
-        .map(|_| ())
+        let body = json!({"labels": labels});
+        self.send(RestCall::post(&url, &what, Some(body)), token, repo)
+            .await
+            .map(|_| ())
     }
 
-    #[allow(clippy::too_many_arguments)]
-    async fn send(
-        &self,
-        method: Method,
-        url: &str,
-        token: &str,
-        body: Option<Value>,
-        what: &str,
-        repo: &Repo,
-        branch: Option<&str>,
-    ) -> Result<Value, HostError> {
+    async fn send(&self, call: RestCall<'_>, token: &str, repo: &Repo) -> Result<Value, HostError> {
         self.requests
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let http = self.http.get().map_err(|message| HostError::Transport {
-            what: what.to_string(),
+        let (what, branch) = (call.what, call.branch);
+        let authorize = |request: reqwest::RequestBuilder| {
+            request
+                .bearer_auth(token)
+                .header(header::ACCEPT, "application/vnd.github+json")
+                .header("X-GitHub-Api-Version", "2022-11-28")
+        };
+        let class = |refusal: Refusal| refusal_class(refusal, what, repo, branch);
+        crate::githost::send_rest(&self.http, call, authorize, class).await
+    }
+}
+
+/// How GitHub refused: rate limits (a 403 too, when the limit headers say so), branch
+/// protection, or the classes every host shares.
+fn refusal_class(refusal: Refusal, what: &str, repo: &Repo, branch: Option<&str>) -> HostError {
+    let message = refusal.body["message"]
+        .as_str()
+        .map_or_else(|| refusal.text.clone(), str::to_string);
+    let exhausted = refusal.header("x-ratelimit-remaining").as_deref() == Some("0");
+    let retry_after = refusal
+        .header("retry-after")
+        .and_then(|v| v.trim().parse().ok());
+    let rate_limited = || HostError::RateLimited {
+        repo: repo.full_name(),
+        reset: refusal.header("x-ratelimit-reset").map(|r| reset_time(&r)),
+        retry_after,
+    };
+    match refusal.status {
+        StatusCode::TOO_MANY_REQUESTS => rate_limited(),
+        StatusCode::FORBIDDEN
+            if exhausted || retry_after.is_some() || message.contains("rate limit") =>
+        {
+            rate_limited()
+        }
+        StatusCode::CONFLICT | StatusCode::UNPROCESSABLE_ENTITY
+            if branch.is_some() && is_protection(&message) =>
+        {
+            HostError::Protected {
+                repo: repo.full_name(),
+                branch: branch.unwrap_or_default().to_string(),
+                message,
+            }
+        }
+        status => HostError::of_status(
+            status,
+            repo.full_name(),
+            what.to_string(),
             message,
-        })?;
-        let mut request = http
-            .request(method, url)
-            .bearer_auth(token)
-            .header(header::ACCEPT, "application/vnd.github+json")
-            .header("X-GitHub-Api-Version", "2022-11-28");
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let transport = |e: reqwest::Error| HostError::Transport {
-            what: what.to_string(),
-            message: crate::redact::http_error(&e),
-        };
-        let response = request.send().await.map_err(transport)?;
-        let status = response.status();
-        let headers = response.headers().clone();
-        let bytes = crate::githost::read_answer(response, what).await?;
-        let parsed: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        if status.is_success() {
-            return Ok(parsed);
-        }
-        let message = parsed["message"]
-            .as_str()
-            .map(str::to_string)
-            .unwrap_or_else(|| String::from_utf8_lossy(&bytes).chars().take(200).collect());
-        let header_text = |name: &str| {
-            headers
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string)
-        };
-        let exhausted = header_text("x-ratelimit-remaining").as_deref() == Some("0");
-        let retry_after = header_text("retry-after").and_then(|v| v.trim().parse().ok());
-        let (what, repo_name) = (what.to_string(), repo.full_name());
-        Err(match status {
-            StatusCode::TOO_MANY_REQUESTS => HostError::RateLimited {
-                repo: repo_name,
-                reset: header_text("x-ratelimit-reset").map(|r| reset_time(&r)),
-                retry_after,
-            },
-            StatusCode::FORBIDDEN
-                if exhausted || retry_after.is_some() || message.contains("rate limit") =>
-            {
-                HostError::RateLimited {
-                    repo: repo_name,
-                    reset: header_text("x-ratelimit-reset").map(|r| reset_time(&r)),
-                    retry_after,
-                }
-            }
-            StatusCode::CONFLICT | StatusCode::UNPROCESSABLE_ENTITY
-                if branch.is_some() && is_protection(&message) =>
-            {
-                HostError::Protected {
-                    repo: repo_name,
-                    branch: branch.unwrap_or_default().to_string(),
-                    message,
-                }
-            }
-            status => HostError::of_status(status, repo_name, what, message, GITHUB_WRITE),
-        })
+            GITHUB_WRITE,
+        ),
     }
 }
 

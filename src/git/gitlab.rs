@@ -13,7 +13,7 @@ use std::time::Duration;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::githost::{Commit, GitHost, HostError, PullRequest};
+use crate::githost::{Commit, GitHost, HostError, PullRequest, Refusal, RestCall};
 use crate::gitwrite::Repo;
 
 const GITLAB_WRITE: &str = "give the token the Developer role (Maintainer for protected branches) and the api scope on the project";
@@ -75,6 +75,7 @@ fn encode(text: &str) -> String {
 }
 
 impl GitLabProject<'_> {
+    /// `path` is under the project (`/repository/files/…`).
     async fn send(
         &self,
         method: Method,
@@ -85,76 +86,59 @@ impl GitLabProject<'_> {
     ) -> Result<Value, HostError> {
         self.client.requests.fetch_add(1, Ordering::Relaxed);
         let url = format!("{}/projects/{}{path}", self.api, self.id);
-        let http = self
-            .client
-            .http
-            .get()
-            .map_err(|message| HostError::Transport {
-                what: what.to_string(),
-                message,
-            })?;
-        let mut request = http
-            .request(method, &url)
-            .header("PRIVATE-TOKEN", &self.token);
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let transport = |e: reqwest::Error| HostError::Transport {
-            what: what.to_string(),
-            message: crate::redact::http_error(&e),
+        let call = RestCall {
+            method,
+            url: &url,
+            body,
+            what,
+            branch,
         };
-        let response = request.send().await.map_err(transport)?;
-        let status = response.status();
-        let header = |name: &str| {
-            response
-                .headers()
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string)
-        };
-        let (reset, retry_after) = (
-            header("ratelimit-resettime"),
-            header("retry-after").and_then(|v| v.trim().parse().ok()),
-        );
-        let bytes = crate::githost::read_answer(response, what).await?;
-        let parsed: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        if status.is_success() {
-            return Ok(parsed);
-        }
-        let message = match (&parsed["message"], &parsed["error"]) {
-            (Value::String(m), _) | (_, Value::String(m)) => m.clone(),
-            (Value::Object(_), _) => parsed["message"].to_string(),
-            _ => String::from_utf8_lossy(&bytes).chars().take(200).collect(),
-        };
-        let (what, repo) = (what.to_string(), self.repo.full_name());
-        let lower = message.to_ascii_lowercase();
-        Err(match status {
-            StatusCode::TOO_MANY_REQUESTS => HostError::RateLimited {
+        let authorize =
+            |request: reqwest::RequestBuilder| request.header("PRIVATE-TOKEN", &self.token);
+        let class = |refusal: Refusal| refusal_class(refusal, what, &self.repo, branch);
+        crate::githost::send_rest(&self.client.http, call, authorize, class).await
+    }
+}
+
+/// How GitLab refused: rate limits, a protected branch, the file or branch changed under
+/// the commit (its precondition), or the classes every host shares.
+fn refusal_class(refusal: Refusal, what: &str, repo: &Repo, branch: Option<&str>) -> HostError {
+    let body = &refusal.body;
+    let message = match (&body["message"], &body["error"]) {
+        (Value::String(m), _) | (_, Value::String(m)) => m.clone(),
+        (Value::Object(_), _) => body["message"].to_string(),
+        _ => refusal.text.clone(),
+    };
+    let (what, repo) = (what.to_string(), repo.full_name());
+    let lower = message.to_ascii_lowercase();
+    match refusal.status {
+        StatusCode::TOO_MANY_REQUESTS => HostError::RateLimited {
+            repo,
+            reset: refusal.header("ratelimit-resettime"),
+            retry_after: refusal
+                .header("retry-after")
+                .and_then(|v| v.trim().parse().ok()),
+        },
+        StatusCode::FORBIDDEN if branch.is_some() && lower.contains("not allowed to push") => {
+            HostError::Protected {
                 repo,
-                reset,
-                retry_after,
-            },
-            StatusCode::FORBIDDEN if branch.is_some() && lower.contains("not allowed to push") => {
-                HostError::Protected {
-                    repo,
-                    branch: branch.unwrap_or_default().to_string(),
-                    message,
-                }
+                branch: branch.unwrap_or_default().to_string(),
+                message,
             }
-            StatusCode::BAD_REQUEST
-                if branch.is_some()
-                    && (lower.contains("has changed since")
-                        || lower.contains("already exists")
-                        || lower.contains("doesn't exist")) =>
-            {
-                HostError::HeadMoved {
-                    repo,
-                    branch: branch.unwrap_or_default().to_string(),
-                    message,
-                }
+        }
+        StatusCode::BAD_REQUEST
+            if branch.is_some()
+                && (lower.contains("has changed since")
+                    || lower.contains("already exists")
+                    || lower.contains("doesn't exist")) =>
+        {
+            HostError::HeadMoved {
+                repo,
+                branch: branch.unwrap_or_default().to_string(),
+                message,
             }
-            status => HostError::of_status(status, repo, what, message, GITLAB_WRITE),
-        })
+        }
+        status => HostError::of_status(status, repo, what, message, GITLAB_WRITE),
     }
 }
 

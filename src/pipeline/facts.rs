@@ -14,25 +14,16 @@ use tokio::sync::{Mutex as AsyncMutex, OnceCell};
 
 use crate::decide::{self, Described, ImageCase};
 use crate::ecr::{Ecr, EcrError};
+use crate::failure::Failure;
 use crate::policy::TagInfo;
 
 /// Reconcile with a platforms annotation reads candidates' manifests this many at a time,
 /// best first, and stops at the first batch holding one that passes.
 const MANIFEST_BATCH: usize = 10;
 
-/// A registry read that failed, with whether a retry (or an operator) may fix it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FetchFailure {
-    pub message: String,
-    pub retryable: bool,
-}
-
-impl From<EcrError> for FetchFailure {
+impl From<EcrError> for Failure {
     fn from(error: EcrError) -> Self {
-        Self {
-            retryable: error.is_retryable(),
-            message: error.to_string(),
-        }
+        Failure::new(error.to_string(), error.is_retryable())
     }
 }
 
@@ -44,7 +35,7 @@ pub struct Choice<'t> {
     pub platform_refusals: usize,
 }
 
-type TagList = Result<Arc<Vec<TagInfo>>, FetchFailure>;
+type TagList = Result<Arc<Vec<TagInfo>>, Failure>;
 
 /// One value per key, made on first use: a caller for a key that is being made waits for it,
 /// callers for other keys do not. The map's own lock is held only to find a key's slot.
@@ -98,7 +89,7 @@ impl<'a> RegistryFacts<'a> {
         registry: &str,
         repository: &str,
         tags: &[String],
-    ) -> Result<Described, FetchFailure> {
+    ) -> Result<Described, Failure> {
         let slot = self
             .described
             .slot(format!("{registry}/{repository}"))
@@ -133,7 +124,7 @@ impl<'a> RegistryFacts<'a> {
                     .list_tags(registry, repository)
                     .await
                     .map(Arc::new)
-                    .map_err(FetchFailure::from)
+                    .map_err(Failure::from)
             })
             .await
     }
@@ -144,7 +135,7 @@ impl<'a> RegistryFacts<'a> {
         &self,
         case: &ImageCase<'_>,
         tag: &str,
-    ) -> Result<Result<(), String>, FetchFailure> {
+    ) -> Result<Result<(), String>, Failure> {
         let manifest = self
             .ecr
             .platforms(&case.registry, &case.repository, tag)
@@ -162,7 +153,7 @@ impl<'a> RegistryFacts<'a> {
         &self,
         case: &ImageCase<'_>,
         candidates: &[&'t TagInfo],
-    ) -> Result<Choice<'t>, FetchFailure> {
+    ) -> Result<Choice<'t>, Failure> {
         if case.config.platform_filter().is_empty() {
             return Ok(Choice {
                 chosen: candidates.first().copied(),

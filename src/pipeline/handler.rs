@@ -135,7 +135,9 @@ impl Handler {
         let codecommit = CodeCommit::new(eks_sdk.clone(), region.clone());
         let ecr = aws_sdk_ecr::Client::new(eks_sdk);
         let sns = aws_sdk_sns::Client::new(eks_sdk);
-        let secrets = aws_sdk_secretsmanager::Client::new(eks_sdk);
+        let secrets = Arc::new(crate::secrets::SecretReader::new(
+            aws_sdk_secretsmanager::Client::new(eks_sdk),
+        ));
         let github = GitHub::new(
             config.git.ca_bundle.as_deref(),
             config.git.github_api_url.clone(),

@@ -4,7 +4,7 @@
 use super::handler::{Handler, Work};
 use crate::decide::{self, Described, ImageCase, ImageOutcome, Mode};
 use crate::event::PushEvent;
-use crate::facts::FetchFailure;
+use crate::failure::Failure;
 use crate::report::Action;
 
 impl Handler {
@@ -73,7 +73,7 @@ impl Handler {
         case: &ImageCase<'_>,
         push: &PushEvent,
         work: &Work<'_>,
-    ) -> Result<(ImageOutcome, Option<String>), FetchFailure> {
+    ) -> Result<(ImageOutcome, Option<String>), Failure> {
         let (registry, repository) = (case.registry.as_str(), case.repository.as_str());
         let needs = case.needs(work.mode);
         let described = if needs.describe.is_empty() {
@@ -117,7 +117,7 @@ impl Handler {
         &self,
         case: &ImageCase<'_>,
         work: &Work<'_>,
-    ) -> Result<(ImageOutcome, Option<String>), FetchFailure> {
+    ) -> Result<(ImageOutcome, Option<String>), Failure> {
         let (registry, repository) = (case.registry.as_str(), case.repository.as_str());
         let tags = work.facts.tag_list(registry, repository).await?;
         let candidates = case.candidates(&tags);

@@ -3,6 +3,7 @@
 //! blob, then [`crate::cosign::verify`]. Keys are kept for five minutes per warm container.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -10,8 +11,9 @@ use tokio::sync::Mutex;
 
 use crate::cosign::{self, KeyRef};
 use crate::ecr::Ecr;
-use crate::facts::FetchFailure;
+use crate::failure::Failure;
 use crate::kube::KubeClient;
+use crate::secrets::{SecretError, SecretReader};
 
 const KEYS_FOR: Duration = Duration::from_secs(300);
 /// A signature payload is a few hundred bytes; anything larger is not one.
@@ -23,16 +25,17 @@ pub struct Signatures {
     http: crate::githost::LazyClient,
     /// Registry API credentials per registry (ECR's last 12 hours; kept for one).
     registry_auth: Mutex<HashMap<String, (Instant, (String, String))>>,
-    secrets: aws_sdk_secretsmanager::Client,
+    secrets: Arc<SecretReader>,
+    /// Keys read from Kubernetes Secrets (Secrets Manager's are kept by `secrets`).
     keys: Mutex<HashMap<String, (Instant, String)>>,
 }
 
-fn failure(message: String, retryable: bool) -> FetchFailure {
-    FetchFailure { message, retryable }
+fn failure(message: String, retryable: bool) -> Failure {
+    Failure { message, retryable }
 }
 
 impl Signatures {
-    pub fn new(secrets: aws_sdk_secretsmanager::Client, timeout: Duration) -> Result<Self, String> {
+    pub fn new(secrets: Arc<SecretReader>, timeout: Duration) -> Result<Self, String> {
         Ok(Self {
             // ECR's presigned layer URLs are HTTPS; the stand-in's are plain HTTP.
             http: crate::githost::LazyClient::new(None, timeout, false),
@@ -43,7 +46,7 @@ impl Signatures {
     }
 
     /// The PEM public key `key` names.
-    async fn key(&self, key: &KeyRef, kube: &KubeClient) -> Result<String, FetchFailure> {
+    async fn key(&self, key: &KeyRef, kube: &KubeClient) -> Result<String, Failure> {
         let cache_key = key.to_string();
         if let KeyRef::Pem(pem) = key {
             return Ok(pem.clone());
@@ -55,25 +58,15 @@ impl Signatures {
         }
         let pem = match key {
             KeyRef::Pem(pem) => pem.clone(),
-            KeyRef::SecretsManager(arn) => {
-                let answer = self
-                    .secrets
-                    .get_secret_value()
-                    .secret_id(arn)
-                    .send()
-                    .await
-                    .map_err(|e| {
-                        let described = crate::aws_error::describe(&e);
-                        failure(
-                            format!("cannot read the cosign key {arn}: {described}"),
-                            described.cause.is_retryable(),
-                        )
-                    })?;
-                answer
-                    .secret_string()
-                    .ok_or_else(|| failure(format!("the cosign key {arn} has no SecretString: store the PEM public key as text"), false))?
-                    .to_string()
-            }
+            KeyRef::SecretsManager(arn) => self.secrets.text(arn).await.map_err(|e| match e {
+                SecretError::NotText => Failure::permanent(format!(
+                    "the cosign key {arn} has no SecretString: store the PEM public key as text"
+                )),
+                e => Failure::new(
+                    format!("cannot read the cosign key {arn}: {e}"),
+                    e.is_transient(),
+                ),
+            })?,
             KeyRef::KubeSecret {
                 namespace,
                 name,
@@ -123,7 +116,7 @@ impl Signatures {
         registry: &str,
         repository: &str,
         digest: &str,
-    ) -> Result<Vec<String>, FetchFailure> {
+    ) -> Result<Vec<String>, Failure> {
         let cached = self
             .registry_auth
             .lock()
@@ -209,7 +202,7 @@ impl Signatures {
         repository: &str,
         digest: &str,
         key: &KeyRef,
-    ) -> Result<Result<(), String>, FetchFailure> {
+    ) -> Result<Result<(), String>, Failure> {
         let Some(tag) = cosign::signature_tag(digest) else {
             return Ok(Err(format!("{digest} is not a sha256 digest")));
         };
