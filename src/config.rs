@@ -9,6 +9,8 @@ use base64::Engine;
 
 use base64::engine::general_purpose::STANDARD;
 
+use crate::failure::Refused;
+
 /// Which namespaces hold the Applications to consider.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NamespaceScope {
@@ -40,10 +42,12 @@ impl std::fmt::Debug for ClusterAccess {
 }
 
 /// Decodes `certificateAuthority.data`: base64 of a PEM bundle.
-pub fn decode_ca(data: &str) -> Result<Vec<u8>, String> {
+pub fn decode_ca(data: &str) -> Result<Vec<u8>, Refused> {
     let pem = STANDARD.decode(data.trim()).map_err(|e| e.to_string())?;
     if !pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----") {
-        return Err("no `-----BEGIN CERTIFICATE-----` block after decoding".into());
+        return Err(Refused::from(
+            "no `-----BEGIN CERTIFICATE-----` block after decoding",
+        ));
     }
     Ok(pem)
 }

@@ -32,6 +32,40 @@ impl Failure {
     }
 }
 
+/// Why a value read from outside (an annotation, a URL, a file from Git, a manifest, a
+/// signature) is refused, said so its author can fix it. Always permanent: the same input is
+/// refused again.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(pub String);
+
+/// The reason, to read or quote.
+impl std::ops::Deref for Refused {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<String> for Refused {
+    fn from(reason: String) -> Self {
+        Self(reason)
+    }
+}
+
+impl From<&str> for Refused {
+    fn from(reason: &str) -> Self {
+        Self(reason.to_string())
+    }
+}
+
+impl From<Refused> for Failure {
+    fn from(refused: Refused) -> Self {
+        Failure::permanent(refused.0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

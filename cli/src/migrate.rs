@@ -36,7 +36,7 @@ pub async fn run(request: MigrateRequest) -> ExitCode {
     let sdk = sdk_config(None).await;
     let handler = match Handler::from_sdk(config, &sdk, Arc::new(SystemClock)) {
         Ok(h) => h,
-        Err(e) => return usage_error(e),
+        Err(e) => return usage_error(e.to_string()),
     };
     let kube = match handler.kube().await {
         Ok(kube) => kube,

@@ -53,7 +53,7 @@ pub async fn run(request: PlanRequest) -> ExitCode {
     let sdk = sdk_config(None).await;
     let handler = match Handler::from_sdk(config, &sdk, Arc::new(SystemClock)) {
         Ok(h) => h,
-        Err(e) => return usage_error(e),
+        Err(e) => return usage_error(e.to_string()),
     };
     match handler.handle(&payload, None).await {
         Ok(report) => match print_json(&report, true) {

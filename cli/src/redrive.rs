@@ -42,7 +42,7 @@ pub async fn run(request: RedriveRequest) -> ExitCode {
     let sqs = aws_sdk_sqs::Client::new(&sdk);
     let handler = match Handler::from_sdk(config, &sdk, Arc::new(SystemClock)) {
         Ok(h) => h,
-        Err(e) => return usage_error(e),
+        Err(e) => return usage_error(e.to_string()),
     };
     let (mut seen, mut failed) = (0, 0);
     // Messages kept (dry run, or failed again) are hidden while this run reads on, then

@@ -10,6 +10,7 @@ use std::fmt;
 
 use serde::Serialize;
 
+use crate::failure::Refused;
 use crate::policy::{AllowTags, IgnoreTags, PolicyError, Strategy, TagPolicy, UnknownStrategy};
 
 pub const PREFIX: &str = "argocd-image-updater.argoproj.io/";
@@ -524,13 +525,13 @@ impl Reader<'_> {
             .chain(std::iter::once(format!("{OWN_PREFIX}scan-gate")));
         for key in keys {
             if let Some(value) = self.annotations.get(&key) {
-                return crate::gates::ScanGate::parse(value)
-                    .map(Some)
-                    .map_err(|problem| AnnotationError {
+                return crate::gates::ScanGate::parse(value).map(Some).map_err(
+                    |Refused(problem)| AnnotationError {
                         annotation: key,
                         value: value.clone(),
                         problem,
-                    });
+                    },
+                );
             }
         }
         Ok(None)
@@ -554,9 +555,8 @@ impl Reader<'_> {
         }
         for key in keys {
             if let Some(value) = self.annotations.get(&key) {
-                return crate::cosign::KeyRef::parse(value)
-                    .map(Some)
-                    .map_err(|problem| AnnotationError {
+                return crate::cosign::KeyRef::parse(value).map(Some).map_err(
+                    |Refused(problem)| AnnotationError {
                         annotation: key,
                         value: if value.contains("BEGIN") {
                             "(a PEM key)".into()
@@ -564,7 +564,8 @@ impl Reader<'_> {
                             value.clone()
                         },
                         problem,
-                    });
+                    },
+                );
             }
         }
         Ok(None)

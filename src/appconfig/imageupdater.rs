@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::annotations::{AppConfig, ImageRef, PREFIX};
+use crate::failure::Refused;
 use crate::policy::go_glob::{self, GoGlob};
 
 pub const GROUP: &str = "argocd-image-updater.argoproj.io";
@@ -265,7 +266,7 @@ pub fn specificity(reference: &ApplicationRef) -> usize {
 
 /// Where an Application's configuration comes from.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Source<'a> {
+pub enum ConfigSource<'a> {
     /// No ImageUpdater object matches: its own annotations, as Image Updater v0.x reads them.
     Annotations,
     /// One object's `applicationRefs[reference]` matches.
@@ -277,7 +278,7 @@ pub enum Source<'a> {
     Conflict(Vec<String>),
 }
 
-impl fmt::Display for Source<'_> {
+impl fmt::Display for ConfigSource<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Annotations => f.write_str("annotations"),
@@ -302,7 +303,7 @@ impl fmt::Display for Source<'_> {
     }
 }
 
-impl Source<'_> {
+impl ConfigSource<'_> {
     fn uses_annotations(&self) -> bool {
         match self {
             Self::Object { object, reference } => object
@@ -387,7 +388,9 @@ fn ref_verification(object: &ImageUpdaterObject, reference: usize, config: &mut 
             "secret:{}/{name}:{data_key}",
             object.metadata.namespace
         )),
-        _ => Err("missing cosignKey.secretName or cosignKey.key".to_string()),
+        _ => Err(Refused::from(
+            "missing cosignKey.secretName or cosignKey.key",
+        )),
     };
     for image in &mut config.images {
         let Ok(settings) = &mut image.config else {
@@ -398,7 +401,7 @@ fn ref_verification(object: &ImageUpdaterObject, reference: usize, config: &mut 
         }
         match &parsed {
             Ok(key) => settings.cosign_key = Some(key.clone()),
-            Err(problem) => {
+            Err(Refused(problem)) => {
                 image.config = Err(crate::annotations::AnnotationError {
                     annotation: field.clone(),
                     value: key.to_string(),
@@ -449,7 +452,7 @@ fn usable(
     reference: usize,
     annotations: &BTreeMap<String, String>,
 ) -> bool {
-    let source = Source::Object { object, reference };
+    let source = ConfigSource::Object { object, reference };
     source
         .config(annotations)
         .is_some_and(|config| config.write_back.is_ok())
@@ -511,7 +514,7 @@ pub fn resolve<'a>(
     name: &str,
     labels: &BTreeMap<String, String>,
     annotations: &BTreeMap<String, String>,
-) -> Source<'a> {
+) -> ConfigSource<'a> {
     let matches: Vec<(&ImageUpdaterObject, Vec<usize>)> = objects
         .iter()
         .filter(|o| o.metadata.namespace == namespace)
@@ -519,7 +522,7 @@ pub fn resolve<'a>(
         .filter(|(_, refs)| !refs.is_empty())
         .collect();
     match matches.as_slice() {
-        [] => Source::Annotations,
+        [] => ConfigSource::Annotations,
         [(object, refs)] => {
             let reference = match refs.as_slice() {
                 [only] => *only,
@@ -529,9 +532,9 @@ pub fn resolve<'a>(
                     .find(|r| usable(object, *r, annotations))
                     .unwrap_or(several[0]),
             };
-            Source::Object { object, reference }
+            ConfigSource::Object { object, reference }
         }
-        several => Source::Conflict(
+        several => ConfigSource::Conflict(
             several
                 .iter()
                 .map(|(o, _)| format!("{}/{}", o.metadata.namespace, o.metadata.name))
@@ -1011,7 +1014,7 @@ mod tests {
         ) {
             let patterns: Vec<&str> = patterns.iter().map(String::as_str).collect();
             let objects = objects_with_patterns(&patterns);
-            let selected = !matches!(resolve(&objects, "argocd", &name, &labels(&[]), &BTreeMap::new()), Source::Annotations);
+            let selected = !matches!(resolve(&objects, "argocd", &name, &labels(&[]), &BTreeMap::new()), ConfigSource::Annotations);
             if selected {
                 proptest::prop_assert!(NamePrefixes::of(&objects).may_select(&name));
             }
@@ -1060,10 +1063,10 @@ mod tests {
             &labels(l),
             &BTreeMap::new(),
         ) {
-            Source::Object { reference, .. } => objects[0].spec.application_refs[reference].images
-                [0]
-            .alias
-            .clone(),
+            ConfigSource::Object { reference, .. } => objects[0].spec.application_refs[reference]
+                .images[0]
+                .alias
+                .clone(),
             other => panic!("{other:?}"),
         };
         assert_eq!(picked("web-prod-eu", &[("team", "a")]), "exact");
@@ -1214,7 +1217,7 @@ mod tests {
                 &BTreeMap::new(),
                 &BTreeMap::new()
             ),
-            Source::Conflict(vec!["argocd/a".into(), "argocd/b".into()])
+            ConfigSource::Conflict(vec!["argocd/a".into(), "argocd/b".into()])
         );
         assert_eq!(
             resolve(
@@ -1224,7 +1227,7 @@ mod tests {
                 &BTreeMap::new(),
                 &BTreeMap::new()
             ),
-            Source::Annotations
+            ConfigSource::Annotations
         );
         let broken = vec![object(
             "c",
@@ -1232,7 +1235,7 @@ mod tests {
         )];
         assert_eq!(
             resolve(&broken, "argocd", "web", &BTreeMap::new(), &BTreeMap::new()),
-            Source::Annotations
+            ConfigSource::Annotations
         );
         assert!(
             invalid_patterns(&broken[0])

@@ -329,7 +329,7 @@ impl Writer for GitCommit<'_> {
             &patched,
             &self.images,
         )
-        .map_err(|message| WriteError::Failed(Failure::permanent(message)))?;
+        .map_err(|refused| WriteError::Failed(refused.into()))?;
         let Some(text) = rendered else {
             return Ok(GitOutcome::Unchanged {
                 branch: snapshot.branch.clone(),
@@ -406,7 +406,7 @@ impl GitCommit<'_> {
             .map_err(git_failure)?;
         let rendered =
             gitwrite::render(&snapshot.location, there.as_deref(), patched, &self.images)
-                .map_err(|message| WriteError::Failed(Failure::permanent(message)))?;
+                .map_err(|refused| WriteError::Failed(refused.into()))?;
         Ok(match rendered {
             Some(text) => Resume::Commit { head, text },
             None => Resume::Holds { head },

@@ -18,6 +18,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 use crate::config::{ClusterAccess, decode_ca};
+use crate::failure::Refused;
 use serde::Serialize;
 use tokio::sync::Mutex;
 
@@ -303,7 +304,7 @@ pub async fn describe_cluster(
         .ok_or_else(|| incomplete("no certificate authority data"))?;
     Ok(ClusterAccess {
         endpoint,
-        ca_pem: decode_ca(&ca).map_err(ClusterError::BadCa)?,
+        ca_pem: decode_ca(&ca).map_err(|Refused(reason)| ClusterError::BadCa(reason))?,
     })
 }
 

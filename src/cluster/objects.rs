@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio::sync::Mutex as AsyncMutex;
 
-use crate::imageupdater::{self, ImageUpdaterObject, Observed, RecentUpdate, Source};
+use crate::imageupdater::{self, ConfigSource, ImageUpdaterObject, Observed, RecentUpdate};
 use crate::kube::{AppMeta, KubeClient, KubeError, Resource};
 use crate::report::{Action, Entry};
 
@@ -161,8 +161,8 @@ pub struct Tally {
 
 impl Tally {
     /// Counts a listed Application for the object that configures it.
-    pub fn count(&self, source: &Source<'_>, meta: &AppMeta) {
-        let Source::Object { object, reference } = source else {
+    pub fn count(&self, source: &ConfigSource<'_>, meta: &AppMeta) {
+        let ConfigSource::Object { object, reference } = source else {
             return;
         };
         let images = match object.spec.application_refs.get(*reference) {

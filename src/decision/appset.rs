@@ -8,6 +8,7 @@
 use serde_json::Value;
 
 use crate::failure::Failure;
+use crate::failure::Refused;
 use crate::report::Action;
 
 /// What reading the owning ApplicationSet gave.
@@ -34,7 +35,7 @@ pub fn verdict(
     written: &[String],
 ) -> Result<(), Refusal> {
     match lookup {
-        Lookup::Found(set) => covers(set, app_name, written).map_err(|reason| Refusal {
+        Lookup::Found(set) => covers(set, app_name, written).map_err(|Refused(reason)| Refusal {
             action: Action::Skipped,
             reason,
             retryable: false,
@@ -68,7 +69,7 @@ pub fn owner(app: &Value) -> Option<&str> {
 /// Checks that `written` (JSON pointers into the Application, metadata excluded) are all
 /// kept by the ApplicationSet's `ignoreApplicationDifferences` for this Application. `Err`
 /// names the first uncovered path and what to add.
-pub fn covers(appset: &Value, app_name: &str, written: &[String]) -> Result<(), String> {
+pub fn covers(appset: &Value, app_name: &str, written: &[String]) -> Result<(), Refused> {
     let set_name = appset["metadata"]["name"].as_str().unwrap_or_default();
     let rules: Vec<&Value> = appset["spec"]["ignoreApplicationDifferences"]
         .as_array()
@@ -113,7 +114,7 @@ pub fn covers(appset: &Value, app_name: &str, written: &[String]) -> Result<(), 
                     not_understood.join(", ")
                 ));
             }
-            return Err(reason);
+            return Err(Refused::from(reason));
         }
     }
     Ok(())

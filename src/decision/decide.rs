@@ -16,7 +16,8 @@ use time::format_description::well_known::Rfc3339;
 use crate::annotations::{AppConfig, ImageConfig, ImageEntry, Platform};
 use crate::ecr::{Platforms, offers_any};
 use crate::event::{PushEvent, registry_host};
-use crate::imageupdater::Source;
+use crate::failure::Refused;
+use crate::imageupdater::ConfigSource;
 use crate::patch::{self, AUDIT_ANNOTATION, ImageUpdate, Targets, WritePlan};
 use crate::policy::{Decision, KeepReason, Strategy, TagInfo, TagRef};
 use crate::report::{Action, Entry};
@@ -43,7 +44,7 @@ pub struct Needs {
 }
 
 /// What ECR said about described tags: `None` where it has no such tag.
-pub type Described = HashMap<String, Option<TagInfo>>;
+pub type DescribedTags = HashMap<String, Option<TagInfo>>;
 
 /// One image of one Application that passed the gates, with where it is written.
 #[derive(Debug)]
@@ -200,7 +201,7 @@ pub fn gate_reconcile(
                 "its scan passed scan-gate `{gate}` ({})",
                 crate::gates::describe(counts)
             )),
-            Err(reason) => outcome.refuse(Action::Skipped, &reason, false),
+            Err(Refused(reason)) => outcome.refuse(Action::Skipped, &reason, false),
         },
         crate::ecr::ScanState::NotYet(why) | crate::ecr::ScanState::Failed(why) => outcome.refuse(
             Action::Skipped,
@@ -304,9 +305,9 @@ pub mod app {
     }
 
     /// Says on every entry which configuration decided.
-    pub fn configured_by(mut decided: AppDecision, source: &Source<'_>) -> AppDecision {
+    pub fn configured_by(mut decided: AppDecision, source: &ConfigSource<'_>) -> AppDecision {
         let object = match source {
-            Source::Object { object, .. } => Some((
+            ConfigSource::Object { object, .. } => Some((
                 object.metadata.namespace.clone(),
                 object.metadata.name.clone(),
             )),
@@ -457,17 +458,17 @@ impl Concern {
     /// alone).
     pub fn concerns(
         &self,
-        source: &Source<'_>,
+        source: &ConfigSource<'_>,
         annotations: &std::collections::BTreeMap<String, String>,
     ) -> bool {
         match (&self.pushed, source) {
-            (_, Source::Annotations) => self.concerns_image_list(
+            (_, ConfigSource::Annotations) => self.concerns_image_list(
                 annotations
                     .get(crate::annotations::IMAGE_LIST)
                     .map(String::as_str),
             ),
             (Some((registry, repository)), _) => source.names(annotations, registry, repository),
-            (None, Source::Object { .. } | Source::Conflict(_)) => true,
+            (None, ConfigSource::Object { .. } | ConfigSource::Conflict(_)) => true,
         }
     }
 
@@ -697,7 +698,7 @@ impl ImageCase<'_> {
     }
 
     /// Push: does the pushed tag replace what each target runs?
-    pub fn decide_push(&self, push: &PushEvent, described: &Described) -> ImageOutcome {
+    pub fn decide_push(&self, push: &PushEvent, described: &DescribedTags) -> ImageOutcome {
         let policy = &self.config.policy;
         if let Some(reason) = self.refused_by_filters(&push.tag) {
             let outcome = self.each_target(|_| Verdict::keep(&reason));
@@ -942,15 +943,17 @@ pub fn platform_verdict(
     tag: &str,
     manifest: Option<&Platforms>,
     wanted: &[Platform],
-) -> Result<(), String> {
+) -> Result<(), Refused> {
     match manifest {
-        None => Err(format!("ECR has no manifest for `{tag}` any more")),
+        None => Err(Refused::from(format!(
+            "ECR has no manifest for `{tag}` any more"
+        ))),
         Some(Platforms::Index(offered)) if offers_any(offered, wanted) => Ok(()),
-        Some(Platforms::Index(offered)) => Err(format!(
+        Some(Platforms::Index(offered)) => Err(Refused::from(format!(
             "`{tag}` offers none of the platform(s) {} the platforms annotation allows (it has {})",
             platform_list(wanted),
             platform_list(offered)
-        )),
+        ))),
         Some(Platforms::Single) => {
             tracing::warn!(
                 tag,
@@ -1072,7 +1075,7 @@ mod tests {
                     .collect();
                 assert_eq!(
                     concern.concerns_image_list(list.as_deref()),
-                    concern.concerns(&Source::Annotations, &annotations),
+                    concern.concerns(&ConfigSource::Annotations, &annotations),
                     "{list:?}"
                 );
             }
@@ -1091,7 +1094,7 @@ mod tests {
         }
     }
 
-    fn described(tags: &[TagInfo], missing: &[&str]) -> Described {
+    fn described(tags: &[TagInfo], missing: &[&str]) -> DescribedTags {
         tags.iter()
             .map(|t| (t.name.clone(), Some(t.clone())))
             .chain(missing.iter().map(|m| (m.to_string(), None)))
@@ -1159,7 +1162,7 @@ mod tests {
             json!({"time": "2025-08-24T12:00:00Z", "images": [{"image": IMAGE, "to": "1.0.0"}]})
                 .to_string();
         // (case, pushed tag, what ECR knows, audit record of the running tag, action, reason part)
-        let table: &[(&str, &TagInfo, Described, Option<&str>, Action, &str)] = &[
+        let table: &[(&str, &TagInfo, DescribedTags, Option<&str>, Action, &str)] = &[
             (
                 "a newer push moves",
                 &newer,

@@ -60,7 +60,7 @@ impl GitCredentials {
         app_namespace: &str,
         kube: &KubeClient,
     ) -> Result<Credentials, Failure> {
-        let repository = RepoUrl::parse(repo_url).map_err(permanent)?;
+        let repository = RepoUrl::parse(repo_url).map_err(Failure::from)?;
         if let Some(reference) = method.strip_prefix("git:secret:") {
             let (namespace, name) =
                 secret_reference(reference, app_namespace, &self.settings).map_err(permanent)?;
@@ -77,7 +77,7 @@ impl GitCredentials {
                 &secret_fields(&secret),
                 &format!("Secret {namespace}/{name}"),
             )
-            .map_err(permanent);
+            .map_err(Failure::from);
         }
         if method == "git:repocreds" {
             return self.repocreds(&repository, repo_url, kube).await;
@@ -131,8 +131,8 @@ impl GitCredentials {
                         .collect()
                 })
                 .unwrap_or_default();
-            let credentials =
-                Credentials::from_fields(&fields, &format!("secret {arn}")).map_err(permanent)?;
+            let credentials = Credentials::from_fields(&fields, &format!("secret {arn}"))
+                .map_err(Failure::from)?;
             let url = match fields.get("url") {
                 Some(url) => Some(RepoUrl::parse(url).map_err(|e| {
                     permanent(format!("secret {arn}: its `url` scope is not usable: {e}"))

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::failure::Refused;
+
 /// An HTTP client built on first use, then kept for the warm container. Building one loads
 /// the system's root certificates, a cost every cold start would pay for clients most
 /// invocations (no git write-back, no signature gate) never use.
@@ -28,13 +30,13 @@ impl LazyClient {
     }
 
     /// The client, or why it cannot be built (a `GIT_CA_BUNDLE` that is not PEM).
-    pub fn get(&self) -> Result<&reqwest::Client, String> {
+    pub fn get(&self) -> Result<&reqwest::Client, Refused> {
         self.client
             .get_or_init(|| {
                 http_client(self.extra_ca_pem.as_deref(), self.timeout, self.https_only)
             })
             .as_ref()
-            .map_err(Clone::clone)
+            .map_err(|reason| Refused(reason.clone()))
     }
 }
 
@@ -120,7 +122,7 @@ impl<'a> RestCall<'a> {
 }
 
 /// A Git host's answer that is not a success, for the host to class.
-pub struct Refusal {
+pub struct HostRefusal {
     pub status: reqwest::StatusCode,
     pub headers: reqwest::header::HeaderMap,
     /// The answer as JSON; `Null` when it is not.
@@ -129,7 +131,7 @@ pub struct Refusal {
     pub text: String,
 }
 
-impl Refusal {
+impl HostRefusal {
     /// A header's value, when it is text.
     pub fn header(&self, name: &str) -> Option<String> {
         self.headers
@@ -145,7 +147,7 @@ pub async fn send_rest(
     http: &LazyClient,
     call: RestCall<'_>,
     authorize: impl FnOnce(reqwest::RequestBuilder) -> reqwest::RequestBuilder,
-    class: impl FnOnce(Refusal) -> HostError,
+    class: impl FnOnce(HostRefusal) -> HostError,
 ) -> Result<serde_json::Value, HostError> {
     let what = call.what;
     let transport = |message: String| HostError::Transport {
@@ -154,7 +156,7 @@ pub async fn send_rest(
     };
     let mut request = authorize(
         http.get()
-            .map_err(transport)?
+            .map_err(|refused| transport(refused.0))?
             .request(call.method, call.url),
     );
     if let Some(body) = call.body {
@@ -170,7 +172,7 @@ pub async fn send_rest(
     if status.is_success() {
         return Ok(body);
     }
-    Err(class(Refusal {
+    Err(class(HostRefusal {
         status,
         headers,
         body,

@@ -14,7 +14,10 @@ use reqwest::{StatusCode, header};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
-use crate::githost::{Commit, GITHUB_WRITE, GitHost, HostError, PullRequest, Refusal, RestCall};
+use crate::failure::Refused;
+use crate::githost::{
+    Commit, GITHUB_WRITE, GitHost, HostError, HostRefusal, PullRequest, RestCall,
+};
 use crate::gitwrite::Repo;
 
 /// Credentials for one repository, in the shapes Argo CD's repository secrets use.
@@ -50,7 +53,7 @@ impl Credentials {
     /// Reads the fields of a secret (Secrets Manager JSON, or a Kubernetes Secret's decoded
     /// data): `token`, `password`, or `githubAppID` + `githubAppInstallationID` +
     /// `githubAppPrivateKey`.
-    pub fn from_fields(fields: &HashMap<String, String>, origin: &str) -> Result<Self, String> {
+    pub fn from_fields(fields: &HashMap<String, String>, origin: &str) -> Result<Self, Refused> {
         let get = |k: &str| fields.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
         if let (Some(app_id), Some(installation_id), Some(key)) = (
             get("githubAppID"),
@@ -66,9 +69,9 @@ impl Credentials {
         if let Some(token) = get("token").or_else(|| get("password")) {
             return Ok(Self::Token(token.to_string()));
         }
-        Err(format!(
+        Err(Refused::from(format!(
             "{origin} holds neither `token` (or `password`) nor `githubAppID`, `githubAppInstallationID` and `githubAppPrivateKey`"
-        ))
+        )))
     }
 }
 
@@ -90,13 +93,13 @@ impl GitHub {
         extra_ca_pem: Option<&str>,
         api_override: Option<String>,
         timeout: Duration,
-    ) -> Result<Self, String> {
-        Ok(Self {
+    ) -> Self {
+        Self {
             http: crate::githost::LazyClient::new(extra_ca_pem, timeout, true),
             api_override: api_override.map(|a| a.trim_end_matches('/').to_string()),
             app_tokens: Mutex::new(HashMap::new()),
             requests: std::sync::atomic::AtomicUsize::new(0),
-        })
+        }
     }
 
     /// Requests sent so far (for the report's budget).
@@ -402,14 +405,14 @@ impl GitHub {
                 .header(header::ACCEPT, "application/vnd.github+json")
                 .header("X-GitHub-Api-Version", "2022-11-28")
         };
-        let class = |refusal: Refusal| refusal_class(refusal, what, repo, branch);
+        let class = |refusal: HostRefusal| refusal_class(refusal, what, repo, branch);
         crate::githost::send_rest(&self.http, call, authorize, class).await
     }
 }
 
 /// How GitHub refused: rate limits (a 403 too, when the limit headers say so), branch
 /// protection, or the classes every host shares.
-fn refusal_class(refusal: Refusal, what: &str, repo: &Repo, branch: Option<&str>) -> HostError {
+fn refusal_class(refusal: HostRefusal, what: &str, repo: &Repo, branch: Option<&str>) -> HostError {
     let message = refusal.body["message"]
         .as_str()
         .map_or_else(|| refusal.text.clone(), str::to_string);

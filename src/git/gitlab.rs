@@ -13,7 +13,7 @@ use std::time::Duration;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::githost::{Commit, GitHost, HostError, PullRequest, Refusal, RestCall};
+use crate::githost::{Commit, GitHost, HostError, HostRefusal, PullRequest, RestCall};
 use crate::gitwrite::Repo;
 
 const GITLAB_WRITE: &str = "give the token the Developer role (Maintainer for protected branches) and the api scope on the project";
@@ -31,12 +31,12 @@ impl GitLab {
         extra_ca_pem: Option<&str>,
         api_override: Option<String>,
         timeout: Duration,
-    ) -> Result<Self, String> {
-        Ok(Self {
+    ) -> Self {
+        Self {
             http: crate::githost::LazyClient::new(extra_ca_pem, timeout, true),
             api_override: api_override.map(|a| a.trim_end_matches('/').to_string()),
             requests: AtomicUsize::new(0),
-        })
+        }
     }
 
     /// One project, with its token.
@@ -95,14 +95,14 @@ impl GitLabProject<'_> {
         };
         let authorize =
             |request: reqwest::RequestBuilder| request.header("PRIVATE-TOKEN", &self.token);
-        let class = |refusal: Refusal| refusal_class(refusal, what, &self.repo, branch);
+        let class = |refusal: HostRefusal| refusal_class(refusal, what, &self.repo, branch);
         crate::githost::send_rest(&self.client.http, call, authorize, class).await
     }
 }
 
 /// How GitLab refused: rate limits, a protected branch, the file or branch changed under
 /// the commit (its precondition), or the classes every host shares.
-fn refusal_class(refusal: Refusal, what: &str, repo: &Repo, branch: Option<&str>) -> HostError {
+fn refusal_class(refusal: HostRefusal, what: &str, repo: &Repo, branch: Option<&str>) -> HostError {
     let body = &refusal.body;
     let message = match (&body["message"], &body["error"]) {
         (Value::String(m), _) | (_, Value::String(m)) => m.clone(),

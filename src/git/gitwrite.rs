@@ -12,6 +12,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::annotations::{HelmTarget, ImageConfig, ImageRef, WriteBack};
+use crate::failure::Refused;
 use crate::patch::{self, SourceKind};
 use crate::report::{Action, Entry};
 use crate::yamledit::{self, Document, Step};
@@ -65,7 +66,7 @@ impl Repo {
     /// `ssh://` forms; the host decides the API. CodeCommit's
     /// `https://git-codecommit.<region>.amazonaws.com/v1/repos/<name>` and
     /// `codecommit::<region>://<name>` (git-remote-codecommit) forms are CodeCommit.
-    pub fn parse(url: &str, enterprise: &[EnterpriseHost]) -> Result<Self, String> {
+    pub fn parse(url: &str, enterprise: &[EnterpriseHost]) -> Result<Self, Refused> {
         let url = url.trim();
         if let Some(repo) = codecommit(url)? {
             return Ok(repo);
@@ -87,9 +88,9 @@ impl Repo {
             };
             (kind, e.api.trim_end_matches('/').to_string())
         } else {
-            return Err(format!(
+            return Err(Refused::from(format!(
                 "repository host `{host}` is not supported for git write-back: GitHub (github.com) and the GitHub Enterprise hosts in GITHUB_ENTERPRISE_HOSTS, GitLab (gitlab.com) and the hosts in GITLAB_HOSTS, and AWS CodeCommit are"
-            ));
+            )));
         };
         // GitLab namespaces nest (`group/subgroup/project`); GitHub's are one level.
         let segments: Vec<&str> = parsed.segments.iter().map(String::as_str).collect();
@@ -98,10 +99,10 @@ impl Repo {
             let owner = i + 1 < segments.len();
             (!is_repository_segment(&kind, owner, segment)).then_some(*segment)
         }) {
-            return Err(format!(
+            return Err(Refused::from(format!(
                 "`{bad}` in `{}` is not a valid owner, group or repository name (letters, digits, `-`, `_` and `.`; a GitHub owner: letters, digits and `-`)",
                 crate::redact::url(url)
-            ));
+            )));
         }
         match segments.as_slice() {
             [owner @ .., name]
@@ -117,10 +118,10 @@ impl Repo {
                     name: name.to_string(),
                 })
             }
-            _ => Err(format!(
+            _ => Err(Refused::from(format!(
                 "`{}` does not name a repository as `<host>/<owner>/<name>`",
                 crate::redact::url(url)
-            )),
+            ))),
         }
     }
 }
@@ -282,7 +283,7 @@ pub fn locate(
     write_back: &WriteBack,
     argocd_namespace: &str,
     enterprise: &[EnterpriseHost],
-) -> Result<Location, String> {
+) -> Result<Location, Refused> {
     let WriteBack::Git {
         target,
         branch,
@@ -290,7 +291,9 @@ pub fn locate(
         ..
     } = write_back
     else {
-        return Err("the Application is not configured for git write-back".into());
+        return Err(Refused::from(
+            "the Application is not configured for git write-back",
+        ));
     };
     let sources = patch::sources(app);
     let writable = |s: &patch::Source<'_>| {
@@ -315,10 +318,10 @@ pub fn locate(
         .or_else(|| source["repoURL"].as_str())
         .ok_or("the source has no repoURL; set git-repository")?;
     if source.get("chart").is_some() && repository.is_none() {
-        return Err(format!(
+        return Err(Refused::from(format!(
             "the source is the Helm chart `{}` from a chart repository, which cannot be committed to; set git-repository (and write-back-target) to the Git repository holding its values",
             source["chart"].as_str().unwrap_or_default()
-        ));
+        )));
     }
     let repo = Repo::parse(url, enterprise)?;
 
@@ -329,9 +332,9 @@ pub fn locate(
             let base = parts.next().unwrap_or_default();
             let target = parts.next();
             if parts.next().is_some() {
-                return Err(format!(
+                return Err(Refused::from(format!(
                     "git-branch `{setting}`: expected `<branch>`, `<base>:<target>` or `:<target>`"
-                ));
+                )));
             }
             (
                 Some(base).filter(|b| !b.is_empty()),
@@ -344,18 +347,18 @@ pub fn locate(
         Some(b) => Some(b.to_string()),
         None if revision.is_empty() || revision == "HEAD" => None,
         None if is_commit_sha(revision) => {
-            return Err(format!(
+            return Err(Refused::from(format!(
                 "the source's targetRevision `{revision}` is a commit, not a branch: set git-branch to the branch to commit to"
-            ));
+            )));
         }
         None => Some(revision.to_string()),
     };
     if let Some(b) = &base
         && is_commit_sha(b)
     {
-        return Err(format!(
+        return Err(Refused::from(format!(
             "git-branch `{b}` is a commit, not a branch: name the branch to commit to"
-        ));
+        )));
     }
     if let Some(b) = &base {
         check_branch(b)?;
@@ -667,7 +670,7 @@ pub fn effective_app(
     location: &Location,
     file: Option<&str>,
     images: &[&ImageConfig],
-) -> Result<Value, String> {
+) -> Result<Value, Refused> {
     let sources = patch::sources(app);
     let chosen = sources
         .get(location.source)
@@ -683,10 +686,10 @@ pub fn effective_app(
                     Value::Null => {}
                     Value::Object(_) => json_patch::merge(&mut source, &overlay),
                     _ => {
-                        return Err(format!(
+                        return Err(Refused::from(format!(
                             "`{}` is not a mapping of source fields",
                             location.path
-                        ));
+                        )));
                     }
                 }
             }
@@ -800,7 +803,7 @@ pub fn render(
     existing: Option<&str>,
     patched: &Value,
     images: &[&ImageConfig],
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, Refused> {
     let source = &patched["spec"]["source"];
     let kind = patch::sources(patched)
         .first()

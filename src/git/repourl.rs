@@ -8,6 +8,7 @@
 //! with a password, an `@` in its path, a query or a fragment is refused outright, and a
 //! scope matches only at path-segment boundaries.
 
+use crate::failure::Refused;
 /// A repository URL's parts, in the forms Argo CD accepts: `https://`, `http://`, `ssh://`,
 /// `git://` and scp-like `[user@]host:path`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,7 +25,7 @@ pub struct RepoUrl {
 
 impl RepoUrl {
     /// Parses `text`, refusing anything that could make the host or the path ambiguous.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, Refused> {
         let text = text.trim();
         let shown = crate::redact::url(text);
         let not_a_url = || format!("`{shown}` is not a Git repository URL");
@@ -35,19 +36,21 @@ impl RepoUrl {
             piece == "." || piece == ".."
         });
         if climbs {
-            return Err(format!("`{shown}` has a `.` or `..` path segment"));
+            return Err(Refused::from(format!(
+                "`{shown}` has a `.` or `..` path segment"
+            )));
         }
         let (scheme, host, port, path) = if text.contains("://") {
             let url = url::Url::parse(text).map_err(|_| not_a_url())?;
             if url.password().is_some() {
-                return Err(format!(
+                return Err(Refused::from(format!(
                     "`{shown}` carries a password in the URL: keep credentials in a secret, never in the repository URL"
-                ));
+                )));
             }
             if url.query().is_some() || url.fragment().is_some() {
-                return Err(format!(
+                return Err(Refused::from(format!(
                     "`{shown}` has a query or fragment, which no repository URL has"
-                ));
+                )));
             }
             let host = url.host_str().ok_or_else(not_a_url)?.to_ascii_lowercase();
             (
@@ -61,11 +64,11 @@ impl RepoUrl {
             let (authority, path) = text.split_once(':').ok_or_else(not_a_url)?;
             let host = match authority.split_once('@') {
                 Some((user, host)) if !user.is_empty() && !host.contains('@') => host,
-                Some(_) => return Err(not_a_url()),
+                Some(_) => return Err(Refused::from(not_a_url())),
                 None => authority,
             };
             if host.is_empty() || host.contains(['/', ' ']) {
-                return Err(not_a_url());
+                return Err(Refused::from(not_a_url()));
             }
             (
                 "ssh".to_string(),
@@ -75,9 +78,9 @@ impl RepoUrl {
             )
         };
         if path.contains('@') || path.to_ascii_lowercase().contains("%40") {
-            return Err(format!(
+            return Err(Refused::from(format!(
                 "`{shown}` has `@` in its path, which would make its host ambiguous: write the repository URL as `<scheme>://<host>/<owner>/<name>`"
-            ));
+            )));
         }
         let trimmed = path.trim_matches('/');
         let trimmed = trimmed.strip_suffix(".git").unwrap_or(trimmed);
@@ -90,7 +93,9 @@ impl RepoUrl {
             .iter()
             .any(|s| s.is_empty() || s == "." || s == "..")
         {
-            return Err(format!("`{shown}` has an empty, `.` or `..` path segment"));
+            return Err(Refused::from(format!(
+                "`{shown}` has an empty, `.` or `..` path segment"
+            )));
         }
         Ok(Self {
             scheme,

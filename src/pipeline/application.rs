@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::handler::{Handler, Work};
 use crate::annotations::{self, AppConfig, ImageEntry, WriteBack as Method};
 use crate::decide::{self, AppDecision, Mode};
-use crate::imageupdater::{self, ImageUpdaterObject, Source};
+use crate::imageupdater::{self, ConfigSource, ImageUpdaterObject};
 use crate::kube::{AppMeta, KubeError};
 use crate::report::{Action, Entry, Report};
 use crate::retry::{backoff, retry_transient};
@@ -23,7 +23,7 @@ pub(super) struct Resolved<'o> {
     labels: BTreeMap<String, String>,
     /// Only those configuration is read from ([`annotations::is_configuring`]).
     annotations: BTreeMap<String, String>,
-    pub source: Source<'o>,
+    pub source: ConfigSource<'o>,
     /// `None` when nothing configures it: no `image-list` and no ImageUpdater object, or
     /// more than one object.
     pub config: Option<AppConfig>,
@@ -263,7 +263,7 @@ impl Handler {
         work: &Work<'_>,
     ) -> Option<AppDecision> {
         let decided = match (&resolved.source, &resolved.config) {
-            (Source::Conflict(names), _) => {
+            (ConfigSource::Conflict(names), _) => {
                 AppDecision::skipped(vec![decide::app::contested(app, names)])
             }
             (_, None) => return None,

@@ -12,9 +12,10 @@ use std::sync::Arc;
 
 use tokio::sync::{Mutex as AsyncMutex, OnceCell};
 
-use crate::decide::{self, Described, ImageCase};
+use crate::decide::{self, DescribedTags, ImageCase};
 use crate::ecr::{Ecr, EcrError};
 use crate::failure::Failure;
+use crate::failure::Refused;
 use crate::policy::TagInfo;
 
 /// Reconcile with a platforms annotation reads candidates' manifests this many at a time,
@@ -89,7 +90,7 @@ impl<'a> RegistryFacts<'a> {
         registry: &str,
         repository: &str,
         tags: &[String],
-    ) -> Result<Described, Failure> {
+    ) -> Result<DescribedTags, Failure> {
         let slot = self
             .described
             .slot(format!("{registry}/{repository}"))
@@ -135,7 +136,7 @@ impl<'a> RegistryFacts<'a> {
         &self,
         case: &ImageCase<'_>,
         tag: &str,
-    ) -> Result<Result<(), String>, Failure> {
+    ) -> Result<Result<(), Refused>, Failure> {
         let manifest = self
             .ecr
             .platforms(&case.registry, &case.repository, tag)

@@ -60,6 +60,15 @@ impl HandlerError {
     }
 }
 
+/// Why the handler cannot be built: the cold start stops with this.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("no AWS region: set AWS_REGION (Lambda sets it)")]
+    NoRegion,
+    #[error("{}", crate::aws_error::NO_CREDENTIALS)]
+    NoCredentials,
+}
+
 /// Everything an invocation needs, built once per warm container.
 pub struct Handler {
     pub(super) config: Config,
@@ -124,14 +133,14 @@ impl Handler {
         // Also the base of each cluster's EKS client, in that cluster's region.
         eks_sdk: &aws_config::SdkConfig,
         clock: Arc<dyn Clock>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, StartError> {
         let region = eks_sdk
             .region()
             .map(|r| r.to_string())
-            .ok_or("no AWS region: set AWS_REGION (Lambda sets it)")?;
+            .ok_or(StartError::NoRegion)?;
         let credentials = eks_sdk
             .credentials_provider()
-            .ok_or(crate::aws_error::NO_CREDENTIALS)?;
+            .ok_or(StartError::NoCredentials)?;
         let codecommit = CodeCommit::new(eks_sdk.clone(), region.clone());
         let ecr = aws_sdk_ecr::Client::new(eks_sdk);
         let sns = aws_sdk_sns::Client::new(eks_sdk);
@@ -142,14 +151,14 @@ impl Handler {
             config.git.ca_bundle.as_deref(),
             config.git.github_api_url.clone(),
             config.timeouts.request,
-        )?;
+        );
         let gitlab = GitLab::new(
             config.git.ca_bundle.as_deref(),
             config.git.gitlab_api_url.clone(),
             config.timeouts.request,
-        )?;
+        );
         let signatures =
-            crate::signatures::Signatures::new(secrets.clone(), config.timeouts.request)?;
+            crate::signatures::Signatures::new(secrets.clone(), config.timeouts.request);
         let git_credentials = GitCredentials::new(config.git.clone(), secrets);
         let own_account = config.own_account.clone();
         // Assuming a role needs a clock; `aws_config::load` gives one, a hand-built

@@ -2,9 +2,10 @@
 //! the signature check before an update is let through.
 
 use super::handler::{Handler, Work};
-use crate::decide::{self, Described, ImageCase, ImageOutcome, Mode};
+use crate::decide::{self, DescribedTags, ImageCase, ImageOutcome, Mode};
 use crate::event::PushEvent;
 use crate::failure::Failure;
+use crate::failure::Refused;
 use crate::report::Action;
 
 impl Handler {
@@ -77,7 +78,7 @@ impl Handler {
         let (registry, repository) = (case.registry.as_str(), case.repository.as_str());
         let needs = case.needs(work.mode);
         let described = if needs.describe.is_empty() {
-            Described::new()
+            DescribedTags::new()
         } else {
             let wanted = &needs.describe;
             work.facts.describe(registry, repository, wanted).await?
@@ -108,7 +109,7 @@ impl Handler {
         };
         match work.facts.check_platforms(case, &tag).await? {
             Ok(()) => Ok((outcome, digest)),
-            Err(reason) => Ok((outcome.refuse(Action::Skipped, &reason, false), digest)),
+            Err(Refused(reason)) => Ok((outcome.refuse(Action::Skipped, &reason, false), digest)),
         }
     }
 

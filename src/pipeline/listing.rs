@@ -14,7 +14,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::config::Config;
 use crate::decide::{self, Mode};
-use crate::imageupdater::{self, Source};
+use crate::imageupdater::{self, ConfigSource};
 use crate::kube::{AppMeta, KubeClient, KubeError, ListOptions, ListedMeta};
 use crate::objects::{ObjectCache, Objects, Tally};
 use crate::report::Stats;
@@ -100,7 +100,7 @@ pub async fn concerned(
                 &meta.annotations,
             );
             let concerned = concern.concerns(&source, &meta.annotations);
-            let counted = matches!(source, Source::Object { .. });
+            let counted = matches!(source, ConfigSource::Object { .. });
             if !(concerned || counted)
                 || !handled
                     .borrow_mut()
@@ -112,7 +112,7 @@ pub async fn concerned(
             if !concerned {
                 return;
             }
-            if let Source::Object { object, .. } = &source {
+            if let ConfigSource::Object { object, .. } = &source {
                 tally.involve(object);
             }
             // The receiver is dropped only once the listing is over; a failed send cannot

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::event::ScanCounts;
+use crate::failure::Refused;
 
 /// The severities ECR and Inspector report.
 pub const SEVERITIES: [&str; 6] = [
@@ -30,7 +31,7 @@ pub enum ScanGate {
 }
 
 impl ScanGate {
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, Refused> {
         let text = text.trim();
         if text.eq_ignore_ascii_case("none") {
             return Ok(Self::NoFindings);
@@ -38,16 +39,16 @@ impl ScanGate {
         let mut limits = BTreeMap::new();
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let Some((severity, count)) = part.split_once('=') else {
-                return Err(format!(
+                return Err(Refused::from(format!(
                     "`{part}`: expected `<severity>=<count>` such as `critical=0,high=3`, or `none`"
-                ));
+                )));
             };
             let severity = severity.trim().to_ascii_uppercase();
             if !SEVERITIES.contains(&severity.as_str()) {
-                return Err(format!(
+                return Err(Refused::from(format!(
                     "`{severity}` is not a severity: use {}",
                     SEVERITIES.map(str::to_ascii_lowercase).join(", ")
-                ));
+                )));
             }
             let count = count
                 .trim()
@@ -56,13 +57,15 @@ impl ScanGate {
             limits.insert(severity, count);
         }
         if limits.is_empty() {
-            return Err("empty: set limits such as `critical=0,high=3`, or `none`".into());
+            return Err(Refused::from(
+                "empty: set limits such as `critical=0,high=3`, or `none`",
+            ));
         }
         Ok(Self::AtMost(limits))
     }
 
     /// Whether a completed scan's findings pass; the reason names what exceeded.
-    pub fn verdict(&self, counts: &ScanCounts) -> Result<(), String> {
+    pub fn verdict(&self, counts: &ScanCounts) -> Result<(), Refused> {
         let found = |severity: &str| counts.get(severity).copied().unwrap_or(0);
         let over: Vec<String> = match self {
             Self::NoFindings => counts
@@ -85,10 +88,10 @@ impl ScanGate {
         if over.is_empty() {
             Ok(())
         } else {
-            Err(format!(
+            Err(Refused::from(format!(
                 "the scan found more than scan-gate `{self}` allows: {}",
                 over.join(", ")
-            ))
+            )))
         }
     }
 }

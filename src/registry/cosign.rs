@@ -13,6 +13,8 @@ use base64::Engine;
 use serde_json::Value;
 use spki::SubjectPublicKeyInfoRef;
 
+use crate::failure::Refused;
+
 /// Where a cosign key comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeyRef {
@@ -31,11 +33,13 @@ pub enum KeyRef {
 impl KeyRef {
     /// `secretsmanager:<arn>`, `secret:<namespace>/<name>[:<key>]` (key `cosign.pub` by
     /// default), or a PEM public key.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, Refused> {
         let text = text.trim();
         if let Some(arn) = text.strip_prefix("secretsmanager:") {
             if !(arn.starts_with("arn:") && arn.contains(":secretsmanager:")) {
-                return Err(format!("`{arn}` is not a Secrets Manager secret ARN"));
+                return Err(Refused::from(format!(
+                    "`{arn}` is not a Secrets Manager secret ARN"
+                )));
             }
             return Ok(Self::SecretsManager(arn.to_string()));
         }
@@ -51,17 +55,18 @@ impl KeyRef {
                         key: key.to_string(),
                     })
                 }
-                _ => Err("expected `secret:<namespace>/<name>[:<key>]`".into()),
+                _ => Err(Refused::from(
+                    "expected `secret:<namespace>/<name>[:<key>]`",
+                )),
             };
         }
         if text.starts_with("-----BEGIN PUBLIC KEY-----") {
             public_key(text)?;
             return Ok(Self::Pem(text.to_string()));
         }
-        Err(
-            "expected `secretsmanager:<arn>`, `secret:<namespace>/<name>[:<key>]` or a PEM public key"
-                .into(),
-        )
+        Err(Refused::from(
+            "expected `secretsmanager:<arn>`, `secret:<namespace>/<name>[:<key>]` or a PEM public key",
+        ))
     }
 }
 
@@ -110,7 +115,7 @@ pub struct SignatureLayer {
 }
 
 /// The signature layers of a cosign signature manifest.
-pub fn signature_layers(manifest: &str) -> Result<Vec<SignatureLayer>, String> {
+pub fn signature_layers(manifest: &str) -> Result<Vec<SignatureLayer>, Refused> {
     let manifest: Value = serde_json::from_str(manifest)
         .map_err(|e| format!("the signature manifest is not JSON: {e}"))?;
     let layers: Vec<SignatureLayer> = manifest["layers"]
@@ -130,7 +135,9 @@ pub fn signature_layers(manifest: &str) -> Result<Vec<SignatureLayer>, String> {
         })
         .unwrap_or_default();
     if layers.is_empty() {
-        return Err("the signature manifest has no layer with a cosign signature".into());
+        return Err(Refused::from(
+            "the signature manifest has no layer with a cosign signature",
+        ));
     }
     Ok(layers)
 }
@@ -189,14 +196,14 @@ pub fn verify(
     layer: &SignatureLayer,
     payload: &[u8],
     digest: &str,
-) -> Result<(), String> {
+) -> Result<(), Refused> {
     let actual = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, payload);
     let actual: String = actual.as_ref().iter().map(|b| format!("{b:02x}")).collect();
     if layer.digest != format!("sha256:{actual}") {
-        return Err(format!(
+        return Err(Refused::from(format!(
             "the signature payload does not match its layer digest {} (tampered?)",
             layer.digest
-        ));
+        )));
     }
     let key = public_key(key_pem)?;
     let raw = base64::engine::general_purpose::STANDARD
@@ -225,12 +232,18 @@ pub fn verify(
     let payload: Value = serde_json::from_slice(payload)
         .map_err(|e| format!("the signed payload is not JSON: {e}"))?;
     if payload["critical"]["type"] != "cosign container image signature" {
-        return Err("the signed payload is not a cosign container image signature".into());
+        return Err(Refused::from(
+            "the signed payload is not a cosign container image signature",
+        ));
     }
     match payload["critical"]["image"]["docker-manifest-digest"].as_str() {
         Some(signed) if signed == digest => Ok(()),
-        Some(signed) => Err(format!("the signature is for {signed}, not {digest}")),
-        None => Err("the signed payload names no docker-manifest-digest".into()),
+        Some(signed) => Err(Refused::from(format!(
+            "the signature is for {signed}, not {digest}"
+        ))),
+        None => Err(Refused::from(
+            "the signed payload names no docker-manifest-digest",
+        )),
     }
 }
 

@@ -13,6 +13,7 @@ use serde::Deserialize;
 use time::OffsetDateTime;
 
 use crate::annotations::Platform;
+use crate::failure::Refused;
 use crate::policy::TagInfo;
 
 #[derive(Debug, thiserror::Error)]
@@ -531,7 +532,7 @@ impl Ecr {
                     .and_then(|i| i.image_manifest());
                 manifest
                     .map(|m| {
-                        parse_platforms(m).map_err(|message| EcrError::BadManifest {
+                        parse_platforms(m).map_err(|Refused(message)| EcrError::BadManifest {
                             repository: repository.to_string(),
                             tag: tag.to_string(),
                             message,
@@ -571,7 +572,7 @@ struct ManifestPlatform {
 }
 
 /// Reads an image index or manifest. Pure, so it is tested without ECR.
-pub fn parse_platforms(manifest: &str) -> Result<Platforms, String> {
+pub fn parse_platforms(manifest: &str) -> Result<Platforms, Refused> {
     let parsed: Manifest = serde_json::from_str(manifest).map_err(|e| e.to_string())?;
     Ok(match parsed.manifests {
         Some(entries) => Platforms::Index(

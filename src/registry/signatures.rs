@@ -12,6 +12,7 @@ use tokio::sync::Mutex;
 use crate::cosign::{self, KeyRef};
 use crate::ecr::Ecr;
 use crate::failure::Failure;
+use crate::failure::Refused;
 use crate::kube::KubeClient;
 use crate::secrets::{SecretError, SecretReader};
 
@@ -35,14 +36,14 @@ fn failure(message: String, retryable: bool) -> Failure {
 }
 
 impl Signatures {
-    pub fn new(secrets: Arc<SecretReader>, timeout: Duration) -> Result<Self, String> {
-        Ok(Self {
+    pub fn new(secrets: Arc<SecretReader>, timeout: Duration) -> Self {
+        Self {
             // ECR's presigned layer URLs are HTTPS; the stand-in's are plain HTTP.
             http: crate::githost::LazyClient::new(None, timeout, false),
             secrets,
             keys: Mutex::new(HashMap::new()),
             registry_auth: Mutex::new(HashMap::new()),
-        })
+        }
     }
 
     /// The PEM public key `key` names.
@@ -149,7 +150,7 @@ impl Signatures {
                 Err(e) => return Err(e.into()),
             },
         };
-        let http = self.http.get().map_err(|message| failure(message, false))?;
+        let http = self.http.get().map_err(Failure::from)?;
         let url = format!(
             "{endpoint}/v2/{repository}/referrers/{digest}?artifactType={}",
             url::form_urlencoded::byte_serialize(cosign::SIGNATURE_ARTIFACT.as_bytes())
@@ -221,7 +222,7 @@ impl Signatures {
         for manifest in &manifests {
             match cosign::signature_layers(manifest) {
                 Ok(found) => layers.extend(found),
-                Err(reason) => return Ok(Err(reason)),
+                Err(Refused(reason)) => return Ok(Err(reason)),
             }
         }
         let mut reasons = Vec::new();
@@ -230,7 +231,7 @@ impl Signatures {
                 reasons.push(format!("the payload layer {} is missing", layer.digest));
                 continue;
             };
-            let http = self.http.get().map_err(|message| failure(message, false))?;
+            let http = self.http.get().map_err(Failure::from)?;
             let response = http
                 .get(&url)
                 .send()
@@ -267,7 +268,7 @@ impl Signatures {
             };
             match cosign::verify(&pem, layer, &payload, digest) {
                 Ok(()) => return Ok(Ok(())),
-                Err(reason) => reasons.push(reason),
+                Err(Refused(reason)) => reasons.push(reason),
             }
         }
         Ok(Err(reasons.join("; ")))
