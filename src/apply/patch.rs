@@ -303,8 +303,6 @@ pub struct Target<'a> {
     /// What the spec asks for; only when the spec names nothing, what `status` reports.
     /// Comparing against status instead would downgrade whenever two pushes beat a sync.
     pub current: Option<TagRef>,
-    /// True when read from `status.summary.images` because the spec names no tag.
-    pub current_from_status: bool,
 }
 
 /// Where an image is written, and why there.
@@ -340,11 +338,9 @@ pub fn targets<'a>(app: &'a Value, image: &ImageConfig) -> Targets<'a> {
         .map(|index| {
             let source = all[index].clone();
             let in_spec = value_in(&source, image);
-            let current_from_status = in_spec.is_none();
             let current = in_spec.or_else(|| running_tag(app, image));
             Target {
                 index,
-                current_from_status: current_from_status && current.is_some(),
                 source,
                 current,
             }
@@ -904,7 +900,6 @@ mod tests {
             found.targets[0].current,
             Some(TagRef::tag("20250824-000000"))
         );
-        assert!(found.targets[0].current_from_status);
         app["status"]["summary"]["images"] = json!(["other/image:1"]);
         assert_eq!(current(&app, image), None);
         app["spec"]["source"]["helm"]["parameters"] = json!([{"name": "image.repository", "value": IMAGE},

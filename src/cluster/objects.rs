@@ -19,7 +19,7 @@ use crate::report::{Action, Entry};
 
 pub const IMAGE_UPDATERS: Resource = Resource {
     group_version: "argocd-image-updater.argoproj.io/v1alpha1",
-    plural: "imageupdaters",
+    plural: imageupdater::PLURAL,
 };
 
 /// How long "the CRD is not installed" is believed before asking again.

@@ -11,10 +11,9 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::annotations::{HelmTarget, ImageConfig, ImageRef, WriteBack};
+use crate::annotations::{HelmTarget, ImageConfig, WriteBack};
 use crate::failure::Refused;
 use crate::patch::{self, SourceKind};
-use crate::report::{Action, Entry};
 use crate::yamledit::{self, Document, Step};
 
 /// A GitHub Enterprise host (`GITHUB_ENTERPRISE_HOSTS`) or a self-managed GitLab
@@ -604,20 +603,6 @@ pub struct Change {
     pub alias: String,
     pub old_tag: String,
     pub new_tag: String,
-}
-
-/// The changes of a decision: its updated entries.
-pub fn changes(entries: &[Entry]) -> Vec<Change> {
-    entries
-        .iter()
-        .filter(|e| e.action == Action::Updated)
-        .map(|e| Change {
-            image: ImageRef::parse(&e.image).repository,
-            alias: e.alias.clone().unwrap_or_default(),
-            old_tag: e.from.clone().unwrap_or_default(),
-            new_tag: e.to.clone().unwrap_or_default(),
-        })
-        .collect()
 }
 
 /// A branch template filled as Image Updater fills it: `{{.SHA256}}` is the SHA-256 of

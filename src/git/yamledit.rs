@@ -34,11 +34,6 @@ pub enum Step<'a> {
     Index(usize),
 }
 
-/// The steps of a dotted key with no list indexes (`image.tag`).
-pub fn dotted(key: &str) -> Vec<Step<'_>> {
-    key.split('.').map(Step::Key).collect()
-}
-
 /// One part of a Helm key as Image Updater splits it: `name` or `name[<index>]` (its
 /// `^(.*)\[(.*)\]$`); the index as Go's `Atoi` reads it.
 fn helm_part(part: &str) -> Result<(&str, Option<i64>), YamlEditError> {
@@ -715,6 +710,11 @@ fn closing_double(text: &str, from: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The steps of a dotted key with no list indexes (`image.tag`).
+    fn dotted(key: &str) -> Vec<Step<'_>> {
+        key.split('.').map(Step::Key).collect()
+    }
 
     fn set(text: &str, key: &str, value: &str) -> String {
         Document::parse(text)
