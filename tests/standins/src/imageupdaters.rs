@@ -3,7 +3,6 @@
 //! kube-apiserver's does (a write to `/status` changes only status and not `generation`; a
 //! write to the object leaves status alone).
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
@@ -16,9 +15,9 @@ use serde_json::{Value, json};
 
 use crate::faults::lock;
 use crate::kube::{
-    FieldPath, KubeState, ListQuery, StructuralSchema, authorize_on, encode_continue,
-    list_metadata, negotiate, status,
+    FieldPath, KubeState, ListQuery, StructuralSchema, authorize_on, negotiate, status,
 };
+use crate::resources::{Kind, Resources, json_response, written};
 
 const CRD_YAML: &str = include_str!("../crd/imageupdater-crd.yaml");
 pub const API_VERSION: &str = "argocd-image-updater.argoproj.io/v1alpha1";
@@ -26,7 +25,7 @@ const RESOURCE: &str = "imageupdaters";
 
 /// The stored objects and their schema.
 pub struct ImageUpdaterStore {
-    objects: Mutex<BTreeMap<(String, String), Value>>,
+    objects: Mutex<Resources>,
     schema: jsonschema::Validator,
     /// The schema itself, for the CEL rules and list-map keys the validator does not check.
     schema_value: Value,
@@ -40,7 +39,12 @@ impl ImageUpdaterStore {
         let schema_value = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone();
         let schema = jsonschema::validator_for(&schema_value).map_err(|e| e.to_string())?;
         Ok(Self {
-            objects: Mutex::new(BTreeMap::new()),
+            objects: Mutex::new(Resources::new(Kind {
+                group: "argocd-image-updater.argoproj.io",
+                api_version: API_VERSION,
+                plural: RESOURCE,
+                list_kind: "ImageUpdaterList",
+            })),
             schema,
             structure: StructuralSchema::of(&schema_value),
             schema_value,
@@ -67,13 +71,13 @@ impl ImageUpdaterStore {
 
     pub fn get(&self, namespace: &str, name: &str) -> Option<Value> {
         lock(&self.objects)
-            .get(&(namespace.to_string(), name.to_string()))
-            .cloned()
+            .get(namespace, name)
+            .map(|stored| stored.object.clone())
     }
 
     /// Removes an object, as `kubectl delete` would.
     pub fn delete(&self, namespace: &str, name: &str) {
-        lock(&self.objects).remove(&(namespace.to_string(), name.to_string()));
+        lock(&self.objects).remove(namespace, name);
     }
 }
 
@@ -99,7 +103,7 @@ impl KubeState {
         object["metadata"]["resourceVersion"] = json!(version.to_string());
         object["metadata"]["generation"] = json!(1);
         object["metadata"]["uid"] = json!(format!("00000000-0000-0000-1111-{version:012}"));
-        lock(&self.image_updaters.objects).insert((namespace, name), object);
+        lock(&self.image_updaters.objects).put((namespace, name), object);
         Ok(())
     }
 
@@ -110,17 +114,15 @@ impl KubeState {
         name: &str,
         change: impl FnOnce(&mut Value),
     ) -> Result<(), String> {
-        let key = (namespace.to_string(), name.to_string());
         let mut objects = lock(&self.image_updaters.objects);
-        let mut object = objects.get(&key).cloned().ok_or("no such imageupdater")?;
+        let mut object = objects
+            .get(namespace, name)
+            .map(|stored| stored.object.clone())
+            .ok_or("no such imageupdater")?;
         let before = object["spec"].clone();
         change(&mut object);
-        if object["spec"] != before {
-            let generation = object["metadata"]["generation"].as_i64().unwrap_or(1) + 1;
-            object["metadata"]["generation"] = json!(generation);
-        }
-        object["metadata"]["resourceVersion"] = json!(self.next_resource_version().to_string());
-        objects.insert(key, object);
+        written(&mut object, &before, self.next_resource_version());
+        objects.put((namespace.to_string(), name.to_string()), object);
         Ok(())
     }
 
@@ -192,37 +194,13 @@ fn list(state: &KubeState, headers: &HeaderMap, namespace: Option<&str>, query: 
         Ok(query) => query,
         Err(refused) => return refused,
     };
-    let objects = lock(&state.image_updaters.objects);
-    let mut items = Vec::new();
-    let mut next = None;
-    for (key, object) in objects
-        .range((query.after.clone(), std::ops::Bound::Unbounded))
-        .filter(|(key, object)| query.admits(namespace, key, object))
-    {
-        if query.limit.is_some_and(|l| items.len() == l) {
-            next = items.last().map(|(last, _)| encode_continue(last));
-            break;
-        }
-        items.push((
-            key.clone(),
-            if metadata_only {
-                json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": object["metadata"]})
-            } else {
-                object.clone()
-            },
-        ));
-    }
-    let metadata = list_metadata(state.current_resource_version(), next);
-    let (kind, api_version) = if metadata_only {
-        ("PartialObjectMetadataList", "meta.k8s.io/v1")
-    } else {
-        ("ImageUpdaterList", API_VERSION)
-    };
-    axum::Json(
-        json!({"kind": kind, "apiVersion": api_version, "metadata": metadata,
-                      "items": items.into_iter().map(|(_, item)| item).collect::<Vec<_>>()}),
+    let resource_version = state.current_resource_version();
+    lock(&state.image_updaters.objects).list_response(
+        &query,
+        namespace,
+        metadata_only,
+        resource_version,
     )
-    .into_response()
 }
 
 async fn get_one(
@@ -240,17 +218,7 @@ async fn get_one(
     ) {
         return denied;
     }
-    match state.image_updaters.get(&namespace, &name) {
-        Some(object) => axum::Json(object).into_response(),
-        None => not_found(&name),
-    }
-}
-
-fn not_found(name: &str) -> Response {
-    status(
-        404,
-        &format!("imageupdaters.argocd-image-updater.argoproj.io \"{name}\" not found"),
-    )
+    lock(&state.image_updaters.objects).get_response(&namespace, &name)
 }
 
 /// Which part of the object a write may change.
@@ -315,10 +283,9 @@ fn patch(
     let Ok(patch) = serde_json::from_slice::<Value>(body) else {
         return status(400, "the body of the request was in an unknown format");
     };
-    let key = (namespace.to_string(), name.to_string());
     let mut objects = lock(&state.image_updaters.objects);
-    let Some(current) = objects.get(&key).cloned() else {
-        return not_found(name);
+    let Some(current) = objects.get(namespace, name).map(|s| s.object.clone()) else {
+        return objects.not_found(name);
     };
     let mut patched = current.clone();
     json_patch::merge(&mut patched, &patch);
@@ -345,13 +312,14 @@ fn patch(
             ),
         );
     }
-    if updated != current {
-        if updated["spec"] != current["spec"] {
-            let generation = current["metadata"]["generation"].as_i64().unwrap_or(1) + 1;
-            updated["metadata"]["generation"] = json!(generation);
-        }
-        updated["metadata"]["resourceVersion"] = json!(state.next_resource_version().to_string());
+    if updated == current {
+        return axum::Json(updated).into_response();
     }
-    objects.insert(key, updated.clone());
-    axum::Json(updated).into_response()
+    written(
+        &mut updated,
+        &current["spec"],
+        state.next_resource_version(),
+    );
+    let key = (namespace.to_string(), name.to_string());
+    json_response(&objects.put(key, updated).json)
 }

@@ -23,6 +23,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
 use crate::faults::{Shared, lock, reason_for};
+use crate::resources::{Kind, Resources, Stored, json_response, written};
 use crate::token::{Identity, verify};
 
 const CRD_YAML: &str = include_str!("../crd/application-crd.yaml");
@@ -50,9 +51,8 @@ pub struct KubeState {
 
 type RacingEdit = Box<dyn FnOnce(&mut Value) + Send>;
 
-#[derive(Default)]
 struct Store {
-    apps: BTreeMap<(String, String), Stored>,
+    apps: Resources,
     /// ApplicationSets, served read-only for their `ignoreApplicationDifferences`.
     application_sets: BTreeMap<(String, String), Value>,
     resource_version: u64,
@@ -81,7 +81,16 @@ impl KubeState {
             cluster_name: cluster_name.to_string(),
             identities,
             shared,
-            apps: Mutex::new(Store::default()),
+            apps: Mutex::new(Store {
+                apps: Resources::new(Kind {
+                    group: "argoproj.io",
+                    api_version: API_VERSION,
+                    plural: "applications",
+                    list_kind: "ApplicationList",
+                }),
+                application_sets: BTreeMap::new(),
+                resource_version: 0,
+            }),
             schema,
             structure: StructuralSchema::of(&schema_value),
             image_updaters: crate::imageupdaters::ImageUpdaterStore::new()?,
@@ -189,14 +198,14 @@ impl KubeState {
             "00000000-0000-0000-0000-{:012}",
             store.resource_version
         ));
-        store.put((namespace, name), app);
+        store.apps.put((namespace, name), app);
         Ok(())
     }
 
     pub fn get(&self, namespace: &str, name: &str) -> Option<Value> {
         lock(&self.apps)
             .apps
-            .get(&(namespace.to_string(), name.to_string()))
+            .get(namespace, name)
             .map(|stored| stored.object.clone())
     }
 
@@ -220,18 +229,14 @@ impl KubeState {
         let key = (namespace.to_string(), name.to_string());
         let mut app = store
             .apps
-            .get(&key)
+            .get(namespace, name)
             .map(|stored| stored.object.clone())
             .ok_or("no such application")?;
         store.resource_version += 1;
         let before = app["spec"].clone();
         change(&mut app);
-        app["metadata"]["resourceVersion"] = json!(store.resource_version.to_string());
-        if app["spec"] != before {
-            let generation = app["metadata"]["generation"].as_i64().unwrap_or(1) + 1;
-            app["metadata"]["generation"] = json!(generation);
-        }
-        store.put(key, app);
+        written(&mut app, &before, store.resource_version);
+        store.apps.put(key, app);
         Ok(())
     }
 
@@ -256,43 +261,6 @@ impl KubeState {
             .map(|e| (dotted(&e.instance_path().to_string()), e.to_string()))
             .collect()
     }
-}
-
-/// An Application as last written, with its two serializations made once at the write, as
-/// the API server's watch cache keeps serialized objects: a GET is then a copy of bytes,
-/// and a page a concatenation, not hundreds of conversions under the store's lock.
-struct Stored {
-    object: Value,
-    json: Bytes,
-    /// As a `PartialObjectMetadata`, for metadata-only lists.
-    metadata: Bytes,
-}
-
-impl Store {
-    fn put(&mut self, key: (String, String), app: Value) -> &Stored {
-        let partial = json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": app["metadata"]});
-        let stored = Stored {
-            json: serde_json::to_vec(&app).unwrap_or_default().into(),
-            metadata: serde_json::to_vec(&partial).unwrap_or_default().into(),
-            object: app,
-        };
-        match self.apps.entry(key) {
-            std::collections::btree_map::Entry::Occupied(mut entry) => {
-                entry.insert(stored);
-                entry.into_mut()
-            }
-            std::collections::btree_map::Entry::Vacant(entry) => entry.insert(stored),
-        }
-    }
-}
-
-/// A stored object's bytes as the answer to a read or a write.
-fn json_response(json: &Bytes) -> Response {
-    (
-        [(axum::http::header::CONTENT_TYPE, "application/json")],
-        json.clone(),
-    )
-        .into_response()
 }
 
 fn dotted(pointer: &str) -> String {
@@ -582,47 +550,9 @@ fn list(state: &KubeState, headers: &HeaderMap, namespace: Option<&str>, query: 
     };
 
     let store = lock(&state.apps);
-    let mut items: Vec<(&(String, String), &[u8])> = Vec::new();
-    let mut next = None;
-    let candidates = store
+    store
         .apps
-        .range((query.after.clone(), std::ops::Bound::Unbounded))
-        .filter(|(key, stored)| query.admits(namespace, key, &stored.object));
-    for (key, stored) in candidates {
-        if query.limit.is_some_and(|l| items.len() == l) {
-            // Kubernetes hands out `continue` only when more items remain.
-            next = items.last().map(|(k, _)| encode_continue(k));
-            break;
-        }
-        let item = if metadata_only {
-            &stored.metadata
-        } else {
-            &stored.json
-        };
-        items.push((key, item));
-    }
-    let list_meta = list_metadata(store.resource_version, next);
-    let (kind, api_version) = if metadata_only {
-        ("PartialObjectMetadataList", "meta.k8s.io/v1")
-    } else {
-        ("ApplicationList", API_VERSION)
-    };
-    let mut body = format!(
-        r#"{{"kind":"{kind}","apiVersion":"{api_version}","metadata":{list_meta},"items":["#
-    )
-    .into_bytes();
-    for (i, (_, item)) in items.iter().enumerate() {
-        if i > 0 {
-            body.push(b',');
-        }
-        body.extend_from_slice(item);
-    }
-    body.extend_from_slice(b"]}");
-    (
-        [(axum::http::header::CONTENT_TYPE, "application/json")],
-        body,
-    )
-        .into_response()
+        .list_response(&query, namespace, metadata_only, store.resource_version)
 }
 
 /// Content negotiation as kube-apiserver does it for a list: the first acceptable media
@@ -740,13 +670,7 @@ async fn get_one(
     if let Err(denied) = authorize(&state, &headers, "get", Some(&namespace), Some(&name)) {
         return denied;
     }
-    match lock(&state.apps).apps.get(&(namespace, name.clone())) {
-        Some(stored) => json_response(&stored.json),
-        None => status(
-            404,
-            &format!("applications.argoproj.io \"{name}\" not found"),
-        ),
-    }
+    lock(&state.apps).apps.get_response(&namespace, &name)
 }
 
 async fn patch_one(
@@ -781,12 +705,9 @@ async fn patch_one(
         object: current,
         json: current_json,
         ..
-    }) = store.apps.get(&key)
+    }) = store.apps.get(&namespace, &name)
     else {
-        return status(
-            404,
-            &format!("applications.argoproj.io \"{name}\" not found"),
-        );
+        return store.apps.not_found(&name);
     };
     let Ok(patch_value) = serde_json::from_slice::<Value>(&body) else {
         return status(400, "the body of the request was in an unknown format");
@@ -872,14 +793,10 @@ async fn patch_one(
         // A no-op patch does not bump the resourceVersion: the answer is the object stored.
         return respond(current_json);
     }
-    let next_generation = (updated["spec"] != current["spec"])
-        .then(|| current["metadata"]["generation"].as_i64().unwrap_or(1) + 1);
+    let spec_before = current["spec"].clone();
     store.resource_version += 1;
-    updated["metadata"]["resourceVersion"] = json!(store.resource_version.to_string());
-    if let Some(generation) = next_generation {
-        updated["metadata"]["generation"] = json!(generation);
-    }
-    respond(&store.put(key, updated).json)
+    written(&mut updated, &spec_before, store.resource_version);
+    respond(&store.apps.put(key, updated).json)
 }
 
 /// A 422 as kube-apiserver words a schema refusal: the object, every field, and the causes.
@@ -1175,7 +1092,7 @@ async fn get_namespace(
         return denied;
     }
     let store = lock(&state.apps);
-    let exists = store.apps.keys().any(|(ns, _)| *ns == namespace)
+    let exists = store.apps.has_namespace(&namespace)
         || store
             .application_sets
             .keys()

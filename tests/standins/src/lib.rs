@@ -14,6 +14,7 @@ pub mod github;
 pub mod gitlab;
 pub mod imageupdaters;
 pub mod kube;
+mod resources;
 pub mod runtime;
 pub mod schema_rules;
 pub mod seed;
