@@ -137,3 +137,132 @@ pub fn expect_decision(
         entry.reason
     );
 }
+
+/// One end-to-end scenario: the stand-ins, the function's environment, and the real handler
+/// run against them. It derefs to the stand-ins, so a test reads and changes them directly.
+pub struct Scenario {
+    pub standins: StandIns,
+    /// Environment variables every run gets (a run's own come after, and win).
+    vars: Vec<(String, String)>,
+}
+
+impl std::ops::Deref for Scenario {
+    type Target = StandIns;
+
+    fn deref(&self) -> &StandIns {
+        &self.standins
+    }
+}
+
+impl From<StandIns> for Scenario {
+    fn from(standins: StandIns) -> Self {
+        Self {
+            standins,
+            vars: Vec::new(),
+        }
+    }
+}
+
+impl Scenario {
+    /// The README's setup: its Application, repository and images.
+    pub async fn seeded() -> Self {
+        StandIns::start_seeded().await.unwrap().into()
+    }
+
+    /// An environment variable for every run.
+    pub fn var(mut self, name: &str, value: &str) -> Self {
+        self.vars.push((name.to_string(), value.to_string()));
+        self
+    }
+
+    /// Sets annotations on an Application as `kubectl annotate` would: Image Updater's by
+    /// their short name (`write-back-method`), any other with its prefix.
+    pub fn annotate(&self, namespace: &str, name: &str, pairs: &[(&str, &str)]) {
+        let mut app = self.kube.get(namespace, name).unwrap();
+        for (key, value) in pairs {
+            let key = if key.contains('/') {
+                key.to_string()
+            } else {
+                format!("{}{key}", argocd_ecr_updater::annotations::PREFIX)
+            };
+            app["metadata"]["annotations"][key] = serde_json::json!(value);
+        }
+        argocd_ecr_updater_standins::fixtures::strip_server_fields(&mut app);
+        self.kube.insert(app).unwrap();
+    }
+
+    /// The real handler's outcome for `event`, with the scenario's variables and `vars`.
+    pub async fn outcome(
+        &self,
+        vars: &[(&str, &str)],
+        event: &serde_json::Value,
+    ) -> Result<argocd_ecr_updater::report::Report, argocd_ecr_updater::handler::HandlerError> {
+        let mut all: Vec<(&str, &str)> = self
+            .vars
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        all.extend_from_slice(vars);
+        handler(&self.standins, &all).handle(event, None).await
+    }
+
+    /// The report of an invocation that must succeed.
+    pub async fn report(
+        &self,
+        vars: &[(&str, &str)],
+        event: &serde_json::Value,
+    ) -> argocd_ecr_updater::report::Report {
+        self.outcome(vars, event).await.unwrap()
+    }
+
+    /// The report whether or not some targets failed (the invocation's error carries it).
+    pub async fn settled(
+        &self,
+        vars: &[(&str, &str)],
+        event: &serde_json::Value,
+    ) -> argocd_ecr_updater::report::Report {
+        report_of(self.outcome(vars, event).await)
+    }
+
+    /// How many requests of `method` the Kubernetes stand-in answered.
+    pub fn kube_requests(&self, method: &str) -> usize {
+        self.shared.count(|r| {
+            r.service == argocd_ecr_updater_standins::Service::Kube && r.method == method
+        })
+    }
+}
+
+/// The report an invocation produced, also when it failed for some targets.
+pub fn report_of(
+    outcome: Result<argocd_ecr_updater::report::Report, argocd_ecr_updater::handler::HandlerError>,
+) -> argocd_ecr_updater::report::Report {
+    match outcome {
+        Ok(report) => report,
+        Err(argocd_ecr_updater::handler::HandlerError::Targets { report, .. }) => *report,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// The report's one entry.
+pub fn only(report: &argocd_ecr_updater::report::Report) -> &argocd_ecr_updater::report::Entry {
+    assert_eq!(report.entries.len(), 1, "{:#?}", report.entries);
+    &report.entries[0]
+}
+
+/// The entries of one Application.
+pub fn for_app<'r>(
+    report: &'r argocd_ecr_updater::report::Report,
+    name: &str,
+) -> Vec<&'r argocd_ecr_updater::report::Entry> {
+    report.entries.iter().filter(|e| e.name == name).collect()
+}
+
+/// The one entry of one Application.
+pub fn one<'r>(
+    report: &'r argocd_ecr_updater::report::Report,
+    name: &str,
+) -> &'r argocd_ecr_updater::report::Entry {
+    let entries = for_app(report, name);
+    assert_eq!(entries.len(), 1, "{entries:#?}");
+    entries[0]
+}

@@ -1,9 +1,9 @@
 //! End to end against the stand-ins: the configurations real Image Updater users have, each
 //! of which the function once got wrong (wrong image deployed, a wrong skip, a loop).
 
-use crate::common::{event, expect_decision, handler};
+use crate::common::{Scenario, event, expect_decision, for_app, handler, one};
 use argocd_ecr_updater::handler::HandlerError;
-use argocd_ecr_updater::report::{Action, Entry, Report};
+use argocd_ecr_updater::report::Action;
 use argocd_ecr_updater_standins::fixtures::kube_ca_data;
 use argocd_ecr_updater_standins::fixtures::{
     Application, SEED_IMAGE, SEED_TAG, helm_source as helm, multi_arch_image as image,
@@ -44,20 +44,6 @@ fn running_seed() -> String {
     format!("{SEED_IMAGE}:{SEED_TAG}")
 }
 
-async fn run(standins: &StandIns, vars: &[(&str, &str)], event: &Value) -> Report {
-    handler(standins, vars).handle(event, None).await.unwrap()
-}
-
-fn for_app<'r>(report: &'r Report, name: &str) -> Vec<&'r Entry> {
-    report.entries.iter().filter(|e| e.name == name).collect()
-}
-
-fn one<'r>(report: &'r Report, name: &str) -> &'r Entry {
-    let entries = for_app(report, name);
-    assert_eq!(entries.len(), 1, "{entries:#?}");
-    entries[0]
-}
-
 fn params(standins: &StandIns, name: &str, source: &str) -> Value {
     let stored = standins.kube.get("argocd", name).unwrap();
     stored
@@ -66,15 +52,9 @@ fn params(standins: &StandIns, name: &str, source: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
-fn patches(standins: &StandIns) -> usize {
-    standins
-        .shared
-        .count(|r| r.service == Service::Kube && r.method == "PATCH")
-}
-
 #[tokio::test]
 async fn a_multi_source_image_moves_only_where_a_source_names_it_and_never_down_per_source() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     standins.aws.push(image(
         "barun-dev-ecr",
         "20250826-000000",
@@ -108,7 +88,7 @@ async fn a_multi_source_image_moves_only_where_a_source_names_it_and_never_down_
         json!({"sourceTypes": ["Helm", "Helm", "Helm"], "summary": {"images": [running_seed()]}});
     standins.kube.insert(multi).unwrap();
 
-    let report = run(&standins, &[], &event("push-date-tag.json")).await;
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
     let entries = for_app(&report, "multi");
     assert_eq!(entries.len(), 2, "{entries:#?}");
     assert_eq!(entries[0].action, Action::Updated, "{}", entries[0].reason);
@@ -138,7 +118,7 @@ async fn a_multi_source_image_moves_only_where_a_source_names_it_and_never_down_
 
 #[tokio::test]
 async fn ignore_tags_follow_go_filepath_match_and_a_malformed_pattern_names_itself() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     // In Go `!` is a literal inside a class, so `[!2]*` ignores tags starting with `!` or
     // `2`; the glob crate would read it as a negation and ignore nothing starting with 2.
     let cases = [("bang", "[!2]*"), ("caret", "[^2]*"), ("broken", "2025[0-")];
@@ -154,7 +134,7 @@ async fn ignore_tags_follow_go_filepath_match_and_a_malformed_pattern_names_itse
             ))
             .unwrap();
     }
-    let report = run(&standins, &[], &event("push-date-tag.json")).await;
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
     assert_eq!(one(&report, "bang").action, Action::Skipped);
     assert!(one(&report, "bang").reason.contains("matches ignore-tags"));
     expect_decision(one(&report, "caret"), Action::Updated, "");
@@ -171,7 +151,7 @@ async fn ignore_tags_follow_go_filepath_match_and_a_malformed_pattern_names_itse
 
 #[tokio::test]
 async fn a_kustomize_app_running_its_original_image_name_gets_its_first_update() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     let mut kust = app(
         "kust",
         &[
@@ -183,7 +163,7 @@ async fn a_kustomize_app_running_its_original_image_name_gets_its_first_update()
     );
     kust["status"]["sourceType"] = json!("Kustomize");
     standins.kube.insert(kust).unwrap();
-    let report = run(&standins, &[], &event("push-date-tag.json")).await;
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
     expect_decision(one(&report, "kust"), Action::Updated, "");
     assert_eq!(
         standins.kube.get("argocd", "kust").unwrap()["spec"]["source"]["kustomize"]["images"],
@@ -193,7 +173,7 @@ async fn a_kustomize_app_running_its_original_image_name_gets_its_first_update()
 
 #[tokio::test]
 async fn strategy_names_and_allow_tags_prefixes_are_read_case_insensitively() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     standins
         .kube
         .insert(seed_shaped(
@@ -204,13 +184,13 @@ async fn strategy_names_and_allow_tags_prefixes_are_read_case_insensitively() {
             ],
         ))
         .unwrap();
-    let report = run(&standins, &[], &event("push-date-tag.json")).await;
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
     expect_decision(one(&report, "cased"), Action::Updated, "");
 }
 
 #[tokio::test]
 async fn every_duplicate_of_the_managed_helm_parameter_is_rewritten() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     standins
         .kube
         .insert(app(
@@ -224,7 +204,7 @@ async fn every_duplicate_of_the_managed_helm_parameter_is_rewritten() {
             &[&running_seed()],
         ))
         .unwrap();
-    run(&standins, &[], &event("push-date-tag.json")).await;
+    standins.report(&[], &event("push-date-tag.json")).await;
     let stored = params(&standins, "dup", "source");
     assert_eq!(stored[1]["value"], "20250825-153012");
     assert_eq!(stored[2]["value"], "20250825-153012");
@@ -232,7 +212,7 @@ async fn every_duplicate_of_the_managed_helm_parameter_is_rewritten() {
 
 #[tokio::test]
 async fn a_running_tag_deleted_from_ecr_is_never_replaced_by_an_older_image() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     // The lifecycle policy expired the running tag; only an older and the pushed one remain.
     standins.aws.remove("barun-dev-ecr", "20250825-120000");
     standins.aws.remove("barun-dev-ecr", "20250825-153012");
@@ -240,7 +220,7 @@ async fn a_running_tag_deleted_from_ecr_is_never_replaced_by_an_older_image() {
     let late = push("barun-dev-ecr", "20250824-093000", "2025-08-24T00:30:05Z");
 
     // Nothing says when the running tag was pushed: keep it and say why.
-    let report = run(&standins, &[], &late).await;
+    let report = standins.report(&[], &late).await;
     let entry = one(&report, "aws-pipeline-test");
     assert_eq!(entry.action, Action::Skipped);
     assert!(
@@ -248,7 +228,7 @@ async fn a_running_tag_deleted_from_ecr_is_never_replaced_by_an_older_image() {
         "{}",
         entry.reason
     );
-    let report = run(&standins, &[], &reconcile()).await;
+    let report = standins.report(&[], &reconcile()).await;
     assert_eq!(one(&report, "aws-pipeline-test").action, Action::Skipped);
     assert!(
         one(&report, "aws-pipeline-test")
@@ -263,7 +243,7 @@ async fn a_running_tag_deleted_from_ecr_is_never_replaced_by_an_older_image() {
                        "helm": {"parameters": [{"name": "image.repository", "value": SEED_IMAGE}, {"name": "image.tag", "value": "20250825-120000"}]}}}]);
     }).unwrap();
     for event in [&late, &reconcile()] {
-        let report = run(&standins, &[], event).await;
+        let report = standins.report(&[], event).await;
         let entry = one(&report, "aws-pipeline-test");
         assert_eq!(entry.action, Action::Skipped, "{}", entry.reason);
         assert!(
@@ -272,7 +252,7 @@ async fn a_running_tag_deleted_from_ecr_is_never_replaced_by_an_older_image() {
             entry.reason
         );
     }
-    assert_eq!(patches(&standins), 0);
+    assert_eq!(standins.kube_requests("PATCH"), 0);
 
     // A genuinely newer push still moves it.
     standins.aws.push(image(
@@ -282,18 +262,18 @@ async fn a_running_tag_deleted_from_ecr_is_never_replaced_by_an_older_image() {
         "2025-08-26T00:00:00Z",
         &[],
     ));
-    let report = run(
-        &standins,
-        &[],
-        &push("barun-dev-ecr", "20250826-000000", "2025-08-26T00:00:00Z"),
-    )
-    .await;
+    let report = standins
+        .report(
+            &[],
+            &push("barun-dev-ecr", "20250826-000000", "2025-08-26T00:00:00Z"),
+        )
+        .await;
     assert_eq!(one(&report, "aws-pipeline-test").action, Action::Updated);
 }
 
 #[tokio::test]
 async fn reconcile_skips_a_better_tag_lacking_a_platform_and_takes_the_best_that_has_it() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     standins.aws.push(image(
         "web",
         "1.0.0",
@@ -329,7 +309,7 @@ async fn reconcile_skips_a_better_tag_lacking_a_platform_and_takes_the_best_that
             &[&format!("{web}:1.0.0")],
         ))
         .unwrap();
-    let report = run(&standins, &[], &reconcile()).await;
+    let report = standins.report(&[], &reconcile()).await;
     let entry = one(&report, "web");
     assert_eq!(entry.action, Action::Updated, "{}", entry.reason);
     assert_eq!(entry.to.as_deref(), Some("1.1.0"));
@@ -348,7 +328,7 @@ async fn reconcile_skips_a_better_tag_lacking_a_platform_and_takes_the_best_that
 
 #[tokio::test]
 async fn creating_a_missing_helm_block_loses_nothing_someone_created_meanwhile() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     standins
         .kube
         .insert(app(
@@ -364,7 +344,7 @@ async fn creating_a_missing_helm_block_loses_nothing_someone_created_meanwhile()
     standins.kube.race_next_patch("argocd", "bare", |a| {
         a["spec"]["source"]["helm"] = json!({"parameters": [{"name": "replicas", "value": "3"}]});
     });
-    let report = run(&standins, &[], &event("push-date-tag.json")).await;
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
     expect_decision(one(&report, "bare"), Action::Updated, "");
     assert_eq!(report.stats.conflicts, 1);
     assert_eq!(
@@ -377,7 +357,7 @@ async fn creating_a_missing_helm_block_loses_nothing_someone_created_meanwhile()
 
 #[tokio::test]
 async fn a_schema_refusal_is_a_permanent_failure_of_that_application_not_a_retry_loop() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     // The stored object already violates the CRD (written before a stricter CRD version):
     // every write to it is refused with field causes.
     standins
@@ -386,22 +366,19 @@ async fn a_schema_refusal_is_a_permanent_failure_of_that_application_not_a_retry
             a["spec"]["syncPolicy"]["automated"]["prune"] = json!("yes");
         })
         .unwrap();
-    let report = run(
-        &standins,
-        &[("CONFLICT_RETRIES", "5")],
-        &event("push-date-tag.json"),
-    )
-    .await;
+    let report = standins
+        .report(&[("CONFLICT_RETRIES", "5")], &event("push-date-tag.json"))
+        .await;
     let entry = one(&report, "aws-pipeline-test");
     assert_eq!(entry.action, Action::Failed);
     assert!(!entry.retryable);
     assert!(entry.reason.contains("is invalid"), "{}", entry.reason);
-    assert_eq!(patches(&standins), 1);
+    assert_eq!(standins.kube_requests("PATCH"), 1);
 }
 
 #[tokio::test]
 async fn the_same_patch_refused_twice_on_a_fresh_read_stops_despite_the_audit_timestamp() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     // A bare 422 (what a failed `test` looks like) that is not a race: nothing changed.
     standins.shared.inject(
         Route::kube("PATCH", "aws-pipeline-test"),
@@ -411,12 +388,9 @@ async fn the_same_patch_refused_twice_on_a_fresh_read_stops_despite_the_audit_ti
             retry_after: None,
         },
     );
-    let report = run(
-        &standins,
-        &[("CONFLICT_RETRIES", "5")],
-        &event("push-date-tag.json"),
-    )
-    .await;
+    let report = standins
+        .report(&[("CONFLICT_RETRIES", "5")], &event("push-date-tag.json"))
+        .await;
     let entry = one(&report, "aws-pipeline-test");
     assert_eq!(entry.action, Action::Failed);
     assert!(!entry.retryable);
@@ -425,7 +399,7 @@ async fn the_same_patch_refused_twice_on_a_fresh_read_stops_despite_the_audit_ti
         "{}",
         entry.reason
     );
-    assert_eq!(patches(&standins), 2);
+    assert_eq!(standins.kube_requests("PATCH"), 2);
 }
 
 #[tokio::test]
@@ -437,9 +411,12 @@ async fn a_namespace_that_cannot_be_listed_does_not_stop_the_others() {
         image_updater_grants("team-b"),
     ]
     .concat();
-    let standins = StandIns::start_seeded_with_grants(grants).await.unwrap();
-    let error = handler(&standins, &[("ARGOCD_NAMESPACES", "team-c,team-b,argocd")])
-        .handle(&event("push-date-tag.json"), None)
+    let standins = Scenario::from(StandIns::start_seeded_with_grants(grants).await.unwrap());
+    let error = standins
+        .outcome(
+            &[("ARGOCD_NAMESPACES", "team-c,team-b,argocd")],
+            &event("push-date-tag.json"),
+        )
         .await
         .unwrap_err();
     assert_eq!(error.error_type(), "Retryable.TargetsFailed");
@@ -469,7 +446,7 @@ async fn a_namespace_that_cannot_be_listed_does_not_stop_the_others() {
         assert!(unlisted(namespace).retryable);
         assert!(summary.contains(namespace), "{summary}");
     }
-    assert_eq!(patches(&standins), 1);
+    assert_eq!(standins.kube_requests("PATCH"), 1);
 
     // With `*`, a denial names the cluster scope and the manifest that grants it.
     let error = handler(&standins, &[("ARGOCD_NAMESPACES", "*")])
@@ -494,7 +471,7 @@ fn owned_app(name: &str) -> Value {
 
 #[tokio::test]
 async fn an_applicationset_app_is_patched_when_the_set_ignores_the_managed_parameters() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     standins.kube.insert(owned_app("covered")).unwrap();
     standins.kube.insert(owned_app("other")).unwrap();
     standins
@@ -505,7 +482,7 @@ async fn an_applicationset_app_is_patched_when_the_set_ignores_the_managed_param
             {"name": "covered", "jqPathExpressions": [".spec.source.helm.parameters"]}]}}),
         )
         .unwrap();
-    let report = run(&standins, &[], &event("push-date-tag.json")).await;
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
     expect_decision(one(&report, "covered"), Action::Updated, "");
     assert_eq!(
         params(&standins, "covered", "source")[1]["value"],
@@ -562,15 +539,15 @@ async fn an_applicationset_that_may_not_be_read_fails_retryably_with_the_rbac_fi
 
 #[tokio::test]
 async fn an_endpoint_behind_a_path_prefix_keeps_the_prefix_on_every_request() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     let endpoint = format!("{}{PROXY_PREFIX}", standins.kube_endpoint());
     let ca = kube_ca_data(&standins.ca_pem);
-    let report = run(
-        &standins,
-        &[("KUBE_API_ENDPOINT", &endpoint), ("KUBE_CA_DATA", &ca)],
-        &event("push-date-tag.json"),
-    )
-    .await;
+    let report = standins
+        .report(
+            &[("KUBE_API_ENDPOINT", &endpoint), ("KUBE_CA_DATA", &ca)],
+            &event("push-date-tag.json"),
+        )
+        .await;
     assert_eq!(one(&report, "aws-pipeline-test").action, Action::Updated);
     let paths: Vec<String> = standins
         .shared
@@ -588,13 +565,13 @@ async fn an_endpoint_behind_a_path_prefix_keeps_the_prefix_on_every_request() {
 
 #[tokio::test]
 async fn a_pushed_tag_ecr_does_not_know_is_skipped_with_that_reason() {
-    let standins = StandIns::start_seeded().await.unwrap();
-    let report = run(
-        &standins,
-        &[],
-        &push("barun-dev-ecr", "20250830-000000", "2025-08-30T00:00:00Z"),
-    )
-    .await;
+    let standins = Scenario::seeded().await;
+    let report = standins
+        .report(
+            &[],
+            &push("barun-dev-ecr", "20250830-000000", "2025-08-30T00:00:00Z"),
+        )
+        .await;
     let entry = one(&report, "aws-pipeline-test");
     assert_eq!(entry.action, Action::Skipped);
     assert!(
@@ -606,8 +583,8 @@ async fn a_pushed_tag_ecr_does_not_know_is_skipped_with_that_reason() {
 
 #[tokio::test]
 async fn the_functions_own_writes_never_make_the_api_server_prune_a_field() {
-    let standins = StandIns::start_seeded().await.unwrap();
-    run(&standins, &[], &event("push-date-tag.json")).await;
-    assert_eq!(patches(&standins), 1);
+    let standins = Scenario::seeded().await;
+    standins.report(&[], &event("push-date-tag.json")).await;
+    assert_eq!(standins.kube_requests("PATCH"), 1);
     assert_eq!(standins.kube.warnings(), Vec::<String>::new());
 }

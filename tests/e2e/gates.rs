@@ -2,9 +2,8 @@
 //! event (ECR basic scanning, or Amazon Inspector) rolls it out within the limits; reconcile
 //! reads the findings of what it would move to. Against the ECR and Kubernetes stand-ins.
 
-use crate::common::{event, expect_decision, handler, helm_parameter};
-use argocd_ecr_updater::handler::HandlerError;
-use argocd_ecr_updater::report::{Action, Report};
+use crate::common::{Scenario, event, expect_decision, helm_parameter, only};
+use argocd_ecr_updater::report::Action;
 use argocd_ecr_updater_standins::StandIns;
 use argocd_ecr_updater_standins::fixtures::{PUSHED_TAG, SEED_APP, SEED_TAG};
 use serde_json::{Value, json};
@@ -14,26 +13,13 @@ const OLDER_DIGEST: &str =
     "sha256:1111111111111111111111111111111111111111111111111111111111111111";
 
 /// The seed with `annotations` added to its Application.
-async fn seeded(annotations: &[(&str, &str)]) -> StandIns {
-    let standins = StandIns::start_seeded().await.unwrap();
-    let mut app = standins.kube.get("argocd", SEED_APP).unwrap();
-    for (key, value) in annotations {
-        app["metadata"]["annotations"][*key] = json!(value);
-    }
-    argocd_ecr_updater_standins::fixtures::strip_server_fields(&mut app);
-    standins.kube.insert(app).unwrap();
-    standins
+async fn seeded(annotations: &[(&str, &str)]) -> Scenario {
+    let scenario = Scenario::seeded().await;
+    scenario.annotate("argocd", SEED_APP, annotations);
+    scenario
 }
 
 const GATE: (&str, &str) = ("argocd-ecr-updater.io/app.scan-gate", "critical=0,high=3");
-
-async fn run(standins: &StandIns, event: &Value) -> Report {
-    match handler(standins, &[]).handle(event, None).await {
-        Ok(report) => report,
-        Err(HandlerError::Targets { report, .. }) => *report,
-        Err(e) => panic!("{e}"),
-    }
-}
 
 fn tag(standins: &StandIns) -> String {
     helm_parameter(standins, "argocd", SEED_APP, "image.tag").unwrap()
@@ -47,15 +33,10 @@ fn scan_event(tag: &str, digest: &str, counts: Value) -> Value {
     scan
 }
 
-fn only(report: &Report) -> &argocd_ecr_updater::report::Entry {
-    assert_eq!(report.entries.len(), 1, "{:#?}", report.entries);
-    &report.entries[0]
-}
-
 #[tokio::test]
 async fn a_gated_push_waits_for_its_scan_and_the_passing_scan_rolls_it_out() {
     let standins = seeded(&[GATE]).await;
-    let pushed = run(&standins, &event("push-date-tag.json")).await;
+    let pushed = standins.settled(&[], &event("push-date-tag.json")).await;
     expect_decision(
         only(&pushed),
         Action::Skipped,
@@ -64,7 +45,7 @@ async fn a_gated_push_waits_for_its_scan_and_the_passing_scan_rolls_it_out() {
     assert_eq!(tag(&standins), SEED_TAG, "nothing written before the scan");
 
     // events/scan.json: the pushed image, critical 0 and medium 2.
-    let scanned = run(&standins, &event("scan.json")).await;
+    let scanned = standins.settled(&[], &event("scan.json")).await;
     assert_eq!(scanned.mode, "scan");
     let entry = only(&scanned);
     expect_decision(
@@ -78,11 +59,12 @@ async fn a_gated_push_waits_for_its_scan_and_the_passing_scan_rolls_it_out() {
 #[tokio::test]
 async fn a_scan_over_the_limits_holds_the_image_back_with_the_counts() {
     let standins = seeded(&[GATE]).await;
-    let report = run(
-        &standins,
-        &scan_event(PUSHED_TAG, SEED_DIGEST, json!({"CRITICAL": 1, "HIGH": 5})),
-    )
-    .await;
+    let report = standins
+        .settled(
+            &[],
+            &scan_event(PUSHED_TAG, SEED_DIGEST, json!({"CRITICAL": 1, "HIGH": 5})),
+        )
+        .await;
     let entry = only(&report);
     expect_decision(entry, Action::Skipped, "critical 1 > 0, high 5 > 3");
     assert!(!entry.retryable);
@@ -92,26 +74,24 @@ async fn a_scan_over_the_limits_holds_the_image_back_with_the_counts() {
 #[tokio::test]
 async fn none_requires_a_scan_without_any_finding() {
     let standins = seeded(&[("argocd-ecr-updater.io/scan-gate", "none")]).await;
-    let report = run(
-        &standins,
-        &scan_event(PUSHED_TAG, SEED_DIGEST, json!({"LOW": 1})),
-    )
-    .await;
+    let report = standins
+        .settled(&[], &scan_event(PUSHED_TAG, SEED_DIGEST, json!({"LOW": 1})))
+        .await;
     expect_decision(only(&report), Action::Skipped, "low 1");
-    let clean = run(&standins, &scan_event(PUSHED_TAG, SEED_DIGEST, json!({}))).await;
+    let clean = standins
+        .settled(&[], &scan_event(PUSHED_TAG, SEED_DIGEST, json!({})))
+        .await;
     expect_decision(only(&clean), Action::Updated, "no findings");
 }
 
 #[tokio::test]
 async fn a_scan_finishing_late_for_an_older_image_moves_nothing() {
     let standins = seeded(&[GATE]).await;
-    run(&standins, &event("scan.json")).await;
+    standins.settled(&[], &event("scan.json")).await;
     assert_eq!(tag(&standins), PUSHED_TAG);
-    let late = run(
-        &standins,
-        &scan_event("20250824-093000", OLDER_DIGEST, json!({})),
-    )
-    .await;
+    let late = standins
+        .settled(&[], &scan_event("20250824-093000", OLDER_DIGEST, json!({})))
+        .await;
     expect_decision(
         only(&late),
         Action::Skipped,
@@ -134,7 +114,9 @@ async fn a_scan_of_one_digest_never_releases_the_digest_its_tag_moved_to_since()
             r#"{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","layers":[]}"#.into(),
         ));
     // The late scan of the clean image the tag named before.
-    let late = run(&standins, &scan_event(PUSHED_TAG, SEED_DIGEST, json!({}))).await;
+    let late = standins
+        .settled(&[], &scan_event(PUSHED_TAG, SEED_DIGEST, json!({})))
+        .await;
     let entry = only(&late);
     expect_decision(entry, Action::Skipped, &format!("now points at {MOVED}"));
     assert!(
@@ -148,11 +130,9 @@ async fn a_scan_of_one_digest_never_releases_the_digest_its_tag_moved_to_since()
         "nothing written on another digest's scan"
     );
     // The new digest's own scan decides it.
-    let own = run(
-        &standins,
-        &scan_event(PUSHED_TAG, MOVED, json!({"CRITICAL": 7})),
-    )
-    .await;
+    let own = standins
+        .settled(&[], &scan_event(PUSHED_TAG, MOVED, json!({"CRITICAL": 7})))
+        .await;
     expect_decision(only(&own), Action::Skipped, "critical 7 > 0");
     assert_eq!(tag(&standins), SEED_TAG);
 }
@@ -160,14 +140,14 @@ async fn a_scan_of_one_digest_never_releases_the_digest_its_tag_moved_to_since()
 #[tokio::test]
 async fn an_image_without_a_gate_is_moved_by_its_push_never_by_its_scan() {
     let standins = seeded(&[]).await;
-    let report = run(&standins, &event("scan.json")).await;
+    let report = standins.settled(&[], &event("scan.json")).await;
     assert!(
         report.entries.is_empty(),
         "not the scan event's business: {:#?}",
         report.entries
     );
     assert_eq!(tag(&standins), SEED_TAG);
-    run(&standins, &event("push-date-tag.json")).await;
+    standins.settled(&[], &event("push-date-tag.json")).await;
     assert_eq!(tag(&standins), PUSHED_TAG);
 }
 
@@ -181,7 +161,7 @@ async fn an_inspector_enhanced_scan_opens_the_gate_too() {
             "repository-name": "arn:aws:ecr:ap-northeast-2:768157413559:repository/barun-dev-ecr",
             "image-digest": SEED_DIGEST, "image-tags": [PUSHED_TAG],
             "finding-severity-counts": {"CRITICAL": 0, "HIGH": 2, "MEDIUM": 7, "TOTAL": 9}}});
-    let report = run(&standins, &inspector).await;
+    let report = standins.settled(&[], &inspector).await;
     expect_decision(only(&report), Action::Updated, "high 2, medium 7");
     assert_eq!(tag(&standins), PUSHED_TAG);
 }
@@ -191,14 +171,14 @@ async fn reconcile_reads_the_findings_of_the_candidate_it_would_move_to() {
     let standins = seeded(&[GATE]).await;
     let reconcile = event("scheduled-reconcile.json");
     // Never scanned: caught by reconcile, said so.
-    let report = run(&standins, &reconcile).await;
+    let report = standins.settled(&[], &reconcile).await;
     expect_decision(only(&report), Action::Skipped, "was never scanned");
     // Still scanning.
     standins
         .aws
         .set_scan("barun-dev-ecr", SEED_DIGEST, "IN_PROGRESS", &[]);
     expect_decision(
-        only(&run(&standins, &reconcile).await),
+        only(&standins.settled(&[], &reconcile).await),
         Action::Skipped,
         "IN_PROGRESS",
     );
@@ -207,7 +187,7 @@ async fn reconcile_reads_the_findings_of_the_candidate_it_would_move_to() {
         .aws
         .set_scan("barun-dev-ecr", SEED_DIGEST, "COMPLETE", &[("CRITICAL", 2)]);
     expect_decision(
-        only(&run(&standins, &reconcile).await),
+        only(&standins.settled(&[], &reconcile).await),
         Action::Skipped,
         "critical 2 > 0",
     );
@@ -216,7 +196,7 @@ async fn reconcile_reads_the_findings_of_the_candidate_it_would_move_to() {
     standins
         .aws
         .set_scan("barun-dev-ecr", SEED_DIGEST, "COMPLETE", &[("HIGH", 1)]);
-    let report = run(&standins, &reconcile).await;
+    let report = standins.settled(&[], &reconcile).await;
     expect_decision(only(&report), Action::Updated, "its scan passed");
     assert_eq!(tag(&standins), PUSHED_TAG);
 }
@@ -224,7 +204,7 @@ async fn reconcile_reads_the_findings_of_the_candidate_it_would_move_to() {
 #[tokio::test]
 async fn a_bad_gate_is_a_configuration_error_naming_the_annotation() {
     let standins = seeded(&[("argocd-ecr-updater.io/app.scan-gate", "severe=1")]).await;
-    let report = run(&standins, &event("push-date-tag.json")).await;
+    let report = standins.settled(&[], &event("push-date-tag.json")).await;
     let entry = only(&report);
     expect_decision(entry, Action::Failed, "argocd-ecr-updater.io/app.scan-gate");
     assert!(entry.reason.contains("not a severity"), "{}", entry.reason);
@@ -238,9 +218,9 @@ async fn an_imageupdater_object_carries_its_gate_in_its_annotations() {
     object["metadata"]["annotations"] =
         json!({"argocd-ecr-updater.io/app.scan-gate": "critical=0"});
     standins.kube.insert_image_updater(object).unwrap();
-    let pushed = run(&standins, &event("push-date-tag.json")).await;
+    let pushed = standins.settled(&[], &event("push-date-tag.json")).await;
     expect_decision(only(&pushed), Action::Skipped, "waiting for the scan");
-    let scanned = run(&standins, &event("scan.json")).await;
+    let scanned = standins.settled(&[], &event("scan.json")).await;
     expect_decision(
         only(&scanned),
         Action::Updated,
@@ -258,7 +238,7 @@ const IMAGE: &str = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/barun-dev
 /// `key_annotation` (given the PEM), the private one returned for signing.
 async fn signed_setup(
     key_annotation: impl Fn(&str) -> (String, String),
-) -> (StandIns, String, String) {
+) -> (Scenario, String, String) {
     let (private, public) = cosign::key_pair().unwrap();
     let (key, value) = key_annotation(&public);
     let standins = seeded(&[(key.as_str(), value.as_str())]).await;
@@ -280,7 +260,7 @@ fn sign_seed(aws: &argocd_ecr_updater_standins::AwsState, private: &str, signed_
 async fn an_image_signed_with_the_key_is_rolled_out() {
     let (standins, private, _) = signed_setup(inline).await;
     sign_seed(&standins.aws, &private, SEED_DIGEST);
-    let report = run(&standins, &event("push-date-tag.json")).await;
+    let report = standins.settled(&[], &event("push-date-tag.json")).await;
     expect_decision(
         only(&report),
         Action::Updated,
@@ -335,7 +315,7 @@ async fn missing_wrong_key_other_digest_and_tampered_signatures_are_never_writte
     for (words, arrange) in cases {
         let (standins, private, _) = signed_setup(inline).await;
         arrange(&standins, &private);
-        let report = run(&standins, &event("push-date-tag.json")).await;
+        let report = standins.settled(&[], &event("push-date-tag.json")).await;
         let entry = only(&report);
         expect_decision(entry, Action::Skipped, words);
         assert!(
@@ -360,7 +340,7 @@ async fn the_key_can_live_in_secrets_manager() {
     .await;
     standins.aws.put_secret(arn, &public, true);
     sign_seed(&standins.aws, &private, SEED_DIGEST);
-    let report = run(&standins, &event("push-date-tag.json")).await;
+    let report = standins.settled(&[], &event("push-date-tag.json")).await;
     expect_decision(only(&report), Action::Updated, "is signed");
 }
 
@@ -375,6 +355,7 @@ async fn an_imageupdater_objects_images_verification_reads_the_key_from_its_secr
     ])
     .await
     .unwrap();
+    let standins = Scenario::from(standins);
     let (private, public) = cosign::key_pair().unwrap();
     standins
         .kube
@@ -383,10 +364,10 @@ async fn an_imageupdater_objects_images_verification_reads_the_key_from_its_secr
     object["spec"]["imagesVerification"] =
         json!({"cosignKey": {"secretName": "cosign", "key": "cosign.pub"}});
     standins.kube.insert_image_updater(object.clone()).unwrap();
-    let unsigned = run(&standins, &event("push-date-tag.json")).await;
+    let unsigned = standins.settled(&[], &event("push-date-tag.json")).await;
     expect_decision(only(&unsigned), Action::Skipped, "is not signed");
     sign_seed(&standins.aws, &private, SEED_DIGEST);
-    let signed = run(&standins, &event("push-date-tag.json")).await;
+    let signed = standins.settled(&[], &event("push-date-tag.json")).await;
     expect_decision(
         only(&signed),
         Action::Updated,
@@ -410,7 +391,7 @@ async fn an_imageupdater_objects_images_verification_reads_the_key_from_its_secr
             '6',
             "2025-08-26T00:00:00Z",
         ));
-    let report = run(&standins, &pushed).await;
+    let report = standins.settled(&[], &pushed).await;
     assert_eq!(only(&report).action, Action::Updated, "{:?}", only(&report));
     assert!(!only(&report).reason.contains("signed"));
 }
@@ -430,7 +411,7 @@ async fn ed25519_and_rsa_keys_work_end_to_end_as_cosign_uses_them() {
             &cosign::payload(IMAGE, SEED_DIGEST),
         )
         .unwrap();
-        let report = run(&standins, &event("push-date-tag.json")).await;
+        let report = standins.settled(&[], &event("push-date-tag.json")).await;
         expect_decision(
             only(&report),
             Action::Updated,
@@ -455,7 +436,7 @@ async fn a_signature_stored_as_an_oci_referrer_is_found_through_the_referrers_ap
         &cosign::payload(IMAGE, other),
     )
     .unwrap();
-    let unsigned = run(&standins, &event("push-date-tag.json")).await;
+    let unsigned = standins.settled(&[], &event("push-date-tag.json")).await;
     expect_decision(
         only(&unsigned),
         Action::Skipped,
@@ -470,7 +451,7 @@ async fn a_signature_stored_as_an_oci_referrer_is_found_through_the_referrers_ap
         &cosign::payload(IMAGE, SEED_DIGEST),
     )
     .unwrap();
-    let signed = run(&standins, &event("push-date-tag.json")).await;
+    let signed = standins.settled(&[], &event("push-date-tag.json")).await;
     expect_decision(
         only(&signed),
         Action::Updated,

@@ -2,8 +2,7 @@
 //! credentials from the Secrets Manager stand-in, the real handler, and the seed's
 //! Terraform-managed Application switched to `write-back-method: git`.
 
-use crate::common::{event, expect_decision, handler};
-use argocd_ecr_updater::handler::HandlerError;
+use crate::common::{Scenario, event, expect_decision, handler, only, report_of};
 use argocd_ecr_updater::report::{Action, Entry, Report};
 use argocd_ecr_updater_standins::fixtures::{
     PUSHED_TAG, SEED_APP, SEED_IMAGE, SEED_TAG, image, push_event,
@@ -16,7 +15,6 @@ const TOKEN: &str = "ghp_standin0write0token0for0invitation";
 const SECRET_ARN: &str =
     "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:argocd-ecr-updater/github-Ab12Cd";
 const OVERRIDE: &str = "argocd/.argocd-source-aws-pipeline-test.yaml";
-const IU: &str = "argocd-image-updater.argoproj.io/";
 
 /// A values file as people write them: comments, quoting, an anchor, a second document.
 const VALUES: &str = "# Default values for invitation.\n# This is a YAML-formatted file.\n\nreplicaCount: 2\n\nimage:\n  repository: 768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/barun-dev-ecr\n  # Overrides the image tag whose default is the chart appVersion.\n  tag: \"20250825-120000\"\n  pullPolicy: IfNotPresent\n\nresources: &resources\n  limits:\n    cpu: 500m   # half a core\n    memory: 256Mi\n\nsidecar:\n  resources: *resources\n";
@@ -24,8 +22,8 @@ const VALUES: &str = "# Default values for invitation.\n# This is a YAML-formatt
 /// The seed with the GitHub repository its Application points at, a write token for it in
 /// Secrets Manager, and the Application switched to `git` write-back (plus `extra`
 /// annotations).
-async fn git_standins(extra: &[(&str, &str)]) -> StandIns {
-    let standins = StandIns::start_seeded().await.unwrap();
+async fn git_standins(extra: &[(&str, &str)]) -> Scenario {
+    let standins = with_git_vars(Scenario::seeded().await);
     standins.github.create_repository(
         REPO,
         "main",
@@ -41,24 +39,15 @@ async fn git_standins(extra: &[(&str, &str)]) -> StandIns {
     standins
         .aws
         .put_secret(SECRET_ARN, &json!({"token": TOKEN}).to_string(), true);
-    annotate(&standins, &[("write-back-method", "git")]);
-    annotate(&standins, extra);
+    standins.annotate("argocd", SEED_APP, &[("write-back-method", "git")]);
+    standins.annotate("argocd", SEED_APP, extra);
     standins
 }
 
-/// Sets Image Updater annotations (or ours, given with their prefix) on the seed app.
-fn annotate(standins: &StandIns, pairs: &[(&str, &str)]) {
-    let mut app = standins.kube.get("argocd", SEED_APP).unwrap();
-    for (key, value) in pairs {
-        let key = if key.contains('/') {
-            key.to_string()
-        } else {
-            format!("{IU}{key}")
-        };
-        app["metadata"]["annotations"][key] = json!(value);
-    }
-    argocd_ecr_updater_standins::fixtures::strip_server_fields(&mut app);
-    standins.kube.insert(app).unwrap();
+/// The scenario's runs with the GitHub stand-in's API and CA, and the token's secret.
+fn with_git_vars(scenario: Scenario) -> Scenario {
+    let vars = vars(&scenario);
+    vars.iter().fold(scenario, |s, (k, v)| s.var(k, v))
 }
 
 fn vars(standins: &StandIns) -> Vec<(String, String)> {
@@ -69,34 +58,11 @@ fn vars(standins: &StandIns) -> Vec<(String, String)> {
     ]
 }
 
-async fn run_with(
-    standins: &StandIns,
-    extra: &[(&str, &str)],
-    event: &Value,
-) -> Result<Report, HandlerError> {
-    let mut all = vars(standins);
-    all.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    let borrowed: Vec<(&str, &str)> = all.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    handler(standins, &borrowed).handle(event, None).await
-}
-
-async fn push(standins: &StandIns) -> Report {
-    run_with(standins, &[], &event("push-date-tag.json"))
+async fn push(standins: &Scenario) -> Report {
+    standins
+        .outcome(&[], &event("push-date-tag.json"))
         .await
         .unwrap()
-}
-
-fn report_of(outcome: Result<Report, HandlerError>) -> Report {
-    match outcome {
-        Ok(report) => report,
-        Err(HandlerError::Targets { report, .. }) => *report,
-        Err(e) => panic!("{e}"),
-    }
-}
-
-fn only(report: &Report) -> &Entry {
-    assert_eq!(report.entries.len(), 1, "{:#?}", report.entries);
-    &report.entries[0]
 }
 
 fn commits(standins: &StandIns, branch: &str) -> usize {
@@ -218,13 +184,13 @@ async fn a_duplicate_event_commits_nothing_and_a_late_older_tag_never_downgrades
     expect_decision(only(&again), Action::Unchanged, "already the current tag");
     assert_eq!(commits(&standins, "main"), 2, "no empty commit");
 
-    let late = run_with(
-        &standins,
-        &[],
-        &push_event("barun-dev-ecr", "20250824-093000", "2025-08-25T07:00:00Z"),
-    )
-    .await
-    .unwrap();
+    let late = standins
+        .outcome(
+            &[],
+            &push_event("barun-dev-ecr", "20250824-093000", "2025-08-25T07:00:00Z"),
+        )
+        .await
+        .unwrap();
     expect_decision(
         only(&late),
         Action::Skipped,
@@ -388,7 +354,7 @@ async fn a_values_file_nested_thousands_deep_fails_its_application_and_not_the_p
         .github
         .push(REPO, "main", "argocd/values.yaml", &deep, "nest it")
         .unwrap();
-    let report = report_of(run_with(&standins, &[], &event("push-date-tag.json")).await);
+    let report = report_of(standins.outcome(&[], &event("push-date-tag.json")).await);
     let entry = only(&report);
     expect_decision(entry, Action::Failed, "nests deeper than 100 levels");
     assert!(!entry.retryable, "{}", entry.reason);
@@ -455,7 +421,7 @@ async fn pull_request_mode_opens_one_labelled_pull_request_per_change() {
 }
 
 /// The seed push with one 502 from the Git host on `route`: a retryable failure saying `words`.
-async fn fails_retryably_once(standins: &StandIns, route: Route, words: &str) {
+async fn fails_retryably_once(standins: &Scenario, route: Route, words: &str) {
     standins.shared.inject(
         route,
         1,
@@ -464,7 +430,7 @@ async fn fails_retryably_once(standins: &StandIns, route: Route, words: &str) {
             retry_after: None,
         },
     );
-    let failed = report_of(run_with(standins, &[], &event("push-date-tag.json")).await);
+    let failed = report_of(standins.outcome(&[], &event("push-date-tag.json")).await);
     let entry = only(&failed);
     expect_decision(entry, Action::Failed, words);
     assert!(entry.retryable, "{}", entry.reason);
@@ -567,7 +533,7 @@ async fn a_refused_label_is_a_note_not_a_failure() {
 async fn a_protected_branch_is_a_permanent_failure_that_says_how_to_fix_it() {
     let standins = git_standins(&[]).await;
     standins.github.protect(REPO, "main");
-    let outcome = run_with(&standins, &[], &event("push-date-tag.json")).await;
+    let outcome = standins.outcome(&[], &event("push-date-tag.json")).await;
     let report = report_of(outcome);
     let entry = only(&report);
     expect_decision(entry, Action::Failed, "refused the commit");
@@ -612,7 +578,7 @@ async fn rate_limits_and_server_errors_fail_retryably_and_bad_credentials_perman
         standins
             .shared
             .inject(Route::github("GET", "/git/ref/heads/main"), 1, action);
-        let report = report_of(run_with(&standins, &[], &event("push-date-tag.json")).await);
+        let report = report_of(standins.outcome(&[], &event("push-date-tag.json")).await);
         let entry = only(&report);
         expect_decision(entry, Action::Failed, words);
         assert_eq!(entry.retryable, retryable, "{}", entry.reason);
@@ -624,7 +590,7 @@ async fn rate_limits_and_server_errors_fail_retryably_and_bad_credentials_perman
         &json!({"token": "ghp_revoked"}).to_string(),
         true,
     );
-    let report = report_of(run_with(&standins, &[], &event("push-date-tag.json")).await);
+    let report = report_of(standins.outcome(&[], &event("push-date-tag.json")).await);
     let entry = only(&report);
     expect_decision(entry, Action::Failed, "refused the credentials");
     assert!(!entry.retryable);
@@ -645,7 +611,7 @@ async fn a_git_host_redirect_is_not_followed_with_the_token() {
         100,
         FaultAction::Redirect { location: trap },
     );
-    let report = report_of(run_with(&standins, &[], &event("push-date-tag.json")).await);
+    let report = report_of(standins.outcome(&[], &event("push-date-tag.json")).await);
     let entry = only(&report);
     expect_decision(entry, Action::Failed, "a redirect, which is not followed");
     assert!(!entry.retryable, "{}", entry.reason);
@@ -661,7 +627,7 @@ async fn a_git_host_redirect_is_not_followed_with_the_token() {
 async fn a_token_without_write_access_is_told_to_get_contents_write() {
     let standins = git_standins(&[]).await;
     standins.github.grant_token(TOKEN, &[REPO], false);
-    let report = report_of(run_with(&standins, &[], &event("push-date-tag.json")).await);
+    let report = report_of(standins.outcome(&[], &event("push-date-tag.json")).await);
     let entry = only(&report);
     expect_decision(entry, Action::Failed, "contents:write");
     assert!(!entry.retryable);
@@ -687,7 +653,7 @@ async fn missing_or_unreadable_credentials_say_what_to_configure() {
     standins
         .aws
         .put_secret(SECRET_ARN, &json!({"token": TOKEN}).to_string(), false);
-    let report = report_of(run_with(&standins, &[], &event("push-date-tag.json")).await);
+    let report = report_of(standins.outcome(&[], &event("push-date-tag.json")).await);
     expect_decision(
         only(&report),
         Action::Failed,
@@ -702,7 +668,7 @@ async fn a_repository_on_an_unsupported_host_fails_permanently_with_that_reason(
         "https://bitbucket.org/barun/invitation.git",
     )])
     .await;
-    let report = report_of(run_with(&standins, &[], &event("push-date-tag.json")).await);
+    let report = report_of(standins.outcome(&[], &event("push-date-tag.json")).await);
     expect_decision(
         only(&report),
         Action::Failed,
@@ -728,12 +694,12 @@ async fn a_repository_url_that_could_route_a_token_to_another_host_is_refused_an
         );
         let arns = format!("{gitlab_arn},{SECRET_ARN}");
         let report = report_of(
-            run_with(
-                &standins,
-                &[("GIT_CREDENTIALS_SECRET_ARNS", arns.as_str())],
-                &event("push-date-tag.json"),
-            )
-            .await,
+            standins
+                .outcome(
+                    &[("GIT_CREDENTIALS_SECRET_ARNS", arns.as_str())],
+                    &event("push-date-tag.json"),
+                )
+                .await,
         );
         let entry = only(&report);
         assert_eq!(
@@ -757,13 +723,10 @@ async fn a_repository_url_that_could_route_a_token_to_another_host_is_refused_an
 #[tokio::test]
 async fn a_dry_run_reads_git_and_says_where_it_would_commit() {
     let standins = git_standins(&[]).await;
-    let report = run_with(
-        &standins,
-        &[("DRY_RUN", "true")],
-        &event("push-date-tag.json"),
-    )
-    .await
-    .unwrap();
+    let report = standins
+        .outcome(&[("DRY_RUN", "true")], &event("push-date-tag.json"))
+        .await
+        .unwrap();
     expect_decision(
         only(&report),
         Action::Updated,
@@ -836,18 +799,20 @@ async fn a_github_app_key_is_exchanged_for_an_installation_token_once_and_reused
 
 #[tokio::test]
 async fn git_secret_reads_the_one_named_kubernetes_secret() {
-    let standins = StandIns::start_seeded_with_grants(vec![
-        argocd_ecr_updater_standins::Grant::new(&["get", "list", "patch"], "argocd"),
-        argocd_ecr_updater_standins::Grant::on("events", &["create"], "argocd"),
-        argocd_ecr_updater_standins::Grant::named(
-            "secrets",
-            &["get"],
-            "argocd",
-            &["invitation-git"],
-        ),
-    ])
-    .await
-    .unwrap();
+    let standins = with_git_vars(Scenario::from(
+        StandIns::start_seeded_with_grants(vec![
+            argocd_ecr_updater_standins::Grant::new(&["get", "list", "patch"], "argocd"),
+            argocd_ecr_updater_standins::Grant::on("events", &["create"], "argocd"),
+            argocd_ecr_updater_standins::Grant::named(
+                "secrets",
+                &["get"],
+                "argocd",
+                &["invitation-git"],
+            ),
+        ])
+        .await
+        .unwrap(),
+    ));
     standins
         .github
         .create_repository(REPO, "main", &[("argocd/values.yaml", VALUES)]);
@@ -861,8 +826,9 @@ async fn git_secret_reads_the_one_named_kubernetes_secret() {
     standins
         .kube
         .insert_secret("argocd", "other-git", json!({}), &[("password", TOKEN)]);
-    annotate(
-        &standins,
+    standins.annotate(
+        "argocd",
+        SEED_APP,
         &[("write-back-method", "git:secret:argocd/invitation-git")],
     );
     let vars = [
@@ -878,8 +844,9 @@ async fn git_secret_reads_the_one_named_kubernetes_secret() {
     expect_decision(only(&report), Action::Updated, "committed");
 
     // A Secret the function's RBAC does not name is refused, with the fix.
-    annotate(
-        &standins,
+    standins.annotate(
+        "argocd",
+        SEED_APP,
         &[("write-back-method", "git:secret:argocd/other-git")],
     );
     let refused = report_of(
@@ -911,14 +878,11 @@ async fn git_repocreds_reads_argo_cds_repository_secret_only_when_enabled() {
             ("password", "ghp_wrong"),
         ],
     );
-    let off = report_of(run_with(&standins, &[], &event("push-date-tag.json")).await);
+    let off = report_of(standins.outcome(&[], &event("push-date-tag.json")).await);
     expect_decision(only(&off), Action::Failed, "GIT_REPOCREDS=true");
-    let on = run_with(
-        &standins,
-        &[("GIT_REPOCREDS", "true")],
-        &event("push-date-tag.json"),
-    )
-    .await;
+    let on = standins
+        .outcome(&[("GIT_REPOCREDS", "true")], &event("push-date-tag.json"))
+        .await;
     let report = report_of(on);
     // The default grants have no `list` on Secrets: the message says which RBAC to apply.
     expect_decision(only(&report), Action::Failed, "rbac-repocreds.yaml");
@@ -926,13 +890,15 @@ async fn git_repocreds_reads_argo_cds_repository_secret_only_when_enabled() {
 
 #[tokio::test]
 async fn git_repocreds_picks_the_repository_secret_for_exactly_this_url() {
-    let standins = StandIns::start_seeded_with_grants(vec![
-        argocd_ecr_updater_standins::Grant::new(&["get", "list", "patch"], "argocd"),
-        argocd_ecr_updater_standins::Grant::on("events", &["create"], "argocd"),
-        argocd_ecr_updater_standins::Grant::on("secrets", &["list"], "argocd"),
-    ])
-    .await
-    .unwrap();
+    let standins = with_git_vars(Scenario::from(
+        StandIns::start_seeded_with_grants(vec![
+            argocd_ecr_updater_standins::Grant::new(&["get", "list", "patch"], "argocd"),
+            argocd_ecr_updater_standins::Grant::on("events", &["create"], "argocd"),
+            argocd_ecr_updater_standins::Grant::on("secrets", &["list"], "argocd"),
+        ])
+        .await
+        .unwrap(),
+    ));
     standins
         .github
         .create_repository(REPO, "main", &[("argocd/values.yaml", VALUES)]);
@@ -964,7 +930,11 @@ async fn git_repocreds_picks_the_repository_secret_for_exactly_this_url() {
             ("password", "ghp_x"),
         ],
     );
-    annotate(&standins, &[("write-back-method", "git:repocreds")]);
+    standins.annotate(
+        "argocd",
+        SEED_APP,
+        &[("write-back-method", "git:repocreds")],
+    );
     let vars = [
         ("GITHUB_API_URL", standins.github_api()),
         ("GIT_CA_BUNDLE", standins.ca_pem.clone()),
@@ -1034,7 +1004,7 @@ async fn a_kustomization_target_gets_its_images_entry_changed_and_the_rest_byte_
 async fn an_imageupdater_objects_git_write_back_config_commits_like_the_annotations() {
     let standins = git_standins(&[]).await;
     // The object, not the annotations, configures the Application (and wins over them).
-    annotate(&standins, &[("write-back-method", "argocd")]);
+    standins.annotate("argocd", SEED_APP, &[("write-back-method", "argocd")]);
     let mut object = argocd_ecr_updater_standins::fixtures::seed_image_updater();
     object["spec"]["applicationRefs"][0]["writeBackConfig"] = json!({"method": "git", "gitConfig": {"branch": "main:image-updates", "writeBackTarget": "helmvalues:values.yaml"}});
     standins.kube.insert_image_updater(object).unwrap();
@@ -1064,12 +1034,12 @@ async fn an_imageupdater_objects_git_write_back_config_commits_like_the_annotati
         "gitConfig": {"branch": "main:image-updates", "pullRequest": {"github": {}}}});
     standins.kube.insert_image_updater(object).unwrap();
     let refused = report_of(
-        run_with(
-            &standins,
-            &[],
-            &push_event("barun-dev-ecr", "20250826-000000", "2025-08-26T00:00:00Z"),
-        )
-        .await,
+        standins
+            .outcome(
+                &[],
+                &push_event("barun-dev-ecr", "20250826-000000", "2025-08-26T00:00:00Z"),
+            )
+            .await,
     );
     expect_decision(
         only(&refused),
@@ -1121,7 +1091,7 @@ async fn a_tag_as_target_revision_is_a_clear_configuration_error() {
     app["spec"]["source"]["targetRevision"] = json!("v1.0.0");
     argocd_ecr_updater_standins::fixtures::strip_server_fields(&mut app);
     standins.kube.insert(app).unwrap();
-    let report = report_of(run_with(&standins, &[], &event("push-date-tag.json")).await);
+    let report = report_of(standins.outcome(&[], &event("push-date-tag.json")).await);
     let entry = only(&report);
     expect_decision(
         entry,
@@ -1173,7 +1143,8 @@ async fn several_images_of_one_application_go_in_one_commit() {
     argocd_ecr_updater_standins::fixtures::strip_server_fields(&mut app);
     standins.kube.insert(app).unwrap();
 
-    let report = run_with(&standins, &[], &event("scheduled-reconcile.json"))
+    let report = standins
+        .outcome(&[], &event("scheduled-reconcile.json"))
         .await
         .unwrap();
     let updated: Vec<&Entry> = report
@@ -1211,12 +1182,12 @@ async fn two_clusters_writing_one_file_make_one_commit_without_racing_each_other
     let _staging = standins.add_seeded_cluster("staging").await.unwrap();
     let before = commits(&standins, "main");
     let report = report_of(
-        run_with(
-            &standins,
-            &[("CLUSTERS", "barun-dev,staging")],
-            &event("push-date-tag.json"),
-        )
-        .await,
+        standins
+            .outcome(
+                &[("CLUSTERS", "barun-dev,staging")],
+                &event("push-date-tag.json"),
+            )
+            .await,
     );
     assert_eq!(
         commits(&standins, "main"),

@@ -2,8 +2,8 @@
 //! Updater would, side by side with annotations, against the stand-in serving the vendored
 //! CRD with its status subresource.
 
-use crate::common::{event, expect_decision, handler, seed_tag};
-use argocd_ecr_updater::report::{Action, Entry, Report};
+use crate::common::{event, expect_decision, for_app, handler, seed_tag};
+use argocd_ecr_updater::report::{Action, Report};
 use argocd_ecr_updater_standins::fixtures::{
     Application, IMAGE_UPDATER, PUSHED_TAG, SEED_APP, SEED_IMAGE, SEED_TAG, image_updater,
     seed_image_updater,
@@ -16,10 +16,6 @@ async fn push(standins: &StandIns) -> Report {
         .handle(&event("push-date-tag.json"), None)
         .await
         .unwrap()
-}
-
-fn for_app<'r>(report: &'r Report, name: &str) -> Vec<&'r Entry> {
-    report.entries.iter().filter(|e| e.name == name).collect()
 }
 
 /// The seed Application with every Image Updater annotation removed.

@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use crate::common::{event, expect_decision, handler, helm_parameter, seed_tag};
+use crate::common::{Scenario, event, expect_decision, handler, helm_parameter, only, seed_tag};
 use argocd_ecr_updater::handler::HandlerError;
-use argocd_ecr_updater::report::{Action, Report};
+use argocd_ecr_updater::report::Action;
 use argocd_ecr_updater_standins::fixtures::{
     Application, SEED_IMAGE, SEED_TAG, digest as D, image, push_event as push,
 };
@@ -14,15 +14,6 @@ use argocd_ecr_updater_standins::{
     image_updater_grants,
 };
 use serde_json::{Value, json};
-
-async fn ok(standins: &StandIns, vars: &[(&str, &str)], event: &Value) -> Report {
-    handler(standins, vars).handle(event, None).await.unwrap()
-}
-
-fn only(report: &Report) -> &argocd_ecr_updater::report::Entry {
-    assert_eq!(report.entries.len(), 1, "{:#?}", report.entries);
-    &report.entries[0]
-}
 
 /// An Application with exactly these annotations, source and status.
 fn app(name: &str, namespace: &str, annotations: Value, source: Value, status: Value) -> Value {
@@ -36,16 +27,10 @@ fn app(name: &str, namespace: &str, annotations: Value, source: Value, status: V
         .build()
 }
 
-fn kube_requests(standins: &StandIns, method: &str) -> usize {
-    standins
-        .shared
-        .count(|r| r.service == Service::Kube && r.method == method)
-}
-
 #[tokio::test]
 async fn the_seed_application_moves_to_the_newly_pushed_date_tag() {
-    let standins = StandIns::start_seeded().await.unwrap();
-    let report = ok(&standins, &[], &event("push-date-tag.json")).await;
+    let standins = Scenario::seeded().await;
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
     let entry = only(&report);
     assert_eq!(entry.action, Action::Updated, "{}", entry.reason);
     assert_eq!(entry.from.as_deref(), Some("20250825-120000"));
@@ -69,8 +54,8 @@ async fn the_seed_application_moves_to_the_newly_pushed_date_tag() {
     // Cost: one metadata-only list of ImageUpdater objects (none here), one list page, one
     // GET, one PATCH, one ECR call (the current tag's push time).
     assert_eq!(report.stats.image_updater_requests, 1);
-    assert_eq!(kube_requests(&standins, "GET"), 3);
-    assert_eq!(kube_requests(&standins, "PATCH"), 1);
+    assert_eq!(standins.kube_requests("GET"), 3);
+    assert_eq!(standins.kube_requests("PATCH"), 1);
     assert_eq!(report.stats.ecr_calls, 1);
     assert_eq!(standins.shared.count(|r| r.service == Service::Ecr), 1);
     assert_eq!(standins.shared.count(|r| r.service == Service::Eks), 1);
@@ -85,7 +70,7 @@ async fn the_seed_application_moves_to_the_newly_pushed_date_tag() {
 
 #[tokio::test]
 async fn out_of_order_and_duplicate_deliveries_never_downgrade() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     let h = handler(&standins, &[]);
     h.handle(&event("push-date-tag.json"), None).await.unwrap();
     // A late event for an older push arrives after the newer one.
@@ -95,13 +80,13 @@ async fn out_of_order_and_duplicate_deliveries_never_downgrade() {
     // The same event delivered twice: the second is a no-op.
     let report = h.handle(&event("push-date-tag.json"), None).await.unwrap();
     assert_eq!(only(&report).action, Action::Unchanged);
-    assert_eq!(kube_requests(&standins, "PATCH"), 1);
+    assert_eq!(standins.kube_requests("PATCH"), 1);
     assert_eq!(seed_tag(&standins).as_deref(), Some("20250825-153012"));
 }
 
 #[tokio::test]
 async fn a_new_date_tag_on_an_old_image_does_not_count_as_newer() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     // Someone tags yesterday's image (digest 1111…, first pushed 2025-08-24) with today's date.
     standins.aws.push(image(
         "barun-dev-ecr",
@@ -110,7 +95,7 @@ async fn a_new_date_tag_on_an_old_image_does_not_count_as_newer() {
         "2025-09-01T00:00:00Z",
     ));
     let retag = push("barun-dev-ecr", "20250901-000000", "2025-09-01T00:00:00Z");
-    let report = ok(&standins, &[], &retag).await;
+    let report = standins.report(&[], &retag).await;
     expect_decision(only(&report), Action::Skipped, "ranks below");
     // ECR ranked both tags in one request, as reconcile's select ranks them.
     assert_eq!(report.stats.ecr_calls, 1);
@@ -130,23 +115,25 @@ async fn a_new_date_tag_on_an_old_image_does_not_count_as_newer() {
 
 #[tokio::test]
 async fn a_tag_that_allow_tags_rejects_costs_no_ecr_call_and_no_write() {
-    let standins = StandIns::start_seeded().await.unwrap();
-    let report = ok(&standins, &[], &event("retag-existing-digest.json")).await;
+    let standins = Scenario::seeded().await;
+    let report = standins
+        .report(&[], &event("retag-existing-digest.json"))
+        .await;
     expect_decision(only(&report), Action::Skipped, "not allowed by allow-tags");
     assert_eq!(report.stats.ecr_calls, 0);
-    assert_eq!(kube_requests(&standins, "PATCH"), 0);
+    assert_eq!(standins.kube_requests("PATCH"), 0);
 }
 
 /// (A completed scan is work since scan gates exist: `tests/e2e_gates.rs`.)
 #[tokio::test]
 async fn events_that_are_not_work_touch_nothing() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     for name in [
         "delete.json",
         "push-failure.json",
         "push-untagged-platform-manifest.json",
     ] {
-        let report = ok(&standins, &[], &event(name)).await;
+        let report = standins.report(&[], &event(name)).await;
         assert!(report.skipped.is_some(), "{name}");
         assert!(report.entries.is_empty());
     }
@@ -155,7 +142,7 @@ async fn events_that_are_not_work_touch_nothing() {
 
 #[tokio::test]
 async fn a_malformed_event_fails_the_invocation_as_permanent() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     let mut bad = event("push-date-tag.json");
     bad["detail"]
         .as_object_mut()
@@ -171,13 +158,13 @@ async fn a_malformed_event_fails_the_invocation_as_permanent() {
 
 #[tokio::test]
 async fn semver_with_a_constraint_moves_within_it_only() {
-    let standins = StandIns::start(Options::default()).await.unwrap();
+    let standins = Scenario::from(StandIns::start(Options::default()).await.unwrap());
     let api = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/api";
     standins.kube.insert(app("api", "argocd",
         json!({"argocd-image-updater.argoproj.io/image-list": format!("api={api}:^1.2")}),
         json!({"repoURL": "r", "chart": "api", "helm": {"parameters": [{"name": "image.name", "value": api}, {"name": "image.tag", "value": "v1.2.0"}]}}),
         json!({"sourceType": "Helm", "summary": {"images": [format!("{api}:v1.2.0")]}}))).unwrap();
-    let report = ok(&standins, &[], &event("push-semver-tag.json")).await;
+    let report = standins.report(&[], &event("push-semver-tag.json")).await;
     assert_eq!(
         only(&report).action,
         Action::Updated,
@@ -186,7 +173,7 @@ async fn semver_with_a_constraint_moves_within_it_only() {
     );
     assert_eq!(report.stats.ecr_calls, 0);
     let major = push("api", "v2.0.0", "2025-09-02T00:00:00Z");
-    let report = ok(&standins, &[], &major).await;
+    let report = standins.report(&[], &major).await;
     assert!(
         only(&report)
             .reason
@@ -196,7 +183,7 @@ async fn semver_with_a_constraint_moves_within_it_only() {
     );
     let pre = push("api", "v1.4.0-rc.1", "2025-09-02T00:00:00Z");
     assert_eq!(
-        only(&ok(&standins, &[], &pre).await).action,
+        only(&standins.report(&[], &pre).await).action,
         Action::Skipped
     );
     assert_eq!(
@@ -207,7 +194,7 @@ async fn semver_with_a_constraint_moves_within_it_only() {
 
 #[tokio::test]
 async fn the_digest_strategy_follows_what_the_tag_points_to_in_ecr_now() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     standins.kube.insert(app("pinned", "argocd",
         json!({"argocd-image-updater.argoproj.io/image-list": format!("app={SEED_IMAGE}:latest"),
                "argocd-image-updater.argoproj.io/app.update-strategy": "digest"}),
@@ -216,14 +203,14 @@ async fn the_digest_strategy_follows_what_the_tag_points_to_in_ecr_now() {
     // The event is stale: ECR moved `latest` to 3333… already; the event says 9999….
     let mut stale = event("retag-existing-digest.json");
     stale["detail"]["image-digest"] = json!(D('9'));
-    let report = ok(&standins, &[], &stale).await;
+    let report = standins.report(&[], &stale).await;
     let pinned = report.entries.iter().find(|e| e.name == "pinned").unwrap();
     assert_eq!(pinned.action, Action::Updated, "{}", pinned.reason);
     assert_eq!(
         pinned.to.as_deref(),
         Some(format!("latest@{}", D('3')).as_str())
     );
-    let report = ok(&standins, &[], &stale).await;
+    let report = standins.report(&[], &stale).await;
     assert_eq!(
         report
             .entries
@@ -237,7 +224,7 @@ async fn the_digest_strategy_follows_what_the_tag_points_to_in_ecr_now() {
 
 #[tokio::test]
 async fn kustomize_multi_source_directory_and_applicationset_apps_are_each_handled() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     let annotations = json!({"argocd-image-updater.argoproj.io/image-list": format!("app={SEED_IMAGE}"),
                              "argocd-image-updater.argoproj.io/app.update-strategy": "alphabetical"});
     let status = |t: &str| json!({"sourceType": t, "summary": {"images": [format!("{SEED_IMAGE}:20250825-120000")]}});
@@ -286,7 +273,7 @@ async fn kustomize_multi_source_directory_and_applicationset_apps_are_each_handl
         )
         .unwrap();
 
-    let report = ok(&standins, &[], &event("push-date-tag.json")).await;
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
     let by = |n: &str| report.entries.iter().find(|e| e.name == n).unwrap();
     assert_eq!(by("kust").action, Action::Updated);
     assert_eq!(
@@ -332,47 +319,46 @@ async fn kustomize_multi_source_directory_and_applicationset_apps_are_each_handl
 
 #[tokio::test]
 async fn a_push_no_application_tracks_costs_one_list_and_nothing_else() {
-    let standins = StandIns::start_seeded().await.unwrap();
-    let report = ok(
-        &standins,
-        &[],
-        &push("unrelated", "1.0.0", "2025-09-01T00:00:00Z"),
-    )
-    .await;
+    let standins = Scenario::seeded().await;
+    let report = standins
+        .report(&[], &push("unrelated", "1.0.0", "2025-09-01T00:00:00Z"))
+        .await;
     assert!(report.entries.is_empty());
     assert_eq!(report.stats.applications_listed, 1);
     // The ImageUpdater objects' metadata and the Applications' metadata.
-    assert_eq!(kube_requests(&standins, "GET"), 2);
+    assert_eq!(standins.kube_requests("GET"), 2);
     assert_eq!(report.stats.ecr_calls, 0);
 }
 
 #[tokio::test]
 async fn two_applications_in_two_namespaces_tracking_one_repository_both_move() {
-    let standins = StandIns::start_seeded_with_grants(
-        [
-            vec![
-                Grant::new(&["get", "list", "patch"], "argocd"),
-                Grant::new(&["get", "list", "patch"], "team-b"),
-            ],
-            image_updater_grants("argocd"),
-            image_updater_grants("team-b"),
-        ]
-        .concat(),
-    )
-    .await
-    .unwrap();
+    let standins = Scenario::from(
+        StandIns::start_seeded_with_grants(
+            [
+                vec![
+                    Grant::new(&["get", "list", "patch"], "argocd"),
+                    Grant::new(&["get", "list", "patch"], "team-b"),
+                ],
+                image_updater_grants("argocd"),
+                image_updater_grants("team-b"),
+            ]
+            .concat(),
+        )
+        .await
+        .unwrap(),
+    );
     let mut second = standins.kube.get("argocd", "aws-pipeline-test").unwrap();
     second["metadata"]["namespace"] = json!("team-b");
     for key in ["resourceVersion", "uid", "generation"] {
         second["metadata"].as_object_mut().unwrap().remove(key);
     }
     standins.kube.insert(second).unwrap();
-    let report = ok(
-        &standins,
-        &[("ARGOCD_NAMESPACES", "argocd,team-b")],
-        &event("push-date-tag.json"),
-    )
-    .await;
+    let report = standins
+        .report(
+            &[("ARGOCD_NAMESPACES", "argocd,team-b")],
+            &event("push-date-tag.json"),
+        )
+        .await;
     assert_eq!(report.entries.len(), 2);
     assert!(report.entries.iter().all(|e| e.action == Action::Updated));
     // Both run the same tag: its push time is asked of ECR once per invocation.
@@ -387,7 +373,7 @@ async fn two_applications_in_two_namespaces_tracking_one_repository_both_move() 
 
 #[tokio::test]
 async fn a_concurrent_edit_of_another_field_survives_our_write() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     standins
         .kube
         .race_next_patch("argocd", "aws-pipeline-test", |a| {
@@ -395,7 +381,7 @@ async fn a_concurrent_edit_of_another_field_survives_our_write() {
                 json!(["CreateNamespace=true", "ServerSideApply=true"]);
             a["metadata"]["labels"] = json!({"edited-by": "human"});
         });
-    let report = ok(&standins, &[], &event("push-date-tag.json")).await;
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
     assert_eq!(only(&report).action, Action::Updated);
     // The edit landed between our read and our write; the patch tests only the parameter it
     // changes, so an edit elsewhere is no conflict and is kept.
@@ -411,7 +397,7 @@ async fn a_concurrent_edit_of_another_field_survives_our_write() {
 
 #[tokio::test]
 async fn a_concurrent_edit_of_the_managed_parameter_makes_us_read_again_and_decide_again() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     standins.aws.push(image(
         "barun-dev-ecr",
         "20250826-080000",
@@ -423,7 +409,7 @@ async fn a_concurrent_edit_of_the_managed_parameter_makes_us_read_again_and_deci
         .race_next_patch("argocd", "aws-pipeline-test", |a| {
             a["spec"]["source"]["helm"]["parameters"][1]["value"] = json!("20250826-080000");
         });
-    let report = ok(&standins, &[], &event("push-date-tag.json")).await;
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
     // Re-decided against the newer tag someone else set: ours is older, so nothing is written.
     expect_decision(only(&report), Action::Skipped, "ranks below");
     assert_eq!(report.stats.conflicts, 1);
@@ -432,7 +418,7 @@ async fn a_concurrent_edit_of_the_managed_parameter_makes_us_read_again_and_deci
 
 #[tokio::test]
 async fn a_conflict_storm_is_retried_a_bounded_number_of_times_then_fails_the_invocation() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     standins.shared.inject(
         Route::kube("PATCH", "aws-pipeline-test"),
         2,
@@ -441,11 +427,11 @@ async fn a_conflict_storm_is_retried_a_bounded_number_of_times_then_fails_the_in
             retry_after: None,
         },
     );
-    let report = ok(&standins, &[], &event("push-date-tag.json")).await;
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
     assert_eq!(only(&report).action, Action::Updated);
     assert_eq!(report.stats.conflicts, 2);
 
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     standins.shared.inject(
         Route::kube("PATCH", "aws-pipeline-test"),
         100,
@@ -469,7 +455,7 @@ async fn a_conflict_storm_is_retried_a_bounded_number_of_times_then_fails_the_in
 
 #[tokio::test]
 async fn a_429_then_success_is_absorbed_within_the_invocation() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     standins.shared.inject(
         Route::kube("GET", "/applications/aws-pipeline-test"),
         1,
@@ -487,7 +473,7 @@ async fn a_429_then_success_is_absorbed_within_the_invocation() {
         },
     );
     let started = std::time::Instant::now();
-    let report = ok(&standins, &[], &event("push-date-tag.json")).await;
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
     assert_eq!(only(&report).action, Action::Updated);
     assert!(
         started.elapsed() >= Duration::from_secs(1),
@@ -497,15 +483,17 @@ async fn a_429_then_success_is_absorbed_within_the_invocation() {
 
 #[tokio::test]
 async fn a_403_fails_the_invocation_with_the_fix_in_the_message() {
-    let standins = StandIns::start_seeded_with_grants(
-        [
-            vec![Grant::new(&["get", "list"], "argocd")],
-            image_updater_grants("argocd"),
-        ]
-        .concat(),
-    )
-    .await
-    .unwrap();
+    let standins = Scenario::from(
+        StandIns::start_seeded_with_grants(
+            [
+                vec![Grant::new(&["get", "list"], "argocd")],
+                image_updater_grants("argocd"),
+            ]
+            .concat(),
+        )
+        .await
+        .unwrap(),
+    );
     let error = handler(&standins, &[])
         .handle(&event("push-date-tag.json"), None)
         .await
@@ -521,14 +509,11 @@ async fn a_403_fails_the_invocation_with_the_fix_in_the_message() {
 
 #[tokio::test]
 async fn dry_run_reports_the_exact_patch_and_leaves_the_object_untouched() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     let before = standins.kube.get("argocd", "aws-pipeline-test").unwrap();
-    let report = ok(
-        &standins,
-        &[("DRY_RUN", "true")],
-        &event("push-date-tag.json"),
-    )
-    .await;
+    let report = standins
+        .report(&[("DRY_RUN", "true")], &event("push-date-tag.json"))
+        .await;
     assert!(report.dry_run);
     let entry = only(&report);
     assert!(entry.reason.starts_with("dry run:"));
@@ -544,13 +529,15 @@ async fn dry_run_reports_the_exact_patch_and_leaves_the_object_untouched() {
         standins.kube.get("argocd", "aws-pipeline-test").unwrap(),
         before
     );
-    assert_eq!(kube_requests(&standins, "PATCH"), 0);
+    assert_eq!(standins.kube_requests("PATCH"), 0);
 }
 
 #[tokio::test]
 async fn reconcile_catches_a_missed_event_and_follows_a_changed_constraint() {
-    let standins = StandIns::start_seeded().await.unwrap();
-    let report = ok(&standins, &[], &event("scheduled-reconcile.json")).await;
+    let standins = Scenario::seeded().await;
+    let report = standins
+        .report(&[], &event("scheduled-reconcile.json"))
+        .await;
     assert_eq!(report.mode, "reconcile");
     assert_eq!(
         only(&report).action,
@@ -567,22 +554,24 @@ async fn reconcile_catches_a_missed_event_and_follows_a_changed_constraint() {
                 json!("regexp:^20250824-[0-9]{6}$");
         })
         .unwrap();
-    let report = ok(&standins, &[], &json!({"action": "reconcile"})).await;
+    let report = standins.report(&[], &json!({"action": "reconcile"})).await;
     assert_eq!(only(&report).to.as_deref(), Some("20250824-093000"));
-    let report = ok(&standins, &[], &json!({"action": "reconcile"})).await;
+    let report = standins.report(&[], &json!({"action": "reconcile"})).await;
     assert_eq!(only(&report).action, Action::Unchanged);
 }
 
 #[tokio::test]
 async fn a_reconcile_asks_for_the_tag_list_while_the_application_is_read() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     let read = Duration::from_millis(500);
     standins.shared.inject(
         Route::kube("GET", "/applications/aws-pipeline-test"),
         1,
         FaultAction::Delay(read),
     );
-    let report = ok(&standins, &[], &event("scheduled-reconcile.json")).await;
+    let report = standins
+        .report(&[], &event("scheduled-reconcile.json"))
+        .await;
     expect_decision(only(&report), Action::Updated, "");
     let log = standins.shared.requests();
     // (arrived, answer begun): the read's answer begins only after its delay.
@@ -611,7 +600,7 @@ async fn a_reconcile_asks_for_the_tag_list_while_the_application_is_read() {
 
 #[tokio::test]
 async fn a_bad_annotation_is_reported_without_failing_the_invocation_or_the_other_apps() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     standins
         .kube
         .insert(app(
@@ -623,7 +612,7 @@ async fn a_bad_annotation_is_reported_without_failing_the_invocation_or_the_othe
             json!({"sourceType": "Helm", "summary": {"images": [format!("{SEED_IMAGE}:1")]}}),
         ))
         .unwrap();
-    let report = ok(&standins, &[], &event("push-date-tag.json")).await;
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
     let broken = report.entries.iter().find(|e| e.name == "broken").unwrap();
     assert_eq!(broken.action, Action::Failed);
     assert!(!broken.retryable);
@@ -645,14 +634,14 @@ async fn a_bad_annotation_is_reported_without_failing_the_invocation_or_the_othe
 
 #[tokio::test]
 async fn an_image_the_application_does_not_run_is_skipped_unless_forced() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     standins
         .kube
         .edit("argocd", "aws-pipeline-test", |a| {
             a["status"]["summary"]["images"] = json!([])
         })
         .unwrap();
-    let report = ok(&standins, &[], &event("push-date-tag.json")).await;
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
     assert!(only(&report).reason.contains("force-update"));
     standins
         .kube
@@ -662,14 +651,14 @@ async fn an_image_the_application_does_not_run_is_skipped_unless_forced() {
         })
         .unwrap();
     assert_eq!(
-        only(&ok(&standins, &[], &event("push-date-tag.json")).await).action,
+        only(&standins.report(&[], &event("push-date-tag.json")).await).action,
         Action::Updated
     );
 }
 
 #[tokio::test]
 async fn a_pushed_index_is_rolled_out_only_if_it_offers_a_platform_the_annotation_allows() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     let index: Image = serde_json::from_value(json!({"repository": "barun-dev-ecr", "tag": "20250825-153012", "digest": D('3'),
         "pushedAt": "2025-08-25T06:30:14Z", "mediaType": "application/vnd.oci.image.index.v1+json", "platforms": ["linux/amd64"]})).unwrap();
     standins.aws.push(index);
@@ -683,23 +672,23 @@ async fn a_pushed_index_is_rolled_out_only_if_it_offers_a_platform_the_annotatio
             .unwrap();
     };
     allow("linux/arm64");
-    let report = ok(&standins, &[], &event("push-date-tag.json")).await;
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
     expect_decision(
         only(&report),
         Action::Skipped,
         "offers none of the platform(s) linux/arm64 the platforms annotation allows (it has linux/amd64)",
     );
-    assert_eq!(kube_requests(&standins, "PATCH"), 0);
+    assert_eq!(standins.kube_requests("PATCH"), 0);
     // Any one allowed platform is enough, as in Image Updater: Kubernetes picks per node.
     allow("linux/amd64,linux/arm64");
-    let report = ok(&standins, &[], &event("push-date-tag.json")).await;
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
     expect_decision(only(&report), Action::Updated, "");
-    assert_eq!(kube_requests(&standins, "PATCH"), 1);
+    assert_eq!(standins.kube_requests("PATCH"), 1);
 }
 
 /// The seed Application first in its namespace, then `others` tracking other images.
-async fn seed_then_others(others: usize) -> StandIns {
-    let standins = StandIns::start_seeded().await.unwrap();
+async fn seed_then_others(others: usize) -> Scenario {
+    let standins = Scenario::seeded().await;
     for i in 0..others {
         standins
             .kube
@@ -720,12 +709,9 @@ async fn an_application_found_on_an_early_page_is_written_while_later_pages_are_
         10,
         FaultAction::Delay(Duration::from_millis(200)),
     );
-    let report = ok(
-        &standins,
-        &[("LIST_PAGE_SIZE", "2")],
-        &event("push-date-tag.json"),
-    )
-    .await;
+    let report = standins
+        .report(&[("LIST_PAGE_SIZE", "2")], &event("push-date-tag.json"))
+        .await;
     assert_eq!(only(&report).action, Action::Updated);
     assert_eq!(report.stats.list_pages, 5);
     let log = standins.shared.requests();
@@ -784,7 +770,7 @@ async fn a_later_page_that_cannot_be_listed_fails_the_invocation_after_what_was_
     assert_eq!(seed_tag(&standins).as_deref(), Some("20250825-153012"));
     // The retry AWS makes lists everything and finds the seed Application already there.
     standins.shared.clear_faults();
-    let retried = ok(&standins, &vars, &event("push-date-tag.json")).await;
+    let retried = standins.report(&vars, &event("push-date-tag.json")).await;
     assert_eq!(
         only(&retried).action,
         Action::Unchanged,
@@ -805,12 +791,9 @@ async fn a_retried_listing_sends_each_application_on_once() {
             retry_after: None,
         },
     );
-    let report = ok(
-        &standins,
-        &[("LIST_PAGE_SIZE", "2")],
-        &event("push-date-tag.json"),
-    )
-    .await;
+    let report = standins
+        .report(&[("LIST_PAGE_SIZE", "2")], &event("push-date-tag.json"))
+        .await;
     assert_eq!(
         only(&report).action,
         Action::Updated,
@@ -818,5 +801,5 @@ async fn a_retried_listing_sends_each_application_on_once() {
         report.entries
     );
     assert_eq!(report.stats.applications_matched, 1);
-    assert_eq!(kube_requests(&standins, "PATCH"), 1);
+    assert_eq!(standins.kube_requests("PATCH"), 1);
 }
