@@ -1,14 +1,11 @@
 //! `redrive`, run as the compiled CLI a user runs: both shapes of a parked event replayed, and
 //! a message deleted only after its event succeeded.
 
-#[path = "../../tests/e2e/common.rs"]
-mod common;
-
 use std::process::Command;
 
+use crate::common::{event, seed_tag};
 use argocd_ecr_updater_standins::StandIns;
 use argocd_ecr_updater_standins::fixtures::{PUSHED_TAG, SEED_TAG, push_event};
-use common::{event, seed_tag};
 use serde_json::json;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_argocd-ecr-updater-cli");

@@ -1,13 +1,10 @@
 //! The `token`, `plan` and `migrate` subcommands, run as the compiled CLI a user runs.
 
-#[path = "../../tests/e2e/common.rs"]
-mod common;
-
 use std::process::Command;
 
+use crate::common::seed_tag;
 use argocd_ecr_updater_standins::token::verify;
 use argocd_ecr_updater_standins::{Grant, StandIns, function_identity};
-use common::seed_tag;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_argocd-ecr-updater-cli");
 

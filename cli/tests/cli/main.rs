@@ -1,0 +1,10 @@
+//! The laptop commands, run as the compiled CLI a user runs: one test binary (each links the
+//! whole crate once), a module per command group. `cargo test -p argocd-ecr-updater-cli
+//! --test cli redrive::` runs one.
+
+#[path = "../../../tests/e2e/common.rs"]
+mod common;
+
+mod commands;
+mod redrive;
+mod select;
