@@ -374,33 +374,56 @@ impl Reader<'_> {
         image: &str,
         constraint: Option<&str>,
     ) -> Result<ImageConfig, AnnotationError> {
-        let list_key = IMAGE_LIST.to_string();
-        if image.is_empty() || alias == Some("") || image.split('/').any(str::is_empty) {
-            return Err(AnnotationError {
-                annotation: list_key,
-                value: image.to_string(),
-                problem: "expected `[alias=]registry/repository[:constraint]`".into(),
-            });
-        }
-        if [image, alias.unwrap_or_default()]
-            .iter()
-            .any(|part| part.chars().any(|c| c.is_control() || c.is_whitespace()))
-        {
-            return Err(AnnotationError {
-                annotation: list_key,
-                value: image.escape_debug().to_string(),
-                problem: "an alias or image with a control character or a space: image references have neither".into(),
-            });
-        }
-        if image.contains('@') {
-            return Err(AnnotationError {
-                annotation: list_key,
-                value: image.to_string(),
-                problem: "image-list names a repository; put no digest in it (use update-strategy digest)".into(),
-            });
-        }
+        check_image_text(alias, image)?;
         let mut notes = Vec::new();
+        let (strategy, policy) = self.tag_policy(alias, constraint)?;
+        let force_update = match self.lookup(alias, "force-update", true) {
+            Some((key, value)) => parse_bool(&key, value)?,
+            None => false,
+        };
+        let platforms = match self.lookup(alias, "platforms", false) {
+            Some((key, value)) => {
+                let platforms = parse_platforms(&key, value)?;
+                if matches!(strategy, Strategy::Semver | Strategy::Alphabetical) {
+                    notes.push(format!(
+                        "`{key}` has no effect under {strategy}: as in Image Updater, only newest-build and digest check platforms"
+                    ));
+                }
+                platforms
+            }
+            None => Vec::new(),
+        };
+        if let Some((key, _)) = self.lookup(alias, "pull-secret", true) {
+            notes.push(format!(
+                "`{key}` is not needed: the function reads ECR with its IAM role"
+            ));
+        }
+        let (helm, kustomize_image_name, plugin) = self.targets(alias)?;
+        let scan_gate = self.scan_gate(alias)?;
+        let cosign_key = self.cosign_key(alias)?;
+        Ok(ImageConfig {
+            alias: alias.map(str::to_string),
+            image: ImageRef::parse(image),
+            constraint: constraint.map(str::to_string),
+            policy,
+            force_update,
+            platforms,
+            scan_gate,
+            cosign_key,
+            helm,
+            kustomize_image_name,
+            plugin,
+            notes,
+        })
+    }
 
+    /// The strategy, and the tag policy it ranks with: `update-strategy`, `allow-tags` (or the
+    /// old `tag-match`), `ignore-tags` and the image-list constraint.
+    fn tag_policy(
+        &self,
+        alias: Option<&str>,
+        constraint: Option<&str>,
+    ) -> Result<(Strategy, TagPolicy), AnnotationError> {
         let strategy = match self
             .lookup(alias, "update-strategy", true)
         {
@@ -434,29 +457,16 @@ impl Reader<'_> {
             None => IgnoreTags::default(),
         };
         let policy = TagPolicy::new(strategy, constraint, allow, ignore)
-            .map_err(|e| policy_error(list_key.clone(), constraint.unwrap_or_default(), e))?;
+            .map_err(|e| policy_error(IMAGE_LIST.to_string(), constraint.unwrap_or_default(), e))?;
+        Ok((strategy, policy))
+    }
 
-        let force_update = match self.lookup(alias, "force-update", true) {
-            Some((key, value)) => parse_bool(&key, value)?,
-            None => false,
-        };
-        let platforms = match self.lookup(alias, "platforms", false) {
-            Some((key, value)) => {
-                let platforms = parse_platforms(&key, value)?;
-                if matches!(strategy, Strategy::Semver | Strategy::Alphabetical) {
-                    notes.push(format!(
-                        "`{key}` has no effect under {strategy}: as in Image Updater, only newest-build and digest check platforms"
-                    ));
-                }
-                platforms
-            }
-            None => Vec::new(),
-        };
-        if let Some((key, _)) = self.lookup(alias, "pull-secret", true) {
-            notes.push(format!(
-                "`{key}` is not needed: the function reads ECR with its IAM role"
-            ));
-        }
+    /// Where the image is written: Helm parameters, a Kustomize image, or (from an
+    /// ImageUpdater object) a plugin's environment.
+    fn targets(
+        &self,
+        alias: Option<&str>,
+    ) -> Result<(HelmTarget, Option<String>, Option<PluginTarget>), AnnotationError> {
         let helm = match self.lookup(alias, "helm.image-spec", false) {
             Some((key, value)) => HelmTarget::Spec {
                 param: non_empty(&key, value)?,
@@ -493,23 +503,7 @@ impl Reader<'_> {
         } else {
             None
         };
-
-        let scan_gate = self.scan_gate(alias)?;
-        let cosign_key = self.cosign_key(alias)?;
-        Ok(ImageConfig {
-            alias: alias.map(str::to_string),
-            image: ImageRef::parse(image),
-            constraint: constraint.map(str::to_string),
-            policy,
-            force_update,
-            platforms,
-            scan_gate,
-            cosign_key,
-            helm,
-            kustomize_image_name,
-            plugin,
-            notes,
-        })
+        Ok((helm, kustomize_image_name, plugin))
     }
 
     /// Our own annotation, per alias then for every image. On an ImageUpdater object it is
@@ -667,6 +661,39 @@ impl Reader<'_> {
                 .collect(),
         )
     }
+}
+
+/// An image-list entry's text: `[alias=]registry/repository`, no spaces, control
+/// characters or digest.
+fn check_image_text(alias: Option<&str>, image: &str) -> Result<(), AnnotationError> {
+    let list_key = IMAGE_LIST.to_string();
+    if image.is_empty() || alias == Some("") || image.split('/').any(str::is_empty) {
+        return Err(AnnotationError {
+            annotation: list_key,
+            value: image.to_string(),
+            problem: "expected `[alias=]registry/repository[:constraint]`".into(),
+        });
+    }
+    if [image, alias.unwrap_or_default()]
+        .iter()
+        .any(|part| part.chars().any(|c| c.is_control() || c.is_whitespace()))
+    {
+        return Err(AnnotationError {
+            annotation: list_key,
+            value: image.escape_debug().to_string(),
+            problem: "an alias or image with a control character or a space: image references have neither".into(),
+        });
+    }
+    if image.contains('@') {
+        return Err(AnnotationError {
+            annotation: list_key,
+            value: image.to_string(),
+            problem:
+                "image-list names a repository; put no digest in it (use update-strategy digest)"
+                    .into(),
+        });
+    }
+    Ok(())
 }
 
 fn policy_error(annotation: String, value: &str, error: PolicyError) -> AnnotationError {
