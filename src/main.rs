@@ -53,6 +53,44 @@ fn diagnostic(error: &HandlerError) -> Diagnostic {
     }
 }
 
+/// One invocation: handled within Lambda's deadline, its metrics printed, its report
+/// returned or its failure turned into the `errorType` the dead-letter queue shows.
+async fn invoke(
+    handler: &Handler,
+    function_name: &str,
+    event: LambdaEvent<Value>,
+) -> Result<Value, Diagnostic> {
+    let started = Instant::now();
+    let remaining = event
+        .context
+        .deadline()
+        .duration_since(SystemTime::now())
+        .unwrap_or_default();
+    let deadline = Instant::now() + remaining;
+    // Boxed: the handler's future is large, and nesting it in the runtime's types
+    // otherwise exceeds the compiler's layout query depth.
+    let result = Box::pin(handler.handle(&event.payload, Some(deadline))).await;
+    // Metrics in Embedded Metric Format, on stdout: CloudWatch extracts them from the log.
+    let (mode, failed, report) = match &result {
+        Ok(report) => (report.mode, false, Some(report)),
+        Err(HandlerError::Targets { report, .. }) => (report.mode, true, Some(&**report)),
+        Err(_) => ("none", true, None),
+    };
+    let now_ms = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i128);
+    let elapsed = started.elapsed();
+    let metrics = metrics::emf(function_name, mode, failed, report, elapsed, now_ms);
+    println!("{metrics}");
+    match result {
+        Ok(report) => Ok(serde_json::to_value(&report).unwrap_or(Value::Null)),
+        Err(e) => {
+            tracing::error!(error_type = e.error_type(), error = %e, "invocation failed");
+            Err(diagnostic(&e))
+        }
+    }
+}
+
 async fn lambda() -> ExitCode {
     // Configuration is read once; a bad variable stops the cold start with its name.
     let config = match Config::from_env() {
@@ -97,44 +135,8 @@ async fn lambda() -> ExitCode {
     let function_name =
         std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_else(|_| "argocd-ecr-updater".into());
     let function_name = function_name.as_str();
-    let result = lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
-        let started = Instant::now();
-        let remaining = event
-            .context
-            .deadline()
-            .duration_since(SystemTime::now())
-            .unwrap_or_default();
-        let deadline = Instant::now() + remaining;
-        // Boxed: the handler's future is large, and nesting it in the runtime's types
-        // otherwise exceeds the compiler's layout query depth.
-        let result = Box::pin(handler.handle(&event.payload, Some(deadline))).await;
-        // Metrics in Embedded Metric Format, on stdout: CloudWatch extracts them from the log.
-        let (mode, failed, report) = match &result {
-            Ok(report) => (report.mode, false, Some(report)),
-            Err(HandlerError::Targets { report, .. }) => (report.mode, true, Some(&**report)),
-            Err(_) => ("none", true, None),
-        };
-        let now_ms = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i128);
-        println!(
-            "{}",
-            metrics::emf(
-                function_name,
-                mode,
-                failed,
-                report,
-                started.elapsed(),
-                now_ms
-            )
-        );
-        match result {
-            Ok(report) => Ok(serde_json::to_value(&report).unwrap_or(Value::Null)),
-            Err(e) => {
-                tracing::error!(error_type = e.error_type(), error = %e, "invocation failed");
-                Err(diagnostic(&e))
-            }
-        }
+    let result = lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| {
+        invoke(handler, function_name, event)
     }))
     .await;
     match result {

@@ -28,6 +28,17 @@ struct Stop {
     retryable: bool,
 }
 
+/// A repository opened for one attempt: its host, what was read, and what the commit needs.
+struct Opened<'h> {
+    host: &'h dyn GitHost,
+    snapshot: GitSnapshot,
+    effective: Value,
+    images: Vec<&'h ImageConfig>,
+    target_key: String,
+    /// The host's request count before this attempt, for the report's budget.
+    requests_before: usize,
+}
+
 /// What the attempt read from Git: where, and the Application as Argo CD renders it.
 struct Read {
     snapshot: GitSnapshot,
@@ -93,7 +104,39 @@ impl Handler {
                 return Attempt::Done;
             }
         };
+        let opened = Opened {
+            host: host.as_ref(),
+            snapshot,
+            effective,
+            images,
+            target_key,
+            requests_before,
+        };
+        self.decide_and_commit(app, resolved, git, opened, work, report)
+            .await
+    }
+
+    /// Decides on the Application as Git renders it, and commits the change (or, in a dry
+    /// run, says where it would).
+    async fn decide_and_commit(
+        &self,
+        app: &Value,
+        resolved: &Resolved<'_>,
+        git: &GitSettings<'_>,
+        opened: Opened<'_>,
+        work: &Work<'_>,
+        report: &mut Report,
+    ) -> Attempt {
+        let Opened {
+            host,
+            snapshot,
+            effective,
+            images,
+            target_key,
+            requests_before,
+        } = opened;
         let Some(decided) = self.decide_app(&effective, resolved, work).await else {
+            let (ns, name) = decide::app::names(app);
             report.entries.push(decide::app::not_annotated(ns, name));
             return Attempt::Done;
         };
@@ -103,18 +146,11 @@ impl Handler {
         };
         if self.config.dry_run {
             let target = snapshot.location.describe(&snapshot.branch, &snapshot.file);
-            let entries = decided.entries.into_iter().map(|mut e| {
-                if e.action == Action::Updated {
-                    e.reason = format!("dry run: {} (would commit to {target})", e.reason);
-                    e.sources = vec![target.clone()];
-                }
-                e
-            });
-            report.entries.extend(entries);
+            report.entries.extend(would_commit(decided, &target));
             return Attempt::Done;
         }
         let writer = GitCommit {
-            host: host.as_ref(),
+            host,
             snapshot: &snapshot,
             images,
             pull_request: git.pull_request.cloned(),
@@ -122,16 +158,8 @@ impl Handler {
         };
         let written = writer.write(&effective, &plan).await;
         report.stats.git_requests += (host.requests() - requests_before) as u32;
-        match written {
-            Ok(GitOutcome::Committed(committed)) => {
-                let landed = Landed {
-                    location: &snapshot.location,
-                    plan: &plan,
-                    committed,
-                };
-                self.report_commit(app, landed, decided, work, report).await;
-                Attempt::Done
-            }
+        let committed = match written {
+            Ok(GitOutcome::Committed(committed)) => committed,
             Ok(GitOutcome::Unchanged { branch, file }) => {
                 let reason = format!(
                     "already in Git: {} holds this tag (a duplicate or late event); nothing committed",
@@ -140,17 +168,24 @@ impl Handler {
                 report
                     .entries
                     .extend(decided.refused(Action::Skipped, &reason, false));
-                Attempt::Done
+                return Attempt::Done;
             }
-            Err(WriteError::Race(race)) => Attempt::Raced { race, decided },
+            Err(WriteError::Race(race)) => return Attempt::Raced { race, decided },
             Err(refusal) => {
                 let (action, reason, retryable) = refusal.as_entry();
                 report
                     .entries
                     .extend(decided.refused(action, &reason, retryable));
-                Attempt::Done
+                return Attempt::Done;
             }
-        }
+        };
+        let landed = Landed {
+            location: &snapshot.location,
+            plan: &plan,
+            committed,
+        };
+        self.report_commit(app, landed, decided, work, report).await;
+        Attempt::Done
     }
 
     /// Where the Application's change is committed, and that repository's host with its
@@ -293,6 +328,17 @@ impl Handler {
         let kube = work.kube;
         retry_transient(work.deadline, || kube.patch_application(ns, name, &merge)).await
     }
+}
+
+/// A dry run's entries: each update says where it would be committed.
+fn would_commit(decided: AppDecision, target: &str) -> impl Iterator<Item = crate::report::Entry> {
+    decided.entries.into_iter().map(move |mut e| {
+        if e.action == Action::Updated {
+            e.reason = format!("dry run: {} (would commit to {target})", e.reason);
+            e.sources = vec![target.to_string()];
+        }
+        e
+    })
 }
 
 /// A commit that landed, with what it was made of.
