@@ -9,7 +9,9 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::annotations::{self, AppConfig, HelmTarget, ImageConfig, ImageRef, WriteBack};
+use crate::annotations::{
+    self, AppConfig, HelmTarget, ImageConfig, ImageRef, PluginTarget, WriteBack,
+};
 use crate::policy::TagRef;
 
 /// Our own annotation: what the last write changed, for humans and audits.
@@ -439,7 +441,35 @@ pub fn escape_pointer(key: &str) -> String {
 /// plain `add` would silently replace what someone created meanwhile.
 pub fn plan(app: &Value, updates: &[ImageUpdate<'_>], audit: Value) -> WritePlan {
     let all = sources(app);
-    // Working copies of every list we may rewrite, keyed by source index.
+    let lists = rewritten_lists(&all, updates);
+    let mut ops = guarded_replacements(app, &all, &lists);
+    let audit_path = format!("/metadata/annotations/{}", escape_pointer(AUDIT_ANNOTATION));
+    let audit_text = Value::String(audit.to_string());
+    let audit_record = audit;
+    if app["metadata"]["annotations"].is_object() {
+        ops.push(json!({"op": "add", "path": audit_path, "value": audit_text}));
+    } else {
+        // No annotations map to test against: the resourceVersion stands for "still absent".
+        ops.push(json!({"op": "test", "path": "/metadata/resourceVersion", "value": app["metadata"]["resourceVersion"]}));
+        let mut map = Map::new();
+        map.insert(AUDIT_ANNOTATION.into(), audit_text);
+        ops.push(json!({"op": "add", "path": "/metadata/annotations", "value": map}));
+    }
+    WritePlan {
+        patch: Value::Array(ops),
+        audit: audit_record,
+    }
+}
+
+/// Working copies of every list a plan rewrites, by source index (`None`: left alone).
+struct Lists {
+    helm: Vec<Option<Vec<Value>>>,
+    kustomize: Vec<Option<Vec<Value>>>,
+    plugin: Vec<Option<Vec<Value>>>,
+}
+
+/// Every source's lists with the updates written into them.
+fn rewritten_lists(all: &[Source<'_>], updates: &[ImageUpdate<'_>]) -> Lists {
     let mut helm: Vec<Option<Vec<Value>>> = vec![None; all.len()];
     let mut kustomize: Vec<Option<Vec<Value>>> = vec![None; all.len()];
     let mut plugin: Vec<Option<Vec<Value>>> = vec![None; all.len()];
@@ -467,43 +497,62 @@ pub fn plan(app: &Value, updates: &[ImageUpdate<'_>], audit: Value) -> WritePlan
                 SourceKind::Kustomize => {
                     let list = kustomize[index]
                         .get_or_insert_with(|| kustomize_images(source.value).to_vec());
-                    let name = kustomize_name(image);
-                    let entry = if name == reference {
-                        format!("{reference}:{to}")
-                    } else {
-                        format!("{name}={reference}:{to}")
-                    };
-                    match list
-                        .iter_mut()
-                        .find(|e| e.as_str().is_some_and(|s| kustomize_entry_name(s) == name))
-                    {
-                        Some(existing) => *existing = json!(entry),
-                        None => list.push(json!(entry)),
-                    }
+                    set_kustomize_image(list, image, &reference, &to);
                 }
                 SourceKind::Plugin => {
                     let list =
                         plugin[index].get_or_insert_with(|| plugin_env(source.value).to_vec());
-                    let Some(target) = &image.plugin else {
-                        continue;
-                    };
-                    match (&target.spec, &target.name, &target.tag) {
-                        (Some(spec), _, _) => set_env(list, spec, &format!("{reference}:{to}")),
-                        (None, name, tag) => {
-                            if let Some(name) = name {
-                                set_env(list, name, &reference);
-                            }
-                            if let Some(tag) = tag {
-                                set_env(list, tag, &to);
-                            }
-                        }
+                    if let Some(target) = &image.plugin {
+                        set_plugin_env(list, target, &reference, &to);
                     }
                 }
                 SourceKind::Directory => {}
             }
         }
     }
+    Lists {
+        helm,
+        kustomize,
+        plugin,
+    }
+}
 
+/// A Kustomize `images` entry for the image, replacing the one with its name.
+fn set_kustomize_image(list: &mut Vec<Value>, image: &ImageConfig, reference: &str, to: &str) {
+    let name = kustomize_name(image);
+    let entry = if name == reference {
+        format!("{reference}:{to}")
+    } else {
+        format!("{name}={reference}:{to}")
+    };
+    match list
+        .iter_mut()
+        .find(|e| e.as_str().is_some_and(|s| kustomize_entry_name(s) == name))
+    {
+        Some(existing) => *existing = json!(entry),
+        None => list.push(json!(entry)),
+    }
+}
+
+/// A plugin's environment: the whole image in its spec variable, or its name and tag.
+fn set_plugin_env(list: &mut Vec<Value>, target: &PluginTarget, reference: &str, to: &str) {
+    match (&target.spec, &target.name, &target.tag) {
+        (Some(spec), _, _) => set_env(list, spec, &format!("{reference}:{to}")),
+        (None, name, tag) => {
+            if let Some(name) = name {
+                set_env(list, name, reference);
+            }
+            if let Some(tag) = tag {
+                set_env(list, tag, to);
+            }
+        }
+    }
+}
+
+/// The JSON patch's operations before the audit record: a `test` of every input the
+/// decision read (the Image Updater annotations, each list or the block it goes into), then
+/// the replacement.
+fn guarded_replacements(app: &Value, all: &[Source<'_>], lists: &Lists) -> Vec<Value> {
     let mut ops = Vec::new();
     // Guard the decision's inputs: the Image Updater annotations as read.
     if let Some(existing) = app["metadata"]["annotations"].as_object() {
@@ -516,9 +565,9 @@ pub fn plan(app: &Value, updates: &[ImageUpdate<'_>], audit: Value) -> WritePlan
     }
     for (index, source) in all.iter().enumerate() {
         for (block, field, list) in [
-            ("helm", "parameters", &helm[index]),
-            ("kustomize", "images", &kustomize[index]),
-            ("plugin", "env", &plugin[index]),
+            ("helm", "parameters", &lists.helm[index]),
+            ("kustomize", "images", &lists.kustomize[index]),
+            ("plugin", "env", &lists.plugin[index]),
         ] {
             let Some(list) = list else { continue };
             let block_pointer = format!("{}/{block}", source.pointer);
@@ -539,22 +588,7 @@ pub fn plan(app: &Value, updates: &[ImageUpdate<'_>], audit: Value) -> WritePlan
             }
         }
     }
-    let audit_path = format!("/metadata/annotations/{}", escape_pointer(AUDIT_ANNOTATION));
-    let audit_text = Value::String(audit.to_string());
-    let audit_record = audit;
-    if app["metadata"]["annotations"].is_object() {
-        ops.push(json!({"op": "add", "path": audit_path, "value": audit_text}));
-    } else {
-        // No annotations map to test against: the resourceVersion stands for "still absent".
-        ops.push(json!({"op": "test", "path": "/metadata/resourceVersion", "value": app["metadata"]["resourceVersion"]}));
-        let mut map = Map::new();
-        map.insert(AUDIT_ANNOTATION.into(), audit_text);
-        ops.push(json!({"op": "add", "path": "/metadata/annotations", "value": map}));
-    }
-    WritePlan {
-        patch: Value::Array(ops),
-        audit: audit_record,
-    }
+    ops
 }
 
 #[cfg(test)]

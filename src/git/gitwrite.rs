@@ -324,7 +324,34 @@ pub fn locate(
     }
     let repo = Repo::parse(url, enterprise)?;
 
-    let (base, write_branch) = match branch.as_deref().map(str::trim) {
+    let (base, write_branch) = branches(branch.as_deref(), source)?;
+    let (kind, path, key_path) = target_file(
+        app,
+        source,
+        sources[chosen].kind,
+        target.as_deref(),
+        argocd_namespace,
+    )?;
+    Ok(Location {
+        url: url.to_string(),
+        repo,
+        branch: base,
+        write_branch: write_branch.map(str::to_string),
+        path,
+        key_path,
+        kind,
+        source: chosen,
+    })
+}
+
+/// `git-branch` (`<branch>`, `<base>:<target>` or `:<target>`) over the source's
+/// `targetRevision`: the branch to read (`None`: the default branch) and the one to write,
+/// when it differs.
+fn branches<'a>(
+    setting: Option<&'a str>,
+    source: &Value,
+) -> Result<(Option<String>, Option<&'a str>), Refused> {
+    let (base, write_branch) = match setting.map(str::trim) {
         None | Some("") => (None, None),
         Some(setting) => {
             let mut parts = setting.split(':');
@@ -366,7 +393,17 @@ pub fn locate(
         check_template(t)?;
         check_branch(&fill_placeholders(t))?;
     }
+    Ok((base, write_branch))
+}
 
+/// The file a change goes to, its kind, and the path Image Updater's `TargetKey` hashes.
+fn target_file(
+    app: &Value,
+    source: &Value,
+    source_kind: SourceKind,
+    target: Option<&str>,
+    argocd_namespace: &str,
+) -> Result<(FileKind, String, String), Refused> {
     let source_path = source["path"].as_str().unwrap_or_default();
     let namespace = app["metadata"]["namespace"].as_str().unwrap_or_default();
     let name = app["metadata"]["name"].as_str().unwrap_or_default();
@@ -385,7 +422,7 @@ pub fn locate(
         format!(".argocd-source-{namespace}_{name}.yaml")
     };
     let default_path = join(&[source_path, &default_file])?;
-    let (kind, path) = match target.as_deref().map(str::trim) {
+    let (kind, path) = match target.map(str::trim) {
         None | Some("") => (FileKind::Override, default_path.clone()),
         Some("helmvalues") => (FileKind::HelmValues, relative("", "values.yaml")?),
         Some(t) if t.starts_with("helmvalues:") => (
@@ -397,27 +434,18 @@ pub fn locate(
             FileKind::Kustomization,
             relative(&t["kustomization:".len()..], ".")?,
         ),
-        Some(plain) => plain_target(plain, sources[chosen].kind)?,
+        Some(plain) => plain_target(plain, source_kind)?,
     };
     // `WriteBackTargetKey` hashes Image Updater's `Target`: for a kustomization target that
     // stays the default override path, for a bare path it is the path as written.
-    let key_path = match (kind, target.as_deref().map(str::trim)) {
+    let key_path = match (kind, target.map(str::trim)) {
         (FileKind::Kustomization, _) => default_path,
         (_, Some(plain)) if !plain.starts_with("helmvalues") && !plain.is_empty() => {
             plain.to_string()
         }
         _ => path.clone(),
     };
-    Ok(Location {
-        url: url.to_string(),
-        repo,
-        branch: base,
-        write_branch: write_branch.map(str::to_string),
-        path,
-        key_path,
-        kind,
-        source: chosen,
-    })
+    Ok((kind, path, key_path))
 }
 
 /// A bare path, as Image Updater reads one: a file from the repository's root, written as
