@@ -184,13 +184,7 @@ impl Handler {
         last_refused: &mut Option<Value>,
         report: &mut Report,
     ) -> Attempt {
-        let Some(decided) = self.decide_app(app, resolved, work).await else {
-            let (ns, name) = decide::app::names(app);
-            report.entries.push(decide::app::not_annotated(ns, name));
-            return Attempt::Done;
-        };
-        let Some(plan) = decided.plan.clone() else {
-            report.entries.extend(decided.entries);
+        let Some((decided, plan)) = self.decide_to_write(app, resolved, work, report).await else {
             return Attempt::Done;
         };
         let writer = ApplicationPatch {
@@ -238,6 +232,29 @@ impl Handler {
         }
         *last_refused = guard_failed.then_some(content);
         Attempt::Raced { race, decided }
+    }
+
+    /// The decision on `app` and its write plan; `None` when there is nothing to write (not
+    /// configured, or every image kept), with the entries that say why already reported.
+    pub(super) async fn decide_to_write(
+        &self,
+        app: &Value,
+        resolved: &Resolved<'_>,
+        work: &Work<'_>,
+        report: &mut Report,
+    ) -> Option<(AppDecision, crate::patch::WritePlan)> {
+        let Some(decided) = self.decide_app(app, resolved, work).await else {
+            let (ns, name) = decide::app::names(app);
+            report.entries.push(decide::app::not_annotated(ns, name));
+            return None;
+        };
+        match decided.plan.clone() {
+            Some(plan) => Some((decided, plan)),
+            None => {
+                report.entries.extend(decided.entries);
+                None
+            }
+        }
     }
 
     /// Reconcile: the tag lists the Application's configuration will ask for.

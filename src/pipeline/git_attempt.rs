@@ -135,13 +135,10 @@ impl Handler {
             target_key,
             requests_before,
         } = opened;
-        let Some(decided) = self.decide_app(&effective, resolved, work).await else {
-            let (ns, name) = decide::app::names(app);
-            report.entries.push(decide::app::not_annotated(ns, name));
-            return Attempt::Done;
-        };
-        let Some(plan) = decided.plan.clone() else {
-            report.entries.extend(decided.entries);
+        let Some((decided, plan)) = self
+            .decide_to_write(&effective, resolved, work, report)
+            .await
+        else {
             return Attempt::Done;
         };
         if self.config.dry_run {
