@@ -96,6 +96,15 @@ pub struct Config {
     pub own_account: Option<String>,
 }
 
+/// A GitHub Enterprise host (`GITHUB_ENTERPRISE_HOSTS`) or a self-managed GitLab
+/// (`GITLAB_HOSTS`), and its API base.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnterpriseHost {
+    pub host: String,
+    pub api: String,
+    pub gitlab: bool,
+}
+
 /// Git write-back's settings (see [`crate::gitwrite`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GitSettings {
@@ -110,7 +119,7 @@ pub struct GitSettings {
     /// `git:secret:<namespace>/<name>` may name (`GIT_SECRET_NAMESPACES`).
     pub secret_namespaces: Vec<String>,
     /// GitHub Enterprise (`GITHUB_ENTERPRISE_HOSTS`) and self-managed GitLab (`GITLAB_HOSTS`).
-    pub enterprise_hosts: Vec<crate::gitwrite::EnterpriseHost>,
+    pub enterprise_hosts: Vec<EnterpriseHost>,
     /// Replaces `https://api.github.com` (`GITHUB_API_URL`).
     pub github_api_url: Option<String>,
     /// Replaces `https://gitlab.com/api/v4` (`GITLAB_API_URL`).
@@ -285,56 +294,67 @@ fn clusters_list(
     }
     let mut clusters: Vec<ClusterSpec> = Vec::with_capacity(entries.len());
     for entry in entries {
-        let name = cluster_name_checked(VAR, entry.name.trim())?;
-        if clusters.iter().any(|c| c.name == name) {
+        let spec = cluster_spec(entry, default_namespaces)?;
+        if clusters.iter().any(|c| c.name == spec.name) {
+            let name = &spec.name;
             return Err(error(VAR, format!("`{name}` is listed twice")));
         }
-        let namespaces = match entry.namespaces {
-            None => default_namespaces.clone(),
-            Some(NamespacesField::Text(list)) => namespace_scope(VAR, &list)?,
-            Some(NamespacesField::List(list)) => namespace_scope(VAR, &list.join(","))?,
-        };
-        if let Some(region) = &entry.region
-            && !(region.len() <= 30
-                && region.split('-').count() >= 3
-                && region
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'))
-        {
-            return Err(error(
-                VAR,
-                format!("`{region}` (cluster `{name}`) is not an AWS region"),
-            ));
-        }
-        let access = match (entry.endpoint, entry.ca_data) {
-            (None, None) => None,
-            (Some(endpoint), Some(ca)) => Some(cluster_access(VAR, endpoint, &ca)?),
-            _ => {
-                return Err(error(
-                    VAR,
-                    format!("cluster `{name}`: `endpoint` and `caData` go together"),
-                ));
-            }
-        };
-        if let Some(role) = &entry.role_arn
-            && !is_role_arn(role)
-        {
-            return Err(error(
-                VAR,
-                format!(
-                    "`{role}` (cluster `{name}`) is not an IAM role ARN (arn:aws:iam::123456789012:role/name)"
-                ),
-            ));
-        }
-        clusters.push(ClusterSpec {
-            name,
-            namespaces,
-            region: entry.region,
-            access,
-            role_arn: entry.role_arn,
-        });
+        clusters.push(spec);
     }
     Ok(clusters)
+}
+
+/// One entry of `CLUSTERS`, checked: its name, namespaces, region, endpoint and role.
+fn cluster_spec(
+    entry: ClusterEntry,
+    default_namespaces: &NamespaceScope,
+) -> Result<ClusterSpec, ConfigError> {
+    const VAR: &str = "CLUSTERS";
+    let name = cluster_name_checked(VAR, entry.name.trim())?;
+    let namespaces = match entry.namespaces {
+        None => default_namespaces.clone(),
+        Some(NamespacesField::Text(list)) => namespace_scope(VAR, &list)?,
+        Some(NamespacesField::List(list)) => namespace_scope(VAR, &list.join(","))?,
+    };
+    if let Some(region) = &entry.region
+        && !(region.len() <= 30
+            && region.split('-').count() >= 3
+            && region
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'))
+    {
+        return Err(error(
+            VAR,
+            format!("`{region}` (cluster `{name}`) is not an AWS region"),
+        ));
+    }
+    let access = match (entry.endpoint, entry.ca_data) {
+        (None, None) => None,
+        (Some(endpoint), Some(ca)) => Some(cluster_access(VAR, endpoint, &ca)?),
+        _ => {
+            return Err(error(
+                VAR,
+                format!("cluster `{name}`: `endpoint` and `caData` go together"),
+            ));
+        }
+    };
+    if let Some(role) = &entry.role_arn
+        && !is_role_arn(role)
+    {
+        return Err(error(
+            VAR,
+            format!(
+                "`{role}` (cluster `{name}`) is not an IAM role ARN (arn:aws:iam::123456789012:role/name)"
+            ),
+        ));
+    }
+    Ok(ClusterSpec {
+        name,
+        namespaces,
+        region: entry.region,
+        access,
+        role_arn: entry.role_arn,
+    })
 }
 
 /// `arn:<partition>:secretsmanager:<region>:<12 digits>:secret:<name>` with no wildcard.
@@ -405,7 +425,7 @@ fn git_settings(env: &Env<'_>, namespaces: &NamespaceScope) -> Result<GitSetting
 }
 
 /// `GITHUB_ENTERPRISE_HOSTS` and `GITLAB_HOSTS`: `<host>=<API base URL>` pairs.
-fn enterprise_hosts(env: &Env<'_>) -> Result<Vec<crate::gitwrite::EnterpriseHost>, ConfigError> {
+fn enterprise_hosts(env: &Env<'_>) -> Result<Vec<EnterpriseHost>, ConfigError> {
     let mut hosts = Vec::new();
     for (variable, gitlab, example) in [
         (
@@ -429,7 +449,7 @@ fn enterprise_hosts(env: &Env<'_>) -> Result<Vec<crate::gitwrite::EnterpriseHost
             if !api.starts_with("https://") {
                 return Err(error(variable, format!("`{api}` must be an https:// URL")));
             }
-            hosts.push(crate::gitwrite::EnterpriseHost {
+            hosts.push(EnterpriseHost {
                 host: host.trim().to_ascii_lowercase(),
                 api: api.trim().trim_end_matches('/').to_string(),
                 gitlab,

@@ -35,7 +35,8 @@
 //!   every AWS SDK call, which the template must grant.
 //! - At the bottom: [`event`], the invocation payload; [`config`], the environment read once;
 //!   [`report`] and [`metrics`], what happened and why; [`redact`], what may leave in a
-//!   message and how much may come in; [`telemetry`], how logs are written.
+//!   message and how much may come in; [`http`], clients that carry a credential;
+//!   [`telemetry`], how logs are written.
 //!
 //! The laptop commands (`select`, `token`, `plan`, `migrate`, `redrive`) are the
 //! `argocd-ecr-updater-cli` package (`cli/`), built on this crate.
@@ -67,6 +68,7 @@ mod registry;
 pub mod config;
 pub mod event;
 pub mod failure;
+mod http;
 pub mod metrics;
 pub mod policy;
 pub mod redact;

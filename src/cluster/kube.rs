@@ -658,6 +658,16 @@ impl KubeError {
     }
 }
 
+impl crate::retry::Transient for KubeError {
+    fn is_transient(&self) -> bool {
+        KubeError::is_transient(self)
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        KubeError::retry_after(self)
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct KubeClient {
     http: reqwest::Client,

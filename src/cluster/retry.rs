@@ -1,10 +1,16 @@
-//! Retries inside one invocation: jittered exponential backoff for transient Kubernetes
-//! errors, bounded by the Lambda deadline. Which errors are transient is the error's own
-//! rule ([`KubeError::is_transient`]); this module only decides when to try again.
+//! Retries inside one invocation: jittered exponential backoff for transient errors,
+//! bounded by the Lambda deadline. Which errors are transient is the error's own rule
+//! ([`Transient`], which the Kubernetes client's errors implement); this module only decides
+//! when to try again.
 
 use std::time::{Duration, Instant};
 
-use crate::kube::KubeError;
+/// An error that may pass when the same request is sent again, and when to send it.
+pub trait Transient: std::fmt::Display {
+    fn is_transient(&self) -> bool;
+    /// What the server asked for (`Retry-After`), if anything.
+    fn retry_after(&self) -> Option<Duration>;
+}
 
 /// Transient Kubernetes errors (429, 5xx, timeouts, dropped connections) are retried this
 /// many times in the invocation before the target is reported as failed.
@@ -19,13 +25,11 @@ pub fn backoff(attempt: u32, retry_after: Option<Duration>) -> Duration {
 }
 
 /// Runs `op` again after transient failures, while the deadline leaves room.
-pub async fn retry_transient<T, F, Fut>(
-    deadline: Option<Instant>,
-    mut op: F,
-) -> Result<T, KubeError>
+pub async fn retry_transient<T, E, F, Fut>(deadline: Option<Instant>, mut op: F) -> Result<T, E>
 where
+    E: Transient,
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, KubeError>>,
+    Fut: std::future::Future<Output = Result<T, E>>,
 {
     let mut attempt = 0;
     loop {
@@ -38,7 +42,7 @@ where
                 if !room {
                     return Err(e);
                 }
-                tracing::warn!(error = %e, wait_ms = wait.as_millis() as u64, "transient Kubernetes error, retrying");
+                tracing::warn!(error = %e, wait_ms = wait.as_millis() as u64, "transient error, retrying");
                 tokio::time::sleep(wait).await;
                 attempt += 1;
             }
@@ -50,6 +54,29 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A server that is busy (transient) or refuses (not).
+    #[derive(Debug)]
+    enum Answer {
+        Busy,
+        Refused,
+    }
+
+    impl std::fmt::Display for Answer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "{self:?}")
+        }
+    }
+
+    impl Transient for Answer {
+        fn is_transient(&self) -> bool {
+            matches!(self, Self::Busy)
+        }
+
+        fn retry_after(&self) -> Option<Duration> {
+            Some(Duration::ZERO)
+        }
+    }
 
     #[test]
     fn backoff_grows_is_capped_and_honours_retry_after() {
@@ -65,31 +92,17 @@ mod tests {
     #[tokio::test]
     async fn transient_errors_are_retried_and_others_are_not() {
         let mut calls = 0;
-        let result: Result<u32, KubeError> = retry_transient(None, || {
+        let result: Result<u32, Answer> = retry_transient(None, || {
             calls += 1;
             let n = calls;
-            async move {
-                if n < 3 {
-                    Err(KubeError::Server {
-                        code: 503,
-                        retry_after: Some(Duration::ZERO),
-                        message: "busy".into(),
-                    })
-                } else {
-                    Ok(n)
-                }
-            }
+            async move { if n < 3 { Err(Answer::Busy) } else { Ok(n) } }
         })
         .await;
         assert_eq!(result.unwrap(), 3);
         let mut calls = 0;
-        let result: Result<u32, KubeError> = retry_transient(None, || {
+        let result: Result<u32, Answer> = retry_transient(None, || {
             calls += 1;
-            async {
-                Err(KubeError::Conflict {
-                    message: "c".into(),
-                })
-            }
+            async { Err(Answer::Refused) }
         })
         .await;
         assert!(result.is_err());

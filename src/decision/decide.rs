@@ -14,12 +14,12 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::annotations::{AppConfig, ImageConfig, ImageEntry, Platform};
-use crate::ecr::{Platforms, offers_any};
 use crate::event::{PushEvent, registry_host};
 use crate::failure::Refused;
 use crate::imageupdater::ConfigSource;
 use crate::patch::{self, AUDIT_ANNOTATION, ImageUpdate, Targets, WritePlan};
 use crate::policy::{Decision, KeepReason, Strategy, TagInfo, TagRef};
+use crate::registry::manifest::{Platforms, ScanState, offers_any};
 use crate::report::{Action, Entry};
 
 /// What the invocation compares against.
@@ -190,20 +190,20 @@ pub fn gate_push(
 pub fn gate_reconcile(
     outcome: ImageOutcome,
     config: &ImageConfig,
-    scan: &crate::ecr::ScanState,
+    scan: &ScanState,
 ) -> ImageOutcome {
     let Some(gate) = &config.scan_gate else {
         return outcome;
     };
     match scan {
-        crate::ecr::ScanState::Complete(counts) => match gate.verdict(counts) {
+        ScanState::Complete(counts) => match gate.verdict(counts) {
             Ok(()) => outcome.noted(&format!(
                 "its scan passed scan-gate `{gate}` ({})",
                 crate::gates::describe(counts)
             )),
             Err(Refused(reason)) => outcome.refuse(Action::Skipped, &reason, false),
         },
-        crate::ecr::ScanState::NotYet(why) | crate::ecr::ScanState::Failed(why) => outcome.refuse(
+        ScanState::NotYet(why) | ScanState::Failed(why) => outcome.refuse(
             Action::Skipped,
             &format!("scan-gate `{gate}`: {why}"),
             false,

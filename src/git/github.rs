@@ -14,70 +14,15 @@ use reqwest::{StatusCode, header};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
-use crate::failure::Refused;
+pub use crate::gitcreds::Credentials;
 use crate::githost::{
     Commit, GITHUB_WRITE, GitHost, HostError, HostRefusal, PullRequest, RestCall,
 };
-use crate::gitwrite::Repo;
-
-/// Credentials for one repository, in the shapes Argo CD's repository secrets use.
-#[derive(Clone, PartialEq, Eq)]
-pub enum Credentials {
-    /// A personal access token, fine-grained token, or `password` of a `username`/`password`.
-    Token(String),
-    App {
-        app_id: String,
-        installation_id: String,
-        private_key_pem: String,
-    },
-}
-
-impl std::fmt::Debug for Credentials {
-    /// Never prints the secret.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Token(_) => f.write_str("Credentials::Token(***)"),
-            Self::App {
-                app_id,
-                installation_id,
-                ..
-            } => write!(
-                f,
-                "Credentials::App {{ app_id: {app_id}, installation_id: {installation_id}, private_key: *** }}"
-            ),
-        }
-    }
-}
-
-impl Credentials {
-    /// Reads the fields of a secret (Secrets Manager JSON, or a Kubernetes Secret's decoded
-    /// data): `token`, `password`, or `githubAppID` + `githubAppInstallationID` +
-    /// `githubAppPrivateKey`.
-    pub fn from_fields(fields: &HashMap<String, String>, origin: &str) -> Result<Self, Refused> {
-        let get = |k: &str| fields.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
-        if let (Some(app_id), Some(installation_id), Some(key)) = (
-            get("githubAppID"),
-            get("githubAppInstallationID"),
-            get("githubAppPrivateKey"),
-        ) {
-            return Ok(Self::App {
-                app_id: app_id.to_string(),
-                installation_id: installation_id.to_string(),
-                private_key_pem: key.to_string(),
-            });
-        }
-        if let Some(token) = get("token").or_else(|| get("password")) {
-            return Ok(Self::Token(token.to_string()));
-        }
-        Err(Refused::from(format!(
-            "{origin} holds neither `token` (or `password`) nor `githubAppID`, `githubAppInstallationID` and `githubAppPrivateKey`"
-        )))
-    }
-}
+use crate::repourl::Repo;
 
 /// The GitHub client, built once per warm container.
 pub struct GitHub {
-    http: crate::githost::LazyClient,
+    http: crate::http::LazyClient,
     /// Overrides `https://api.github.com` (tests, or an egress proxy).
     api_override: Option<String>,
     /// Installation tokens by (API, installation), with their expiry.
@@ -95,7 +40,7 @@ impl GitHub {
         timeout: Duration,
     ) -> Self {
         Self {
-            http: crate::githost::LazyClient::new(extra_ca_pem, timeout, true),
+            http: crate::http::LazyClient::new(extra_ca_pem, timeout, true),
             api_override: api_override.map(|a| a.trim_end_matches('/').to_string()),
             app_tokens: Mutex::new(HashMap::new()),
             requests: std::sync::atomic::AtomicUsize::new(0),

@@ -14,13 +14,13 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::githost::{Commit, GitHost, HostError, HostRefusal, PullRequest, RestCall};
-use crate::gitwrite::Repo;
+use crate::repourl::Repo;
 
 const GITLAB_WRITE: &str = "give the token the Developer role (Maintainer for protected branches) and the api scope on the project";
 
 /// The GitLab client, built once per warm container.
 pub struct GitLab {
-    http: crate::githost::LazyClient,
+    http: crate::http::LazyClient,
     /// Overrides `https://gitlab.com/api/v4` (tests, or an egress proxy).
     api_override: Option<String>,
     requests: AtomicUsize,
@@ -33,7 +33,7 @@ impl GitLab {
         timeout: Duration,
     ) -> Self {
         Self {
-            http: crate::githost::LazyClient::new(extra_ca_pem, timeout, true),
+            http: crate::http::LazyClient::new(extra_ca_pem, timeout, true),
             api_override: api_override.map(|a| a.trim_end_matches('/').to_string()),
             requests: AtomicUsize::new(0),
         }

@@ -1,5 +1,5 @@
 //! A Git repository URL parsed once into the parts credentials are scoped by: scheme, host,
-//! port and path segments.
+//! port and path segments; and into the repository a host's API names ([`Repo`]).
 //!
 //! Which secret serves which repository, and which host an API call goes to, are both
 //! decided on these parts, never on the URL's text: a string prefix of
@@ -8,7 +8,9 @@
 //! with a password, an `@` in its path, a query or a fragment is refused outright, and a
 //! scope matches only at path-segment boundaries.
 
+use crate::config::EnterpriseHost;
 use crate::failure::Refused;
+
 /// A repository URL's parts, in the forms Argo CD accepts: `https://`, `http://`, `ssh://`,
 /// `git://` and scp-like `[user@]host:path`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,6 +125,182 @@ impl RepoUrl {
     pub fn same_repository(&self, other: &RepoUrl) -> bool {
         self.segments.len() == other.segments.len() && self.within(other)
     }
+}
+
+/// Which kind of host a repository is on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostKind {
+    GitHub,
+    /// GitLab (gitlab.com or self-managed); `owner` is the namespace, subgroups included.
+    GitLab,
+    /// AWS CodeCommit in `region` (empty: the function's own region).
+    CodeCommit {
+        region: String,
+    },
+}
+
+/// A repository on a host we can commit to through its API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Repo {
+    pub kind: HostKind,
+    /// `https://api.github.com` or an Enterprise `https://ghe.example.com/api/v3`; empty for
+    /// CodeCommit, which the AWS SDK reaches.
+    pub api: String,
+    pub host: String,
+    /// Empty for CodeCommit, whose repositories have a name only.
+    pub owner: String,
+    pub name: String,
+}
+
+impl Repo {
+    /// `owner/name`, as GitHub's GraphQL `repositoryNameWithOwner` wants it; a CodeCommit
+    /// repository's name.
+    pub fn full_name(&self) -> String {
+        if self.owner.is_empty() {
+            self.name.clone()
+        } else {
+            format!("{}/{}", self.owner, self.name)
+        }
+    }
+
+    /// Parses the HTTPS (`https://github.com/o/r.git`), scp (`git@github.com:o/r.git`) and
+    /// `ssh://` forms; the host decides the API. CodeCommit's
+    /// `https://git-codecommit.<region>.amazonaws.com/v1/repos/<name>` and
+    /// `codecommit::<region>://<name>` (git-remote-codecommit) forms are CodeCommit.
+    pub fn parse(url: &str, enterprise: &[EnterpriseHost]) -> Result<Self, Refused> {
+        let url = url.trim();
+        if let Some(repo) = codecommit(url)? {
+            return Ok(repo);
+        }
+        let parsed = RepoUrl::parse(url)?;
+        let host = parsed.host;
+        let known = enterprise
+            .iter()
+            .find(|e| e.host.eq_ignore_ascii_case(&host));
+        let (kind, api) = if host == "github.com" || host == "www.github.com" {
+            (HostKind::GitHub, "https://api.github.com".to_string())
+        } else if host == "gitlab.com" {
+            (HostKind::GitLab, "https://gitlab.com/api/v4".to_string())
+        } else if let Some(e) = known {
+            let kind = if e.gitlab {
+                HostKind::GitLab
+            } else {
+                HostKind::GitHub
+            };
+            (kind, e.api.trim_end_matches('/').to_string())
+        } else {
+            return Err(Refused::from(format!(
+                "repository host `{host}` is not supported for git write-back: GitHub (github.com) and the GitHub Enterprise hosts in GITHUB_ENTERPRISE_HOSTS, GitLab (gitlab.com) and the hosts in GITLAB_HOSTS, and AWS CodeCommit are"
+            )));
+        };
+        // GitLab namespaces nest (`group/subgroup/project`); GitHub's are one level.
+        let segments: Vec<&str> = parsed.segments.iter().map(String::as_str).collect();
+        let nested = kind == HostKind::GitLab && segments.len() > 2;
+        if let Some(bad) = segments.iter().enumerate().find_map(|(i, segment)| {
+            let owner = i + 1 < segments.len();
+            (!is_repository_segment(&kind, owner, segment)).then_some(*segment)
+        }) {
+            return Err(Refused::from(format!(
+                "`{bad}` in `{}` is not a valid owner, group or repository name (letters, digits, `-`, `_` and `.`; a GitHub owner: letters, digits and `-`)",
+                crate::redact::url(url)
+            )));
+        }
+        match segments.as_slice() {
+            [owner @ .., name]
+                if (owner.len() == 1 || nested)
+                    && owner.iter().all(|s| !s.is_empty())
+                    && !name.is_empty() =>
+            {
+                Ok(Self {
+                    kind,
+                    api,
+                    host,
+                    owner: owner.join("/"),
+                    name: name.to_string(),
+                })
+            }
+            _ => Err(Refused::from(format!(
+                "`{}` does not name a repository as `<host>/<owner>/<name>`",
+                crate::redact::url(url)
+            ))),
+        }
+    }
+}
+
+/// A segment the host's REST paths can carry as it is: GitHub owners are letters, digits and
+/// single hyphens (at most 39); repository names and GitLab groups letters, digits, `-`, `_`
+/// and `.`, never `.` or `..` alone.
+fn is_repository_segment(kind: &HostKind, owner: bool, segment: &str) -> bool {
+    let name_chars = |s: &str| {
+        s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    };
+    if segment.is_empty() || segment == "." || segment == ".." || segment.len() > 100 {
+        return false;
+    }
+    match kind {
+        HostKind::GitHub if owner => {
+            segment.len() <= 39
+                && !segment.starts_with('-')
+                && segment
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        }
+        _ => name_chars(segment) && !segment.starts_with('-'),
+    }
+}
+
+/// A CodeCommit repository URL, or `None` for another host.
+fn codecommit(url: &str) -> Result<Option<Repo>, String> {
+    let invalid = || format!("`{url}` is not a CodeCommit repository URL");
+    let (region, name) = if let Some(rest) = url.strip_prefix("codecommit:") {
+        // codecommit://name, codecommit::region://name, codecommit::region://profile@name
+        let (region, name) = match rest.strip_prefix("//") {
+            Some(name) => ("", name),
+            None => rest
+                .strip_prefix(':')
+                .and_then(|r| r.split_once("://"))
+                .ok_or_else(invalid)?,
+        };
+        let name = name.rsplit_once('@').map_or(name, |(_, n)| n);
+        (region.to_string(), name.to_string())
+    } else {
+        let without_scheme = url
+            .strip_prefix("https://")
+            .or_else(|| url.strip_prefix("ssh://"))
+            .unwrap_or(url);
+        let without_user = without_scheme
+            .split_once('@')
+            .filter(|(user, _)| !user.contains('/'))
+            .map_or(without_scheme, |(_, rest)| rest);
+        let Some((host, path)) = without_user.split_once('/') else {
+            return Ok(None);
+        };
+        let host = host.split(':').next().unwrap_or(host).to_ascii_lowercase();
+        let Some(region) = host
+            .strip_prefix("git-codecommit.")
+            .and_then(|h| h.split_once(".amazonaws.com").map(|(r, _)| r.to_string()))
+        else {
+            return Ok(None);
+        };
+        let name = path.strip_prefix("v1/repos/").ok_or_else(invalid)?;
+        (region, name.trim_end_matches('/').to_string())
+    };
+    if name.is_empty() || name.contains('/') {
+        return Err(invalid());
+    }
+    let host = if region.is_empty() {
+        "git-codecommit".to_string()
+    } else {
+        format!("git-codecommit.{region}.amazonaws.com")
+    };
+    Ok(Some(Repo {
+        kind: HostKind::CodeCommit { region },
+        api: String::new(),
+        host,
+        owner: String::new(),
+        name,
+    }))
 }
 
 #[cfg(test)]

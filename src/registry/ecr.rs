@@ -9,12 +9,11 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use aws_sdk_ecr::error::ProvideErrorMetadata;
 use aws_sdk_ecr::types::{ImageDetail, ImageIdentifier, TagStatus};
-use serde::Deserialize;
 use time::OffsetDateTime;
 
-use crate::annotations::Platform;
 use crate::failure::Refused;
 use crate::policy::TagInfo;
+pub use crate::registry::manifest::{Platforms, ScanState, parse_platforms};
 
 #[derive(Debug, thiserror::Error)]
 pub enum EcrError {
@@ -53,26 +52,6 @@ impl EcrError {
     pub fn is_retryable(&self) -> bool {
         matches!(self, Self::Transient { .. } | Self::AccessDenied { .. })
     }
-}
-
-/// Where an image's scan stands, as `DescribeImageScanFindings` says.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ScanState {
-    Complete(crate::event::ScanCounts),
-    /// `IN_PROGRESS`, `PENDING`, … : not decided yet.
-    NotYet(String),
-    /// `FAILED`, `UNSUPPORTED_IMAGE`, …, or no scan at all: it will not pass by waiting.
-    Failed(String),
-}
-
-/// What a manifest says about platforms.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Platforms {
-    /// An image index: the platforms it holds.
-    Index(Vec<Platform>),
-    /// One image manifest: its platform lives in the config blob, which the ECR API does not
-    /// serve, so it cannot be checked without pulling.
-    Single,
 }
 
 #[derive(Debug)]
@@ -551,61 +530,6 @@ fn by_tag(tags: &[String]) -> Vec<ImageIdentifier> {
         .collect()
 }
 
-#[derive(Deserialize)]
-struct Manifest {
-    #[serde(default)]
-    manifests: Option<Vec<IndexEntry>>,
-}
-
-#[derive(Deserialize)]
-struct IndexEntry {
-    #[serde(default)]
-    platform: Option<ManifestPlatform>,
-}
-
-#[derive(Deserialize)]
-struct ManifestPlatform {
-    os: String,
-    architecture: String,
-    #[serde(default)]
-    variant: Option<String>,
-}
-
-/// Reads an image index or manifest. Pure, so it is tested without ECR.
-pub fn parse_platforms(manifest: &str) -> Result<Platforms, Refused> {
-    let parsed: Manifest = serde_json::from_str(manifest).map_err(|e| e.to_string())?;
-    Ok(match parsed.manifests {
-        Some(entries) => Platforms::Index(
-            entries
-                .into_iter()
-                .filter_map(|e| e.platform)
-                // Attestation manifests of buildx say `unknown/unknown`.
-                .filter(|p| p.os != "unknown")
-                .map(|p| Platform {
-                    os: p.os,
-                    arch: p.architecture,
-                    variant: p.variant,
-                })
-                .collect(),
-        ),
-        None => Platforms::Single,
-    })
-}
-
-/// Does an image index offer a platform the annotation allows? Image Updater's
-/// `WantsPlatform` over the index's entries: an entry matches an allowed platform exactly,
-/// or, where the entry names a variant, an allowed platform of the same OS and architecture
-/// without one. Any one match is enough; Kubernetes picks the image for each node.
-pub fn offers_any(offered: &[Platform], allowed: &[Platform]) -> bool {
-    offered.iter().any(|o| {
-        allowed.iter().any(|w| {
-            o.os == w.os
-                && o.arch == w.arch
-                && (w.variant == o.variant || (o.variant.is_some() && w.variant.is_none()))
-        })
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -664,65 +588,5 @@ mod tests {
             .expect("listed");
         let names: Vec<&str> = tags.iter().map(|t| t.name.as_str()).collect();
         assert_eq!(names, ["a", "b"]);
-    }
-
-    fn platform(os: &str, arch: &str, variant: Option<&str>) -> Platform {
-        Platform {
-            os: os.into(),
-            arch: arch.into(),
-            variant: variant.map(str::to_string),
-        }
-    }
-
-    #[test]
-    fn an_index_lists_its_platforms_without_attestations() {
-        let index = r#"{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[
-            {"digest":"sha256:a","platform":{"os":"linux","architecture":"amd64"}},
-            {"digest":"sha256:b","platform":{"os":"linux","architecture":"arm64","variant":"v8"}},
-            {"digest":"sha256:c","platform":{"os":"unknown","architecture":"unknown"}}]}"#;
-        assert_eq!(
-            parse_platforms(index).unwrap(),
-            Platforms::Index(vec![
-                platform("linux", "amd64", None),
-                platform("linux", "arm64", Some("v8"))
-            ])
-        );
-        assert_eq!(
-            parse_platforms(r#"{"schemaVersion":2,"layers":[]}"#).unwrap(),
-            Platforms::Single
-        );
-        assert!(parse_platforms("not json").is_err());
-    }
-
-    #[test]
-    fn an_index_passes_when_any_entry_is_a_platform_the_annotation_allows() {
-        let offered = [
-            platform("linux", "amd64", None),
-            platform("linux", "arm64", Some("v8")),
-        ];
-        let table: &[(&[Platform], bool)] = &[
-            // a variant entry matches the allowed platform named without a variant
-            (&[platform("linux", "arm64", None)], true),
-            (&[platform("linux", "arm64", Some("v8"))], true),
-            // one allowed platform offered is enough, as in Image Updater
-            (
-                &[
-                    platform("linux", "amd64", None),
-                    platform("linux", "arm", Some("v7")),
-                ],
-                true,
-            ),
-            (&[platform("linux", "arm", Some("v7"))], false),
-            (&[platform("linux", "arm64", Some("v9"))], false),
-            (&[platform("windows", "amd64", None)], false),
-        ];
-        for (allowed, expected) in table {
-            assert_eq!(offers_any(&offered, allowed), *expected, "{allowed:?}");
-        }
-        // An entry without a variant does not match an allowed platform that names one.
-        assert!(!offers_any(
-            &[platform("linux", "arm64", None)],
-            &[platform("linux", "arm64", Some("v8"))]
-        ));
     }
 }

@@ -2,4 +2,5 @@
 
 pub mod cosign;
 pub mod ecr;
+pub mod manifest;
 pub mod signatures;

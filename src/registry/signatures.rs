@@ -23,7 +23,7 @@ const MAX_PAYLOAD: usize = 1 << 20;
 const MAX_INDEX: usize = 4 << 20;
 
 pub struct Signatures {
-    http: crate::githost::LazyClient,
+    http: crate::http::LazyClient,
     /// Registry API credentials per registry (ECR's last 12 hours; kept for one).
     registry_auth: Mutex<HashMap<String, (Instant, (String, String))>>,
     secrets: Arc<SecretReader>,
@@ -39,7 +39,7 @@ impl Signatures {
     pub fn new(secrets: Arc<SecretReader>, timeout: Duration) -> Self {
         Self {
             // ECR's presigned layer URLs are HTTPS; the stand-in's are plain HTTP.
-            http: crate::githost::LazyClient::new(None, timeout, false),
+            http: crate::http::LazyClient::new(None, timeout, false),
             secrets,
             keys: Mutex::new(HashMap::new()),
             registry_auth: Mutex::new(HashMap::new()),
