@@ -44,24 +44,21 @@ pub async fn run(request: RedriveRequest) -> ExitCode {
         Ok(h) => h,
         Err(e) => return usage_error(e.to_string()),
     };
+    let redrive = Redrive {
+        sqs: &sqs,
+        queue_url: &request.queue_url,
+        handler: &handler,
+        apply: request.apply,
+    };
     let (mut seen, mut failed) = (0, 0);
     // Messages kept (dry run, or failed again) are hidden while this run reads on, then
     // released at the end, so the next run sees them at once.
     let mut kept: Vec<String> = Vec::new();
     while seen < request.max {
         let batch = (request.max - seen).min(10) as i32;
-        let received = sqs
-            .receive_message()
-            .queue_url(&request.queue_url)
-            .max_number_of_messages(batch)
-            .visibility_timeout(VISIBILITY_SECONDS)
-            .wait_time_seconds(0)
-            .send()
-            .await;
-        let messages = match received {
-            Ok(output) => output.messages.unwrap_or_default(),
-            Err(e) => {
-                let described = argocd_ecr_updater::aws_error::describe(&e);
+        let messages = match redrive.receive(batch).await {
+            Ok(messages) => messages,
+            Err(described) => {
                 eprintln!(
                     "argocd-ecr-updater: cannot read {}: {described}",
                     request.queue_url
@@ -74,68 +71,130 @@ pub async fn run(request: RedriveRequest) -> ExitCode {
         }
         for message in messages {
             seen += 1;
-            let id = message.message_id.unwrap_or_default();
-            let receipt = message.receipt_handle.unwrap_or_default();
-            let outcome = match serde_json::from_str::<Value>(message.body.as_deref().unwrap_or(""))
-            {
-                Ok(event) => handler
-                    .handle(&event, None)
-                    .await
-                    .map_err(|e| format!("failed ({}): {e}", e.error_type())),
-                Err(e) => Err(format!("failed: the message body is not JSON ({e})")),
-            };
-            let line = match outcome {
-                Ok(report) if request.apply => {
-                    match sqs
-                        .delete_message()
-                        .queue_url(&request.queue_url)
-                        .receipt_handle(&receipt)
-                        .send()
-                        .await
-                    {
-                        Ok(_) => format!("{} -> deleted", summary(&report)),
-                        Err(e) => {
-                            failed += 1;
-                            kept.push(receipt);
-                            let described = argocd_ecr_updater::aws_error::describe(&e);
-                            format!("{} -> not deleted: {described}", summary(&report))
-                        }
-                    }
-                }
-                Ok(report) => {
-                    kept.push(receipt);
-                    format!(
-                        "{} -> dry run, kept (add --apply to write and delete)",
-                        summary(&report)
-                    )
-                }
-                Err(reason) => {
-                    failed += 1;
-                    kept.push(receipt);
-                    format!("{reason} -> kept")
-                }
-            };
+            let id = message.message_id.clone().unwrap_or_default();
+            let Outcome { line, keep, ok } = redrive.one(message).await;
+            failed += usize::from(!ok);
+            kept.extend(keep);
             println!("message {id}: {line}");
         }
     }
-    for receipt in kept {
-        let released = sqs
-            .change_message_visibility()
-            .queue_url(&request.queue_url)
-            .receipt_handle(receipt)
-            .visibility_timeout(0)
-            .send()
-            .await;
-        if let Err(e) = released {
-            // It reappears after the visibility timeout anyway.
-            tracing::warn!(error = %argocd_ecr_updater::aws_error::describe(&e), "cannot release a kept message");
-        }
-    }
+    redrive.release(kept).await;
     println!("{seen} message(s) redriven, {failed} failed");
     if failed > 0 {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+/// One redrive run's queue and pipeline.
+struct Redrive<'a> {
+    sqs: &'a aws_sdk_sqs::Client,
+    queue_url: &'a str,
+    handler: &'a Handler,
+    apply: bool,
+}
+
+/// What became of one message.
+struct Outcome {
+    /// What is printed for it.
+    line: String,
+    /// Its receipt, when the message stays in the queue.
+    keep: Option<String>,
+    /// False when its event failed again, or it could not be deleted.
+    ok: bool,
+}
+
+impl Redrive<'_> {
+    /// Up to `batch` messages, hidden from other readers while they are run.
+    async fn receive(
+        &self,
+        batch: i32,
+    ) -> Result<Vec<aws_sdk_sqs::types::Message>, argocd_ecr_updater::aws_error::Described> {
+        self.sqs
+            .receive_message()
+            .queue_url(self.queue_url)
+            .max_number_of_messages(batch)
+            .visibility_timeout(VISIBILITY_SECONDS)
+            .wait_time_seconds(0)
+            .send()
+            .await
+            .map(|output| output.messages.unwrap_or_default())
+            .map_err(|e| argocd_ecr_updater::aws_error::describe(&e))
+    }
+
+    /// Runs one message's event; deletes the message only once the event succeeded.
+    async fn one(&self, message: aws_sdk_sqs::types::Message) -> Outcome {
+        let receipt = message.receipt_handle.unwrap_or_default();
+        let outcome = match serde_json::from_str::<Value>(message.body.as_deref().unwrap_or("")) {
+            Ok(event) => self
+                .handler
+                .handle(&event, None)
+                .await
+                .map_err(|e| format!("failed ({}): {e}", e.error_type())),
+            Err(e) => Err(format!("failed: the message body is not JSON ({e})")),
+        };
+        let report = match outcome {
+            Ok(report) => report,
+            Err(reason) => {
+                return Outcome {
+                    line: format!("{reason} -> kept"),
+                    keep: Some(receipt),
+                    ok: false,
+                };
+            }
+        };
+        if !self.apply {
+            return Outcome {
+                line: format!(
+                    "{} -> dry run, kept (add --apply to write and delete)",
+                    summary(&report)
+                ),
+                keep: Some(receipt),
+                ok: true,
+            };
+        }
+        let deleted = self
+            .sqs
+            .delete_message()
+            .queue_url(self.queue_url)
+            .receipt_handle(&receipt)
+            .send()
+            .await;
+        match deleted {
+            Ok(_) => Outcome {
+                line: format!("{} -> deleted", summary(&report)),
+                keep: None,
+                ok: true,
+            },
+            Err(e) => {
+                let described = argocd_ecr_updater::aws_error::describe(&e);
+                Outcome {
+                    line: format!("{} -> not deleted: {described}", summary(&report)),
+                    keep: Some(receipt),
+                    ok: false,
+                }
+            }
+        }
+    }
+
+    /// Makes the kept messages visible again at once.
+    async fn release(&self, kept: Vec<String>) {
+        for receipt in kept {
+            let released = self
+                .sqs
+                .change_message_visibility()
+                .queue_url(self.queue_url)
+                .receipt_handle(receipt)
+                .visibility_timeout(0)
+                .send()
+                .await;
+            if let Err(e) = released {
+                // It reappears after the visibility timeout anyway.
+                let described = argocd_ecr_updater::aws_error::describe(&e);
+                tracing::warn!(error = %described, "cannot release a kept message");
+            }
+        }
     }
 }
 
