@@ -4,7 +4,14 @@
 use std::process::Command;
 
 fn git(args: &[&str]) -> Option<String> {
-    let output = Command::new("git").args(args).output().ok()?;
+    // `git status` otherwise refreshes and rewrites the index it reads, which is one of the
+    // files this script reruns on: the next cargo command would run it, and rebuild the
+    // crate and everything on top of it, for nothing.
+    let output = Command::new("git")
+        .arg("--no-optional-locks")
+        .args(args)
+        .output()
+        .ok()?;
     output
         .status
         .success()
