@@ -5,8 +5,9 @@
 //!
 //! # Layout
 //!
-//! One folder per domain; dependencies point down this list. Each module is also reachable
-//! at the crate root (`crate::kube`, `crate::ecr`…), the paths the binaries and tests use.
+//! One private folder per domain; dependencies point down this list. Inside the crate each
+//! module is reachable at the root (`crate::kube`, `crate::gitwrite`…); outside it, only what
+//! the binaries, the CLI, the tests and the benchmarks use is re-exported.
 //!
 //! - [`pipeline`]: one invocation: [`handler`] orchestrates; [`listing`] finds the
 //!   Applications it concerns; each is resolved once (which ImageUpdater object or annotations
@@ -21,8 +22,9 @@
 //!   and the file's new text; [`yamledit`], editing YAML in place (pure).
 //! - [`decision`]: [`decide`], per image and source, update or keep and why; [`appset`],
 //!   whether an ApplicationSet keeps a write (pure).
-//! - [`registry`]: [`ecr`], tags, push times and manifests; [`signatures`] and [`cosign`],
-//!   signatures found in ECR and checked in Rust.
+//! - [`registry`]: [`ecr`], tags, push times and manifests; `manifest`, what they say about
+//!   scans and platforms (pure); [`signatures`] and [`cosign`], signatures found in ECR and
+//!   checked in Rust.
 //! - [`cluster`]: [`kube`], the Kubernetes client; [`objects`], ImageUpdater objects per warm
 //!   container; [`eks_auth`], the IAM-signed token and DescribeCluster; [`retry`], retries
 //!   within the deadline.
@@ -31,9 +33,11 @@
 //! - [`policy`]: strategies, filters and ranking of tags, Masterminds constraints, Go globs,
 //!   and the scan [`gates`] (pure).
 //! - [`aws`]: [`sdk_env`] and [`aws_http`], the SDK configuration Lambda provides and the
-//!   HTTP client; [`aws_error`], errors by cause; [`assume_role`]; [`iam`], the IAM action of
-//!   every AWS SDK call, which the template must grant.
+//!   HTTP client; [`aws_error`], errors by cause; [`assume_role`]; [`secrets`], Secrets
+//!   Manager texts read once; [`iam`], the IAM action of every AWS SDK call, which the
+//!   template must grant.
 //! - At the bottom: [`event`], the invocation payload; [`config`], the environment read once;
+//!   [`failure`], a failed operation (retryable or not) and a refused input (permanent);
 //!   [`report`] and [`metrics`], what happened and why; [`redact`], what may leave in a
 //!   message and how much may come in; [`http`], clients that carry a credential;
 //!   [`telemetry`], how logs are written.
