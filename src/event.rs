@@ -231,6 +231,29 @@ fn envelope(
     Ok((account.to_string(), region.to_string(), time))
 }
 
+/// `finding-severity-counts` by upper-case severity, without its `TOTAL`.
+fn severity_counts(found: Option<&Value>) -> Result<ScanCounts, EventError> {
+    let malformed = |m: String| EventError::Malformed(m);
+    let mut counts = ScanCounts::new();
+    if let Some(found) = found {
+        let map = found
+            .as_object()
+            .ok_or_else(|| malformed("`detail.finding-severity-counts` is not an object".into()))?;
+        for (severity, count) in map {
+            if severity.eq_ignore_ascii_case("TOTAL") {
+                continue;
+            }
+            let count = count.as_u64().ok_or_else(|| {
+                malformed(format!(
+                    "`detail.finding-severity-counts.{severity}` is not a count"
+                ))
+            })?;
+            counts.insert(severity.to_ascii_uppercase(), count);
+        }
+    }
+    Ok(counts)
+}
+
 /// A completed scan, from ECR basic scanning (`ECR Image Scan`, `scan-status: COMPLETE`) or
 /// Amazon Inspector enhanced scanning (`Inspector2 Scan`, `INITIAL_SCAN_COMPLETE`, whose
 /// `repository-name` is the repository's ARN).
@@ -262,23 +285,7 @@ fn scan(object: &serde_json::Map<String, Value>, id: String) -> Result<Invocatio
     let digest = field("image-digest")?
         .filter(|d| d.starts_with("sha256:"))
         .ok_or_else(|| malformed("`detail.image-digest` is missing or not sha256:<hex>".into()))?;
-    let mut counts = ScanCounts::new();
-    if let Some(found) = detail.get("finding-severity-counts") {
-        let map = found
-            .as_object()
-            .ok_or_else(|| malformed("`detail.finding-severity-counts` is not an object".into()))?;
-        for (severity, count) in map {
-            if severity.eq_ignore_ascii_case("TOTAL") {
-                continue;
-            }
-            let count = count.as_u64().ok_or_else(|| {
-                malformed(format!(
-                    "`detail.finding-severity-counts.{severity}` is not a count"
-                ))
-            })?;
-            counts.insert(severity.to_ascii_uppercase(), count);
-        }
-    }
+    let counts = severity_counts(detail.get("finding-severity-counts"))?;
     let tags: Vec<&str> = match detail.get("image-tags") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(tags)) => tags.iter().filter_map(Value::as_str).collect(),

@@ -523,50 +523,8 @@ pub fn effective_app(
                     }
                 }
             }
-            FileKind::HelmValues => {
-                let doc = Document::parse(text).map_err(|e| format!("`{}`: {e}", location.path))?;
-                let mut list = take_list(&source, "helm", "parameters");
-                for image in images {
-                    for key in helm_keys(image) {
-                        let absent = !list.iter().any(|p| p["name"] == key.as_str());
-                        let value = doc
-                            .helm_get(&key)
-                            .map_err(|e| format!("`{}`: {e}", location.path))?;
-                        if let (true, Some(value)) = (absent, value) {
-                            list.push(json!({"name": key, "value": value}));
-                        }
-                    }
-                }
-                put_list(&mut source, "helm", "parameters", list);
-            }
-            FileKind::Kustomization => {
-                let doc = Document::parse(text).map_err(|e| format!("`{}`: {e}", location.path))?;
-                let mut list = take_list(&source, "kustomize", "images");
-                for i in 0..doc.len(&[Step::Key("images")]) {
-                    let field = |f: &'static str| {
-                        doc.get(&[Step::Key("images"), Step::Index(i), Step::Key(f)])
-                    };
-                    let Some(name) = field("name") else { continue };
-                    let present = list
-                        .iter()
-                        .filter_map(Value::as_str)
-                        .any(|e| patch::kustomize_entry_name(e) == name);
-                    if !present {
-                        let mut entry = match field("newName") {
-                            Some(new_name) => format!("{name}={new_name}"),
-                            None => name.to_string(),
-                        };
-                        if let Some(tag) = field("newTag") {
-                            entry.push_str(&format!(":{tag}"));
-                        }
-                        if let Some(digest) = field("digest") {
-                            entry.push_str(&format!("@{digest}"));
-                        }
-                        list.push(json!(entry));
-                    }
-                }
-                put_list(&mut source, "kustomize", "images", list);
-            }
+            FileKind::HelmValues => helm_values_over(&mut source, location, text, images)?,
+            FileKind::Kustomization => kustomization_over(&mut source, location, text)?,
         }
     }
     let mut effective = app.clone();
@@ -579,6 +537,60 @@ pub fn effective_app(
         status.insert("sourceType".into(), json!(kind_name(kind)));
     }
     Ok(effective)
+}
+
+/// The Helm parameters a values file sets for the images, under the source's own (an
+/// explicit parameter wins over the file, as in Argo CD).
+fn helm_values_over(
+    source: &mut Value,
+    location: &Location,
+    text: &str,
+    images: &[&ImageConfig],
+) -> Result<(), Refused> {
+    let doc = Document::parse(text).map_err(|e| format!("`{}`: {e}", location.path))?;
+    let mut list = take_list(source, "helm", "parameters");
+    for image in images {
+        for key in helm_keys(image) {
+            let absent = !list.iter().any(|p| p["name"] == key.as_str());
+            let value = doc
+                .helm_get(&key)
+                .map_err(|e| format!("`{}`: {e}", location.path))?;
+            if let (true, Some(value)) = (absent, value) {
+                list.push(json!({"name": key, "value": value}));
+            }
+        }
+    }
+    put_list(source, "helm", "parameters", list);
+    Ok(())
+}
+
+/// A kustomization's `images`, as Kustomize applies them, under the source's own entries.
+fn kustomization_over(source: &mut Value, location: &Location, text: &str) -> Result<(), Refused> {
+    let doc = Document::parse(text).map_err(|e| format!("`{}`: {e}", location.path))?;
+    let mut list = take_list(source, "kustomize", "images");
+    for i in 0..doc.len(&[Step::Key("images")]) {
+        let field = |f: &'static str| doc.get(&[Step::Key("images"), Step::Index(i), Step::Key(f)]);
+        let Some(name) = field("name") else { continue };
+        let present = list
+            .iter()
+            .filter_map(Value::as_str)
+            .any(|e| patch::kustomize_entry_name(e) == name);
+        if !present {
+            let mut entry = match field("newName") {
+                Some(new_name) => format!("{name}={new_name}"),
+                None => name.to_string(),
+            };
+            if let Some(tag) = field("newTag") {
+                entry.push_str(&format!(":{tag}"));
+            }
+            if let Some(digest) = field("digest") {
+                entry.push_str(&format!("@{digest}"));
+            }
+            list.push(json!(entry));
+        }
+    }
+    put_list(source, "kustomize", "images", list);
+    Ok(())
 }
 
 fn kind_name(kind: SourceKind) -> &'static str {

@@ -108,6 +108,47 @@ impl Signatures {
         Ok(pem)
     }
 
+    /// The registry API's endpoint and credentials, kept for an hour (ECR's last 12); `None`
+    /// when the role may not ask for them.
+    async fn registry_auth(
+        &self,
+        ecr: &Ecr,
+        registry: &str,
+    ) -> Result<Option<(String, String)>, Failure> {
+        let cached = self
+            .registry_auth
+            .lock()
+            .await
+            .get(registry)
+            .filter(|(at, _)| at.elapsed() < Duration::from_secs(3600))
+            .map(|(_, auth)| auth.clone());
+        if let Some(auth) = cached {
+            return Ok(Some(auth));
+        }
+        match ecr.registry_auth(registry).await {
+            Ok(auth) => {
+                self.registry_auth
+                    .lock()
+                    .await
+                    .insert(registry.to_string(), (Instant::now(), auth.clone()));
+                Ok(Some(auth))
+            }
+            // Without registry credentials only the `.sig` tag can be checked; the
+            // image is then reported as not signed, which says where to look.
+            Err(
+                crate::ecr::EcrError::AccessDenied { .. }
+                | crate::ecr::EcrError::ForeignDenied { .. },
+            ) => {
+                tracing::warn!(
+                    registry,
+                    "OCI referrers not checked: the role may not call ecr:GetAuthorizationToken (template parameter SignatureReferrers)"
+                );
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// The manifests of `digest`'s cosign signatures stored as OCI 1.1 referrers (cosign's
     /// `--registry-referrers-mode=oci-1-1`), through the registry's referrers API; none if
     /// the registry has no such API.
@@ -118,37 +159,8 @@ impl Signatures {
         repository: &str,
         digest: &str,
     ) -> Result<Vec<String>, Failure> {
-        let cached = self
-            .registry_auth
-            .lock()
-            .await
-            .get(registry)
-            .filter(|(at, _)| at.elapsed() < Duration::from_secs(3600))
-            .map(|(_, auth)| auth.clone());
-        let (endpoint, authorization) = match cached {
-            Some(auth) => auth,
-            None => match ecr.registry_auth(registry).await {
-                Ok(auth) => {
-                    self.registry_auth
-                        .lock()
-                        .await
-                        .insert(registry.to_string(), (Instant::now(), auth.clone()));
-                    auth
-                }
-                // Without registry credentials only the `.sig` tag can be checked; the
-                // image is then reported as not signed, which says where to look.
-                Err(
-                    crate::ecr::EcrError::AccessDenied { .. }
-                    | crate::ecr::EcrError::ForeignDenied { .. },
-                ) => {
-                    tracing::warn!(
-                        registry,
-                        "OCI referrers not checked: the role may not call ecr:GetAuthorizationToken (template parameter SignatureReferrers)"
-                    );
-                    return Ok(Vec::new());
-                }
-                Err(e) => return Err(e.into()),
-            },
+        let Some((endpoint, authorization)) = self.registry_auth(ecr, registry).await? else {
+            return Ok(Vec::new());
         };
         let http = self.http.get().map_err(Failure::from)?;
         let url = format!(
