@@ -17,7 +17,8 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 pub struct Identity {
     pub access_key_id: String,
     pub secret_access_key: String,
-    /// When set, the token must carry exactly this session token.
+    /// When set, the presigned URL must carry exactly this STS security token
+    /// (`X-Amz-Security-Token`), as temporary credentials do.
     pub session_token: Option<String>,
     /// What GetCallerIdentity would return; the API server's user name.
     pub arn: String,
