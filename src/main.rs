@@ -72,7 +72,7 @@ async fn invoke(
     let result = Box::pin(handler.handle(&event.payload, Some(deadline))).await;
     // Metrics in Embedded Metric Format, on stdout: CloudWatch extracts them from the log.
     let (mode, failed, report) = match &result {
-        Ok(report) => (report.mode, false, Some(report)),
+        Ok(report) => (report.mode, report.failure.is_some(), Some(report)),
         Err(HandlerError::Targets { report, .. }) => (report.mode, true, Some(&**report)),
         Err(_) => ("none", true, None),
     };

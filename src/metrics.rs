@@ -34,7 +34,8 @@ pub fn emf(
     let clusters_failed = report.map_or(0, |r| {
         r.clusters.iter().filter(|c| c.failure.is_some()).count()
     });
-    let metrics: [(&str, &str, Value); 10] = [
+    let metrics: [(&str, &str, Value); 11] = [
+        ("InvocationsFailed", "Count", json!(u8::from(failed))),
         ("ImagesUpdated", "Count", json!(count(Action::Updated))),
         ("ImagesUnchanged", "Count", json!(count(Action::Unchanged))),
         ("ImagesSkipped", "Count", json!(count(Action::Skipped))),

@@ -160,6 +160,11 @@ pub struct Report {
     /// Why the whole event was not work, if it was not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
+    /// Why a reconcile sweep failed. A sweep is not retried by Lambda (the next scheduled one
+    /// is its retry, and the dead-letter queue stays for events that would otherwise be
+    /// lost): its failure is reported here and counted in `InvocationsFailed`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
     /// With several clusters: one summary per cluster, in configuration order; `entries`
     /// are grouped the same way, each naming its cluster.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -177,6 +182,7 @@ impl Report {
             tag: None,
             dry_run,
             skipped: None,
+            failure: None,
             clusters: Vec::new(),
             entries: Vec::new(),
             stats: Stats::default(),
@@ -230,6 +236,9 @@ impl Report {
         use crate::redact::scrub;
         if let Some(skipped) = &mut self.skipped {
             *skipped = scrub(skipped);
+        }
+        if let Some(failure) = &mut self.failure {
+            *failure = scrub(failure);
         }
         for entry in &mut self.entries {
             entry.reason = scrub(&entry.reason);

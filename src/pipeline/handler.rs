@@ -325,16 +325,30 @@ impl Handler {
             }
             Invocation::Reconcile { id } => {
                 let mut report = Report::new("reconcile", &id, self.config.dry_run);
-                self.run_clusters(&mut report, Mode::Reconcile, deadline)
-                    .await?;
+                if let Err(error) = self
+                    .run_clusters(&mut report, Mode::Reconcile, deadline)
+                    .await
+                {
+                    report.failure = Some(format!("{}: {error}", error.error_type()));
+                }
                 report
             }
         };
         report.stats.ecr_calls = self.ecr.calls() - ecr_calls_before;
+        if report.mode == "reconcile" && report.failure.is_none() {
+            report.failure = report.failure_summary();
+        }
         report.redact();
         report.log();
         if let Some(topic) = &self.config.notification_topic_arn {
             announce::publish_report(&self.sns, topic, &report).await;
+        }
+        if let Some(failure) = report.failure.as_deref() {
+            tracing::error!(
+                failure,
+                "the reconcile sweep failed; the next scheduled sweep retries it (not Lambda, so the dead-letter queue holds only events that would be lost)"
+            );
+            return Ok(report);
         }
         match report.failure_summary() {
             Some(summary) => Err(HandlerError::Targets {

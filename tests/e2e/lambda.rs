@@ -122,6 +122,75 @@ async fn a_403_fails_the_invocation_with_a_retryable_error_naming_the_fix() {
     );
 }
 
+/// The EMF lines the function printed on stdout, once it has exited or been killed.
+fn metric_lines_of(function: &mut crate::common::LambdaProcess) -> Vec<serde_json::Value> {
+    let mut stdout = String::new();
+    function
+        .child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|l: &serde_json::Value| l.get("_aws").is_some())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_failing_sweep_is_reported_and_counted_not_retried_into_the_dead_letter_queue() {
+    // The role may read but not patch: the sweep finds the update and cannot write it.
+    let standins = StandIns::start_seeded_with_grants(
+        [
+            vec![Grant::new(&["get", "list"], "argocd")],
+            image_updater_grants("argocd"),
+        ]
+        .concat(),
+    )
+    .await
+    .unwrap();
+    let mut function = spawn_lambda(BINARY, &standins.lambda_env());
+    let report = response(&standins, event("scheduled-reconcile.json")).await;
+    assert_eq!(report["mode"], "reconcile");
+    let failure = report["failure"].as_str().unwrap();
+    assert!(failure.contains("deploy/rbac.yaml"), "{failure}");
+    assert_eq!(report["entries"][0]["action"], "failed");
+    // A push with the same cause still fails, for Lambda to retry and then park.
+    let push = error(&standins, event("push-date-tag.json")).await;
+    assert_eq!(push["errorType"], "Retryable.TargetsFailed");
+    let _ = function.child.kill();
+    let lines = metric_lines_of(&mut function);
+    let sweep = lines.iter().find(|l| l["Mode"] == "reconcile").unwrap();
+    assert_eq!(sweep["Outcome"], "failed");
+    assert_eq!(sweep["InvocationsFailed"], 1);
+    let push = lines.iter().find(|l| l["Mode"] == "push").unwrap();
+    assert_eq!(push["InvocationsFailed"], 1);
+}
+
+#[tokio::test]
+async fn an_unreachable_cluster_fails_the_sweep_with_its_reason_in_the_report() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    let env: Vec<(String, String)> = standins
+        .lambda_env()
+        .into_iter()
+        .map(|(k, v)| match k.as_str() {
+            "CLUSTER_NAME" => (k, "no-such-cluster".to_string()),
+            _ => (k, v),
+        })
+        .collect();
+    let _function = spawn_lambda(BINARY, &env);
+    let report = response(&standins, event("scheduled-reconcile.json")).await;
+    let failure = report["failure"].as_str().unwrap();
+    assert!(
+        failure.starts_with("Permanent.ClusterConfiguration"),
+        "{failure}"
+    );
+    assert!(failure.contains("no-such-cluster"), "{failure}");
+    assert!(report["entries"].as_array().unwrap().is_empty());
+}
+
 #[tokio::test]
 async fn a_missing_variable_stops_the_cold_start_naming_it() {
     let standins = StandIns::start_seeded().await.unwrap();

@@ -21,4 +21,5 @@ mod push;
 mod registries;
 mod shipping_features;
 mod template;
+mod template_operations;
 mod token_rules;

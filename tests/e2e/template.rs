@@ -227,6 +227,18 @@ fn every_resource_is_scoped_and_only_vpc_networking_and_the_registry_token_use_a
             "ecr" => ":repository/",
             // Exactly the clusters named (ClusterName, AdditionalClusterNames); the name-list
             // ARNs leave account and region to the condition, which must pin both.
+            // Clusters of this account in other regions: whole ARNs, which name the region.
+            "eks" if sid == "FindClustersInOtherRegions" => {
+                assert!(conditional, "{sid} must sit behind HasClusterArns");
+                let condition = &statement["Condition"]["StringEquals"];
+                assert_eq!(
+                    strings(&condition["aws:ResourceAccount"]),
+                    ["AWS::AccountId"],
+                    "{sid}"
+                );
+                assert!(condition.get("aws:RequestedRegion").is_none(), "{sid}");
+                "ClusterArns"
+            }
             "eks" => {
                 let condition = &statement["Condition"]["StringEquals"];
                 assert_eq!(
@@ -339,11 +351,7 @@ fn the_rule_matches_tagged_successful_pushes_and_no_event_is_lost() {
         alarm["MetricName"].as_str(),
         Some("ApproximateNumberOfMessagesVisible")
     );
-    assert_eq!(strings(&function["Architectures"]), ["Architecture"]);
-    assert_eq!(
-        t["Parameters"]["Architecture"]["Default"].as_str(),
-        Some("arm64")
-    );
+    assert_eq!(strings(&function["Architectures"]), ["arm64"]);
     assert_eq!(function["Runtime"].as_str(), Some("provided.al2023"));
     assert_eq!(
         t["Resources"]["Function"]["Metadata"]["BuildMethod"].as_str(),
@@ -354,7 +362,7 @@ fn the_rule_matches_tagged_successful_pushes_and_no_event_is_lost() {
 /// The template as CloudFormation runs it, after the SAM transform, from
 /// `scripts/transform_template.py` and the SAM translator that `./scripts/test` installs
 /// into `.venv`. Without it the test says so and passes, unless the test script asked for it.
-fn transformed() -> Option<serde_json::Value> {
+pub(crate) fn transformed() -> Option<serde_json::Value> {
     let root = env!("CARGO_MANIFEST_DIR");
     let python = std::path::Path::new(root).join(".venv/bin/python");
     let required = std::env::var_os("REQUIRE_TEMPLATE_TRANSFORM").is_some();
@@ -380,7 +388,10 @@ fn transformed() -> Option<serde_json::Value> {
     Some(serde_json::from_slice(&output.stdout).unwrap())
 }
 
-fn of_type<'a>(t: &'a serde_json::Value, kind: &str) -> Vec<(&'a String, &'a serde_json::Value)> {
+pub(crate) fn of_type<'a>(
+    t: &'a serde_json::Value,
+    kind: &str,
+) -> Vec<(&'a String, &'a serde_json::Value)> {
     t["Resources"]
         .as_object()
         .unwrap()
@@ -548,6 +559,19 @@ fn refusal(t: &Value, given: &[(&str, &str)]) -> Option<String> {
         }
     }
     None
+}
+
+/// The Inspector rule's pattern (a JSON string, see the template) with its substitutions
+/// stubbed: its shape, not the values a stack computes (`evaluator_for` gives those).
+fn inspector_pattern_shape(t: &Value) -> serde_json::Value {
+    let sub = untag(&t["Resources"]["InspectorScanRule"]["Properties"]["EventPattern"]);
+    let text = sub[0]
+        .as_str()
+        .unwrap()
+        .replace("${Accounts}", "1")
+        .replace("${AWS::Region}", "r")
+        .replace("${Repositories}", "[]");
+    serde_json::from_str(&text).unwrap()
 }
 
 /// The rule functions the template uses: `Not`, `And`, `Or`, `Equals`, `EachMemberEquals`.
@@ -774,18 +798,22 @@ fn scan_events_reach_the_function_only_when_asked_and_for_the_tracked_repositori
         ecr["Pattern"]["detail"]["repository-name"],
         events["EcrPush"]["Properties"]["Pattern"]["detail"]["repository-name"]
     );
-    let inspector = &events["InspectorScan"]["Properties"];
-    assert_eq!(strings(&inspector["Pattern"]["source"]), ["aws.inspector2"]);
+    let inspector = &t["Resources"]["InspectorScanRule"]["Properties"];
+    let pattern = inspector_pattern_shape(&t);
+    assert_eq!(pattern["source"], serde_json::json!(["aws.inspector2"]));
     assert_eq!(
-        strings(&inspector["Pattern"]["detail"]["scan-status"]),
-        ["INITIAL_SCAN_COMPLETE"]
+        pattern["detail"]["scan-status"],
+        serde_json::json!(["INITIAL_SCAN_COMPLETE"])
     );
-    for rule in [ecr, inspector] {
+    for (rule, dead_letters) in [
+        (ecr, &ecr["DeadLetterConfig"]),
+        (inspector, &inspector["Targets"][0]["DeadLetterConfig"]),
+    ] {
         assert_eq!(
             strings(&rule["State"]),
             ["ScanEventsOn", "ENABLED", "DISABLED"]
         );
-        assert!(rule["DeadLetterConfig"]["Arn"] != Value::Null);
+        assert!(dead_letters["Arn"] != Value::Null);
     }
     assert_eq!(
         t["Parameters"]["ScanEvents"]["Default"].as_str(),
@@ -869,20 +897,20 @@ fn the_git_credential_rbac_reads_only_secrets_and_names_the_one_it_may_get() {
 
 /// Evaluates the intrinsic functions the cluster wiring uses, as CloudFormation would with
 /// `parameters`, so the test checks the values the cloud computes, not the template's text.
-struct Evaluator<'a> {
-    parameters: BTreeMap<&'a str, serde_json::Value>,
-    conditions: &'a serde_json::Value,
+pub(crate) struct Evaluator<'a> {
+    pub(crate) parameters: BTreeMap<&'a str, serde_json::Value>,
+    pub(crate) conditions: &'a serde_json::Value,
 }
 
 impl Evaluator<'_> {
-    fn text(&self, value: &serde_json::Value) -> String {
+    pub(crate) fn text(&self, value: &serde_json::Value) -> String {
         match self.eval(value) {
             serde_json::Value::String(s) => s,
             other => panic!("not a string: {other}"),
         }
     }
 
-    fn list(&self, value: &serde_json::Value) -> Vec<String> {
+    pub(crate) fn list(&self, value: &serde_json::Value) -> Vec<String> {
         match self.eval(value) {
             serde_json::Value::Array(items) => items
                 .iter()
@@ -892,21 +920,34 @@ impl Evaluator<'_> {
         }
     }
 
-    fn condition(&self, name: &str) -> bool {
+    pub(crate) fn condition(&self, name: &str) -> bool {
         self.eval(&self.conditions[name]).as_bool().unwrap()
     }
 
-    fn eval(&self, value: &serde_json::Value) -> serde_json::Value {
+    pub(crate) fn eval(&self, value: &serde_json::Value) -> serde_json::Value {
         use serde_json::{Value as J, json};
-        let Some(object) = value.as_object().filter(|o| o.len() == 1) else {
+        let is_function =
+            |key: &String| key.starts_with("Fn::") || key == "Ref" || key == "Condition";
+        let Some(object) = value
+            .as_object()
+            .filter(|o| o.len() == 1 && o.keys().all(is_function))
+        else {
             return match value {
                 J::Array(items) => J::Array(items.iter().map(|i| self.eval(i)).collect()),
+                J::Object(map) => {
+                    J::Object(map.iter().map(|(k, v)| (k.clone(), self.eval(v))).collect())
+                }
                 other => other.clone(),
             };
         };
         let (function, args) = object.iter().next().unwrap();
         match function.as_str() {
-            "Ref" => self.parameters[args.as_str().unwrap()].clone(),
+            // A resource's reference stays as it is: the cloud fills it in.
+            "Ref" => self
+                .parameters
+                .get(args.as_str().unwrap())
+                .cloned()
+                .unwrap_or_else(|| value.clone()),
             "Condition" => json!(self.condition(args.as_str().unwrap())),
             "Fn::If" => {
                 let branch = if self.condition(args[0].as_str().unwrap()) {
@@ -918,6 +959,12 @@ impl Evaluator<'_> {
             }
             "Fn::Equals" => json!(self.eval(&args[0]) == self.eval(&args[1])),
             "Fn::Not" => json!(!self.eval(&args[0]).as_bool().unwrap()),
+            "Fn::Or" => json!(
+                args.as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|c| self.eval(c).as_bool().unwrap())
+            ),
             "Fn::And" => json!(
                 args.as_array()
                     .unwrap()
@@ -1183,6 +1230,12 @@ fn registry_accounts_may_put_only_ecr_and_inspector_events_on_the_bus() {
         .values()
     {
         rule_types.extend(strings(&event["Properties"]["Pattern"]["detail-type"]));
+    }
+    for kind in inspector_pattern_shape(&t)["detail-type"]
+        .as_array()
+        .unwrap()
+    {
+        rule_types.insert(kind.as_str().unwrap().to_string());
     }
     let allowed: BTreeSet<String> = strings(&condition["events:detail-type"])
         .into_iter()

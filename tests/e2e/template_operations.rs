@@ -1,0 +1,476 @@
+//! What a team meets beyond the default deploy, checked on the template as CloudFormation
+//! runs it (after the SAM transform) and evaluated with the parameters a stack would get:
+//! alarms that page, scan rules scoped like the push rule, clusters in other regions, long
+//! stack names, one architecture, and a dashboard that shows every mode the function reports.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::template::{Evaluator, of_type, transformed};
+
+/// The evaluator a stack with these parameter values (the rest at their defaults) would be.
+fn evaluator_for<'a>(t: &'a Value, given: &[(&'a str, Value)]) -> Evaluator<'a> {
+    let mut parameters: BTreeMap<&str, Value> = BTreeMap::new();
+    for (name, spec) in t["Parameters"].as_object().unwrap() {
+        let default = match &spec["Default"] {
+            Value::Number(n) => n.to_string(),
+            Value::String(s) => s.clone(),
+            _ => String::new(),
+        };
+        let value = if spec["Type"] == "CommaDelimitedList" {
+            json!(default.split(',').collect::<Vec<_>>())
+        } else {
+            json!(default)
+        };
+        parameters.insert(name.as_str(), value);
+    }
+    parameters.extend([
+        ("AWS::AccountId", json!("123456789012")),
+        ("AWS::Region", json!("ap-northeast-2")),
+        ("AWS::Partition", json!("aws")),
+        ("AWS::StackName", json!("argocd-ecr-updater")),
+        // The two parameters without a default, as scripts/transform_template.py sets them.
+        ("ClusterName", json!("barun-dev")),
+        ("EcrRepositoryNames", json!(["barun-dev-ecr"])),
+        (
+            "AWS::StackId",
+            json!(
+                "arn:aws:cloudformation:ap-northeast-2:123456789012:stack/argocd-ecr-updater/4c4a2f40-0a1b-11f0-9f3e-0a58a9feac02"
+            ),
+        ),
+    ]);
+    parameters.extend(given.iter().cloned());
+    Evaluator {
+        parameters,
+        conditions: &t["Conditions"],
+    }
+}
+
+/// EventBridge's matching for the operators the template uses: exact strings, `prefix`,
+/// `anything-but` a string, and `wildcard` (`*` for any run of characters). A field matches
+/// when any of its values matches any of the pattern's; a missing field matches nothing.
+fn event_matches(pattern: &Value, event: &Value) -> bool {
+    pattern.as_object().unwrap().iter().all(|(key, wanted)| {
+        let Some(value) = event.get(key) else {
+            return false;
+        };
+        if wanted.is_object() {
+            return event_matches(wanted, value);
+        }
+        let values: Vec<&Value> = match value {
+            Value::Array(items) => items.iter().collect(),
+            one => vec![one],
+        };
+        wanted.as_array().unwrap().iter().any(|operand| {
+            values.iter().any(|v| {
+                let Some(text) = v.as_str() else { return false };
+                match operand {
+                    Value::String(exact) => exact == text,
+                    Value::Object(op) => match op.iter().next().unwrap() {
+                        (name, Value::String(arg)) if name == "prefix" => text.starts_with(arg),
+                        (name, Value::String(arg)) if name == "anything-but" => text != arg,
+                        (name, Value::String(arg)) if name == "wildcard" => wildcard(arg, text),
+                        other => panic!("operator {other:?} is not modelled here"),
+                    },
+                    other => panic!("pattern value {other}"),
+                }
+            })
+        })
+    })
+}
+
+fn wildcard(pattern: &str, text: &str) -> bool {
+    let quoted: Vec<String> = pattern.split('*').map(regex::escape).collect();
+    regex::Regex::new(&format!("^{}$", quoted.join(".*")))
+        .unwrap()
+        .is_match(text)
+}
+
+fn inspector_event(account: &str, region: &str, repository: &str) -> Value {
+    json!({
+        "version": "0", "id": "e", "detail-type": "Inspector2 Scan", "source": "aws.inspector2",
+        "account": account, "region": region, "time": "2025-08-25T06:35:00Z",
+        "resources": [format!("arn:aws:ecr:{region}:{account}:repository/{repository}/sha256:ab")],
+        "detail": {
+            "scan-status": "INITIAL_SCAN_COMPLETE",
+            "repository-name": format!("arn:aws:ecr:{region}:{account}:repository/{repository}"),
+            "image-digest": "sha256:ab", "image-tags": ["20250825-153012"],
+            "finding-severity-counts": {"CRITICAL": 0, "HIGH": 1, "MEDIUM": 0, "TOTAL": 1}
+        }
+    })
+}
+
+fn inspector_pattern(t: &Value, given: &[(&str, Value)]) -> Value {
+    let evaluator = evaluator_for(t, given);
+    let text = evaluator.text(&t["Resources"]["InspectorScanRule"]["Properties"]["EventPattern"]);
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+#[test]
+fn inspector_scans_reach_the_function_for_the_tracked_repositories_of_every_registry_account() {
+    let Some(t) = transformed() else { return };
+    const HOME: &str = "123456789012";
+    const CENTRAL: &str = "210987654321";
+    let names = inspector_pattern(
+        &t,
+        &[
+            ("EcrRepositoryNames", json!(["web", "team/api"])),
+            ("RegistryAccounts", json!([CENTRAL])),
+        ],
+    );
+    let region = "ap-northeast-2";
+    for (account, repository, reaches) in [
+        (HOME, "web", true),
+        (HOME, "team/api", true),
+        // A central registry account's events, forwarded to this bus.
+        (CENTRAL, "web", true),
+        (CENTRAL, "team/api", true),
+        // Repositories no Application tracks, and accounts not listed.
+        (HOME, "other", false),
+        (HOME, "team/api-v2", false),
+        (HOME, "x/web", false),
+        ("999999999999", "web", false),
+    ] {
+        assert_eq!(
+            event_matches(&names, &inspector_event(account, region, repository)),
+            reaches,
+            "{account} {repository}"
+        );
+    }
+    assert!(!event_matches(
+        &names,
+        &inspector_event(HOME, "eu-west-1", "web")
+    ));
+
+    let prefix = inspector_pattern(
+        &t,
+        &[
+            ("EcrRepositoryNames", json!([""])),
+            ("EcrRepositoryPrefix", json!("team/")),
+        ],
+    );
+    for (account, repository, reaches) in [
+        (HOME, "team/api", true),
+        (HOME, "team/web/v2", true),
+        (HOME, "web", false),
+        (CENTRAL, "team/api", false),
+    ] {
+        assert_eq!(
+            event_matches(&prefix, &inspector_event(account, region, repository)),
+            reaches,
+            "{account} {repository}"
+        );
+    }
+}
+
+#[test]
+fn the_ecr_rules_match_the_documented_events_of_tracked_repositories_only() {
+    let Some(t) = transformed() else { return };
+    let evaluator = evaluator_for(&t, &[]);
+    let fixture = |name: &str| -> Value {
+        let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    };
+    let pattern = |rule: &str| evaluator.eval(&t["Resources"][rule]["Properties"]["EventPattern"]);
+    let mut push = fixture("aws-doc-image-action-push.json");
+    push["detail"]["repository-name"] = json!("barun-dev-ecr");
+    assert!(event_matches(&pattern("FunctionEcrPush"), &push));
+    let mut untracked = push.clone();
+    untracked["detail"]["repository-name"] = json!("someone-elses");
+    assert!(!event_matches(&pattern("FunctionEcrPush"), &untracked));
+    let mut delete = fixture("aws-doc-image-action-delete.json");
+    delete["detail"]["repository-name"] = json!("barun-dev-ecr");
+    assert!(!event_matches(&pattern("FunctionEcrPush"), &delete));
+    let mut scan = fixture("aws-doc-image-scan.json");
+    scan["detail"]["repository-name"] = json!("barun-dev-ecr");
+    assert!(event_matches(&pattern("FunctionEcrScan"), &scan));
+}
+
+#[test]
+fn the_architecture_is_chosen_in_one_place_that_sam_build_and_sam_deploy_both_read() {
+    let Some(t) = transformed() else { return };
+    assert!(
+        t["Parameters"].get("Architecture").is_none(),
+        "a parameter is read by sam deploy but not by sam build"
+    );
+    let functions = of_type(&t, "AWS::Lambda::Function");
+    assert_eq!(functions.len(), 1);
+    assert_eq!(
+        functions[0].1["Properties"]["Architectures"],
+        json!(["arm64"])
+    );
+    let samconfig =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/samconfig.toml")).unwrap();
+    assert!(!samconfig.contains("Architecture"), "{samconfig}");
+}
+
+/// The limits of the names a stack could set from its own name, by property.
+const NAME_LIMITS: &[(&str, usize)] = &[("LogGroupName", 512), ("DashboardName", 255)];
+
+fn stack_named_values<'a>(path: &str, value: &'a Value, out: &mut Vec<(String, &'a Value)>) {
+    match value {
+        Value::Object(map) => {
+            if let Some(sub) = map.get("Fn::Sub") {
+                let text = sub.as_str().or_else(|| sub[0].as_str()).unwrap_or("");
+                if text.contains("${AWS::StackName}") {
+                    out.push((path.to_string(), value));
+                }
+            }
+            for (key, inner) in map {
+                stack_named_values(key, inner, out);
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                stack_named_values(path, item, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn a_stack_name_of_the_longest_length_names_nothing_past_its_limit() {
+    let Some(t) = transformed() else { return };
+    // CloudFormation's own limit for a stack name.
+    let name = "ab".repeat(64);
+    assert_eq!(name.len(), 128);
+    let evaluator = evaluator_for(
+        &t,
+        &[
+            ("AWS::StackName", json!(name)),
+            ("RegistryAccounts", json!(["210987654321"])),
+        ],
+    );
+    let mut named = Vec::new();
+    stack_named_values("", &t["Resources"], &mut named);
+    assert!(!named.is_empty());
+    for (property, value) in named {
+        let limit = NAME_LIMITS
+            .iter()
+            .find(|(p, _)| *p == property)
+            .unwrap_or_else(|| panic!("{property} is named from the stack name: {value}"))
+            .1;
+        let text = evaluator.text(value);
+        assert!(text.len() <= limit, "{property}: {} > {limit}", text.len());
+    }
+    // Names CloudFormation generates (and shortens) instead of ours.
+    for (kind, property) in [
+        ("AWS::Lambda::Function", "FunctionName"),
+        ("AWS::Events::Rule", "Name"),
+        ("AWS::IAM::Role", "RoleName"),
+        ("AWS::SQS::Queue", "QueueName"),
+        ("AWS::CloudWatch::Alarm", "AlarmName"),
+    ] {
+        for (id, resource) in of_type(&t, kind) {
+            assert!(resource["Properties"].get(property).is_none(), "{id}");
+        }
+    }
+    let statement =
+        evaluator.text(&t["Resources"]["RegistryAccountsEvents"]["Properties"]["StatementId"]);
+    assert!(statement.len() <= 64, "{statement}");
+    assert!(
+        statement
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    );
+}
+
+#[test]
+fn the_dead_letter_queue_admits_exactly_the_stacks_rules() {
+    let Some(t) = transformed() else { return };
+    let rules: BTreeSet<String> = of_type(&t, "AWS::Events::Rule")
+        .into_iter()
+        .map(|(id, _)| json!({"Fn::GetAtt": [id, "Arn"]}).to_string())
+        .collect();
+    let statement =
+        &t["Resources"]["DeadLetterQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"][0];
+    let admitted: BTreeSet<String> = statement["Condition"]["ArnEquals"]["aws:SourceArn"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(Value::to_string)
+        .collect();
+    assert_eq!(admitted, rules);
+    // Every rule's target: retried, then parked in that queue.
+    for (id, rule) in of_type(&t, "AWS::Events::Rule") {
+        let target = &rule["Properties"]["Targets"][0];
+        assert_eq!(
+            target["DeadLetterConfig"]["Arn"],
+            json!({"Fn::GetAtt": ["DeadLetterQueue", "Arn"]}),
+            "{id}"
+        );
+    }
+}
+
+#[test]
+fn clusters_in_other_regions_are_described_by_arn_in_this_account_only() {
+    let Some(t) = transformed() else { return };
+    let arn = "arn:aws:eks:eu-west-1:123456789012:cluster/prod-eu";
+    let statement_in = |given: &[(&str, Value)]| -> Option<Value> {
+        let evaluator = evaluator_for(&t, given);
+        t["Resources"]["FunctionRole"]["Properties"]["Policies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| evaluator.eval(p))
+            .filter(|p| !p.is_null() && p.get("Ref").is_none())
+            .flat_map(|p| p["PolicyDocument"]["Statement"].as_array().unwrap().clone())
+            .find(|s| s["Sid"] == "FindClustersInOtherRegions")
+    };
+    assert_eq!(statement_in(&[]), None);
+    let statement = statement_in(&[("ClusterArns", json!([arn]))]).unwrap();
+    assert_eq!(statement["Action"], "eks:DescribeCluster");
+    assert_eq!(statement["Resource"], json!([arn]));
+    assert_eq!(
+        statement["Condition"],
+        json!({"StringEquals": {"aws:ResourceAccount": "123456789012"}})
+    );
+    // The stack's own region stays pinned for the clusters it names.
+    let evaluator = evaluator_for(&t, &[]);
+    let own =
+        t["Resources"]["FunctionRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["Sid"] == "FindTheCluster")
+            .unwrap();
+    assert_eq!(
+        evaluator.eval(&own["Condition"]["StringEquals"]["aws:RequestedRegion"]),
+        json!("ap-northeast-2")
+    );
+}
+
+/// Every alarm's metric, as `namespace/metric`.
+fn alarmed_metrics(t: &Value) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for (_, alarm) in of_type(t, "AWS::CloudWatch::Alarm") {
+        let p = &alarm["Properties"];
+        if let Some(metric) = p["MetricName"].as_str() {
+            out.insert(format!("{}/{metric}", p["Namespace"].as_str().unwrap()));
+        }
+        for query in p["Metrics"].as_array().into_iter().flatten() {
+            let m = &query["MetricStat"]["Metric"];
+            if let Some(metric) = m["MetricName"].as_str() {
+                out.insert(format!("{}/{metric}", m["Namespace"].as_str().unwrap()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_alarm_pages_the_alarm_topic_and_the_outputs_say_when_nobody_is_paged() {
+    let Some(t) = transformed() else { return };
+    let expected: BTreeSet<String> = [
+        "AWS/Lambda/Errors",
+        "AWS/Lambda/Throttles",
+        "AWS/Lambda/AsyncEventsDropped",
+        "AWS/Lambda/DestinationDeliveryFailures",
+        "AWS/Events/FailedInvocations",
+        "AWS/SQS/ApproximateNumberOfMessagesVisible",
+        "AWS/SQS/ApproximateAgeOfOldestMessage",
+        "ArgocdEcrUpdater/InvocationsFailed",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    assert_eq!(alarmed_metrics(&t), expected);
+    let topic = "arn:aws:sns:ap-northeast-2:123456789012:oncall";
+    let with_topic = evaluator_for(&t, &[("AlarmTopicArn", json!(topic))]);
+    let without = evaluator_for(&t, &[]);
+    for (id, alarm) in of_type(&t, "AWS::CloudWatch::Alarm") {
+        let actions = &alarm["Properties"]["AlarmActions"];
+        assert_eq!(with_topic.eval(actions), json!([topic]), "{id}");
+        assert_eq!(
+            without.eval(actions),
+            json!({"Ref": "AWS::NoValue"}),
+            "{id}"
+        );
+    }
+    let output = &t["Outputs"]["AlarmNotifications"]["Value"];
+    assert_eq!(with_topic.text(output), topic);
+    assert!(without.text(output).starts_with("nobody"));
+    // Delivery failures: one query per rule of the stack, all summed.
+    let delivery = &t["Resources"]["EventDeliveryAlarm"]["Properties"]["Metrics"];
+    let rules: BTreeSet<String> = of_type(&t, "AWS::Events::Rule")
+        .into_iter()
+        .map(|(id, _)| json!({"Ref": id}).to_string())
+        .collect();
+    let watched: BTreeSet<String> = delivery
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|q| q["MetricStat"]["Metric"]["Dimensions"][0].get("Value"))
+        .map(Value::to_string)
+        .collect();
+    assert_eq!(watched, rules);
+    let sum = delivery[0]["Expression"].as_str().unwrap();
+    for query in delivery.as_array().unwrap().iter().skip(1) {
+        assert!(sum.contains(query["Id"].as_str().unwrap()), "{sum}");
+    }
+}
+
+#[test]
+fn the_failing_sweep_alarm_watches_the_dimensions_the_function_reports() {
+    let Some(t) = transformed() else { return };
+    let line = argocd_ecr_updater::metrics::emf("fn", "reconcile", true, None, Duration::ZERO, 0);
+    let alarm = &t["Resources"]["ReconcileFailingAlarm"]["Properties"];
+    assert_eq!(alarm["Namespace"], argocd_ecr_updater::metrics::NAMESPACE);
+    let metric = alarm["MetricName"].as_str().unwrap();
+    assert_eq!(line[metric], 1);
+    let declared = &line["_aws"]["CloudWatchMetrics"][0];
+    assert!(
+        declared["Metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["Name"] == metric)
+    );
+    let dimensions: Vec<&str> = alarm["Dimensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["Name"].as_str().unwrap())
+        .collect();
+    assert_eq!(json!(dimensions), declared["Dimensions"][0]);
+    for d in alarm["Dimensions"].as_array().unwrap().iter().skip(1) {
+        assert_eq!(line[d["Name"].as_str().unwrap()], d["Value"]);
+    }
+}
+
+#[test]
+fn the_dashboard_shows_every_mode_with_metrics_the_function_reports() {
+    let Some(t) = transformed() else { return };
+    let evaluator = evaluator_for(&t, &[("Dashboard", json!("true"))]);
+    let body = evaluator.text(&t["Resources"]["MetricsDashboard"]["Properties"]["DashboardBody"]);
+    let body: Value = serde_json::from_str(&body).unwrap();
+    let mut modes = BTreeSet::new();
+    for widget in body["widgets"].as_array().unwrap() {
+        for metric in widget["properties"]["metrics"].as_array().unwrap() {
+            let fields: Vec<&str> = metric
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            if fields[0] != argocd_ecr_updater::metrics::NAMESPACE {
+                continue;
+            }
+            let mode = fields[fields.iter().position(|f| *f == "Mode").unwrap() + 1];
+            let line = argocd_ecr_updater::metrics::emf("fn", mode, true, None, Duration::ZERO, 0);
+            assert!(
+                line.get(fields[1]).is_some(),
+                "{} is not reported",
+                fields[1]
+            );
+            modes.insert(mode.to_string());
+        }
+    }
+    assert_eq!(
+        modes,
+        BTreeSet::from(["push".into(), "scan".into(), "reconcile".into()])
+    );
+}
