@@ -40,14 +40,7 @@ impl PushEvent {
     }
 }
 
-pub fn registry_host(account: &str, region: &str) -> String {
-    let suffix = if region.starts_with("cn-") {
-        "amazonaws.com.cn"
-    } else {
-        "amazonaws.com"
-    };
-    format!("{account}.dkr.ecr.{region}.{suffix}")
-}
+pub use crate::partition::registry_host;
 
 /// What an invocation is for.
 #[derive(Debug, Clone, PartialEq, Eq)]

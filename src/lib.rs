@@ -40,7 +40,7 @@
 //!   [`failure`], a failed operation (retryable or not) and a refused input (permanent);
 //!   [`report`] and [`metrics`], what happened and why; [`redact`], what may leave in a
 //!   message and how much may come in; [`http`], clients that carry a credential;
-//!   [`telemetry`], how logs are written.
+//!   [`partition`], AWS host names in every partition; [`telemetry`], how logs are written.
 //!
 //! The laptop commands (`select`, `token`, `plan`, `migrate`, `redrive`) are the
 //! `argocd-ecr-updater-cli` package (`cli/`), built on this crate.
@@ -74,6 +74,7 @@ pub mod event;
 pub mod failure;
 mod http;
 pub mod metrics;
+pub mod partition;
 pub mod policy;
 pub mod redact;
 pub mod report;

@@ -56,14 +56,7 @@ pub enum TokenError {
     Signing(String),
 }
 
-/// The regional STS host; China regions live under `amazonaws.com.cn`.
-pub fn sts_host(region: &str) -> String {
-    if region.starts_with("cn-") {
-        format!("sts.{region}.amazonaws.com.cn")
-    } else {
-        format!("sts.{region}.amazonaws.com")
-    }
-}
+pub use crate::partition::sts_host;
 
 /// Builds a bearer token for `cluster` from `credentials`, signed at `now`. Pure: the same
 /// inputs give the same token.

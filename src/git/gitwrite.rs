@@ -1011,6 +1011,16 @@ mod tests {
                 "deploy",
             ),
             ("codecommit://deploy", "", "deploy"),
+            (
+                "https://git-codecommit.cn-north-1.amazonaws.com.cn/v1/repos/deploy",
+                "cn-north-1",
+                "deploy",
+            ),
+            (
+                "https://git-codecommit.eusc-de-east-1.amazonaws.eu/v1/repos/deploy",
+                "eusc-de-east-1",
+                "deploy",
+            ),
         ] {
             let repo = Repo::parse(url, &[]).unwrap_or_else(|e| panic!("{url}: {e}"));
             assert_eq!(
@@ -1029,6 +1039,18 @@ mod tests {
             )
             .is_err()
         );
+        // A host that only starts like CodeCommit's, or names another partition's suffix, is
+        // not CodeCommit: no credential of the role goes to it.
+        for url in [
+            "https://git-codecommit.us-east-1.amazonaws.com.evil.example/v1/repos/x",
+            "https://git-codecommit.cn-north-1.amazonaws.com/v1/repos/x",
+        ] {
+            let repo = Repo::parse(url, &[]);
+            assert!(
+                !matches!(repo, Ok(ref r) if matches!(r.kind, HostKind::CodeCommit { .. })),
+                "{url}"
+            );
+        }
     }
 
     #[test]

@@ -277,9 +277,12 @@ fn codecommit(url: &str) -> Result<Option<Repo>, String> {
             return Ok(None);
         };
         let host = host.split(':').next().unwrap_or(host).to_ascii_lowercase();
+        // The region's own partition suffix, and nothing after it.
         let Some(region) = host
             .strip_prefix("git-codecommit.")
-            .and_then(|h| h.split_once(".amazonaws.com").map(|(r, _)| r.to_string()))
+            .and_then(|h| h.split_once('.'))
+            .map(|(region, _)| region.to_string())
+            .filter(|region| host == crate::partition::codecommit_git_host(region))
         else {
             return Ok(None);
         };
@@ -292,7 +295,7 @@ fn codecommit(url: &str) -> Result<Option<Repo>, String> {
     let host = if region.is_empty() {
         "git-codecommit".to_string()
     } else {
-        format!("git-codecommit.{region}.amazonaws.com")
+        crate::partition::codecommit_git_host(&region)
     };
     Ok(Some(Repo {
         kind: HostKind::CodeCommit { region },
