@@ -109,6 +109,9 @@ enum Command {
         /// Overrides CLUSTER_NAME.
         #[arg(long)]
         cluster: Option<String>,
+        /// Seconds each receive waits for messages (SQS long polling, at most 20).
+        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(i32).range(1..=20))]
+        wait_seconds: i32,
     },
     /// Run the function's pipeline from a laptop: dry-run unless --apply.
     Plan {
@@ -194,11 +197,13 @@ fn main() -> ExitCode {
             apply,
             max,
             cluster,
+            wait_seconds,
         } => runtime().block_on(redrive::run(RedriveRequest {
             queue_url: queue,
             apply,
             max,
             cluster,
+            wait_seconds,
             log_format: cli.log_format.into(),
         })),
     }

@@ -25,11 +25,17 @@ pub struct RedriveRequest {
     pub max: usize,
     /// One cluster only (`CLUSTER_NAME`, or one of `CLUSTERS`).
     pub cluster: Option<String>,
+    /// How long each receive waits for a message (SQS long polling).
+    pub wait_seconds: i32,
     pub log_format: LogFormat,
 }
 
 /// Messages are received with this visibility: long enough to decide and write one event.
 const VISIBILITY_SECONDS: i32 = 300;
+
+/// Empty receives in a row while the queue's counts still show visible messages, before the
+/// run stops and says so (the counts are approximate and lag).
+const EMPTY_RECEIVES_BEFORE_GIVING_UP: usize = 3;
 
 pub async fn run(request: RedriveRequest) -> ExitCode {
     let config = config_from_env(request.cluster.as_deref(), Some(!request.apply));
@@ -49,11 +55,13 @@ pub async fn run(request: RedriveRequest) -> ExitCode {
         queue_url: &request.queue_url,
         handler: &handler,
         apply: request.apply,
+        wait_seconds: request.wait_seconds,
     };
     let (mut seen, mut failed) = (0, 0);
     // Messages kept (dry run, or failed again) are hidden while this run reads on, then
     // released at the end, so the next run sees them at once.
     let mut kept: Vec<String> = Vec::new();
+    let mut empty_receives = 0;
     while seen < request.max {
         let batch = (request.max - seen).min(10) as i32;
         let messages = match redrive.receive(batch).await {
@@ -66,9 +74,30 @@ pub async fn run(request: RedriveRequest) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
+        // An empty answer is not an empty queue: the queue's own counts decide.
         if messages.is_empty() {
-            break;
+            match redrive.visible().await {
+                Ok(0) => break,
+                Ok(visible) if empty_receives + 1 >= EMPTY_RECEIVES_BEFORE_GIVING_UP => {
+                    println!(
+                        "the queue still counts {visible} visible message(s) but {EMPTY_RECEIVES_BEFORE_GIVING_UP} receives in a row were empty; run redrive again in a minute"
+                    );
+                    break;
+                }
+                Ok(_) => {
+                    empty_receives += 1;
+                    continue;
+                }
+                Err(described) => {
+                    eprintln!(
+                        "argocd-ecr-updater: cannot read the counts of {}: {described}",
+                        request.queue_url
+                    );
+                    return ExitCode::FAILURE;
+                }
+            }
         }
+        empty_receives = 0;
         for message in messages {
             seen += 1;
             let id = message.message_id.clone().unwrap_or_default();
@@ -93,6 +122,7 @@ struct Redrive<'a> {
     queue_url: &'a str,
     handler: &'a Handler,
     apply: bool,
+    wait_seconds: i32,
 }
 
 /// What became of one message.
@@ -116,11 +146,34 @@ impl Redrive<'_> {
             .queue_url(self.queue_url)
             .max_number_of_messages(batch)
             .visibility_timeout(VISIBILITY_SECONDS)
-            .wait_time_seconds(0)
+            // A long poll asks every SQS server; a short one samples some and may answer
+            // empty while messages wait.
+            .wait_time_seconds(self.wait_seconds)
             .send()
             .await
             .map(|output| output.messages.unwrap_or_default())
             .map_err(|e| argocd_ecr_updater::aws_error::describe(&e))
+    }
+
+    /// The queue's count of messages visible now (received ones, kept by this run, are not).
+    async fn visible(&self) -> Result<u64, argocd_ecr_updater::aws_error::Described> {
+        use aws_sdk_sqs::types::QueueAttributeName;
+        let output = self
+            .sqs
+            .get_queue_attributes()
+            .queue_url(self.queue_url)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+            .send()
+            .await
+            .map_err(|e| argocd_ecr_updater::aws_error::describe(&e))?;
+        Ok(output
+            .attributes
+            .and_then(|a| {
+                a.get(&QueueAttributeName::ApproximateNumberOfMessages)
+                    .cloned()
+            })
+            .and_then(|count| count.parse().ok())
+            .unwrap_or(0))
     }
 
     /// Runs one message's event; deletes the message only once the event succeeded.

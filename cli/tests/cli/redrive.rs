@@ -44,7 +44,7 @@ async fn redrive_replays_both_shapes_of_a_parked_event_and_deletes_only_what_suc
     standins.aws.send_message(&queue, "not an event");
 
     // A dry run decides and keeps everything.
-    let (ok, out) = redrive(&standins, &["--queue", &queue]);
+    let (ok, out) = redrive(&standins, &["--queue", &queue, "--wait-seconds", "1"]);
     assert!(!ok, "{out}");
     assert!(out.contains("dry run, kept"), "{out}");
     assert_eq!(standins.aws.queue(&queue).len(), 3);
@@ -52,7 +52,10 @@ async fn redrive_replays_both_shapes_of_a_parked_event_and_deletes_only_what_suc
 
     // With --apply (the dry run released what it read) the two events run and go; the
     // broken message stays for a person.
-    let (ok, out) = redrive(&standins, &["--queue", &queue, "--apply"]);
+    let (ok, out) = redrive(
+        &standins,
+        &["--queue", &queue, "--apply", "--wait-seconds", "1"],
+    );
     assert!(!ok, "one message failed: {out}");
     assert!(out.contains("1 updated"), "{out}");
     assert!(out.contains("-> deleted"), "{out}");
@@ -62,4 +65,46 @@ async fn redrive_replays_both_shapes_of_a_parked_event_and_deletes_only_what_suc
     assert_eq!(left.len(), 1);
     assert_eq!(left[0].body, "not an event");
     assert_eq!(seed_tag(&standins).as_deref(), Some(PUSHED_TAG));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_answer_does_not_end_the_redrive_while_the_queue_counts_messages() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    let queue = standins.aws.create_queue("argocd-ecr-updater-dlq");
+    for _ in 0..3 {
+        standins
+            .aws
+            .send_message(&queue, &event("push-date-tag.json").to_string());
+    }
+    // SQS documents that a short poll may answer empty while messages wait.
+    standins.aws.short_polls_miss(10);
+    let (ok, out) = redrive(
+        &standins,
+        &["--queue", &queue, "--apply", "--wait-seconds", "1"],
+    );
+    assert!(ok, "{out}");
+    assert!(out.contains("3 message(s) redriven, 0 failed"), "{out}");
+    assert!(standins.aws.queue(&queue).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_redrive_stops_once_the_queue_counts_no_visible_message() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    let queue = standins.aws.create_queue("argocd-ecr-updater-dlq");
+    standins.aws.send_message(&queue, "not an event");
+    let started = std::time::Instant::now();
+    let (ok, out) = redrive(&standins, &["--queue", &queue, "--wait-seconds", "2"]);
+    assert!(!ok, "{out}");
+    assert!(out.contains("1 message(s) redriven, 1 failed"), "{out}");
+    // One waiting receive at the end, then the counts (the kept message is not visible).
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(8),
+        "{out}"
+    );
+    assert!(
+        standins
+            .shared
+            .count(|r| r.operation == "GetQueueAttributes")
+            >= 1
+    );
 }

@@ -77,6 +77,9 @@ pub struct AwsState {
     published: Mutex<Vec<Value>>,
     /// SQS queues by URL, and each one's messages.
     queues: Mutex<BTreeMap<String, Vec<QueueMessage>>>,
+    /// How many further short-poll receives answer empty although messages are visible: SQS
+    /// samples a subset of its servers on a short poll and documents that it may do so.
+    short_poll_misses: std::sync::atomic::AtomicUsize,
     /// Secrets Manager secrets by ARN: their text, and whether the function may read them.
     secrets: Mutex<BTreeMap<String, (String, bool)>>,
     /// CodeCommit repositories, as an in-memory commit history keyed by repository name.
@@ -107,6 +110,8 @@ pub struct AwsState {
 pub struct QueueMessage {
     pub id: String,
     pub body: String,
+    /// When it was sent, in Unix milliseconds (SQS's `SentTimestamp`).
+    pub sent_ms: i64,
     /// Set while received and not deleted: hidden from further receives until the
     /// visibility timeout passes or is changed.
     receipt: Option<(String, std::time::Instant)>,
@@ -153,6 +158,7 @@ impl AwsState {
             cluster_owners: Mutex::new(BTreeMap::new()),
             roles: Mutex::new(BTreeMap::new()),
             queues: Mutex::new(BTreeMap::new()),
+            short_poll_misses: std::sync::atomic::AtomicUsize::new(0),
             secrets: Mutex::new(BTreeMap::new()),
             codecommit: crate::github::GitHubState::default(),
             scans: Mutex::new(BTreeMap::new()),
@@ -214,8 +220,15 @@ impl AwsState {
         messages.push(QueueMessage {
             id,
             body: body.to_string(),
+            sent_ms: (OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64,
             receipt: None,
         });
+    }
+
+    /// The next `count` short-poll receives answer empty whatever the queue holds.
+    pub fn short_polls_miss(&self, count: usize) {
+        self.short_poll_misses
+            .store(count, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// The messages still in a queue (received or not).
@@ -438,7 +451,12 @@ async fn ecr(State(state): State<Arc<AwsState>>, headers: HeaderMap, body: Bytes
         "GetAuthorizationToken" => authorization_token(&state),
         "DescribeImages" => describe_images(&state, &request),
         "BatchGetImage" => batch_get_image(&state, &request),
-        "ReceiveMessage" if target.starts_with("AmazonSQS") => receive_message(&state, &request),
+        "ReceiveMessage" if target.starts_with("AmazonSQS") => {
+            receive_message(&state, &request).await
+        }
+        "GetQueueAttributes" if target.starts_with("AmazonSQS") => {
+            queue_attributes(&state, &request)
+        }
         "DeleteMessage" if target.starts_with("AmazonSQS") => delete_message(&state, &request),
         "ChangeMessageVisibility" if target.starts_with("AmazonSQS") => {
             change_message_visibility(&state, &request)
@@ -694,7 +712,45 @@ fn no_queue(url: &str) -> Response {
     )
 }
 
-fn receive_message(state: &AwsState, request: &Value) -> Response {
+/// SQS's `ReceiveMessage`. A long poll (`WaitTimeSeconds` > 0) asks every server: it answers
+/// as soon as a message is visible, else empty when the wait is over. A short poll may miss
+/// (`short_polls_miss`).
+async fn receive_message(state: &AwsState, request: &Value) -> Response {
+    let wait = request["WaitTimeSeconds"].as_u64().unwrap_or(0);
+    if wait > 20 {
+        return aws_error(
+            StatusCode::BAD_REQUEST,
+            "com.amazonaws.sqs#InvalidParameterValue",
+            "Value for parameter WaitTimeSeconds is invalid. Reason: Must be >= 0 and <= 20.",
+        );
+    }
+    if wait == 0 {
+        let missed = state.short_poll_misses.fetch_update(
+            std::sync::atomic::Ordering::SeqCst,
+            std::sync::atomic::Ordering::SeqCst,
+            |left| left.checked_sub(1),
+        );
+        if missed.is_ok() {
+            return axum::Json(json!({})).into_response();
+        }
+    }
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(wait);
+    loop {
+        let answer = receive_now(state, request);
+        let empty = answer.as_ref().is_ok_and(Vec::is_empty);
+        if !empty || std::time::Instant::now() >= until {
+            return match answer {
+                Ok(out) if out.is_empty() => axum::Json(json!({})).into_response(),
+                Ok(out) => axum::Json(json!({"Messages": out})).into_response(),
+                Err(refused) => refused,
+            };
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// The visible messages one receive hands out now.
+fn receive_now(state: &AwsState, request: &Value) -> Result<Vec<Value>, Response> {
     let url = request["QueueUrl"].as_str().unwrap_or_default();
     let max = request["MaxNumberOfMessages"]
         .as_u64()
@@ -702,7 +758,7 @@ fn receive_message(state: &AwsState, request: &Value) -> Response {
         .clamp(1, 10) as usize;
     let mut queues = lock(&state.queues);
     let Some(messages) = queues.get_mut(url) else {
-        return no_queue(url);
+        return Err(no_queue(url));
     };
     let visibility =
         std::time::Duration::from_secs(request["VisibilityTimeout"].as_u64().unwrap_or(30));
@@ -715,14 +771,40 @@ fn receive_message(state: &AwsState, request: &Value) -> Response {
             RECEIPTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         );
         message.receipt = Some((receipt.clone(), std::time::Instant::now() + visibility));
-        out.push(json!({"MessageId": message.id, "ReceiptHandle": receipt, "Body": message.body}));
+        out.push(
+            json!({"MessageId": message.id, "ReceiptHandle": receipt, "Body": message.body,
+            "Attributes": {"SentTimestamp": message.sent_ms.to_string()}}),
+        );
     }
-    axum::Json(if out.is_empty() {
-        json!({})
-    } else {
-        json!({"Messages": out})
-    })
-    .into_response()
+    Ok(out)
+}
+
+/// SQS's `GetQueueAttributes` for the counts: visible, and received but not yet deleted.
+fn queue_attributes(state: &AwsState, request: &Value) -> Response {
+    let url = request["QueueUrl"].as_str().unwrap_or_default();
+    let queues = lock(&state.queues);
+    let Some(messages) = queues.get(url) else {
+        return no_queue(url);
+    };
+    let visible = messages.iter().filter(|m| m.visible()).count();
+    let attributes = json!({
+        "ApproximateNumberOfMessages": visible.to_string(),
+        "ApproximateNumberOfMessagesNotVisible": (messages.len() - visible).to_string(),
+        "ApproximateNumberOfMessagesDelayed": "0",
+        "MessageRetentionPeriod": "1209600",
+    });
+    let wanted: Vec<&str> = request["AttributeNames"]
+        .as_array()
+        .map(|names| names.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let picked: serde_json::Map<String, Value> = attributes
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(name, _)| wanted.iter().any(|w| *w == "All" || w == name))
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect();
+    axum::Json(json!({"Attributes": picked})).into_response()
 }
 
 fn delete_message(state: &AwsState, request: &Value) -> Response {
