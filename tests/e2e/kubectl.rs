@@ -49,7 +49,7 @@ fn kubectl(program: &str, home: &Path, args: &[&str]) -> Output {
 
 struct Cluster {
     program: String,
-    _standins: StandIns,
+    standins: StandIns,
     home: tempfile::TempDir,
     server: String,
     ca_file: String,
@@ -63,6 +63,8 @@ impl Cluster {
                 vec![
                     Grant::new(&["get", "list", "patch"], "argocd"),
                     Grant::on("applicationsets", &["get"], "argocd"),
+                    // The function records Events; an operator lists and describes them.
+                    Grant::on("events", &["create", "list"], "argocd"),
                 ],
                 image_updater_grants("argocd"),
             ]
@@ -84,7 +86,7 @@ impl Cluster {
         Self {
             program,
             server: standins.kube_endpoint(),
-            _standins: standins,
+            standins,
             ca_file: ca_file.to_string_lossy().into_owned(),
             home,
             token,
@@ -232,4 +234,81 @@ async fn kubectl_with_a_wrong_token_is_told_it_is_unauthorized() {
         "{}",
         stderr(&output)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_lists_and_describes_the_events_the_function_records() {
+    let Some(program) = kubectl_program() else {
+        return;
+    };
+    let cluster = Cluster::start(program).await;
+    crate::common::handler(&cluster.standins, &[])
+        .handle(&crate::common::event("push-date-tag.json"), None)
+        .await
+        .unwrap();
+    assert_eq!(cluster.standins.kube.events().len(), 1);
+
+    // No server-side table for Events here: kubectl prints its fallback, NAME and AGE.
+    let listed = cluster.run(&["get", "events", "-n", "argocd"]);
+    assert!(listed.status.success(), "{}", stderr(&listed));
+    let text = stdout(&listed);
+    assert!(text.contains("aws-pipeline-test."), "{text}");
+    assert!(!text.contains("<unknown>"), "{text}");
+
+    let selected = cluster.run(&[
+        "get",
+        "events",
+        "-n",
+        "argocd",
+        "--field-selector",
+        "involvedObject.name=aws-pipeline-test,type=Normal",
+        "-o",
+        "jsonpath={.items[*].reason}",
+    ]);
+    assert_eq!(stdout(&selected), "ImagesUpdated", "{}", stderr(&selected));
+    let none = cluster.run(&[
+        "get",
+        "events",
+        "-n",
+        "argocd",
+        "--field-selector",
+        "involvedObject.name=someone-else",
+        "-o",
+        "name",
+    ]);
+    assert!(none.status.success(), "{}", stderr(&none));
+    assert_eq!(stdout(&none).trim(), "");
+    let unsupported = cluster.run(&[
+        "get",
+        "events",
+        "-n",
+        "argocd",
+        "--field-selector",
+        "color=red",
+    ]);
+    assert!(!unsupported.status.success());
+    assert!(
+        stderr(&unsupported).contains("field label not supported: color"),
+        "{}",
+        stderr(&unsupported)
+    );
+
+    let described = cluster.run(&[
+        "describe",
+        "application",
+        "aws-pipeline-test",
+        "-n",
+        "argocd",
+    ]);
+    assert!(described.status.success(), "{}", stderr(&described));
+    let text = stdout(&described);
+    assert!(
+        text.contains("Events:") && text.contains("ImagesUpdated"),
+        "{text}"
+    );
+
+    // Listing is authorized like any list: not in a namespace the identity has no grant in.
+    let denied = cluster.run(&["get", "events", "-n", "team-b"]);
+    assert!(!denied.status.success());
+    assert!(stderr(&denied).contains("forbidden"), "{}", stderr(&denied));
 }

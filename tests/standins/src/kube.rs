@@ -399,8 +399,9 @@ fn api_router(state: Arc<KubeState>) -> Router {
         )
         .route(
             "/api/v1/namespaces/{namespace}/events",
-            axum::routing::post(create_event),
+            axum::routing::post(create_event).get(list_namespace_events),
         )
+        .route("/api/v1/events", get(list_all_events))
         .route("/apis", get(group_list))
         .route("/apis/argoproj.io", get(argoproj_group))
         .route("/apis/argoproj.io/v1alpha1", get(argoproj_resources))
@@ -953,7 +954,109 @@ async fn authorization_resources() -> Response {
 async fn core_resources() -> Response {
     axum::Json(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "v1", "resources": [
         {"name": "namespaces", "singularName": "namespace", "namespaced": false, "kind": "Namespace",
-         "verbs": ["get", "list"], "shortNames": ["ns"]}]})).into_response()
+         "verbs": ["get", "list"], "shortNames": ["ns"]},
+        {"name": "events", "singularName": "event", "namespaced": true, "kind": "Event",
+         "verbs": ["create", "get", "list"], "shortNames": ["ev"]}]})).into_response()
+}
+
+/// The field selectors kube-apiserver accepts for core Events (`kubectl describe` sends
+/// `involvedObject.*`); any other field is refused as the API server refuses it.
+const EVENT_FIELDS: &[&str] = &[
+    "involvedObject.kind",
+    "involvedObject.namespace",
+    "involvedObject.name",
+    "involvedObject.uid",
+    "involvedObject.apiVersion",
+    "involvedObject.resourceVersion",
+    "involvedObject.fieldPath",
+    "reason",
+    "reportingComponent",
+    "source",
+    "type",
+    "metadata.name",
+    "metadata.namespace",
+];
+
+/// One `fieldSelector` requirement: the field's path, the value, and whether it must equal.
+type FieldRequirement = (String, String, bool);
+
+fn field_requirements(selector: &str) -> Result<Vec<FieldRequirement>, Response> {
+    let mut out = Vec::new();
+    for part in selector.split(',').filter(|p| !p.is_empty()) {
+        let (field, value, equal) = if let Some((f, v)) = part.split_once("!=") {
+            (f, v, false)
+        } else if let Some((f, v)) = part.split_once("==") {
+            (f, v, true)
+        } else if let Some((f, v)) = part.split_once('=') {
+            (f, v, true)
+        } else {
+            return Err(status(
+                400,
+                &format!("invalid selector: '{selector}'; can't understand '{part}'"),
+            ));
+        };
+        if !EVENT_FIELDS.contains(&field) {
+            return Err(status(400, &format!("field label not supported: {field}")));
+        }
+        out.push((field.to_string(), value.to_string(), equal));
+    }
+    Ok(out)
+}
+
+fn event_field<'v>(event: &'v Value, field: &str) -> &'v str {
+    let value = match field {
+        "source" => &event["source"]["component"],
+        dotted => dotted.split('.').fold(event, |v, key| &v[key]),
+    };
+    value.as_str().unwrap_or("")
+}
+
+async fn list_namespace_events(
+    State(state): State<Arc<KubeState>>,
+    Path(namespace): Path<String>,
+    Query(query): Query<BTreeMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    list_events(&state, Some(&namespace), &query, &headers)
+}
+
+async fn list_all_events(
+    State(state): State<Arc<KubeState>>,
+    Query(query): Query<BTreeMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    list_events(&state, None, &query, &headers)
+}
+
+/// Lists core Events as the API server does: `list events` authorized in the namespace (or
+/// cluster-wide), filtered by `fieldSelector`, in an `EventList` with a resourceVersion.
+fn list_events(
+    state: &KubeState,
+    namespace: Option<&str>,
+    query: &BTreeMap<String, String>,
+    headers: &HeaderMap,
+) -> Response {
+    if let Err(denied) = authorize_on(state, headers, "list", "events", namespace, None) {
+        return denied;
+    }
+    let requirements =
+        match field_requirements(query.get("fieldSelector").map_or("", String::as_str)) {
+            Ok(r) => r,
+            Err(refused) => return refused,
+        };
+    let items: Vec<Value> = lock(&state.events)
+        .iter()
+        .filter(|e| namespace.is_none_or(|ns| e["metadata"]["namespace"] == ns))
+        .filter(|e| {
+            requirements
+                .iter()
+                .all(|(field, value, equal)| (event_field(e, field) == value) == *equal)
+        })
+        .cloned()
+        .collect();
+    axum::Json(json!({"apiVersion": "v1", "kind": "EventList",
+        "metadata": {"resourceVersion": state.next_resource_version().to_string()}, "items": items}))
+    .into_response()
 }
 
 /// `POST` of a core Event: stored for tests, with the fields kube-apiserver requires.
@@ -1075,7 +1178,18 @@ async fn create_event(
             "Event is invalid: metadata.namespace: does not match the namespace of the request",
         );
     }
-    event["metadata"]["resourceVersion"] = json!(state.next_resource_version().to_string());
+    // What the API server sets on every create.
+    let resource_version = state.next_resource_version();
+    event["metadata"]["resourceVersion"] = json!(resource_version.to_string());
+    event["metadata"]["uid"] = json!(format!("00000000-0000-4000-8000-{resource_version:012}"));
+    event["metadata"]["creationTimestamp"] = json!(
+        time::OffsetDateTime::now_utc()
+            .replace_nanosecond(0)
+            .ok()
+            .and_then(|t| t
+                .format(&time::format_description::well_known::Rfc3339)
+                .ok())
+    );
     lock(&state.events).push(event.clone());
     (StatusCode::CREATED, axum::Json(event)).into_response()
 }
