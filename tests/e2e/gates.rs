@@ -44,7 +44,7 @@ async fn a_gated_push_waits_for_its_scan_and_the_passing_scan_rolls_it_out() {
     );
     assert_eq!(tag(&standins), SEED_TAG, "nothing written before the scan");
 
-    // events/scan.json: the pushed image, critical 0 and medium 2.
+    // events/scan.json: the pushed image, medium 2 (ECR omits the severities it found none of).
     let scanned = standins.settled(&[], &event("scan.json")).await;
     assert_eq!(scanned.mode, "scan");
     let entry = only(&scanned);
