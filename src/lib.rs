@@ -83,6 +83,7 @@ pub mod telemetry;
 pub use appconfig::{annotations, migration};
 pub use aws::{aws_error, iam, sdk_env};
 pub use cluster::{eks_auth, kube};
+pub use git::gitcreds::credentials_secret_kind;
 pub use pipeline::handler;
 pub use registry::ecr;
 

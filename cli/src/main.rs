@@ -1,5 +1,5 @@
 //! `argocd-ecr-updater-cli`: the laptop commands (`select`, `token`, `plan`, `migrate`,
-//! `redrive`), one module each, with the whole AWS credential chain a laptop uses
+//! `redrive`, `doctor`), one module each, with the whole AWS credential chain a laptop uses
 //! (`aws sso login` profiles, `credential_process`). The Lambda function is the package's
 //! other binary, `argocd-ecr-updater`, built without those providers.
 
@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod common;
+mod doctor;
 mod migrate;
 mod plan;
 mod redrive;
@@ -17,13 +18,15 @@ mod token;
 use argocd_ecr_updater::telemetry::LogFormat;
 
 use common::{print_json, usage_error};
+use doctor::DoctorRequest;
 use migrate::MigrateRequest;
 use plan::PlanRequest;
 use redrive::RedriveRequest;
 use select::SelectRequest;
 
 /// The laptop side of argocd-ecr-updater: pick a tag offline, print an EKS token, run the
-/// function's pipeline as a dry run, migrate annotations, redrive the dead-letter queue.
+/// function's pipeline as a dry run, migrate annotations, redrive the dead-letter queue,
+/// check a deployment.
 ///
 /// They read the function's environment variables (see the README's configuration table).
 #[derive(Parser)]
@@ -113,6 +116,22 @@ enum Command {
         #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(i32).range(1..=20))]
         wait_seconds: i32,
     },
+    /// Check a deployed function end to end: configuration, binary, rules, clusters, access
+    /// entries, RBAC, repositories, the dead-letter queue and Git secrets. Exits 1 if any fails.
+    Doctor {
+        /// The function's name or ARN (the stack's FunctionName output).
+        #[arg(long)]
+        function: String,
+        /// The stack's region (else the AWS configuration's).
+        #[arg(long)]
+        region: Option<String>,
+        /// The group the access entry maps the role to (the stack's KubernetesGroup).
+        #[arg(long, default_value = "argocd-ecr-updater")]
+        kubernetes_group: String,
+        /// `text` (a checklist) or `json`.
+        #[arg(long, value_parser = ["text", "json"], default_value = "text")]
+        output: String,
+    },
     /// Run the function's pipeline from a laptop: dry-run unless --apply.
     Plan {
         /// An event file (EventBridge JSON), or `-` for stdin.
@@ -191,6 +210,17 @@ fn main() -> ExitCode {
             name,
             cluster,
             log_format: cli.log_format.into(),
+        })),
+        Command::Doctor {
+            function,
+            region,
+            kubernetes_group,
+            output,
+        } => runtime().block_on(doctor::run(DoctorRequest {
+            function,
+            region,
+            kubernetes_group,
+            json: output == "json",
         })),
         Command::Redrive {
             queue,

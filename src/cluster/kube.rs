@@ -12,7 +12,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use reqwest::{Method, StatusCode, header};
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::config::{ClusterAccess, KubeTimeouts, NamespaceScope};
 use crate::eks_auth::{TokenError, TokenSource};
@@ -1042,6 +1042,44 @@ impl KubeClient {
         Ok(page.items)
     }
 
+    /// Whether this identity may `verb` the resource, as a `SelfSubjectAccessReview` answers
+    /// (any authenticated identity may ask). `namespace` `None` asks cluster-wide.
+    pub async fn review_access(
+        &self,
+        namespace: Option<&str>,
+        access: &AccessNeed,
+    ) -> Result<bool, KubeError> {
+        let url = self.url(&[
+            "apis",
+            "authorization.k8s.io",
+            "v1",
+            "selfsubjectaccessreviews",
+        ])?;
+        let mut attributes = json!({"group": access.group, "resource": access.resource,
+            "verb": access.verb});
+        if let Some(subresource) = access.subresource {
+            attributes["subresource"] = json!(subresource);
+        }
+        if let Some(namespace) = namespace {
+            attributes["namespace"] = json!(namespace);
+        }
+        let review = json!({"apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview", "spec": {"resourceAttributes": attributes}});
+        let body = serde_json::to_vec(&review).map_err(|e| KubeError::Setup(e.to_string()))?;
+        let answer = self
+            .send(
+                Method::POST,
+                url,
+                "application/json",
+                Some(("application/json", body)),
+                namespace.unwrap_or(""),
+            )
+            .await?;
+        let answer: Value = serde_json::from_slice(&answer)
+            .map_err(|e| KubeError::BadResponse(format!("access review: {e}")))?;
+        Ok(answer["status"]["allowed"].as_bool() == Some(true))
+    }
+
     /// Records a core `Event` (`POST /api/v1/namespaces/{ns}/events`).
     pub async fn create_event(&self, namespace: &str, event: &Value) -> Result<(), KubeError> {
         let url = self.url(&["api", "v1", "namespaces", namespace, "events"])?;
@@ -1236,6 +1274,57 @@ fn is_tls_failure(error: &(dyn std::error::Error + 'static)) -> bool {
         current = e.source();
     }
     false
+}
+
+/// One thing the function does in a cluster, as RBAC names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AccessNeed {
+    pub group: &'static str,
+    pub resource: &'static str,
+    pub subresource: Option<&'static str>,
+    pub verb: &'static str,
+}
+
+impl std::fmt::Display for AccessNeed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let group = if self.group.is_empty() {
+            String::new()
+        } else {
+            format!(".{}", self.group)
+        };
+        match self.subresource {
+            Some(sub) => write!(f, "{} {}{group}/{sub}", self.verb, self.resource),
+            None => write!(f, "{} {}{group}", self.verb, self.resource),
+        }
+    }
+}
+
+/// Everything the function asks of the API server with this configuration: what
+/// `deploy/rbac.yaml` (and `rbac-repocreds.yaml` for `GIT_REPOCREDS`) grants.
+pub fn required_access(read_image_updaters: bool, repocreds: bool) -> Vec<AccessNeed> {
+    let need = |group, resource, subresource, verb| AccessNeed {
+        group,
+        resource,
+        subresource,
+        verb,
+    };
+    let mut needs = vec![
+        need("argoproj.io", "applications", None, "get"),
+        need("argoproj.io", "applications", None, "list"),
+        need("argoproj.io", "applications", None, "patch"),
+        need("argoproj.io", "applicationsets", None, "get"),
+        need("", "events", None, "create"),
+    ];
+    if read_image_updaters {
+        let group = "argocd-image-updater.argoproj.io";
+        needs.push(need(group, "imageupdaters", None, "get"));
+        needs.push(need(group, "imageupdaters", None, "list"));
+        needs.push(need(group, "imageupdaters", Some("status"), "patch"));
+    }
+    if repocreds {
+        needs.push(need("", "secrets", None, "list"));
+    }
+    needs
 }
 
 #[cfg(test)]

@@ -88,6 +88,52 @@ impl Credentials {
     }
 }
 
+/// A secret's text read as the documented JSON: the credentials and their `url` scope.
+fn stored_from_text(arn: &str, text: &str) -> Result<Stored, Failure> {
+    let json: Value = serde_json::from_str(text).map_err(|_| {
+        permanent(format!(
+            "secret {arn} is not JSON: store {{\"token\": \"...\"}} or the GitHub App fields"
+        ))
+    })?;
+    let fields: HashMap<String, String> = json
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| {
+                    let text = v.as_str().map_or_else(|| v.to_string(), str::to_string);
+                    (k.clone(), text)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let credentials =
+        Credentials::from_fields(&fields, &format!("secret {arn}")).map_err(Failure::from)?;
+    let url =
+        match fields.get("url") {
+            Some(url) => Some(RepoUrl::parse(url).map_err(|e| {
+                permanent(format!("secret {arn}: its `url` scope is not usable: {e}"))
+            })?),
+            None => None,
+        };
+    Ok(Stored { url, credentials })
+}
+
+/// What a Git credentials secret holds, judged as the function judges it when it reads it:
+/// `a token` or `a GitHub App`, or why the function cannot use it. Never the secret itself.
+pub fn credentials_secret_kind(arn: &str, text: &str) -> Result<&'static str, String> {
+    match stored_from_text(arn, text) {
+        Ok(Stored {
+            credentials: Credentials::Token(_),
+            ..
+        }) => Ok("a token"),
+        Ok(Stored {
+            credentials: Credentials::App { .. },
+            ..
+        }) => Ok("a GitHub App"),
+        Err(failure) => Err(failure.message),
+    }
+}
+
 /// One secret's credentials and the repositories they serve (`None`: every one).
 #[derive(Debug, Clone)]
 struct Stored {
@@ -169,31 +215,7 @@ impl GitCredentials {
                     !e.is_missing() && (e.is_denied() || e.is_transient()),
                 ),
             })?;
-            let json: Value = serde_json::from_str(&text).map_err(|_| {
-                permanent(format!(
-                    "secret {arn} is not JSON: store {{\"token\": \"...\"}} or the GitHub App fields"
-                ))
-            })?;
-            let fields: HashMap<String, String> = json
-                .as_object()
-                .map(|m| {
-                    m.iter()
-                        .map(|(k, v)| {
-                            let text = v.as_str().map_or_else(|| v.to_string(), str::to_string);
-                            (k.clone(), text)
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            let credentials = Credentials::from_fields(&fields, &format!("secret {arn}"))
-                .map_err(Failure::from)?;
-            let url = match fields.get("url") {
-                Some(url) => Some(RepoUrl::parse(url).map_err(|e| {
-                    permanent(format!("secret {arn}: its `url` scope is not usable: {e}"))
-                })?),
-                None => None,
-            };
-            stored.push(Stored { url, credentials });
+            stored.push(stored_from_text(arn, &text)?);
         }
         Ok(stored)
     }

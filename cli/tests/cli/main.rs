@@ -6,5 +6,6 @@
 mod common;
 
 mod commands;
+mod doctor;
 mod redrive;
 mod select;

@@ -88,6 +88,8 @@ pub struct AwsState {
     blobs: Mutex<BTreeMap<(String, String), Vec<u8>>>,
     /// Filled in once the AWS stand-in is listening: the base of blob URLs.
     pub endpoint: Mutex<String>,
+    /// The stack as `doctor` reads it: function, rules, access entries, repositories.
+    pub(crate) deployment: Mutex<crate::deployment::Deployment>,
     /// Scan results by (repository, digest): status and findings per severity.
     scans: Mutex<BTreeMap<(String, String), (String, BTreeMap<String, u64>)>>,
     /// Other accounts' registries served from the same images: whether their repository
@@ -137,6 +139,16 @@ impl AwsState {
     }
 
     /// Makes DescribeCluster answer for another cluster, in `region`.
+    /// Changes the deployed stack `doctor` reads (a test breaks one thing).
+    pub fn deployment(&self, change: impl FnOnce(&mut crate::deployment::Deployment)) {
+        change(&mut lock(&self.deployment));
+    }
+
+    /// The deployed stack as it is now.
+    pub fn deployed(&self) -> crate::deployment::Deployment {
+        lock(&self.deployment).clone()
+    }
+
     pub fn add_cluster(&self, name: &str, region: &str, endpoint: &str, ca_pem: &str) {
         lock(&self.clusters).insert(
             name.to_string(),
@@ -165,6 +177,11 @@ impl AwsState {
             registries: Mutex::new(BTreeMap::new()),
             blobs: Mutex::new(BTreeMap::new()),
             endpoint: Mutex::new(String::new()),
+            deployment: Mutex::new(crate::deployment::Deployment::seed(
+                account,
+                region,
+                crate::FUNCTION_ROLE_ARN,
+            )),
             codecommit_denied: Mutex::new(std::collections::BTreeSet::new()),
         }
     }
@@ -214,13 +231,19 @@ impl AwsState {
 
     /// Puts a message in a queue, as EventBridge or Lambda would park a failed event.
     pub fn send_message(&self, queue_url: &str, body: &str) {
+        let now_ms = (OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64;
+        self.send_message_at(queue_url, body, now_ms);
+    }
+
+    /// Puts a message in a queue as if it had been sent at `sent_ms` (Unix milliseconds).
+    pub fn send_message_at(&self, queue_url: &str, body: &str, sent_ms: i64) {
         let mut queues = lock(&self.queues);
         let messages = queues.entry(queue_url.to_string()).or_default();
         let id = format!("00000000-0000-0000-2222-{:012}", messages.len() + 1);
         messages.push(QueueMessage {
             id,
             body: body.to_string(),
-            sent_ms: (OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64,
+            sent_ms,
             receipt: None,
         });
     }
@@ -348,12 +371,33 @@ pub fn router(state: Arc<AwsState>) -> Router {
     Router::new()
         .route("/", post(ecr))
         .route("/clusters/{name}", get(describe_cluster))
+        .route(
+            "/clusters/{name}/access-entries",
+            get(crate::deployment::list_access_entries),
+        )
+        .route(
+            "/clusters/{name}/access-entries/{principal}",
+            get(crate::deployment::describe_access_entry),
+        )
+        .route(
+            "/2015-03-31/functions/{name}/configuration",
+            get(crate::deployment::get_function_configuration),
+        )
+        .route(
+            "/2015-03-31/functions/{name}",
+            get(crate::deployment::get_function),
+        )
+        .route(
+            "/2019-09-25/functions/{name}/event-invoke-config",
+            get(crate::deployment::get_event_invoke_config),
+        )
+        .route("/packages/{file}", get(crate::deployment::package))
         .route("/blobs/{digest}/{*repository}", get(blob))
         .route("/v2/{*path}", get(registry_api))
         .with_state(state)
 }
 
-fn aws_error(status: StatusCode, kind: &str, message: &str) -> Response {
+pub(crate) fn aws_error(status: StatusCode, kind: &str, message: &str) -> Response {
     let mut response = (
         status,
         axum::Json(json!({"__type": kind, "message": message})),
@@ -406,7 +450,14 @@ async fn describe_cluster(
             &format!("No cluster found for name: {name}."),
         );
     };
+    let mut fields = crate::deployment::cluster_fields(&state);
+    if name != state.cluster_name {
+        fields = json!({"accessConfig": {"authenticationMode": "API"},
+            "resourcesVpcConfig": {"endpointPublicAccess": true, "publicAccessCidrs": ["0.0.0.0/0"]}});
+    }
     axum::Json(json!({"cluster": {
+        "accessConfig": fields["accessConfig"],
+        "resourcesVpcConfig": fields["resourcesVpcConfig"],
         "name": name,
         "arn": format!("arn:aws:eks:{region}:{}:cluster/{name}", state.account),
         "endpoint": endpoint,
@@ -451,6 +502,11 @@ async fn ecr(State(state): State<Arc<AwsState>>, headers: HeaderMap, body: Bytes
         "GetAuthorizationToken" => authorization_token(&state),
         "DescribeImages" => describe_images(&state, &request),
         "BatchGetImage" => batch_get_image(&state, &request),
+        operation if target.starts_with("AWSEvents.") => {
+            crate::deployment::events(&state, operation, &request)
+        }
+        "DescribeRepositories" => crate::deployment::describe_repositories(&state, &request),
+        "GetQueueUrl" if target.starts_with("AmazonSQS") => queue_url(&state, &request),
         "ReceiveMessage" if target.starts_with("AmazonSQS") => {
             receive_message(&state, &request).await
         }
@@ -777,6 +833,20 @@ fn receive_now(state: &AwsState, request: &Value) -> Result<Vec<Value>, Response
         );
     }
     Ok(out)
+}
+
+/// SQS's `GetQueueUrl`: the URL of a queue by name (and owner account).
+fn queue_url(state: &AwsState, request: &Value) -> Response {
+    let name = request["QueueName"].as_str().unwrap_or_default();
+    let owner = request["QueueOwnerAWSAccountId"]
+        .as_str()
+        .unwrap_or(&state.account);
+    let url = format!("https://sqs.{}.amazonaws.com/{owner}/{name}", state.region);
+    if lock(&state.queues).contains_key(&url) {
+        axum::Json(json!({"QueueUrl": url})).into_response()
+    } else {
+        no_queue(&url)
+    }
 }
 
 /// SQS's `GetQueueAttributes` for the counts: visible, and received but not yet deleted.

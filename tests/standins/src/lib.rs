@@ -8,6 +8,7 @@
 pub mod aws;
 pub mod codecommit;
 pub mod cosign;
+pub mod deployment;
 pub mod faults;
 pub mod fixtures;
 pub mod github;
