@@ -386,6 +386,15 @@ pub mod app {
             .with(Action::Skipped, "no longer annotated for Image Updater")
     }
 
+    /// An Application a reconcile sweep did not reach before its time ran out.
+    pub fn not_reached(namespace: &str, name: &str) -> Entry {
+        failed_entry(
+            Entry::new(namespace, name, None, ""),
+            "the sweep stopped before the function's timeout and did not check it; the next sweep does (raise Timeout or MemorySize if this repeats)",
+            true,
+        )
+    }
+
     pub fn unreadable(namespace: &str, name: &str, error: &str, retryable: bool) -> Entry {
         failed_entry(Entry::new(namespace, name, None, ""), error, retryable)
     }

@@ -6,7 +6,7 @@
 //! finished before the invocation fails for the ones a retry can fix.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
 use futures_util::StreamExt;
@@ -107,6 +107,11 @@ struct Cluster {
 
 /// Matched Applications are read, decided and written this many at a time.
 const CONCURRENCY: usize = 8;
+
+/// A sweep starts no Application this close to Lambda's deadline: it ends, reported, before
+/// Lambda would stop it (a timeout is an invocation error, which Lambda retries into the
+/// dead-letter queue meant for lost pushes). One Application takes well under this.
+const SWEEP_MARGIN: Duration = Duration::from_secs(10);
 
 /// One invocation's mode, deadline and what it learnt from ECR so far (shared by every
 /// cluster: one registry read serves them all), and the cluster being written.
@@ -426,7 +431,18 @@ impl Handler {
         })
         .map(|(meta, objects)| async move {
             let mut outcome = Report::new(mode, event_id, dry_run);
-            self.process(&meta, &objects, work, &mut outcome).await;
+            let out_of_time = matches!(work.mode, Mode::Reconcile)
+                && work
+                    .deadline
+                    .is_some_and(|d| d.saturating_duration_since(Instant::now()) < SWEEP_MARGIN);
+            if out_of_time {
+                let (namespace, name) = (meta.namespace.as_str(), meta.name.as_str());
+                outcome
+                    .entries
+                    .push(decide::app::not_reached(namespace, name));
+            } else {
+                self.process(&meta, &objects, work, &mut outcome).await;
+            }
             outcome
         })
         .buffered(CONCURRENCY)

@@ -86,3 +86,33 @@ async fn the_report_of_an_invocation_that_moved_something_is_published_to_sns() 
     assert_eq!(standins.aws.published().len(), 1);
     assert_eq!(standins.shared.count(|r| r.service == Service::Sns), 1);
 }
+
+#[tokio::test]
+async fn a_sweep_near_its_deadline_stops_reported_instead_of_being_timed_out() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    // Five seconds left: less than the margin a sweep keeps before Lambda's timeout.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let report = handler(&standins, &[])
+        .handle(&event("scheduled-reconcile.json"), Some(deadline))
+        .await
+        .expect("a sweep reports its failure instead of failing the invocation");
+    let entry = &report.entries[0];
+    assert_eq!(entry.action, Action::Failed);
+    assert!(entry.retryable);
+    assert!(entry.reason.contains("next sweep"), "{}", entry.reason);
+    let failure = report.failure.as_deref().unwrap();
+    assert!(failure.contains(SEED_APP), "{failure}");
+    assert_eq!(
+        crate::common::seed_tag(&standins).as_deref(),
+        Some(SEED_TAG),
+        "nothing was written"
+    );
+    // With time to spare the same sweep updates the Application.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let report = handler(&standins, &[])
+        .handle(&event("scheduled-reconcile.json"), Some(deadline))
+        .await
+        .unwrap();
+    assert_eq!(report.failure, None);
+    assert_eq!(report.entries[0].action, Action::Updated);
+}
