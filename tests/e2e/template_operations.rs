@@ -474,3 +474,121 @@ fn the_dashboard_shows_every_mode_with_metrics_the_function_reports() {
         BTreeSet::from(["push".into(), "scan".into(), "reconcile".into()])
     );
 }
+
+fn deploy_doc() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/deploy.md")).unwrap()
+}
+
+/// The text of `docs/deploy.md` from `heading` to the next heading of any level.
+fn doc_section(doc: &str, heading: &str) -> String {
+    let start = doc
+        .find(heading)
+        .unwrap_or_else(|| panic!("docs/deploy.md has no {heading:?}"));
+    let body = &doc[start + heading.len()..];
+    let end = body.find("\n#").unwrap_or(body.len());
+    body[..end].to_string()
+}
+
+/// Every statement of the role, whatever its condition, as (actions, sid).
+fn template_role_actions(t: &Value) -> BTreeSet<String> {
+    let evaluator = evaluator_for(t, &[]);
+    let mut actions = BTreeSet::new();
+    for policy in t["Resources"]["FunctionRole"]["Properties"]["Policies"]
+        .as_array()
+        .unwrap()
+    {
+        // Both branches of a conditional policy: the table lists what any stack may hold.
+        let documents = match policy.get("Fn::If") {
+            Some(branches) => vec![branches[1].clone()],
+            None => vec![policy.clone()],
+        };
+        for document in documents {
+            for statement in document["PolicyDocument"]["Statement"].as_array().unwrap() {
+                match evaluator.eval(&statement["Action"]) {
+                    Value::String(one) => {
+                        actions.insert(one);
+                    }
+                    Value::Array(many) => {
+                        actions.extend(many.iter().map(|a| a.as_str().unwrap().to_string()));
+                    }
+                    other => panic!("{other}"),
+                }
+            }
+        }
+    }
+    actions
+}
+
+#[test]
+fn the_documented_role_lists_exactly_what_the_template_grants() {
+    let Some(t) = transformed() else { return };
+    let section = doc_section(&deploy_doc(), "### What the role may do");
+    let documented: BTreeSet<String> = section
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .flat_map(|row| {
+            let first = row.split('|').nth(1).unwrap();
+            first
+                .split('`')
+                .skip(1)
+                .step_by(2)
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(documented, template_role_actions(&t));
+}
+
+#[test]
+fn the_vpc_table_names_an_endpoint_for_every_service_the_function_calls() {
+    let Some(t) = transformed() else { return };
+    let section = doc_section(&deploy_doc(), "**In a VPC**");
+    // The endpoint each service's API is reached through. `sqs` is the on-failure destination,
+    // which Lambda writes outside the function's network; `ec2` is Lambda's own networking.
+    fn endpoint(service: &str) -> Option<&str> {
+        match service {
+            "ecr" => Some("ecr.api"),
+            "sqs" | "ec2" => None,
+            other => Some(other),
+        }
+    }
+    for action in template_role_actions(&t) {
+        let service = action.split(':').next().unwrap();
+        if let Some(name) = endpoint(service) {
+            assert!(
+                section.contains(&format!("`{name}`")),
+                "{action}: no `{name}` endpoint in the VPC table"
+            );
+        }
+    }
+    for needed in ["`ecr.dkr`", "S3 gateway", "cluster security group"] {
+        assert!(section.contains(needed), "{needed}");
+    }
+}
+
+#[test]
+fn the_cargo_lambda_deploy_gives_an_environment_the_function_accepts() {
+    let section = doc_section(&deploy_doc(), "### With cargo-lambda");
+    let block = section.split("```").nth(1).unwrap();
+    let variables: BTreeMap<String, String> = block
+        .split("--env-var ")
+        .skip(1)
+        .map(|rest| {
+            let pair = rest.split_whitespace().next().unwrap();
+            let (name, value) = pair.split_once('=').unwrap();
+            (name.to_string(), value.to_string())
+        })
+        .collect();
+    assert!(variables.contains_key("CLUSTER_NAME"), "{block}");
+    // What Lambda adds itself, and nothing else.
+    let config = argocd_ecr_updater::config::Config::from_lookup(|name| match name {
+        "AWS_REGION" => Some("ap-northeast-2".to_string()),
+        other => variables.get(other).cloned(),
+    });
+    assert!(config.is_ok(), "{config:?}");
+    // The role may not create its log group: the documented path makes it first.
+    let create = block
+        .find("create-log-group")
+        .expect("the log group is created");
+    assert!(create < block.find("cargo lambda deploy").unwrap());
+}
