@@ -21,12 +21,21 @@ use argocd_ecr_updater::eks_auth::{IamTokenSource, SystemClock};
 use argocd_ecr_updater::kube::{KubeClient, required_access};
 
 pub struct DoctorRequest {
-    /// The function's name or ARN (the stack's `FunctionName` output).
-    pub function: String,
+    pub target: Target,
+    /// Registry accounts holding tracked repositories (a central registry).
+    pub registry_accounts: Vec<String>,
     pub region: Option<String>,
     /// The group the access entry must map the role to (the stack's `KubernetesGroup`).
     pub kubernetes_group: String,
     pub json: bool,
+}
+
+/// Which function to check.
+pub enum Target {
+    /// Its name or ARN (the stack's `FunctionName` output).
+    Function(String),
+    /// The stack that made it: found by the tags CloudFormation puts on it.
+    Stack(String),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -91,6 +100,7 @@ struct Clients {
     sqs: aws_sdk_sqs::Client,
     secrets: aws_sdk_secretsmanager::Client,
     sts: aws_sdk_sts::Client,
+    tagging: aws_sdk_resourcegroupstagging::Client,
     sdk: aws_config::SdkConfig,
 }
 
@@ -103,6 +113,7 @@ pub async fn run(request: DoctorRequest) -> ExitCode {
         sqs: aws_sdk_sqs::Client::new(&sdk),
         secrets: aws_sdk_secretsmanager::Client::new(&sdk),
         sts: aws_sdk_sts::Client::new(&sdk),
+        tagging: aws_sdk_resourcegroupstagging::Client::new(&sdk),
         sdk,
     };
     let checks = diagnose(&clients, &request).await;
@@ -141,10 +152,17 @@ pub async fn run(request: DoctorRequest) -> ExitCode {
 /// secrets. A check whose input is missing (no function found) ends the run there.
 async fn diagnose(clients: &Clients, request: &DoctorRequest) -> Vec<Check> {
     let mut list = Checklist::default();
-    let Some(function) = function(clients, request, &mut list).await else {
+    let name = match &request.target {
+        Target::Function(name) => name.clone(),
+        Target::Stack(stack) => match stack_function(clients, stack, &mut list).await {
+            Some(arn) => arn,
+            None => return list.0,
+        },
+    };
+    let Some(function) = function(clients, &name, &mut list).await else {
         return list.0;
     };
-    rules(clients, &function, &mut list).await;
+    rules(clients, &function, &request.registry_accounts, &mut list).await;
     dead_letters(clients, &function, &mut list).await;
     let Some(config) = &function.config else {
         return list.0;
@@ -181,21 +199,73 @@ fn arn_part(arn: &str, index: usize) -> String {
     arn.split(':').nth(index).unwrap_or_default().to_string()
 }
 
-async fn function(
-    clients: &Clients,
-    request: &DoctorRequest,
-    list: &mut Checklist,
-) -> Option<Function> {
+/// The function CloudFormation made for `stack`: the one tagged with the stack's name and the
+/// template's logical ID.
+async fn stack_function(clients: &Clients, stack: &str, list: &mut Checklist) -> Option<String> {
+    use aws_sdk_resourcegroupstagging::types::TagFilter;
+    let found = clients
+        .tagging
+        .get_resources()
+        .tag_filters(
+            TagFilter::builder()
+                .key("aws:cloudformation:stack-name")
+                .values(stack)
+                .build(),
+        )
+        .tag_filters(
+            TagFilter::builder()
+                .key("aws:cloudformation:logical-id")
+                .values("Function")
+                .build(),
+        )
+        .resource_type_filters("lambda:function")
+        .send()
+        .await;
+    let arns: Vec<String> = match found {
+        Ok(out) => out
+            .resource_tag_mapping_list()
+            .iter()
+            .filter_map(|m| m.resource_arn())
+            .map(str::to_string)
+            .collect(),
+        Err(e) => {
+            list.add("function", format!("stack {stack}"), Err((format!("cannot look it up: {}", describe(&e)),
+                "you need tag:GetResources, or pass --function with the stack's FunctionName output".into())));
+            return None;
+        }
+    };
+    match arns.as_slice() {
+        [arn] => Some(arn.clone()),
+        [] => {
+            list.add("function", format!("stack {stack}"), Err(("no function of this stack in this region".into(),
+                "check the stack name and --region, or pass --function with the stack's FunctionName output".into())));
+            None
+        }
+        _ => {
+            list.add(
+                "function",
+                format!("stack {stack}"),
+                Err((
+                    format!("{} functions match", arns.len()),
+                    "pass --function with the stack's FunctionName output".into(),
+                )),
+            );
+            None
+        }
+    }
+}
+
+async fn function(clients: &Clients, name: &str, list: &mut Checklist) -> Option<Function> {
     let found = clients
         .lambda
         .get_function_configuration()
-        .function_name(&request.function)
+        .function_name(name)
         .send()
         .await;
     let configuration = match found {
         Ok(c) => c,
         Err(e) => {
-            list.add("function", &request.function, Err((
+            list.add("function", name, Err((
                 format!("cannot read it: {}", describe(&e)),
                 "pass the stack's FunctionName output as --function, in the stack's region (--region); you need lambda:GetFunctionConfiguration".into(),
             )));
@@ -203,7 +273,7 @@ async fn function(
         }
     };
     let arn = configuration.function_arn().unwrap_or_default().to_string();
-    list.add("function", &request.function, Ok(format!("found {arn}")));
+    list.add("function", name, Ok(format!("found {arn}")));
     let variables: BTreeMap<String, String> = configuration
         .environment()
         .and_then(|e| e.variables())
@@ -243,7 +313,7 @@ async fn function(
         .first()
         .map_or("x86_64", |a| a.as_str())
         .to_string();
-    binary(clients, &request.function, &architecture, list).await;
+    binary(clients, name, &architecture, list).await;
     Some(Function {
         account: arn_part(&arn, 4),
         role: configuration.role().unwrap_or_default().to_string(),
@@ -350,7 +420,12 @@ async fn bootstrap_machine(location: &str) -> Result<u16, String> {
     Ok(u16::from_le_bytes([header[18], header[19]]))
 }
 
-async fn rules(clients: &Clients, function: &Function, list: &mut Checklist) {
+async fn rules(
+    clients: &Clients,
+    function: &Function,
+    registry_accounts: &[String],
+    list: &mut Checklist,
+) {
     let names = match clients
         .events
         .list_rule_names_by_target()
@@ -431,6 +506,7 @@ async fn rules(clients: &Clients, function: &Function, list: &mut Checklist) {
             repositories(
                 clients,
                 function,
+                registry_accounts,
                 &pattern["detail"]["repository-name"],
                 list,
             )
@@ -444,9 +520,12 @@ async fn rules(clients: &Clients, function: &Function, list: &mut Checklist) {
 }
 
 /// The repositories the push rule names exist (or, for a prefix, at least one matches).
+/// The repositories the push rule names exist, in this account or a registry account (or,
+/// for a prefix, at least one matches).
 async fn repositories(
     clients: &Clients,
     function: &Function,
+    registry_accounts: &[String],
     filter: &Value,
     list: &mut Checklist,
 ) {
@@ -460,23 +539,40 @@ async fn repositories(
                 .collect()
         })
         .unwrap_or_default();
+    let accounts: Vec<&str> = std::iter::once(function.account.as_str())
+        .chain(registry_accounts.iter().map(String::as_str))
+        .collect();
     for name in &names {
-        let found = clients
-            .ecr
-            .describe_repositories()
-            .repository_names(name)
-            .send()
-            .await;
-        let result = match found {
-            Ok(_) => Ok(format!("exists in {}", function.account)),
-            Err(e) => Err((
-                format!("the push rule tracks it, but: {}", describe(&e)),
-                format!(
-                    "create it (aws ecr create-repository --repository-name {name}) or fix EcrRepositoryNames"
-                ),
-            )),
-        };
-        list.add("repositories", name, result);
+        let mut found_in = None;
+        let mut unreadable = Vec::new();
+        for account in &accounts {
+            let found = clients
+                .ecr
+                .describe_repositories()
+                .registry_id(*account)
+                .repository_names(name)
+                .send()
+                .await;
+            match found {
+                Ok(_) => {
+                    found_in = Some(*account);
+                    break;
+                }
+                Err(e) => {
+                    let described = describe(&e);
+                    if described.cause == argocd_ecr_updater::aws_error::Cause::AccessDenied {
+                        unreadable.push(format!("{account}: {described}"));
+                    }
+                }
+            }
+        }
+        match (found_in, unreadable.is_empty()) {
+            (Some(account), _) => list.add("repositories", name, Ok(format!("exists in {account}"))),
+            (None, false) => list.skip("repositories", name, format!("not in the accounts you may read; unreadable: {}", unreadable.join("; ")),
+                format!("aws ecr describe-repositories --registry-id <account> --repository-names {name} (as that account)")),
+            (None, true) => list.add("repositories", name, Err((format!("the push rule tracks it, but no account of {accounts:?} has it"),
+                format!("create it (aws ecr create-repository --repository-name {name}), fix EcrRepositoryNames, or name its registry with --registry-account")))),
+        }
     }
     if let Some(prefix) = filter[0]["prefix"].as_str() {
         let found = clients.ecr.describe_repositories().send().await;

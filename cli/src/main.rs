@@ -120,8 +120,15 @@ enum Command {
     /// entries, RBAC, repositories, the dead-letter queue and Git secrets. Exits 1 if any fails.
     Doctor {
         /// The function's name or ARN (the stack's FunctionName output).
+        #[arg(long, required_unless_present = "stack", conflicts_with = "stack")]
+        function: Option<String>,
+        /// The stack that made the function, instead of --function (needs tag:GetResources).
         #[arg(long)]
-        function: String,
+        stack: Option<String>,
+        /// A registry account holding tracked repositories (the stack's RegistryAccounts);
+        /// repeat for several.
+        #[arg(long = "registry-account")]
+        registry_accounts: Vec<String>,
         /// The stack's region (else the AWS configuration's).
         #[arg(long)]
         region: Option<String>,
@@ -213,11 +220,18 @@ fn main() -> ExitCode {
         })),
         Command::Doctor {
             function,
+            stack,
+            registry_accounts,
             region,
             kubernetes_group,
             output,
         } => runtime().block_on(doctor::run(DoctorRequest {
-            function,
+            target: match (function, stack) {
+                (Some(function), _) => doctor::Target::Function(function),
+                (None, Some(stack)) => doctor::Target::Stack(stack),
+                (None, None) => return usage_error("doctor needs --function or --stack".into()),
+            },
+            registry_accounts,
             region,
             kubernetes_group,
             json: output == "json",

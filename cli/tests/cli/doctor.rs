@@ -26,9 +26,14 @@ async fn deployed() -> StandIns {
     standins
 }
 
-/// Runs `doctor --output json`: whether it passed, and its checks.
+/// Runs `doctor --output json` on the deployed function: whether it passed, and its checks.
 fn doctor(standins: &StandIns) -> (bool, Vec<Value>) {
     let function = standins.aws.deployed().function_name;
+    doctor_with(standins, &["--function", &function])
+}
+
+/// Runs `doctor --output json` with `args`.
+fn doctor_with(standins: &StandIns, args: &[&str]) -> (bool, Vec<Value>) {
     let output = Command::new(BINARY)
         .env_clear()
         .envs(standins.function_env())
@@ -36,7 +41,8 @@ fn doctor(standins: &StandIns) -> (bool, Vec<Value>) {
         .env("AWS_CONFIG_FILE", "/nonexistent/config")
         .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials")
         .env("AWS_EC2_METADATA_DISABLED", "true")
-        .args(["doctor", "--function", &function, "--output", "json"])
+        .args(["doctor", "--output", "json"])
+        .args(args)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -242,6 +248,7 @@ async fn a_disabled_push_rule_fails_with_the_command_that_enables_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tracked_repository_that_does_not_exist_fails() {
     let failed = failing(|d| d.repositories.clear(), "barun-dev-ecr").await;
+    assert!(fix(&failed).contains("--registry-account"), "{failed:#}");
     assert!(fix(&failed).contains("EcrRepositoryNames"), "{failed:#}");
 }
 
@@ -349,4 +356,55 @@ async fn git_credentials_secrets_are_checked_for_their_shape_and_never_printed()
         bad["detail"].as_str().unwrap().contains("neither `token`"),
         "{bad:#}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stack_name_finds_the_function_its_stack_made() {
+    let standins = deployed().await;
+    let (ok, checks) = doctor_with(&standins, &["--stack", "argocd-ecr-updater"]);
+    assert!(ok, "{checks:#?}");
+    let function = standins.aws.deployed().function_name;
+    assert_eq!(check(&checks, &function)["status"], "ok");
+    let (ok, checks) = doctor_with(&standins, &["--stack", "someone-elses"]);
+    assert!(!ok);
+    let missing = check(&checks, "stack someone-elses");
+    assert!(
+        missing["detail"]
+            .as_str()
+            .unwrap()
+            .contains("no function of this stack")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repository_of_a_central_registry_is_found_in_the_account_named() {
+    const CENTRAL: &str = "111122223333";
+    let standins = deployed().await;
+    standins.aws.deployment(|d| {
+        d.repositories.clear();
+        d.repositories
+            .insert(CENTRAL.into(), vec!["barun-dev-ecr".into()]);
+    });
+    standins.aws.add_registry(CENTRAL, true);
+    let function = standins.aws.deployed().function_name;
+    let (ok, checks) = doctor_with(&standins, &["--function", &function]);
+    assert!(!ok);
+    assert_eq!(check(&checks, "barun-dev-ecr")["status"], "fail");
+    let (ok, checks) = doctor_with(
+        &standins,
+        &["--function", &function, "--registry-account", CENTRAL],
+    );
+    assert!(ok, "{checks:#?}");
+    assert_eq!(
+        check(&checks, "barun-dev-ecr")["detail"],
+        format!("exists in {CENTRAL}")
+    );
+    // A registry whose policy does not admit the caller: not checkable, not failed.
+    standins.aws.add_registry(CENTRAL, false);
+    let (ok, checks) = doctor_with(
+        &standins,
+        &["--function", &function, "--registry-account", CENTRAL],
+    );
+    assert!(ok, "{checks:#?}");
+    assert_eq!(check(&checks, "barun-dev-ecr")["status"], "skipped");
 }

@@ -186,6 +186,14 @@ impl AwsState {
         }
     }
 
+    /// Whether another account's registry admits the function's role (`add_registry`).
+    pub fn registry_readable(&self, account: &str) -> bool {
+        lock(&self.registries)
+            .get(account)
+            .copied()
+            .unwrap_or(false)
+    }
+
     /// Serves another account's registry (the same images): `readable` is whether its
     /// repository policy allows the function's role.
     pub fn add_registry(&self, account: &str, readable: bool) {
@@ -506,6 +514,9 @@ async fn ecr(State(state): State<Arc<AwsState>>, headers: HeaderMap, body: Bytes
             crate::deployment::events(&state, operation, &request)
         }
         "DescribeRepositories" => crate::deployment::describe_repositories(&state, &request),
+        "GetResources" if target.starts_with("ResourceGroupsTaggingAPI") => {
+            crate::deployment::tagged_resources(&state, &request)
+        }
         "GetQueueUrl" if target.starts_with("AmazonSQS") => queue_url(&state, &request),
         "ReceiveMessage" if target.starts_with("AmazonSQS") => {
             receive_message(&state, &request).await

@@ -18,6 +18,8 @@ use crate::aws::{AwsState, aws_error};
 /// The deployed function and its surroundings.
 #[derive(Debug, Clone)]
 pub struct Deployment {
+    /// The stack that made it: CloudFormation tags the function with its name.
+    pub stack_name: String,
     pub function_name: String,
     /// `arm64` or `x86_64`, as Lambda runs it.
     pub architecture: String,
@@ -37,8 +39,8 @@ pub struct Deployment {
     pub cluster_vpc_id: String,
     /// Access entries by principal ARN: their Kubernetes groups.
     pub access_entries: BTreeMap<String, Vec<String>>,
-    /// Repositories that exist in the registry.
-    pub repositories: Vec<String>,
+    /// Repositories that exist, by registry account.
+    pub repositories: BTreeMap<String, Vec<String>>,
 }
 
 #[derive(Debug, Clone)]
@@ -82,6 +84,7 @@ impl Deployment {
             ("READ_IMAGEUPDATERS".to_string(), "true".to_string()),
         ]);
         Self {
+            stack_name: "argocd-ecr-updater".into(),
             function_name,
             architecture: "arm64".into(),
             binary_machine: 183,
@@ -97,7 +100,7 @@ impl Deployment {
                 role_arn.to_string(),
                 vec!["argocd-ecr-updater".to_string()],
             )]),
-            repositories: vec!["barun-dev-ecr".into()],
+            repositories: BTreeMap::from([(account.to_string(), vec!["barun-dev-ecr".into()])]),
         }
     }
 
@@ -277,34 +280,93 @@ pub fn events(state: &AwsState, operation: &str, request: &Value) -> Response {
     }
 }
 
-/// ECR's `DescribeRepositories` for named repositories, or every one.
+/// ECR's `DescribeRepositories` for named repositories, or every one, in this account's
+/// registry or another's (`registryId`), which refuses unless its policy admits the caller.
 pub fn describe_repositories(state: &AwsState, request: &Value) -> Response {
     let deployment = crate::faults::lock(&state.deployment).clone();
+    let registry = request["registryId"].as_str().unwrap_or(&state.account);
+    if registry != state.account && !state.registry_readable(registry) {
+        return aws_error(
+            StatusCode::BAD_REQUEST,
+            "AccessDeniedException",
+            &format!(
+                "User: {} is not authorized to perform: ecr:DescribeRepositories on resource: arn:aws:ecr:{}:{registry}:repository/* because no resource-based policy allows the ecr:DescribeRepositories action",
+                crate::FUNCTION_ROLE_ARN,
+                state.region
+            ),
+        );
+    }
+    let existing = deployment
+        .repositories
+        .get(registry)
+        .cloned()
+        .unwrap_or_default();
     let asked: Vec<&str> = request["repositoryNames"]
         .as_array()
         .map(|names| names.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
-    if let Some(missing) = asked
-        .iter()
-        .find(|n| !deployment.repositories.iter().any(|r| r == *n))
-    {
+    if let Some(missing) = asked.iter().find(|n| !existing.iter().any(|r| r == *n)) {
         return aws_error(
             StatusCode::BAD_REQUEST,
             "RepositoryNotFoundException",
             &format!(
-                "The repository with name '{missing}' does not exist in the registry with id '{}'",
-                state.account
+                "The repository with name '{missing}' does not exist in the registry with id '{registry}'"
             ),
         );
     }
-    let listed: Vec<Value> = deployment
-        .repositories
+    let listed: Vec<Value> = existing
         .iter()
         .filter(|r| asked.is_empty() || asked.contains(&r.as_str()))
-        .map(|r| json!({"repositoryName": r, "registryId": state.account,
-            "repositoryArn": format!("arn:aws:ecr:{}:{}:repository/{r}", state.region, state.account)}))
+        .map(|r| {
+            json!({"repositoryName": r, "registryId": registry,
+            "repositoryArn": format!("arn:aws:ecr:{}:{registry}:repository/{r}", state.region)})
+        })
         .collect();
     axum::Json(json!({"repositories": listed})).into_response()
+}
+
+/// The Resource Groups Tagging API's `GetResources`, for the tags CloudFormation puts on the
+/// function (`aws:cloudformation:stack-name`, `aws:cloudformation:logical-id`).
+pub fn tagged_resources(state: &AwsState, request: &Value) -> Response {
+    let d = crate::faults::lock(&state.deployment).clone();
+    let tags = BTreeMap::from([
+        ("aws:cloudformation:stack-name", d.stack_name.clone()),
+        ("aws:cloudformation:logical-id", "Function".to_string()),
+    ]);
+    let matches = request["TagFilters"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .all(|filter| {
+            let key = filter["Key"].as_str().unwrap_or_default();
+            let values: Vec<&str> = filter["Values"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            tags.get(key)
+                .is_some_and(|v| values.is_empty() || values.contains(&v.as_str()))
+        });
+    let wants_functions = request["ResourceTypeFilters"]
+        .as_array()
+        .is_none_or(|types| {
+            types
+                .iter()
+                .any(|t| t == "lambda:function" || t == "lambda")
+        });
+    let mappings = if matches && wants_functions {
+        let tag_list: Vec<Value> = tags
+            .iter()
+            .map(|(k, v)| json!({"Key": k, "Value": v}))
+            .collect();
+        vec![
+            json!({"ResourceARN": d.function_arn(&state.account, &state.region), "Tags": tag_list}),
+        ]
+    } else {
+        Vec::new()
+    };
+    axum::Json(json!({"PaginationToken": "", "ResourceTagMappingList": mappings})).into_response()
 }
 
 /// EKS's `ListAccessEntries`.
