@@ -273,7 +273,12 @@ async fn function(clients: &Clients, name: &str, list: &mut Checklist) -> Option
         }
     };
     let arn = configuration.function_arn().unwrap_or_default().to_string();
-    list.add("function", name, Ok(format!("found {arn}")));
+    let found = if arn == name {
+        "found".to_string()
+    } else {
+        format!("found {arn}")
+    };
+    list.add("function", name, Ok(found));
     let variables: BTreeMap<String, String> = configuration
         .environment()
         .and_then(|e| e.variables())
@@ -630,13 +635,20 @@ async fn dead_letters(clients: &Clients, function: &Function, list: &mut Checkli
     {
         Ok(out) => out.queue_url().unwrap_or_default().to_string(),
         Err(e) => {
+            let described = describe(&e);
+            let missing = described
+                .code
+                .as_deref()
+                .is_some_and(|c| c.contains("NonExistentQueue") || c.contains("QueueDoesNotExist"));
+            let fix = if missing {
+                "the on-failure destination names a queue that is gone: redeploy the stack, which makes it anew"
+            } else {
+                "you need sqs:GetQueueUrl on the stack's queue"
+            };
             list.add(
                 "dead-letter queue",
                 &name,
-                Err((
-                    format!("cannot find it: {}", describe(&e)),
-                    "you need sqs:GetQueueUrl on the stack's queue".into(),
-                )),
+                Err((format!("cannot find it: {described}"), fix.into())),
             );
             return;
         }

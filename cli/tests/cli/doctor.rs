@@ -5,7 +5,7 @@ use std::process::Command;
 
 use argocd_ecr_updater_standins::deployment::Deployment;
 use argocd_ecr_updater_standins::{
-    FUNCTION_ROLE_ARN, Grant, StandIns, function_identity, image_updater_grants,
+    FUNCTION_IAM_ROLE_ARN, Grant, StandIns, function_identity, image_updater_grants,
 };
 use serde_json::Value;
 
@@ -14,15 +14,14 @@ const BINARY: &str = env!("CARGO_BIN_EXE_argocd-ecr-updater-cli");
 /// The stack's dead-letter queue, as the seed deployment names it.
 const QUEUE: &str = "argocd-ecr-updater-DeadLetterQueue-7TQ2";
 
-/// The seed stack, its queue, and the function's role assumable by the operator (as a
+/// The seed stack (with its queue), and the function's role assumable by the operator (as a
 /// role whose trust policy allows the operator's principal would be).
 async fn deployed() -> StandIns {
     let standins = StandIns::start_seeded().await.unwrap();
-    standins.aws.create_queue(QUEUE);
     let grants = standins.options.identities[0].grants.clone();
     standins
         .aws
-        .add_role(FUNCTION_ROLE_ARN, Some(function_identity(grants)));
+        .add_role(FUNCTION_IAM_ROLE_ARN, Some(function_identity(grants)));
     standins
 }
 
@@ -173,7 +172,7 @@ async fn a_missing_access_entry_fails_with_the_command_that_creates_it() {
     let failed = failing(|d| d.access_entries.clear(), "access entry").await;
     assert!(
         fix(&failed).contains(&format!(
-            "create-access-entry --cluster-name barun-dev --region ap-northeast-2 --principal-arn {FUNCTION_ROLE_ARN}"
+            "create-access-entry --cluster-name barun-dev --region ap-northeast-2 --principal-arn {FUNCTION_IAM_ROLE_ARN}"
         )),
         "{failed:#}"
     );
@@ -267,10 +266,9 @@ async fn rbac_missing_a_verb_fails_naming_it_as_the_functions_role() {
     let standins = StandIns::start_seeded_with_grants(grants.clone())
         .await
         .unwrap();
-    standins.aws.create_queue(QUEUE);
     standins
         .aws
-        .add_role(FUNCTION_ROLE_ARN, Some(function_identity(grants)));
+        .add_role(FUNCTION_IAM_ROLE_ARN, Some(function_identity(grants)));
     let (ok, checks) = doctor(&standins);
     assert!(!ok);
     let failed = check(&checks, "namespace argocd");
@@ -285,7 +283,6 @@ async fn rbac_missing_a_verb_fails_naming_it_as_the_functions_role() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_role_that_cannot_be_assumed_skips_rbac_and_says_how_to_check_by_hand() {
     let standins = StandIns::start_seeded().await.unwrap();
-    standins.aws.create_queue(QUEUE);
     let (ok, checks) = doctor(&standins);
     assert!(ok, "{checks:#?}");
     let role = check(&checks, "function's role");
@@ -407,4 +404,14 @@ async fn a_repository_of_a_central_registry_is_found_in_the_account_named() {
     );
     assert!(ok, "{checks:#?}");
     assert_eq!(check(&checks, "barun-dev-ecr")["status"], "skipped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_letter_queue_that_is_gone_fails_with_the_redeploy_that_makes_it_anew() {
+    let failed = failing(
+        |d| d.dead_letter_queue = d.dead_letter_queue.replace("7TQ2", "GONE"),
+        "DeadLetterQueue-GONE",
+    )
+    .await;
+    assert!(fix(&failed).contains("redeploy the stack"), "{failed:#}");
 }

@@ -180,7 +180,7 @@ impl AwsState {
             deployment: Mutex::new(crate::deployment::Deployment::seed(
                 account,
                 region,
-                crate::FUNCTION_ROLE_ARN,
+                crate::FUNCTION_IAM_ROLE_ARN,
             )),
             codecommit_denied: Mutex::new(std::collections::BTreeSet::new()),
         }

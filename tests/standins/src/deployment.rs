@@ -149,7 +149,7 @@ fn configuration(state: &AwsState, d: &Deployment) -> Value {
         "FunctionArn": d.function_arn(&state.account, &state.region),
         "Runtime": "provided.al2023",
         "Handler": "bootstrap",
-        "Role": crate::FUNCTION_ROLE_ARN,
+        "Role": crate::FUNCTION_IAM_ROLE_ARN,
         "Architectures": [d.architecture],
         "PackageType": "Zip",
         "Environment": {"Variables": d.environment},

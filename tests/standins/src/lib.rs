@@ -45,6 +45,9 @@ pub const FUNCTION_SECRET_KEY: &str = "standin/secret+key/for/the/function/role=
 pub const FUNCTION_SESSION_TOKEN: &str = "IQoJb3JpZ2luX2Vj//standin/session+token==";
 pub const FUNCTION_ROLE_ARN: &str =
     "arn:aws:sts::768157413559:assumed-role/argocd-ecr-updater-role/argocd-ecr-updater";
+/// The IAM role behind it: what the function's configuration, access entries and trust
+/// policies name.
+pub const FUNCTION_IAM_ROLE_ARN: &str = "arn:aws:iam::768157413559:role/argocd-ecr-updater-role";
 
 /// How to set the stand-ins up.
 #[derive(Debug, Clone)]
