@@ -99,9 +99,9 @@ async fn a_malformed_event_is_a_permanent_error_for_the_dead_letter_queue() {
     assert!(answer.to_string().contains("is not PUSH"), "{answer}");
 }
 
-#[tokio::test]
-async fn a_403_fails_the_invocation_with_a_retryable_error_naming_the_fix() {
-    let standins = StandIns::start_seeded_with_grants(
+/// The seed, with a role that may read Applications but not patch them.
+async fn read_only_standins() -> StandIns {
+    StandIns::start_seeded_with_grants(
         [
             vec![Grant::new(&["get", "list"], "argocd")],
             image_updater_grants("argocd"),
@@ -109,7 +109,12 @@ async fn a_403_fails_the_invocation_with_a_retryable_error_naming_the_fix() {
         .concat(),
     )
     .await
-    .unwrap();
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_403_fails_the_invocation_with_a_retryable_error_naming_the_fix() {
+    let standins = read_only_standins().await;
     let _function = spawn_lambda(BINARY, &standins.lambda_env());
     let error = error(&standins, event("push-date-tag.json")).await;
     assert_eq!(error["errorType"], "Retryable.TargetsFailed");
@@ -141,16 +146,8 @@ fn metric_lines_of(function: &mut crate::common::LambdaProcess) -> Vec<serde_jso
 
 #[tokio::test]
 async fn a_failing_sweep_is_reported_and_counted_not_retried_into_the_dead_letter_queue() {
-    // The role may read but not patch: the sweep finds the update and cannot write it.
-    let standins = StandIns::start_seeded_with_grants(
-        [
-            vec![Grant::new(&["get", "list"], "argocd")],
-            image_updater_grants("argocd"),
-        ]
-        .concat(),
-    )
-    .await
-    .unwrap();
+    // The sweep finds the update and cannot write it.
+    let standins = read_only_standins().await;
     let mut function = spawn_lambda(BINARY, &standins.lambda_env());
     let report = response(&standins, event("scheduled-reconcile.json")).await;
     assert_eq!(report["mode"], "reconcile");
@@ -268,20 +265,8 @@ async fn each_invocation_writes_its_metrics_as_one_embedded_metric_format_line()
         .await
         .unwrap();
     let _ = function.child.kill();
-    let mut stdout = String::new();
-    function
-        .child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .unwrap();
-    let lines: Vec<serde_json::Value> = stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .filter(|l: &serde_json::Value| l.get("_aws").is_some())
-        .collect();
-    assert_eq!(lines.len(), 1, "{stdout}");
+    let lines = metric_lines_of(&mut function);
+    assert_eq!(lines.len(), 1, "{lines:#?}");
     let line = &lines[0];
     // The EMF specification: a Timestamp, and every metric declared is a top-level member,
     // as is every dimension.

@@ -129,6 +129,15 @@ impl Deployment {
     }
 }
 
+/// The deployment, when `name` (a name or an ARN) is its function; else Lambda's 404.
+fn deployed(state: &AwsState, name: &str) -> Result<Deployment, Response> {
+    let deployment = crate::faults::lock(&state.deployment).clone();
+    match lookup(&deployment, name) {
+        Some(_) => Ok(deployment),
+        None => Err(no_function(name)),
+    }
+}
+
 fn lookup<'a>(deployment: &'a Deployment, name: &str) -> Option<&'a Deployment> {
     (name == deployment.function_name
         || name.ends_with(&format!(":function:{}", deployment.function_name)))
@@ -166,10 +175,9 @@ pub async fn get_function_configuration(
     State(state): State<Arc<AwsState>>,
     Path(name): Path<String>,
 ) -> Response {
-    let deployment = crate::faults::lock(&state.deployment).clone();
-    match lookup(&deployment, &name) {
-        Some(d) => axum::Json(configuration(&state, d)).into_response(),
-        None => no_function(&name),
+    match deployed(&state, &name) {
+        Ok(d) => axum::Json(configuration(&state, &d)).into_response(),
+        Err(missing) => missing,
     }
 }
 
@@ -178,13 +186,13 @@ pub async fn get_function(
     State(state): State<Arc<AwsState>>,
     Path(name): Path<String>,
 ) -> Response {
-    let deployment = crate::faults::lock(&state.deployment).clone();
-    let Some(d) = lookup(&deployment, &name) else {
-        return no_function(&name);
+    let d = match deployed(&state, &name) {
+        Ok(d) => d,
+        Err(missing) => return missing,
     };
     let endpoint = crate::faults::lock(&state.endpoint).clone();
     axum::Json(json!({
-        "Configuration": configuration(&state, d),
+        "Configuration": configuration(&state, &d),
         "Code": {"RepositoryType": "S3",
                  "Location": format!("{endpoint}/packages/{}.zip?X-Amz-Security-Token={}", d.function_name, crate::aws::PRESIGNED_SECRET)},
     }))
@@ -205,9 +213,9 @@ pub async fn get_event_invoke_config(
     State(state): State<Arc<AwsState>>,
     Path(name): Path<String>,
 ) -> Response {
-    let deployment = crate::faults::lock(&state.deployment).clone();
-    let Some(d) = lookup(&deployment, &name) else {
-        return no_function(&name);
+    let d = match deployed(&state, &name) {
+        Ok(d) => d,
+        Err(missing) => return missing,
     };
     axum::Json(json!({
         "FunctionArn": d.function_arn(&state.account, &state.region),
