@@ -592,3 +592,43 @@ fn the_cargo_lambda_deploy_gives_an_environment_the_function_accepts() {
         .expect("the log group is created");
     assert!(create < block.find("cargo lambda deploy").unwrap());
 }
+
+#[test]
+fn a_private_cluster_deploy_puts_the_function_in_the_subnets_with_lambdas_networking_grant() {
+    let Some(t) = transformed() else { return };
+    let (function_id, function) = of_type(&t, "AWS::Lambda::Function")[0];
+    let vpc = &function["Properties"]["VpcConfig"];
+    let outside = evaluator_for(&t, &[]);
+    assert_eq!(
+        outside.eval(vpc),
+        json!({"Ref": "AWS::NoValue"}),
+        "{function_id}"
+    );
+    let inside = evaluator_for(
+        &t,
+        &[
+            ("SubnetIds", json!(["subnet-a", "subnet-b"])),
+            ("SecurityGroupIds", json!(["sg-function"])),
+        ],
+    );
+    assert_eq!(
+        inside.eval(vpc),
+        json!({"SubnetIds": ["subnet-a", "subnet-b"], "SecurityGroupIds": ["sg-function"]})
+    );
+    // Lambda's network interfaces: granted exactly when the function is in a VPC.
+    let networking = t["Resources"]["FunctionRole"]["Properties"]["Policies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["Fn::If"][0] == "InVpc")
+        .expect("the VPC networking policy sits behind InVpc");
+    assert!(inside.condition("InVpc") && !outside.condition("InVpc"));
+    let statement = &networking["Fn::If"][1]["PolicyDocument"]["Statement"][0];
+    assert!(
+        statement["Action"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|a| a.as_str().unwrap().starts_with("ec2:"))
+    );
+}
