@@ -362,13 +362,8 @@ async fn binary(clients: &Clients, function: &str, architecture: &str, list: &mu
         );
         return;
     };
-    match bootstrap_machine(&location).await {
-        Ok(machine) => {
-            let built = match machine {
-                183 => "arm64",
-                62 => "x86_64",
-                _ => "an unknown machine",
-            };
+    match bootstrap_architecture(&location).await {
+        Ok(built) => {
             let result = if built == architecture {
                 Ok(format!("bootstrap is built for {built}"))
             } else {
@@ -385,7 +380,7 @@ async fn binary(clients: &Clients, function: &str, architecture: &str, list: &mu
     }
 }
 
-async fn bootstrap_machine(location: &str) -> Result<u16, String> {
+async fn bootstrap_architecture(location: &str) -> Result<String, String> {
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .timeout(Duration::from_secs(120))
@@ -419,10 +414,24 @@ async fn bootstrap_machine(location: &str) -> Result<u16, String> {
         .take(20)
         .read_exact(&mut header)
         .map_err(|_| "bootstrap is shorter than an ELF header".to_string())?;
+    elf_architecture(&header).map(str::to_string)
+}
+
+/// The Lambda architecture an ELF header's `e_machine` is built for.
+fn elf_architecture(header: &[u8; 20]) -> Result<&'static str, String> {
     if &header[..4] != b"\x7fELF" {
         return Err("bootstrap is not an ELF executable".into());
     }
-    Ok(u16::from_le_bytes([header[18], header[19]]))
+    // e_machine, little-endian as both Lambda architectures are.
+    match u16::from_le_bytes([header[18], header[19]]) {
+        183 => Ok("arm64"),
+        62 => Ok("x86_64"),
+        other => Ok(if other == 0 {
+            "no machine"
+        } else {
+            "an unknown machine"
+        }),
+    }
 }
 
 async fn rules(
@@ -882,6 +891,78 @@ async fn access_entry(
     list.add("cluster", name, result);
 }
 
+/// What EKS says of how its API endpoint may be reached.
+#[derive(Debug, Clone, Default)]
+struct Endpoint {
+    public: bool,
+    private: bool,
+    public_cidrs: Vec<String>,
+    vpc: Option<String>,
+    security_group: Option<String>,
+}
+
+/// Whether a function running in `function_vpc` (or outside any) reaches `endpoint`: the
+/// check's result, and what could not be read from here (the detail and the command to read
+/// it by hand).
+fn reachability(
+    endpoint: &Endpoint,
+    function_vpc: Option<&str>,
+) -> (Result<String, (String, String)>, Option<(String, String)>) {
+    let open = endpoint.public_cidrs.iter().any(|c| c == "0.0.0.0/0");
+    let in_cluster_vpc = function_vpc.is_some() && function_vpc == endpoint.vpc.as_deref();
+    if endpoint.private && in_cluster_vpc {
+        let group = endpoint
+            .security_group
+            .as_deref()
+            .unwrap_or("the cluster security group");
+        let vpc = function_vpc.unwrap_or_default();
+        return (
+            Ok(format!(
+                "private, and the function runs in the cluster's VPC {vpc}"
+            )),
+            Some((
+                format!(
+                    "whether {group} admits the function's security groups on 443 is not read from here"
+                ),
+                format!(
+                    "aws ec2 describe-security-groups --group-ids {group} --query 'SecurityGroups[0].IpPermissions'"
+                ),
+            )),
+        );
+    }
+    match (endpoint.public, function_vpc) {
+        (true, None) if open => (Ok("public, open to the internet: the function reaches it".into()), None),
+        (true, None) => (
+            Err((
+                format!("public access is limited to {:?}, and a function outside a VPC has no fixed address", endpoint.public_cidrs),
+                "run the function in a VPC (SubnetIds) whose NAT gateway's address is in publicAccessCidrs, or enable private access and run it in the cluster's VPC".into(),
+            )),
+            None,
+        ),
+        (true, Some(vpc)) => (
+            Ok(format!("public, through {vpc}'s route to the internet")),
+            Some((
+                format!("that {vpc} has a NAT gateway{} is not read from here", if open { "" } else { " whose address is in publicAccessCidrs" }),
+                format!("aws ec2 describe-nat-gateways --filter Name=vpc-id,Values={vpc}"),
+            )),
+        ),
+        (false, None) => (
+            Err((
+                "private only, and the function runs outside any VPC: it cannot connect".into(),
+                "deploy with SubnetIds and SecurityGroupIds in the cluster's VPC (docs/deploy.md, \"In a VPC\")".into(),
+            )),
+            None,
+        ),
+        (false, Some(vpc)) => (
+            Err((
+                format!("private only, and the function runs in {vpc}, the cluster in {}", endpoint.vpc.as_deref().unwrap_or("another VPC")),
+                "run the function in the cluster's VPC (SubnetIds), or peer the VPCs and admit the function on 443".into(),
+            )),
+            None,
+        ),
+    }
+}
+
 /// Whether the function can reach the endpoint from where it runs.
 fn network(
     cluster: &aws_sdk_eks::types::Cluster,
@@ -892,24 +973,18 @@ fn network(
     let Some(vpc) = cluster.resources_vpc_config() else {
         return;
     };
-    let public = vpc.endpoint_public_access();
-    let open = vpc.public_access_cidrs().iter().any(|c| c == "0.0.0.0/0");
-    let check = format!("{name} endpoint");
-    let result = match (public, &function.vpc) {
-        (true, None) if open => Ok("public, open to the internet: the function reaches it".into()),
-        (true, None) => Ok(format!("public, limited to {:?}: Lambda's addresses are not fixed, so run the function in the VPC (SubnetIds) if it cannot connect", vpc.public_access_cidrs())),
-        (false, None) => Err(("private only, and the function runs outside any VPC: it cannot connect".into(),
-            "deploy with SubnetIds and SecurityGroupIds in the cluster's VPC (docs/deploy.md, private clusters)".into())),
-        (_, Some(function_vpc)) if vpc.vpc_id() == Some(function_vpc.as_str()) => {
-            let group = vpc.cluster_security_group_id().unwrap_or("the cluster security group");
-            list.skip("cluster", format!("{name} security group"), format!("the function runs in the cluster's VPC {function_vpc}; whether {group} admits its security groups on 443 is not read from here"),
-                format!("aws ec2 describe-security-groups --group-ids {group} --query 'SecurityGroups[0].IpPermissions'"));
-            Ok(format!("reached from the function's VPC {function_vpc}"))
-        }
-        (_, Some(function_vpc)) => Err((format!("the function runs in {function_vpc}, the cluster in {}", vpc.vpc_id().unwrap_or("another VPC")),
-            "run the function in the cluster's VPC (SubnetIds), or peer the VPCs and admit the function on 443".into())),
+    let endpoint = Endpoint {
+        public: vpc.endpoint_public_access(),
+        private: vpc.endpoint_private_access(),
+        public_cidrs: vpc.public_access_cidrs().to_vec(),
+        vpc: vpc.vpc_id().map(str::to_string),
+        security_group: vpc.cluster_security_group_id().map(str::to_string),
     };
-    list.add("cluster", check, result);
+    let (result, unread) = reachability(&endpoint, function.vpc.as_deref());
+    list.add("cluster", format!("{name} endpoint"), result);
+    if let Some((detail, by_hand)) = unread {
+        list.skip("cluster", format!("{name} network path"), detail, by_hand);
+    }
 }
 
 /// `SelfSubjectAccessReview` for every verb and resource the function uses, as its role.
@@ -1024,5 +1099,88 @@ async fn git_secrets(
             Err(e) => Err((format!("{reader} cannot read it: {}", describe(&e)), "list it in GitCredentialsSecretArns (the template grants exactly those), and allow the role in its key policy if it uses a customer managed key".into())),
         };
         list.add("git credentials", arn, result);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn endpoint(public: bool, private: bool, cidrs: &[&str]) -> Endpoint {
+        Endpoint {
+            public,
+            private,
+            public_cidrs: cidrs.iter().map(|c| c.to_string()).collect(),
+            vpc: Some("vpc-cluster".into()),
+            security_group: Some("sg-cluster".into()),
+        }
+    }
+
+    #[test]
+    fn whether_the_function_reaches_the_endpoint_depends_on_both_sides() {
+        let open = ["0.0.0.0/0"];
+        let office = ["203.0.113.0/24"];
+        // (endpoint, the function's VPC, reaches, something left to check by hand)
+        let cases: &[(Endpoint, Option<&str>, bool, bool)] = &[
+            (endpoint(true, false, &open), None, true, false),
+            (endpoint(true, false, &office), None, false, false),
+            (endpoint(false, true, &[]), None, false, false),
+            (endpoint(false, true, &[]), Some("vpc-cluster"), true, true),
+            (
+                endpoint(true, true, &office),
+                Some("vpc-cluster"),
+                true,
+                true,
+            ),
+            (endpoint(false, true, &[]), Some("vpc-other"), false, false),
+            (endpoint(true, false, &open), Some("vpc-other"), true, true),
+            (
+                endpoint(true, false, &office),
+                Some("vpc-cluster"),
+                true,
+                true,
+            ),
+        ];
+        for (endpoint, vpc, reaches, unread) in cases {
+            let (result, left) = reachability(endpoint, *vpc);
+            assert_eq!(
+                result.is_ok(),
+                *reaches,
+                "{endpoint:?} from {vpc:?}: {result:?}"
+            );
+            assert_eq!(
+                left.is_some(),
+                *unread,
+                "{endpoint:?} from {vpc:?}: {left:?}"
+            );
+            if let Err((_, fix)) = result {
+                assert!(!fix.is_empty());
+            }
+        }
+    }
+
+    #[test]
+    fn an_elf_header_names_the_architecture_it_was_built_for() {
+        let header = |machine: u16| {
+            let mut h = [0u8; 20];
+            h[..4].copy_from_slice(b"\x7fELF");
+            h[18..20].copy_from_slice(&machine.to_le_bytes());
+            h
+        };
+        assert_eq!(elf_architecture(&header(183)), Ok("arm64"));
+        assert_eq!(elf_architecture(&header(62)), Ok("x86_64"));
+        assert_eq!(elf_architecture(&header(40)), Ok("an unknown machine"));
+        let mut script = header(62);
+        script[..4].copy_from_slice(b"#!/b");
+        assert!(elf_architecture(&script).is_err());
+    }
+
+    #[test]
+    fn a_private_endpoint_seen_from_the_clusters_vpc_leaves_its_security_group_to_check() {
+        let (result, left) = reachability(&endpoint(false, true, &[]), Some("vpc-cluster"));
+        assert!(result.is_ok());
+        let (detail, by_hand) = left.unwrap();
+        assert!(detail.contains("sg-cluster"), "{detail}");
+        assert!(by_hand.contains("describe-security-groups --group-ids sg-cluster"));
     }
 }
