@@ -22,4 +22,5 @@ mod registries;
 mod shipping_features;
 mod template;
 mod template_operations;
+mod terraform;
 mod token_rules;

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::template::{Evaluator, of_type, transformed};
 
 /// The evaluator a stack with these parameter values (the rest at their defaults) would be.
-fn evaluator_for<'a>(t: &'a Value, given: &[(&'a str, Value)]) -> Evaluator<'a> {
+pub(crate) fn evaluator_for<'a>(t: &'a Value, given: &[(&'a str, Value)]) -> Evaluator<'a> {
     let mut parameters: BTreeMap<&str, Value> = BTreeMap::new();
     for (name, spec) in t["Parameters"].as_object().unwrap() {
         let default = match &spec["Default"] {
@@ -344,7 +344,7 @@ fn clusters_in_other_regions_are_described_by_arn_in_this_account_only() {
 }
 
 /// Every alarm's metric, as `namespace/metric`.
-fn alarmed_metrics(t: &Value) -> BTreeSet<String> {
+pub(crate) fn alarmed_metrics(t: &Value) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for (_, alarm) in of_type(t, "AWS::CloudWatch::Alarm") {
         let p = &alarm["Properties"];
@@ -490,7 +490,7 @@ fn doc_section(doc: &str, heading: &str) -> String {
 }
 
 /// Every statement of the role, whatever its condition, as (actions, sid).
-fn template_role_actions(t: &Value) -> BTreeSet<String> {
+pub(crate) fn template_role_actions(t: &Value) -> BTreeSet<String> {
     let evaluator = evaluator_for(t, &[]);
     let mut actions = BTreeSet::new();
     for policy in t["Resources"]["FunctionRole"]["Properties"]["Policies"]

@@ -1,0 +1,138 @@
+# argocd-ecr-updater as a Terraform module: what template.yaml deploys, with the same
+# defaults and the same least privilege. tests/e2e/terraform.rs holds the two to each other.
+
+data "aws_caller_identity" "current" {}
+data "aws_partition" "current" {}
+data "aws_region" "current" {}
+
+locals {
+  account   = data.aws_caller_identity.current.account_id
+  partition = data.aws_partition.current.partition
+  region    = data.aws_region.current.region
+
+  use_prefix   = var.ecr_repository_prefix != ""
+  in_vpc       = length(var.subnet_ids) > 0
+  same_region  = concat([var.cluster_name], var.additional_cluster_names)
+  repositories = local.use_prefix ? ["${var.ecr_repository_prefix}*"] : var.ecr_repository_names
+  # The tracked repositories in this account and the registry accounts, in this region.
+  repository_arns = flatten([
+    for account in concat([local.account], var.registry_accounts) : [
+      for repository in local.repositories : "arn:${local.partition}:ecr:${local.region}:${account}:repository/${repository}"
+    ]
+  ])
+  verify_signatures = var.signature_verification || length(var.cosign_key_secret_arns) > 0 || var.signature_referrers
+}
+
+resource "aws_cloudwatch_log_group" "function" {
+  #checkov:skip=CKV_AWS_158:The log holds no secret (URLs are written without query or userinfo, credentials never); CloudWatch encrypts it at rest with its own key.
+  #checkov:skip=CKV_AWS_338:Retention is log_retention_days, 30 by default as in template.yaml; set 365 where a policy asks for a year.
+  name              = "/aws/lambda/${var.name}"
+  retention_in_days = var.log_retention_days
+}
+
+resource "aws_lambda_function" "function" {
+  #checkov:skip=CKV_AWS_116:Failed asynchronous invocations go to the dead-letter queue through the on-failure destination (aws_lambda_function_event_invoke_config below), which also records the error; a dead_letter_config would be a second path to the same queue.
+  #checkov:skip=CKV_AWS_272:The package is built from source by the operator (cargo lambda build) and pinned by source_code_hash; there is no signing profile to validate against.
+  #checkov:skip=CKV_AWS_173:The environment holds settings, no secret (KUBE_CA_DATA is a CA certificate, public by nature); Lambda encrypts it at rest with its own key.
+  #checkov:skip=CKV_AWS_50:The function reports through its log and EMF metrics; X-Ray would need xray:PutTraceSegments, outside the least-privilege role the template and the module share.
+  function_name                  = var.name
+  filename                       = var.package_file
+  source_code_hash               = filebase64sha256(var.package_file)
+  handler                        = "bootstrap"
+  runtime                        = "provided.al2023"
+  architectures                  = [var.architecture]
+  memory_size                    = var.memory_size
+  timeout                        = var.timeout
+  reserved_concurrent_executions = var.reserved_concurrency
+  role                           = aws_iam_role.function.arn
+
+  logging_config {
+    log_format = "Text"
+    log_group  = aws_cloudwatch_log_group.function.name
+  }
+
+  environment {
+    variables = {
+      CLUSTER_NAME                = var.cluster_name
+      CLUSTERS                    = var.clusters != "" ? var.clusters : (length(var.additional_cluster_names) > 0 ? join(",", local.same_region) : "")
+      FUNCTION_ACCOUNT_ID         = local.account
+      ARGOCD_NAMESPACES           = var.argocd_namespaces
+      APPLICATION_LABEL_SELECTOR  = var.application_label_selector
+      DRY_RUN                     = tostring(var.dry_run)
+      READ_IMAGEUPDATERS          = tostring(var.read_image_updaters)
+      LOG_LEVEL                   = var.log_level
+      KUBE_API_ENDPOINT           = var.kube_api_endpoint
+      KUBE_CA_DATA                = var.kube_ca_data
+      KUBE_CONNECT_TIMEOUT_MS     = tostring(var.kube_connect_timeout_ms)
+      KUBE_REQUEST_TIMEOUT_MS     = tostring(var.kube_request_timeout_ms)
+      LIST_PAGE_SIZE              = tostring(var.list_page_size)
+      CONFLICT_RETRIES            = tostring(var.conflict_retries)
+      NOTIFICATION_TOPIC_ARN      = var.notification_topic_arn
+      GIT_CREDENTIALS_SECRET_ARNS = join(",", var.git_credentials_secret_arns)
+      GITHUB_ENTERPRISE_HOSTS     = var.github_enterprise_hosts
+      GITLAB_HOSTS                = var.gitlab_hosts
+      GIT_REPOCREDS               = tostring(var.git_repo_creds)
+      GIT_SECRET_NAMESPACES       = var.git_secret_namespaces
+    }
+  }
+
+  dynamic "vpc_config" {
+    for_each = local.in_vpc ? [1] : []
+    content {
+      subnet_ids         = var.subnet_ids
+      security_group_ids = var.security_group_ids
+    }
+  }
+}
+
+# Parked events are what an operator redrives: they outlive the module.
+resource "aws_sqs_queue" "dead_letters" {
+  name                      = "${var.name}-dead-letters"
+  message_retention_seconds = 1209600
+  sqs_managed_sse_enabled   = true
+  lifecycle {
+    prevent_destroy = true
+  }
+}
+
+data "aws_iam_policy_document" "dead_letters" {
+  statement {
+    sid       = "EventBridgeDeliveryFailures"
+    actions   = ["sqs:SendMessage"]
+    resources = [aws_sqs_queue.dead_letters.arn]
+    principals {
+      type        = "Service"
+      identifiers = ["events.amazonaws.com"]
+    }
+    condition {
+      test     = "ArnEquals"
+      variable = "aws:SourceArn"
+      values   = [for rule in local.rules : aws_cloudwatch_event_rule.rule[rule].arn]
+    }
+  }
+}
+
+resource "aws_sqs_queue_policy" "dead_letters" {
+  queue_url = aws_sqs_queue.dead_letters.id
+  policy    = data.aws_iam_policy_document.dead_letters.json
+}
+
+resource "aws_lambda_function_event_invoke_config" "function" {
+  function_name                = aws_lambda_function.function.function_name
+  maximum_retry_attempts       = 2
+  maximum_event_age_in_seconds = 3600
+  destination_config {
+    on_failure {
+      destination = aws_sqs_queue.dead_letters.arn
+    }
+  }
+}
+
+# Terraform loops where CloudFormation could not: every same-region cluster gets its entry.
+resource "aws_eks_access_entry" "function" {
+  for_each          = var.create_access_entry ? toset(local.same_region) : toset([])
+  cluster_name      = each.value
+  principal_arn     = aws_iam_role.function.arn
+  type              = "STANDARD"
+  kubernetes_groups = [var.kubernetes_group]
+}

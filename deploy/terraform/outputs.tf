@@ -1,0 +1,22 @@
+output "function_arn" {
+  value = aws_lambda_function.function.arn
+}
+
+output "function_name" {
+  description = "What argocd-ecr-updater-cli doctor --function checks."
+  value       = aws_lambda_function.function.function_name
+}
+
+output "role_arn" {
+  description = "Map this role in the cluster (access entry or aws-auth) and bind its group with deploy/rbac.yaml."
+  value       = aws_iam_role.function.arn
+}
+
+output "dead_letter_queue_url" {
+  value = aws_sqs_queue.dead_letters.url
+}
+
+output "alarm_notifications" {
+  description = "Who the alarms page."
+  value       = var.alarm_topic_arn != "" ? var.alarm_topic_arn : "nobody: no alarm_topic_arn is set, so the alarms only show in the CloudWatch console"
+}

@@ -1,0 +1,329 @@
+//! The Terraform module (`deploy/terraform/`) checked without a terraform binary: parsed by
+//! python-hcl2, every argument and nested block it writes exists in the AWS provider's schema
+//! (the vendored extract, `deploy/terraform/provider-schema.json`), and it deploys what
+//! `template.yaml` deploys: the same IAM statements, event patterns, retry settings and alarm
+//! metrics, so the two deploy paths cannot drift. `./scripts/test` also runs checkov on it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+
+use crate::template::{of_type, transformed};
+use crate::template_operations::{alarmed_metrics, evaluator_for, template_role_actions};
+
+/// The `.tf` files of `folder` as python-hcl2 parses them, from the tools `./scripts/test`
+/// installs into `.venv-terraform`. Without them the test says so and passes, unless the
+/// test script asked for them.
+fn parsed(folder: &str) -> Option<BTreeMap<String, Value>> {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let python = std::path::Path::new(root).join(".venv-terraform/bin/python");
+    if !python.exists() {
+        assert!(
+            std::env::var_os("REQUIRE_TEMPLATE_TRANSFORM").is_none(),
+            "{} is missing: ./scripts/test installs python-hcl2 there",
+            python.display()
+        );
+        eprintln!("skipping: no .venv-terraform with python-hcl2 (./scripts/test installs it)");
+        return None;
+    }
+    let output = std::process::Command::new(python)
+        .args(["scripts/terraform_json.py", folder])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Some(serde_json::from_slice(&output.stdout).unwrap())
+}
+
+fn schema() -> Value {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/terraform/provider-schema.json"
+    ))
+    .unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Terraform's own meta-arguments and python-hcl2's line markers.
+const META: &[&str] = &[
+    "count",
+    "for_each",
+    "depends_on",
+    "lifecycle",
+    "provider",
+    "__start_line__",
+    "__end_line__",
+];
+
+/// Every argument and block of `body` against `schema` (`arguments`, `blocks`); `dynamic`
+/// blocks are checked as the block they generate. Returns what the schema does not know.
+fn unknown(path: &str, body: &Value, schema: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let Some(map) = body.as_object() else {
+        return out;
+    };
+    let arguments: BTreeSet<&str> = schema["arguments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for (key, value) in map {
+        if META.contains(&key.as_str()) {
+            continue;
+        }
+        if key == "dynamic" {
+            for generated in value.as_array().into_iter().flatten() {
+                for (block, spec) in generated.as_object().into_iter().flatten() {
+                    let Some(block_schema) = schema["blocks"].get(block) else {
+                        out.push(format!("{path}: dynamic {block} is not a block"));
+                        continue;
+                    };
+                    for content in spec["content"].as_array().into_iter().flatten() {
+                        out.extend(unknown(&format!("{path}.{block}"), content, block_schema));
+                    }
+                }
+            }
+        } else if let Some(block_schema) = schema["blocks"].get(key) {
+            for inner in value.as_array().into_iter().flatten() {
+                out.extend(unknown(&format!("{path}.{key}"), inner, block_schema));
+            }
+        } else if !arguments.contains(key.as_str()) {
+            out.push(format!("{path}: {key}"));
+        }
+    }
+    out
+}
+
+/// Every `resource` and `data` block of the parsed files: (schema key, label, body).
+fn blocks(files: &BTreeMap<String, Value>) -> Vec<(String, String, Value)> {
+    let mut out = Vec::new();
+    for file in files.values() {
+        for (section, prefix) in [("resource", ""), ("data", "data.")] {
+            for item in file[section].as_array().into_iter().flatten() {
+                for (kind, named) in item.as_object().into_iter().flatten() {
+                    for (label, body) in named.as_object().into_iter().flatten() {
+                        out.push((format!("{prefix}{kind}"), label.clone(), body.clone()));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_argument_and_block_of_the_module_and_its_example_is_in_the_providers_schema() {
+    let schema = schema();
+    for folder in [
+        "deploy/terraform",
+        "deploy/terraform/examples/existing-cluster",
+    ] {
+        let Some(files) = parsed(folder) else { return };
+        let mut checked = 0;
+        for (kind, label, body) in blocks(&files) {
+            if !kind.starts_with("aws_") && !kind.starts_with("data.aws_") {
+                continue; // the example's Kubernetes resources
+            }
+            let resource = schema["resources"]
+                .get(&kind)
+                .unwrap_or_else(|| panic!("{kind} is not in provider-schema.json: add it to scripts/extract_provider_schema.py's USED and regenerate"));
+            let wrong = unknown(&format!("{kind}.{label}"), &body, resource);
+            assert!(wrong.is_empty(), "not in the provider's schema: {wrong:#?}");
+            checked += 1;
+        }
+        assert!(checked > 0, "{folder}");
+    }
+}
+
+#[test]
+fn an_argument_the_provider_does_not_have_is_caught() {
+    let schema = schema();
+    let rule = &schema["resources"]["aws_cloudwatch_event_target"];
+    let body = serde_json::json!({"rule": ["r"], "arn": ["a"], "retry_policy": [{"maximum_retry_attempts": [8], "max_age": [60]}],
+        "dynamic": [{"dead_letter_queue": {"content": [{"arn": ["q"]}]}}]});
+    let mut wrong = unknown("target", &body, rule);
+    wrong.sort();
+    assert_eq!(
+        wrong,
+        [
+            "target.retry_policy: max_age",
+            "target: dynamic dead_letter_queue is not a block",
+        ]
+    );
+}
+
+/// Every `actions` list of the module's role policy, static and dynamic, and their Sids.
+fn module_role(files: &BTreeMap<String, Value>) -> (BTreeSet<String>, BTreeSet<String>) {
+    let (mut actions, mut sids) = (BTreeSet::new(), BTreeSet::new());
+    let (_, _, policy) = blocks(files)
+        .into_iter()
+        .find(|(kind, label, _)| kind == "data.aws_iam_policy_document" && label == "function")
+        .unwrap();
+    let dynamic = policy["dynamic"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|d| d["statement"]["content"].as_array().unwrap().clone());
+    for statement in policy["statement"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .cloned()
+        .chain(dynamic)
+    {
+        sids.insert(statement["sid"][0].as_str().unwrap().to_string());
+        for action in statement["actions"][0].as_array().unwrap() {
+            actions.insert(action.as_str().unwrap().to_string());
+        }
+    }
+    (actions, sids)
+}
+
+#[test]
+fn the_module_grants_the_templates_statements_sid_for_sid() {
+    let Some(t) = transformed() else { return };
+    let Some(files) = parsed("deploy/terraform") else {
+        return;
+    };
+    let (actions, sids) = module_role(&files);
+    assert_eq!(actions, template_role_actions(&t));
+    let mut template_sids = BTreeSet::new();
+    for policy in t["Resources"]["FunctionRole"]["Properties"]["Policies"]
+        .as_array()
+        .unwrap()
+    {
+        let document = policy.get("Fn::If").map_or(policy, |branches| &branches[1]);
+        for statement in document["PolicyDocument"]["Statement"].as_array().unwrap() {
+            template_sids.insert(statement["Sid"].as_str().unwrap().to_string());
+        }
+    }
+    assert_eq!(sids, template_sids);
+}
+
+/// `module`'s literal leaves equal the template's; an expression (`${…}`) stands for a value
+/// the template computes too, so only its key must exist there.
+fn same_literals(path: &str, module: &Value, template: &Value) {
+    match (module, template) {
+        (Value::String(expression), _) if expression.starts_with("${") => {}
+        (Value::Object(m), Value::Object(t)) => {
+            let keys = |o: &serde_json::Map<String, Value>| -> BTreeSet<String> {
+                o.keys().cloned().collect()
+            };
+            assert_eq!(keys(m), keys(t), "{path}");
+            for (key, value) in m {
+                same_literals(&format!("{path}.{key}"), value, &t[key]);
+            }
+        }
+        (Value::Array(m), Value::Array(t)) => {
+            assert_eq!(m.len(), t.len(), "{path}");
+            for (i, (m, t)) in m.iter().zip(t).enumerate() {
+                same_literals(&format!("{path}[{i}]"), m, t);
+            }
+        }
+        (m, t) => assert_eq!(m, t, "{path}"),
+    }
+}
+
+#[test]
+fn the_modules_rules_match_the_templates_patterns_retries_and_queue() {
+    let Some(t) = transformed() else { return };
+    let Some(files) = parsed("deploy/terraform") else {
+        return;
+    };
+    let locals = &files["events.tf"]["locals"][0];
+    let evaluator = evaluator_for(&t, &[]);
+    let pattern_of = |rule: &str| -> Value {
+        let pattern = evaluator.eval(&t["Resources"][rule]["Properties"]["EventPattern"]);
+        match pattern {
+            Value::String(text) => serde_json::from_str(&text).unwrap(),
+            object => object,
+        }
+    };
+    let settings = &locals["rule_settings"][0];
+    for (local, setting, rule) in [
+        ("push_pattern", "ecr-push", "FunctionEcrPush"),
+        ("scan_pattern", "ecr-scan", "FunctionEcrScan"),
+        (
+            "replication_pattern",
+            "ecr-replication",
+            "FunctionEcrReplication",
+        ),
+        ("inspector_pattern", "inspector-scan", "InspectorScanRule"),
+        ("", "reconcile", "FunctionReconcile"),
+    ] {
+        if !local.is_empty() {
+            same_literals(local, &locals[local][0], &pattern_of(rule));
+        }
+        let retry = &t["Resources"][rule]["Properties"]["Targets"][0]["RetryPolicy"];
+        assert_eq!(
+            settings[setting]["retries"], retry["MaximumRetryAttempts"],
+            "{rule}"
+        );
+        assert_eq!(
+            settings[setting]["max_age"], retry["MaximumEventAgeInSeconds"],
+            "{rule}"
+        );
+    }
+    let template_rules = of_type(&t, "AWS::Events::Rule").len();
+    assert_eq!(settings.as_object().unwrap().len(), template_rules);
+    // Lambda's own retries and the on-failure destination.
+    let invoke = &of_type(&t, "AWS::Lambda::EventInvokeConfig")[0].1["Properties"];
+    let (_, _, module_invoke) = blocks(&files)
+        .into_iter()
+        .find(|(kind, _, _)| kind == "aws_lambda_function_event_invoke_config")
+        .unwrap();
+    assert_eq!(
+        module_invoke["maximum_retry_attempts"][0],
+        invoke["MaximumRetryAttempts"]
+    );
+    assert_eq!(
+        module_invoke["maximum_event_age_in_seconds"][0],
+        invoke["MaximumEventAgeInSeconds"]
+    );
+    assert!(
+        module_invoke["destination_config"][0]["on_failure"][0]["destination"][0]
+            .as_str()
+            .unwrap()
+            .contains("aws_sqs_queue.dead_letters.arn")
+    );
+}
+
+#[test]
+fn the_module_alarms_on_the_templates_metrics() {
+    let Some(t) = transformed() else { return };
+    let Some(files) = parsed("deploy/terraform") else {
+        return;
+    };
+    let mut metrics = BTreeSet::new();
+    for alarm in files["alarms.tf"]["locals"][0]["single_metric_alarms"][0]
+        .as_object()
+        .unwrap()
+        .values()
+    {
+        metrics.insert(format!(
+            "{}/{}",
+            alarm["namespace"].as_str().unwrap(),
+            alarm["metric"].as_str().unwrap()
+        ));
+    }
+    let (_, _, delivery) = blocks(&files)
+        .into_iter()
+        .find(|(kind, label, _)| kind == "aws_cloudwatch_metric_alarm" && label == "event_delivery")
+        .unwrap();
+    for query in delivery["dynamic"].as_array().unwrap() {
+        for content in query["metric_query"]["content"].as_array().unwrap() {
+            let metric = &content["metric"][0];
+            metrics.insert(format!(
+                "{}/{}",
+                metric["namespace"][0].as_str().unwrap(),
+                metric["metric_name"][0].as_str().unwrap()
+            ));
+        }
+    }
+    assert_eq!(metrics, alarmed_metrics(&t));
+}
