@@ -327,3 +327,122 @@ fn the_module_alarms_on_the_templates_metrics() {
     }
     assert_eq!(metrics, alarmed_metrics(&t));
 }
+
+/// `CamelCase` parameter name to the module's `snake_case` variable name.
+fn snake(parameter: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in parameter.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The parameters a template value refers to (`Ref` to a parameter, anywhere inside it), and
+/// whether it is the literal `*`.
+fn template_sources(value: &Value, parameters: &Value, out: &mut BTreeSet<String>) -> bool {
+    match value {
+        Value::String(s) if s == "*" => true,
+        Value::Object(map) => {
+            for (key, inner) in map {
+                if key == "Ref"
+                    && let Some(name) = inner.as_str()
+                    && parameters.get(name).is_some()
+                {
+                    out.insert(name.to_string());
+                }
+                template_sources(inner, parameters, out);
+            }
+            false
+        }
+        Value::Array(items) => {
+            let mut star = false;
+            for item in items {
+                star |= template_sources(item, parameters, out);
+            }
+            star
+        }
+        _ => false,
+    }
+}
+
+/// A module expression with every `local.x` it names replaced by that local's own text, so
+/// what it is built from shows.
+fn expanded(text: &str, locals: &serde_json::Map<String, Value>, depth: usize) -> String {
+    let mut out = text.to_string();
+    if depth == 0 {
+        return out;
+    }
+    for (name, value) in locals {
+        let reference = format!("local.{name}");
+        if out.contains(&reference) {
+            let inner = expanded(&value.to_string(), locals, depth - 1);
+            out = out.replace(&reference, &inner);
+        }
+    }
+    out
+}
+
+#[test]
+fn each_statement_of_the_module_is_scoped_by_what_the_templates_is_scoped_by() {
+    let Some(t) = transformed() else { return };
+    let Some(files) = parsed("deploy/terraform") else {
+        return;
+    };
+    let mut locals = serde_json::Map::new();
+    for file in files.values() {
+        for block in file["locals"].as_array().into_iter().flatten() {
+            for (name, value) in block.as_object().unwrap() {
+                locals.insert(name.clone(), value.clone());
+            }
+        }
+    }
+    let (_, _, policy) = blocks(&files)
+        .into_iter()
+        .find(|(kind, label, _)| kind == "data.aws_iam_policy_document" && label == "function")
+        .unwrap();
+    let mut module: BTreeMap<String, Value> = BTreeMap::new();
+    for statement in policy["statement"].as_array().unwrap() {
+        module.insert(
+            statement["sid"][0].as_str().unwrap().into(),
+            statement["resources"].clone(),
+        );
+    }
+    for dynamic in policy["dynamic"].as_array().unwrap() {
+        let statement = &dynamic["statement"]["content"][0];
+        module.insert(
+            statement["sid"][0].as_str().unwrap().into(),
+            statement["resources"].clone(),
+        );
+    }
+    let mut compared = 0;
+    for policy in t["Resources"]["FunctionRole"]["Properties"]["Policies"]
+        .as_array()
+        .unwrap()
+    {
+        let document = policy.get("Fn::If").map_or(policy, |branches| &branches[1]);
+        for statement in document["PolicyDocument"]["Statement"].as_array().unwrap() {
+            let sid = statement["Sid"].as_str().unwrap();
+            let mut parameters = BTreeSet::new();
+            let star = template_sources(&statement["Resource"], &t["Parameters"], &mut parameters);
+            let resources = &module[sid];
+            let text = expanded(&resources.to_string(), &locals, 3);
+            assert_eq!(text.contains("\"*\""), star, "{sid}: {text}");
+            for parameter in parameters {
+                let variable = format!("var.{}", snake(&parameter));
+                assert!(
+                    text.contains(&variable),
+                    "{sid}: {parameter} is not {variable} in {text}"
+                );
+            }
+            compared += 1;
+        }
+    }
+    assert_eq!(compared, module.len());
+}
