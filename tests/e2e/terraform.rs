@@ -446,3 +446,74 @@ fn each_statement_of_the_module_is_scoped_by_what_the_templates_is_scoped_by() {
     }
     assert_eq!(compared, module.len());
 }
+
+/// Product names the module keeps whole where the SAM parameter splits them.
+const RENAMED: &[(&str, &str)] = &[
+    ("ArgoCdNamespaces", "argocd_namespaces"),
+    ("GitHubEnterpriseHosts", "github_enterprise_hosts"),
+    ("GitLabHosts", "gitlab_hosts"),
+];
+
+/// The module's own inputs, which a stack gets from `sam build` and its own name.
+const MODULE_ONLY: &[&str] = &["name", "package_file", "architecture"];
+
+#[test]
+fn every_template_parameter_is_a_module_input_with_the_same_default() {
+    let Some(t) = transformed() else { return };
+    let Some(files) = parsed("deploy/terraform") else {
+        return;
+    };
+    let mut variables: BTreeMap<String, Value> = BTreeMap::new();
+    for block in files["variables.tf"]["variable"].as_array().unwrap() {
+        for (name, body) in block.as_object().unwrap() {
+            variables.insert(name.clone(), body.clone());
+        }
+    }
+    let mut matched = BTreeSet::new();
+    for (parameter, spec) in t["Parameters"].as_object().unwrap() {
+        let name = RENAMED
+            .iter()
+            .find(|(p, _)| p == parameter)
+            .map_or_else(|| snake(parameter), |(_, v)| v.to_string());
+        let variable = variables
+            .get(&name)
+            .unwrap_or_else(|| panic!("{parameter}: no variable {name}"));
+        matched.insert(name.clone());
+        let Some(default) = spec.get("Default") else {
+            assert!(
+                variable.get("default").is_none(),
+                "{name} must be required, as {parameter} is"
+            );
+            continue;
+        };
+        let kind = variable["type"][0].as_str().unwrap();
+        // python-hcl2 leaves a negative number as the expression `${-1}`.
+        let module_default = match variable["default"][0].as_str() {
+            Some(text) if text.starts_with("${") => text[2..text.len() - 1]
+                .parse::<i64>()
+                .map_or_else(|_| variable["default"][0].clone(), |n| serde_json::json!(n)),
+            _ => variable["default"][0].clone(),
+        };
+        let module_default = &module_default;
+        let expected = match (kind, default) {
+            ("${bool}", Value::String(text)) => serde_json::json!(text == "true"),
+            ("${number}", Value::String(text)) => serde_json::json!(text.parse::<i64>().unwrap()),
+            ("${number}", number) => number.clone(),
+            ("${list(string)}", Value::String(text)) if text.is_empty() => serde_json::json!([]),
+            ("${list(string)}", Value::String(text)) => {
+                serde_json::json!(text.split(',').collect::<Vec<_>>())
+            }
+            ("${string}", text) => text.clone(),
+            other => panic!("{parameter}: {other:?}"),
+        };
+        assert_eq!(module_default, &expected, "{parameter} / {name}");
+    }
+    let extra: Vec<&String> = variables
+        .keys()
+        .filter(|v| !matched.contains(*v) && !MODULE_ONLY.contains(&v.as_str()))
+        .collect();
+    assert!(
+        extra.is_empty(),
+        "inputs with no template parameter: {extra:?}"
+    );
+}
