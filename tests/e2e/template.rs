@@ -363,20 +363,30 @@ fn the_rule_matches_tagged_successful_pushes_and_no_event_is_lost() {
 /// `scripts/transform_template.py` and the SAM translator that `./scripts/test` installs
 /// into `.venv`. Without it the test says so and passes, unless the test script asked for it.
 pub(crate) fn transformed() -> Option<serde_json::Value> {
+    python_json(
+        ".venv",
+        "the SAM translator",
+        &["scripts/transform_template.py"],
+    )
+}
+
+/// The JSON a project script prints, run with the Python of `venv`, which `./scripts/test`
+/// fills with `tool`. Without it the test says so and passes, unless the test script asked
+/// for the tools (`REQUIRE_TEMPLATE_TRANSFORM`).
+pub(crate) fn python_json(venv: &str, tool: &str, args: &[&str]) -> Option<serde_json::Value> {
     let root = env!("CARGO_MANIFEST_DIR");
-    let python = std::path::Path::new(root).join(".venv/bin/python");
-    let required = std::env::var_os("REQUIRE_TEMPLATE_TRANSFORM").is_some();
+    let python = std::path::Path::new(root).join(venv).join("bin/python");
     if !python.exists() {
         assert!(
-            !required,
-            "{} is missing: ./scripts/test installs the SAM translator there",
+            std::env::var_os("REQUIRE_TEMPLATE_TRANSFORM").is_none(),
+            "{} is missing: ./scripts/test installs {tool} there",
             python.display()
         );
-        eprintln!("skipping: no .venv with the SAM translator (./scripts/test installs it)");
+        eprintln!("skipping: no {venv} with {tool} (./scripts/test installs it)");
         return None;
     }
     let output = std::process::Command::new(python)
-        .arg("scripts/transform_template.py")
+        .args(args)
         .current_dir(root)
         .output()
         .unwrap();

@@ -8,35 +8,18 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use crate::template::{of_type, transformed};
+use crate::template::{of_type, python_json, transformed};
 use crate::template_operations::{alarmed_metrics, evaluator_for, template_role_actions};
 
-/// The `.tf` files of `folder` as python-hcl2 parses them, from the tools `./scripts/test`
-/// installs into `.venv-terraform`. Without them the test says so and passes, unless the
-/// test script asked for them.
+/// The `.tf` files of `folder` as python-hcl2 parses them, with the tools `./scripts/test`
+/// installs into `.venv-terraform`.
 fn parsed(folder: &str) -> Option<BTreeMap<String, Value>> {
-    let root = env!("CARGO_MANIFEST_DIR");
-    let python = std::path::Path::new(root).join(".venv-terraform/bin/python");
-    if !python.exists() {
-        assert!(
-            std::env::var_os("REQUIRE_TEMPLATE_TRANSFORM").is_none(),
-            "{} is missing: ./scripts/test installs python-hcl2 there",
-            python.display()
-        );
-        eprintln!("skipping: no .venv-terraform with python-hcl2 (./scripts/test installs it)");
-        return None;
-    }
-    let output = std::process::Command::new(python)
-        .args(["scripts/terraform_json.py", folder])
-        .current_dir(root)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    Some(serde_json::from_slice(&output.stdout).unwrap())
+    let files = python_json(
+        ".venv-terraform",
+        "python-hcl2",
+        &["scripts/terraform_json.py", folder],
+    )?;
+    Some(serde_json::from_value(files).unwrap())
 }
 
 fn schema() -> Value {
