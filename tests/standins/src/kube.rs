@@ -182,15 +182,7 @@ impl KubeState {
         self.validate(&app)
             .map_err(|e| format!("{namespace}/{name}: {e}"))?;
         let mut store = lock(&self.apps);
-        app["metadata"]["creationTimestamp"] = json!(
-            time::OffsetDateTime::now_utc()
-                .replace_nanosecond(0)
-                .ok()
-                .and_then(|t| t
-                    .format(&time::format_description::well_known::Rfc3339)
-                    .ok())
-                .unwrap_or_default()
-        );
+        app["metadata"]["creationTimestamp"] = json!(creation_timestamp());
         store.resource_version += 1;
         app["metadata"]["resourceVersion"] = json!(store.resource_version.to_string());
         app["metadata"]["generation"] = json!(1);
@@ -554,6 +546,18 @@ fn list(state: &KubeState, headers: &HeaderMap, namespace: Option<&str>, query: 
     store
         .apps
         .list_response(&query, namespace, metadata_only, store.resource_version)
+}
+
+/// Now, as the API server writes `creationTimestamp`: RFC 3339, whole seconds.
+fn creation_timestamp() -> String {
+    time::OffsetDateTime::now_utc()
+        .replace_nanosecond(0)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default()
 }
 
 /// Content negotiation as kube-apiserver does it for a list: the first acceptable media
@@ -1188,14 +1192,7 @@ async fn create_event(
     let resource_version = state.next_resource_version();
     event["metadata"]["resourceVersion"] = json!(resource_version.to_string());
     event["metadata"]["uid"] = json!(format!("00000000-0000-4000-8000-{resource_version:012}"));
-    event["metadata"]["creationTimestamp"] = json!(
-        time::OffsetDateTime::now_utc()
-            .replace_nanosecond(0)
-            .ok()
-            .and_then(|t| t
-                .format(&time::format_description::well_known::Rfc3339)
-                .ok())
-    );
+    event["metadata"]["creationTimestamp"] = json!(creation_timestamp());
     lock(&state.events).push(event.clone());
     (StatusCode::CREATED, axum::Json(event)).into_response()
 }
