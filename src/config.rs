@@ -94,6 +94,92 @@ pub struct Config {
     /// The function's own account (`FUNCTION_ACCOUNT_ID`, set by the template), to tell another
     /// account's registry refusing us (permanent) from our own role lacking a grant.
     pub own_account: Option<String>,
+    /// How a scheduled sweep of a large fleet fans out over the sweep queue.
+    pub sweep: SweepSettings,
+}
+
+/// The reconcile sweep's fan-out (`SWEEP_*`). Without a queue every sweep runs in one
+/// invocation, as it does for fleets under `fan_out_at` Applications.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SweepSettings {
+    /// `SWEEP_QUEUE_URL`: the queue shards are sent to, which the same function consumes.
+    pub queue_url: Option<String>,
+    /// `SWEEP_FAN_OUT_AT`: a sweep of at least this many Applications (every cluster
+    /// together) is sent out in shards; a smaller one runs in the invocation that listed it.
+    pub fan_out_at: u32,
+    /// `SWEEP_SHARD_SIZE`: Applications per shard, so that a shard at 128 MB finishes well
+    /// inside its timeout.
+    pub shard_size: u32,
+    /// `SWEEP_CONCURRENCY`: how many shards run at once (the event source mapping's
+    /// `MaximumConcurrency`, which the template sets from the same parameter).
+    pub concurrency: u32,
+    /// `SWEEP_CLUSTER_REQUESTS`: the most Kubernetes requests a fanned-out sweep has in flight
+    /// against one cluster, all shards together.
+    pub cluster_requests: u32,
+}
+
+impl Default for SweepSettings {
+    fn default() -> Self {
+        Self {
+            queue_url: None,
+            fan_out_at: 1_000,
+            shard_size: 500,
+            concurrency: 10,
+            cluster_requests: 40,
+        }
+    }
+}
+
+impl SweepSettings {
+    /// Applications one shard reads and writes at a time: the cluster's request budget
+    /// shared by the shards that may run at once (all of them may be one cluster's).
+    pub fn shard_concurrency(&self) -> usize {
+        (self.cluster_requests / self.concurrency.max(1)).clamp(1, 8) as usize
+    }
+}
+
+/// An SQS queue URL: `https://<host>/<account>/<name>`, nothing else (no credentials, no
+/// query), since the URL is logged.
+fn queue_url(name: &'static str, url: &str) -> Result<String, ConfigError> {
+    let parsed = url::Url::parse(url).map_err(|e| error(name, format!("not a URL: {e}")))?;
+    let segments: Vec<&str> = parsed.path_segments().map_or(vec![], |s| s.collect());
+    let account = segments.first().copied().unwrap_or_default();
+    let well_formed = matches!(parsed.scheme(), "https" | "http")
+        && parsed.host_str().is_some()
+        && parsed.username().is_empty()
+        && parsed.password().is_none()
+        && parsed.query().is_none()
+        && parsed.fragment().is_none()
+        && segments.len() == 2
+        && account.len() == 12
+        && account.bytes().all(|b| b.is_ascii_digit())
+        && !segments[1].is_empty();
+    if !well_formed {
+        return Err(error(
+            name,
+            "must be an SQS queue URL, https://sqs.<region>.amazonaws.com/<account>/<queue> (the template's SweepQueueUrl output)",
+        ));
+    }
+    Ok(url.to_string())
+}
+
+fn sweep_settings(env: &Env<'_>) -> Result<SweepSettings, ConfigError> {
+    let defaults = SweepSettings::default();
+    let queue_url = match env.get("SWEEP_QUEUE_URL") {
+        Some(url) => Some(queue_url("SWEEP_QUEUE_URL", &url)?),
+        None => None,
+    };
+    Ok(SweepSettings {
+        queue_url,
+        fan_out_at: env.number("SWEEP_FAN_OUT_AT", defaults.fan_out_at, 1..=1_000_000)?,
+        shard_size: env.number("SWEEP_SHARD_SIZE", defaults.shard_size, 1..=5_000)?,
+        concurrency: env.number("SWEEP_CONCURRENCY", defaults.concurrency, 2..=1_000)?,
+        cluster_requests: env.number(
+            "SWEEP_CLUSTER_REQUESTS",
+            defaults.cluster_requests,
+            1..=400,
+        )?,
+    })
 }
 
 /// A GitHub Enterprise host (`GITHUB_ENTERPRISE_HOSTS`) or a self-managed GitLab
@@ -707,6 +793,7 @@ impl Config {
         }
         Ok(Self {
             own_account,
+            sweep: sweep_settings(&env)?,
             git: git_settings(&env, &namespaces)?,
             dry_run: env.flag("DRY_RUN", false)?,
             read_image_updaters: env.flag("READ_IMAGEUPDATERS", true)?,

@@ -52,11 +52,55 @@ pub enum Invocation {
     Reconcile {
         id: String,
     },
+    /// Shards of a fanned-out sweep, from the sweep queue (or one redriven from the
+    /// dead-letter queue): each is run on its own and reported done or failed on its own.
+    Shards(Vec<ShardRecord>),
     /// Not work for us; the reason goes to the log and the report.
     Skip {
         id: String,
         reason: String,
     },
+}
+
+/// The `action` of a sweep shard's message body.
+pub const SHARD_ACTION: &str = "reconcile-shard";
+
+/// One shard as it arrived: read by the sweep, which bounds it before it parses it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardRecord {
+    /// The SQS message id, which a partial batch response names; `None` for a shard sent
+    /// directly (a redrive), whose failure fails the invocation instead.
+    pub message_id: Option<String>,
+    pub body: String,
+}
+
+/// Whether a JSON text is a shard's body, by its `action` alone.
+fn is_shard_body(body: &str) -> bool {
+    body.len() <= 256 * 1024
+        && serde_json::from_str::<Value>(body)
+            .ok()
+            .is_some_and(|v| v.get("action").and_then(Value::as_str) == Some(SHARD_ACTION))
+}
+
+/// The sweep queue's batch: SQS records whose bodies are shards. A record that is not one
+/// stays in the batch, to be reported failed on its own.
+fn shard_batch(event: &Value) -> Option<Vec<ShardRecord>> {
+    let records = event.get("Records")?.as_array()?;
+    let first = records.first()?;
+    if first["eventSource"].as_str() != Some("aws:sqs")
+        || !is_shard_body(first["body"].as_str().unwrap_or_default())
+    {
+        return None;
+    }
+    Some(
+        records
+            .iter()
+            .map(|record| ShardRecord {
+                message_id: Some(record["messageId"].as_str().unwrap_or_default().to_string()),
+                body: record["body"].as_str().unwrap_or_default().to_string(),
+            })
+            .collect(),
+    )
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -68,6 +112,9 @@ pub enum EventError {
 }
 
 pub fn parse(event: &Value) -> Result<Invocation, EventError> {
+    if let Some(records) = shard_batch(event) {
+        return Ok(Invocation::Shards(records));
+    }
     parse_event(unwrap_failed(event)?.as_ref())
 }
 
@@ -106,8 +153,15 @@ fn parse_event(event: &Value) -> Result<Invocation, EventError> {
         .unwrap_or_default()
         .to_string();
 
-    if object.get("action").and_then(Value::as_str) == Some("reconcile") {
-        return Ok(Invocation::Reconcile { id });
+    match object.get("action").and_then(Value::as_str) {
+        Some("reconcile") => return Ok(Invocation::Reconcile { id }),
+        Some(SHARD_ACTION) => {
+            return Ok(Invocation::Shards(vec![ShardRecord {
+                message_id: None,
+                body: event.to_string(),
+            }]));
+        }
+        _ => {}
     }
     let source = optional_str(object.get("source"), "source")?.unwrap_or_default();
     let detail_type = optional_str(object.get("detail-type"), "detail-type")?.unwrap_or_default();
@@ -585,6 +639,33 @@ mod tests {
         );
         assert_eq!(
             parse(&json!({"action": "reconcile"})),
+            Ok(Invocation::Reconcile { id: String::new() })
+        );
+    }
+
+    #[test]
+    fn a_sweep_queue_batch_is_shards_each_with_its_message_id() {
+        let shard = r#"{"action":"reconcile-shard","sweep":"s","cluster":"dev","shard":1,"shards":1,"applications":[]}"#;
+        let batch = json!({"Records": [
+            {"messageId": "m-1", "eventSource": "aws:sqs", "body": shard},
+            {"messageId": "m-2", "eventSource": "aws:sqs", "body": "garbage"},
+        ]});
+        let Ok(Invocation::Shards(records)) = parse(&batch) else {
+            panic!("not shards: {:?}", parse(&batch));
+        };
+        let ids: Vec<_> = records.iter().map(|r| r.message_id.as_deref()).collect();
+        assert_eq!(ids, [Some("m-1"), Some("m-2")]);
+        assert_eq!(records[1].body, "garbage", "kept, to be failed on its own");
+        // Redriven from the dead-letter queue, a shard comes as the payload itself.
+        let direct: Value = serde_json::from_str(shard).unwrap();
+        let Ok(Invocation::Shards(records)) = parse(&direct) else {
+            panic!("not a shard");
+        };
+        assert_eq!(records[0].message_id, None);
+        // A dead-letter queue batch of an ECR event is not a shard batch.
+        let parked = json!({"Records": [{"messageId": "m", "eventSource": "aws:sqs", "body": "{\"action\":\"reconcile\"}"}]});
+        assert_eq!(
+            parse(&parked),
             Ok(Invocation::Reconcile { id: String::new() })
         );
     }

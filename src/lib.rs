@@ -68,6 +68,7 @@ mod decision;
 mod git;
 mod pipeline;
 mod registry;
+mod sweep;
 
 pub mod config;
 pub mod event;
@@ -86,6 +87,7 @@ pub use cluster::{eks_auth, kube};
 pub use git::gitcreds::credentials_secret_kind;
 pub use pipeline::handler;
 pub use registry::ecr;
+pub use sweep::shard;
 
 // The crate's own paths to the rest (`crate::gitwrite`…), one per module.
 use appconfig::imageupdater;

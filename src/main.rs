@@ -83,6 +83,8 @@ async fn invoke(
     let metrics = metrics::emf(function_name, mode, failed, report, elapsed, now_ms);
     println!("{metrics}");
     match result {
+        // Lambda's SQS event source mapping reads only the partial batch response.
+        Ok(report) if report.mode == "shard" => Ok(report.batch_response()),
         Ok(report) => Ok(serde_json::to_value(&report).unwrap_or(Value::Null)),
         Err(e) => {
             tracing::error!(error_type = e.error_type(), error = %e, "invocation failed");

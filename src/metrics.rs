@@ -34,7 +34,8 @@ pub fn emf(
     let clusters_failed = report.map_or(0, |r| {
         r.clusters.iter().filter(|c| c.failure.is_some()).count()
     });
-    let metrics: [(&str, &str, Value); 11] = [
+    let sweep = report.and_then(|r| r.sweep.clone()).unwrap_or_default();
+    let metrics: [(&str, &str, Value); 15] = [
         ("InvocationsFailed", "Count", json!(u8::from(failed))),
         ("ImagesUpdated", "Count", json!(count(Action::Updated))),
         ("ImagesUnchanged", "Count", json!(count(Action::Unchanged))),
@@ -45,6 +46,12 @@ pub fn emf(
         ("EcrRequests", "Count", json!(stats.ecr_calls)),
         ("GitRequests", "Count", json!(stats.git_requests)),
         ("ClustersFailed", "Count", json!(clusters_failed)),
+        // A fanned-out sweep: what the coordinator sent (Mode=reconcile), what the shard
+        // invocations ran and how many failed back to the queue (Mode=shard).
+        ("SweepApplications", "Count", json!(sweep.applications)),
+        ("SweepShards", "Count", json!(sweep.shards)),
+        ("ShardsFailed", "Count", json!(sweep.shards_failed)),
+        ("ApplicationsRead", "Count", json!(stats.gets)),
         (
             "DurationMs",
             "Milliseconds",
@@ -112,6 +119,24 @@ mod tests {
         assert_eq!(line["Outcome"], "ok");
         assert_eq!(line["DurationMs"], 12.0);
         assert_eq!(line["ClustersFailed"], 0);
+        assert_eq!(line["SweepShards"], 0);
+        assert_eq!(line["ApplicationsRead"], 2);
+        let mut shard = Report::new("shard", "e", false);
+        shard.sweep = Some(crate::report::SweepSummary {
+            applications: 500,
+            shards: 1,
+            shards_failed: 1,
+        });
+        let line = emf("fn", "shard", true, Some(&shard), Duration::ZERO, 0);
+        assert_eq!(
+            (
+                &line["SweepApplications"],
+                &line["SweepShards"],
+                &line["ShardsFailed"]
+            ),
+            (&json!(500), &json!(1), &json!(1))
+        );
+        assert_eq!(line["Outcome"], "failed");
         let failure = crate::report::ClusterFailure {
             message: "cluster `prod`: down".into(),
             error_type: "Retryable.ListApplications",

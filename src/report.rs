@@ -171,6 +171,24 @@ pub struct Report {
     pub clusters: Vec<ClusterSummary>,
     pub entries: Vec<Entry>,
     pub stats: Stats,
+    /// A sweep sent out in shards (`reconcile`), or the shards one invocation ran (`shard`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<SweepSummary>,
+    /// The SQS message ids of the shards that failed: the partial batch response, so that
+    /// SQS delivers only those again.
+    #[serde(skip)]
+    pub failed_messages: Vec<String>,
+}
+
+/// How a sweep was shared out, or how the shards of one invocation went.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct SweepSummary {
+    /// Applications the sweep found (coordinator), or the shards named (shard).
+    pub applications: usize,
+    /// Shards sent (coordinator), or run (shard).
+    pub shards: usize,
+    /// Shards not sent (coordinator), or that failed and go back to the queue (shard).
+    pub shards_failed: usize,
 }
 
 impl Report {
@@ -186,7 +204,19 @@ impl Report {
             clusters: Vec::new(),
             entries: Vec::new(),
             stats: Stats::default(),
+            sweep: None,
+            failed_messages: Vec::new(),
         }
+    }
+
+    /// What Lambda's SQS event source mapping reads back: the shards to deliver again.
+    pub fn batch_response(&self) -> serde_json::Value {
+        let failures: Vec<serde_json::Value> = self
+            .failed_messages
+            .iter()
+            .map(|id| serde_json::json!({ "itemIdentifier": id }))
+            .collect();
+        serde_json::json!({ "batchItemFailures": failures })
     }
 
     /// Adds one cluster's part of a multi-cluster event: its entries (named by cluster), its

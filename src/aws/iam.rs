@@ -134,6 +134,12 @@ pub const SDK_CALLS: &[SdkCall] = &[
         "codecommit:GetPullRequest",
         "CodeCommit pull requests",
     ),
+    call(
+        "sqs",
+        "send_message",
+        "sqs:SendMessage",
+        "a sweep of a large fleet: its shards to the sweep queue",
+    ),
 ];
 
 /// What Lambda does with the function's role on its behalf, with no call in our code.
@@ -143,6 +149,18 @@ pub const PLATFORM_ACTIONS: &[(&str, &str)] = &[
     (
         "sqs:SendMessage",
         "Lambda parks a failed invocation in the dead-letter queue",
+    ),
+    (
+        "sqs:ReceiveMessage",
+        "Lambda's event source mapping reads the sweep queue",
+    ),
+    (
+        "sqs:DeleteMessage",
+        "Lambda's event source mapping removes a shard that ran",
+    ),
+    (
+        "sqs:GetQueueAttributes",
+        "Lambda's event source mapping reads the sweep queue",
     ),
     (
         "ec2:CreateNetworkInterface",

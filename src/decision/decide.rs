@@ -395,6 +395,15 @@ pub mod app {
         )
     }
 
+    /// A shard named an Application outside `ARGOCD_NAMESPACES`: not ours to touch.
+    pub fn unwatched(namespace: &str, name: &str) -> Entry {
+        failed_entry(
+            Entry::new(namespace, name, None, ""),
+            "the shard names an Application outside ARGOCD_NAMESPACES; it was not read (shards are made from the watched namespaces only, so this one was not sent by this function's sweep)",
+            false,
+        )
+    }
+
     pub fn unreadable(namespace: &str, name: &str, error: &str, retryable: bool) -> Entry {
         failed_entry(Entry::new(namespace, name, None, ""), error, retryable)
     }

@@ -76,8 +76,10 @@ pub struct Handler {
     pub(super) ecr: Ecr,
     /// Every cluster an event is decided against (one unless `CLUSTERS` is set), each with
     /// its own client, token, CA and object cache.
-    clusters: Vec<Cluster>,
+    pub(super) clusters: Vec<Cluster>,
     credentials: SharedCredentialsProvider,
+    /// Where a sweep of a large fleet sends its shards (`SWEEP_QUEUE_URL`).
+    pub(super) sweep_queue: Option<crate::sweep::queue::ShardQueue>,
     pub(super) clock: Arc<dyn Clock>,
     sns: aws_sdk_sns::Client,
     pub(super) github: GitHub,
@@ -92,9 +94,9 @@ pub struct Handler {
 }
 
 /// One cluster and what the warm container keeps for it.
-struct Cluster {
+pub(super) struct Cluster {
     /// The handler's configuration as it applies to this cluster.
-    config: Config,
+    pub(super) config: Config,
     /// In the cluster's region, with the function's own credentials.
     eks: aws_sdk_eks::Client,
     /// The SDK configuration in the cluster's region: what a role for the cluster is
@@ -102,11 +104,11 @@ struct Cluster {
     sdk: aws_config::SdkConfig,
     region: String,
     kube: OnceCell<KubeClient>,
-    objects: ObjectCache,
+    pub(super) objects: ObjectCache,
 }
 
 /// Matched Applications are read, decided and written this many at a time.
-const CONCURRENCY: usize = 8;
+pub(super) const CONCURRENCY: usize = 8;
 
 /// A sweep starts no Application this close to Lambda's deadline: it ends, reported, before
 /// Lambda would stop it (a timeout is an invocation error, which Lambda retries into the
@@ -149,6 +151,9 @@ impl Handler {
         let codecommit = CodeCommit::new(eks_sdk.clone(), region.clone());
         let ecr = aws_sdk_ecr::Client::new(eks_sdk);
         let sns = aws_sdk_sns::Client::new(eks_sdk);
+        let sweep_queue = config.sweep.queue_url.clone().map(|url| {
+            crate::sweep::queue::ShardQueue::new(aws_sdk_sqs::Client::new(eks_sdk), url)
+        });
         let secrets = Arc::new(crate::secrets::SecretReader::new(
             aws_sdk_secretsmanager::Client::new(eks_sdk),
         ));
@@ -208,6 +213,7 @@ impl Handler {
             ecr: Ecr::new(ecr).with_own_account(own_account),
             clusters,
             credentials,
+            sweep_queue,
             clock,
             sns,
         })
@@ -225,7 +231,10 @@ impl Handler {
 
     /// A cluster's Kubernetes client, made on first use and kept for the warm container's
     /// life: its endpoint, CA and token source are the cluster's own.
-    async fn kube_of<'c>(&self, cluster: &'c Cluster) -> Result<&'c KubeClient, HandlerError> {
+    pub(super) async fn kube_of<'c>(
+        &self,
+        cluster: &'c Cluster,
+    ) -> Result<&'c KubeClient, HandlerError> {
         cluster
             .kube
             .get_or_try_init(|| async {
@@ -330,13 +339,45 @@ impl Handler {
             }
             Invocation::Reconcile { id } => {
                 let mut report = Report::new("reconcile", &id, self.config.dry_run);
-                if let Err(error) = self
-                    .run_clusters(&mut report, Mode::Reconcile, deadline)
-                    .await
-                {
+                let swept = match &self.sweep_queue {
+                    Some(queue) => self.sweep(&mut report, queue, deadline).await,
+                    None => {
+                        self.run_clusters(&mut report, Mode::Reconcile, deadline)
+                            .await
+                    }
+                };
+                if let Err(error) = swept {
                     report.failure = Some(format!("{}: {error}", error.error_type()));
                 }
                 report
+            }
+            Invocation::Shards(records) => {
+                let mut report = Report::new("shard", "", self.config.dry_run);
+                let direct = records.iter().any(|r| r.message_id.is_none());
+                self.run_shards(&mut report, &records, deadline).await;
+                report.stats.ecr_calls = self.ecr.calls() - ecr_calls_before;
+                report.redact();
+                report.log();
+                if let Some(topic) = &self.config.notification_topic_arn {
+                    announce::publish_report(&self.sns, topic, &report).await;
+                }
+                // A shard from the queue is reported failed by message id and delivered
+                // again; one sent directly (a redrive) fails the invocation instead.
+                return match report.failure.clone() {
+                    Some(summary) if direct => Err(HandlerError::Targets {
+                        summary,
+                        report: Box::new(report),
+                    }),
+                    Some(failure) => {
+                        tracing::error!(
+                            failure,
+                            failed_messages = report.failed_messages.len(),
+                            "shards failed; SQS delivers them again, and after the queue's receive limit parks them in the dead-letter queue"
+                        );
+                        Ok(report)
+                    }
+                    None => Ok(report),
+                };
             }
         };
         report.stats.ecr_calls = self.ecr.calls() - ecr_calls_before;
@@ -414,9 +455,7 @@ impl Handler {
         };
         // The listing sends each Application that concerns the invocation as soon as its
         // page is parsed; they are read, decided and written while later pages are listed.
-        // Each is independent; `buffered` keeps the report in listing order.
         let (found, arrivals) = tokio::sync::mpsc::unbounded_channel::<listing::Found>();
-        let (mode, event_id, dry_run) = (report.mode, report.event_id.as_str(), report.dry_run);
         let listed = listing::concerned(
             kube,
             &cluster.config,
@@ -426,36 +465,63 @@ impl Handler {
             &mut report.stats,
             found,
         );
-        let processed = futures_util::stream::unfold(arrivals, |mut arrivals| async move {
+        let arrivals = futures_util::stream::unfold(arrivals, |mut arrivals| async move {
             arrivals.recv().await.map(|found| (found, arrivals))
-        })
-        .map(|(meta, objects)| async move {
-            let mut outcome = Report::new(mode, event_id, dry_run);
-            let out_of_time = matches!(work.mode, Mode::Reconcile)
-                && work
-                    .deadline
-                    .is_some_and(|d| d.saturating_duration_since(Instant::now()) < SWEEP_MARGIN);
-            if out_of_time {
-                let (namespace, name) = (meta.namespace.as_str(), meta.name.as_str());
+        });
+        let kind = (report.mode, report.event_id.clone(), report.dry_run);
+        let processed = self.process_all(&kind, arrivals, work, CONCURRENCY);
+        let (listed, outcomes) = futures_util::future::join(listed, processed).await;
+        self.finish(report, cluster, kube, listed, outcomes).await
+    }
+
+    /// Reads, decides and writes each Application `concurrency` at a time, in the order
+    /// given; in a sweep, none is started in the last [`SWEEP_MARGIN`] before the deadline.
+    pub(super) async fn process_all(
+        &self,
+        (mode, event_id, dry_run): &(&'static str, String, bool),
+        found: impl futures_util::Stream<Item = listing::Found>,
+        work: &Work<'_>,
+        concurrency: usize,
+    ) -> Vec<Report> {
+        let (mode, event_id, dry_run) = (*mode, event_id.as_str(), *dry_run);
+        found
+            .map(|(meta, objects)| async move {
+                let mut outcome = Report::new(mode, event_id, dry_run);
+                let out_of_time = matches!(work.mode, Mode::Reconcile)
+                    && work.deadline.is_some_and(|d| {
+                        d.saturating_duration_since(Instant::now()) < SWEEP_MARGIN
+                    });
+                if out_of_time {
+                    let (namespace, name) = (meta.namespace.as_str(), meta.name.as_str());
+                    outcome
+                        .entries
+                        .push(decide::app::not_reached(namespace, name));
+                } else {
+                    self.process(&meta, &objects, work, &mut outcome).await;
+                }
                 outcome
-                    .entries
-                    .push(decide::app::not_reached(namespace, name));
-            } else {
-                self.process(&meta, &objects, work, &mut outcome).await;
-            }
-            outcome
-        })
-        .buffered(CONCURRENCY)
-        .collect::<Vec<Report>>();
-        let (
-            Listed {
-                matched,
-                mut unlisted,
-                tally,
-                scopes,
-            },
-            outcomes,
-        ) = futures_util::future::join(listed, processed).await;
+            })
+            .buffered(concurrency.max(1))
+            .collect::<Vec<Report>>()
+            .await
+    }
+
+    /// What the listing could not list, and what was done, into the report; then the
+    /// status of the ImageUpdater objects that configured the Applications.
+    pub(super) async fn finish(
+        &self,
+        report: &mut Report,
+        cluster: &Cluster,
+        kube: &KubeClient,
+        listed: Listed,
+        outcomes: Vec<Report>,
+    ) -> Result<(), HandlerError> {
+        let Listed {
+            matched,
+            mut unlisted,
+            tally,
+            scopes,
+        } = listed;
         // Nothing listed anywhere and nothing written: the invocation's own failure. Once
         // something was written, the failure is an entry beside what was, and still fails
         // the invocation retryably (a retry finds the written Applications unchanged).
@@ -491,7 +557,7 @@ impl Handler {
 /// A cluster that could not be listed at all, for the report of a multi-cluster event. The
 /// invocation fails retryably either way (the other clusters are written, and a retry finds
 /// them unchanged); the class says whether waiting can fix it or an operator must.
-fn cluster_failure(cluster: &str, error: &HandlerError) -> ClusterFailure {
+pub(super) fn cluster_failure(cluster: &str, error: &HandlerError) -> ClusterFailure {
     // Access (an entry, RBAC, a name, a CA) is an operator's to fix; the rest may pass.
     let needs_operator = match error {
         HandlerError::Cluster(e) => !matches!(e, ClusterError::Transient { .. }),

@@ -1,6 +1,7 @@
 //! The work of one invocation: the orchestration ([`handler`]), which Applications it
 //! concerns ([`listing`]), each Application resolved once, decided and written back, the
-//! registry facts asked once ([`facts`]), and what it announces ([`announce`]).
+//! registry facts asked once ([`facts`]), what it announces ([`announce`]), and a large
+//! fleet's sweep sent out in shards and run shard by shard ([`sweep`]).
 
 pub mod announce;
 mod application;
@@ -9,3 +10,4 @@ mod git_attempt;
 pub mod handler;
 mod image;
 pub mod listing;
+mod sweep;

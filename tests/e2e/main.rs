@@ -20,6 +20,7 @@ mod operations;
 mod push;
 mod registries;
 mod shipping_features;
+mod sweep;
 mod template;
 mod template_operations;
 mod terraform;

@@ -77,6 +77,8 @@ pub struct AwsState {
     published: Mutex<Vec<Value>>,
     /// SQS queues by URL, and each one's messages.
     queues: Mutex<BTreeMap<String, Vec<QueueMessage>>>,
+    /// Redrive policies by queue URL: the dead-letter queue and the receive limit.
+    redrives: Mutex<BTreeMap<String, (String, u32)>>,
     /// How many further short-poll receives answer empty although messages are visible: SQS
     /// samples a subset of its servers on a short poll and documents that it may do so.
     short_poll_misses: std::sync::atomic::AtomicUsize,
@@ -117,6 +119,8 @@ pub struct QueueMessage {
     /// Set while received and not deleted: hidden from further receives until the
     /// visibility timeout passes or is changed.
     receipt: Option<(String, std::time::Instant)>,
+    /// How many times it was received (SQS's `ApproximateReceiveCount`).
+    pub receives: u32,
 }
 
 impl QueueMessage {
@@ -170,6 +174,7 @@ impl AwsState {
             cluster_owners: Mutex::new(BTreeMap::new()),
             roles: Mutex::new(BTreeMap::new()),
             queues: Mutex::new(BTreeMap::new()),
+            redrives: Mutex::new(BTreeMap::new()),
             short_poll_misses: std::sync::atomic::AtomicUsize::new(0),
             secrets: Mutex::new(BTreeMap::new()),
             codecommit: crate::github::GitHubState::default(),
@@ -238,22 +243,91 @@ impl AwsState {
     }
 
     /// Puts a message in a queue, as EventBridge or Lambda would park a failed event.
-    pub fn send_message(&self, queue_url: &str, body: &str) {
+    pub fn send_message(&self, queue_url: &str, body: &str) -> String {
         let now_ms = (OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64;
-        self.send_message_at(queue_url, body, now_ms);
+        self.send_message_at(queue_url, body, now_ms)
     }
 
     /// Puts a message in a queue as if it had been sent at `sent_ms` (Unix milliseconds).
-    pub fn send_message_at(&self, queue_url: &str, body: &str, sent_ms: i64) {
+    pub fn send_message_at(&self, queue_url: &str, body: &str, sent_ms: i64) -> String {
         let mut queues = lock(&self.queues);
         let messages = queues.entry(queue_url.to_string()).or_default();
-        let id = format!("00000000-0000-0000-2222-{:012}", messages.len() + 1);
+        let n = MESSAGES.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let id = format!("00000000-0000-0000-2222-{n:012}");
         messages.push(QueueMessage {
-            id,
+            id: id.clone(),
             body: body.to_string(),
             sent_ms,
             receipt: None,
+            receives: 0,
         });
+        id
+    }
+
+    /// A queue's redrive policy: a message received `max_receives` times and still there
+    /// moves to `dead_letter_url` on its next receive, as SQS moves it.
+    pub fn set_redrive(&self, queue_url: &str, dead_letter_url: &str, max_receives: u32) {
+        lock(&self.redrives).insert(
+            queue_url.to_string(),
+            (dead_letter_url.to_string(), max_receives),
+        );
+    }
+
+    /// Receives up to `max` visible messages for `visibility`, as `ReceiveMessage` does
+    /// (redrive included): `(message id, receipt handle, body, receive count)`.
+    pub fn receive(
+        &self,
+        queue_url: &str,
+        max: usize,
+        visibility: std::time::Duration,
+    ) -> Vec<(String, String, String, u32)> {
+        let redrive = lock(&self.redrives).get(queue_url).cloned();
+        let mut queues = lock(&self.queues);
+        let mut moved = Vec::new();
+        let mut out = Vec::new();
+        if let Some(messages) = queues.get_mut(queue_url) {
+            if let Some((_, max_receives)) = &redrive {
+                let (dead, kept): (Vec<QueueMessage>, Vec<QueueMessage>) = std::mem::take(messages)
+                    .into_iter()
+                    .partition(|m| m.visible() && m.receives >= *max_receives);
+                *messages = kept;
+                moved = dead;
+            }
+            for message in messages.iter_mut().filter(|m| m.visible()).take(max) {
+                let receipt = format!(
+                    "receipt-{}-{}",
+                    message.id,
+                    RECEIPTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                );
+                message.receipt = Some((receipt.clone(), std::time::Instant::now() + visibility));
+                message.receives += 1;
+                out.push((
+                    message.id.clone(),
+                    receipt,
+                    message.body.clone(),
+                    message.receives,
+                ));
+            }
+        }
+        if let Some((dead_letter_url, _)) = redrive {
+            let parked = queues.entry(dead_letter_url).or_default();
+            for mut message in moved {
+                message.receipt = None;
+                parked.push(message);
+            }
+        }
+        out
+    }
+
+    /// Deletes a received message by its receipt handle; false if the handle is stale.
+    pub fn delete(&self, queue_url: &str, receipt: &str) -> bool {
+        let mut queues = lock(&self.queues);
+        let Some(messages) = queues.get_mut(queue_url) else {
+            return false;
+        };
+        let before = messages.len();
+        messages.retain(|m| m.receipt.as_ref().is_none_or(|(r, _)| r != receipt));
+        messages.len() < before
     }
 
     /// The next `count` short-poll receives answer empty whatever the queue holds.
@@ -518,6 +592,7 @@ async fn ecr(State(state): State<Arc<AwsState>>, headers: HeaderMap, body: Bytes
             crate::deployment::tagged_resources(&state, &request)
         }
         "GetQueueUrl" if target.starts_with("AmazonSQS") => queue_url(&state, &request),
+        "SendMessage" if target.starts_with("AmazonSQS") => send_message_call(&state, &request),
         "ReceiveMessage" if target.starts_with("AmazonSQS") => {
             receive_message(&state, &request).await
         }
@@ -770,6 +845,27 @@ fn sns(state: &AwsState, body: &[u8]) -> Response {
 }
 
 static RECEIPTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static MESSAGES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// SQS's `SendMessage`, as strict as SQS about what it takes: a queue that exists, a body of
+/// 1 byte to 256 KiB in the characters SQS allows.
+fn send_message_call(state: &AwsState, request: &Value) -> Response {
+    let url = request["QueueUrl"].as_str().unwrap_or_default();
+    let body = request["MessageBody"].as_str().unwrap_or_default();
+    if !lock(&state.queues).contains_key(url) {
+        return no_queue(url);
+    }
+    let allowed = |c: char| matches!(c, '\u{9}' | '\u{a}' | '\u{d}' | '\u{20}'..='\u{d7ff}' | '\u{e000}'..='\u{fffd}' | '\u{10000}'..='\u{10ffff}');
+    if body.is_empty() || body.len() > 256 * 1024 || !body.chars().all(allowed) {
+        return aws_error(
+            StatusCode::BAD_REQUEST,
+            "com.amazonaws.sqs#InvalidParameterValue",
+            "One or more parameters are invalid. Reason: Message must be shorter than 262144 bytes and use only allowed characters.",
+        );
+    }
+    let id = state.send_message(url, body);
+    axum::Json(json!({"MessageId": id})).into_response()
+}
 
 fn no_queue(url: &str) -> Response {
     aws_error(
@@ -838,6 +934,7 @@ fn receive_now(state: &AwsState, request: &Value) -> Result<Vec<Value>, Response
             RECEIPTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         );
         message.receipt = Some((receipt.clone(), std::time::Instant::now() + visibility));
+        message.receives += 1;
         out.push(
             json!({"MessageId": message.id, "ReceiptHandle": receipt, "Body": message.body,
             "Attributes": {"SentTimestamp": message.sent_ms.to_string()}}),

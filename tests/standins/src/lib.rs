@@ -15,6 +15,7 @@ pub mod github;
 pub mod gitlab;
 pub mod imageupdaters;
 pub mod kube;
+pub mod mapping;
 mod resources;
 pub mod runtime;
 pub mod schema_rules;

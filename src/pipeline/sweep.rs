@@ -1,0 +1,397 @@
+//! The scheduled sweep of a large fleet, fanned out over the sweep queue. The coordinator
+//! lists every cluster metadata-only, as a sweep always does; under `SWEEP_FAN_OUT_AT`
+//! Applications it decides them itself, as a sweep without a queue does, and from there on it
+//! sends them out in shards. Each shard invocation reads its Applications again and decides
+//! from what it reads: a shard that runs twice, late or after a newer push writes nothing a
+//! fresh sweep would not.
+
+use std::time::Instant;
+
+use super::handler::{CONCURRENCY, Cluster, Handler, HandlerError, Work, cluster_failure};
+use crate::annotations::IMAGE_LIST;
+use crate::decide::{self, Mode};
+use crate::event::ShardRecord;
+use crate::facts::RegistryFacts;
+use crate::kube::{AppMeta, KubeClient};
+use crate::listing::{self, Found, Listed};
+use crate::objects::Objects;
+use crate::report::{Report, SweepSummary};
+use crate::sweep::queue::ShardQueue;
+use crate::sweep::shard::{self, Shard, Tracked};
+
+/// What the coordinator found in one cluster: the Applications themselves while the sweep
+/// may still be small enough to run here, only their names once it is not.
+enum Kept {
+    Whole(Vec<Found>),
+    Named(Vec<Tracked>),
+}
+
+impl Kept {
+    fn len(&self) -> usize {
+        match self {
+            Self::Whole(found) => found.len(),
+            Self::Named(named) => named.len(),
+        }
+    }
+
+    fn into_named(self) -> Vec<Tracked> {
+        match self {
+            Self::Whole(found) => found.into_iter().map(|(meta, _)| tracked(meta)).collect(),
+            Self::Named(named) => named,
+        }
+    }
+}
+
+fn tracked(meta: AppMeta) -> Tracked {
+    let key = meta
+        .annotations
+        .get(IMAGE_LIST)
+        .cloned()
+        .unwrap_or_default();
+    Tracked {
+        namespace: meta.namespace,
+        name: meta.name,
+        key,
+    }
+}
+
+/// One cluster as the coordinator listed it.
+struct Gathered<'c> {
+    cluster: &'c Cluster,
+    kube: &'c KubeClient,
+    listed: Listed,
+    found: Kept,
+    report: Report,
+}
+
+impl Handler {
+    /// A scheduled sweep with a sweep queue: list every cluster, then decide here (a small
+    /// fleet) or send the Applications out in shards.
+    pub(super) async fn sweep(
+        &self,
+        report: &mut Report,
+        queue: &ShardQueue,
+        deadline: Option<Instant>,
+    ) -> Result<(), HandlerError> {
+        let fan_out_at = self.config.sweep.fan_out_at as usize;
+        let several = self.clusters.len() > 1;
+        let (mode, event_id, dry_run) = (report.mode, report.event_id.as_str(), report.dry_run);
+        let gathering = self.clusters.iter().map(|cluster| async move {
+            let mut part = Report::new(mode, event_id, dry_run);
+            let gathered = self.gather(cluster, &mut part, deadline, fan_out_at).await;
+            (cluster, gathered, part)
+        });
+        let mut gathered = Vec::new();
+        for (cluster, result, part) in futures_util::future::join_all(gathering).await {
+            match result {
+                Ok((kube, listed, found)) => gathered.push(Gathered {
+                    cluster,
+                    kube,
+                    listed,
+                    found,
+                    report: part,
+                }),
+                Err(e) if several => {
+                    let name = cluster.config.cluster_name.as_str();
+                    let failure = cluster_failure(name, &e);
+                    report.add_cluster(name, part, Some(failure));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let total: usize = gathered.iter().map(|g| g.found.len()).sum();
+        if total < fan_out_at {
+            return self.sweep_here(report, gathered, deadline, several).await;
+        }
+        let mut named = Vec::new();
+        for g in gathered {
+            let name = g.cluster.config.cluster_name.clone();
+            let mut part = g.report;
+            // The objects' status from the listing (what each matched); the shards' updates
+            // are in their own reports, logs and Kubernetes Events.
+            let finished = self
+                .finish(&mut part, g.cluster, g.kube, g.listed, Vec::new())
+                .await;
+            self.merge(report, &name, part, finished, several)?;
+            named.push((name, g.found.into_named()));
+        }
+        let shards = shard::plan(
+            &report.event_id,
+            named,
+            self.config.sweep.shard_size as usize,
+        );
+        let (sent, result) = queue.send(&shards).await;
+        report.sweep = Some(SweepSummary {
+            applications: total,
+            shards: sent,
+            shards_failed: shards.len() - sent,
+        });
+        tracing::info!(
+            applications = total,
+            shards = shards.len(),
+            sent,
+            shard_size = self.config.sweep.shard_size,
+            "the sweep was sent out in shards"
+        );
+        if let Err(e) = result {
+            report.failure = Some(format!(
+                "{} of {} shards were not sent: {e}",
+                shards.len() - sent,
+                shards.len()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Lists one cluster as a sweep does, keeping what it finds: whole while the cluster alone
+    /// is under the fan-out threshold, by name from there on.
+    async fn gather<'c>(
+        &self,
+        cluster: &'c Cluster,
+        part: &mut Report,
+        deadline: Option<Instant>,
+        fan_out_at: usize,
+    ) -> Result<(&'c KubeClient, Listed, Kept), HandlerError> {
+        let kube = self.kube_of(cluster).await?;
+        let (sender, mut arrivals) = tokio::sync::mpsc::unbounded_channel::<Found>();
+        let listed = listing::concerned(
+            kube,
+            &cluster.config,
+            &cluster.objects,
+            Mode::Reconcile,
+            deadline,
+            &mut part.stats,
+            sender,
+        );
+        let collect = async {
+            let mut found = Kept::Whole(Vec::new());
+            while let Some(arrived) = arrivals.recv().await {
+                found = match found {
+                    Kept::Whole(mut whole) if whole.len() + 1 < fan_out_at => {
+                        whole.push(arrived);
+                        Kept::Whole(whole)
+                    }
+                    Kept::Whole(whole) => {
+                        let mut named: Vec<Tracked> =
+                            whole.into_iter().map(|(meta, _)| tracked(meta)).collect();
+                        named.push(tracked(arrived.0));
+                        Kept::Named(named)
+                    }
+                    Kept::Named(mut named) => {
+                        named.push(tracked(arrived.0));
+                        Kept::Named(named)
+                    }
+                };
+            }
+            found
+        };
+        let (listed, found) = futures_util::future::join(listed, collect).await;
+        Ok((kube, listed, found))
+    }
+
+    /// A sweep under the threshold: decided in this invocation, cluster by cluster side by
+    /// side, as a sweep without a queue is.
+    async fn sweep_here(
+        &self,
+        report: &mut Report,
+        gathered: Vec<Gathered<'_>>,
+        deadline: Option<Instant>,
+        several: bool,
+    ) -> Result<(), HandlerError> {
+        let facts = RegistryFacts::new(&self.ecr);
+        let kind = (report.mode, report.event_id.clone(), report.dry_run);
+        let runs = gathered.into_iter().map(|g| {
+            let (facts, kind) = (&facts, &kind);
+            async move {
+                let work = Work {
+                    mode: Mode::Reconcile,
+                    facts,
+                    deadline,
+                    kube: g.kube,
+                };
+                let found = match g.found {
+                    Kept::Whole(found) => found,
+                    // Not reached: a cluster's own count is below the total's threshold.
+                    Kept::Named(_) => Vec::new(),
+                };
+                let stream = futures_util::stream::iter(found);
+                let outcomes = self.process_all(kind, stream, &work, CONCURRENCY).await;
+                let mut part = g.report;
+                let finished = self
+                    .finish(&mut part, g.cluster, g.kube, g.listed, outcomes)
+                    .await;
+                (g.cluster.config.cluster_name.clone(), part, finished)
+            }
+        });
+        for (name, part, finished) in futures_util::future::join_all(runs).await {
+            self.merge(report, &name, part, finished, several)?;
+        }
+        Ok(())
+    }
+
+    /// One cluster's part into the sweep's report: by cluster when there are several, as
+    /// the report itself when there is one.
+    fn merge(
+        &self,
+        report: &mut Report,
+        cluster: &str,
+        part: Report,
+        finished: Result<(), HandlerError>,
+        several: bool,
+    ) -> Result<(), HandlerError> {
+        if several {
+            let failure = finished.err().map(|e| cluster_failure(cluster, &e));
+            report.add_cluster(cluster, part, failure);
+            return Ok(());
+        }
+        finished?;
+        report.entries.extend(part.entries);
+        report.stats.add(&part.stats);
+        Ok(())
+    }
+
+    /// The shards of one SQS batch, one after another; a shard that failed is named in
+    /// `failed_messages` (or, sent directly, in `failure`).
+    pub(super) async fn run_shards(
+        &self,
+        report: &mut Report,
+        records: &[ShardRecord],
+        deadline: Option<Instant>,
+    ) {
+        let facts = RegistryFacts::new(&self.ecr);
+        let mut summary = SweepSummary::default();
+        let mut failures = Vec::new();
+        for record in records {
+            let failure = match shard::parse(&record.body) {
+                Err(e) => {
+                    tracing::error!(error = %e, message_id = record.message_id.as_deref().unwrap_or(""), "not a shard; it is parked in the dead-letter queue for a look once SQS gives up on it");
+                    Some(e.to_string())
+                }
+                Ok(shard) => {
+                    if report.event_id.is_empty() {
+                        report.event_id.clone_from(&shard.sweep);
+                    }
+                    summary.applications += shard.applications.len();
+                    self.run_shard(report, &shard, &facts, deadline).await
+                }
+            };
+            summary.shards += 1;
+            if let Some(failure) = failure {
+                summary.shards_failed += 1;
+                failures.push(failure);
+                if let Some(id) = &record.message_id {
+                    report.failed_messages.push(id.clone());
+                }
+            }
+        }
+        report.sweep = Some(summary);
+        if !failures.is_empty() {
+            report.failure = Some(failures.join("; "));
+        }
+    }
+
+    /// One shard: its Applications read again, decided and written, at most the shard's
+    /// share of the cluster's request budget at a time. Returns why it failed, if a retry
+    /// can help.
+    async fn run_shard(
+        &self,
+        report: &mut Report,
+        shard: &Shard,
+        facts: &RegistryFacts<'_>,
+        deadline: Option<Instant>,
+    ) -> Option<String> {
+        let label = format!(
+            "shard {} of {} ({})",
+            shard.shard, shard.shards, shard.cluster
+        );
+        let Some(cluster) = self
+            .clusters
+            .iter()
+            .find(|c| c.config.cluster_name == shard.cluster)
+        else {
+            // The clusters changed since the sweep: this one is not the function's any more.
+            tracing::warn!(shard = %label, "the shard's cluster is not in CLUSTER_NAME or CLUSTERS any more; skipped");
+            return None;
+        };
+        let mut part = Report::new(report.mode, &shard.sweep, report.dry_run);
+        let kube = match self.kube_of(cluster).await {
+            Ok(kube) => kube,
+            Err(e) => return Some(format!("{label}: {e}")),
+        };
+        let work = Work {
+            mode: Mode::Reconcile,
+            facts,
+            deadline,
+            kube,
+        };
+        let watched = KubeClient::list_scopes(&cluster.config.namespaces);
+        let all_namespaces = watched.iter().any(String::is_empty);
+        // Each namespace's ImageUpdater objects, as the listing read them (cached in the
+        // warm container, revalidated by one metadata list).
+        let mut scopes: std::collections::BTreeMap<String, Option<Objects>> = Default::default();
+        let mut found = Vec::new();
+        for app in &shard.applications {
+            if !all_namespaces && !watched.contains(&app.namespace) {
+                part.entries
+                    .push(decide::app::unwatched(&app.namespace, &app.name));
+                continue;
+            }
+            let scope = if all_namespaces {
+                ""
+            } else {
+                app.namespace.as_str()
+            };
+            if !scopes.contains_key(scope) {
+                let objects = if cluster.config.read_image_updaters {
+                    let requests = &mut part.stats.image_updater_requests;
+                    match cluster.objects.load(kube, scope, requests).await {
+                        Ok(objects) => Some(objects),
+                        Err(e) => {
+                            part.entries.push(decide::app::unlisted(
+                                scope,
+                                decide::app::Listing::ImageUpdaters,
+                                &e.to_string(),
+                                e.is_retryable(),
+                            ));
+                            None
+                        }
+                    }
+                } else {
+                    Some(Objects::default())
+                };
+                scopes.insert(scope.to_string(), objects);
+            }
+            let Some(Some(objects)) = scopes.get(scope) else {
+                continue;
+            };
+            // Named only: the read that follows resolves its configuration from what it reads.
+            let meta = AppMeta {
+                name: app.name.clone(),
+                namespace: app.namespace.clone(),
+                resource_version: String::new(),
+                annotations: Default::default(),
+                labels: Default::default(),
+                owner_references: Vec::new(),
+            };
+            found.push((meta, objects.clone()));
+        }
+        part.stats.applications_matched += found.len();
+        let kind = (part.mode, part.event_id.clone(), part.dry_run);
+        let concurrency = self.config.sweep.shard_concurrency();
+        let stream = futures_util::stream::iter(found);
+        let outcomes = self.process_all(&kind, stream, &work, concurrency).await;
+        for outcome in outcomes {
+            part.entries.extend(outcome.entries);
+            part.stats.add(&outcome.stats);
+        }
+        let failure = part.failure_summary().map(|f| format!("{label}: {f}"));
+        if self.clusters.len() > 1 {
+            for entry in &mut part.entries {
+                entry.cluster = Some(shard.cluster.clone());
+            }
+        }
+        report.entries.extend(part.entries);
+        report.stats.add(&part.stats);
+        failure
+    }
+}

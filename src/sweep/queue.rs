@@ -1,0 +1,86 @@
+//! The sweep queue: shards sent as one message each, a few at a time. SQS keeps each until a
+//! shard invocation reports it done; one it reports failed is delivered again and, after the
+//! queue's receive limit, moved to the dead-letter queue like any other event.
+
+use futures_util::StreamExt;
+
+use super::shard::Shard;
+
+/// Messages in flight at once while a sweep is sent out.
+const SENDING: usize = 10;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QueueError {
+    #[error(
+        "cannot send shards to the sweep queue: {message}. Check that the role may sqs:SendMessage on SWEEP_QUEUE_URL and that the queue exists; the next sweep sends them again"
+    )]
+    Refused { message: String },
+    #[error(
+        "sending shards to the sweep queue failed for now: {message}; the next sweep sends them again"
+    )]
+    Transient { message: String },
+}
+
+/// The queue a coordinator sends shards to.
+pub struct ShardQueue {
+    client: aws_sdk_sqs::Client,
+    url: String,
+}
+
+impl ShardQueue {
+    pub fn new(client: aws_sdk_sqs::Client, url: String) -> Self {
+        Self { client, url }
+    }
+
+    /// Sends every shard; on the first that fails, the ones still in flight finish and the
+    /// error says how many were sent. A shard sent twice (a retried request) is harmless:
+    /// shards are idempotent.
+    pub async fn send(&self, shards: &[Shard]) -> (usize, Result<(), QueueError>) {
+        let mut sent = 0;
+        let mut first_error = None;
+        let mut sends = futures_util::stream::iter(shards)
+            .map(|shard| self.send_one(shard))
+            .buffer_unordered(SENDING);
+        while let Some(result) = sends.next().await {
+            match result {
+                Ok(()) => sent += 1,
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        (sent, first_error.map_or(Ok(()), Err))
+    }
+
+    async fn send_one(&self, shard: &Shard) -> Result<(), QueueError> {
+        let body = serde_json::to_string(shard).map_err(|e| QueueError::Refused {
+            message: e.to_string(),
+        })?;
+        self.client
+            .send_message()
+            .queue_url(&self.url)
+            .message_body(body)
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| {
+                let described = crate::aws_error::describe(&e);
+                let message = described.to_string();
+                let refused = matches!(described.cause, crate::aws_error::Cause::AccessDenied)
+                    || matches!(
+                        described.code.as_deref(),
+                        Some(
+                            "AWS.SimpleQueueService.NonExistentQueue"
+                                | "QueueDoesNotExist"
+                                | "KmsAccessDenied"
+                                | "KmsDisabled"
+                        )
+                    );
+                if refused {
+                    QueueError::Refused { message }
+                } else {
+                    QueueError::Transient { message }
+                }
+            })
+    }
+}

@@ -1,0 +1,396 @@
+//! End to end: a sweep fanned out over the sweep queue. The coordinator lists and sends
+//! shards to the SQS stand-in; shards run through the real handler, or through the compiled
+//! function fed by the event source mapping stand-in (partial batch responses, redelivery,
+//! the redrive to the dead-letter queue). Shards are idempotent: a duplicate, a late one or
+//! one that runs after a newer push decides from what it reads then.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::common::{LambdaProcess, handler, report_of, spawn_lambda};
+use argocd_ecr_updater::report::Action;
+use argocd_ecr_updater_standins::fixtures::{
+    Application, SEED_IMAGE, SEED_REPOSITORY, image, push_event, reconcile_event,
+};
+use argocd_ecr_updater_standins::mapping::{self, Mapping};
+use argocd_ecr_updater_standins::{FaultAction, Options, Route, Service, StandIns};
+
+const BINARY: &str = env!("CARGO_BIN_EXE_argocd-ecr-updater");
+const OLD: &str = "20250824-093000";
+const NEWEST: &str = "20250825-153012";
+
+/// The seed stand-ins with `count` more Applications `app-<n>` on an old tag of the seed
+/// repository, and the sweep queue.
+async fn fleet(count: usize) -> (StandIns, String) {
+    let standins = StandIns::start_seeded().await.unwrap();
+    add_apps(&standins.kube, count);
+    let queue = standins.aws.create_queue("sweep");
+    (standins, queue)
+}
+
+fn add_apps(kube: &argocd_ecr_updater_standins::kube::KubeState, count: usize) {
+    for n in 0..count {
+        let app = Application::tracking(&format!("app-{n}"), SEED_IMAGE, OLD)
+            .annotate("app.update-strategy", "newest-build")
+            .annotate("app.allow-tags", "regexp:^[0-9]{8}-[0-9]{6}$")
+            .build();
+        kube.insert(app).unwrap();
+    }
+}
+
+fn vars<'a>(queue: &'a str, at: &'a str, size: &'a str) -> Vec<(&'a str, &'a str)> {
+    vec![
+        ("SWEEP_QUEUE_URL", queue),
+        ("SWEEP_FAN_OUT_AT", at),
+        ("SWEEP_SHARD_SIZE", size),
+    ]
+}
+
+fn tag_of(kube: &argocd_ecr_updater_standins::kube::KubeState, name: &str) -> Option<String> {
+    kube.get("argocd", name)?["spec"]["source"]["helm"]["parameters"]
+        .as_array()?
+        .iter()
+        .find(|p| p["name"] == "image.tag")?["value"]
+        .as_str()
+        .map(str::to_string)
+}
+
+/// The queue's messages as the mapping hands them over: one SQS record each.
+fn records(standins: &StandIns, queue: &str) -> Vec<Value> {
+    standins
+        .aws
+        .queue(queue)
+        .iter()
+        .map(|m| {
+            json!({"Records": [{"messageId": m.id, "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:ap-northeast-2:768157413559:sweep", "body": m.body}]})
+        })
+        .collect()
+}
+
+fn patches(standins: &StandIns) -> usize {
+    standins
+        .shared
+        .count(|r| r.service == Service::Kube && r.method == "PATCH")
+}
+
+#[tokio::test]
+async fn a_fleet_under_the_threshold_is_swept_in_the_invocation_that_listed_it() {
+    let (standins, queue) = fleet(3).await;
+    let h = handler(&standins, &vars(&queue, "10", "2"));
+    let report = h.handle(&reconcile_event(), None).await.unwrap();
+    assert_eq!(report.failure, None, "{report:#?}");
+    assert!(standins.aws.queue(&queue).is_empty(), "no queue traffic");
+    assert_eq!(report.sweep, None);
+    assert_eq!(tag_of(&standins.kube, "app-2").as_deref(), Some(NEWEST));
+    let updated = report
+        .entries
+        .iter()
+        .filter(|e| e.action == Action::Updated);
+    assert_eq!(updated.count(), 4, "the seed Application and three more");
+}
+
+#[tokio::test]
+async fn a_large_fleet_goes_out_in_shards_and_the_shards_update_it() {
+    let (standins, queue) = fleet(11).await;
+    let h = handler(&standins, &vars(&queue, "5", "5"));
+    let report = h.handle(&reconcile_event(), None).await.unwrap();
+    assert_eq!(report.failure, None, "{report:#?}");
+    let sweep = report.sweep.clone().unwrap();
+    assert_eq!(
+        (sweep.applications, sweep.shards, sweep.shards_failed),
+        (12, 3, 0)
+    );
+    assert_eq!(
+        patches(&standins),
+        0,
+        "the coordinator writes no Application"
+    );
+    assert_eq!(
+        standins.shared.count(|r| r.service == Service::Kube
+            && r.method == "GET"
+            && r.path.contains("/applications/")),
+        0,
+        "nor reads one whole"
+    );
+    let shards = records(&standins, &queue);
+    let bodies: Vec<Value> = standins
+        .aws
+        .queue(&queue)
+        .iter()
+        .map(|m| serde_json::from_str(&m.body).unwrap())
+        .collect();
+    let sizes: Vec<usize> = bodies
+        .iter()
+        .map(|b| b["applications"].as_array().unwrap().len())
+        .collect();
+    assert_eq!(sizes, [5, 5, 2]);
+    assert!(
+        bodies
+            .iter()
+            .all(|b| b["sweep"] == report.event_id.as_str())
+    );
+    standins.shared.clear_log();
+    for shard in &shards {
+        let report = h.handle(shard, None).await.unwrap();
+        assert!(report.failed_messages.is_empty(), "{report:#?}");
+        assert_eq!(report.batch_response(), json!({"batchItemFailures": []}));
+    }
+    for n in 0..11 {
+        assert_eq!(
+            tag_of(&standins.kube, &format!("app-{n}")).as_deref(),
+            Some(NEWEST)
+        );
+    }
+    assert_eq!(patches(&standins), 12);
+}
+
+#[tokio::test]
+async fn a_shard_that_runs_twice_writes_once() {
+    let (standins, queue) = fleet(6).await;
+    let h = handler(&standins, &vars(&queue, "2", "10"));
+    h.handle(&reconcile_event(), None).await.unwrap();
+    let shard = records(&standins, &queue).remove(0);
+    let first = h.handle(&shard, None).await.unwrap();
+    assert_eq!(patches(&standins), 7);
+    assert!(first.entries.iter().all(|e| e.action == Action::Updated));
+    let again = h.handle(&shard, None).await.unwrap();
+    assert_eq!(patches(&standins), 7, "the duplicate wrote nothing");
+    assert!(
+        again.entries.iter().all(|e| e.action == Action::Unchanged),
+        "{again:#?}"
+    );
+}
+
+#[tokio::test]
+async fn a_late_shard_decides_from_what_it_reads_now_not_from_the_sweep_it_came_from() {
+    let (standins, queue) = fleet(4).await;
+    let h = handler(&standins, &vars(&queue, "2", "10"));
+    h.handle(&reconcile_event(), None).await.unwrap();
+    let shard = records(&standins, &queue).remove(0);
+    // After the sweep listed them: a newer image is pushed and its event updates them all,
+    // and one Application's owner narrows what it may run.
+    standins.aws.push(image(
+        SEED_REPOSITORY,
+        "20250826-080000",
+        '9',
+        "2025-08-26T08:00:00Z",
+    ));
+    let push = push_event(SEED_REPOSITORY, "20250826-080000", "2025-08-26T08:00:00Z");
+    report_of(h.handle(&push, None).await);
+    assert_eq!(
+        tag_of(&standins.kube, "app-0").as_deref(),
+        Some("20250826-080000")
+    );
+    standins
+        .kube
+        .edit("argocd", "app-1", |a| {
+            a["metadata"]["annotations"]["argocd-image-updater.argoproj.io/app.allow-tags"] =
+                json!("regexp:^20250825-[0-9]{6}$");
+        })
+        .unwrap();
+    let before = patches(&standins);
+    let report = h.handle(&shard, None).await.unwrap();
+    // Never back to what the sweep saw: the newer tag stays where it is allowed, and the
+    // narrowed Application follows its new constraint, as a sweep now would.
+    assert_eq!(
+        tag_of(&standins.kube, "app-0").as_deref(),
+        Some("20250826-080000")
+    );
+    assert_eq!(
+        tag_of(&standins.kube, "app-3").as_deref(),
+        Some("20250826-080000")
+    );
+    assert_eq!(tag_of(&standins.kube, "app-1").as_deref(), Some(NEWEST));
+    assert_eq!(patches(&standins) - before, 1, "{report:#?}");
+}
+
+#[tokio::test]
+async fn what_is_not_a_shard_of_ours_fails_alone_and_names_why() {
+    let (standins, queue) = fleet(0).await;
+    let h = handler(&standins, &vars(&queue, "2", "10"));
+    let good = r#"{"action":"reconcile-shard","sweep":"s","cluster":"barun-dev","shard":1,"shards":2,"applications":[{"namespace":"argocd","name":"aws-pipeline-test"}]}"#;
+    let foreign = r#"{"action":"reconcile-shard","sweep":"s","cluster":"barun-dev","shard":2,"shards":2,"applications":[{"namespace":"kube-system","name":"x"}]}"#;
+    let batch = json!({"Records": [
+        {"messageId": "good", "eventSource": "aws:sqs", "body": good},
+        {"messageId": "broken", "eventSource": "aws:sqs", "body": "{\"action\":\"reconcile-shard\",\"cluster\":1}"},
+        {"messageId": "foreign", "eventSource": "aws:sqs", "body": foreign},
+    ]});
+    let report = h.handle(&batch, None).await.unwrap();
+    assert_eq!(report.failed_messages, ["broken"], "{report:#?}");
+    assert_eq!(
+        report.batch_response(),
+        json!({"batchItemFailures": [{"itemIdentifier": "broken"}]})
+    );
+    assert!(report.failure.as_deref().unwrap().contains("not a shard"));
+    let foreign = report.entries.iter().find(|e| e.name == "x").unwrap();
+    assert!(
+        foreign.reason.contains("outside ARGOCD_NAMESPACES"),
+        "{}",
+        foreign.reason
+    );
+    assert!(standins.kube.get("kube-system", "x").is_none());
+    assert_eq!(
+        tag_of(&standins.kube, "aws-pipeline-test").as_deref(),
+        Some(NEWEST)
+    );
+}
+
+#[tokio::test]
+async fn a_shard_keeps_at_most_its_share_of_the_cluster_budget_in_flight() {
+    let (standins, queue) = fleet(12).await;
+    for (budget, expected) in [("2", 1), ("8", 4)] {
+        let mut v = vars(&queue, "2", "20");
+        v.extend([
+            ("SWEEP_CLUSTER_REQUESTS", budget),
+            ("SWEEP_CONCURRENCY", "2"),
+        ]);
+        let h = handler(&standins, &v);
+        h.handle(&reconcile_event(), None).await.unwrap();
+        let shard = records(&standins, &queue).remove(0);
+        for (_, receipt, _, _) in standins.aws.receive(&queue, 10, Duration::from_secs(60)) {
+            standins.aws.delete(&queue, &receipt);
+        }
+        standins.shared.inject(
+            Route::kube("GET", "/applications/"),
+            1_000,
+            FaultAction::Delay(Duration::from_millis(40)),
+        );
+        standins.shared.clear_log();
+        h.handle(&shard, None).await.unwrap();
+        standins.shared.clear_faults();
+        let reads: Vec<(std::time::Instant, std::time::Instant)> = standins
+            .shared
+            .requests()
+            .iter()
+            .filter(|r| r.method == "GET" && r.path.contains("/applications/"))
+            .map(|r| {
+                let started = r.handling_started.unwrap();
+                (
+                    r.arrived.unwrap(),
+                    started + Duration::from_micros(r.handling_us),
+                )
+            })
+            .collect();
+        let most = reads
+            .iter()
+            .map(|(at, _)| reads.iter().filter(|(a, e)| a <= at && at < e).count())
+            .max()
+            .unwrap();
+        assert_eq!(most, expected, "budget {budget} over 2 shards at once");
+    }
+}
+
+/// The compiled function, `count` processes polling one Runtime API stand-in.
+fn functions(standins: &StandIns, env: &[(&str, &str)], count: usize) -> Vec<LambdaProcess> {
+    let mut all = standins.lambda_env();
+    all.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    (0..count).map(|_| spawn_lambda(BINARY, &all)).collect()
+}
+
+fn mapping(queue: &str) -> Mapping {
+    Mapping {
+        queue_url: queue.to_string(),
+        batch_size: 1,
+        maximum_concurrency: 2,
+        visibility: Duration::from_secs(2),
+        function_timeout: Duration::from_secs(30),
+    }
+}
+
+#[tokio::test]
+async fn a_shard_that_fails_once_is_delivered_again_alone_and_then_succeeds() {
+    let (standins, queue) = fleet(9).await;
+    let dead_letters = standins.aws.create_queue("dead-letters");
+    standins.aws.set_redrive(&queue, &dead_letters, 3);
+    let env = vars(&queue, "5", "5");
+    let _functions = functions(&standins, &env, 2);
+    let sweep = standins
+        .runtime
+        .invoke(reconcile_event(), Duration::from_secs(30))
+        .await;
+    let argocd_ecr_updater_standins::Outcome::Response(report) = sweep.unwrap() else {
+        panic!("the coordinator failed");
+    };
+    assert_eq!(report["sweep"]["shards"], 2, "{report:#}");
+    // One Application's read is refused once.
+    standins.shared.inject(
+        Route::kube("GET", "/applications/app-4"),
+        1,
+        FaultAction::Status {
+            code: 403,
+            retry_after: None,
+        },
+    );
+    let runs = mapping::drain(
+        &standins.aws,
+        &standins.runtime,
+        &mapping(&queue),
+        Duration::from_secs(60),
+    )
+    .await;
+    let failed: Vec<Vec<String>> = runs.iter().map(|d| d.failed()).collect();
+    assert_eq!(runs.len(), 3, "two shards, one of them twice: {failed:?}");
+    let again = &runs[2];
+    assert_eq!(
+        again.receive_counts,
+        [2],
+        "the failed shard came back alone"
+    );
+    assert_eq!(failed.iter().filter(|f| !f.is_empty()).count(), 1);
+    assert!(failed[2].is_empty());
+    assert!(standins.aws.queue(&queue).is_empty());
+    assert!(standins.aws.queue(&dead_letters).is_empty());
+    for n in 0..9 {
+        assert_eq!(
+            tag_of(&standins.kube, &format!("app-{n}")).as_deref(),
+            Some(NEWEST)
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_cluster_that_is_down_fails_only_its_shards_which_end_in_the_dead_letter_queue() {
+    let (standins, queue) = fleet(4).await;
+    let staging = standins
+        .add_cluster("staging", "ap-northeast-2", Options::default().identities)
+        .await
+        .unwrap();
+    add_apps(&staging.kube, 5);
+    let dead_letters = standins.aws.create_queue("dead-letters");
+    standins.aws.set_redrive(&queue, &dead_letters, 2);
+    let clusters = r#"[{"name":"barun-dev"},{"name":"staging"}]"#;
+    let mut env = vars(&queue, "5", "3");
+    env.push(("CLUSTERS", clusters));
+    let h = handler(&standins, &env);
+    let report = h.handle(&reconcile_event(), None).await.unwrap();
+    assert_eq!(report.sweep.as_ref().unwrap().shards, 4, "{report:#?}");
+    // Down after the sweep listed it.
+    drop(staging);
+    let _functions = functions(&standins, &env, 2);
+    let runs = mapping::drain(
+        &standins.aws,
+        &standins.runtime,
+        &mapping(&queue),
+        Duration::from_secs(90),
+    )
+    .await;
+    let parked: Vec<Value> = standins
+        .aws
+        .queue(&dead_letters)
+        .iter()
+        .map(|m| serde_json::from_str(&m.body).unwrap())
+        .collect();
+    assert_eq!(parked.len(), 2, "staging's two shards");
+    assert!(parked.iter().all(|s| s["cluster"] == "staging"));
+    assert!(standins.aws.queue(&queue).is_empty());
+    let succeeded = runs.iter().filter(|d| d.failed().is_empty()).count();
+    assert_eq!(succeeded, 2, "barun-dev's two shards, once each");
+    for n in 0..4 {
+        assert_eq!(
+            tag_of(&standins.kube, &format!("app-{n}")).as_deref(),
+            Some(NEWEST)
+        );
+    }
+}
