@@ -28,6 +28,7 @@ USED = [
     "aws_iam_role",
     "aws_iam_role_policy",
     "aws_lambda_function",
+    "aws_lambda_event_source_mapping",
     "aws_lambda_function_event_invoke_config",
     "aws_lambda_permission",
     "aws_sqs_queue",

@@ -34,6 +34,11 @@ locals {
       dimensions  = { FunctionName = aws_lambda_function.function.function_name }
       description = "Lambda could not put a failed event into the dead-letter queue."
     }
+    sweep-queue-age = {
+      namespace = "AWS/SQS", metric = "ApproximateAgeOfOldestMessage", statistic = "Maximum", period = 300, periods = 1, datapoints = 1, threshold = 1800
+      dimensions  = { QueueName = aws_sqs_queue.sweep.name }
+      description = "Sweep shards have waited over 30 minutes: the event source mapping is disabled or throttled (reserved_concurrency below sweep_concurrency), or shards keep failing."
+    }
     reconcile-failing = {
       namespace = "ArgocdEcrUpdater", metric = "InvocationsFailed", statistic = "Sum", period = 3600, periods = 1, datapoints = 1, threshold = 2
       dimensions  = { FunctionName = aws_lambda_function.function.function_name, Mode = "reconcile", Outcome = "failed" }
@@ -103,7 +108,7 @@ resource "aws_cloudwatch_dashboard" "function" {
         properties = {
           title = "Images per invocation", region = local.region, stat = "Sum", period = 300
           metrics = [
-            for line in [["ImagesUpdated", "push", "ok"], ["ImagesFailed", "push", "failed"], ["ImagesUpdated", "scan", "ok"], ["ImagesSkipped", "scan", "ok"], ["ImagesFailed", "scan", "failed"], ["ImagesUpdated", "reconcile", "ok"], ["InvocationsFailed", "reconcile", "failed"]] :
+            for line in [["ImagesUpdated", "push", "ok"], ["ImagesFailed", "push", "failed"], ["ImagesUpdated", "scan", "ok"], ["ImagesSkipped", "scan", "ok"], ["ImagesFailed", "scan", "failed"], ["ImagesUpdated", "reconcile", "ok"], ["InvocationsFailed", "reconcile", "failed"], ["SweepShards", "reconcile", "ok"], ["ImagesUpdated", "shard", "ok"], ["ShardsFailed", "shard", "failed"]] :
             ["ArgocdEcrUpdater", line[0], "FunctionName", aws_lambda_function.function.function_name, "Mode", line[1], "Outcome", line[2]]
           ]
         }
@@ -115,7 +120,9 @@ resource "aws_cloudwatch_dashboard" "function" {
           metrics = [
             ["ArgocdEcrUpdater", "DurationMs", "FunctionName", aws_lambda_function.function.function_name, "Mode", "push", "Outcome", "ok", { stat = "p99" }],
             ["ArgocdEcrUpdater", "DurationMs", "FunctionName", aws_lambda_function.function.function_name, "Mode", "scan", "Outcome", "ok", { stat = "p99" }],
+            ["ArgocdEcrUpdater", "DurationMs", "FunctionName", aws_lambda_function.function.function_name, "Mode", "shard", "Outcome", "ok", { stat = "Maximum" }],
             ["AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", aws_sqs_queue.dead_letters.name, { stat = "Maximum" }],
+            ["AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", aws_sqs_queue.sweep.name, { stat = "Maximum" }],
           ]
         }
       },

@@ -40,6 +40,18 @@ data "aws_iam_policy_document" "function" {
     resources = [aws_sqs_queue.dead_letters.arn]
   }
 
+  statement {
+    sid       = "SendSweepShards"
+    actions   = ["sqs:SendMessage"]
+    resources = [aws_sqs_queue.sweep.arn]
+  }
+
+  statement {
+    sid       = "ReceiveSweepShards"
+    actions   = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"]
+    resources = [aws_sqs_queue.sweep.arn]
+  }
+
   dynamic "statement" {
     for_each = length(var.cluster_arns) > 0 ? [1] : []
     content {

@@ -73,6 +73,11 @@ resource "aws_lambda_function" "function" {
       GITLAB_HOSTS                = var.gitlab_hosts
       GIT_REPOCREDS               = tostring(var.git_repo_creds)
       GIT_SECRET_NAMESPACES       = var.git_secret_namespaces
+      SWEEP_QUEUE_URL             = aws_sqs_queue.sweep.url
+      SWEEP_FAN_OUT_AT            = tostring(var.sweep_fan_out_at)
+      SWEEP_SHARD_SIZE            = tostring(var.sweep_shard_size)
+      SWEEP_CONCURRENCY           = tostring(var.sweep_concurrency)
+      SWEEP_CLUSTER_REQUESTS      = tostring(var.sweep_cluster_requests)
     }
   }
 
@@ -92,6 +97,30 @@ resource "aws_sqs_queue" "dead_letters" {
   sqs_managed_sse_enabled   = true
   lifecycle {
     prevent_destroy = true
+  }
+}
+
+# A fanned-out sweep's shards, which the function itself consumes. A shard that fails three
+# times moves to the dead-letter queue, next to failed pushes.
+resource "aws_sqs_queue" "sweep" {
+  name = "${var.name}-sweep"
+  # Lambda requires at least the function's timeout; 900 s is the most a timeout can be.
+  visibility_timeout_seconds = 900
+  message_retention_seconds  = 86400
+  sqs_managed_sse_enabled    = true
+  redrive_policy = jsonencode({
+    deadLetterTargetArn = aws_sqs_queue.dead_letters.arn
+    maxReceiveCount     = 3
+  })
+}
+
+resource "aws_lambda_event_source_mapping" "sweep" {
+  event_source_arn        = aws_sqs_queue.sweep.arn
+  function_name           = aws_lambda_function.function.arn
+  batch_size              = 1
+  function_response_types = ["ReportBatchItemFailures"]
+  scaling_config {
+    maximum_concurrency = var.sweep_concurrency
   }
 }
 

@@ -16,6 +16,11 @@ output "dead_letter_queue_url" {
   value = aws_sqs_queue.dead_letters.url
 }
 
+output "sweep_queue_url" {
+  description = "Where a large fleet's sweep sends its shards."
+  value       = aws_sqs_queue.sweep.url
+}
+
 output "alarm_notifications" {
   description = "Who the alarms page."
   value       = var.alarm_topic_arn != "" ? var.alarm_topic_arn : "nobody: no alarm_topic_arn is set, so the alarms only show in the CloudWatch console"

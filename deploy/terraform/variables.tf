@@ -195,6 +195,30 @@ variable "alarm_topic_arn" {
   default     = ""
 }
 
+variable "sweep_fan_out_at" {
+  description = "A scheduled sweep of at least this many Applications (all clusters together) is sent out in shards over the sweep queue; a smaller one runs in one invocation."
+  type        = number
+  default     = 1000
+}
+
+variable "sweep_shard_size" {
+  description = "Applications per shard."
+  type        = number
+  default     = 500
+}
+
+variable "sweep_concurrency" {
+  description = "Shards that run at once (the event source mapping's maximum concurrency, 2 to 1000)."
+  type        = number
+  default     = 10
+}
+
+variable "sweep_cluster_requests" {
+  description = "The most Kubernetes API requests a fanned-out sweep keeps in flight against one cluster, all shards together."
+  type        = number
+  default     = 40
+}
+
 variable "notification_topic_arn" {
   type    = string
   default = ""

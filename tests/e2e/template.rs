@@ -254,6 +254,8 @@ fn every_resource_is_scoped_and_only_vpc_networking_and_the_registry_token_use_a
                 ":cluster/${Names}"
             }
             "logs" => "FunctionLogGroup.Arn",
+            // The dead-letter queue, or the sweep queue (its shards sent, and read by Lambda).
+            "sqs" if sid.contains("Sweep") => "SweepQueue.Arn",
             "sqs" => "DeadLetterQueue.Arn",
             "sns" => "NotificationTopicArn",
             // Exactly the roles listed for other accounts' clusters, behind their condition.
@@ -419,10 +421,14 @@ fn after_the_sam_transform_every_failure_path_ends_in_the_one_alarmed_queue() {
             .iter()
             .map(|(name, _)| name.as_str())
             .collect::<Vec<_>>(),
-        ["DeadLetterQueue"],
+        ["DeadLetterQueue", "SweepQueue"],
         "SAM made queues of its own"
     );
     let dlq = serde_json::json!({"Fn::GetAtt": ["DeadLetterQueue", "Arn"]});
+    // A shard that keeps failing moves to the same queue.
+    let sweep = &t["Resources"]["SweepQueue"]["Properties"]["RedrivePolicy"];
+    assert_eq!(sweep["deadLetterTargetArn"], dlq);
+    assert!(sweep["maxReceiveCount"].as_u64().unwrap() > 1);
     let rules = of_type(&t, "AWS::Events::Rule");
     assert_eq!(
         rules.len(),
@@ -707,6 +713,11 @@ fn the_templates_defaults_are_a_configuration_the_function_accepts() {
                     Some(Value::Number(n)) => n.to_string(),
                     // A pseudo parameter CloudFormation fills in.
                     _ if parameter == "AWS::AccountId" => "768157413559".to_string(),
+                    // A queue's `Ref` is its URL.
+                    _ if parameter == "SweepQueue" => {
+                        "https://sqs.ap-northeast-2.amazonaws.com/768157413559/stack-SweepQueue-1A2B3C"
+                            .to_string()
+                    }
                     _ => "barun-dev".to_string(),
                 };
                 (k.as_str().unwrap().to_string(), default)

@@ -471,7 +471,12 @@ fn the_dashboard_shows_every_mode_with_metrics_the_function_reports() {
     }
     assert_eq!(
         modes,
-        BTreeSet::from(["push".into(), "scan".into(), "reconcile".into()])
+        BTreeSet::from([
+            "push".into(),
+            "scan".into(),
+            "reconcile".into(),
+            "shard".into()
+        ])
     );
 }
 
@@ -543,12 +548,14 @@ fn the_documented_role_lists_exactly_what_the_template_grants() {
 fn the_vpc_table_names_an_endpoint_for_every_service_the_function_calls() {
     let Some(t) = transformed() else { return };
     let section = doc_section(&deploy_doc(), "**In a VPC**");
-    // The endpoint each service's API is reached through. `sqs` is the on-failure destination,
-    // which Lambda writes outside the function's network; `ec2` is Lambda's own networking.
+    // The endpoint each service's API is reached through. `sqs` is both the on-failure
+    // destination and the sweep queue's mapping, which Lambda serves outside the function's
+    // network, and the shards the function sends itself, which need the endpoint;
+    // `ec2` is Lambda's own networking.
     fn endpoint(service: &str) -> Option<&str> {
         match service {
             "ecr" => Some("ecr.api"),
-            "sqs" | "ec2" => None,
+            "ec2" => None,
             other => Some(other),
         }
     }

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::template::{of_type, python_json, transformed};
 use crate::template_operations::{alarmed_metrics, evaluator_for, template_role_actions};
@@ -274,6 +274,92 @@ fn the_modules_rules_match_the_templates_patterns_retries_and_queue() {
             .unwrap()
             .contains("aws_sqs_queue.dead_letters.arn")
     );
+}
+
+#[test]
+fn the_modules_sweep_queue_and_its_mapping_match_the_templates() {
+    let Some(t) = transformed() else { return };
+    let Some(files) = parsed("deploy/terraform") else {
+        return;
+    };
+    let all = blocks(&files);
+    let find = |kind: &str, name: &str| -> Value {
+        all.iter()
+            .find(|(k, n, _)| k == kind && n == name)
+            .map(|(_, _, body)| body.clone())
+            .unwrap_or_else(|| panic!("no {kind}.{name} in the module"))
+    };
+    let queue = &t["Resources"]["SweepQueue"]["Properties"];
+    let module_queue = find("aws_sqs_queue", "sweep");
+    assert_eq!(
+        module_queue["visibility_timeout_seconds"][0],
+        queue["VisibilityTimeout"]
+    );
+    assert_eq!(
+        module_queue["message_retention_seconds"][0],
+        queue["MessageRetentionPeriod"]
+    );
+    assert_eq!(
+        module_queue["sqs_managed_sse_enabled"][0],
+        queue["SqsManagedSseEnabled"]
+    );
+    let redrive = module_queue["redrive_policy"][0].as_str().unwrap();
+    let receives = queue["RedrivePolicy"]["maxReceiveCount"].as_u64().unwrap();
+    assert!(
+        redrive.contains("aws_sqs_queue.dead_letters.arn")
+            && redrive.contains(&format!("'maxReceiveCount': {receives}")),
+        "{redrive}"
+    );
+    assert_eq!(
+        queue["RedrivePolicy"]["deadLetterTargetArn"],
+        json!({"Fn::GetAtt": ["DeadLetterQueue", "Arn"]})
+    );
+    let mappings = of_type(&t, "AWS::Lambda::EventSourceMapping");
+    assert_eq!(mappings.len(), 1, "the sweep queue's, and no other");
+    let mapping = &mappings[0].1["Properties"];
+    let module_mapping = find("aws_lambda_event_source_mapping", "sweep");
+    assert_eq!(module_mapping["batch_size"][0], mapping["BatchSize"]);
+    assert_eq!(
+        module_mapping["function_response_types"][0],
+        mapping["FunctionResponseTypes"]
+    );
+    assert_eq!(
+        mapping["FunctionResponseTypes"],
+        json!(["ReportBatchItemFailures"])
+    );
+    assert_eq!(
+        mapping["ScalingConfig"]["MaximumConcurrency"],
+        json!({"Ref": "SweepConcurrency"})
+    );
+    assert_eq!(
+        module_mapping["scaling_config"][0]["maximum_concurrency"][0],
+        "${var.sweep_concurrency}"
+    );
+    assert_eq!(
+        module_mapping["event_source_arn"][0],
+        "${aws_sqs_queue.sweep.arn}"
+    );
+    // The function is told the same queue and settings by both.
+    let template_env = &t["Resources"]["Function"]["Properties"]["Environment"]["Variables"];
+    let module_env = &find("aws_lambda_function", "function")["environment"][0]["variables"][0];
+    for (variable, parameter) in [
+        ("SWEEP_FAN_OUT_AT", "sweep_fan_out_at"),
+        ("SWEEP_SHARD_SIZE", "sweep_shard_size"),
+        ("SWEEP_CONCURRENCY", "sweep_concurrency"),
+        ("SWEEP_CLUSTER_REQUESTS", "sweep_cluster_requests"),
+    ] {
+        assert!(template_env.get(variable).is_some(), "{variable}");
+        assert_eq!(
+            module_env[variable],
+            format!("${{tostring(var.{parameter})}}"),
+            "{variable}"
+        );
+    }
+    assert_eq!(
+        template_env["SWEEP_QUEUE_URL"],
+        json!({"Ref": "SweepQueue"})
+    );
+    assert_eq!(module_env["SWEEP_QUEUE_URL"], "${aws_sqs_queue.sweep.url}");
 }
 
 #[test]
