@@ -310,7 +310,11 @@ impl Handler {
             .find(|c| c.config.cluster_name == shard.cluster)
         else {
             // The clusters changed since the sweep: this one is not the function's any more.
-            tracing::warn!(shard = %label, "the shard's cluster is not in CLUSTER_NAME or CLUSTERS any more; skipped");
+            let reason = format!(
+                "{label}: its cluster is not in CLUSTER_NAME or CLUSTERS any more; skipped (the next sweep lists the clusters configured now)"
+            );
+            tracing::warn!(reason, "shard skipped");
+            report.skipped = Some(reason);
             return None;
         };
         let mut part = Report::new(report.mode, &shard.sweep, report.dry_run);

@@ -72,7 +72,7 @@ impl ImageUpdaterStore {
     pub fn get(&self, namespace: &str, name: &str) -> Option<Value> {
         lock(&self.objects)
             .get(namespace, name)
-            .map(|stored| stored.object.clone())
+            .map(|stored| stored.object())
     }
 
     /// Removes an object, as `kubectl delete` would.
@@ -117,7 +117,7 @@ impl KubeState {
         let mut objects = lock(&self.image_updaters.objects);
         let mut object = objects
             .get(namespace, name)
-            .map(|stored| stored.object.clone())
+            .map(|stored| stored.object())
             .ok_or("no such imageupdater")?;
         let before = object["spec"].clone();
         change(&mut object);
@@ -284,7 +284,7 @@ fn patch(
         return status(400, "the body of the request was in an unknown format");
     };
     let mut objects = lock(&state.image_updaters.objects);
-    let Some(current) = objects.get(namespace, name).map(|s| s.object.clone()) else {
+    let Some(current) = objects.get(namespace, name).map(|s| s.object()) else {
         return objects.not_found(name);
     };
     let mut patched = current.clone();

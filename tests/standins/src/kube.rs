@@ -23,7 +23,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
 use crate::faults::{Shared, lock, reason_for};
-use crate::resources::{Kind, Resources, Stored, json_response, written};
+use crate::resources::{Kind, Resources, json_response, written};
 use crate::token::{Identity, verify};
 
 const CRD_YAML: &str = include_str!("../crd/application-crd.yaml");
@@ -198,7 +198,7 @@ impl KubeState {
         lock(&self.apps)
             .apps
             .get(namespace, name)
-            .map(|stored| stored.object.clone())
+            .map(|stored| stored.object())
     }
 
     pub fn len(&self) -> usize {
@@ -222,7 +222,7 @@ impl KubeState {
         let mut app = store
             .apps
             .get(namespace, name)
-            .map(|stored| stored.object.clone())
+            .map(|stored| stored.object())
             .ok_or("no such application")?;
         store.resource_version += 1;
         let before = app["spec"].clone();
@@ -638,13 +638,10 @@ impl ListQuery {
         &self,
         namespace: Option<&str>,
         key: &(String, String),
-        object: &Value,
+        labels: &Value,
     ) -> bool {
         namespace.is_none_or(|wanted| wanted == key.0)
-            && self
-                .selector
-                .as_ref()
-                .is_none_or(|s| s.matches(&object["metadata"]["labels"]))
+            && self.selector.as_ref().is_none_or(|s| s.matches(labels))
     }
 }
 
@@ -704,16 +701,11 @@ async fn patch_one(
     }
     let mut store = lock(&state.apps);
     let key = (namespace.clone(), name.clone());
-    // Borrowed, not copied: the store stays locked for the whole request, as one etcd
-    // transaction would be, and `updated` is the only copy made.
-    let Some(Stored {
-        object: current,
-        json: current_json,
-        ..
-    }) = store.apps.get(&namespace, &name)
-    else {
+    // The store stays locked for the whole request, as one etcd transaction would be.
+    let Some(stored) = store.apps.get(&namespace, &name) else {
         return store.apps.not_found(&name);
     };
+    let (current, current_json) = (&stored.object(), &stored.json);
     let Ok(patch_value) = serde_json::from_slice::<Value>(&body) else {
         return status(400, "the body of the request was in an unknown format");
     };

@@ -1,0 +1,419 @@
+//! Figures for a scheduled sweep of a large fleet, fanned out as Lambda runs it: the release
+//! binary as `SWEEP_CONCURRENCY` function processes polling the Runtime API stand-in, the
+//! coordinator's shards in the SQS stand-in, and the event source mapping stand-in handing
+//! them out one per invocation, against ECR/EKS/Kubernetes stand-ins over loopback with TLS.
+//!
+//! For 2,000, 10,000 and 50,000 Applications in 1 and in 5 clusters (`BENCH_FLEETS`, say
+//! `2000x1,10000x5`, picks some), each Application with a ~50 KB `status`, five Applications
+//! per repository (one per cluster with 5 clusters), 1% of repositories with a newer image
+//! so that every sweep writes something: `BENCH_RUNS` sweeps (3 unless set), each printing
+//! the whole sweep's wall time, the coordinator's and the longest shard's time, requests per
+//! Application, peak RSS per function process, and what the sweep costs in Lambda and SQS.
+//! `BENCH_CPU_CGROUP` (a cgroup v1 `cpu` directory) holds each function process to a 128 MB
+//! share of a CPU in a child cgroup of its own, as each Lambda sandbox has.
+//! `cargo bench --bench fan_out`. Prints figures; asserts nothing.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use argocd_ecr_updater_standins::fixtures::{
+    Application, image_with_digest, large_status, numbered_digest, reconcile_event,
+};
+use argocd_ecr_updater_standins::mapping::{self, Mapping};
+use argocd_ecr_updater_standins::{ExtraCluster, Options, Outcome, Service, StandIns};
+use serde_json::{Value, json};
+
+const BINARY: &str = env!("CARGO_BIN_EXE_argocd-ecr-updater");
+const REGISTRY: &str = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com";
+const RUNNING: &str = "20250101-000000";
+/// The template's defaults.
+const CONCURRENCY: usize = 10;
+const SHARD_SIZE: usize = 500;
+const FAN_OUT_AT: usize = 1_000;
+const TIMEOUT: Duration = Duration::from_secs(120);
+/// Lambda's 128 MB share of a CPU: 128/1,769 of each 100 ms period.
+const QUOTA_US: u32 = 7_236;
+
+/// List prices (us-east-1): Lambda on arm64 per GB-second and per request, SQS standard
+/// per request. A month of sweeps is 30 days at one sweep every 15 minutes.
+const GB_SECOND: f64 = 0.000_013_333_4;
+const PER_REQUEST: f64 = 0.000_000_2;
+const SQS_PER_REQUEST: f64 = 0.000_000_4;
+const MEMORY_GB: f64 = 0.125;
+const SWEEPS_PER_MONTH: f64 = 30.0 * 24.0 * 4.0;
+
+struct Sweep {
+    wall: Duration,
+    coordinator: Duration,
+    longest_shard: Duration,
+    shards: usize,
+    failed_deliveries: usize,
+    /// Billed milliseconds summed over every invocation of the sweep.
+    billed_ms: u64,
+    requests: BTreeMap<&'static str, usize>,
+    updated: usize,
+}
+
+impl Sweep {
+    fn cost(&self) -> f64 {
+        let invocations = 1 + self.shards + self.failed_deliveries;
+        let sqs = self.sqs_requests();
+        self.billed_ms as f64 / 1000.0 * MEMORY_GB * GB_SECOND
+            + invocations as f64 * PER_REQUEST
+            + sqs as f64 * SQS_PER_REQUEST
+    }
+
+    /// SendMessage by the coordinator; for each delivery one ReceiveMessage and, when it
+    /// succeeded, one DeleteMessage (the mapping's pollers batch them when busy, so this is
+    /// the most).
+    fn sqs_requests(&self) -> usize {
+        self.shards + (self.shards + self.failed_deliveries) + self.shards
+    }
+}
+
+fn fleets() -> Vec<(usize, usize)> {
+    let all = vec![
+        (2_000, 1),
+        (2_000, 5),
+        (10_000, 1),
+        (10_000, 5),
+        (50_000, 1),
+        (50_000, 5),
+    ];
+    let Ok(wanted) = std::env::var("BENCH_FLEETS") else {
+        return all;
+    };
+    wanted
+        .split(',')
+        .filter_map(|f| {
+            let (apps, clusters) = f.trim().split_once('x')?;
+            Some((apps.parse().ok()?, clusters.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Application `i` of a cluster: tracks `svc-<i % repositories>`, runs [`RUNNING`].
+fn application(i: usize, repositories: usize) -> Value {
+    let image = format!("{REGISTRY}/svc-{}", i % repositories);
+    Application::tracking(&format!("app-{i:05}"), &image, RUNNING)
+        .annotate("app.update-strategy", "latest")
+        .annotate("app.allow-tags", "regexp:^[0-9]{8}-[0-9]{6}$")
+        .annotate("app.helm.image-name", "image.repository")
+        .annotate("app.helm.image-tag", "image.tag")
+        .helm(&[("image.repository", &image), ("image.tag", RUNNING)])
+        .with(|app| app["status"] = large_status(i, REGISTRY, &format!("svc-{}", i % repositories)))
+        .build()
+}
+
+/// Every repository's images, the newest being the running tag.
+fn seed_repositories(standins: &StandIns, repositories: usize) {
+    for r in 0..repositories {
+        for (k, (tag, at)) in [
+            ("20241231-000000", "2024-12-31T00:00:00Z"),
+            ("20241231-120000", "2024-12-31T12:00:00Z"),
+            (RUNNING, "2025-01-01T00:00:00Z"),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            standins.aws.push(image_with_digest(
+                &format!("svc-{r}"),
+                Some(tag),
+                &numbered_digest(10_000_000 + r * 10 + k),
+                at,
+            ));
+        }
+    }
+}
+
+/// A newer image in 1% of repositories: what this sweep catches up on.
+fn push_newer(standins: &StandIns, repositories: usize, run: usize) {
+    for r in (0..repositories).step_by(100) {
+        standins.aws.push(image_with_digest(
+            &format!("svc-{r}"),
+            Some(&format!("20250102-{run:06}")),
+            &numbered_digest(20_000_000 + r * 10 + run),
+            &format!("2025-01-02T00:00:{run:02}Z"),
+        ));
+    }
+}
+
+struct Function {
+    child: std::process::Child,
+}
+
+impl Function {
+    fn spawn(env: &[(String, String)], n: usize) -> Self {
+        let child = std::process::Command::new(BINARY)
+            .env_clear()
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("the release binary starts");
+        if let Some(parent) = std::env::var_os("BENCH_CPU_CGROUP") {
+            let own = std::path::Path::new(&parent).join(format!("fan-out-{n}"));
+            std::fs::create_dir_all(&own).expect("a child cgroup under BENCH_CPU_CGROUP");
+            std::fs::write(own.join("cpu.cfs_period_us"), "100000").expect("cpu.cfs_period_us");
+            std::fs::write(own.join("cpu.cfs_quota_us"), QUOTA_US.to_string())
+                .expect("cpu.cfs_quota_us");
+            std::fs::write(own.join("cgroup.procs"), child.id().to_string()).expect("cgroup.procs");
+        }
+        Self { child }
+    }
+
+    fn peak_rss_kb(&self) -> u64 {
+        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Function {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn kind_of(r: &argocd_ecr_updater_standins::LoggedRequest) -> &'static str {
+    match (r.service, r.method.as_str()) {
+        (Service::Kube, "GET") if r.path.ends_with("/applications") => "list page",
+        (Service::Kube, "GET") if r.path.contains("/applications/") => "Application GET",
+        (Service::Kube, "PATCH") => "PATCH",
+        (Service::Kube, _) => "other Kubernetes",
+        (Service::Ecr, _) => "ECR",
+        (Service::Eks, _) => "EKS",
+        _ if r.operation == "SendMessage" => "SQS SendMessage",
+        _ => "other",
+    }
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn summary(label: &str, unit: &str, values: Vec<f64>) -> String {
+    summary_to(label, unit, values, 2)
+}
+
+fn summary_to(label: &str, unit: &str, mut values: Vec<f64>, digits: usize) -> String {
+    let (low, high) = (
+        values.iter().copied().fold(f64::INFINITY, f64::min),
+        values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+    );
+    let mid = median(&mut values);
+    format!("  {label}: {mid:.digits$}{unit} (range {low:.digits$}–{high:.digits$})")
+}
+
+async fn fleet(apps: usize, clusters: usize, runs: usize) {
+    let setup = Instant::now();
+    let standins = StandIns::start(Options::default())
+        .await
+        .expect("the stand-ins start");
+    let per_cluster = apps / clusters;
+    let repositories = (apps / 5).max(1);
+    let mut extra: Vec<ExtraCluster> = Vec::new();
+    for c in 1..clusters {
+        let cluster = standins
+            .add_cluster(
+                &format!("cluster-{}", c + 1),
+                "ap-northeast-2",
+                Options::default().identities,
+            )
+            .await
+            .expect("a cluster stand-in");
+        extra.push(cluster);
+    }
+    // With 5 clusters each holds one Application of every repository; with one, five
+    // Applications share each.
+    let kubes: Vec<&argocd_ecr_updater_standins::kube::KubeState> =
+        std::iter::once(&*standins.kube)
+            .chain(extra.iter().map(|c| &*c.kube))
+            .collect();
+    for kube in &kubes {
+        for i in 0..per_cluster {
+            kube.insert(application(i, repositories))
+                .expect("an Application");
+        }
+    }
+    seed_repositories(&standins, repositories);
+    let queue = standins.aws.create_queue("sweep");
+    let dead_letters = standins.aws.create_queue("dead-letters");
+    standins.aws.set_redrive(&queue, &dead_letters, 3);
+    let names: Vec<Value> = std::iter::once(standins.options.cluster_name.clone())
+        .chain(extra.iter().map(|c| c.name.clone()))
+        .map(|name| json!({"name": name}))
+        .collect();
+    let mut env = standins.lambda_env();
+    env.extend(
+        [
+            ("SWEEP_QUEUE_URL", queue.clone()),
+            ("SWEEP_FAN_OUT_AT", FAN_OUT_AT.to_string()),
+            ("SWEEP_SHARD_SIZE", SHARD_SIZE.to_string()),
+            ("SWEEP_CONCURRENCY", CONCURRENCY.to_string()),
+            ("LOG_LEVEL", "warn".to_string()),
+        ]
+        .map(|(k, v)| (k.to_string(), v)),
+    );
+    if clusters > 1 {
+        env.push(("CLUSTERS".into(), Value::Array(names).to_string()));
+    }
+    let functions: Vec<Function> = (0..CONCURRENCY).map(|n| Function::spawn(&env, n)).collect();
+    standins.runtime.until_polls_waiting(CONCURRENCY).await;
+    println!(
+        "{apps} Applications in {clusters} cluster(s), {repositories} repositories (set up in {:.1} s)",
+        setup.elapsed().as_secs_f64()
+    );
+    let shareds: Vec<&argocd_ecr_updater_standins::Shared> = std::iter::once(&*standins.shared)
+        .chain(extra.iter().map(|c| &*c.shared))
+        .collect();
+    let mut sweeps = Vec::new();
+    for run in 1..=runs {
+        push_newer(&standins, repositories, run);
+        for s in &shareds {
+            s.clear_log();
+        }
+        let started = Instant::now();
+        let coordinator = standins.runtime.invoke(reconcile_event(), TIMEOUT).await;
+        let coordinator_took = started.elapsed();
+        match &coordinator {
+            Ok(Outcome::Response(report)) if report["failure"].is_null() => {}
+            other => panic!("the coordinator failed: {other:?}"),
+        }
+        let deliveries = mapping::drain(
+            &standins.aws,
+            &standins.runtime,
+            &Mapping {
+                queue_url: queue.clone(),
+                batch_size: 1,
+                maximum_concurrency: CONCURRENCY,
+                visibility: TIMEOUT,
+                function_timeout: TIMEOUT,
+            },
+            Duration::from_secs(1_800),
+        )
+        .await;
+        let wall = started.elapsed();
+        let mut requests = BTreeMap::new();
+        for s in &shareds {
+            for r in s.requests() {
+                *requests.entry(kind_of(&r)).or_insert(0) += 1;
+            }
+        }
+        let failed_deliveries = deliveries.iter().filter(|d| !d.failed().is_empty()).count();
+        let billed_ms = deliveries
+            .iter()
+            .map(|d| d.took)
+            .chain([coordinator_took])
+            .map(|d| d.as_millis() as u64 + 1)
+            .sum();
+        let sweep = Sweep {
+            wall,
+            coordinator: coordinator_took,
+            longest_shard: deliveries.iter().map(|d| d.took).max().unwrap_or_default(),
+            shards: deliveries.len() - failed_deliveries,
+            failed_deliveries,
+            billed_ms,
+            updated: requests.get("PATCH").copied().unwrap_or(0),
+            requests,
+        };
+        println!(
+            "  run {run}: {:.1} s whole sweep (coordinator {:.1} s, {} shards, longest {:.1} s, {} failed deliveries), {} updated",
+            sweep.wall.as_secs_f64(),
+            sweep.coordinator.as_secs_f64(),
+            sweep.shards,
+            sweep.longest_shard.as_secs_f64(),
+            sweep.failed_deliveries,
+            sweep.updated,
+        );
+        sweeps.push(sweep);
+    }
+    let rss: Vec<u64> = functions.iter().map(Function::peak_rss_kb).collect();
+    let last = sweeps.last().expect("a sweep");
+    let per_app: Vec<String> = last
+        .requests
+        .iter()
+        .map(|(kind, n)| format!("{kind} {:.3}", *n as f64 / apps as f64))
+        .collect();
+    let total: usize = last.requests.values().sum();
+    println!(
+        "{}",
+        summary(
+            "whole sweep",
+            " s",
+            sweeps.iter().map(|s| s.wall.as_secs_f64()).collect()
+        )
+    );
+    println!(
+        "{}",
+        summary(
+            "coordinator",
+            " s",
+            sweeps.iter().map(|s| s.coordinator.as_secs_f64()).collect()
+        )
+    );
+    println!(
+        "{}",
+        summary(
+            "longest shard",
+            " s",
+            sweeps
+                .iter()
+                .map(|s| s.longest_shard.as_secs_f64())
+                .collect()
+        )
+    );
+    println!(
+        "  requests per Application (last sweep): {:.3} in all; {}",
+        total as f64 / apps as f64,
+        per_app.join(", ")
+    );
+    println!(
+        "  peak RSS per function process: {} to {} KiB",
+        rss.iter().min().unwrap_or(&0),
+        rss.iter().max().unwrap_or(&0)
+    );
+    let costs: Vec<f64> = sweeps.iter().map(Sweep::cost).collect();
+    println!(
+        "{}",
+        summary_to("Lambda + SQS cost per sweep", " USD", costs.clone(), 6)
+    );
+    println!(
+        "{}",
+        summary(
+            "a month of 15-minute sweeps",
+            " USD",
+            costs.iter().map(|c| c * SWEEPS_PER_MONTH).collect()
+        )
+    );
+    println!(
+        "  GB-seconds per sweep (last): {:.2}; invocations {}; SQS requests {}",
+        last.billed_ms as f64 / 1000.0 * MEMORY_GB,
+        1 + last.shards + last.failed_deliveries,
+        last.sqs_requests()
+    );
+    drop(functions);
+    standins.runtime.retire_pollers();
+}
+
+#[tokio::main]
+async fn main() {
+    let runs: usize = std::env::var("BENCH_RUNS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(3);
+    println!(
+        "fan-out: SWEEP_CONCURRENCY {CONCURRENCY}, SWEEP_SHARD_SIZE {SHARD_SIZE}, SWEEP_FAN_OUT_AT {FAN_OUT_AT}, CPU {}",
+        std::env::var("BENCH_CPU_CGROUP")
+            .map(|c| format!("a 128 MB share per process ({c})"))
+            .unwrap_or_else(|_| "unlimited".into())
+    );
+    for (apps, clusters) in fleets() {
+        fleet(apps, clusters, runs).await;
+    }
+}
