@@ -3,7 +3,8 @@
 //! coordinator's shards in the SQS stand-in, and the event source mapping stand-in handing
 //! them out one per invocation, against ECR/EKS/Kubernetes stand-ins over loopback with TLS.
 //!
-//! For 2,000, 10,000 and 50,000 Applications in 1 and in 5 clusters (`BENCH_FLEETS`, say
+//! For 2,000, 10,000 and 50,000 Applications in 1 and in 5 clusters, and 999 in one (a
+//! sweep just under the fan-out threshold, run by the coordinator itself) (`BENCH_FLEETS`, say
 //! `2000x1,10000x5`, picks some), each Application with a ~50 KB `status`, five Applications
 //! per repository (one per cluster with 5 clusters), 1% of repositories with a newer image
 //! so that every sweep writes something: `BENCH_RUNS` sweeps (3 unless set), each printing
@@ -72,7 +73,9 @@ impl Sweep {
 }
 
 fn fleets() -> Vec<(usize, usize)> {
+    // 999: just under the threshold, the sweep the coordinator runs itself, for comparison.
     let all = vec![
+        (999, 1),
         (2_000, 1),
         (2_000, 5),
         (10_000, 1),
