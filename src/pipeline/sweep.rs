@@ -100,7 +100,10 @@ impl Handler {
             }
         }
         let total: usize = gathered.iter().map(|g| g.found.len()).sum();
-        if total < fan_out_at {
+        // Under the threshold every cluster kept its Applications whole (each counts less
+        // than the total); checked all the same, since one kept by name cannot be decided here.
+        let whole = gathered.iter().all(|g| matches!(g.found, Kept::Whole(_)));
+        if total < fan_out_at && whole {
             return self.sweep_here(report, gathered, deadline, several).await;
         }
         let mut named = Vec::new();
@@ -211,7 +214,7 @@ impl Handler {
                 };
                 let found = match g.found {
                     Kept::Whole(found) => found,
-                    // Not reached: a cluster's own count is below the total's threshold.
+                    // Not reached: `sweep` sends a sweep with any cluster kept by name out.
                     Kept::Named(_) => Vec::new(),
                 };
                 let stream = futures_util::stream::iter(found);
