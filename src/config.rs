@@ -840,6 +840,58 @@ mod tests {
     }
 
     #[test]
+    fn the_sweep_queue_must_be_a_queue_url_without_credentials_or_query() {
+        for (url, accepted) in [
+            (
+                "https://sqs.ap-northeast-2.amazonaws.com/768157413559/stack-SweepQueue-1A2B",
+                true,
+            ),
+            (
+                "https://user:pw@sqs.ap-northeast-2.amazonaws.com/768157413559/q",
+                false,
+            ),
+            (
+                "https://sqs.ap-northeast-2.amazonaws.com/768157413559/q?x=1",
+                false,
+            ),
+            ("https://sqs.ap-northeast-2.amazonaws.com/q", false),
+            ("https://sqs.ap-northeast-2.amazonaws.com/7681574/q", false),
+            ("arn:aws:sqs:ap-northeast-2:768157413559:q", false),
+        ] {
+            let result = config(&[("CLUSTER_NAME", "c"), ("SWEEP_QUEUE_URL", url)]);
+            assert_eq!(result.is_ok(), accepted, "{url}: {result:?}");
+            if let Err(e) = result {
+                assert_eq!(e.variable, "SWEEP_QUEUE_URL");
+                assert!(!e.to_string().contains("pw@"), "{e}");
+            }
+        }
+    }
+
+    #[test]
+    fn each_shard_gets_its_share_of_the_cluster_request_budget() {
+        for (requests, concurrency, share) in [
+            ("40", "10", 4),
+            ("2", "10", 1),
+            ("400", "2", 8),
+            ("20", "4", 5),
+        ] {
+            let config = config(&[
+                ("CLUSTER_NAME", "c"),
+                ("SWEEP_CLUSTER_REQUESTS", requests),
+                ("SWEEP_CONCURRENCY", concurrency),
+            ])
+            .unwrap();
+            assert_eq!(
+                config.sweep.shard_concurrency(),
+                share,
+                "{requests}/{concurrency}"
+            );
+        }
+        let refused = config(&[("CLUSTER_NAME", "c"), ("SWEEP_CONCURRENCY", "1")]);
+        assert_eq!(refused.unwrap_err().variable, "SWEEP_CONCURRENCY");
+    }
+
+    #[test]
     fn a_wildcard_or_partial_git_secret_arn_stops_the_cold_start() {
         for (arns, accepted) in [
             (

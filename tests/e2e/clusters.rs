@@ -53,12 +53,7 @@ const CLUSTERS: &str =
     r#"[{"name":"barun-dev"},{"name":"staging"},{"name":"prod-eu","region":"eu-west-1"}]"#;
 
 fn tag_in(kube: &KubeState) -> Option<String> {
-    kube.get("argocd", SEED_APP)?["spec"]["source"]["helm"]["parameters"]
-        .as_array()?
-        .iter()
-        .find(|p| p["name"] == "image.tag")?["value"]
-        .as_str()
-        .map(str::to_string)
+    crate::common::parameter_in(kube, "argocd", SEED_APP, "image.tag")
 }
 
 fn report_of(result: Result<Report, HandlerError>) -> (Report, Option<&'static str>) {

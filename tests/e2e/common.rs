@@ -86,7 +86,17 @@ pub fn helm_parameter(
     app: &str,
     name: &str,
 ) -> Option<String> {
-    standins.kube.get(namespace, app)?["spec"]["source"]["helm"]["parameters"]
+    parameter_in(&standins.kube, namespace, app, name)
+}
+
+/// The Helm parameter `name` of `namespace/app` in one cluster's API server stand-in.
+pub fn parameter_in(
+    kube: &argocd_ecr_updater_standins::kube::KubeState,
+    namespace: &str,
+    app: &str,
+    name: &str,
+) -> Option<String> {
+    kube.get(namespace, app)?["spec"]["source"]["helm"]["parameters"]
         .as_array()?
         .iter()
         .find(|p| p["name"] == name)?["value"]

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::{LambdaProcess, handler, report_of, spawn_lambda};
+use crate::common::{LambdaProcess, handler, parameter_in, report_of, spawn_lambda};
 use argocd_ecr_updater::report::Action;
 use argocd_ecr_updater_standins::fixtures::{
     Application, SEED_IMAGE, SEED_REPOSITORY, image, push_event, reconcile_event,
@@ -48,12 +48,7 @@ fn vars<'a>(queue: &'a str, at: &'a str, size: &'a str) -> Vec<(&'a str, &'a str
 }
 
 fn tag_of(kube: &argocd_ecr_updater_standins::kube::KubeState, name: &str) -> Option<String> {
-    kube.get("argocd", name)?["spec"]["source"]["helm"]["parameters"]
-        .as_array()?
-        .iter()
-        .find(|p| p["name"] == "image.tag")?["value"]
-        .as_str()
-        .map(str::to_string)
+    parameter_in(kube, "argocd", name, "image.tag")
 }
 
 /// The queue's messages as the mapping hands them over: one SQS record each.
@@ -249,8 +244,8 @@ async fn a_shard_keeps_at_most_its_share_of_the_cluster_budget_in_flight() {
         let h = handler(&standins, &v);
         h.handle(&reconcile_event(), None).await.unwrap();
         let shard = records(&standins, &queue).remove(0);
-        for (_, receipt, _, _) in standins.aws.receive(&queue, 10, Duration::from_secs(60)) {
-            standins.aws.delete(&queue, &receipt);
+        for message in standins.aws.receive(&queue, 10, Duration::from_secs(60)) {
+            standins.aws.delete(&queue, &message.receipt);
         }
         standins.shared.inject(
             Route::kube("GET", "/applications/"),

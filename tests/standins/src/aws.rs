@@ -123,6 +123,17 @@ pub struct QueueMessage {
     pub receives: u32,
 }
 
+/// A message as one receive handed it out.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub id: String,
+    pub receipt: String,
+    pub body: String,
+    /// How many times it was received, this time included.
+    pub receives: u32,
+    pub sent_ms: i64,
+}
+
 impl QueueMessage {
     fn visible(&self) -> bool {
         self.receipt
@@ -274,13 +285,13 @@ impl AwsState {
     }
 
     /// Receives up to `max` visible messages for `visibility`, as `ReceiveMessage` does
-    /// (redrive included): `(message id, receipt handle, body, receive count)`.
+    /// (redrive included), each with a new receipt handle.
     pub fn receive(
         &self,
         queue_url: &str,
         max: usize,
         visibility: std::time::Duration,
-    ) -> Vec<(String, String, String, u32)> {
+    ) -> Vec<Received> {
         let redrive = lock(&self.redrives).get(queue_url).cloned();
         let mut queues = lock(&self.queues);
         let mut moved = Vec::new();
@@ -301,12 +312,13 @@ impl AwsState {
                 );
                 message.receipt = Some((receipt.clone(), std::time::Instant::now() + visibility));
                 message.receives += 1;
-                out.push((
-                    message.id.clone(),
+                out.push(Received {
+                    id: message.id.clone(),
                     receipt,
-                    message.body.clone(),
-                    message.receives,
-                ));
+                    body: message.body.clone(),
+                    receives: message.receives,
+                    sent_ms: message.sent_ms,
+                });
             }
         }
         if let Some((dead_letter_url, _)) = redrive {
@@ -919,28 +931,19 @@ fn receive_now(state: &AwsState, request: &Value) -> Result<Vec<Value>, Response
         .as_u64()
         .unwrap_or(1)
         .clamp(1, 10) as usize;
-    let mut queues = lock(&state.queues);
-    let Some(messages) = queues.get_mut(url) else {
+    if !lock(&state.queues).contains_key(url) {
         return Err(no_queue(url));
-    };
+    }
     let visibility =
         std::time::Duration::from_secs(request["VisibilityTimeout"].as_u64().unwrap_or(30));
-    let mut out = Vec::new();
-    for message in messages.iter_mut().filter(|m| m.visible()).take(max) {
-        // A new receipt handle on every receive, as SQS hands out.
-        let receipt = format!(
-            "receipt-{}-{}",
-            message.id,
-            RECEIPTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        );
-        message.receipt = Some((receipt.clone(), std::time::Instant::now() + visibility));
-        message.receives += 1;
-        out.push(
-            json!({"MessageId": message.id, "ReceiptHandle": receipt, "Body": message.body,
-            "Attributes": {"SentTimestamp": message.sent_ms.to_string()}}),
-        );
-    }
-    Ok(out)
+    Ok(state
+        .receive(url, max, visibility)
+        .into_iter()
+        .map(|m| {
+            json!({"MessageId": m.id, "ReceiptHandle": m.receipt, "Body": m.body,
+            "Attributes": {"SentTimestamp": m.sent_ms.to_string()}})
+        })
+        .collect())
 }
 
 /// SQS's `GetQueueUrl`: the URL of a queue by name (and owner account).

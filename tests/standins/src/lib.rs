@@ -33,7 +33,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-pub use aws::{AwsState, Image, QueueMessage};
+pub use aws::{AwsState, Image, QueueMessage, Received};
 pub use faults::{FaultAction, LoggedRequest, Route, Service, Shared, busy_time};
 pub use kube::KubeState;
 pub use runtime::{Outcome, RuntimeApi};

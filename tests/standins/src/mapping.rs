@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::aws::AwsState;
+use crate::aws::{AwsState, Received};
 use crate::runtime::{Outcome, RuntimeApi};
 
 /// The mapping's settings, as `AWS::Lambda::EventSourceMapping` has them.
@@ -56,17 +56,17 @@ impl Delivery {
 }
 
 /// The SQS event Lambda hands the function for a batch.
-pub fn sqs_event(queue_arn: &str, region: &str, batch: &[(String, String, String, u32)]) -> Value {
+pub fn sqs_event(queue_arn: &str, region: &str, batch: &[Received]) -> Value {
     let records: Vec<Value> = batch
         .iter()
-        .map(|(id, receipt, body, receives)| {
+        .map(|m| {
             json!({
-                "messageId": id,
-                "receiptHandle": receipt,
-                "body": body,
+                "messageId": m.id,
+                "receiptHandle": m.receipt,
+                "body": m.body,
                 "attributes": {
-                    "ApproximateReceiveCount": receives.to_string(),
-                    "SentTimestamp": "0",
+                    "ApproximateReceiveCount": m.receives.to_string(),
+                    "SentTimestamp": m.sent_ms.to_string(),
                     "SenderId": "AROAEXAMPLE",
                     "ApproximateFirstReceiveTimestamp": "0"
                 },
@@ -106,16 +106,16 @@ pub async fn drain(
                 let started = Instant::now();
                 let outcome = runtime.invoke(event, mapping.function_timeout).await;
                 let delivery = Delivery {
-                    message_ids: batch.iter().map(|m| m.0.clone()).collect(),
-                    receive_counts: batch.iter().map(|m| m.3).collect(),
+                    message_ids: batch.iter().map(|m| m.id.clone()).collect(),
+                    receive_counts: batch.iter().map(|m| m.receives).collect(),
                     outcome,
                     started,
                     took: started.elapsed(),
                 };
                 let failed = delivery.failed();
-                for (id, receipt, _, _) in &batch {
-                    if !failed.contains(id) {
-                        aws.delete(&mapping.queue_url, receipt);
+                for message in &batch {
+                    if !failed.contains(&message.id) {
+                        aws.delete(&mapping.queue_url, &message.receipt);
                     }
                 }
                 delivery
