@@ -108,3 +108,21 @@ async fn the_redrive_stops_once_the_queue_counts_no_visible_message() {
             >= 1
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_shard_parked_after_its_receives_is_redriven_like_any_event() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    let queue = standins.aws.create_queue("argocd-ecr-updater-dlq");
+    // What SQS's redrive policy moves: the shard's body as the coordinator sent it.
+    let shard = json!({"action": "reconcile-shard", "sweep": "s-1", "cluster": "barun-dev",
+        "shard": 1, "shards": 1,
+        "applications": [{"namespace": "argocd", "name": "aws-pipeline-test"}]});
+    standins.aws.send_message(&queue, &shard.to_string());
+    let (ok, out) = redrive(
+        &standins,
+        &["--queue", &queue, "--apply", "--wait-seconds", "1"],
+    );
+    assert!(ok, "{out}");
+    assert_eq!(seed_tag(&standins).as_deref(), Some(PUSHED_TAG), "{out}");
+    assert!(standins.aws.queue(&queue).is_empty(), "{out}");
+}
