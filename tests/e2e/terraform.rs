@@ -82,6 +82,15 @@ fn unknown(path: &str, body: &Value, schema: &Value) -> Vec<String> {
     out
 }
 
+/// The body of the module's `kind` block labelled `label`.
+fn block(files: &BTreeMap<String, Value>, kind: &str, label: &str) -> Value {
+    blocks(files)
+        .into_iter()
+        .find(|(k, l, _)| k == kind && l == label)
+        .map(|(_, _, body)| body)
+        .unwrap_or_else(|| panic!("no {kind}.{label} in the module"))
+}
+
 /// Every `resource` and `data` block of the parsed files: (schema key, label, body).
 fn blocks(files: &BTreeMap<String, Value>) -> Vec<(String, String, Value)> {
     let mut out = Vec::new();
@@ -256,10 +265,11 @@ fn the_modules_rules_match_the_templates_patterns_retries_and_queue() {
     assert_eq!(settings.as_object().unwrap().len(), template_rules);
     // Lambda's own retries and the on-failure destination.
     let invoke = &of_type(&t, "AWS::Lambda::EventInvokeConfig")[0].1["Properties"];
-    let (_, _, module_invoke) = blocks(&files)
-        .into_iter()
-        .find(|(kind, _, _)| kind == "aws_lambda_function_event_invoke_config")
-        .unwrap();
+    let module_invoke = block(
+        &files,
+        "aws_lambda_function_event_invoke_config",
+        "function",
+    );
     assert_eq!(
         module_invoke["maximum_retry_attempts"][0],
         invoke["MaximumRetryAttempts"]
@@ -282,15 +292,8 @@ fn the_modules_sweep_queue_and_its_mapping_match_the_templates() {
     let Some(files) = parsed("deploy/terraform") else {
         return;
     };
-    let all = blocks(&files);
-    let find = |kind: &str, name: &str| -> Value {
-        all.iter()
-            .find(|(k, n, _)| k == kind && n == name)
-            .map(|(_, _, body)| body.clone())
-            .unwrap_or_else(|| panic!("no {kind}.{name} in the module"))
-    };
     let queue = &t["Resources"]["SweepQueue"]["Properties"];
-    let module_queue = find("aws_sqs_queue", "sweep");
+    let module_queue = block(&files, "aws_sqs_queue", "sweep");
     assert_eq!(
         module_queue["visibility_timeout_seconds"][0],
         queue["VisibilityTimeout"]
@@ -317,7 +320,7 @@ fn the_modules_sweep_queue_and_its_mapping_match_the_templates() {
     let mappings = of_type(&t, "AWS::Lambda::EventSourceMapping");
     assert_eq!(mappings.len(), 1, "the sweep queue's, and no other");
     let mapping = &mappings[0].1["Properties"];
-    let module_mapping = find("aws_lambda_event_source_mapping", "sweep");
+    let module_mapping = block(&files, "aws_lambda_event_source_mapping", "sweep");
     assert_eq!(module_mapping["batch_size"][0], mapping["BatchSize"]);
     assert_eq!(
         module_mapping["function_response_types"][0],
@@ -341,7 +344,8 @@ fn the_modules_sweep_queue_and_its_mapping_match_the_templates() {
     );
     // The function is told the same queue and settings by both.
     let template_env = &t["Resources"]["Function"]["Properties"]["Environment"]["Variables"];
-    let module_env = &find("aws_lambda_function", "function")["environment"][0]["variables"][0];
+    let module_env =
+        &block(&files, "aws_lambda_function", "function")["environment"][0]["variables"][0];
     for (variable, parameter) in [
         ("SWEEP_FAN_OUT_AT", "sweep_fan_out_at"),
         ("SWEEP_SHARD_SIZE", "sweep_shard_size"),
@@ -380,10 +384,7 @@ fn the_module_alarms_on_the_templates_metrics() {
             alarm["metric"].as_str().unwrap()
         ));
     }
-    let (_, _, delivery) = blocks(&files)
-        .into_iter()
-        .find(|(kind, label, _)| kind == "aws_cloudwatch_metric_alarm" && label == "event_delivery")
-        .unwrap();
+    let delivery = block(&files, "aws_cloudwatch_metric_alarm", "event_delivery");
     for query in delivery["dynamic"].as_array().unwrap() {
         for content in query["metric_query"]["content"].as_array().unwrap() {
             let metric = &content["metric"][0];
@@ -472,10 +473,7 @@ fn each_statement_of_the_module_is_scoped_by_what_the_templates_is_scoped_by() {
             }
         }
     }
-    let (_, _, policy) = blocks(&files)
-        .into_iter()
-        .find(|(kind, label, _)| kind == "data.aws_iam_policy_document" && label == "function")
-        .unwrap();
+    let policy = block(&files, "data.aws_iam_policy_document", "function");
     let mut module: BTreeMap<String, Value> = BTreeMap::new();
     for statement in policy["statement"].as_array().unwrap() {
         module.insert(
