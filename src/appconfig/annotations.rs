@@ -676,7 +676,7 @@ fn check_image_text(alias: Option<&str>, image: &str) -> Result<(), AnnotationEr
     }
     if [image, alias.unwrap_or_default()]
         .iter()
-        .any(|part| part.chars().any(|c| c.is_control() || c.is_whitespace()))
+        .any(|part| part.chars().any(|c| breaks_yaml(c) || c.is_whitespace()))
     {
         return Err(AnnotationError {
             annotation: list_key,
@@ -722,13 +722,26 @@ pub fn go_parse_bool(value: &str) -> Option<bool> {
     }
 }
 
+/// A character that some YAML reader takes as a line break, or a control or byte-order
+/// mark: C0 and C1 controls (U+0085, NEL, among them), U+2028 and U+2029, which YAML 1.1
+/// readers (libyaml, go-yaml: what Helm and kustomize use) break lines at while a YAML 1.2
+/// reader does not, and U+FEFF. No key or value the function writes into a file may hold
+/// one: the file would read as one thing to the editor and another to Helm.
+pub fn breaks_yaml(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{2028}' | '\u{2029}' | '\u{FEFF}' | '\u{FFFE}' | '\u{FFFF}'
+        )
+}
+
 fn non_empty(key: &str, value: &str) -> Result<String, AnnotationError> {
     let value = value.trim();
-    if value.is_empty() || value.chars().any(char::is_control) {
+    if value.is_empty() || value.chars().any(breaks_yaml) {
         return Err(AnnotationError {
             annotation: key.to_string(),
-            value: value.to_string(),
-            problem: "expected a Helm parameter or image name without control characters".into(),
+            value: value.escape_debug().to_string(),
+            problem: "expected a Helm parameter or image name without control characters or line breaks (U+0085, U+2028, U+2029 break lines for Helm's YAML reader)".into(),
         });
     }
     Ok(value.to_string())
@@ -1052,7 +1065,8 @@ mod tests {
             (
                 &[("a.helm.image-tag", "image.\u{7}tag")],
                 "a.helm.image-tag",
-                "image.\u{7}tag",
+                // Shown escaped: a control character is never echoed raw into a message.
+                "image.\\u{7}tag",
                 "Helm parameter",
             ),
         ];
@@ -1203,5 +1217,58 @@ mod tests {
         assert_eq!(app.images.len(), 10_000);
         let error = only_image(&[("image-list", "a=")]).unwrap_err();
         assert!(error.problem.contains("[alias=]registry/repository"));
+    }
+
+    /// Every key or name an annotation hands to a file the function writes, with each
+    /// character some YAML reader breaks a line at (or that is a control or byte-order mark):
+    /// refused, naming the annotation, before anything is written.
+    #[test]
+    fn a_key_or_name_with_a_yaml_line_break_or_control_is_refused() {
+        let breaks = [
+            ("NEL", "\u{85}"),
+            ("LINE SEPARATOR", "\u{2028}"),
+            ("PARAGRAPH SEPARATOR", "\u{2029}"),
+            ("BOM", "\u{FEFF}"),
+            ("C1", "\u{9b}"),
+            ("DEL", "\u{7f}"),
+            ("newline", "\n"),
+            ("carriage return", "\r"),
+            ("tab", "\t"),
+            ("NUL", "\u{0}"),
+        ];
+        for setting in [
+            "a.helm.image-name",
+            "a.helm.image-tag",
+            "a.helm.image-spec",
+            "a.kustomize.image-name",
+        ] {
+            for (name, character) in breaks {
+                let hostile = format!("image{character}securityContext: {{privileged: true}}");
+                let error = only_image(&[
+                    ("image-list", "a=r.example.com/web"),
+                    (setting, hostile.as_str()),
+                ])
+                .err()
+                .unwrap_or_else(|| panic!("{setting} with {name} was accepted"));
+                assert_eq!(error.annotation, format!("{PREFIX}{setting}"), "{name}");
+                assert!(
+                    error.problem.contains("line breaks"),
+                    "{setting} with {name}: {}",
+                    error.problem
+                );
+                assert!(!error.value.contains(character), "{name} is echoed raw");
+            }
+        }
+        for (name, character) in breaks {
+            let list = format!("a=r.example.com/web{character}evil");
+            let error = only_image(&[("image-list", list.as_str())])
+                .err()
+                .unwrap_or_else(|| panic!("an image-list with {name} was accepted"));
+            assert!(
+                error.problem.contains("control character"),
+                "{name}: {}",
+                error.problem
+            );
+        }
     }
 }

@@ -11,6 +11,7 @@
 
 use serde_json::{Map, Value, json};
 
+use super::readback;
 use crate::annotations::{HelmTarget, ImageConfig, WriteBack};
 pub use crate::config::EnterpriseHost;
 use crate::failure::Refused;
@@ -650,12 +651,35 @@ pub fn render(
     let kind = patch::sources(patched)
         .first()
         .map_or(SourceKind::Directory, |s| s.kind);
-    let text = match location.kind {
+    let (text, meant) = match location.kind {
         FileKind::Override => render_override(existing, source, kind, images)?,
         FileKind::HelmValues => render_values(location, existing, source, images)?,
         FileKind::Kustomization => render_kustomization(location, existing, source, images)?,
     };
-    Ok((Some(text.as_str()) != existing).then_some(text))
+    if Some(text.as_str()) == existing {
+        return Ok(None);
+    }
+    // Read back as Helm and kustomize will read it: nothing but what was meant may change.
+    let file = location.path.as_str();
+    match meant {
+        Meant::Edits(edits) => readback::check(file, existing, &text, &edits),
+        Meant::Whole(value) => readback::check_whole(file, &text, &readback::from_json(&value)),
+    }
+    .map_err(|e| Refused::from(e.to_string()))?;
+    Ok(Some(text))
+}
+
+/// What a rendered file is meant to hold, for the read-back.
+enum Meant {
+    /// The old file with these edits.
+    Edits(Vec<readback::Edit>),
+    /// Exactly this (a file written whole).
+    Whole(Value),
+}
+
+/// A path of the editor's as the read-back's.
+fn owned(path: &[Step<'_>]) -> Vec<readback::Step> {
+    path.iter().copied().map(readback::Step::from).collect()
 }
 
 fn render_values(
@@ -663,8 +687,9 @@ fn render_values(
     existing: Option<&str>,
     source: &Value,
     images: &[&ImageConfig],
-) -> Result<String, String> {
+) -> Result<(String, Meant), String> {
     let mut text = existing.unwrap_or_default().to_string();
+    let mut edits = Vec::new();
     let param = |name: &str| {
         source["helm"]["parameters"]
             .as_array()
@@ -699,12 +724,16 @@ fn render_values(
             if current == Some(value.as_str()) {
                 continue;
             }
-            text = doc
-                .helm_set(&key, &value)
+            let path = doc
+                .helm_path(&key)
                 .map_err(|e| format!("`{}`: {e}", location.path))?;
+            text = doc
+                .set(&path, &value)
+                .map_err(|e| format!("`{}`: {e}", location.path))?;
+            edits.push(readback::Edit::Set(owned(&path), value));
         }
     }
-    Ok(text)
+    Ok((text, Meant::Edits(edits)))
 }
 
 /// A Kustomize `images` entry (`name=newName:newTag@digest`) split into its fields.
@@ -728,7 +757,7 @@ fn render_kustomization(
     existing: Option<&str>,
     source: &Value,
     images: &[&ImageConfig],
-) -> Result<String, String> {
+) -> Result<(String, Meant), String> {
     let Some(existing) = existing else {
         return Err(format!(
             "no kustomization file in `{}` (looked for kustomization.yaml, kustomization.yml, Kustomization)",
@@ -737,6 +766,7 @@ fn render_kustomization(
     };
     let fail = |e: yamledit::YamlEditError| format!("`{}`: {e}", location.path);
     let mut text = existing.to_string();
+    let mut edits = Vec::new();
     for image in images {
         let wanted = patch::kustomize_name(image);
         let Some(entry) = source["kustomize"]["images"].as_array().and_then(|l| {
@@ -765,6 +795,11 @@ fn render_kustomization(
                 fields.push(("digest", d));
             }
             text = doc.append_item(&images_path, &fields).map_err(fail)?;
+            let fields = fields
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            edits.push(readback::Edit::Append(owned(&images_path), fields));
             continue;
         };
         let at = |field: &'static str| [Step::Key("images"), Step::Index(i), Step::Key(field)];
@@ -777,15 +812,21 @@ fn render_kustomization(
             let current = doc.get(&at(field));
             text = match (value, current) {
                 (Some(v), Some(c)) if v == c => continue,
-                (Some(v), _) => doc.set(&at(field), v).map_err(fail)?,
+                (Some(v), _) => {
+                    edits.push(readback::Edit::Set(owned(&at(field)), v.clone()));
+                    doc.set(&at(field), v).map_err(fail)?
+                }
                 // A digest left behind would pin the old image: Kustomize prefers it to
                 // the tag.
-                (None, Some(_)) if field == "digest" => doc.remove(&at(field)).map_err(fail)?,
+                (None, Some(_)) if field == "digest" => {
+                    edits.push(readback::Edit::Remove(owned(&at(field))));
+                    doc.remove(&at(field)).map_err(fail)?
+                }
                 (None, _) => continue,
             };
         }
     }
-    Ok(text)
+    Ok((text, Meant::Edits(edits)))
 }
 
 fn render_override(
@@ -793,7 +834,7 @@ fn render_override(
     source: &Value,
     kind: SourceKind,
     images: &[&ImageConfig],
-) -> Result<String, String> {
+) -> Result<(String, Meant), String> {
     // What the file held; unreadable as YAML, it is replaced, as Image Updater does.
     let mut file: Value = existing
         .and_then(|t| serde_yaml_ng::from_str::<Value>(t).ok())
@@ -863,7 +904,7 @@ fn render_override(
         });
         put_list(&mut file, "helm", "parameters", list);
     }
-    Ok(emit(&file, 0, false))
+    Ok((emit(&file, 0, false), Meant::Whole(file)))
 }
 
 /// YAML as Go's yaml.v3 writes it with indent 2 and compact sequences, which is what Image
@@ -1521,6 +1562,73 @@ mod tests {
             text,
             values.replace("\"20250825-120000\"", "\"20250825-153012\"")
         );
+    }
+
+    /// The Git files channel: keys and names from annotations (or ImageUpdater objects) that a
+    /// YAML 1.2 editor writes as one scalar but Helm's and kustomize's YAML 1.1 reader would
+    /// read as more. The annotation check refuses them first; here they reach the writer as
+    /// if it had not, and the read-back must refuse every commit.
+    #[test]
+    fn hostile_keys_never_reach_a_commit_that_helm_or_kustomize_would_read_differently() {
+        let app = Application::seed()
+            .with(|a| a["spec"]["source"]["helm"] = json!({"valueFiles": ["values.yaml"]}))
+            .build();
+        let config = seed_config(&[("write-back-target", "helmvalues")]);
+        let at = locate(&app, &config.write_back.clone().unwrap(), "argocd", &[]).unwrap();
+        let values = "image:\n  repository: barun-dev-ecr\n  tag: \"20250825-120000\"\n";
+        let injected = "securityContext: {privileged: true}";
+        for separator in [
+            "\u{2028}",
+            "\u{2029}",
+            "\u{85}",
+            "\u{2028}\u{2028}",
+            " \u{2028}",
+        ] {
+            for key in [
+                format!("image.tag{separator}{injected}"),
+                format!("tag{separator}{injected}"),
+                format!("image.tag\"{separator}{injected}"),
+            ] {
+                let mut image = images_of(&config)[0].clone();
+                image.helm = HelmTarget::NameAndTag {
+                    name: "image.repository".into(),
+                    tag: key.clone(),
+                };
+                let mut patched = app.clone();
+                patched["spec"]["source"]["helm"]["parameters"] =
+                    json!([{"name": key, "value": "20250825-153012"}]);
+                let written = render(&at, Some(values), &patched, &[&image]);
+                let error = written
+                    .err()
+                    .unwrap_or_else(|| panic!("{key:?} was committed"));
+                assert!(
+                    error.contains("not committed") || error.contains("cannot edit"),
+                    "{key:?}: {error}"
+                );
+            }
+        }
+        // A kustomize image name that would add an `images` entry kustomize sees.
+        let app = Application::seed()
+            .source(json!({"repoURL": "https://github.com/barun/invitation.git", "targetRevision": "main", "path": "overlays/dev", "kustomize": {}}), "Kustomize")
+            .build();
+        let config = seed_config(&[("write-back-target", "kustomization")]);
+        let at = locate(&app, &config.write_back.clone().unwrap(), "argocd", &[]).unwrap();
+        let file = "images:\n  - name: invitation\n    newTag: \"1\"\n";
+        for separator in ["\u{2028}", "\u{85}", "\u{2029}"] {
+            let name = format!(
+                "busybox{separator}  - name: busybox{separator}    newName: evil.example/backdoor"
+            );
+            let mut image = images_of(&config)[0].clone();
+            image.kustomize_image_name = Some(name.clone());
+            let mut patched = app.clone();
+            patched["spec"]["source"]["kustomize"]["images"] =
+                json!([format!("{name}=evil.example/backdoor:latest")]);
+            if let Ok(Some(text)) = render(&at, Some(file), &patched, &[&image]) {
+                let read = readback::read(&text).unwrap();
+                let entries = read["images"].as_sequence().map_or(0, Vec::len);
+                panic!("{name:?} was committed with {entries} entries: {text}");
+            }
+        }
     }
 
     #[test]

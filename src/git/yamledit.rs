@@ -152,15 +152,15 @@ impl<'a> Document<'a> {
         Ok(self.get(&path).or_else(|| self.get(&[Step::Key(key)])))
     }
 
-    /// The text with the Helm key set as Image Updater sets it: a literal root key `a.b.c`
-    /// if there is one; else the nested path, each `name[i]` indexing an existing list (a
-    /// list needs an index, an index needs a list in range); missing keys are added, each
-    /// part's text as the key, as Image Updater adds them.
-    pub fn helm_set(&self, key: &str, value: &str) -> Result<String, YamlEditError> {
+    /// Where Image Updater sets a Helm key: a literal root key `a.b.c` if there is one; else
+    /// the nested path, each `name[i]` indexing an existing list (a list needs an index, an
+    /// index needs a list in range); from the first missing part on, each part's text is a
+    /// key, brackets and all, as Image Updater adds them.
+    pub fn helm_path<'k>(&self, key: &'k str) -> Result<Vec<Step<'k>>, YamlEditError> {
         if let Some(Node::Map { entries, .. }) = &self.root
             && entries.iter().any(|e| e.key == key)
         {
-            return self.set(&[Step::Key(key)], value);
+            return Ok(vec![Step::Key(key)]);
         }
         let parts: Vec<&str> = key.split('.').collect();
         let mut path = Vec::new();
@@ -175,7 +175,7 @@ impl<'a> Document<'a> {
             let Some(found) = self.find(&probe) else {
                 // Image Updater adds the rest as keys, brackets and all.
                 path.extend(parts[at..].iter().map(|p| Step::Key(p)));
-                return self.set(&path, value);
+                return Ok(path);
             };
             path = probe;
             match (found, index) {
@@ -201,7 +201,7 @@ impl<'a> Document<'a> {
                 _ => {}
             }
         }
-        self.set(&path, value)
+        Ok(path)
     }
 
     fn find(&self, path: &[Step<'_>]) -> Option<&Node> {
@@ -723,7 +723,8 @@ mod tests {
     }
 
     fn helm_set(text: &str, key: &str, value: &str) -> Result<String, YamlEditError> {
-        Document::parse(text).unwrap().helm_set(key, value)
+        let doc = Document::parse(text).unwrap();
+        doc.set(&doc.helm_path(key)?, value)
     }
 
     /// Image Updater's own cases (`pkg/argocd/update_test.go`, `Test_SetHelmValue` and
