@@ -33,6 +33,7 @@ USED = [
     "aws_lambda_permission",
     "aws_sqs_queue",
     "aws_sqs_queue_policy",
+    "aws_sqs_queue_redrive_allow_policy",
     "data.aws_caller_identity",
     "data.aws_eks_cluster",
     "data.aws_eks_cluster_auth",

@@ -76,6 +76,8 @@ pub struct Config {
     pub cluster_name: String,
     pub namespaces: NamespaceScope,
     pub label_selector: Option<String>,
+    /// `label_selector` parsed: what an Application read later is held to.
+    pub selects: crate::label_selector::Selector,
     pub dry_run: bool,
     /// Read Image Updater v1.x `ImageUpdater` objects (they win over annotations for the
     /// Applications they match). Off: annotations only, and no RBAC on imageupdaters needed.
@@ -104,6 +106,9 @@ pub struct Config {
 pub struct SweepSettings {
     /// `SWEEP_QUEUE_URL`: the queue shards are sent to, which the same function consumes.
     pub queue_url: Option<String>,
+    /// `SWEEP_QUEUE_ARN`: the same queue by ARN, the only queue whose SQS records the
+    /// function takes (as shards, nothing else). Set together with the URL.
+    pub queue_arn: Option<String>,
     /// `SWEEP_FAN_OUT_AT`: a sweep of at least this many Applications (every cluster
     /// together) is sent out in shards; a smaller one runs in the invocation that listed it.
     pub fan_out_at: u32,
@@ -122,6 +127,7 @@ impl Default for SweepSettings {
     fn default() -> Self {
         Self {
             queue_url: None,
+            queue_arn: None,
             fan_out_at: 1_000,
             shard_size: 500,
             concurrency: 10,
@@ -163,14 +169,68 @@ fn queue_url(name: &'static str, url: &str) -> Result<String, ConfigError> {
     Ok(url.to_string())
 }
 
+/// `arn:<partition>:sqs:<region>:<account>:<name>` naming the queue at `url` (its account
+/// and name are the URL's path).
+fn queue_arn(name: &'static str, arn: &str, url: &str) -> Result<String, ConfigError> {
+    let parts: Vec<&str> = arn.split(':').collect();
+    let path = url::Url::parse(url)
+        .ok()
+        .and_then(|u| {
+            u.path_segments()
+                .map(|s| s.map(str::to_string).collect::<Vec<_>>())
+        })
+        .unwrap_or_default();
+    let well_formed = parts.len() == 6
+        && parts[0] == "arn"
+        && parts[1].starts_with("aws")
+        && parts[2] == "sqs"
+        && !parts[3].is_empty()
+        && parts[4].len() == 12
+        && parts[4].bytes().all(|b| b.is_ascii_digit())
+        && !parts[5].is_empty();
+    if !well_formed {
+        return Err(error(
+            name,
+            format!(
+                "`{}` is not an SQS queue ARN (arn:aws:sqs:<region>:<account>:<queue>)",
+                arn.escape_debug()
+            ),
+        ));
+    }
+    if path.len() != 2 || path[0] != parts[4] || path[1] != parts[5] {
+        return Err(error(
+            name,
+            "names another queue than SWEEP_QUEUE_URL: set both from the same queue (the template sets them from SweepQueue)",
+        ));
+    }
+    Ok(arn.to_string())
+}
+
 fn sweep_settings(env: &Env<'_>) -> Result<SweepSettings, ConfigError> {
     let defaults = SweepSettings::default();
-    let queue_url = match env.get("SWEEP_QUEUE_URL") {
-        Some(url) => Some(queue_url("SWEEP_QUEUE_URL", &url)?),
-        None => None,
+    let (queue_url, queue_arn) = match (env.get("SWEEP_QUEUE_URL"), env.get("SWEEP_QUEUE_ARN")) {
+        (Some(url), Some(arn)) => {
+            let url = queue_url("SWEEP_QUEUE_URL", &url)?;
+            let arn = queue_arn("SWEEP_QUEUE_ARN", &arn, &url)?;
+            (Some(url), Some(arn))
+        }
+        (None, None) => (None, None),
+        (Some(_), None) => {
+            return Err(error(
+                "SWEEP_QUEUE_ARN",
+                "is unset while SWEEP_QUEUE_URL is set: the function takes SQS records only from the queue this ARN names, so set both (the template and the Terraform module do)",
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(error(
+                "SWEEP_QUEUE_URL",
+                "is unset while SWEEP_QUEUE_ARN is set: set both, from the same queue",
+            ));
+        }
     };
     Ok(SweepSettings {
         queue_url,
+        queue_arn,
         fan_out_at: env.number("SWEEP_FAN_OUT_AT", defaults.fan_out_at, 1..=1_000_000)?,
         shard_size: env.number("SWEEP_SHARD_SIZE", defaults.shard_size, 1..=5_000)?,
         concurrency: env.number("SWEEP_CONCURRENCY", defaults.concurrency, 2..=1_000)?,
@@ -755,14 +815,13 @@ impl Config {
             first.access.clone(),
         );
         let label_selector = env.get("APPLICATION_LABEL_SELECTOR");
-        if let Some(selector) = &label_selector
-            && selector.chars().any(|c| c.is_control())
-        {
-            return Err(error(
-                "APPLICATION_LABEL_SELECTOR",
-                "has control characters",
-            ));
-        }
+        // Read as the API server reads it, so an Application read later (a shard, a re-read)
+        // is held to the same selector the listing sent.
+        let selects = match &label_selector {
+            Some(text) => crate::label_selector::Selector::parse(text)
+                .map_err(|e| error("APPLICATION_LABEL_SELECTOR", e.to_string()))?,
+            None => crate::label_selector::Selector::default(),
+        };
         let notification_topic_arn = env.get("NOTIFICATION_TOPIC_ARN");
         if let Some(arn) = &notification_topic_arn
             && !(arn.starts_with("arn:") && arn.contains(":sns:"))
@@ -807,6 +866,7 @@ impl Config {
             cluster_name,
             namespaces,
             label_selector,
+            selects,
             notification_topic_arn,
             log_level,
             cluster_override,
@@ -858,12 +918,75 @@ mod tests {
             ("https://sqs.ap-northeast-2.amazonaws.com/7681574/q", false),
             ("arn:aws:sqs:ap-northeast-2:768157413559:q", false),
         ] {
-            let result = config(&[("CLUSTER_NAME", "c"), ("SWEEP_QUEUE_URL", url)]);
-            assert_eq!(result.is_ok(), accepted, "{url}: {result:?}");
-            if let Err(e) = result {
-                assert_eq!(e.variable, "SWEEP_QUEUE_URL");
+            let arn = "arn:aws:sqs:ap-northeast-2:768157413559:stack-SweepQueue-1A2B";
+            let result = config(&[
+                ("CLUSTER_NAME", "c"),
+                ("SWEEP_QUEUE_URL", url),
+                ("SWEEP_QUEUE_ARN", arn),
+            ]);
+            if let Err(e) = &result {
                 assert!(!e.to_string().contains("pw@"), "{e}");
             }
+            assert_eq!(
+                result.is_ok() || result.unwrap_err().variable == "SWEEP_QUEUE_ARN",
+                accepted,
+                "{url}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_sweep_queue_arn_comes_with_its_url_and_names_the_same_queue() {
+        let url = "https://sqs.ap-northeast-2.amazonaws.com/768157413559/stack-SweepQueue-1A2B";
+        for (set, refused_variable) in [
+            (vec![("SWEEP_QUEUE_URL", url)], Some("SWEEP_QUEUE_ARN")),
+            (
+                vec![(
+                    "SWEEP_QUEUE_ARN",
+                    "arn:aws:sqs:ap-northeast-2:768157413559:stack-SweepQueue-1A2B",
+                )],
+                Some("SWEEP_QUEUE_URL"),
+            ),
+            (
+                vec![
+                    ("SWEEP_QUEUE_URL", url),
+                    (
+                        "SWEEP_QUEUE_ARN",
+                        "arn:aws:sqs:ap-northeast-2:768157413559:another-queue",
+                    ),
+                ],
+                Some("SWEEP_QUEUE_ARN"),
+            ),
+            (
+                vec![
+                    ("SWEEP_QUEUE_URL", url),
+                    (
+                        "SWEEP_QUEUE_ARN",
+                        "arn:aws:sqs:ap-northeast-2:*:stack-SweepQueue-1A2B",
+                    ),
+                ],
+                Some("SWEEP_QUEUE_ARN"),
+            ),
+            (
+                vec![
+                    ("SWEEP_QUEUE_URL", url),
+                    (
+                        "SWEEP_QUEUE_ARN",
+                        "arn:aws:sqs:ap-northeast-2:768157413559:stack-SweepQueue-1A2B",
+                    ),
+                ],
+                None,
+            ),
+            (vec![], None),
+        ] {
+            let mut pairs = vec![("CLUSTER_NAME", "c")];
+            pairs.extend(set.iter().copied());
+            let result = config(&pairs);
+            assert_eq!(
+                result.as_ref().err().map(|e| e.variable),
+                refused_variable,
+                "{set:?}: {result:?}"
+            );
         }
     }
 

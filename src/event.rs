@@ -1,10 +1,16 @@
-//! Event intake: what an invocation asks for.
+//! Event intake: what an invocation asks for, and from whom it may come.
 //!
 //! EventBridge delivers ECR `Image Action` events; the scheduler delivers `Scheduled Event`s
 //! for reconcile mode; a person can send `{"action": "reconcile"}`. Events that are not work
 //! (deletes, failures, untagged platform manifests, scans, other sources) are skipped with a
 //! reason. Events that cannot be real (missing fields, wrong types, impossible names) are
 //! errors, so the invocation fails and the event ends in the dead-letter queue for a look.
+//!
+//! An event is a claim, not a fact: anyone allowed to invoke the function, or to send to a
+//! queue it reads, can write one. So an event only says *what to look at*; what is written is
+//! decided from what ECR and the API server say now (the tag and its digest, the scan's
+//! findings, the Application). SQS records are taken only from the sweep queue the function
+//! was configured with, and only as sweep shards ([`Intake`]).
 
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -20,14 +26,11 @@ pub struct PushEvent {
     pub repository: String,
     pub tag: String,
     pub digest: Option<String>,
-    /// Set when the image's scan completed (an `ECR Image Scan` or Inspector event): its
-    /// findings per severity (`CRITICAL`, `HIGH`, …). A scan event is decided as a push of
-    /// each of its tags, for the images a scan gate holds back.
-    pub scan: Option<ScanCounts>,
+    /// Set when the event said the image's scan completed (an `ECR Image Scan` or Inspector
+    /// event). A scan event is decided as a push of each of its tags, for the images a scan
+    /// gate holds back; the findings are read from ECR, never taken from the event.
+    pub scan_completed: bool,
 }
-
-/// Findings per severity, upper-case names as ECR reports them.
-pub type ScanCounts = std::collections::BTreeMap<String, u64>;
 
 impl PushEvent {
     /// `<account>.dkr.ecr.<region>.amazonaws.com`, as image references name ECR.
@@ -71,36 +74,79 @@ pub struct ShardRecord {
     /// The SQS message id, which a partial batch response names; `None` for a shard sent
     /// directly (a redrive), whose failure fails the invocation instead.
     pub message_id: Option<String>,
-    pub body: String,
+    /// The message body, or why the record is not taken as a shard (another queue's
+    /// message, or a body on the sweep queue that is not a shard): such a record fails alone,
+    /// with that permanent reason, and the queue's redrive policy parks it.
+    pub body: Result<String, String>,
 }
+
+/// What the function may take from SQS: records of its own sweep queue (`SWEEP_QUEUE_ARN`),
+/// and from it only shards. Anyone with `sqs:SendMessage` on some queue mapped to the
+/// function could otherwise have a forged ECR event decided.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Intake<'a> {
+    pub sweep_queue_arn: Option<&'a str>,
+}
+
+/// The most a shard's body may be before it is parsed (SQS's own limit is 256 KiB).
+pub const MAX_SHARD_BODY: usize = 256 * 1024;
 
 /// Whether a JSON text is a shard's body, by its `action` alone.
 fn is_shard_body(body: &str) -> bool {
-    body.len() <= 256 * 1024
+    body.len() <= MAX_SHARD_BODY
         && serde_json::from_str::<Value>(body)
             .ok()
             .is_some_and(|v| v.get("action").and_then(Value::as_str) == Some(SHARD_ACTION))
 }
 
-/// The sweep queue's batch: SQS records whose bodies are shards. A record that is not one
-/// stays in the batch, to be reported failed on its own.
-fn shard_batch(event: &Value) -> Option<Vec<ShardRecord>> {
+/// An SQS batch (any record from `aws:sqs`): each record taken as a shard only if it came
+/// from the sweep queue and its body is one; the others are kept, refused, to fail alone.
+fn sqs_batch(event: &Value, intake: &Intake<'_>) -> Option<Result<Vec<ShardRecord>, EventError>> {
     let records = event.get("Records")?.as_array()?;
-    let first = records.first()?;
-    if first["eventSource"].as_str() != Some("aws:sqs")
-        || !is_shard_body(first["body"].as_str().unwrap_or_default())
+    if !records
+        .iter()
+        .any(|r| r.get("eventSource").and_then(Value::as_str) == Some("aws:sqs"))
     {
         return None;
     }
-    Some(
-        records
-            .iter()
-            .map(|record| ShardRecord {
-                message_id: Some(record["messageId"].as_str().unwrap_or_default().to_string()),
-                body: record["body"].as_str().unwrap_or_default().to_string(),
-            })
-            .collect(),
-    )
+    let mut batch = Vec::with_capacity(records.len());
+    for record in records {
+        // Without its message id a record cannot be failed alone: the whole batch fails and
+        // comes back, which loses nothing.
+        let Some(message_id) = record.get("messageId").and_then(Value::as_str) else {
+            return Some(Err(EventError::Malformed(
+                "an SQS record without `messageId`: not what Lambda's event source mapping delivers".into(),
+            )));
+        };
+        let body = record
+            .get("body")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let source = record
+            .get("eventSourceARN")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let taken = match intake.sweep_queue_arn {
+            None => Err(format!(
+                "Permanent.ForeignMessage: an SQS message from `{}`, but this function has no sweep queue (SWEEP_QUEUE_ARN is unset): it takes ECR events from EventBridge only, and parked events are redriven with `argocd-ecr-updater-cli redrive`",
+                source.escape_debug()
+            )),
+            Some(own) if source != own => Err(format!(
+                "Permanent.ForeignMessage: an SQS message from `{}`, not from the sweep queue `{own}`: the function takes only its own sweep shards from SQS (ECR events come from EventBridge, parked events are redriven with `argocd-ecr-updater-cli redrive`)",
+                source.escape_debug()
+            )),
+            Some(_) if !is_shard_body(body) => Err(
+                "Permanent.NotAShard: a message on the sweep queue that is not a sweep shard (its body is not JSON with \"action\": \"reconcile-shard\" within 256 KiB); only the function itself sends to that queue"
+                    .to_string(),
+            ),
+            Some(_) => Ok(body.to_string()),
+        };
+        batch.push(ShardRecord {
+            message_id: Some(message_id.to_string()),
+            body: taken,
+        });
+    }
+    Some(Ok(batch))
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -111,37 +157,26 @@ pub enum EventError {
     Malformed(String),
 }
 
-pub fn parse(event: &Value) -> Result<Invocation, EventError> {
-    if let Some(records) = shard_batch(event) {
+/// What `event` asks for. SQS records are taken only as `intake` allows.
+pub fn parse(event: &Value, intake: &Intake<'_>) -> Result<Invocation, EventError> {
+    if let Some(batch) = sqs_batch(event, intake) {
+        let records = batch?;
+        if records.is_empty() {
+            return Err(EventError::Malformed("an SQS batch with no record".into()));
+        }
         return Ok(Invocation::Shards(records));
     }
-    parse_event(unwrap_failed(event)?.as_ref())
+    parse_event(unwrap_failed(event))
 }
 
 /// A failed event comes back in the shape it was parked in: a Lambda on-failure destination
-/// record carries the original event as `requestPayload`; an SQS message from the rule's
-/// dead-letter queue carries it as the body. Both are unwrapped to the original event.
-fn unwrap_failed(event: &Value) -> Result<std::borrow::Cow<'_, Value>, EventError> {
-    if let Some(payload) = event.get("requestPayload")
-        && event.get("requestContext").is_some()
-    {
-        return Ok(std::borrow::Cow::Borrowed(payload));
+/// record carries the original event as `requestPayload`, which is what is decided. (An SQS
+/// message is never unwrapped here: SQS records are shards or nothing, see [`Intake`].)
+fn unwrap_failed(event: &Value) -> &Value {
+    match event.get("requestPayload") {
+        Some(payload) if event.get("requestContext").is_some() => payload,
+        _ => event,
     }
-    if let Some(records) = event.get("Records").and_then(Value::as_array)
-        && records.first().and_then(|r| r["eventSource"].as_str()) == Some("aws:sqs")
-    {
-        let [record] = records.as_slice() else {
-            return Err(EventError::Malformed(format!(
-                "an SQS batch of {} messages: configure the event source mapping with BatchSize 1, or redrive with `argocd-ecr-updater-cli redrive`",
-                records.len()
-            )));
-        };
-        let body = record["body"].as_str().unwrap_or_default();
-        let inner: Value = serde_json::from_str(body)
-            .map_err(|e| EventError::Malformed(format!("the SQS message body is not JSON: {e}")))?;
-        return Ok(std::borrow::Cow::Owned(unwrap_failed(&inner)?.into_owned()));
-    }
-    Ok(std::borrow::Cow::Borrowed(event))
 }
 
 fn parse_event(event: &Value) -> Result<Invocation, EventError> {
@@ -158,7 +193,7 @@ fn parse_event(event: &Value) -> Result<Invocation, EventError> {
         Some(SHARD_ACTION) => {
             return Ok(Invocation::Shards(vec![ShardRecord {
                 message_id: None,
-                body: event.to_string(),
+                body: Ok(event.to_string()),
             }]));
         }
         _ => {}
@@ -254,7 +289,7 @@ fn parse_event(event: &Value) -> Result<Invocation, EventError> {
         repository: repository.to_string(),
         tag: tag.to_string(),
         digest,
-        scan: None,
+        scan_completed: false,
     }))
 }
 
@@ -276,29 +311,6 @@ fn envelope(
                 .map_err(|e| malformed(format!("`time` `{t}` is not RFC 3339: {e}")))
         })?;
     Ok((account.to_string(), region.to_string(), time))
-}
-
-/// `finding-severity-counts` by upper-case severity, without its `TOTAL`.
-fn severity_counts(found: Option<&Value>) -> Result<ScanCounts, EventError> {
-    let malformed = |m: String| EventError::Malformed(m);
-    let mut counts = ScanCounts::new();
-    if let Some(found) = found {
-        let map = found
-            .as_object()
-            .ok_or_else(|| malformed("`detail.finding-severity-counts` is not an object".into()))?;
-        for (severity, count) in map {
-            if severity.eq_ignore_ascii_case("TOTAL") {
-                continue;
-            }
-            let count = count.as_u64().ok_or_else(|| {
-                malformed(format!(
-                    "`detail.finding-severity-counts.{severity}` is not a count"
-                ))
-            })?;
-            counts.insert(severity.to_ascii_uppercase(), count);
-        }
-    }
-    Ok(counts)
 }
 
 /// A completed scan, from ECR basic scanning (`ECR Image Scan`, `scan-status: COMPLETE`) or
@@ -332,7 +344,6 @@ fn scan(object: &serde_json::Map<String, Value>, id: String) -> Result<Invocatio
     let digest = field("image-digest")?
         .filter(|d| d.starts_with("sha256:"))
         .ok_or_else(|| malformed("`detail.image-digest` is missing or not sha256:<hex>".into()))?;
-    let counts = severity_counts(detail.get("finding-severity-counts"))?;
     let tags: Vec<&str> = match detail.get("image-tags") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(tags)) => tags.iter().filter_map(Value::as_str).collect(),
@@ -366,7 +377,7 @@ fn scan(object: &serde_json::Map<String, Value>, id: String) -> Result<Invocatio
                 repository: repository.to_string(),
                 tag: tag.to_string(),
                 digest: Some(digest.to_string()),
-                scan: Some(counts.clone()),
+                scan_completed: true,
             })
             .collect(),
     ))
@@ -438,6 +449,15 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A function without a sweep queue: EventBridge events and direct invocations only.
+    const NO_QUEUE: Intake<'static> = Intake {
+        sweep_queue_arn: None,
+    };
+    const SWEEP_QUEUE: &str = "arn:aws:sqs:ap-northeast-2:768157413559:stack-SweepQueue-1";
+    const WITH_QUEUE: Intake<'static> = Intake {
+        sweep_queue_arn: Some(SWEEP_QUEUE),
+    };
+
     fn push(detail: Value) -> Value {
         json!({"version": "0", "id": "e-1", "detail-type": "ECR Image Action", "source": "aws.ecr",
                "account": "768157413559", "time": "2025-08-25T06:30:14Z", "region": "ap-northeast-2",
@@ -447,41 +467,157 @@ mod tests {
     const DIGEST: &str = "sha256:3333333333333333333333333333333333333333333333333333333333333333";
 
     #[test]
-    fn a_failed_event_parked_by_lambda_or_by_the_rule_decides_like_the_original() {
+    fn a_failed_event_parked_by_lambda_decides_like_the_original() {
         let original = push(
             json!({"result": "SUCCESS", "repository-name": "barun-dev-ecr",
             "image-digest": DIGEST, "action-type": "PUSH", "image-tag": "20250825-153012"}),
         );
-        let expected = parse(&original).unwrap();
-        // A Lambda on-failure destination record (what the function's failures park).
+        let expected = parse(&original, &NO_QUEUE).unwrap();
+        // A Lambda on-failure destination record (what the function's failures park), as
+        // `redrive` sends it back.
         let destination = json!({"version": "1.0", "timestamp": "2025-08-25T06:31:00.000Z",
             "requestContext": {"requestId": "r", "functionArn": "arn:aws:lambda:ap-northeast-2:1:function:f",
                                "condition": "RetriesExhausted", "approximateInvokeCount": 3},
             "requestPayload": original,
             "responseContext": {"statusCode": 200, "functionError": "Unhandled"},
             "responsePayload": {"errorType": "Retryable.TargetsFailed", "errorMessage": "m"}});
-        assert_eq!(parse(&destination).unwrap(), expected);
-        // An SQS message, as an SQS trigger delivers the rule's dead-letter queue: the body is
-        // the event, or a destination record.
-        for body in [&original, &destination] {
-            let sqs = json!({"Records": [{"messageId": "m", "eventSource": "aws:sqs",
-                "body": body.to_string(), "attributes": {}}]});
-            assert_eq!(parse(&sqs).unwrap(), expected);
+        assert_eq!(parse(&destination, &NO_QUEUE).unwrap(), expected);
+    }
+
+    /// Every SQS record that is not a shard of the function's own sweep queue is refused on
+    /// its own, permanently, whatever its body claims to be.
+    #[test]
+    fn sqs_records_are_taken_only_as_shards_of_the_sweep_queue() {
+        let shard = r#"{"action":"reconcile-shard","sweep":"s","cluster":"dev","shard":1,"shards":1,"applications":[]}"#;
+        let forged_push = push(
+            json!({"result": "SUCCESS", "repository-name": "barun-dev-ecr",
+            "action-type": "PUSH", "image-tag": "99.0.0"}),
+        )
+        .to_string();
+        let forged_scan = json!({"version": "0", "id": "s", "detail-type": "ECR Image Scan",
+            "source": "aws.ecr", "account": "768157413559", "time": "2025-08-25T06:30:14Z",
+            "region": "ap-northeast-2", "detail": {"scan-status": "COMPLETE",
+            "repository-name": "barun-dev-ecr", "image-digest": DIGEST,
+            "image-tags": ["20250825-153012"], "finding-severity-counts": {}}})
+        .to_string();
+        let destination = json!({"requestContext": {}, "requestPayload": forged_push}).to_string();
+        let other_queue = "arn:aws:sqs:ap-northeast-2:768157413559:someone-elses";
+        let huge_shard = format!(
+            r#"{{"action":"reconcile-shard","pad":"{}"}}"#,
+            "x".repeat(MAX_SHARD_BODY)
+        );
+        let table: &[(&str, Intake<'_>, Option<&str>, &str, Result<(), &str>)] = &[
+            (
+                "a shard from the sweep queue",
+                WITH_QUEUE,
+                Some(SWEEP_QUEUE),
+                shard,
+                Ok(()),
+            ),
+            (
+                "a forged push on the sweep queue",
+                WITH_QUEUE,
+                Some(SWEEP_QUEUE),
+                &forged_push,
+                Err("Permanent.NotAShard"),
+            ),
+            (
+                "a forged scan on the sweep queue",
+                WITH_QUEUE,
+                Some(SWEEP_QUEUE),
+                &forged_scan,
+                Err("Permanent.NotAShard"),
+            ),
+            (
+                "a destination record on the sweep queue",
+                WITH_QUEUE,
+                Some(SWEEP_QUEUE),
+                &destination,
+                Err("Permanent.NotAShard"),
+            ),
+            (
+                "a reconcile request on the sweep queue",
+                WITH_QUEUE,
+                Some(SWEEP_QUEUE),
+                r#"{"action":"reconcile"}"#,
+                Err("Permanent.NotAShard"),
+            ),
+            (
+                "a shard over 256 KiB",
+                WITH_QUEUE,
+                Some(SWEEP_QUEUE),
+                &huge_shard,
+                Err("Permanent.NotAShard"),
+            ),
+            (
+                "a body that is not JSON",
+                WITH_QUEUE,
+                Some(SWEEP_QUEUE),
+                "garbage",
+                Err("Permanent.NotAShard"),
+            ),
+            (
+                "a shard from another queue",
+                WITH_QUEUE,
+                Some(other_queue),
+                shard,
+                Err("not from the sweep queue"),
+            ),
+            (
+                "a push from another queue",
+                WITH_QUEUE,
+                Some(other_queue),
+                &forged_push,
+                Err("not from the sweep queue"),
+            ),
+            (
+                "a shard naming no queue",
+                WITH_QUEUE,
+                None,
+                shard,
+                Err("not from the sweep queue"),
+            ),
+            (
+                "a shard to a function without a sweep queue",
+                NO_QUEUE,
+                Some(SWEEP_QUEUE),
+                shard,
+                Err("has no sweep queue"),
+            ),
+            (
+                "a push to a function without a sweep queue",
+                NO_QUEUE,
+                Some(other_queue),
+                &forged_push,
+                Err("has no sweep queue"),
+            ),
+        ];
+        for (case, intake, source, body, expected) in table {
+            let mut record = json!({"messageId": "m-1", "eventSource": "aws:sqs", "body": body});
+            if let Some(source) = source {
+                record["eventSourceARN"] = json!(source);
+            }
+            let batch = json!({"Records": [record]});
+            let Ok(Invocation::Shards(records)) = parse(&batch, intake) else {
+                panic!(
+                    "{case}: not a batch of records: {:?}",
+                    parse(&batch, intake)
+                );
+            };
+            let [record] = records.as_slice() else {
+                panic!("{case}: {records:?}");
+            };
+            assert_eq!(record.message_id.as_deref(), Some("m-1"), "{case}");
+            match (expected, &record.body) {
+                (Ok(()), Ok(taken)) => assert_eq!(taken, body, "{case}"),
+                (Err(words), Err(reason)) => assert!(reason.contains(words), "{case}: {reason}"),
+                (expected, got) => panic!("{case}: expected {expected:?}, got {got:?}"),
+            }
         }
-        let batch = json!({"Records": [{"eventSource": "aws:sqs", "body": "{}"}, {"eventSource": "aws:sqs", "body": "{}"}]});
-        assert!(
-            parse(&batch)
-                .unwrap_err()
-                .to_string()
-                .contains("BatchSize 1")
-        );
-        let bad_body = json!({"Records": [{"eventSource": "aws:sqs", "body": "not json"}]});
-        assert!(
-            parse(&bad_body)
-                .unwrap_err()
-                .to_string()
-                .contains("body is not JSON")
-        );
+        // A record without its message id cannot fail alone: the batch fails whole.
+        let anonymous = json!({"Records": [{"eventSource": "aws:sqs", "eventSourceARN": SWEEP_QUEUE, "body": shard}]});
+        assert!(parse(&anonymous, &WITH_QUEUE).is_err());
+        assert!(parse(&json!({"Records": []}), &WITH_QUEUE).is_err());
     }
 
     #[test]
@@ -490,7 +626,7 @@ mod tests {
             json!({"result": "SUCCESS", "repository-name": "barun-dev-ecr",
             "image-digest": DIGEST, "action-type": "PUSH", "image-tag": "20250825-153012"}),
         );
-        let Invocation::Push(p) = parse(&event).unwrap() else {
+        let Invocation::Push(p) = parse(&event, &NO_QUEUE).unwrap() else {
             panic!("not a push")
         };
         assert_eq!(
@@ -508,7 +644,7 @@ mod tests {
             "../tests/fixtures/aws-doc-image-action-push.json"
         ))
         .unwrap();
-        let Invocation::Push(p) = parse(&push_doc).unwrap() else {
+        let Invocation::Push(p) = parse(&push_doc, &NO_QUEUE).unwrap() else {
             panic!("push sample is work")
         };
         assert_eq!(
@@ -520,35 +656,34 @@ mod tests {
         ))
         .unwrap();
         assert!(
-            matches!(parse(&delete), Ok(Invocation::Skip { reason, .. }) if reason.contains("DELETE"))
+            matches!(parse(&delete, &NO_QUEUE), Ok(Invocation::Skip { reason, .. }) if reason.contains("DELETE"))
         );
         let scan: Value =
             serde_json::from_str(include_str!("../tests/fixtures/aws-doc-image-scan.json"))
                 .unwrap();
         // AWS's own sample scan has no tag: nothing to roll out.
         assert!(
-            matches!(parse(&scan), Ok(Invocation::Skip { reason, .. }) if reason.contains("no tag to roll out"))
+            matches!(parse(&scan, &NO_QUEUE), Ok(Invocation::Skip { reason, .. }) if reason.contains("no tag to roll out"))
         );
     }
 
     #[test]
-    fn a_completed_scan_is_a_decision_per_tag_with_its_findings() {
+    fn a_completed_scan_is_a_decision_per_tag_whose_counts_are_not_read() {
         let mut scan: Value = serde_json::from_str(include_str!("../events/scan.json")).unwrap();
-        let Ok(Invocation::Scan(pushes)) = parse(&scan) else {
+        let Ok(Invocation::Scan(pushes)) = parse(&scan, &NO_QUEUE) else {
             panic!("a completed scan is work")
         };
         assert_eq!(pushes.len(), 1);
         assert_eq!(pushes[0].tag, "20250825-153012");
-        let counts = pushes[0].scan.clone().unwrap();
-        assert_eq!(counts.get("CRITICAL"), None);
-        assert_eq!(counts["MEDIUM"], 2);
+        assert!(pushes[0].scan_completed);
         scan["detail"]["scan-status"] = json!("FAILED");
         assert!(
-            matches!(parse(&scan), Ok(Invocation::Skip { reason, .. }) if reason.contains("FAILED"))
+            matches!(parse(&scan, &NO_QUEUE), Ok(Invocation::Skip { reason, .. }) if reason.contains("FAILED"))
         );
+        // The findings are ECR's to say: whatever the event counts is not even read.
         scan["detail"]["scan-status"] = json!("COMPLETE");
         scan["detail"]["finding-severity-counts"]["HIGH"] = json!("many");
-        assert!(matches!(parse(&scan), Err(EventError::Malformed(m)) if m.contains("HIGH")));
+        assert!(matches!(parse(&scan, &NO_QUEUE), Ok(Invocation::Scan(_))));
     }
 
     #[test]
@@ -560,7 +695,7 @@ mod tests {
                 "image-digest": "sha256:3333333333333333333333333333333333333333333333333333333333333333",
                 "action-type": "REPLICATE", "image-tag": "20250825-153012",
                 "source-account": "111122223333", "source-region": "us-east-1"}});
-        let Ok(Invocation::Push(push)) = parse(&replicated) else {
+        let Ok(Invocation::Push(push)) = parse(&replicated, &NO_QUEUE) else {
             panic!("a completed replication is work")
         };
         assert_eq!(
@@ -569,11 +704,14 @@ mod tests {
         );
         let mut failed = replicated.clone();
         failed["detail"]["result"] = json!("FAILURE");
-        assert!(matches!(parse(&failed), Ok(Invocation::Skip { .. })));
+        assert!(matches!(
+            parse(&failed, &NO_QUEUE),
+            Ok(Invocation::Skip { .. })
+        ));
     }
 
     #[test]
-    fn an_inspector_scan_names_the_repository_by_arn_and_totals_are_ignored() {
+    fn an_inspector_scan_names_the_repository_by_arn() {
         let inspector = json!({"version": "0", "id": "i-1", "detail-type": "Inspector2 Scan",
             "source": "aws.inspector2", "account": "768157413559", "time": "2025-08-25T06:35:00Z",
             "region": "ap-northeast-2",
@@ -582,12 +720,12 @@ mod tests {
                 "image-digest": "sha256:3333333333333333333333333333333333333333333333333333333333333333",
                 "image-tags": ["20250825-153012", "latest"],
                 "finding-severity-counts": {"CRITICAL": 0, "HIGH": 1, "MEDIUM": 0, "TOTAL": 1}}});
-        let Ok(Invocation::Scan(pushes)) = parse(&inspector) else {
+        let Ok(Invocation::Scan(pushes)) = parse(&inspector, &NO_QUEUE) else {
             panic!("an Inspector scan is work")
         };
         assert_eq!(pushes.len(), 2);
         assert_eq!(pushes[0].repository, "barun-dev-ecr");
-        assert!(!pushes[0].scan.as_ref().unwrap().contains_key("TOTAL"));
+        assert!(pushes[0].scan_completed);
     }
 
     #[test]
@@ -623,7 +761,7 @@ mod tests {
             ),
         ];
         for (event, reason) in table {
-            match parse(event) {
+            match parse(event, &NO_QUEUE) {
                 Ok(Invocation::Skip { reason: r, .. }) => assert!(r.contains(reason), "{r}"),
                 other => panic!("{event}: {other:?}"),
             }
@@ -634,11 +772,11 @@ mod tests {
     fn scheduled_and_manual_reconcile_requests_are_recognised() {
         let scheduled = json!({"id": "s-1", "source": "aws.events", "detail-type": "Scheduled Event", "detail": {}});
         assert_eq!(
-            parse(&scheduled),
+            parse(&scheduled, &NO_QUEUE),
             Ok(Invocation::Reconcile { id: "s-1".into() })
         );
         assert_eq!(
-            parse(&json!({"action": "reconcile"})),
+            parse(&json!({"action": "reconcile"}), &NO_QUEUE),
             Ok(Invocation::Reconcile { id: String::new() })
         );
     }
@@ -647,27 +785,21 @@ mod tests {
     fn a_sweep_queue_batch_is_shards_each_with_its_message_id() {
         let shard = r#"{"action":"reconcile-shard","sweep":"s","cluster":"dev","shard":1,"shards":1,"applications":[]}"#;
         let batch = json!({"Records": [
-            {"messageId": "m-1", "eventSource": "aws:sqs", "body": shard},
-            {"messageId": "m-2", "eventSource": "aws:sqs", "body": "garbage"},
+            {"messageId": "m-1", "eventSource": "aws:sqs", "eventSourceARN": SWEEP_QUEUE, "body": shard},
+            {"messageId": "m-2", "eventSource": "aws:sqs", "eventSourceARN": SWEEP_QUEUE, "body": "garbage"},
         ]});
-        let Ok(Invocation::Shards(records)) = parse(&batch) else {
-            panic!("not shards: {:?}", parse(&batch));
+        let Ok(Invocation::Shards(records)) = parse(&batch, &WITH_QUEUE) else {
+            panic!("not shards: {:?}", parse(&batch, &WITH_QUEUE));
         };
         let ids: Vec<_> = records.iter().map(|r| r.message_id.as_deref()).collect();
         assert_eq!(ids, [Some("m-1"), Some("m-2")]);
-        assert_eq!(records[1].body, "garbage", "kept, to be failed on its own");
+        assert!(records[1].body.is_err(), "kept, to be failed on its own");
         // Redriven from the dead-letter queue, a shard comes as the payload itself.
         let direct: Value = serde_json::from_str(shard).unwrap();
-        let Ok(Invocation::Shards(records)) = parse(&direct) else {
+        let Ok(Invocation::Shards(records)) = parse(&direct, &NO_QUEUE) else {
             panic!("not a shard");
         };
         assert_eq!(records[0].message_id, None);
-        // A dead-letter queue batch of an ECR event is not a shard batch.
-        let parked = json!({"Records": [{"messageId": "m", "eventSource": "aws:sqs", "body": "{\"action\":\"reconcile\"}"}]});
-        assert_eq!(
-            parse(&parked),
-            Ok(Invocation::Reconcile { id: String::new() })
-        );
     }
 
     #[test]
@@ -712,7 +844,7 @@ mod tests {
             (detail_string, "`detail` is missing or not an object"),
         ];
         for (event, expected) in table {
-            let EventError::Malformed(message) = parse(&event).unwrap_err();
+            let EventError::Malformed(message) = parse(&event, &NO_QUEUE).unwrap_err();
             assert!(message.contains(expected), "{event}: {message}");
         }
     }

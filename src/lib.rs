@@ -40,6 +40,7 @@
 //!   [`failure`], a failed operation (retryable or not) and a refused input (permanent);
 //!   [`report`] and [`metrics`], what happened and why; [`redact`], what may leave in a
 //!   message and how much may come in; [`http`], clients that carry a credential;
+//!   [`label_selector`], `APPLICATION_LABEL_SELECTOR` read as the API server reads it;
 //!   [`partition`], AWS host names in every partition; [`telemetry`], how logs are written.
 //!
 //! The laptop commands (`select`, `token`, `plan`, `migrate`, `redrive`) are the
@@ -74,6 +75,7 @@ pub mod config;
 pub mod event;
 pub mod failure;
 mod http;
+pub mod label_selector;
 pub mod metrics;
 pub mod partition;
 pub mod policy;

@@ -74,6 +74,7 @@ resource "aws_lambda_function" "function" {
       GIT_REPOCREDS               = tostring(var.git_repo_creds)
       GIT_SECRET_NAMESPACES       = var.git_secret_namespaces
       SWEEP_QUEUE_URL             = aws_sqs_queue.sweep.url
+      SWEEP_QUEUE_ARN             = aws_sqs_queue.sweep.arn
       SWEEP_FAN_OUT_AT            = tostring(var.sweep_fan_out_at)
       SWEEP_SHARD_SIZE            = tostring(var.sweep_shard_size)
       SWEEP_CONCURRENCY           = tostring(var.sweep_concurrency)
@@ -139,11 +140,70 @@ data "aws_iam_policy_document" "dead_letters" {
       values   = [for rule in local.rules : aws_cloudwatch_event_rule.rule[rule].arn]
     }
   }
+
+  # What lands here is redriven into the function, so only the module's own writers may send:
+  # the function's role (its on-failure destination) and EventBridge. Both conditions must
+  # hold to deny; a key a request lacks (a service has no aws:PrincipalArn) makes a Not…
+  # condition true.
+  statement {
+    sid       = "OnlyTheStackSends"
+    effect    = "Deny"
+    actions   = ["sqs:SendMessage"]
+    resources = [aws_sqs_queue.dead_letters.arn]
+    principals {
+      type        = "*"
+      identifiers = ["*"]
+    }
+    condition {
+      test     = "ArnNotEquals"
+      variable = "aws:PrincipalArn"
+      values   = [aws_iam_role.function.arn]
+    }
+    condition {
+      test     = "StringNotEquals"
+      variable = "aws:PrincipalServiceName"
+      values   = ["events.amazonaws.com"]
+    }
+  }
 }
 
 resource "aws_sqs_queue_policy" "dead_letters" {
   queue_url = aws_sqs_queue.dead_letters.id
   policy    = data.aws_iam_policy_document.dead_letters.json
+}
+
+# No other queue may park its messages in the dead-letter queue through a redrive policy of
+# its own (which would pass the deny on SendMessage): only the sweep queue.
+resource "aws_sqs_queue_redrive_allow_policy" "dead_letters" {
+  queue_url = aws_sqs_queue.dead_letters.id
+  redrive_allow_policy = jsonencode({
+    redrivePermission = "byQueue"
+    sourceQueueArns   = [aws_sqs_queue.sweep.arn]
+  })
+}
+
+# Shards are run by the function as they come: only the function's own role may send them.
+data "aws_iam_policy_document" "sweep" {
+  statement {
+    sid       = "OnlyTheFunctionSends"
+    effect    = "Deny"
+    actions   = ["sqs:SendMessage"]
+    resources = [aws_sqs_queue.sweep.arn]
+    principals {
+      type        = "*"
+      identifiers = ["*"]
+    }
+    condition {
+      test     = "ArnNotEquals"
+      variable = "aws:PrincipalArn"
+      values   = [aws_iam_role.function.arn]
+    }
+  }
+}
+
+resource "aws_sqs_queue_policy" "sweep" {
+  queue_url = aws_sqs_queue.sweep.id
+  policy    = data.aws_iam_policy_document.sweep.json
 }
 
 resource "aws_lambda_function_event_invoke_config" "function" {

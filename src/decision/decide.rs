@@ -113,21 +113,41 @@ impl ImageOutcome {
     }
 }
 
+/// The digest whose findings [`gate_push`] needs from ECR: a scan event for a gated image
+/// whose update stands, for the digest the tag points at now when that is the one scanned.
+/// The event's own counts are never read: anyone who may invoke the function or send to its
+/// queues can write any counts.
+pub fn findings_needed<'d>(
+    outcome: &ImageOutcome,
+    config: &ImageConfig,
+    push: &PushEvent,
+    tag_digest: Option<&'d str>,
+) -> Option<&'d str> {
+    let scanned = push.digest.as_deref()?;
+    let now = tag_digest?;
+    (config.scan_gate.is_some()
+        && push.scan_completed
+        && outcome.update.is_some()
+        && now == scanned)
+        .then_some(now)
+}
+
 /// The scan gate on a push-shaped decision: a gated image moves only on its completed scan,
 /// and only within its limits; an image without a gate is moved by its push, never by a
 /// scan event. Never-downgrade was decided before this and still holds.
 ///
-/// A scan result releases only the digest it scanned: `tag_digest` is where ECR says the tag
+/// A scan event releases only the digest it scanned: `tag_digest` is where ECR says the tag
 /// points now, and a tag that moved since (a mutable `latest` re-pushed) is held back until
-/// its new digest's own scan.
+/// its new digest's own scan. `findings` are ECR's for that digest ([`findings_needed`]).
 pub fn gate_push(
     outcome: ImageOutcome,
     config: &ImageConfig,
     push: &PushEvent,
     tag_digest: Option<&str>,
+    findings: Option<&ScanState>,
 ) -> ImageOutcome {
     // A scan event is no business of an image without a gate: its push moved it.
-    if config.scan_gate.is_none() && push.scan.is_some() {
+    if config.scan_gate.is_none() && push.scan_completed {
         return ImageOutcome {
             entries: Vec::new(),
             update: None,
@@ -137,53 +157,66 @@ pub fn gate_push(
         return outcome;
     }
     let digest = push.digest.as_deref().unwrap_or("the pushed image");
-    match (&config.scan_gate, &push.scan) {
-        (None, _) => outcome,
-        (Some(gate), None) => outcome.refuse(
+    let Some(gate) = &config.scan_gate else {
+        return outcome;
+    };
+    if !push.scan_completed {
+        return outcome.refuse(
             Action::Skipped,
             &format!("waiting for the scan of {digest} (scan-gate `{gate}`)"),
             false,
-        ),
-        (Some(gate), Some(counts)) => {
-            let writes = outcome
-                .update
-                .as_ref()
-                .and_then(|u| u.to.digest.clone())
-                .or(tag_digest.map(str::to_string));
-            match (push.digest.as_deref(), writes.as_deref()) {
-                (Some(scanned), Some(now)) if scanned == now => {}
-                (Some(scanned), Some(now)) => {
-                    return outcome.refuse(
-                        Action::Skipped,
-                        &format!(
-                            "the scan of {scanned} cannot release `{}`, which now points at {now}: a scan result only releases the digest it scanned, so {now} moves on its own scan (scan-gate `{gate}`)",
-                            push.tag
-                        ),
-                        false,
-                    );
-                }
-                _ => {
-                    return outcome.refuse(
-                        Action::Skipped,
-                        &format!(
-                            "ECR does not say which digest `{}` points at now, so the scan of {digest} cannot release it (scan-gate `{gate}`)",
-                            push.tag
-                        ),
-                        false,
-                    );
-                }
-            }
-            match gate.verdict(counts) {
-                Ok(()) => outcome.noted(&format!(
-                    "the scan of {digest} passed scan-gate `{gate}` ({})",
-                    crate::gates::describe(counts)
-                )),
-                Err(reason) => {
-                    outcome.refuse(Action::Skipped, &format!("{reason} ({digest})"), false)
-                }
-            }
+        );
+    }
+    match (push.digest.as_deref(), tag_digest) {
+        (Some(scanned), Some(now)) if scanned == now => {}
+        (Some(scanned), Some(now)) => {
+            return outcome.refuse(
+                Action::Skipped,
+                &format!(
+                    "the scan of {scanned} cannot release `{}`, which now points at {now}: a scan result only releases the digest it scanned, so {now} moves on its own scan (scan-gate `{gate}`)",
+                    push.tag
+                ),
+                false,
+            );
+        }
+        _ => {
+            return outcome.refuse(
+                Action::Skipped,
+                &format!(
+                    "ECR does not say which digest `{}` points at now, so the scan of {digest} cannot release it (scan-gate `{gate}`)",
+                    push.tag
+                ),
+                false,
+            );
         }
     }
+    match findings {
+        Some(ScanState::Complete(counts)) => match gate.verdict(counts) {
+            Ok(()) => outcome.noted(&format!(
+                "ECR's findings for {digest} passed scan-gate `{gate}` ({})",
+                crate::gates::describe(counts)
+            )),
+            Err(reason) => outcome.refuse(Action::Skipped, &format!("{reason} ({digest})"), false),
+        },
+        Some(ScanState::NotYet(why) | ScanState::Failed(why)) => outcome.refuse(
+            Action::Skipped,
+            &format!("scan-gate `{gate}`: the event says the scan completed, but ECR says: {why}"),
+            false,
+        ),
+        None => outcome.refuse(
+            Action::Skipped,
+            &format!("scan-gate `{gate}`: ECR's findings for {digest} were not read"),
+            false,
+        ),
+    }
+}
+
+/// Why a push of a tag ECR does not list is not written: the tag was deleted since the push,
+/// or the event did not come from ECR.
+pub fn tag_not_in_registry(tag: &str, repository: &str) -> String {
+    format!(
+        "ECR does not list tag `{tag}` in `{repository}` now (deleted since the push, or the event did not come from ECR): nothing is written for a tag ECR does not have"
+    )
 }
 
 /// The scan gate on a reconcile choice, with the findings ECR has for it.
@@ -401,6 +434,17 @@ pub mod app {
             Entry::new(namespace, name, None, ""),
             "the shard names an Application outside ARGOCD_NAMESPACES; it was not read (shards are made from the watched namespaces only, so this one was not sent by this function's sweep)",
             false,
+        )
+    }
+
+    /// An Application read (by a shard, or again after its listing) that
+    /// `APPLICATION_LABEL_SELECTOR` does not select: not ours to touch, whoever named it.
+    pub fn unselected(namespace: &str, name: &str, selector: &str) -> Entry {
+        Entry::new(namespace, name, None, "").with(
+            Action::Skipped,
+            format!(
+                "its labels as read now do not match APPLICATION_LABEL_SELECTOR `{selector}`; it was not decided"
+            ),
         )
     }
 
@@ -626,7 +670,7 @@ impl ImageCase<'_> {
                 let mut describe = Vec::new();
                 // A scan event for a gated image must know where the tag points now: only
                 // the scanned digest may be released.
-                let scan_gated = push.scan.is_some() && self.config.scan_gate.is_some();
+                let scan_gated = push.scan_completed && self.config.scan_gate.is_some();
                 if policy.strategy.needs_push_times()
                     || policy.strategy.needs_digest()
                     || scan_gated
@@ -727,10 +771,7 @@ impl ImageCase<'_> {
             match described.get(&push.tag).cloned().flatten() {
                 Some(known) => known,
                 None => {
-                    let reason = format!(
-                        "ECR has no tag `{}` in `{}` any more (deleted since the push?): nothing to deploy",
-                        push.tag, self.repository
-                    );
+                    let reason = tag_not_in_registry(&push.tag, &self.repository);
                     return ImageOutcome::only(self.base.clone().with(Action::Skipped, reason));
                 }
             }
@@ -1020,9 +1061,13 @@ mod tests {
     }
 
     fn config(pairs: &[(&str, &str)]) -> AppConfig {
+        // Image Updater's keys by their short name; the function's own by their whole name.
         let mut map: BTreeMap<String, String> = pairs
             .iter()
-            .map(|(k, v)| (format!("{PREFIX}{k}"), v.to_string()))
+            .map(|(k, v)| match k.contains('/') {
+                true => (k.to_string(), v.to_string()),
+                false => (format!("{PREFIX}{k}"), v.to_string()),
+            })
             .collect();
         map.entry(format!("{PREFIX}image-list"))
             .or_insert(format!("app={IMAGE}"));
@@ -1067,7 +1112,7 @@ mod tests {
             repository: "web".into(),
             tag: tag.into(),
             digest: None,
-            scan: None,
+            scan_completed: false,
         }
     }
 
@@ -1203,7 +1248,7 @@ mod tests {
                 described(std::slice::from_ref(&current), &["2.0.0"]),
                 None,
                 Action::Skipped,
-                "ECR has no tag `2.0.0`",
+                "ECR does not list tag `2.0.0`",
             ),
             (
                 "a gone running tag with no record stays",
@@ -1246,6 +1291,138 @@ mod tests {
                 "{case_name}"
             );
         }
+    }
+
+    #[test]
+    fn a_scan_event_releases_a_gated_image_only_on_ecrs_findings_for_the_digest_it_scanned() {
+        let scanned = "sha256:aaaa";
+        let moved = "sha256:bbbb";
+        let clean = ScanState::Complete(Default::default());
+        let critical = ScanState::Complete([("CRITICAL".to_string(), 7)].into());
+        let scanning = ScanState::NotYet("scan of sha256:aaaa is IN_PROGRESS".into());
+        // (case, gate, a scan event?, where the tag points now, ECR's findings, whether the
+        // findings are asked for, action, reason part)
+        #[allow(clippy::type_complexity)]
+        let table: &[(
+            &str,
+            Option<&str>,
+            bool,
+            Option<&str>,
+            Option<&ScanState>,
+            bool,
+            Action,
+            &str,
+        )] = &[
+            (
+                "an ungated push moves",
+                None,
+                false,
+                Some(scanned),
+                None,
+                false,
+                Action::Updated,
+                "ranks above",
+            ),
+            (
+                "a gated push waits for its scan",
+                Some("critical=0"),
+                false,
+                Some(scanned),
+                None,
+                false,
+                Action::Skipped,
+                "waiting for the scan",
+            ),
+            (
+                "a clean scan releases",
+                Some("critical=0"),
+                true,
+                Some(scanned),
+                Some(&clean),
+                true,
+                Action::Updated,
+                "ECR's findings for sha256:aaaa passed",
+            ),
+            (
+                "ECR's criticals hold it, whatever the event counted",
+                Some("critical=0"),
+                true,
+                Some(scanned),
+                Some(&critical),
+                true,
+                Action::Skipped,
+                "critical 7 > 0",
+            ),
+            (
+                "a scan ECR has not finished holds it",
+                Some("critical=0"),
+                true,
+                Some(scanned),
+                Some(&scanning),
+                true,
+                Action::Skipped,
+                "but ECR says: scan of sha256:aaaa is IN_PROGRESS",
+            ),
+            (
+                "a tag moved since the scan is held",
+                Some("critical=0"),
+                true,
+                Some(moved),
+                None,
+                false,
+                Action::Skipped,
+                "only releases the digest it scanned",
+            ),
+            (
+                "a tag ECR names no digest for is held",
+                Some("critical=0"),
+                true,
+                None,
+                None,
+                false,
+                Action::Skipped,
+                "does not say which digest",
+            ),
+        ];
+        for (case_name, gate, scan_event, now, findings, asked, action, reason) in table {
+            let mut pairs = vec![("app.update-strategy", "semver")];
+            if let Some(gate) = gate {
+                pairs.push(("argocd-ecr-updater.io/app.scan-gate", gate));
+            }
+            let cfg = config(&pairs);
+            let app = app("1.0.0", &running("1.0.0"));
+            let case = prepare(&app, &cfg.images[0], REGION).unwrap();
+            let mut event = push("2.0.0");
+            event.digest = Some(scanned.into());
+            event.scan_completed = *scan_event;
+            let decided = case.decide_push(&event, &DescribedTags::new());
+            assert_eq!(
+                findings_needed(&decided, case.config, &event, *now).is_some(),
+                *asked,
+                "{case_name}"
+            );
+            let outcome = gate_push(decided, case.config, &event, *now, *findings);
+            assert_entry(case_name, &outcome.entries[0], *action, reason);
+            assert_eq!(
+                outcome.update.is_some(),
+                *action == Action::Updated,
+                "{case_name}"
+            );
+        }
+        // A scan event is no business of an image without a gate: its push moved it.
+        let cfg = config(&[("app.update-strategy", "semver")]);
+        let app = app("1.0.0", &running("1.0.0"));
+        let case = prepare(&app, &cfg.images[0], REGION).unwrap();
+        let mut event = push("2.0.0");
+        event.scan_completed = true;
+        let outcome = gate_push(
+            case.decide_push(&event, &DescribedTags::new()),
+            case.config,
+            &event,
+            None,
+            None,
+        );
+        assert!(outcome.entries.is_empty() && outcome.update.is_none());
     }
 
     #[test]

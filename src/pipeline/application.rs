@@ -147,6 +147,15 @@ impl Handler {
                     return;
                 }
             };
+            // The listing sent the selector, but a shard names Applications it did not list
+            // now, and labels change between a list and a read: the object read decides.
+            if !self.config.selects.matches(&annotations::labels_of(&app)) {
+                let selector = self.config.label_selector.as_deref().unwrap_or_default();
+                report
+                    .entries
+                    .push(decide::app::unselected(ns, name, selector));
+                return;
+            }
             resolved = resolved.for_read(&app, objects);
             // The git method reads the file first and decides on the Application as Argo CD
             // renders it with that file; it re-reads Git, not the Application, after a race.

@@ -294,7 +294,10 @@ impl Handler {
         deadline: Option<Instant>,
     ) -> Result<Report, HandlerError> {
         let ecr_calls_before = self.ecr.calls();
-        let mut report = match event::parse(event)? {
+        let intake = event::Intake {
+            sweep_queue_arn: self.config.sweep.queue_arn.as_deref(),
+        };
+        let mut report = match event::parse(event, &intake)? {
             Invocation::Skip { id, reason } => {
                 let mut report = Report::new("skip", &id, self.config.dry_run);
                 report.skipped = Some(reason);

@@ -68,7 +68,10 @@ impl Handler {
         })
     }
 
-    /// A push: the tags the strategy compares described, the scan gate, the platforms.
+    /// A push: the tags the strategy compares described, the tag checked against ECR, the
+    /// scan gate with ECR's findings, the platforms. The event only says what to look at:
+    /// a tag is written only if ECR lists it now, and the digest returned (which the
+    /// signature gate checks) is the one ECR says it points at now.
     async fn decide_pushed(
         &self,
         case: &ImageCase<'_>,
@@ -77,29 +80,44 @@ impl Handler {
     ) -> Result<(ImageOutcome, Option<String>), Failure> {
         let (registry, repository) = (case.registry.as_str(), case.repository.as_str());
         let needs = case.needs(work.mode);
-        let described = if needs.describe.is_empty() {
+        let mut described = if needs.describe.is_empty() {
             DescribedTags::new()
         } else {
             let wanted = &needs.describe;
             work.facts.describe(registry, repository, wanted).await?
         };
+        let decided = case.decide_push(push, &described);
+        // A strategy that ranks by name alone (semver, alphabetical) decided without ECR:
+        // before anything is written, ECR must list the tag (one DescribeImages, shared by
+        // every Application of the invocation).
+        if decided.update.is_some() && !described.contains_key(&push.tag) {
+            let asked = std::slice::from_ref(&push.tag);
+            described.extend(work.facts.describe(registry, repository, asked).await?);
+        }
+        let tag_now = described.get(&push.tag).and_then(|d| d.as_ref());
+        if decided.update.is_some() && tag_now.is_none() {
+            let reason = decide::tag_not_in_registry(&push.tag, repository);
+            return Ok((decided.refuse(Action::Skipped, &reason, false), None));
+        }
         // Where ECR says the tag points now.
-        let tag_digest = described
-            .get(&push.tag)
-            .and_then(|d| d.as_ref())
-            .and_then(|d| d.digest.clone());
+        let tag_digest = tag_now.and_then(|d| d.digest.clone());
+        let findings =
+            match decide::findings_needed(&decided, case.config, push, tag_digest.as_deref()) {
+                Some(digest) => Some(self.ecr.scan_findings(registry, repository, digest).await?),
+                None => None,
+            };
         let outcome = decide::gate_push(
-            case.decide_push(push, &described),
+            decided,
             case.config,
             push,
             tag_digest.as_deref(),
+            findings.as_ref(),
         );
         let digest = outcome
             .update
             .as_ref()
             .and_then(|u| u.to.digest.clone())
-            .or(tag_digest)
-            .or_else(|| push.digest.clone());
+            .or(tag_digest);
         let Some(tag) = outcome
             .update
             .as_ref()

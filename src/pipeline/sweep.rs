@@ -265,10 +265,15 @@ impl Handler {
         let mut summary = SweepSummary::default();
         let mut failures = Vec::new();
         for record in records {
-            let failure = match shard::parse(&record.body) {
+            let message_id = record.message_id.as_deref().unwrap_or("");
+            let parsed = match &record.body {
+                Ok(body) => shard::parse(body).map_err(|e| e.to_string()),
+                Err(refused) => Err(refused.clone()),
+            };
+            let failure = match parsed {
                 Err(e) => {
-                    tracing::error!(error = %e, message_id = record.message_id.as_deref().unwrap_or(""), "not a shard; it is parked in the dead-letter queue for a look once SQS gives up on it");
-                    Some(e.to_string())
+                    tracing::error!(error = %e, message_id, "not a shard of this function's sweep; it fails on its own, and the queue's redrive policy parks it once SQS gives up on it");
+                    Some(e)
                 }
                 Ok(shard) => {
                     if report.event_id.is_empty() {

@@ -9,8 +9,10 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use crate::event::ScanCounts;
 use crate::failure::Refused;
+
+/// Findings per severity, upper-case names as ECR reports them.
+pub type ScanCounts = BTreeMap<String, u64>;
 
 /// The severities ECR and Inspector report.
 pub const SEVERITIES: [&str; 6] = [

@@ -9,7 +9,7 @@ use crate::failure::Refused;
 /// Where an image's scan stands, as `DescribeImageScanFindings` says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ScanState {
-    Complete(crate::event::ScanCounts),
+    Complete(crate::gates::ScanCounts),
     /// `IN_PROGRESS`, `PENDING`, … : not decided yet.
     NotYet(String),
     /// `FAILED`, `UNSUPPORTED_IMAGE`, …, or no scan at all: it will not pass by waiting.

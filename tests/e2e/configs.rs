@@ -575,7 +575,9 @@ async fn a_pushed_tag_ecr_does_not_know_is_skipped_with_that_reason() {
     let entry = one(&report, "aws-pipeline-test");
     assert_eq!(entry.action, Action::Skipped);
     assert!(
-        entry.reason.contains("ECR has no tag `20250830-000000`"),
+        entry
+            .reason
+            .contains("ECR does not list tag `20250830-000000`"),
         "{}",
         entry.reason
     );

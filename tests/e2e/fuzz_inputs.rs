@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use argocd_ecr_updater::annotations::{AppConfig, PREFIX};
-use argocd_ecr_updater::event::{self, Invocation};
+use argocd_ecr_updater::event::{self, Intake, Invocation};
 use argocd_ecr_updater::policy::{Constraint, parse_lenient_version};
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -175,12 +175,17 @@ fn compare(op: &str, version: &semver::Version, bound: &semver::Version) -> bool
 
 include!("../../fuzz/annotation_map.rs");
 
+/// A function without a sweep queue: what EventBridge and direct invocations send.
+const EVENTBRIDGE: Intake<'static> = Intake {
+    sweep_queue_arn: None,
+};
+
 proptest! {
     #![proptest_config(cases(3_000))]
 
     #[test]
     fn any_json_is_parsed_or_refused_as_an_event(value in arbitrary_json()) {
-        match event::parse(&value) {
+        match event::parse(&value, &EVENTBRIDGE) {
             Ok(Invocation::Push(push)) => {
                 // Only an ECR push names a tag; the one it names is the event's own (or the
                 // parked original's, for a failure record).
@@ -194,9 +199,33 @@ proptest! {
         }
     }
 
+    /// Whatever an SQS record's body says, a function takes it only as a shard of its own
+    /// sweep queue: never as a push, a scan or a reconcile.
+    #[test]
+    fn an_sqs_record_is_a_shard_of_the_sweep_queue_or_refused(
+        body in arbitrary_json(),
+        from_sweep_queue in any::<bool>(),
+    ) {
+        let queue = "arn:aws:sqs:ap-northeast-2:768157413559:argocd-ecr-updater-sweep";
+        let source = if from_sweep_queue { queue } else { "arn:aws:sqs:ap-northeast-2:768157413559:other" };
+        let batch = json!({"Records": [{"messageId": "m", "eventSource": "aws:sqs",
+            "eventSourceARN": source, "body": body.to_string()}]});
+        for intake in [EVENTBRIDGE, Intake { sweep_queue_arn: Some(queue) }] {
+            match event::parse(&batch, &intake) {
+                Ok(Invocation::Shards(records)) => {
+                    prop_assert_eq!(records.len(), 1);
+                    let taken = records[0].body.is_ok();
+                    let shard = body.get("action").and_then(Value::as_str) == Some("reconcile-shard");
+                    prop_assert_eq!(taken, from_sweep_queue && intake.sweep_queue_arn.is_some() && shard);
+                }
+                other => prop_assert!(false, "an SQS batch was read as {:?}", other),
+            }
+        }
+    }
+
     #[test]
     fn a_valid_push_event_is_parsed_into_exactly_its_fields(push in valid_push()) {
-        let parsed = event::parse(&push.to_event());
+        let parsed = event::parse(&push.to_event(), &EVENTBRIDGE);
         let Ok(Invocation::Push(parsed)) = parsed else {
             return Err(TestCaseError::fail(format!("a valid push was not parsed as one: {parsed:?}")));
         };
@@ -219,7 +248,7 @@ proptest! {
             [outer, inner] => event[*outer][*inner] = broken.clone(),
             _ => unreachable!("fields are one or two levels deep"),
         }
-        match event::parse(&event) {
+        match event::parse(&event, &EVENTBRIDGE) {
             Err(event::EventError::Malformed(problem)) => prop_assert!(
                 problem.contains(&format!("`{field}`")),
                 "the refusal of {} = {:?} does not name the field: {}", field, broken, problem
@@ -238,7 +267,7 @@ proptest! {
     ) {
         let mut event = push.to_event();
         event["detail"][field] = json!(value);
-        match event::parse(&event) {
+        match event::parse(&event, &EVENTBRIDGE) {
             Ok(Invocation::Skip { reason, .. }) => prop_assert!(reason.contains(&format!("`{value}`")), "{}", reason),
             other => prop_assert!(false, "{} = {} was not skipped: {:?}", field, value, other),
         }
@@ -305,13 +334,16 @@ proptest! {
 fn a_huge_event_is_refused_or_skipped_without_trouble() {
     let mut huge = json!({"source": "aws.ecr", "detail-type": "ECR Image Action", "detail": {"action-type": "PUSH", "result": "SUCCESS",
         "repository-name": "r", "image-tag": "a".repeat(6 * 1024 * 1024)}});
-    assert!(event::parse(&huge).is_err());
+    assert!(event::parse(&huge, &EVENTBRIDGE).is_err());
     huge["detail"]["image-tag"] = json!("ok");
     huge["detail"]["padding"] = json!("x".repeat(6 * 1024 * 1024));
     huge["account"] = json!("768157413559");
     huge["region"] = json!("ap-northeast-2");
     huge["time"] = json!("2025-08-25T06:30:14Z");
-    assert!(matches!(event::parse(&huge), Ok(Invocation::Push(_))));
+    assert!(matches!(
+        event::parse(&huge, &EVENTBRIDGE),
+        Ok(Invocation::Push(_))
+    ));
 }
 
 /// The committed seed corpus (`fuzz/seeds/<target>/`) starts `cargo fuzz` from inputs that get
@@ -338,7 +370,10 @@ fn the_fuzz_seed_corpus_holds_inputs_that_get_past_each_parser() {
     };
     for (path, text) in seeds("event") {
         let value: Value = serde_json::from_str(&text).unwrap();
-        assert!(event::parse(&value).is_ok(), "{path} is refused");
+        assert!(
+            event::parse(&value, &EVENTBRIDGE).is_ok(),
+            "{path} is refused"
+        );
     }
     for (path, text) in seeds("annotations") {
         let annotations = fuzz_annotation_map(&text);

@@ -1,6 +1,7 @@
 //! End to end: the scan gate. A gated image's push waits for its scan; the scan-completed
-//! event (ECR basic scanning, or Amazon Inspector) rolls it out within the limits; reconcile
-//! reads the findings of what it would move to. Against the ECR and Kubernetes stand-ins.
+//! event (ECR basic scanning, or Amazon Inspector) rolls it out within the limits ECR's own
+//! findings meet (the event's counts are never read); reconcile reads the findings of what
+//! it would move to. Against the ECR and Kubernetes stand-ins.
 
 use crate::common::{Scenario, event, expect_decision, helm_parameter, only};
 use argocd_ecr_updater::report::Action;
@@ -25,6 +26,13 @@ fn tag(standins: &StandIns) -> String {
     helm_parameter(standins, "argocd", SEED_APP, "image.tag").unwrap()
 }
 
+/// What ECR says of `digest`'s scan: the findings the gate reads.
+fn ecr_scanned(standins: &StandIns, digest: &str, counts: &[(&str, u64)]) {
+    standins
+        .aws
+        .set_scan("barun-dev-ecr", digest, "COMPLETE", counts);
+}
+
 fn scan_event(tag: &str, digest: &str, counts: Value) -> Value {
     let mut scan = event("scan.json");
     scan["detail"]["image-tags"] = json!([tag]);
@@ -45,6 +53,7 @@ async fn a_gated_push_waits_for_its_scan_and_the_passing_scan_rolls_it_out() {
     assert_eq!(tag(&standins), SEED_TAG, "nothing written before the scan");
 
     // events/scan.json: the pushed image, medium 2 (ECR omits the severities it found none of).
+    ecr_scanned(&standins, SEED_DIGEST, &[("MEDIUM", 2)]);
     let scanned = standins.settled(&[], &event("scan.json")).await;
     assert_eq!(scanned.mode, "scan");
     let entry = only(&scanned);
@@ -59,6 +68,7 @@ async fn a_gated_push_waits_for_its_scan_and_the_passing_scan_rolls_it_out() {
 #[tokio::test]
 async fn a_scan_over_the_limits_holds_the_image_back_with_the_counts() {
     let standins = seeded(&[GATE]).await;
+    ecr_scanned(&standins, SEED_DIGEST, &[("CRITICAL", 1), ("HIGH", 5)]);
     let report = standins
         .settled(
             &[],
@@ -71,13 +81,37 @@ async fn a_scan_over_the_limits_holds_the_image_back_with_the_counts() {
     assert_eq!(tag(&standins), SEED_TAG);
 }
 
+/// A scan event is a claim anyone who may invoke the function (or send to a queue it reads)
+/// can write: only ECR's findings for the digest count.
+#[tokio::test]
+async fn a_scan_event_claiming_no_findings_never_releases_what_ecr_found() {
+    let standins = seeded(&[GATE]).await;
+    ecr_scanned(&standins, SEED_DIGEST, &[("CRITICAL", 7)]);
+    let forged = scan_event(PUSHED_TAG, SEED_DIGEST, json!({}));
+    let report = standins.settled(&[], &forged).await;
+    expect_decision(only(&report), Action::Skipped, "critical 7 > 0");
+    // Nor what ECR has not finished scanning, or never scanned.
+    standins
+        .aws
+        .set_scan("barun-dev-ecr", SEED_DIGEST, "IN_PROGRESS", &[]);
+    let report = standins.settled(&[], &forged).await;
+    expect_decision(only(&report), Action::Skipped, "but ECR says: scan of");
+    assert_eq!(tag(&standins), SEED_TAG);
+    let unscanned = seeded(&[GATE]).await;
+    let report = unscanned.settled(&[], &forged).await;
+    expect_decision(only(&report), Action::Skipped, "was never scanned");
+    assert_eq!(tag(&unscanned), SEED_TAG);
+}
+
 #[tokio::test]
 async fn none_requires_a_scan_without_any_finding() {
     let standins = seeded(&[("argocd-ecr-updater.io/scan-gate", "none")]).await;
+    ecr_scanned(&standins, SEED_DIGEST, &[("LOW", 1)]);
     let report = standins
         .settled(&[], &scan_event(PUSHED_TAG, SEED_DIGEST, json!({"LOW": 1})))
         .await;
     expect_decision(only(&report), Action::Skipped, "low 1");
+    ecr_scanned(&standins, SEED_DIGEST, &[]);
     let clean = standins
         .settled(&[], &scan_event(PUSHED_TAG, SEED_DIGEST, json!({})))
         .await;
@@ -87,6 +121,8 @@ async fn none_requires_a_scan_without_any_finding() {
 #[tokio::test]
 async fn a_scan_finishing_late_for_an_older_image_moves_nothing() {
     let standins = seeded(&[GATE]).await;
+    ecr_scanned(&standins, SEED_DIGEST, &[("MEDIUM", 2)]);
+    ecr_scanned(&standins, OLDER_DIGEST, &[]);
     standins.settled(&[], &event("scan.json")).await;
     assert_eq!(tag(&standins), PUSHED_TAG);
     let late = standins
@@ -130,6 +166,7 @@ async fn a_scan_of_one_digest_never_releases_the_digest_its_tag_moved_to_since()
         "nothing written on another digest's scan"
     );
     // The new digest's own scan decides it.
+    ecr_scanned(&standins, MOVED, &[("CRITICAL", 7)]);
     let own = standins
         .settled(&[], &scan_event(PUSHED_TAG, MOVED, json!({"CRITICAL": 7})))
         .await;
@@ -154,6 +191,13 @@ async fn an_image_without_a_gate_is_moved_by_its_push_never_by_its_scan() {
 #[tokio::test]
 async fn an_inspector_enhanced_scan_opens_the_gate_too() {
     let standins = seeded(&[GATE]).await;
+    // Enhanced scanning answers DescribeImageScanFindings with Inspector's findings, `ACTIVE`.
+    standins.aws.set_scan(
+        "barun-dev-ecr",
+        SEED_DIGEST,
+        "ACTIVE",
+        &[("HIGH", 2), ("MEDIUM", 7)],
+    );
     let inspector = json!({"version": "0", "id": "i-1", "detail-type": "Inspector2 Scan",
         "source": "aws.inspector2", "account": "768157413559", "time": "2025-08-25T06:35:00Z",
         "region": "ap-northeast-2",
@@ -220,6 +264,7 @@ async fn an_imageupdater_object_carries_its_gate_in_its_annotations() {
     standins.kube.insert_image_updater(object).unwrap();
     let pushed = standins.settled(&[], &event("push-date-tag.json")).await;
     expect_decision(only(&pushed), Action::Skipped, "waiting for the scan");
+    ecr_scanned(&standins, SEED_DIGEST, &[("MEDIUM", 2)]);
     let scanned = standins.settled(&[], &event("scan.json")).await;
     expect_decision(
         only(&scanned),

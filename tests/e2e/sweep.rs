@@ -39,9 +39,13 @@ fn add_apps(kube: &argocd_ecr_updater_standins::kube::KubeState, count: usize) {
     }
 }
 
+/// The stand-in's `sweep` queue by ARN (the queue every test here creates).
+const SWEEP_ARN: &str = "arn:aws:sqs:ap-northeast-2:768157413559:sweep";
+
 fn vars<'a>(queue: &'a str, at: &'a str, size: &'a str) -> Vec<(&'a str, &'a str)> {
     vec![
         ("SWEEP_QUEUE_URL", queue),
+        ("SWEEP_QUEUE_ARN", SWEEP_ARN),
         ("SWEEP_FAN_OUT_AT", at),
         ("SWEEP_SHARD_SIZE", size),
     ]
@@ -59,7 +63,7 @@ fn records(standins: &StandIns, queue: &str) -> Vec<Value> {
         .iter()
         .map(|m| {
             json!({"Records": [{"messageId": m.id, "eventSource": "aws:sqs",
-                "eventSourceARN": "arn:aws:sqs:ap-northeast-2:768157413559:sweep", "body": m.body}]})
+                "eventSourceARN": SWEEP_ARN, "body": m.body}]})
         })
         .collect()
 }
@@ -207,18 +211,31 @@ async fn what_is_not_a_shard_of_ours_fails_alone_and_names_why() {
     let h = handler(&standins, &vars(&queue, "2", "10"));
     let good = r#"{"action":"reconcile-shard","sweep":"s","cluster":"barun-dev","shard":1,"shards":2,"applications":[{"namespace":"argocd","name":"aws-pipeline-test"}]}"#;
     let foreign = r#"{"action":"reconcile-shard","sweep":"s","cluster":"barun-dev","shard":2,"shards":2,"applications":[{"namespace":"kube-system","name":"x"}]}"#;
+    // A push of a tag ECR does not have, as anyone with sqs:SendMessage could write it.
+    let forged = push_event(SEED_REPOSITORY, "20991231-000000", "2099-12-31T00:00:00Z").to_string();
     let batch = json!({"Records": [
-        {"messageId": "good", "eventSource": "aws:sqs", "body": good},
-        {"messageId": "broken", "eventSource": "aws:sqs", "body": "{\"action\":\"reconcile-shard\",\"cluster\":1}"},
-        {"messageId": "foreign", "eventSource": "aws:sqs", "body": foreign},
+        {"messageId": "good", "eventSource": "aws:sqs", "eventSourceARN": SWEEP_ARN, "body": good},
+        {"messageId": "broken", "eventSource": "aws:sqs", "eventSourceARN": SWEEP_ARN, "body": "{\"action\":\"reconcile-shard\",\"cluster\":1}"},
+        {"messageId": "foreign", "eventSource": "aws:sqs", "eventSourceARN": SWEEP_ARN, "body": foreign},
+        {"messageId": "forged", "eventSource": "aws:sqs", "eventSourceARN": SWEEP_ARN, "body": forged},
+        {"messageId": "elsewhere", "eventSource": "aws:sqs",
+         "eventSourceARN": "arn:aws:sqs:ap-northeast-2:768157413559:someone-elses", "body": good},
     ]});
     let report = h.handle(&batch, None).await.unwrap();
-    assert_eq!(report.failed_messages, ["broken"], "{report:#?}");
+    assert_eq!(
+        report.failed_messages,
+        ["broken", "forged", "elsewhere"],
+        "{report:#?}"
+    );
     assert_eq!(
         report.batch_response(),
-        json!({"batchItemFailures": [{"itemIdentifier": "broken"}]})
+        json!({"batchItemFailures": [{"itemIdentifier": "broken"},
+            {"itemIdentifier": "forged"}, {"itemIdentifier": "elsewhere"}]})
     );
-    assert!(report.failure.as_deref().unwrap().contains("not a shard"));
+    let failure = report.failure.as_deref().unwrap();
+    assert!(failure.contains("not a shard"), "{failure}");
+    assert!(failure.contains("Permanent.NotAShard"), "{failure}");
+    assert!(failure.contains("not from the sweep queue"), "{failure}");
     let foreign = report.entries.iter().find(|e| e.name == "x").unwrap();
     assert!(
         foreign.reason.contains("outside ARGOCD_NAMESPACES"),
@@ -388,4 +405,49 @@ async fn a_cluster_that_is_down_fails_only_its_shards_which_end_in_the_dead_lett
             Some(NEWEST)
         );
     }
+}
+
+#[tokio::test]
+async fn a_shard_decides_only_applications_the_label_selector_and_namespaces_select_now() {
+    let (standins, queue) = fleet(2).await;
+    let mut selected = Application::tracking("selected", SEED_IMAGE, OLD)
+        .annotate("app.update-strategy", "newest-build")
+        .annotate("app.allow-tags", "regexp:^[0-9]{8}-[0-9]{6}$")
+        .build();
+    selected["metadata"]["labels"] = json!({"team": "a"});
+    standins.kube.insert(selected).unwrap();
+    let mut env = vars(&queue, "2", "10");
+    env.push(("APPLICATION_LABEL_SELECTOR", "team in (a)"));
+    env.push(("ARGOCD_NAMESPACES", "argocd"));
+    let h = handler(&standins, &env);
+    // A shard naming Applications the selector never selected (app-0, app-1) and one in a
+    // namespace the function does not watch, beside the one it selects.
+    let shard = json!({"action": "reconcile-shard", "sweep": "s", "cluster": "barun-dev", "shard": 1,
+        "shards": 1, "applications": [
+            {"namespace": "argocd", "name": "app-0"}, {"namespace": "argocd", "name": "app-1"},
+            {"namespace": "team-b", "name": "app-0"}, {"namespace": "argocd", "name": "selected"}]});
+    let batch = json!({"Records": [{"messageId": "m", "eventSource": "aws:sqs",
+        "eventSourceARN": SWEEP_ARN, "body": shard.to_string()}]});
+    let report = h.handle(&batch, None).await.unwrap();
+    let reason = |name: &str, namespace: &str| {
+        report
+            .entries
+            .iter()
+            .find(|e| e.name == name && e.namespace == namespace)
+            .map(|e| (e.action, e.reason.clone()))
+            .unwrap_or_else(|| panic!("{namespace}/{name}: {report:#?}"))
+    };
+    for name in ["app-0", "app-1"] {
+        let (action, why) = reason(name, "argocd");
+        assert_eq!(action, Action::Skipped, "{why}");
+        assert!(
+            why.contains("APPLICATION_LABEL_SELECTOR `team in (a)`"),
+            "{why}"
+        );
+        assert_eq!(tag_of(&standins.kube, name).as_deref(), Some(OLD));
+    }
+    let (_, why) = reason("app-0", "team-b");
+    assert!(why.contains("outside ARGOCD_NAMESPACES"), "{why}");
+    assert_eq!(reason("selected", "argocd").0, Action::Updated);
+    assert_eq!(tag_of(&standins.kube, "selected").as_deref(), Some(NEWEST));
 }

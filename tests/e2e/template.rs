@@ -713,9 +713,13 @@ fn the_templates_defaults_are_a_configuration_the_function_accepts() {
                     Some(Value::Number(n)) => n.to_string(),
                     // A pseudo parameter CloudFormation fills in.
                     _ if parameter == "AWS::AccountId" => "768157413559".to_string(),
-                    // A queue's `Ref` is its URL.
+                    // A queue's `Ref` is its URL, its `Arn` attribute its ARN.
                     _ if parameter == "SweepQueue" => {
-                        "https://sqs.ap-northeast-2.amazonaws.com/768157413559/stack-SweepQueue-1A2B3C"
+                        "https://sqs.ap-northeast-2.amazonaws.com/768157413559/argocd-ecr-updater-sweep-1"
+                            .to_string()
+                    }
+                    _ if parameter == "SweepQueue.Arn" => {
+                        "arn:aws:sqs:ap-northeast-2:768157413559:argocd-ecr-updater-sweep-1"
                             .to_string()
                     }
                     _ => "barun-dev".to_string(),

@@ -256,7 +256,9 @@ fn a_stack_name_of_the_longest_length_names_nothing_past_its_limit() {
         let text = evaluator.text(value);
         assert!(text.len() <= limit, "{property}: {} > {limit}", text.len());
     }
-    // Names CloudFormation generates (and shortens) instead of ours.
+    // Names CloudFormation generates (and shortens) instead of ours; the sweep queue is named
+    // from the stack's id (the dead-letter queue's redrive allow policy names it), whose
+    // length does not depend on the stack's name.
     for (kind, property) in [
         ("AWS::Lambda::Function", "FunctionName"),
         ("AWS::Events::Rule", "Name"),
@@ -265,9 +267,24 @@ fn a_stack_name_of_the_longest_length_names_nothing_past_its_limit() {
         ("AWS::CloudWatch::Alarm", "AlarmName"),
     ] {
         for (id, resource) in of_type(&t, kind) {
+            if id == "SweepQueue" {
+                continue;
+            }
             assert!(resource["Properties"].get(property).is_none(), "{id}");
         }
     }
+    let sweep_queue = evaluator.text(&t["Resources"]["SweepQueue"]["Properties"]["QueueName"]);
+    assert_eq!(sweep_queue.len(), 61, "{sweep_queue}");
+    assert!(sweep_queue.len() <= 80, "SQS's limit: {sweep_queue}");
+    let allowed = evaluator.text(
+        &t["Resources"]["DeadLetterQueue"]["Properties"]["RedriveAllowPolicy"]["sourceQueueArns"]
+            [0],
+    );
+    assert_eq!(
+        allowed,
+        format!("arn:aws:sqs:ap-northeast-2:123456789012:{sweep_queue}"),
+        "the dead-letter queue admits exactly the sweep queue's redrives"
+    );
     let statement =
         evaluator.text(&t["Resources"]["RegistryAccountsEvents"]["Properties"]["StatementId"]);
     assert!(statement.len() <= 64, "{statement}");
