@@ -30,10 +30,56 @@ pub fn url(text: &str) -> String {
                     Some((authority, path)) => format!("{scheme}://{}/{path}", host(authority)),
                     None => format!("{scheme}://{}", host(rest)),
                 },
-                None => cut.to_string(),
+                None => scp_without_userinfo(cut).unwrap_or_else(|| cut.to_string()),
             }
         }
     }
+}
+
+/// Git's scp-like form `user@host:path` without its userinfo (`host:path`); `None` when
+/// `word` is not of that form. The user part can be a token (`ghp_…@github.com:o/r`).
+fn scp_without_userinfo(word: &str) -> Option<String> {
+    let (user, rest) = word.rsplit_once('@')?;
+    let (host, path) = rest.split_once(':')?;
+    // A user has no `/` (`owner/repo@branch:file`, as messages name a commit's place, is not
+    // a URL), and a host has a dot.
+    let host_ok = host.contains('.')
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-'));
+    (!user.contains('/') && host_ok && !path.is_empty() && !path.starts_with(char::is_whitespace))
+        .then(|| rest.to_string())
+}
+
+/// Where a word of free text starts: after white space, an opening bracket or a quote.
+fn word_start(c: char) -> bool {
+    c.is_whitespace() || matches!(c, '(' | '[' | '<' | '"' | '\'' | '`' | '{' | '=' | ',')
+}
+
+/// `text` with the userinfo of every scp-like Git URL in it removed.
+fn scrub_scp(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('@') {
+        let start = rest[..at].rfind(word_start).map_or(0, |i| {
+            i + rest[i..].chars().next().map_or(1, char::len_utf8)
+        });
+        let end = rest[at..].find(url_end).map_or(rest.len(), |i| at + i);
+        let word = &rest[start..end];
+        match scp_without_userinfo(word) {
+            Some(bare) if !word.contains("://") => {
+                out.push_str(&rest[..start]);
+                out.push_str(&bare);
+                rest = &rest[end..];
+            }
+            _ => {
+                out.push_str(&rest[..=at]);
+                rest = &rest[at + 1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Where a URL written in free text ends: at white space, or at a closing bracket or quote
@@ -42,8 +88,19 @@ fn url_end(c: char) -> bool {
     c.is_whitespace() || matches!(c, ')' | ']' | '>' | '"' | '\'' | '`' | '}')
 }
 
-/// `text` with every URL in it reduced by [`url()`].
+/// `text` with every URL in it reduced by [`url()`], scp-like Git URLs (`user@host:path`)
+/// included.
 pub fn scrub(text: &str) -> String {
+    let reduced = scrub_schemes(text);
+    if reduced.contains('@') {
+        scrub_scp(&reduced)
+    } else {
+        reduced
+    }
+}
+
+/// `text` with every `scheme://` URL in it reduced by [`url()`].
+fn scrub_schemes(text: &str) -> String {
     if !text.contains("://") {
         return text.to_string();
     }
@@ -174,9 +231,39 @@ mod tests {
             format!("x https://h/p#{secret} y"),
             format!("git+https://a:{secret}@h/x.git"),
             format!("\"https://h/?q={secret}\""),
+            format!("{secret}@github.com:a/b"),
+            format!("repoURL `ghp_{secret}@github.com:acme/deploy.git` is not served"),
+            format!("(x:{secret}@gitlab.example.com:group/p.git)"),
+            format!("url={secret}@git.example.com:p, other"),
         ] {
             assert!(!scrub(&text).contains(secret), "{text} -> {}", scrub(&text));
         }
+    }
+
+    #[test]
+    fn an_scp_like_url_loses_its_userinfo_and_keeps_host_and_path() {
+        for (text, expected) in [
+            ("ghp_X@github.com:a/b", "github.com:a/b"),
+            (
+                "git@github.com:acme/deploy.git",
+                "github.com:acme/deploy.git",
+            ),
+            (
+                "cannot read `ghp_X@github.com:a/b`: denied",
+                "cannot read `github.com:a/b`: denied",
+            ),
+            // Not scp-like: an address, a time, a scheme URL's own userinfo is url()'s.
+            ("mail ops@example.com: now", "mail ops@example.com: now"),
+            ("at 12:30 @ noon", "at 12:30 @ noon"),
+            (
+                "would commit to barun/invitation@main:argocd/values.yaml",
+                "would commit to barun/invitation@main:argocd/values.yaml",
+            ),
+            ("`https://u:p@h/x`", "`https://h/x`"),
+        ] {
+            assert_eq!(scrub(text), expected, "{text}");
+        }
+        assert_eq!(url("ghp_X@github.com:a/b"), "github.com:a/b");
     }
 
     /// Serves one raw HTTP answer on loopback and returns its URL.

@@ -206,12 +206,18 @@ impl GitHost for CodeCommitRepository<'_> {
             .send()
             .await;
         match answer {
-            Ok(answer) => String::from_utf8(answer.file_content().as_ref().to_vec())
-                .map(Some)
-                .map_err(|_| HostError::Invalid {
-                    what,
-                    message: "not UTF-8 text".into(),
-                }),
+            Ok(answer) => {
+                // CodeCommit answers with the whole file (up to 6 MB): refused above the
+                // one cap before it is copied, decoded or parsed.
+                let bytes = answer.file_content().as_ref();
+                crate::githost::within_file_cap(bytes.len(), &what)?;
+                String::from_utf8(bytes.to_vec())
+                    .map(Some)
+                    .map_err(|_| HostError::Invalid {
+                        what,
+                        message: "not UTF-8 text".into(),
+                    })
+            }
             Err(e) if e.code() == Some("FileDoesNotExistException") => Ok(None),
             Err(e) => Err(self.failure(&e, &what, None)),
         }

@@ -152,12 +152,13 @@ impl GitCredentials {
     }
 
     /// The credentials `method` names for the repository at `repo_url`, for an Application
-    /// in `app_namespace`.
+    /// in `app_namespace` of the AppProject `project`.
     pub async fn for_repository(
         &self,
         method: &str,
         repo_url: &str,
         app_namespace: &str,
+        project: &str,
         kube: &KubeClient,
     ) -> Result<Credentials, Failure> {
         let repository = RepoUrl::parse(repo_url).map_err(Failure::from)?;
@@ -180,7 +181,7 @@ impl GitCredentials {
             .map_err(Failure::from);
         }
         if method == "git:repocreds" {
-            return self.repocreds(&repository, repo_url, kube).await;
+            return self.repocreds(&repository, repo_url, project, kube).await;
         }
         let stored = self.stored().await?;
         pick(&stored, &repository).ok_or_else(|| {
@@ -188,7 +189,7 @@ impl GitCredentials {
                 "write-back-method `git` needs credentials: put a token or GitHub App key in a Secrets Manager secret and list its ARN in GIT_CREDENTIALS_SECRET_ARNS (the template's GitCredentialsSecretArns), or use git:secret:<namespace>/<name>".to_string()
             } else {
                 format!(
-                    "none of the secrets in GIT_CREDENTIALS_SECRET_ARNS serves `{}`: give one a `url` with the same scheme, host and leading path segments, or none to serve every repository",
+                    "none of the secrets in GIT_CREDENTIALS_SECRET_ARNS serves `{}`: give one a `url` with the same scheme, host and leading path segments (a token without `url` serves every repository; a GitHub App key without `url` serves github.com only)",
                     crate::redact::url(repo_url)
                 )
             })
@@ -222,11 +223,14 @@ impl GitCredentials {
 
     /// Argo CD's `repository` Secret for exactly this repository, else the `repo-creds`
     /// Secret with the longest matching URL scope, as Argo CD itself chooses (but matched on
-    /// whole path segments of the parsed URL, not on a string prefix).
+    /// whole path segments of the parsed URL, not on a string prefix). A Secret with a
+    /// `project` serves only Applications of that AppProject, and is preferred there over one
+    /// without, as Argo CD's project-scoped repositories are.
     async fn repocreds(
         &self,
         repository: &RepoUrl,
         repo_url: &str,
+        project: &str,
         kube: &KubeClient,
     ) -> Result<Credentials, Failure> {
         let namespace = &self.settings.argocd_namespace;
@@ -254,6 +258,13 @@ impl GitCredentials {
             let Some(scope) = fields.get("url").and_then(|u| RepoUrl::parse(u).ok()) else {
                 continue;
             };
+            let scoped_to = fields
+                .get("project")
+                .map(|p| p.trim())
+                .filter(|p| !p.is_empty());
+            if scoped_to.is_some_and(|p| p != project) {
+                continue;
+            }
             let exact =
                 secret["metadata"]["labels"]["argocd.argoproj.io/secret-type"] == "repository";
             let matches = if exact {
@@ -270,25 +281,34 @@ impl GitCredentials {
             else {
                 continue;
             };
-            let rank = (usize::from(exact) * 1_000_000) + scope.segments.len();
+            let rank = (usize::from(exact) * 1_000_000)
+                + (usize::from(scoped_to.is_some()) * 1_000)
+                + scope.segments.len();
             if best.as_ref().is_none_or(|(r, _)| rank > *r) {
                 best = Some((rank, credentials));
             }
         }
         best.map(|(_, c)| c).ok_or_else(|| {
             permanent(format!(
-                "no Argo CD repository Secret in {namespace} with a token or GitHub App key serves `{}`",
+                "no Argo CD repository Secret in {namespace} with a token or GitHub App key serves `{}` for AppProject `{project}` (a Secret with a `project` field serves that project's Applications only)",
                 crate::redact::url(repo_url)
             ))
         })
     }
 }
 
-/// The secret with the longest scope that serves `repository`; one without `url` serves all.
+/// The secret with the longest scope that serves `repository`. A token without `url` serves
+/// every repository; a GitHub App's key without `url` serves github.com alone, so its JWT is
+/// never sent to another host (a GitHub Enterprise server is given an App key by a `url`
+/// scope on that host).
 fn pick(stored: &[Stored], repository: &RepoUrl) -> Option<Credentials> {
     stored
         .iter()
-        .filter(|s| s.url.as_ref().is_none_or(|scope| repository.within(scope)))
+        .filter(|s| match (&s.url, &s.credentials) {
+            (Some(scope), _) => repository.within(scope),
+            (None, Credentials::App { .. }) => repository.host == "github.com",
+            (None, Credentials::Token(_)) => true,
+        })
         .max_by_key(|s| s.url.as_ref().map_or(0, |scope| scope.segments.len() + 1))
         .map(|s| s.credentials.clone())
 }
@@ -382,6 +402,36 @@ mod tests {
         }
         let github = |u: &str| RepoUrl::parse(u).unwrap();
         assert_eq!(pick(&all[1..], &github("https://github.com/x/y")), None);
+    }
+
+    #[test]
+    fn a_github_app_key_without_a_scope_serves_github_com_alone() {
+        let app = Stored {
+            url: None,
+            credentials: Credentials::App {
+                app_id: "1".into(),
+                installation_id: "2".into(),
+                private_key_pem: "key".into(),
+            },
+        };
+        let all = vec![app.clone()];
+        for (url, served) in [
+            ("https://github.com/acme/deploy.git", true),
+            ("git@github.com:acme/deploy.git", true),
+            ("https://ghe.acme.internal/acme/deploy.git", false),
+            ("https://gitlab.com/acme/deploy.git", false),
+            ("https://github.com.evil.io/acme/deploy.git", false),
+        ] {
+            let picked = pick(&all, &RepoUrl::parse(url).unwrap());
+            assert_eq!(picked.is_some(), served, "{url}");
+        }
+        // Scoped to the Enterprise host, it serves it.
+        let scoped = vec![Stored {
+            url: Some(RepoUrl::parse("https://ghe.acme.internal/acme/").unwrap()),
+            ..app
+        }];
+        let ghe = RepoUrl::parse("https://ghe.acme.internal/acme/deploy.git").unwrap();
+        assert!(pick(&scoped, &ghe).is_some());
     }
 
     #[test]

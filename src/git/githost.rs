@@ -7,13 +7,40 @@ use async_trait::async_trait;
 
 use crate::http::LazyClient;
 
-/// The most a Git host's answer may hold: the contents API serves files up to 1 MB, which
-/// base64 and JSON make about 1.4 MB; a pull request list of 30 is well under that.
+/// The most a Git host's answer may hold: a file at [`MAX_FILE`] is about 1.4 MB in base64
+/// and JSON; a pull request list of 30 is well under that.
 pub const MAX_ANSWER: usize = 8 << 20;
 
-/// A Git host's answer body, bounded by [`MAX_ANSWER`].
-pub async fn read_answer(response: reqwest::Response, what: &str) -> Result<Vec<u8>, HostError> {
-    crate::redact::read_capped(response, MAX_ANSWER)
+/// The largest file the Git write-back reads, from any host (GitHub's contents API stops at
+/// 1 MB; GitLab and CodeCommit serve more). Reading, editing and reading back a file costs
+/// memory in proportion to it: at this size the worst case (a flow list of one-character
+/// items, the most nodes a byte can make) keeps the function under half of its default
+/// 128 MB (`cargo bench --bench git_file`; benches/results/). Values files and
+/// kustomizations are rarely a tenth of it.
+pub const MAX_FILE: usize = 512 << 10;
+
+/// The most a host's answer holding one file may be: the file in base64 (with GitHub's line
+/// breaks) and the JSON around it.
+pub const MAX_FILE_ANSWER: usize = MAX_FILE / 3 * 4 * 61 / 60 + (64 << 10);
+
+/// Refuses a file over [`MAX_FILE`], by its size as the host states it or as read.
+pub fn within_file_cap(size: usize, what: &str) -> Result<(), HostError> {
+    if size <= MAX_FILE {
+        return Ok(());
+    }
+    Err(HostError::TooLarge {
+        what: what.to_string(),
+        size: Some(size),
+    })
+}
+
+/// A Git host's answer body, bounded by `limit`.
+pub async fn read_answer(
+    response: reqwest::Response,
+    what: &str,
+    limit: usize,
+) -> Result<Vec<u8>, HostError> {
+    crate::redact::read_capped(response, limit)
         .await
         .map_err(|e| match e {
             crate::redact::ReadError::TooLarge { .. } => HostError::Invalid {
@@ -36,6 +63,8 @@ pub struct RestCall<'a> {
     pub what: &'a str,
     /// The branch a write goes to: a refusal may then be a protection or a moved head.
     pub branch: Option<&'a str>,
+    /// The most the answer may be ([`MAX_ANSWER`] unless a call sets less).
+    pub limit: usize,
 }
 
 impl<'a> RestCall<'a> {
@@ -46,6 +75,7 @@ impl<'a> RestCall<'a> {
             body: None,
             what,
             branch: None,
+            limit: MAX_ANSWER,
         }
     }
 
@@ -60,6 +90,14 @@ impl<'a> RestCall<'a> {
     pub fn on_branch(self, branch: &'a str) -> Self {
         Self {
             branch: Some(branch),
+            ..self
+        }
+    }
+
+    /// An answer that holds one file: read no more than [`MAX_FILE_ANSWER`].
+    pub fn for_file(self) -> Self {
+        Self {
+            limit: MAX_FILE_ANSWER,
             ..self
         }
     }
@@ -93,7 +131,7 @@ pub async fn send_rest(
     authorize: impl FnOnce(reqwest::RequestBuilder) -> reqwest::RequestBuilder,
     class: impl FnOnce(HostRefusal) -> HostError,
 ) -> Result<serde_json::Value, HostError> {
-    let what = call.what;
+    let (what, limit) = (call.what, call.limit);
     let transport = |message: String| HostError::Transport {
         what: what.to_string(),
         message,
@@ -111,7 +149,7 @@ pub async fn send_rest(
         .await
         .map_err(|e| transport(crate::redact::http_error(&e)))?;
     let (status, headers) = (response.status(), response.headers().clone());
-    let bytes = read_answer(response, what).await?;
+    let bytes = read_answer(response, what, limit).await?;
     let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
     if status.is_success() {
         return Ok(body);
@@ -193,6 +231,16 @@ pub enum HostError {
     Invalid { what: String, message: String },
     #[error("git credentials: {0}")]
     Credentials(String),
+    #[error(
+        "{what} is {}, over the {} bytes (512 KiB) the Git write-back reads from any host: put the image's values in a smaller file (write-back-target helmvalues:<file>), or write the default .argocd-source-<app>.yaml; not retried",
+        size.map_or_else(|| "larger".to_string(), |s| format!("{s} bytes")),
+        MAX_FILE
+    )]
+    TooLarge {
+        what: String,
+        /// As the host stated it; `None` when the answer was cut off before it said.
+        size: Option<usize>,
+    },
 }
 
 impl HostError {

@@ -25,13 +25,52 @@ pub struct GitHub {
     http: crate::http::LazyClient,
     /// Overrides `https://api.github.com` (tests, or an egress proxy).
     api_override: Option<String>,
-    /// Installation tokens by (API, installation), with their expiry.
-    app_tokens: Mutex<HashMap<(String, String), (String, SystemTime)>>,
+    /// Installation tokens by what minted them and what they serve, with their expiry.
+    app_tokens: Mutex<HashMap<TokenKey, (String, SystemTime)>>,
     requests: std::sync::atomic::AtomicUsize,
 }
 
 /// Installation tokens live an hour; one is renewed this long before it expires.
 const TOKEN_MARGIN: Duration = Duration::from_secs(300);
+
+/// What an installation token is cached by: the API it is for, the App and installation,
+/// the private key that signed for it, and the one repository it was narrowed to. Secrets
+/// from different teams can name the same installation; a secret whose key cannot sign for
+/// that App never gets a token someone else's key minted, and no token serves a repository
+/// other than the one it was minted for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct TokenKey {
+    api: String,
+    app_id: String,
+    installation_id: String,
+    /// SHA-256 of the private key's PEM text.
+    key_fingerprint: [u8; 32],
+    repository: String,
+}
+
+impl TokenKey {
+    fn of(api: String, repo: &Repo, credentials: &Credentials) -> Option<Self> {
+        let Credentials::App {
+            app_id,
+            installation_id,
+            private_key_pem,
+        } = credentials
+        else {
+            return None;
+        };
+        let digest =
+            aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, private_key_pem.as_bytes());
+        let mut key_fingerprint = [0u8; 32];
+        key_fingerprint.copy_from_slice(digest.as_ref());
+        Some(Self {
+            api,
+            app_id: app_id.clone(),
+            installation_id: installation_id.clone(),
+            key_fingerprint,
+            repository: repo.full_name(),
+        })
+    }
+}
 
 impl GitHub {
     pub fn new(
@@ -68,7 +107,8 @@ impl GitHub {
         }
     }
 
-    /// The bearer token for `credentials`: the token itself, or an App installation token.
+    /// The bearer token for `credentials`: the token itself, or an App installation token
+    /// narrowed to `repo` alone.
     pub async fn token(&self, repo: &Repo, credentials: &Credentials) -> Result<String, HostError> {
         let (app_id, installation_id, key) = match credentials {
             Credentials::Token(token) => return Ok(token.clone()),
@@ -78,7 +118,12 @@ impl GitHub {
                 private_key_pem,
             } => (app_id, installation_id, private_key_pem),
         };
-        let cache_key = (self.api(repo), installation_id.clone());
+        let Some(cache_key) = TokenKey::of(self.api(repo), repo, credentials) else {
+            return Err(HostError::Invalid {
+                what: format!("an installation token for GitHub App {app_id}"),
+                message: "not GitHub App credentials".into(),
+            });
+        };
         let mut cache = self.app_tokens.lock().await;
         if let Some((token, expires)) = cache.get(&cache_key)
             && SystemTime::now() + TOKEN_MARGIN < *expires
@@ -90,9 +135,15 @@ impl GitHub {
             "{}/app/installations/{installation_id}/access_tokens",
             self.api(repo)
         );
-        let what = format!("an installation token for GitHub App {app_id}");
+        let what = format!(
+            "an installation token for GitHub App {app_id} narrowed to {}",
+            repo.full_name()
+        );
+        // Narrowed to the one repository written: a token that leaked (or a bug) reaches no
+        // other repository the installation covers.
+        let narrowed = serde_json::json!({"repositories": [repo.name]});
         let body = self
-            .send(RestCall::post(&url, &what, None), &jwt, repo)
+            .send(RestCall::post(&url, &what, Some(narrowed)), &jwt, repo)
             .await?;
         let token = body["token"].as_str().ok_or_else(|| HostError::Invalid {
             what: what.clone(),
@@ -111,11 +162,7 @@ impl GitHub {
 
     /// Forgets a cached installation token GitHub refused.
     pub async fn forget(&self, repo: &Repo, credentials: &Credentials) {
-        if let Credentials::App {
-            installation_id, ..
-        } = credentials
-        {
-            let key = (self.api(repo), installation_id.clone());
+        if let Some(key) = TokenKey::of(self.api(repo), repo, credentials) {
             self.app_tokens.lock().await.remove(&key);
         }
     }
@@ -170,9 +217,13 @@ impl GitHub {
             encode_path(path)
         );
         let what = format!("`{path}` in {}", repo.full_name());
-        let body = match self.send(RestCall::get(&url, &what), token, repo).await {
+        let call = RestCall::get(&url, &what).for_file();
+        let body = match self.send(call, token, repo).await {
             Ok(body) => body,
             Err(HostError::NotFound { .. }) => return Ok(None),
+            Err(HostError::Invalid { message, .. }) if message.contains("larger than") => {
+                return Err(HostError::TooLarge { what, size: None });
+            }
             Err(e) => return Err(e),
         };
         if body["type"] != "file" {
@@ -181,13 +232,23 @@ impl GitHub {
                 message: "it is a directory, not a file".into(),
             });
         }
+        let size = body["size"].as_u64().map_or(0, |s| s as usize);
+        crate::githost::within_file_cap(size, &what)?;
         if body["encoding"] != "base64" {
+            // The contents API leaves a file over 1 MB out (`encoding: none`); the size check
+            // above refuses those already.
             return Err(HostError::Invalid {
                 what,
-                message: "too large for the contents API (over 1 MB)".into(),
+                message: format!(
+                    "the contents API left the content out (encoding `{}`)",
+                    body["encoding"].as_str().unwrap_or("none")
+                ),
             });
         }
-        crate::githost::decode_file(body["content"].as_str().unwrap_or_default(), &what).map(Some)
+        let text =
+            crate::githost::decode_file(body["content"].as_str().unwrap_or_default(), &what)?;
+        crate::githost::within_file_cap(text.len(), &what)?;
+        Ok(Some(text))
     }
 
     /// Creates `branch` at `commit`; `false` if it exists already.

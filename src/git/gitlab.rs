@@ -84,6 +84,20 @@ impl GitLabProject<'_> {
         what: &str,
         branch: Option<&str>,
     ) -> Result<Value, HostError> {
+        self.send_limited(method, path, body, what, branch, crate::githost::MAX_ANSWER)
+            .await
+    }
+
+    /// [`Self::send`], reading no more than `limit` of the answer.
+    async fn send_limited(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+        what: &str,
+        branch: Option<&str>,
+        limit: usize,
+    ) -> Result<Value, HostError> {
         self.client.requests.fetch_add(1, Ordering::Relaxed);
         let url = format!("{}/projects/{}{path}", self.api, self.id);
         let call = RestCall {
@@ -92,6 +106,7 @@ impl GitLabProject<'_> {
             body,
             what,
             branch,
+            limit,
         };
         let authorize =
             |request: reqwest::RequestBuilder| request.header("PRIVATE-TOKEN", &self.token);
@@ -173,13 +188,21 @@ impl GitHost for GitLabProject<'_> {
     async fn file(&self, path: &str, commit: &str) -> Result<Option<String>, HostError> {
         let url = format!("/repository/files/{}?ref={commit}", encode(path));
         let what = format!("`{path}` in {}", self.repo.full_name());
-        let body = match self.send(Method::GET, &url, None, &what, None).await {
+        let limit = crate::githost::MAX_FILE_ANSWER;
+        let answer = self.send_limited(Method::GET, &url, None, &what, None, limit);
+        let body = match answer.await {
             Ok(body) => body,
             Err(HostError::NotFound { .. }) => return Ok(None),
+            Err(HostError::Invalid { message, .. }) if message.contains("larger than") => {
+                return Err(HostError::TooLarge { what, size: None });
+            }
             Err(e) => return Err(e),
         };
+        let size = body["size"].as_u64().map_or(0, |s| s as usize);
+        crate::githost::within_file_cap(size, &what)?;
         let text =
             crate::githost::decode_file(body["content"].as_str().unwrap_or_default(), &what)?;
+        crate::githost::within_file_cap(text.len(), &what)?;
         if let Some(last) = body["last_commit_id"].as_str()
             && let Ok(mut known) = self.last_commits.lock()
         {

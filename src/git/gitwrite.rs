@@ -663,7 +663,7 @@ pub fn render(
     let file = location.path.as_str();
     match meant {
         Meant::Edits(edits) => readback::check(file, existing, &text, &edits),
-        Meant::Whole(value) => readback::check_whole(file, &text, &readback::from_json(&value)),
+        Meant::Whole(value) => readback::check_whole(file, &text, &value),
     }
     .map_err(|e| Refused::from(e.to_string()))?;
     Ok(Some(text))
@@ -1624,9 +1624,7 @@ mod tests {
             patched["spec"]["source"]["kustomize"]["images"] =
                 json!([format!("{name}=evil.example/backdoor:latest")]);
             if let Ok(Some(text)) = render(&at, Some(file), &patched, &[&image]) {
-                let read = readback::read(&text).unwrap();
-                let entries = read["images"].as_sequence().map_or(0, Vec::len);
-                panic!("{name:?} was committed with {entries} entries: {text}");
+                panic!("{name:?} was committed: {text}");
             }
         }
     }

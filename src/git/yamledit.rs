@@ -101,15 +101,20 @@ pub struct Document<'a> {
 
 struct Builder<'a> {
     text: &'a str,
-    /// Byte offset of every character index the parser reports.
-    offsets: Vec<usize>,
+    /// Byte offset of every character index the parser reports; `None` for an ASCII text,
+    /// whose character indexes are its byte offsets (most files: no table of 8 bytes a
+    /// character to hold).
+    offsets: Option<Vec<usize>>,
     parser: Parser<'a, saphyr_parser::StrInput<'a>>,
 }
 
 impl<'a> Document<'a> {
     pub fn parse(text: &'a str) -> Result<Self, YamlEditError> {
-        let mut offsets: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
-        offsets.push(text.len());
+        let offsets = (!text.is_ascii()).then(|| {
+            let mut offsets: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
+            offsets.push(text.len());
+            offsets
+        });
         let mut builder = Builder {
             text,
             offsets,
@@ -537,10 +542,10 @@ fn looks_like_date(value: &str) -> bool {
 
 impl<'a> Builder<'a> {
     fn byte(&self, span_index: usize) -> usize {
-        self.offsets
-            .get(span_index)
-            .copied()
-            .unwrap_or(self.text.len())
+        match &self.offsets {
+            None => span_index.min(self.text.len()),
+            Some(offsets) => offsets.get(span_index).copied().unwrap_or(self.text.len()),
+        }
     }
 
     fn next(&mut self) -> Result<(Event<'a>, Span), YamlEditError> {

@@ -210,9 +210,17 @@ impl Handler {
             return Ok((location, Box::new(repository)));
         }
         let (namespace, _) = decide::app::names(app);
+        // Argo CD's AppProject: a project-scoped repository credential serves only its own.
+        let project = app["spec"]["project"].as_str().unwrap_or("default");
         let credentials = self
             .git_credentials
-            .for_repository(git.credentials, &location.url, namespace, work.kube)
+            .for_repository(
+                git.credentials,
+                &location.url,
+                namespace,
+                project,
+                work.kube,
+            )
             .await
             .map_err(|e| Stop {
                 reason: e.message,

@@ -511,3 +511,38 @@ async fn a_signature_stored_as_an_oci_referrer_is_found_through_the_referrers_ap
     );
     assert!(standins.shared.count(|r| r.path.contains("/referrers/")) >= 1);
 }
+
+/// A late or redriven push names the digest that was signed; the tag was re-pushed since to an
+/// unsigned image. A strategy that ranks by name (here alphabetical) must check the digest
+/// the tag points at now, never the event's.
+#[tokio::test]
+async fn a_late_push_of_a_signed_digest_never_rolls_out_the_unsigned_image_its_tag_names_now() {
+    let (standins, private, _) = signed_setup(inline).await;
+    standins.annotate(
+        "argocd",
+        SEED_APP,
+        &[(
+            "argocd-image-updater.argoproj.io/app.update-strategy",
+            "alphabetical",
+        )],
+    );
+    sign_seed(&standins.aws, &private, SEED_DIGEST);
+    const UNSIGNED: &str =
+        "sha256:8888888888888888888888888888888888888888888888888888888888888888";
+    standins
+        .aws
+        .push(argocd_ecr_updater_standins::aws::Image::with_manifest(
+            "barun-dev-ecr",
+            PUSHED_TAG,
+            UNSIGNED,
+            r#"{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","layers":[]}"#.into(),
+        ));
+    // events/push-date-tag.json names the signed digest.
+    let late = event("push-date-tag.json");
+    assert_eq!(late["detail"]["image-digest"], SEED_DIGEST);
+    let report = standins.settled(&[], &late).await;
+    let entry = only(&report);
+    expect_decision(entry, Action::Skipped, "signature check failed");
+    assert!(entry.reason.contains(UNSIGNED), "{}", entry.reason);
+    assert_eq!(tag(&standins), SEED_TAG);
+}

@@ -740,6 +740,98 @@ async fn a_dry_run_reads_git_and_says_where_it_would_commit() {
     );
 }
 
+/// Secrets are a channel between tenants: a team's `git:secret:` Secret can name the
+/// platform's App installation. With a key that cannot sign for that App it must get nothing,
+/// least of all the token the platform's own key minted; and every token is narrowed to the
+/// one repository written.
+#[tokio::test]
+async fn an_installation_token_serves_only_the_key_that_minted_it_and_only_its_repository() {
+    let standins = with_git_vars(Scenario::from(
+        StandIns::start_seeded_with_grants(vec![
+            argocd_ecr_updater_standins::Grant::new(&["get", "list", "patch"], "argocd"),
+            argocd_ecr_updater_standins::Grant::on("events", &["create"], "argocd"),
+            argocd_ecr_updater_standins::Grant::named(
+                "secrets",
+                &["get"],
+                "argocd",
+                &["invitation-git"],
+            ),
+        ])
+        .await
+        .unwrap(),
+    ));
+    standins
+        .github
+        .create_repository(REPO, "main", &[("argocd/values.yaml", VALUES)]);
+    standins.annotate("argocd", SEED_APP, &[("write-back-method", "git")]);
+    let (platform_key, platform_public) =
+        argocd_ecr_updater_standins::github::app_key_pair().unwrap();
+    let (junk_key, _) = argocd_ecr_updater_standins::github::app_key_pair().unwrap();
+    standins
+        .github
+        .create_repository("barun/platform", "main", &[]);
+    standins.github.register_app(
+        "123456",
+        "7890",
+        &platform_public,
+        &[REPO, "barun/platform"],
+    );
+    let app_fields = |key: &str| json!({"githubAppID": "123456", "githubAppInstallationID": "7890", "githubAppPrivateKey": key});
+    standins
+        .aws
+        .put_secret(SECRET_ARN, &app_fields(&platform_key).to_string(), true);
+    let mut all = vars(&standins);
+    all.push(("DRY_RUN".into(), "false".into()));
+    all.push(("READ_IMAGEUPDATERS".into(), "false".into()));
+    let borrowed: Vec<(&str, &str)> = all.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let function = handler(&standins, &borrowed);
+    let first = function
+        .handle(&event("push-date-tag.json"), None)
+        .await
+        .unwrap();
+    expect_decision(only(&first), Action::Updated, "committed");
+    assert_eq!(
+        standins.github.minted_for(),
+        vec![vec![REPO.to_string()]],
+        "narrowed to the repository written"
+    );
+
+    // The team's Secret: the platform's App and installation, a key of its own.
+    let fields = app_fields(&junk_key);
+    let team_fields: Vec<(&str, &str)> = fields
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str().unwrap()))
+        .collect();
+    standins
+        .kube
+        .insert_secret("argocd", "invitation-git", json!({}), &team_fields);
+    standins.annotate(
+        "argocd",
+        SEED_APP,
+        &[("write-back-method", "git:secret:argocd/invitation-git")],
+    );
+    standins
+        .github
+        .push(REPO, "main", OVERRIDE, "helm:\n  parameters: []\n", "reset");
+    let before = commits(&standins, "main");
+    let team = report_of(function.handle(&event("push-date-tag.json"), None).await);
+    let entry = only(&team);
+    assert_eq!(entry.action, Action::Failed, "{}", entry.reason);
+    assert!(
+        entry.reason.contains("JSON web token could not be decoded"),
+        "{}",
+        entry.reason
+    );
+    assert_eq!(commits(&standins, "main"), before, "nothing committed");
+    assert_eq!(
+        standins.github.minted_for().len(),
+        1,
+        "the junk key minted nothing"
+    );
+}
+
 #[tokio::test]
 async fn a_github_app_key_is_exchanged_for_an_installation_token_once_and_reused() {
     let standins = git_standins(&[]).await;
@@ -886,6 +978,99 @@ async fn git_repocreds_reads_argo_cds_repository_secret_only_when_enabled() {
     let report = report_of(on);
     // The default grants have no `list` on Secrets: the message says which RBAC to apply.
     expect_decision(only(&report), Action::Failed, "rbac-repocreds.yaml");
+}
+
+/// A repository Secret with a `project` serves that AppProject's Applications only (and is
+/// preferred there over one without), as Argo CD's project-scoped repositories are: an
+/// annotation editor in one project cannot borrow another project's credentials.
+#[tokio::test]
+async fn git_repocreds_honours_the_project_a_repository_secret_is_scoped_to() {
+    let standins = with_git_vars(Scenario::from(
+        StandIns::start_seeded_with_grants(vec![
+            argocd_ecr_updater_standins::Grant::new(&["get", "list", "patch"], "argocd"),
+            argocd_ecr_updater_standins::Grant::on("events", &["create"], "argocd"),
+            argocd_ecr_updater_standins::Grant::on("secrets", &["list"], "argocd"),
+        ])
+        .await
+        .unwrap(),
+    ));
+    standins
+        .github
+        .create_repository(REPO, "main", &[("argocd/values.yaml", VALUES)]);
+    standins.github.grant_token(TOKEN, &[REPO], true);
+    let secret = |name: &str, kind: &str, url: &str, project: Option<&str>, password: &str| {
+        let mut fields = vec![("url", url), ("password", password)];
+        if let Some(project) = project {
+            fields.push(("project", project));
+        }
+        standins.kube.insert_secret(
+            "argocd",
+            name,
+            json!({"argocd.argoproj.io/secret-type": kind}),
+            &fields,
+        );
+    };
+    let exact = "https://github.com/barun/invitation.git";
+    secret(
+        "repo-team-b",
+        "repository",
+        exact,
+        Some("team-b"),
+        "ghp_team_b",
+    );
+    secret(
+        "creds-default",
+        "repo-creds",
+        "https://github.com/barun",
+        Some("default"),
+        TOKEN,
+    );
+    secret(
+        "creds-global",
+        "repo-creds",
+        "https://github.com/barun",
+        None,
+        "ghp_global",
+    );
+    standins.annotate(
+        "argocd",
+        SEED_APP,
+        &[("write-back-method", "git:repocreds")],
+    );
+    let vars = [
+        ("GITHUB_API_URL", standins.github_api()),
+        ("GIT_CA_BUNDLE", standins.ca_pem.clone()),
+        ("GIT_REPOCREDS", "true".into()),
+        ("READ_IMAGEUPDATERS", "false".into()),
+    ];
+    let borrowed: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let function = handler(&standins, &borrowed);
+    // The seed's Application is in project `default`: its own scoped credential wins over
+    // team-b's exact one (not its project) and the global one.
+    let report = function
+        .handle(&event("push-date-tag.json"), None)
+        .await
+        .unwrap();
+    expect_decision(only(&report), Action::Updated, "committed");
+    // In another project, only the global credential is left, and GitHub refuses it.
+    let mut app = standins.kube.get("argocd", SEED_APP).unwrap();
+    app["spec"]["project"] = json!("team-c");
+    standins.kube.insert(app).unwrap();
+    standins
+        .github
+        .push(REPO, "main", OVERRIDE, "helm:\n  parameters: []\n", "reset");
+    let refused = report_of(function.handle(&event("push-date-tag.json"), None).await);
+    let entry = only(&refused);
+    assert_eq!(entry.action, Action::Failed, "{}", entry.reason);
+    let used: Vec<String> = standins
+        .shared
+        .requests()
+        .into_iter()
+        .filter(|r| r.service == Service::GitHub)
+        .map(|r| r.authorization)
+        .collect();
+    assert!(used.iter().any(|a| a.contains("ghp_global")), "{used:?}");
+    assert!(!used.iter().any(|a| a.contains("ghp_team_b")), "{used:?}");
 }
 
 #[tokio::test]

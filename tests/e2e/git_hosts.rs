@@ -251,7 +251,40 @@ async fn scenario_table(host: Host) -> usize {
     assert!(reason.contains(fix), "{host:?}: {reason}");
     assert!(!retryable, "{host:?}");
     assert_eq!(commits(host, &standins), 1);
-    reads + secret_reads(&standins)
+    reads += secret_reads(&standins);
+
+    // A file over the one cap (512 KiB) every host shares: refused before it is parsed,
+    // permanently, with the way out; one at the cap is written. Over GitHub's own 1 MB, the
+    // contents API leaves the content out: refused the same way.
+    for (size, written) in [
+        (512 << 10, true),
+        ((512 << 10) + 1, false),
+        ((1 << 20) + 1, false),
+    ] {
+        let standins = setup(host).await;
+        let mut big = String::from("helm:\n  parameters: []\n# ");
+        big.push_str(&"x".repeat(size - big.len() - 1));
+        big.push('\n');
+        assert_eq!(big.len(), size);
+        host.store(&standins)
+            .push(host.repository(), "main", FILE, &big, "a large file");
+        let (action, reason, retryable) =
+            outcome(&run(&standins, &event("push-date-tag.json")).await);
+        if written {
+            assert_eq!(action, Action::Updated, "{host:?} {size}: {reason}");
+            assert_eq!(commits(host, &standins), 3);
+        } else {
+            assert_eq!(action, Action::Failed, "{host:?} {size}: {reason}");
+            assert!(
+                reason.contains("over the 524288 bytes (512 KiB)"),
+                "{host:?}: {reason}"
+            );
+            assert!(!retryable, "{host:?}");
+            assert_eq!(commits(host, &standins), 2);
+        }
+        reads += secret_reads(&standins);
+    }
+    reads
 }
 
 #[tokio::test]

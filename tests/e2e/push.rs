@@ -10,8 +10,7 @@ use argocd_ecr_updater_standins::fixtures::{
     Application, SEED_IMAGE, SEED_TAG, digest as D, image, push_event as push,
 };
 use argocd_ecr_updater_standins::{
-    FaultAction, Grant, Image, LoggedRequest, Route, Service, StandIns,
-    image_updater_grants,
+    FaultAction, Grant, Image, LoggedRequest, Route, Service, StandIns, image_updater_grants,
 };
 use serde_json::{Value, json};
 

@@ -81,6 +81,8 @@ pub struct GitHubState {
     sequence: AtomicU64,
     /// Installation tokens handed out.
     pub tokens_minted: AtomicU64,
+    /// The repositories each installation token was minted for, in order.
+    token_requests: Mutex<Vec<Vec<String>>>,
 }
 
 pub(crate) fn now_secs() -> u64 {
@@ -150,6 +152,11 @@ impl GitHubState {
                 grant.expires = Some(0);
             }
         }
+    }
+
+    /// The repositories each installation token was minted for, in order.
+    pub fn minted_for(&self) -> Vec<Vec<String>> {
+        lock(&self.token_requests).clone()
     }
 
     /// Registers a GitHub App installation whose JWTs verify with `public_key_pem`.
@@ -458,6 +465,15 @@ async fn contents(
             .map(|c| String::from_utf8_lossy(c).into_owned())
             .collect();
         let file_name = path.rsplit('/').next().unwrap_or(&path);
+        // GitHub's contents API serves a file's content up to 1 MB; a larger one comes with
+        // `encoding: none` and no content (its object media type does the same).
+        if text.len() > 1 << 20 {
+            return axum::Json(json!({
+                "type": "file", "encoding": "none", "size": text.len(),
+                "name": file_name, "path": path, "sha": blob_sha(text), "content": "",
+            }))
+            .into_response();
+        }
         return axum::Json(json!({
             "type": "file", "encoding": "base64", "size": text.len(),
             "name": file_name, "path": path, "sha": blob_sha(text),
@@ -760,11 +776,14 @@ async fn graphql(
 }
 
 /// `POST /app/installations/{id}/access_tokens` with an App JWT: verified, then a one-hour
-/// token for the installation's repositories.
+/// token for the installation's repositories, or for the ones the body's `repositories`
+/// names (by name, without the owner), each of which the installation must cover (422, as
+/// GitHub answers, otherwise).
 async fn access_token(
     State(state): State<Arc<GitHubState>>,
     Path(installation): Path<String>,
     headers: HeaderMap,
+    body: axum::body::Bytes,
 ) -> Response {
     let jwt = headers
         .get("authorization")
@@ -804,6 +823,43 @@ async fn access_token(
             "'Expiration time' claim ('exp') is too far in the future",
         );
     }
+    let narrowed: Option<Vec<String>> = if body.is_empty() {
+        None
+    } else {
+        match serde_json::from_slice::<Value>(&body) {
+            Ok(request) => request["repositories"].as_array().map(|names| {
+                names
+                    .iter()
+                    .map(|n| n.as_str().unwrap_or_default().to_string())
+                    .collect()
+            }),
+            Err(_) => return message(StatusCode::BAD_REQUEST, "Problems parsing JSON"),
+        }
+    };
+    let repositories = match narrowed {
+        None => app.repositories.clone(),
+        Some(names) => {
+            let covered: Option<BTreeSet<String>> = names
+                .iter()
+                .map(|name| {
+                    app.repositories
+                        .iter()
+                        .find(|full| full.rsplit('/').next() == Some(name.as_str()))
+                        .cloned()
+                })
+                .collect();
+            match covered {
+                Some(covered) if !covered.is_empty() => covered,
+                _ => {
+                    return message(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        "There is at least one repository that does not exist or is not accessible to the parent installation.",
+                    );
+                }
+            }
+        }
+    };
+    lock(&state.token_requests).push(repositories.iter().cloned().collect());
     let token = format!(
         "ghs_{}",
         sha1_hex(
@@ -818,7 +874,7 @@ async fn access_token(
     lock(&state.tokens).insert(
         token.clone(),
         Grant {
-            repositories: app.repositories.clone(),
+            repositories,
             write: true,
             expires: Some(expires),
         },
