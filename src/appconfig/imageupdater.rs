@@ -1324,6 +1324,49 @@ mod tests {
         assert!(config.images[4].config.is_ok());
     }
 
+    /// The ImageUpdater objects channel: every field that becomes a key or name the function
+    /// writes, holding a character some YAML reader breaks a line at (or a control): the
+    /// image is refused, naming the object's field as the annotation it stands for.
+    #[test]
+    fn hostile_manifest_targets_in_an_object_are_refused_before_anything_is_written() {
+        for character in ["\u{2028}", "\u{2029}", "\u{85}", "\n", "\u{1b}", "\u{FEFF}"] {
+            let hostile = format!("image.tag{character}securityContext: {{privileged: true}}");
+            for (target, setting) in [
+                (json!({"helm": {"name": "image.repository", "tag": hostile}}), "helm.image-tag"),
+                (json!({"helm": {"name": hostile, "tag": "image.tag"}}), "helm.image-name"),
+                (json!({"helm": {"spec": hostile}}), "helm.image-spec"),
+                (json!({"kustomize": {"name": hostile}}), "kustomize.image-name"),
+            ] {
+                let spec = json!({"applicationRefs": [{"namePattern": "web", "images": [
+                    {"alias": "a", "imageName": "r.example.com/web", "manifestTargets": target}]}]});
+                let objects = vec![object("iu", spec)];
+                let config = resolve(
+                    &objects,
+                    "argocd",
+                    "web",
+                    &BTreeMap::new(),
+                    &BTreeMap::new(),
+                )
+                .config(&BTreeMap::new())
+                .unwrap();
+                let error = config.images[0]
+                    .config
+                    .as_ref()
+                    .err()
+                    .unwrap_or_else(|| panic!("{setting} with {character:?} was accepted"));
+                // Named by the object's field the setting came from.
+                let field = match setting {
+                    "helm.image-tag" => "manifestTargets.helm.tag",
+                    "helm.image-name" => "manifestTargets.helm.name",
+                    "helm.image-spec" => "manifestTargets.helm.spec",
+                    _ => "manifestTargets.kustomize.name",
+                };
+                assert!(error.annotation.contains(field), "{setting}: {}", error.annotation);
+                assert!(error.problem.contains("line breaks"), "{}", error.problem);
+            }
+        }
+    }
+
     #[test]
     fn manifest_targets_become_helm_kustomize_or_plugin_targets() {
         let spec = json!({"applicationRefs": [{"namePattern": "web", "images": [

@@ -449,6 +449,45 @@ mod tests {
         assert!(RepoUrl::parse("https://gitlab.com/acme/x@github.com/acme/y").is_err());
     }
 
+    /// The Secrets channel: what a secret's author could write, each read as the function
+    /// reads it. Nothing unusable is used, and no message repeats a secret's value.
+    #[test]
+    fn hostile_secrets_are_refused_with_a_reason_that_holds_no_secret() {
+        let arn = "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:git-Ab12Cd";
+        for (text, words) in [
+            ("ghp_plain_token_not_json", "is not JSON"),
+            ("[\"ghp_in_a_list\"]", "holds neither"),
+            ("{\"tokn\": \"ghp_misspelt\"}", "holds neither"),
+            ("{\"token\": \"\"}", "holds neither"),
+            ("{\"token\": \"ghp_x\", \"url\": \"https://u:pw@github.com/acme/\"}", "scope is not usable"),
+            ("{\"token\": \"ghp_x\", \"url\": \"https://github.com/acme/../other\"}", "scope is not usable"),
+            ("{\"githubAppID\": \"1\", \"githubAppInstallationID\": \"2\"}", "holds neither"),
+        ] {
+            let error = stored_from_text(arn, text).unwrap_err();
+            assert!(error.message.contains(words), "{text}: {}", error.message);
+            assert!(!error.retryable, "{text}");
+            for secret in ["ghp_plain_token_not_json", "ghp_in_a_list", "ghp_misspelt", "pw@"] {
+                assert!(!error.message.contains(secret), "{text}: {}", error.message);
+            }
+        }
+        // Usable, but scoped: a token for one owner serves no other; an App key without a
+        // scope serves github.com alone.
+        let scoped = stored_from_text(
+            arn,
+            "{\"token\": \"ghp_x\", \"url\": \"https://github.com/acme/\"}",
+        )
+        .unwrap();
+        let other = RepoUrl::parse("https://github.com/acme-evil/x").unwrap();
+        assert_eq!(pick(&[scoped], &other), None);
+        let app = stored_from_text(
+            arn,
+            "{\"githubAppID\": \"1\", \"githubAppInstallationID\": \"2\", \"githubAppPrivateKey\": \"k\"}",
+        )
+        .unwrap();
+        let enterprise = RepoUrl::parse("https://ghe.acme.internal/acme/x").unwrap();
+        assert_eq!(pick(&[app], &enterprise), None);
+    }
+
     fn settings(extra: &[&str]) -> GitSettings {
         GitSettings {
             argocd_namespace: "argocd".into(),
