@@ -1332,10 +1332,19 @@ mod tests {
         for character in ["\u{2028}", "\u{2029}", "\u{85}", "\n", "\u{1b}", "\u{FEFF}"] {
             let hostile = format!("image.tag{character}securityContext: {{privileged: true}}");
             for (target, setting) in [
-                (json!({"helm": {"name": "image.repository", "tag": hostile}}), "helm.image-tag"),
-                (json!({"helm": {"name": hostile, "tag": "image.tag"}}), "helm.image-name"),
+                (
+                    json!({"helm": {"name": "image.repository", "tag": hostile}}),
+                    "helm.image-tag",
+                ),
+                (
+                    json!({"helm": {"name": hostile, "tag": "image.tag"}}),
+                    "helm.image-name",
+                ),
                 (json!({"helm": {"spec": hostile}}), "helm.image-spec"),
-                (json!({"kustomize": {"name": hostile}}), "kustomize.image-name"),
+                (
+                    json!({"kustomize": {"name": hostile}}),
+                    "kustomize.image-name",
+                ),
             ] {
                 let spec = json!({"applicationRefs": [{"namePattern": "web", "images": [
                     {"alias": "a", "imageName": "r.example.com/web", "manifestTargets": target}]}]});
@@ -1361,7 +1370,11 @@ mod tests {
                     "helm.image-spec" => "manifestTargets.helm.spec",
                     _ => "manifestTargets.kustomize.name",
                 };
-                assert!(error.annotation.contains(field), "{setting}: {}", error.annotation);
+                assert!(
+                    error.annotation.contains(field),
+                    "{setting}: {}",
+                    error.annotation
+                );
                 assert!(error.problem.contains("line breaks"), "{}", error.problem);
             }
         }

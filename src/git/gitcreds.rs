@@ -459,14 +459,28 @@ mod tests {
             ("[\"ghp_in_a_list\"]", "holds neither"),
             ("{\"tokn\": \"ghp_misspelt\"}", "holds neither"),
             ("{\"token\": \"\"}", "holds neither"),
-            ("{\"token\": \"ghp_x\", \"url\": \"https://u:pw@github.com/acme/\"}", "scope is not usable"),
-            ("{\"token\": \"ghp_x\", \"url\": \"https://github.com/acme/../other\"}", "scope is not usable"),
-            ("{\"githubAppID\": \"1\", \"githubAppInstallationID\": \"2\"}", "holds neither"),
+            (
+                "{\"token\": \"ghp_x\", \"url\": \"https://u:pw@github.com/acme/\"}",
+                "scope is not usable",
+            ),
+            (
+                "{\"token\": \"ghp_x\", \"url\": \"https://github.com/acme/../other\"}",
+                "scope is not usable",
+            ),
+            (
+                "{\"githubAppID\": \"1\", \"githubAppInstallationID\": \"2\"}",
+                "holds neither",
+            ),
         ] {
             let error = stored_from_text(arn, text).unwrap_err();
             assert!(error.message.contains(words), "{text}: {}", error.message);
             assert!(!error.retryable, "{text}");
-            for secret in ["ghp_plain_token_not_json", "ghp_in_a_list", "ghp_misspelt", "pw@"] {
+            for secret in [
+                "ghp_plain_token_not_json",
+                "ghp_in_a_list",
+                "ghp_misspelt",
+                "pw@",
+            ] {
                 assert!(!error.message.contains(secret), "{text}: {}", error.message);
             }
         }

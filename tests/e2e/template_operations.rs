@@ -322,6 +322,123 @@ fn the_dead_letter_queue_admits_exactly_the_stacks_rules() {
     }
 }
 
+/// Who may send to the stack's queues, decided as IAM decides a same-account request: an
+/// explicit Deny in the queue policy wins; otherwise an IAM principal's own policy suffices
+/// (anyone with `sqs:*` or PowerUser), while a service needs an Allow in the queue policy. A
+/// condition key the request lacks makes an `…NotEquals` condition true and an `…Equals` one
+/// false.
+#[test]
+fn only_the_function_and_the_stacks_rules_may_send_to_its_queues() {
+    let Some(t) = transformed() else { return };
+    let role = json!({"Fn::GetAtt": ["FunctionRole", "Arn"]});
+    let rule = json!({"Fn::GetAtt": [of_type(&t, "AWS::Events::Rule")[0].0, "Arn"]});
+    // (who, aws:PrincipalArn, aws:PrincipalServiceName, aws:SourceArn)
+    let callers: [(&str, Option<Value>, Option<&str>, Option<Value>); 5] = [
+        ("the function's role", Some(role.clone()), None, None),
+        (
+            "a PowerUser in the account",
+            Some(json!("arn:aws:iam::123456789012:role/PowerUser")),
+            None,
+            None,
+        ),
+        (
+            "a CI role with sqs:*",
+            Some(json!("arn:aws:iam::123456789012:role/ci")),
+            None,
+            None,
+        ),
+        (
+            "EventBridge for the stack's rule",
+            None,
+            Some("events.amazonaws.com"),
+            Some(rule.clone()),
+        ),
+        (
+            "EventBridge for someone else's rule",
+            None,
+            Some("events.amazonaws.com"),
+            Some(json!(
+                "arn:aws:events:ap-northeast-2:123456789012:rule/other"
+            )),
+        ),
+    ];
+    let holds = |condition: &Value,
+                 principal: &Option<Value>,
+                 service: Option<&str>,
+                 source: &Option<Value>|
+     -> bool {
+        let Some(condition) = condition.as_object() else {
+            return true;
+        };
+        condition.iter().all(|(operator, keys)| {
+            keys.as_object().unwrap().iter().all(|(key, wanted)| {
+                let present: Option<Value> = match key.as_str() {
+                    "aws:PrincipalArn" => principal.clone(),
+                    "aws:PrincipalServiceName" => service.map(|s| json!(s)),
+                    "aws:SourceArn" => source.clone(),
+                    other => panic!("a condition key this test does not know: {other}"),
+                };
+                let wanted: Vec<Value> = match wanted {
+                    Value::Array(values) => values.clone(),
+                    one => vec![one.clone()],
+                };
+                let matched = present.as_ref().is_some_and(|p| wanted.contains(p));
+                match operator.as_str() {
+                    "ArnEquals" | "StringEquals" => matched,
+                    "ArnNotEquals" | "StringNotEquals" => !matched,
+                    other => panic!("an operator this test does not know: {other}"),
+                }
+            })
+        })
+    };
+    for (policy, queue, may_send) in [
+        (
+            "DeadLetterQueuePolicy",
+            "DeadLetterQueue",
+            [true, false, false, true, false],
+        ),
+        (
+            "SweepQueuePolicy",
+            "SweepQueue",
+            [true, false, false, false, false],
+        ),
+    ] {
+        let statements = t["Resources"][policy]["Properties"]["PolicyDocument"]["Statement"]
+            .as_array()
+            .unwrap();
+        for ((who, principal, service, source), expected) in callers.iter().zip(may_send) {
+            let applies = |s: &&Value| {
+                s["Action"] == "sqs:SendMessage"
+                    && s["Resource"] == json!({"Fn::GetAtt": [queue, "Arn"]})
+                    && holds(&s["Condition"], principal, *service, source)
+                    && match &s["Principal"] {
+                        Value::String(any) => any == "*",
+                        p => p["Service"].as_str() == *service && service.is_some(),
+                    }
+            };
+            let denied = statements
+                .iter()
+                .filter(applies)
+                .any(|s| s["Effect"] == "Deny");
+            let allowed_by_queue = statements
+                .iter()
+                .filter(applies)
+                .any(|s| s["Effect"] == "Allow");
+            // An IAM principal's own policy allows it; a service needs the queue's Allow.
+            let allowed = !denied && (principal.is_some() || allowed_by_queue);
+            assert_eq!(allowed, expected, "{queue}: {who}");
+        }
+    }
+    // No other queue may park messages in the dead-letter queue by a redrive policy of its own.
+    let allow = &t["Resources"]["DeadLetterQueue"]["Properties"]["RedriveAllowPolicy"];
+    assert_eq!(allow["redrivePermission"], "byQueue");
+    assert_eq!(allow["sourceQueueArns"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        t["Resources"]["SweepQueue"]["Properties"]["RedrivePolicy"]["deadLetterTargetArn"],
+        json!({"Fn::GetAtt": ["DeadLetterQueue", "Arn"]})
+    );
+}
+
 #[test]
 fn clusters_in_other_regions_are_described_by_arn_in_this_account_only() {
     let Some(t) = transformed() else { return };
