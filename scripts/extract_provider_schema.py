@@ -19,7 +19,7 @@ import sys
 # The resources and data sources the module uses: add one here when the module does.
 USED = [
     "aws_cloudwatch_dashboard",
-    "aws_cloudwatch_event_bus_policy",
+    "aws_cloudwatch_event_permission",
     "aws_cloudwatch_event_rule",
     "aws_cloudwatch_event_target",
     "aws_cloudwatch_log_group",
@@ -35,9 +35,6 @@ USED = [
     "aws_sqs_queue_policy",
     "aws_sqs_queue_redrive_allow_policy",
     "data.aws_caller_identity",
-    "data.aws_eks_cluster",
-    "data.aws_eks_cluster_auth",
-    "data.aws_iam_policy_document",
     "data.aws_partition",
     "data.aws_region",
 ]

@@ -5,42 +5,42 @@ locals {
   # (metric, namespace, dimensions, statistic, period, evaluation periods, datapoints, threshold, description)
   single_metric_alarms = {
     dead-letters = {
-      namespace = "AWS/SQS", metric = "ApproximateNumberOfMessagesVisible", statistic = "Maximum", period = 60, periods = 1, datapoints = 1, threshold = 1
+      namespace   = "AWS/SQS", metric = "ApproximateNumberOfMessagesVisible", statistic = "Maximum", period = 60, periods = 1, datapoints = 1, threshold = 1
       dimensions  = { QueueName = aws_sqs_queue.dead_letters.name }
       description = "An ECR event could not be applied; it waits in the dead-letter queue. Inspect it with argocd-ecr-updater-cli redrive."
     }
     dead-letter-age = {
-      namespace = "AWS/SQS", metric = "ApproximateAgeOfOldestMessage", statistic = "Maximum", period = 3600, periods = 1, datapoints = 1, threshold = 604800
+      namespace   = "AWS/SQS", metric = "ApproximateAgeOfOldestMessage", statistic = "Maximum", period = 3600, periods = 1, datapoints = 1, threshold = 604800
       dimensions  = { QueueName = aws_sqs_queue.dead_letters.name }
       description = "An event has waited in the dead-letter queue for 7 days; SQS deletes it silently at 14."
     }
     errors = {
-      namespace = "AWS/Lambda", metric = "Errors", statistic = "Sum", period = 300, periods = 3, datapoints = 2, threshold = 1
+      namespace   = "AWS/Lambda", metric = "Errors", statistic = "Sum", period = 300, periods = 3, datapoints = 2, threshold = 1
       dimensions  = { FunctionName = aws_lambda_function.function.function_name }
       description = "Invocations keep failing; argocd-ecr-updater-cli doctor checks the access the function needs."
     }
     throttles = {
-      namespace = "AWS/Lambda", metric = "Throttles", statistic = "Sum", period = 300, periods = 1, datapoints = 1, threshold = 1
+      namespace   = "AWS/Lambda", metric = "Throttles", statistic = "Sum", period = 300, periods = 1, datapoints = 1, threshold = 1
       dimensions  = { FunctionName = aws_lambda_function.function.function_name }
       description = "Invocations are throttled; pushes wait and may reach the dead-letter queue."
     }
     async-events-dropped = {
-      namespace = "AWS/Lambda", metric = "AsyncEventsDropped", statistic = "Sum", period = 300, periods = 1, datapoints = 1, threshold = 1
+      namespace   = "AWS/Lambda", metric = "AsyncEventsDropped", statistic = "Sum", period = 300, periods = 1, datapoints = 1, threshold = 1
       dimensions  = { FunctionName = aws_lambda_function.function.function_name }
       description = "Lambda dropped events it could not process or park; reconcile catches them up at its next sweep."
     }
     destination-delivery = {
-      namespace = "AWS/Lambda", metric = "DestinationDeliveryFailures", statistic = "Sum", period = 300, periods = 1, datapoints = 1, threshold = 1
+      namespace   = "AWS/Lambda", metric = "DestinationDeliveryFailures", statistic = "Sum", period = 300, periods = 1, datapoints = 1, threshold = 1
       dimensions  = { FunctionName = aws_lambda_function.function.function_name }
       description = "Lambda could not put a failed event into the dead-letter queue."
     }
     sweep-queue-age = {
-      namespace = "AWS/SQS", metric = "ApproximateAgeOfOldestMessage", statistic = "Maximum", period = 300, periods = 1, datapoints = 1, threshold = 1800
+      namespace   = "AWS/SQS", metric = "ApproximateAgeOfOldestMessage", statistic = "Maximum", period = 300, periods = 1, datapoints = 1, threshold = 1800
       dimensions  = { QueueName = aws_sqs_queue.sweep.name }
       description = "Sweep shards have waited over 30 minutes: the event source mapping is disabled or throttled (reserved_concurrency below sweep_concurrency), or shards keep failing."
     }
     reconcile-failing = {
-      namespace = "ArgocdEcrUpdater", metric = "InvocationsFailed", statistic = "Sum", period = 3600, periods = 1, datapoints = 1, threshold = 2
+      namespace   = "ArgocdEcrUpdater", metric = "InvocationsFailed", statistic = "Sum", period = 3600, periods = 1, datapoints = 1, threshold = 2
       dimensions  = { FunctionName = aws_lambda_function.function.function_name, Mode = "reconcile", Outcome = "failed" }
       description = "Reconcile sweeps failed twice within an hour; the report in the log names each failure."
     }

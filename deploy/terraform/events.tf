@@ -2,8 +2,9 @@
 # reconcile rules, each retried and then parked in the one dead-letter queue.
 
 locals {
-  # The push rule's repository filter: the names, or every name with the prefix.
-  repository_filter = local.use_prefix ? [{ prefix = var.ecr_repository_prefix }] : var.ecr_repository_names
+  # The push rule's repository filter: the names, or every name with the prefix. The two
+  # sides are of different types (objects, strings), so each is a JSON text of the same type.
+  repository_filter = jsondecode(local.use_prefix ? jsonencode([{ prefix = var.ecr_repository_prefix }]) : jsonencode(var.ecr_repository_names))
   # Inspector names a repository by ARN: this account's and the registry accounts'.
   inspector_repositories = local.use_prefix ? [
     { wildcard = "arn:${local.partition}:ecr:${local.region}:*:repository/${var.ecr_repository_prefix}*" }
@@ -88,32 +89,16 @@ resource "aws_lambda_permission" "rule" {
   source_arn    = aws_cloudwatch_event_rule.rule[each.key].arn
 }
 
-# Registry accounts may put the ECR and Inspector events the rules match on this account's
-# default bus, and no other event.
-data "aws_iam_policy_document" "registry_accounts" {
-  statement {
-    sid       = "RegistryAccountsForwardEcrEvents"
-    actions   = ["events:PutEvents"]
-    resources = ["arn:${local.partition}:events:${local.region}:${local.account}:event-bus/default"]
-    principals {
-      type        = "AWS"
-      identifiers = length(var.registry_accounts) > 0 ? var.registry_accounts : [local.account]
-    }
-    condition {
-      test     = "StringEquals"
-      variable = "events:source"
-      values   = ["aws.ecr", "aws.inspector2"]
-    }
-    condition {
-      test     = "StringEquals"
-      variable = "events:detail-type"
-      values   = ["ECR Image Action", "ECR Image Scan", "ECR Replication Action", "Inspector2 Scan"]
-    }
-  }
-}
-
-resource "aws_cloudwatch_event_bus_policy" "registry_accounts" {
-  count          = length(var.registry_accounts) > 0 ? 1 : 0
+# Registry accounts may put events on this account's default bus: one statement each, added
+# beside whatever the bus policy holds already (a bus policy resource would replace it all).
+# The provider's permission resource cannot carry the template's conditions on the event's
+# source and detail type; those only narrow what an allowed account may put, and the rules
+# above match the ECR and Inspector events alone (an account cannot put an `aws.*` source
+# itself: EventBridge keeps those for AWS's own events, which it forwards).
+resource "aws_cloudwatch_event_permission" "registry_accounts" {
+  for_each       = toset(var.registry_accounts)
+  principal      = each.value
+  statement_id   = "${var.name}-registry-${each.value}"
   event_bus_name = "default"
-  policy         = data.aws_iam_policy_document.registry_accounts.json
+  action         = "events:PutEvents"
 }

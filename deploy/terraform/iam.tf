@@ -1,141 +1,127 @@
-# The function's role: the statements of template.yaml's FunctionRole, Sid for Sid.
+# The function's role: the statements of template.yaml's FunctionRole, Sid for Sid, with the
+# same resources and conditions. The policy is JSON Terraform builds itself (no provider data
+# source), so `terraform plan` knows it and deploy/terraform/tests/ assert on it.
 
-data "aws_iam_policy_document" "assume" {
-  statement {
-    actions = ["sts:AssumeRole"]
-    principals {
-      type        = "Service"
-      identifiers = ["lambda.amazonaws.com"]
+locals {
+  # The tracked repositories: by name (account and region pinned by the condition, as in the
+  # template), or every repository with the prefix in this region.
+  repository_resources = local.use_prefix ? [
+    "arn:${local.partition}:ecr:${local.region}:*:repository/${var.ecr_repository_prefix}*"
+  ] : [for name in var.ecr_repository_names : "arn:*:ecr:*:*:repository/${name}"]
+  # This account and the registry accounts, in this region.
+  registry_condition = {
+    StringEquals = {
+      "aws:ResourceAccount" = concat([local.account], var.registry_accounts)
+      "aws:RequestedRegion" = local.region
     }
   }
-}
-
-resource "aws_iam_role" "function" {
-  name_prefix        = "${var.name}-"
-  assume_role_policy = data.aws_iam_policy_document.assume.json
-}
-
-data "aws_iam_policy_document" "function" {
-  statement {
-    sid       = "WriteOwnLogs"
-    actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
-    resources = ["${aws_cloudwatch_log_group.function.arn}:*"]
-  }
-
-  statement {
-    sid       = "ReadTrackedRepositories"
-    actions   = ["ecr:DescribeImages", "ecr:BatchGetImage"]
-    resources = local.repository_arns
-  }
-
-  statement {
-    sid       = "FindTheCluster"
-    actions   = ["eks:DescribeCluster"]
-    resources = [for name in local.same_region : "arn:${local.partition}:eks:${local.region}:${local.account}:cluster/${name}"]
-  }
-
-  statement {
-    sid       = "ParkFailedEvents"
-    actions   = ["sqs:SendMessage"]
-    resources = [aws_sqs_queue.dead_letters.arn]
-  }
-
-  statement {
-    sid       = "SendSweepShards"
-    actions   = ["sqs:SendMessage"]
-    resources = [aws_sqs_queue.sweep.arn]
-  }
-
-  statement {
-    sid       = "ReceiveSweepShards"
-    actions   = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"]
-    resources = [aws_sqs_queue.sweep.arn]
-  }
-
-  dynamic "statement" {
-    for_each = length(var.cluster_arns) > 0 ? [1] : []
-    content {
-      sid       = "FindClustersInOtherRegions"
-      actions   = ["eks:DescribeCluster"]
-      resources = var.cluster_arns
-      condition {
-        test     = "StringEquals"
-        variable = "aws:ResourceAccount"
-        values   = [local.account]
-      }
+  own_condition = {
+    StringEquals = {
+      "aws:ResourceAccount" = local.account
+      "aws:RequestedRegion" = local.region
     }
   }
 
-  dynamic "statement" {
-    for_each = var.scan_events ? [1] : []
-    content {
-      sid       = "ReadScanFindings"
-      actions   = ["ecr:DescribeImageScanFindings"]
-      resources = local.repository_arns
-    }
-  }
-
-  dynamic "statement" {
-    for_each = local.verify_signatures ? [1] : []
-    content {
-      sid       = "DownloadSignaturePayloads"
-      actions   = ["ecr:GetDownloadUrlForLayer"]
-      resources = local.repository_arns
-    }
-  }
-
-  dynamic "statement" {
-    for_each = var.notification_topic_arn != "" ? [1] : []
-    content {
-      sid       = "PublishDecisionReports"
-      actions   = ["sns:Publish"]
-      resources = [var.notification_topic_arn]
-    }
-  }
-
-  dynamic "statement" {
-    for_each = length(var.git_credentials_secret_arns) > 0 ? [1] : []
-    content {
-      sid       = "ReadGitCredentials"
-      actions   = ["secretsmanager:GetSecretValue"]
-      resources = var.git_credentials_secret_arns
-    }
-  }
-
-  dynamic "statement" {
-    for_each = length(var.cosign_key_secret_arns) > 0 ? [1] : []
-    content {
-      sid       = "ReadCosignKeys"
-      actions   = ["secretsmanager:GetSecretValue"]
-      resources = var.cosign_key_secret_arns
-    }
-  }
-
-  dynamic "statement" {
-    for_each = var.signature_referrers ? [1] : []
-    content {
-      sid     = "RegistryApiToken"
-      actions = ["ecr:GetAuthorizationToken"]
-      # AWS does not scope this action to repositories; what the token may read is still
-      # ReadTrackedRepositories.
-      resources = ["*"]
-    }
-  }
-
-  dynamic "statement" {
-    for_each = length(var.cluster_role_arns) > 0 ? [1] : []
-    content {
-      sid       = "AssumeClusterRoles"
-      actions   = ["sts:AssumeRole"]
-      resources = var.cluster_role_arns
-    }
-  }
-
-  dynamic "statement" {
-    for_each = length(var.code_commit_repositories) > 0 ? [1] : []
-    content {
-      sid = "CommitToListedRepositories"
-      actions = [
+  function_statements = concat(
+    [
+      {
+        Sid      = "WriteOwnLogs"
+        Effect   = "Allow"
+        Action   = ["logs:CreateLogStream", "logs:PutLogEvents"]
+        Resource = "${aws_cloudwatch_log_group.function.arn}:*"
+      },
+      {
+        Sid       = "ReadTrackedRepositories"
+        Effect    = "Allow"
+        Action    = ["ecr:DescribeImages", "ecr:BatchGetImage"]
+        Resource  = local.repository_resources
+        Condition = local.registry_condition
+      },
+      {
+        Sid       = "FindTheCluster"
+        Effect    = "Allow"
+        Action    = "eks:DescribeCluster"
+        Resource  = [for name in local.same_region : "arn:*:eks:*:*:cluster/${name}"]
+        Condition = local.own_condition
+      },
+      {
+        Sid      = "ParkFailedEvents"
+        Effect   = "Allow"
+        Action   = "sqs:SendMessage"
+        Resource = aws_sqs_queue.dead_letters.arn
+      },
+      {
+        Sid      = "SendSweepShards"
+        Effect   = "Allow"
+        Action   = "sqs:SendMessage"
+        Resource = aws_sqs_queue.sweep.arn
+      },
+      {
+        Sid      = "ReceiveSweepShards"
+        Effect   = "Allow"
+        Action   = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"]
+        Resource = aws_sqs_queue.sweep.arn
+      },
+    ],
+    length(var.cluster_arns) > 0 ? [{
+      Sid      = "FindClustersInOtherRegions"
+      Effect   = "Allow"
+      Action   = "eks:DescribeCluster"
+      Resource = var.cluster_arns
+      # Whole ARNs name their region; this account only (other accounts' clusters are
+      # described with the role assumed there).
+      Condition = { StringEquals = { "aws:ResourceAccount" = local.account } }
+    }] : [],
+    var.scan_events ? [{
+      Sid       = "ReadScanFindings"
+      Effect    = "Allow"
+      Action    = "ecr:DescribeImageScanFindings"
+      Resource  = local.repository_resources
+      Condition = local.registry_condition
+    }] : [],
+    local.verify_signatures ? [{
+      Sid       = "DownloadSignaturePayloads"
+      Effect    = "Allow"
+      Action    = "ecr:GetDownloadUrlForLayer"
+      Resource  = local.repository_resources
+      Condition = local.registry_condition
+    }] : [],
+    var.notification_topic_arn != "" ? [{
+      Sid      = "PublishDecisionReports"
+      Effect   = "Allow"
+      Action   = "sns:Publish"
+      Resource = var.notification_topic_arn
+    }] : [],
+    length(var.git_credentials_secret_arns) > 0 ? [{
+      Sid      = "ReadGitCredentials"
+      Effect   = "Allow"
+      Action   = "secretsmanager:GetSecretValue"
+      Resource = var.git_credentials_secret_arns
+    }] : [],
+    length(var.cosign_key_secret_arns) > 0 ? [{
+      Sid      = "ReadCosignKeys"
+      Effect   = "Allow"
+      Action   = "secretsmanager:GetSecretValue"
+      Resource = var.cosign_key_secret_arns
+    }] : [],
+    # AWS does not scope this action to repositories; what the token may read is still
+    # ReadTrackedRepositories.
+    var.signature_referrers ? [{
+      Sid      = "RegistryApiToken"
+      Effect   = "Allow"
+      Action   = "ecr:GetAuthorizationToken"
+      Resource = "*"
+    }] : [],
+    length(var.cluster_role_arns) > 0 ? [{
+      Sid      = "AssumeClusterRoles"
+      Effect   = "Allow"
+      Action   = "sts:AssumeRole"
+      Resource = var.cluster_role_arns
+    }] : [],
+    length(var.code_commit_repositories) > 0 ? [{
+      Sid    = "CommitToListedRepositories"
+      Effect = "Allow"
+      Action = [
         "codecommit:GetRepository",
         "codecommit:GetBranch",
         "codecommit:GetFile",
@@ -145,29 +131,52 @@ data "aws_iam_policy_document" "function" {
         "codecommit:ListPullRequests",
         "codecommit:GetPullRequest",
       ]
-      resources = [for r in var.code_commit_repositories : "arn:${local.partition}:codecommit:${local.region}:${local.account}:${r}"]
-    }
-  }
-
-  dynamic "statement" {
-    for_each = local.in_vpc ? [1] : []
-    content {
-      sid = "LambdaVpcNetworking"
-      actions = [
+      Resource  = [for r in var.code_commit_repositories : "arn:*:codecommit:*:*:${r}"]
+      Condition = local.own_condition
+    }] : [],
+    # ENI actions cannot be scoped to resources; Lambda documents "*".
+    local.in_vpc ? [{
+      Sid    = "LambdaVpcNetworking"
+      Effect = "Allow"
+      Action = [
         "ec2:CreateNetworkInterface",
         "ec2:DescribeNetworkInterfaces",
         "ec2:DeleteNetworkInterface",
         "ec2:AssignPrivateIpAddresses",
         "ec2:UnassignPrivateIpAddresses",
       ]
-      # ENI actions cannot be scoped to resources; Lambda documents "*".
-      resources = ["*"]
-    }
-  }
+      Resource = "*"
+    }] : [],
+    # With a KMS key of your own on the queues and the log group, the role encrypts what it
+    # sends to them (SQS asks for a data key and decrypts it).
+    var.kms_key_arn != "" ? [{
+      Sid      = "UseTheQueuesKey"
+      Effect   = "Allow"
+      Action   = ["kms:GenerateDataKey", "kms:Decrypt"]
+      Resource = var.kms_key_arn
+    }] : [],
+  )
+}
+
+resource "aws_iam_role" "function" {
+  name_prefix          = "${var.name}-"
+  permissions_boundary = var.permissions_boundary != "" ? var.permissions_boundary : null
+  tags                 = var.tags
+  assume_role_policy = jsonencode({
+    Version = "2012-10-17"
+    Statement = [{
+      Effect    = "Allow"
+      Principal = { Service = "lambda.amazonaws.com" }
+      Action    = "sts:AssumeRole"
+    }]
+  })
 }
 
 resource "aws_iam_role_policy" "function" {
-  name   = "argocd-ecr-updater"
-  role   = aws_iam_role.function.id
-  policy = data.aws_iam_policy_document.function.json
+  name = "argocd-ecr-updater"
+  role = aws_iam_role.function.id
+  policy = jsonencode({
+    Version   = "2012-10-17"
+    Statement = local.function_statements
+  })
 }

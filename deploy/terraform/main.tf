@@ -8,18 +8,13 @@ data "aws_region" "current" {}
 locals {
   account   = data.aws_caller_identity.current.account_id
   partition = data.aws_partition.current.partition
-  region    = data.aws_region.current.region
+  # `id` is the region's name in the provider's 5.x and 6.x alike (`name` is deprecated in
+  # 6.x, `region` absent from 5.x).
+  region = data.aws_region.current.id
 
-  use_prefix   = var.ecr_repository_prefix != ""
-  in_vpc       = length(var.subnet_ids) > 0
-  same_region  = concat([var.cluster_name], var.additional_cluster_names)
-  repositories = local.use_prefix ? ["${var.ecr_repository_prefix}*"] : var.ecr_repository_names
-  # The tracked repositories in this account and the registry accounts, in this region.
-  repository_arns = flatten([
-    for account in concat([local.account], var.registry_accounts) : [
-      for repository in local.repositories : "arn:${local.partition}:ecr:${local.region}:${account}:repository/${repository}"
-    ]
-  ])
+  use_prefix        = var.ecr_repository_prefix != ""
+  in_vpc            = length(var.subnet_ids) > 0
+  same_region       = concat([var.cluster_name], var.additional_cluster_names)
   verify_signatures = var.signature_verification || length(var.cosign_key_secret_arns) > 0 || var.signature_referrers
 }
 
@@ -28,6 +23,8 @@ resource "aws_cloudwatch_log_group" "function" {
   #checkov:skip=CKV_AWS_338:Retention is log_retention_days, 30 by default as in template.yaml; set 365 where a policy asks for a year.
   name              = "/aws/lambda/${var.name}"
   retention_in_days = var.log_retention_days
+  kms_key_id        = var.kms_key_arn != "" ? var.kms_key_arn : null
+  tags              = var.tags
 }
 
 resource "aws_lambda_function" "function" {
@@ -45,6 +42,26 @@ resource "aws_lambda_function" "function" {
   timeout                        = var.timeout
   reserved_concurrent_executions = var.reserved_concurrency
   role                           = aws_iam_role.function.arn
+  tags                           = var.tags
+  # A VPC function's network interfaces are made at creation, with the role's ec2 grants:
+  # the policy must be in place first, or the first apply fails.
+  depends_on = [aws_iam_role_policy.function]
+
+  # What the template's conditions and rules refuse, across inputs.
+  lifecycle {
+    precondition {
+      condition     = (length(var.ecr_repository_names) > 0) != (var.ecr_repository_prefix != "")
+      error_message = "Set exactly one of ecr_repository_names and ecr_repository_prefix: the repositories the function may read and whose pushes it takes."
+    }
+    precondition {
+      condition     = (length(var.subnet_ids) > 0) == (length(var.security_group_ids) > 0)
+      error_message = "subnet_ids and security_group_ids go together: a function in a VPC needs both."
+    }
+    precondition {
+      condition     = var.reserved_concurrency < 0 || var.reserved_concurrency > var.sweep_concurrency
+      error_message = "reserved_concurrency must exceed sweep_concurrency (or be -1): shards would otherwise take every slot and pushes would wait behind them."
+    }
+  }
 
   logging_config {
     log_format = "Text"
@@ -91,14 +108,15 @@ resource "aws_lambda_function" "function" {
   }
 }
 
-# Parked events are what an operator redrives: they outlive the module.
+# Parked events are what an operator redrives. `terraform destroy` deletes the queue with the
+# rest: to keep what it holds, `terraform state rm module.<name>.aws_sqs_queue.dead_letters`
+# first (docs/deploy.md, "With Terraform").
 resource "aws_sqs_queue" "dead_letters" {
   name                      = "${var.name}-dead-letters"
   message_retention_seconds = 1209600
-  sqs_managed_sse_enabled   = true
-  lifecycle {
-    prevent_destroy = true
-  }
+  sqs_managed_sse_enabled   = var.kms_key_arn == "" ? true : null
+  kms_master_key_id         = var.kms_key_arn != "" ? var.kms_key_arn : null
+  tags                      = var.tags
 }
 
 # A fanned-out sweep's shards, which the function itself consumes. A shard that fails three
@@ -108,7 +126,9 @@ resource "aws_sqs_queue" "sweep" {
   # Lambda requires at least the function's timeout; 900 s is the most a timeout can be.
   visibility_timeout_seconds = 900
   message_retention_seconds  = 86400
-  sqs_managed_sse_enabled    = true
+  sqs_managed_sse_enabled    = var.kms_key_arn == "" ? true : null
+  kms_master_key_id          = var.kms_key_arn != "" ? var.kms_key_arn : null
+  tags                       = var.tags
   redrive_policy = jsonencode({
     deadLetterTargetArn = aws_sqs_queue.dead_letters.arn
     maxReceiveCount     = 3
@@ -123,53 +143,42 @@ resource "aws_lambda_event_source_mapping" "sweep" {
   scaling_config {
     maximum_concurrency = var.sweep_concurrency
   }
+  # Lambda checks at creation that the role may receive from the queue.
+  depends_on = [aws_iam_role_policy.function]
 }
 
-data "aws_iam_policy_document" "dead_letters" {
-  statement {
-    sid       = "EventBridgeDeliveryFailures"
-    actions   = ["sqs:SendMessage"]
-    resources = [aws_sqs_queue.dead_letters.arn]
-    principals {
-      type        = "Service"
-      identifiers = ["events.amazonaws.com"]
-    }
-    condition {
-      test     = "ArnEquals"
-      variable = "aws:SourceArn"
-      values   = [for rule in local.rules : aws_cloudwatch_event_rule.rule[rule].arn]
-    }
-  }
-
-  # What lands here is redriven into the function, so only the module's own writers may send:
-  # the function's role (its on-failure destination) and EventBridge. Both conditions must
-  # hold to deny; a key a request lacks (a service has no aws:PrincipalArn) makes a Not…
-  # condition true.
-  statement {
-    sid       = "OnlyTheStackSends"
-    effect    = "Deny"
-    actions   = ["sqs:SendMessage"]
-    resources = [aws_sqs_queue.dead_letters.arn]
-    principals {
-      type        = "*"
-      identifiers = ["*"]
-    }
-    condition {
-      test     = "ArnNotEquals"
-      variable = "aws:PrincipalArn"
-      values   = [aws_iam_role.function.arn]
-    }
-    condition {
-      test     = "StringNotEquals"
-      variable = "aws:PrincipalServiceName"
-      values   = ["events.amazonaws.com"]
-    }
-  }
-}
-
+# What lands in the dead-letter queue is redriven into the function, so only the module's own
+# writers may send: the function's role (its on-failure destination) and EventBridge for the
+# module's rules. Both conditions must hold to deny; a key a request lacks (a service has no
+# aws:PrincipalArn) makes a Not… condition true.
 resource "aws_sqs_queue_policy" "dead_letters" {
   queue_url = aws_sqs_queue.dead_letters.id
-  policy    = data.aws_iam_policy_document.dead_letters.json
+  policy = jsonencode({
+    Version = "2012-10-17"
+    Statement = [
+      {
+        Sid       = "EventBridgeDeliveryFailures"
+        Effect    = "Allow"
+        Principal = { Service = "events.amazonaws.com" }
+        Action    = "sqs:SendMessage"
+        Resource  = aws_sqs_queue.dead_letters.arn
+        Condition = {
+          ArnEquals = { "aws:SourceArn" = [for rule in local.rules : aws_cloudwatch_event_rule.rule[rule].arn] }
+        }
+      },
+      {
+        Sid       = "OnlyTheStackSends"
+        Effect    = "Deny"
+        Principal = "*"
+        Action    = "sqs:SendMessage"
+        Resource  = aws_sqs_queue.dead_letters.arn
+        Condition = {
+          ArnNotEquals    = { "aws:PrincipalArn" = aws_iam_role.function.arn }
+          StringNotEquals = { "aws:PrincipalServiceName" = "events.amazonaws.com" }
+        }
+      },
+    ]
+  })
 }
 
 # No other queue may park its messages in the dead-letter queue through a redrive policy of
@@ -183,27 +192,19 @@ resource "aws_sqs_queue_redrive_allow_policy" "dead_letters" {
 }
 
 # Shards are run by the function as they come: only the function's own role may send them.
-data "aws_iam_policy_document" "sweep" {
-  statement {
-    sid       = "OnlyTheFunctionSends"
-    effect    = "Deny"
-    actions   = ["sqs:SendMessage"]
-    resources = [aws_sqs_queue.sweep.arn]
-    principals {
-      type        = "*"
-      identifiers = ["*"]
-    }
-    condition {
-      test     = "ArnNotEquals"
-      variable = "aws:PrincipalArn"
-      values   = [aws_iam_role.function.arn]
-    }
-  }
-}
-
 resource "aws_sqs_queue_policy" "sweep" {
   queue_url = aws_sqs_queue.sweep.id
-  policy    = data.aws_iam_policy_document.sweep.json
+  policy = jsonencode({
+    Version = "2012-10-17"
+    Statement = [{
+      Sid       = "OnlyTheFunctionSends"
+      Effect    = "Deny"
+      Principal = "*"
+      Action    = "sqs:SendMessage"
+      Resource  = aws_sqs_queue.sweep.arn
+      Condition = { ArnNotEquals = { "aws:PrincipalArn" = aws_iam_role.function.arn } }
+    }]
+  })
 }
 
 resource "aws_lambda_function_event_invoke_config" "function" {
@@ -215,6 +216,8 @@ resource "aws_lambda_function_event_invoke_config" "function" {
       destination = aws_sqs_queue.dead_letters.arn
     }
   }
+  # Lambda checks at creation that the role may send to the destination.
+  depends_on = [aws_iam_role_policy.function]
 }
 
 # Terraform loops where CloudFormation could not: every same-region cluster gets its entry.

@@ -28,12 +28,20 @@ variable "architecture" {
 variable "cluster_name" {
   description = "Name of the EKS cluster that runs Argo CD."
   type        = string
+  validation {
+    condition     = can(regex("^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$", var.cluster_name))
+    error_message = "cluster_name: an EKS cluster name."
+  }
 }
 
 variable "additional_cluster_names" {
   description = "Further EKS clusters in this account and region whose Argo CD the function also updates; each gets an access entry."
   type        = list(string)
   default     = []
+  validation {
+    condition     = alltrue([for v in var.additional_cluster_names : can(regex("^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$", v))])
+    error_message = "additional_cluster_names: EKS cluster names (whole names, no wildcards)."
+  }
 }
 
 variable "clusters" {
@@ -46,6 +54,10 @@ variable "cluster_arns" {
   description = "Clusters of this account in other regions, by ARN: the role may describe exactly these."
   type        = list(string)
   default     = []
+  validation {
+    condition     = alltrue([for v in var.cluster_arns : can(regex("^arn:aws[a-z-]*:eks:[a-z0-9-]+:[0-9]{12}:cluster/[0-9A-Za-z][A-Za-z0-9_-]{0,99}$", v))])
+    error_message = "cluster_arns: whole EKS cluster ARNs (arn:aws:eks:<region>:<account>:cluster/<name>), no wildcards."
+  }
 }
 
 variable "cluster_role_arns" {
@@ -146,6 +158,10 @@ variable "signature_referrers" {
 variable "cosign_key_secret_arns" {
   type    = list(string)
   default = []
+  validation {
+    condition     = alltrue([for v in var.cosign_key_secret_arns : can(regex("^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[A-Za-z0-9/_+=.@-]+$", v))])
+    error_message = "cosign_key_secret_arns: whole Secrets Manager secret ARNs, no wildcards."
+  }
 }
 
 variable "memory_size" {
@@ -187,12 +203,20 @@ variable "conflict_retries" {
 variable "log_retention_days" {
   type    = number
   default = 30
+  validation {
+    condition     = contains([1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653], var.log_retention_days)
+    error_message = "log_retention_days: one of the periods CloudWatch Logs offers (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, …, 3653)."
+  }
 }
 
 variable "alarm_topic_arn" {
   description = "SNS topic every alarm notifies; empty, they notify nobody (the alarm_notifications output says so)."
   type        = string
   default     = ""
+  validation {
+    condition     = can(regex("^$|^arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}$", var.alarm_topic_arn))
+    error_message = "alarm_topic_arn: an SNS topic ARN, or empty."
+  }
 }
 
 variable "sweep_fan_out_at" {
@@ -211,6 +235,10 @@ variable "sweep_concurrency" {
   description = "Shards that run at once (the event source mapping's maximum concurrency, 2 to 1000)."
   type        = number
   default     = 10
+  validation {
+    condition     = var.sweep_concurrency >= 2 && var.sweep_concurrency <= 1000
+    error_message = "sweep_concurrency: 2 to 1000 (the event source mapping's maximum concurrency)."
+  }
 }
 
 variable "sweep_cluster_requests" {
@@ -222,6 +250,10 @@ variable "sweep_cluster_requests" {
 variable "notification_topic_arn" {
   type    = string
   default = ""
+  validation {
+    condition     = can(regex("^$|^arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}$", var.notification_topic_arn))
+    error_message = "notification_topic_arn: an SNS topic ARN, or empty."
+  }
 }
 
 variable "dashboard" {
@@ -247,16 +279,28 @@ variable "kubernetes_group" {
 variable "subnet_ids" {
   type    = list(string)
   default = []
+  validation {
+    condition     = alltrue([for v in var.subnet_ids : can(regex("^subnet-[0-9a-f]{8,17}$", v))])
+    error_message = "subnet_ids: subnet IDs (subnet-…)."
+  }
 }
 
 variable "security_group_ids" {
   type    = list(string)
   default = []
+  validation {
+    condition     = alltrue([for v in var.security_group_ids : can(regex("^sg-[0-9a-f]{8,17}$", v))])
+    error_message = "security_group_ids: security group IDs (sg-…)."
+  }
 }
 
 variable "git_credentials_secret_arns" {
   type    = list(string)
   default = []
+  validation {
+    condition     = alltrue([for v in var.git_credentials_secret_arns : can(regex("^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[A-Za-z0-9/_+=.@-]+$", v))])
+    error_message = "git_credentials_secret_arns: whole Secrets Manager secret ARNs, no wildcards."
+  }
 }
 
 variable "github_enterprise_hosts" {
@@ -277,11 +321,19 @@ variable "git_repo_creds" {
 variable "git_secret_namespaces" {
   type    = string
   default = ""
+  validation {
+    condition     = can(regex("^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?(,[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$", var.git_secret_namespaces))
+    error_message = "git_secret_namespaces: comma-separated namespace names."
+  }
 }
 
 variable "code_commit_repositories" {
   type    = list(string)
   default = []
+  validation {
+    condition     = alltrue([for v in var.code_commit_repositories : can(regex("^[A-Za-z0-9._-]{1,100}$", v))])
+    error_message = "code_commit_repositories: CodeCommit repository names, no wildcards."
+  }
 }
 
 variable "kube_api_endpoint" {
@@ -293,4 +345,30 @@ variable "kube_ca_data" {
   type      = string
   default   = ""
   sensitive = true
+}
+
+variable "tags" {
+  description = "Tags for every resource the module makes that takes them."
+  type        = map(string)
+  default     = {}
+}
+
+variable "permissions_boundary" {
+  description = "A permissions boundary policy ARN for the function's role, where your account requires one."
+  type        = string
+  default     = ""
+  validation {
+    condition     = can(regex("^$|^arn:aws[a-z-]*:iam::([0-9]{12}|aws):policy/[A-Za-z0-9+=,.@_/-]+$", var.permissions_boundary))
+    error_message = "permissions_boundary: an IAM policy ARN, or empty."
+  }
+}
+
+variable "kms_key_arn" {
+  description = "A KMS key of your own for both queues and the log group (default: SQS- and CloudWatch-managed encryption). Its key policy must let the function's role, EventBridge (events.amazonaws.com) and CloudWatch Logs use it."
+  type        = string
+  default     = ""
+  validation {
+    condition     = can(regex("^$|^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/[A-Za-z0-9-]+$", var.kms_key_arn))
+    error_message = "kms_key_arn: a KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>), or empty; no alias, no wildcard."
+  }
 }

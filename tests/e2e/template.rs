@@ -298,11 +298,16 @@ fn every_resource_is_scoped_and_only_vpc_networking_and_the_registry_token_use_a
             // Name-list ARNs leave account and region open; the condition must pin both:
             // this account and exactly the registry accounts listed.
             let condition = &statement["Condition"]["StringEquals"];
-            let accounts: Vec<String> = strings(&condition["aws:ResourceAccount"])
+            // (This account alone without registry accounts, else both: `!If`.)
+            let accounts: BTreeSet<String> = strings(&condition["aws:ResourceAccount"])
                 .into_iter()
-                .filter(|s| s != ",")
+                .filter(|s| s != "," && s != "HasRegistryAccounts")
                 .collect();
-            assert_eq!(accounts, ["AWS::AccountId", "RegistryAccounts"], "{sid}");
+            assert_eq!(
+                accounts,
+                BTreeSet::from(["AWS::AccountId".to_string(), "RegistryAccounts".to_string()]),
+                "{sid}"
+            );
             assert_eq!(
                 strings(&condition["aws:RequestedRegion"]),
                 ["AWS::Region"],

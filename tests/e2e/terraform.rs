@@ -1,15 +1,18 @@
-//! The Terraform module (`deploy/terraform/`) checked without a terraform binary: parsed by
-//! python-hcl2, every argument and nested block it writes exists in the AWS provider's schema
-//! (the vendored extract, `deploy/terraform/provider-schema.json`), and it deploys what
-//! `template.yaml` deploys: the same IAM statements, event patterns, retry settings and alarm
-//! metrics, so the two deploy paths cannot drift. `./scripts/test` also runs checkov on it.
+//! The Terraform module (`deploy/terraform/`) held to `template.yaml`, beside what
+//! `./scripts/test` runs with terraform itself (`fmt -check`, `validate`, and
+//! `deploy/terraform/tests/`'s plans with a mocked provider): every argument and nested block it
+//! writes exists in the AWS provider's 6.x schema (the vendored extract,
+//! `deploy/terraform/provider-schema.json`; the terraform checks run 5.x), and it deploys what
+//! the template deploys: the role's statements one by one (through the expected files the
+//! terraform tests hold the module's plan to), event patterns, retry settings, the sweep queue
+//! and alarm metrics, so the two deploy paths cannot drift. `./scripts/test` also runs checkov.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 
 use crate::template::{of_type, python_json, transformed};
-use crate::template_operations::{alarmed_metrics, evaluator_for, template_role_actions};
+use crate::template_operations::{alarmed_metrics, evaluator_for};
 
 /// The `.tf` files of `folder` as python-hcl2 parses them, with the tools `./scripts/test`
 /// installs into `.venv-terraform`.
@@ -117,9 +120,34 @@ fn every_argument_and_block_of_the_module_and_its_example_is_in_the_providers_sc
     ] {
         let Some(files) = parsed(folder) else { return };
         let mut checked = 0;
+        // The module's inputs: what a `module` block of this folder may set.
+        let inputs: BTreeSet<String> = parsed("deploy/terraform")
+            .map(|module| {
+                module["variables.tf"]["variable"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .flat_map(|v| v.as_object().unwrap().keys().cloned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        for file in files.values() {
+            for call in file["module"].as_array().into_iter().flatten() {
+                for (name, body) in call.as_object().unwrap() {
+                    for argument in body.as_object().unwrap().keys() {
+                        let meta = argument == "source" || argument.starts_with("__");
+                        assert!(
+                            meta || inputs.contains(argument),
+                            "module {name} sets {argument}, which the module does not take"
+                        );
+                    }
+                    checked += 1;
+                }
+            }
+        }
         for (kind, label, body) in blocks(&files) {
             if !kind.starts_with("aws_") && !kind.starts_with("data.aws_") {
-                continue; // the example's Kubernetes resources
+                continue;
             }
             let resource = schema["resources"]
                 .get(&kind)
@@ -149,52 +177,176 @@ fn an_argument_the_provider_does_not_have_is_caught() {
     );
 }
 
-/// Every `actions` list of the module's role policy, static and dynamic, and their Sids.
-fn module_role(files: &BTreeMap<String, Value>) -> (BTreeSet<String>, BTreeSet<String>) {
-    let (mut actions, mut sids) = (BTreeSet::new(), BTreeSet::new());
-    let (_, _, policy) = blocks(files)
-        .into_iter()
-        .find(|(kind, label, _)| kind == "data.aws_iam_policy_document" && label == "function")
-        .unwrap();
-    let dynamic = policy["dynamic"]
+/// The mocked ARNs `deploy/terraform/tests/plan.tftest.hcl` gives the module's resources, as
+/// the template's `Fn::GetAtt` of the same resources.
+const MOCKED: &[(&str, &str)] = &[
+    (
+        "GetAtt:FunctionLogGroup",
+        "arn:aws:logs:ap-northeast-2:768157413559:log-group:/aws/lambda/argocd-ecr-updater:*",
+    ),
+    (
+        "GetAtt:DeadLetterQueue",
+        "arn:aws:sqs:ap-northeast-2:768157413559:argocd-ecr-updater-dead-letters",
+    ),
+    (
+        "GetAtt:SweepQueue",
+        "arn:aws:sqs:ap-northeast-2:768157413559:argocd-ecr-updater-sweep",
+    ),
+];
+
+/// A statement as IAM reads it: one value and a list of one are the same, order in a list does
+/// not matter, and an empty string in a condition matches nothing.
+fn canonical(statement: &Value) -> Value {
+    let set = |value: &Value| -> Value {
+        let mut items: Vec<String> = match value {
+            Value::Array(items) => items
+                .iter()
+                .map(|i| i.as_str().unwrap().to_string())
+                .collect(),
+            Value::String(one) => vec![one.clone()],
+            other => panic!("not a string or a list of them: {other}"),
+        };
+        items.retain(|i| !i.is_empty());
+        items.sort();
+        items.dedup();
+        json!(items)
+    };
+    let mut condition = serde_json::Map::new();
+    for (operator, keys) in statement["Condition"].as_object().into_iter().flatten() {
+        let keys: serde_json::Map<String, Value> = keys
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), set(v)))
+            .collect();
+        condition.insert(operator.clone(), Value::Object(keys));
+    }
+    json!({"Effect": statement["Effect"], "Action": set(&statement["Action"]),
+           "Resource": set(&statement["Resource"]), "Condition": condition})
+}
+
+/// The template's role statements for `parameters`, by Sid, `Fn::GetAtt` resolved to the
+/// module tests' mocked ARNs.
+fn template_role(t: &Value, parameters: &[(&str, Value)]) -> BTreeMap<String, Value> {
+    let mut given = vec![("AWS::AccountId", json!("768157413559"))];
+    given.extend(parameters.iter().cloned());
+    let evaluator = evaluator_for(t, &given);
+    let mut out = BTreeMap::new();
+    for policy in t["Resources"]["FunctionRole"]["Properties"]["Policies"]
         .as_array()
         .unwrap()
-        .iter()
-        .flat_map(|d| d["statement"]["content"].as_array().unwrap().clone());
-    for statement in policy["statement"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .cloned()
-        .chain(dynamic)
     {
-        sids.insert(statement["sid"][0].as_str().unwrap().to_string());
-        for action in statement["actions"][0].as_array().unwrap() {
-            actions.insert(action.as_str().unwrap().to_string());
+        let policy = evaluator.eval(policy);
+        let Some(statements) = policy["PolicyDocument"]["Statement"].as_array() else {
+            continue; // AWS::NoValue: a policy the parameters leave out
+        };
+        for statement in statements {
+            let mut text = statement.to_string();
+            for (attribute, arn) in MOCKED {
+                text = text.replace(attribute, arn);
+            }
+            let statement: Value = serde_json::from_str(&text).unwrap();
+            assert!(!text.contains("GetAtt:"), "unresolved: {text}");
+            out.insert(statement["Sid"].as_str().unwrap().to_string(), statement);
         }
     }
-    (actions, sids)
+    out
+}
+
+/// One of `deploy/terraform/tests/expected/`: the module's role, as the terraform tests hold
+/// its plan to it.
+fn expected_role(file: &str) -> BTreeMap<String, Value> {
+    let path = format!(
+        "{}/deploy/terraform/tests/expected/{file}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let document: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    document["Statement"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["Sid"].as_str().unwrap().to_string(), s.clone()))
+        .collect()
+}
+
+/// The module's role (what its plan must be, `plan.tftest.hcl`) and the template's role for the
+/// same inputs grant the same: Sid for Sid, the same effect, actions, resources and
+/// conditions.
+fn same_grants(module: &BTreeMap<String, Value>, template: &BTreeMap<String, Value>) {
+    let sids = |m: &BTreeMap<String, Value>| m.keys().cloned().collect::<BTreeSet<_>>();
+    assert_eq!(sids(module), sids(template), "the same statements");
+    for (sid, statement) in module {
+        assert_eq!(
+            canonical(statement),
+            canonical(&template[sid]),
+            "{sid}: the module's (left) and the template's (right)"
+        );
+    }
 }
 
 #[test]
 fn the_module_grants_the_templates_statements_sid_for_sid() {
     let Some(t) = transformed() else { return };
-    let Some(files) = parsed("deploy/terraform") else {
-        return;
-    };
-    let (actions, sids) = module_role(&files);
-    assert_eq!(actions, template_role_actions(&t));
-    let mut template_sids = BTreeSet::new();
-    for policy in t["Resources"]["FunctionRole"]["Properties"]["Policies"]
-        .as_array()
-        .unwrap()
-    {
-        let document = policy.get("Fn::If").map_or(policy, |branches| &branches[1]);
-        for statement in document["PolicyDocument"]["Statement"].as_array().unwrap() {
-            template_sids.insert(statement["Sid"].as_str().unwrap().to_string());
-        }
-    }
-    assert_eq!(sids, template_sids);
+    // With only what must be set.
+    let names = template_role(&t, &[("EcrRepositoryNames", json!(["barun-dev-ecr"]))]);
+    same_grants(&expected_role("role-names.json"), &names);
+    // With every option that adds or changes a statement (plan.tftest.hcl's inputs).
+    let every = template_role(
+        &t,
+        &[
+            ("EcrRepositoryNames", json!([""])),
+            ("EcrRepositoryPrefix", json!("team/")),
+            ("RegistryAccounts", json!(["210987654321"])),
+            ("AdditionalClusterNames", json!(["staging"])),
+            (
+                "ClusterArns",
+                json!(["arn:aws:eks:eu-west-1:768157413559:cluster/prod-eu"]),
+            ),
+            (
+                "ClusterRoleArns",
+                json!(["arn:aws:iam::123456789012:role/argocd-ecr-updater-access"]),
+            ),
+            ("ScanEvents", json!("true")),
+            ("SignatureReferrers", json!("true")),
+            (
+                "NotificationTopicArn",
+                json!("arn:aws:sns:ap-northeast-2:768157413559:argocd-reports"),
+            ),
+            (
+                "GitCredentialsSecretArns",
+                json!([
+                    "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:argocd-ecr-updater/github-AbCdEf"
+                ]),
+            ),
+            (
+                "CosignKeySecretArns",
+                json!([
+                    "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:cosign-pub-AbCdEf"
+                ]),
+            ),
+            ("CodeCommitRepositories", json!(["invitation"])),
+            ("SubnetIds", json!(["subnet-0123456789abcdef0"])),
+            ("SecurityGroupIds", json!(["sg-0123456789abcdef0"])),
+        ],
+    );
+    same_grants(&expected_role("role-every-option.json"), &every);
+}
+
+#[test]
+fn a_swapped_resource_or_a_wildcard_in_the_module_is_told_from_the_template() {
+    let Some(t) = transformed() else { return };
+    let template = template_role(&t, &[("EcrRepositoryNames", json!(["barun-dev-ecr"]))]);
+    let mut swapped = expected_role("role-names.json");
+    let dead_letters = swapped["ParkFailedEvents"]["Resource"].clone();
+    swapped.get_mut("ParkFailedEvents").unwrap()["Resource"] =
+        swapped["SendSweepShards"]["Resource"].clone();
+    swapped.get_mut("SendSweepShards").unwrap()["Resource"] = dead_letters;
+    let caught = std::panic::catch_unwind(|| same_grants(&swapped, &template));
+    assert!(caught.is_err(), "two statements' resources swapped");
+    let mut wildcard = expected_role("role-names.json");
+    wildcard.get_mut("ReadTrackedRepositories").unwrap()["Resource"] = json!("*");
+    let caught = std::panic::catch_unwind(|| same_grants(&wildcard, &template));
+    assert!(caught.is_err(), "a wildcard resource");
 }
 
 /// `module`'s literal leaves equal the template's; an expression (`${…}`) stands for a value
@@ -302,9 +454,11 @@ fn the_modules_sweep_queue_and_its_mapping_match_the_templates() {
         module_queue["message_retention_seconds"][0],
         queue["MessageRetentionPeriod"]
     );
-    assert_eq!(
-        module_queue["sqs_managed_sse_enabled"][0],
-        queue["SqsManagedSseEnabled"]
+    assert_eq!(queue["SqsManagedSseEnabled"], json!(true));
+    let encryption = module_queue["sqs_managed_sse_enabled"][0].as_str().unwrap();
+    assert!(
+        encryption.contains("var.kms_key_arn == \"\""),
+        "SQS-managed encryption unless a key of your own is given: {encryption}"
     );
     let redrive = module_queue["redrive_policy"][0].as_str().unwrap();
     let receives = queue["RedrivePolicy"]["maxReceiveCount"].as_u64().unwrap();
@@ -364,6 +518,41 @@ fn the_modules_sweep_queue_and_its_mapping_match_the_templates() {
         json!({"Ref": "SweepQueue"})
     );
     assert_eq!(module_env["SWEEP_QUEUE_URL"], "${aws_sqs_queue.sweep.url}");
+    assert_eq!(
+        template_env["SWEEP_QUEUE_ARN"],
+        json!({"Fn::GetAtt": ["SweepQueue", "Arn"]})
+    );
+    assert_eq!(module_env["SWEEP_QUEUE_ARN"], "${aws_sqs_queue.sweep.arn}");
+}
+
+/// Lambda checks at creation that the role may do what the function, its event source
+/// mapping and its on-failure destination need: each waits for the role's policy, or the first
+/// `terraform apply` fails.
+#[test]
+fn what_lambda_checks_at_creation_waits_for_the_roles_policy() {
+    let Some(files) = parsed("deploy/terraform") else {
+        return;
+    };
+    for (kind, label) in [
+        ("aws_lambda_function", "function"),
+        ("aws_lambda_event_source_mapping", "sweep"),
+        ("aws_lambda_function_event_invoke_config", "function"),
+    ] {
+        let depends = block(&files, kind, label)["depends_on"].to_string();
+        assert!(
+            depends.contains("aws_iam_role_policy.function"),
+            "{kind}.{label} depends on {depends}"
+        );
+    }
+    // Nothing stops `terraform destroy`.
+    let text: String = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/terraform"))
+        .unwrap()
+        .filter_map(|e| {
+            let path = e.unwrap().path();
+            (path.extension()? == "tf").then(|| std::fs::read_to_string(path).unwrap())
+        })
+        .collect();
+    assert!(!text.contains("prevent_destroy"));
 }
 
 #[test]
@@ -414,106 +603,6 @@ fn snake(parameter: &str) -> String {
     out
 }
 
-/// The parameters a template value refers to (`Ref` to a parameter, anywhere inside it), and
-/// whether it is the literal `*`.
-fn template_sources(value: &Value, parameters: &Value, out: &mut BTreeSet<String>) -> bool {
-    match value {
-        Value::String(s) if s == "*" => true,
-        Value::Object(map) => {
-            for (key, inner) in map {
-                if key == "Ref"
-                    && let Some(name) = inner.as_str()
-                    && parameters.get(name).is_some()
-                {
-                    out.insert(name.to_string());
-                }
-                template_sources(inner, parameters, out);
-            }
-            false
-        }
-        Value::Array(items) => {
-            let mut star = false;
-            for item in items {
-                star |= template_sources(item, parameters, out);
-            }
-            star
-        }
-        _ => false,
-    }
-}
-
-/// A module expression with every `local.x` it names replaced by that local's own text, so
-/// what it is built from shows.
-fn expanded(text: &str, locals: &serde_json::Map<String, Value>, depth: usize) -> String {
-    let mut out = text.to_string();
-    if depth == 0 {
-        return out;
-    }
-    for (name, value) in locals {
-        let reference = format!("local.{name}");
-        if out.contains(&reference) {
-            let inner = expanded(&value.to_string(), locals, depth - 1);
-            out = out.replace(&reference, &inner);
-        }
-    }
-    out
-}
-
-#[test]
-fn each_statement_of_the_module_is_scoped_by_what_the_templates_is_scoped_by() {
-    let Some(t) = transformed() else { return };
-    let Some(files) = parsed("deploy/terraform") else {
-        return;
-    };
-    let mut locals = serde_json::Map::new();
-    for file in files.values() {
-        for block in file["locals"].as_array().into_iter().flatten() {
-            for (name, value) in block.as_object().unwrap() {
-                locals.insert(name.clone(), value.clone());
-            }
-        }
-    }
-    let policy = block(&files, "data.aws_iam_policy_document", "function");
-    let mut module: BTreeMap<String, Value> = BTreeMap::new();
-    for statement in policy["statement"].as_array().unwrap() {
-        module.insert(
-            statement["sid"][0].as_str().unwrap().into(),
-            statement["resources"].clone(),
-        );
-    }
-    for dynamic in policy["dynamic"].as_array().unwrap() {
-        let statement = &dynamic["statement"]["content"][0];
-        module.insert(
-            statement["sid"][0].as_str().unwrap().into(),
-            statement["resources"].clone(),
-        );
-    }
-    let mut compared = 0;
-    for policy in t["Resources"]["FunctionRole"]["Properties"]["Policies"]
-        .as_array()
-        .unwrap()
-    {
-        let document = policy.get("Fn::If").map_or(policy, |branches| &branches[1]);
-        for statement in document["PolicyDocument"]["Statement"].as_array().unwrap() {
-            let sid = statement["Sid"].as_str().unwrap();
-            let mut parameters = BTreeSet::new();
-            let star = template_sources(&statement["Resource"], &t["Parameters"], &mut parameters);
-            let resources = &module[sid];
-            let text = expanded(&resources.to_string(), &locals, 3);
-            assert_eq!(text.contains("\"*\""), star, "{sid}: {text}");
-            for parameter in parameters {
-                let variable = format!("var.{}", snake(&parameter));
-                assert!(
-                    text.contains(&variable),
-                    "{sid}: {parameter} is not {variable} in {text}"
-                );
-            }
-            compared += 1;
-        }
-    }
-    assert_eq!(compared, module.len());
-}
-
 /// Product names the module keeps whole where the SAM parameter splits them.
 const RENAMED: &[(&str, &str)] = &[
     ("ArgoCdNamespaces", "argocd_namespaces"),
@@ -521,8 +610,16 @@ const RENAMED: &[(&str, &str)] = &[
     ("GitLabHosts", "gitlab_hosts"),
 ];
 
-/// The module's own inputs, which a stack gets from `sam build` and its own name.
-const MODULE_ONLY: &[&str] = &["name", "package_file", "architecture"];
+/// The module's own inputs, which a stack gets from `sam build` and its own name, or which
+/// only the Terraform path offers (tags, a permissions boundary, a KMS key of your own).
+const MODULE_ONLY: &[&str] = &[
+    "name",
+    "package_file",
+    "architecture",
+    "tags",
+    "permissions_boundary",
+    "kms_key_arn",
+];
 
 #[test]
 fn every_template_parameter_is_a_module_input_with_the_same_default() {

@@ -1,98 +1,80 @@
-# The module next to an existing cluster, registry and Argo CD, and the seed's Application
-# written by Terraform with write-back-method git: the function commits the new tag to the
-# Application's Git repository (.argocd-source-<app>.yaml), never to the Application object, so
-# `terraform plan` sees no drift on the image tag and Terraform never reverts a rollout.
+# The module next to an existing cluster and registry, with nothing in it to change for your
+# account but example.tfvars:
 #
 #   cargo lambda build --release --arm64 --output-format zip --bin argocd-ecr-updater
-#   terraform init && terraform apply
+#   terraform init && terraform apply -var-file=example.tfvars
+#   kubectl apply -f ../../../rbac.yaml      # the `rbac` output says it again
+#
+# The function's role gets an EKS access entry in the cluster, mapped to the Kubernetes group
+# `argocd-ecr-updater`; deploy/rbac.yaml grants that group what the function does (read and
+# patch Applications, create Events) in Argo CD's namespace. Without it the first push is
+# refused with 403, which `argocd-ecr-updater-cli doctor` reports with the same command.
 
 terraform {
   required_version = ">= 1.5"
   required_providers {
     aws = {
       source  = "hashicorp/aws"
-      version = ">= 6.0, < 7.0"
-    }
-    kubernetes = {
-      source  = "hashicorp/kubernetes"
-      version = ">= 2.30"
+      version = ">= 5.33, < 7.0"
     }
   }
 }
 
-variable "cluster_name" {
-  type    = string
-  default = "barun-dev"
-}
-
-variable "git_credentials_secret_arn" {
-  description = "Secrets Manager secret holding {\"token\": \"...\"} for the deploy repository."
+variable "region" {
+  description = "The region of the cluster and the registry."
   type        = string
 }
 
-data "aws_eks_cluster" "this" {
-  name = var.cluster_name
+variable "cluster_name" {
+  description = "The EKS cluster that runs Argo CD."
+  type        = string
 }
 
-data "aws_eks_cluster_auth" "this" {
-  name = var.cluster_name
+variable "ecr_repository_names" {
+  description = "The ECR repositories whose pushes roll out."
+  type        = list(string)
 }
 
-provider "kubernetes" {
-  host                   = data.aws_eks_cluster.this.endpoint
-  cluster_ca_certificate = base64decode(data.aws_eks_cluster.this.certificate_authority[0].data)
-  token                  = data.aws_eks_cluster_auth.this.token
+variable "git_credentials_secret_arns" {
+  description = "Secrets Manager secrets holding {\"token\": \"...\"} for Git write-back, if any Application uses it."
+  type        = list(string)
+  default     = []
+}
+
+variable "alarm_topic_arn" {
+  description = "The SNS topic the alarms page; empty pages nobody."
+  type        = string
+  default     = ""
+}
+
+variable "package_file" {
+  description = "The function's zip, as cargo lambda builds it."
+  type        = string
+  default     = "../../../../target/lambda/argocd-ecr-updater/bootstrap.zip"
+}
+
+provider "aws" {
+  region = var.region
 }
 
 module "argocd_ecr_updater" {
   source = "../.."
 
-  package_file                = "${path.root}/../../../../target/lambda/argocd-ecr-updater/bootstrap.zip"
+  package_file                = var.package_file
   cluster_name                = var.cluster_name
-  ecr_repository_names        = ["barun-dev-ecr"]
-  git_credentials_secret_arns = [var.git_credentials_secret_arn]
-}
-
-resource "kubernetes_manifest" "application" {
-  manifest = {
-    apiVersion = "argoproj.io/v1alpha1"
-    kind       = "Application"
-    metadata = {
-      name      = "aws-pipeline-test"
-      namespace = "argocd"
-      annotations = {
-        "argocd-image-updater.argoproj.io/image-list"         = "app=768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/barun-dev-ecr"
-        "argocd-image-updater.argoproj.io/app.update-strategy" = "latest"
-        "argocd-image-updater.argoproj.io/app.allow-tags"      = "regexp:^[0-9]{8}-[0-9]{6}$"
-        "argocd-image-updater.argoproj.io/app.helm.image-name" = "image.repository"
-        "argocd-image-updater.argoproj.io/app.helm.image-tag"  = "image.tag"
-        # Credentials: the secret in git_credentials_secret_arns, chosen by the repository URL.
-        "argocd-image-updater.argoproj.io/write-back-method" = "git"
-      }
-    }
-    spec = {
-      project = "default"
-      source = {
-        repoURL        = "https://github.com/barun/invitation.git"
-        targetRevision = "main"
-        path           = "charts/invitation"
-        # No image.tag parameter here: the tag lives in the repository, where the function
-        # commits it, so this object has nothing for Terraform and the function to fight over.
-        helm = {
-          parameters = [{ name = "image.repository", value = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/barun-dev-ecr" }]
-        }
-      }
-      destination = {
-        server    = "https://kubernetes.default.svc"
-        namespace = "invitation"
-      }
-      syncPolicy = { automated = { prune = true, selfHeal = true } }
-    }
-  }
+  ecr_repository_names        = var.ecr_repository_names
+  git_credentials_secret_arns = var.git_credentials_secret_arns
+  alarm_topic_arn             = var.alarm_topic_arn
 }
 
 output "function_name" {
-  value = module.argocd_ecr_updater.function_name
+  description = "What argocd-ecr-updater-cli doctor --function checks."
+  value       = module.argocd_ecr_updater.function_name
+}
+
+output "rbac" {
+  description = "The step Terraform does not take: the function's Kubernetes permissions."
+  value       = "kubectl apply -f deploy/rbac.yaml   # binds group argocd-ecr-updater, which the access entry maps ${module.argocd_ecr_updater.role_arn} to"
 }
 
 output "alarm_notifications" {
