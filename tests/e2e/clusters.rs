@@ -400,6 +400,107 @@ async fn a_cluster_in_another_account_is_reached_with_the_role_assumed_for_it() 
     // is unknown to that cluster and may not describe it.
     let (report, _) = report_of(handler.handle(&event("push-date-tag.json"), None).await);
     assert!(report.clusters.iter().all(|c| c.failure.is_none()));
+    // Which identity signed each AWS call, as the stand-in verified the signatures: the role
+    // assumed for the partner's cluster described it, the function's own role did the rest.
+    let callers: Vec<(String, String, String)> = standins
+        .shared
+        .requests()
+        .into_iter()
+        .filter(|r| !r.caller.is_empty())
+        .map(|r| (r.caller, r.path, r.operation))
+        .collect();
+    let partner_arn =
+        "arn:aws:sts::111122223333:assumed-role/argocd-ecr-updater-partner/argocd-ecr-updater";
+    assert!(
+        callers
+            .iter()
+            .any(|(caller, path, _)| caller == partner_arn && path == "/clusters/partner"),
+        "{callers:#?}"
+    );
+    assert!(
+        callers
+            .iter()
+            .all(|(caller, path, _)| path != "/clusters/partner" || caller == partner_arn),
+        "only the partner's role describes its cluster: {callers:#?}"
+    );
+    assert!(
+        callers.iter().any(|(caller, _, operation)| caller
+            == argocd_ecr_updater_standins::FUNCTION_ROLE_ARN
+            && operation == "DescribeImages"),
+        "{callers:#?}"
+    );
+}
+
+/// The AWS stand-ins verify SigV4 as AWS does: a wrong secret, a session token that is not
+/// the key's, an expired session each fail the call with AWS's own error, and the function
+/// reports it as that.
+#[tokio::test]
+async fn calls_signed_with_the_wrong_credentials_are_refused_with_awss_errors() {
+    use argocd_ecr_updater_standins::{
+        FUNCTION_ACCESS_KEY, FUNCTION_SECRET_KEY, FUNCTION_SESSION_TOKEN,
+    };
+    for (secret, token, expire, words) in [
+        (
+            "not/the/secret",
+            Some(FUNCTION_SESSION_TOKEN),
+            false,
+            "InvalidSignatureException",
+        ),
+        (
+            FUNCTION_SECRET_KEY,
+            Some("another-session"),
+            false,
+            "UnrecognizedClientException",
+        ),
+        (
+            FUNCTION_SECRET_KEY,
+            None,
+            false,
+            "UnrecognizedClientException",
+        ),
+        (
+            FUNCTION_SECRET_KEY,
+            Some(FUNCTION_SESSION_TOKEN),
+            true,
+            "ExpiredTokenException",
+        ),
+    ] {
+        let standins = StandIns::start_seeded().await.unwrap();
+        if expire {
+            standins.aws.expire(FUNCTION_ACCESS_KEY);
+        }
+        let credentials = aws_credential_types::Credentials::new(
+            FUNCTION_ACCESS_KEY,
+            secret,
+            token.map(str::to_string),
+            None,
+            "test",
+        );
+        let sdk = standins
+            .sdk_config()
+            .to_builder()
+            .credentials_provider(
+                aws_credential_types::provider::SharedCredentialsProvider::new(credentials),
+            )
+            .build();
+        let config = argocd_ecr_updater::config::Config::from_lookup(|k| {
+            (k == "CLUSTER_NAME").then(|| "barun-dev".to_string())
+        })
+        .unwrap();
+        let handler = argocd_ecr_updater::handler::Handler::from_sdk(
+            config,
+            &sdk,
+            std::sync::Arc::new(argocd_ecr_updater::eks_auth::SystemClock),
+        )
+        .unwrap();
+        let outcome = handler.handle(&event("push-date-tag.json"), None).await;
+        let said = match outcome {
+            Ok(report) => format!("{report:?}"),
+            Err(error) => error.to_string(),
+        };
+        assert!(said.contains(words), "{words}: {said}");
+        assert_eq!(tag_in(&standins.kube).as_deref(), Some(SEED_TAG), "{words}");
+    }
 }
 
 #[tokio::test]

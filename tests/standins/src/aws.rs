@@ -107,6 +107,10 @@ pub struct AwsState {
     roles: Mutex<BTreeMap<String, Option<crate::Identity>>>,
     /// CodeCommit repositories the function's role may not use.
     pub codecommit_denied: Mutex<std::collections::BTreeSet<String>>,
+    /// The IAM identities whose signatures AWS would take (besides the roles' assumed ones).
+    identities: Mutex<Vec<crate::Identity>>,
+    /// Access keys whose session AWS would call expired.
+    expired_keys: Mutex<Vec<String>>,
 }
 
 /// A message in an SQS queue.
@@ -144,6 +148,23 @@ impl QueueMessage {
 
 impl AwsState {
     /// A role the function may assume (`Some`: the credentials STS hands out) or is refused.
+    /// Takes signatures of `identity` too (an operator's, another account's).
+    pub fn add_identity(&self, identity: crate::Identity) {
+        lock(&self.identities).push(identity);
+    }
+
+    /// AWS answers `ExpiredTokenException` to this access key from now on.
+    pub fn expire(&self, access_key_id: &str) {
+        lock(&self.expired_keys).push(access_key_id.to_string());
+    }
+
+    /// Every identity whose signature is taken: the known ones and the roles' assumed ones.
+    fn signers(&self) -> Vec<crate::Identity> {
+        let mut all = lock(&self.identities).clone();
+        all.extend(lock(&self.roles).values().flatten().cloned());
+        all
+    }
+
     pub fn add_role(&self, role_arn: &str, assumed: Option<crate::Identity>) {
         lock(&self.roles).insert(role_arn.to_string(), assumed);
     }
@@ -171,8 +192,16 @@ impl AwsState {
         );
     }
 
-    pub fn new(account: &str, region: &str, cluster_name: &str, ca_pem: String) -> Self {
+    pub fn new(
+        account: &str,
+        region: &str,
+        cluster_name: &str,
+        ca_pem: String,
+        identities: Vec<crate::Identity>,
+    ) -> Self {
         Self {
+            identities: Mutex::new(identities),
+            expired_keys: Mutex::new(Vec::new()),
             account: account.into(),
             region: region.into(),
             cluster_name: cluster_name.into(),
@@ -461,7 +490,76 @@ impl Repository {
     }
 }
 
+/// The identity that signed a request, for the request log.
+#[derive(Debug, Clone)]
+pub struct Caller(pub String);
+
+/// Middleware: SigV4 as AWS checks it ([`crate::sigv4`]), before any API is answered; the
+/// caller's ARN goes on the response for the request log.
+async fn signed(
+    State(state): State<Arc<AwsState>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, crate::faults::MAX_BODY).await else {
+        return (StatusCode::PAYLOAD_TOO_LARGE, "body too large").into_response();
+    };
+    let query = parts
+        .headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|c| c.starts_with("application/x-www-form-urlencoded"));
+    let protocol = if query {
+        crate::sigv4::Protocol::Query
+    } else {
+        crate::sigv4::Protocol::Json
+    };
+    let signers = state.signers();
+    let expired = lock(&state.expired_keys).clone();
+    let request = crate::sigv4::Request {
+        method: &parts.method,
+        uri: &parts.uri,
+        headers: &parts.headers,
+        body: &bytes,
+    };
+    let keys = crate::sigv4::Keys {
+        identities: &signers,
+        expired: &expired,
+    };
+    let verified = crate::sigv4::verify(&request, &keys, protocol, std::time::SystemTime::now());
+    let caller = match verified {
+        Ok(identity) => identity.arn.clone(),
+        Err(refusal) if query => {
+            return query_error(refusal.status, refusal.code, &refusal.message);
+        }
+        Err(refusal) => return aws_error(refusal.status, refusal.code, &refusal.message),
+    };
+    let mut response = next
+        .run(axum::extract::Request::from_parts(
+            parts,
+            axum::body::Body::from(bytes),
+        ))
+        .await;
+    response.extensions_mut().insert(Caller(caller));
+    response
+}
+
+/// An error in the query protocol's shape (STS, SNS): XML with the code and message.
+fn query_error(status: StatusCode, code: &str, message: &str) -> Response {
+    let body = format!(
+        "<ErrorResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\"><Error><Type>Sender</Type><Code>{code}</Code><Message>{message}</Message></Error><RequestId>standin</RequestId></ErrorResponse>"
+    );
+    (status, [("content-type", "text/xml")], body).into_response()
+}
+
 pub fn router(state: Arc<AwsState>) -> Router {
+    // Presigned downloads (a package, a layer) and the registry API (its own token) are not
+    // SigV4 requests; every API call is.
+    let unsigned = Router::new()
+        .route("/packages/{file}", get(crate::deployment::package))
+        .route("/blobs/{digest}/{*repository}", get(blob))
+        .route("/v2/{*path}", get(registry_api));
     Router::new()
         .route("/", post(ecr))
         .route("/clusters/{name}", get(describe_cluster))
@@ -485,9 +583,8 @@ pub fn router(state: Arc<AwsState>) -> Router {
             "/2019-09-25/functions/{name}/event-invoke-config",
             get(crate::deployment::get_event_invoke_config),
         )
-        .route("/packages/{file}", get(crate::deployment::package))
-        .route("/blobs/{digest}/{*repository}", get(blob))
-        .route("/v2/{*path}", get(registry_api))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), signed))
+        .merge(unsigned)
         .with_state(state)
 }
 

@@ -46,6 +46,9 @@ pub struct LoggedRequest {
     /// carried (a token reused, or minted anew). Never serialized into benchmark output.
     #[serde(skip)]
     pub authorization: String,
+    /// For an AWS API call, the ARN of the identity whose signature the stand-in verified
+    /// (which role made the call); empty for others.
+    pub caller: String,
     pub body: String,
     /// The status sent; 0 when a fault dropped the connection.
     pub status: u16,
@@ -372,6 +375,7 @@ pub async fn intercept(
         content_type: header("content-type"),
         accept: header("accept"),
         authorization: header("authorization"),
+        caller: String::new(),
         body: String::from_utf8_lossy(&bytes).into_owned(),
         status: 0,
         handling_us: 0,
@@ -411,6 +415,9 @@ pub async fn intercept(
                 .run(Request::from_parts(parts, Body::from(bytes)))
                 .await;
             entry.handling_us = started.elapsed().as_micros() as u64;
+            if let Some(crate::aws::Caller(caller)) = response.extensions().get() {
+                entry.caller.clone_from(caller);
+            }
             // Bodies are built in memory here anyway; reading one back costs a copy at most.
             let (head, body) = response.into_parts();
             match axum::body::to_bytes(body, usize::MAX).await {
@@ -614,6 +621,7 @@ mod busy_time_tests {
             content_type: String::new(),
             accept: String::new(),
             authorization: String::new(),
+            caller: String::new(),
             body: String::new(),
             status: 200,
             handling_us: for_us,

@@ -20,6 +20,7 @@ mod resources;
 pub mod runtime;
 pub mod schema_rules;
 pub mod seed;
+pub mod sigv4;
 pub mod tls;
 pub mod token;
 
@@ -228,6 +229,7 @@ impl StandIns {
             &options.region,
             &options.cluster_name,
             tls.ca_pem.clone(),
+            options.identities.clone(),
         ));
         let runtime = Arc::new(RuntimeApi::default());
 
