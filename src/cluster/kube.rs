@@ -19,7 +19,7 @@ use crate::eks_auth::{TokenError, TokenSource};
 
 const GROUP_VERSION: &str = "argoproj.io/v1alpha1";
 const METADATA_ONLY: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
-pub const RBAC_HINT: &str = "grant it with the RBAC manifest in deploy/rbac.yaml (get, list and patch on applications.argoproj.io, get on applicationsets, get and list on imageupdaters and patch on imageupdaters/status, create on events; deploy/rbac-all-namespaces.yaml for ARGOCD_NAMESPACES=*) bound to the group of the function's EKS access entry";
+pub const RBAC_HINT: &str = "grant it with the RBAC manifest in deploy/rbac.yaml (get, list and patch on applications.argoproj.io, get on applicationsets, list on imageupdaters and patch on imageupdaters/status, create on events; deploy/rbac-all-namespaces.yaml for ARGOCD_NAMESPACES=*) bound to the group of the function's EKS access entry";
 
 /// A kind of custom resource, by API group, version and plural name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1317,7 +1317,6 @@ pub fn required_access(read_image_updaters: bool, repocreds: bool) -> Vec<Access
     ];
     if read_image_updaters {
         let group = "argocd-image-updater.argoproj.io";
-        needs.push(need(group, "imageupdaters", None, "get"));
         needs.push(need(group, "imageupdaters", None, "list"));
         needs.push(need(group, "imageupdaters", Some("status"), "patch"));
     }
@@ -1331,6 +1330,18 @@ pub fn required_access(read_image_updaters: bool, repocreds: bool) -> Vec<Access
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_rbac_hint_names_everything_the_code_asks_for() {
+        for need in required_access(true, false) {
+            let resource = match need.subresource {
+                Some(sub) => format!("{}/{sub}", need.resource),
+                None => need.resource.to_string(),
+            };
+            assert!(RBAC_HINT.contains(&resource), "{need}: {RBAC_HINT}");
+            assert!(RBAC_HINT.contains(need.verb), "{need}: {RBAC_HINT}");
+        }
+    }
 
     fn error_for(code: u16, body: &str) -> KubeError {
         status_error(

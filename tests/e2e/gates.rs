@@ -394,7 +394,7 @@ async fn an_imageupdater_objects_images_verification_reads_the_key_from_its_secr
     let standins = StandIns::start_seeded_with_grants(vec![
         argocd_ecr_updater_standins::Grant::new(&["get", "list", "patch"], "argocd"),
         argocd_ecr_updater_standins::Grant::on("events", &["create"], "argocd"),
-        argocd_ecr_updater_standins::Grant::on("imageupdaters", &["get", "list"], "argocd"),
+        argocd_ecr_updater_standins::Grant::on("imageupdaters", &["list"], "argocd"),
         argocd_ecr_updater_standins::Grant::on("imageupdaters/status", &["patch"], "argocd"),
         argocd_ecr_updater_standins::Grant::named("secrets", &["get"], "argocd", &["cosign"]),
     ])

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::common::{TIMEOUTS, kube_client, token_source};
+use crate::common::{TIMEOUTS, event, handler, kube_client, token_source};
 use argocd_ecr_updater::config::ClusterAccess;
 use argocd_ecr_updater::kube::{KubeClient, KubeError, ListOptions, Patch};
 use argocd_ecr_updater_standins::fixtures::image_updater;
@@ -877,4 +877,97 @@ async fn image_updater_lists_read_their_query_as_strictly_as_application_lists()
             "{bad}"
         );
     }
+}
+
+/// What one Kubernetes request asks for, as RBAC names it: (API group, resource or
+/// resource/subresource, verb).
+fn rbac_of(method: &str, path: &str) -> Option<(String, String, String)> {
+    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    // /api/v1/namespaces/<ns>/<resource>[/<name>[/<sub>]] or
+    // /apis/<group>/<version>/namespaces/<ns>/<resource>[/<name>[/<sub>]]
+    let (group, rest) = match parts.as_slice() {
+        ["api", "v1", rest @ ..] => ("", rest),
+        ["apis", group, _version, rest @ ..] => (*group, rest),
+        _ => return None,
+    };
+    let rest = match rest {
+        ["namespaces", _ns, rest @ ..] => rest,
+        rest => rest,
+    };
+    let (resource, named) = match rest {
+        [resource] => (resource.to_string(), false),
+        [resource, _name] => (resource.to_string(), true),
+        [resource, _name, sub] => (format!("{resource}/{sub}"), true),
+        _ => return None,
+    };
+    let verb = match (method, named) {
+        ("GET", false) => "list",
+        ("GET", true) => "get",
+        ("PATCH", _) => "patch",
+        ("POST", _) => "create",
+        ("PUT", _) => "update",
+        ("DELETE", _) => "delete",
+        _ => return None,
+    };
+    Some((group.to_string(), resource, verb.to_string()))
+}
+
+/// Every Kubernetes request the function makes, over a push (with its Event), a sweep that
+/// writes an ImageUpdater object's status, and an Application an ApplicationSet owns, is one
+/// `kube::required_access` lists; and every one it lists is made. So `deploy/rbac.yaml`,
+/// which a test holds to that list, grants what the code calls and nothing else.
+#[tokio::test]
+async fn the_function_asks_the_api_server_for_exactly_what_required_access_lists() {
+    use argocd_ecr_updater_standins::fixtures::seed_image_updater;
+    let standins = StandIns::start_seeded().await.unwrap();
+    let mut owned = standins
+        .kube
+        .get("argocd", argocd_ecr_updater_standins::fixtures::SEED_APP)
+        .unwrap();
+    argocd_ecr_updater_standins::fixtures::strip_server_fields(&mut owned);
+    owned["metadata"]["name"] = json!("owned");
+    owned["metadata"]["ownerReferences"] = json!([{"apiVersion": "argoproj.io/v1alpha1",
+        "kind": "ApplicationSet", "name": "fleet", "uid": "u1"}]);
+    standins.kube.insert(owned).unwrap();
+    standins
+        .kube
+        .insert_application_set(json!({"metadata": {"name": "fleet", "namespace": "argocd"},
+            "spec": {"template": {}, "ignoreApplicationDifferences": [
+                {"jqPathExpressions": [".spec.source.helm.parameters"]}]}}))
+        .unwrap();
+    standins
+        .kube
+        .insert_image_updater(seed_image_updater())
+        .unwrap();
+    let function = handler(&standins, &[]);
+    function
+        .handle(&event("push-date-tag.json"), None)
+        .await
+        .unwrap();
+    function
+        .handle(&event("scheduled-reconcile.json"), None)
+        .await
+        .unwrap();
+    let made: std::collections::BTreeSet<(String, String, String)> = standins
+        .shared
+        .requests()
+        .into_iter()
+        .filter(|r| r.service == Service::Kube)
+        .filter_map(|r| rbac_of(&r.method, &r.path))
+        .collect();
+    let listed: std::collections::BTreeSet<(String, String, String)> =
+        argocd_ecr_updater::kube::required_access(true, false)
+            .into_iter()
+            .map(|need| {
+                let resource = match need.subresource {
+                    Some(sub) => format!("{}/{sub}", need.resource),
+                    None => need.resource.to_string(),
+                };
+                (need.group.to_string(), resource, need.verb.to_string())
+            })
+            .collect();
+    assert_eq!(
+        made, listed,
+        "left: what the code asked; right: required_access"
+    );
 }

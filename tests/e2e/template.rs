@@ -755,43 +755,40 @@ fn the_rbac_manifests_grant_exactly_what_the_function_uses() {
             .iter()
             .find(|d| d["kind"].as_str() == Some(kind))
             .unwrap();
-        let rules = role["rules"].as_sequence().unwrap();
-        let granted: Vec<[Vec<String>; 3]> = rules
+        // (group, resource[/subresource], verb), as the manifest grants and as the code asks.
+        let granted: BTreeSet<(String, String, String)> = role["rules"]
+            .as_sequence()
+            .unwrap()
             .iter()
-            .map(|r| {
-                [
-                    strings(&r["apiGroups"]),
-                    strings(&r["resources"]),
-                    strings(&r["verbs"]),
-                ]
+            .flat_map(|r| {
+                let groups = strings(&r["apiGroups"]);
+                let resources = strings(&r["resources"]);
+                let verbs = strings(&r["verbs"]);
+                groups
+                    .iter()
+                    .flat_map(|g| {
+                        resources.iter().flat_map(|res| {
+                            verbs
+                                .iter()
+                                .map(|v| (g.clone(), res.clone(), v.clone()))
+                                .collect::<Vec<_>>()
+                        })
+                    })
+                    .collect::<Vec<_>>()
             })
             .collect();
-        let rule = |group: &str, resource: &str, verbs: &[&str]| {
-            [
-                vec![group.to_string()],
-                vec![resource.to_string()],
-                verbs.iter().map(|v| v.to_string()).collect(),
-            ]
-        };
-        assert_eq!(
-            granted,
-            vec![
-                rule("argoproj.io", "applications", &["get", "list", "patch"]),
-                rule("argoproj.io", "applicationsets", &["get"]),
-                rule(
-                    "argocd-image-updater.argoproj.io",
-                    "imageupdaters",
-                    &["get", "list"]
-                ),
-                rule(
-                    "argocd-image-updater.argoproj.io",
-                    "imageupdaters/status",
-                    &["patch"]
-                ),
-                rule("", "events", &["create"]),
-            ],
-            "{file}"
-        );
+        let asked: BTreeSet<(String, String, String)> =
+            argocd_ecr_updater::kube::required_access(true, false)
+                .into_iter()
+                .map(|need| {
+                    let resource = match need.subresource {
+                        Some(sub) => format!("{}/{sub}", need.resource),
+                        None => need.resource.to_string(),
+                    };
+                    (need.group.to_string(), resource, need.verb.to_string())
+                })
+                .collect();
+        assert_eq!(granted, asked, "{file}: exactly what the code asks for");
     }
     let text =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/rbac.yaml")).unwrap();

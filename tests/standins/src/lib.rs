@@ -67,15 +67,42 @@ impl Default for Options {
             account: "768157413559".into(),
             region: "ap-northeast-2".into(),
             cluster_name: "barun-dev".into(),
-            identities: vec![function_identity(vec![
-                Grant::new(&["get", "list", "patch"], "argocd"),
-                Grant::on("applicationsets", &["get"], "argocd"),
-                Grant::on("imageupdaters", &["get", "list"], "argocd"),
-                Grant::on("imageupdaters/status", &["patch"], "argocd"),
-                Grant::on("events", &["create"], "argocd"),
-            ])],
+            identities: vec![function_identity(shipped_grants("argocd"))],
         }
     }
+}
+
+/// The RBAC manifest the project ships, applied in `namespace`: what the function is
+/// granted in the stand-in unless a test grants less or more. A test compares the manifest
+/// with what the code asks of the API server (`kube::required_access`).
+const SHIPPED_RBAC: &str = include_str!("../../../deploy/rbac.yaml");
+
+/// The grants of `deploy/rbac.yaml`'s Role, in `namespace`.
+pub fn shipped_grants(namespace: &str) -> Vec<Grant> {
+    use serde::Deserialize;
+    let mut grants = Vec::new();
+    for document in serde_yaml_ng::Deserializer::from_str(SHIPPED_RBAC) {
+        let Ok(document) = serde_json::Value::deserialize(document) else {
+            continue;
+        };
+        if document["kind"] != "Role" {
+            continue;
+        }
+        for rule in document["rules"].as_array().into_iter().flatten() {
+            let verbs: Vec<&str> = rule["verbs"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(serde_json::Value::as_str)
+                .collect();
+            for resource in rule["resources"].as_array().into_iter().flatten() {
+                if let Some(resource) = resource.as_str() {
+                    grants.push(Grant::on(resource, &verbs, namespace));
+                }
+            }
+        }
+    }
+    grants
 }
 
 /// The function's identity with the given RBAC grants.

@@ -39,7 +39,7 @@ pub struct Grant {
 /// What the function needs on `imageupdaters` in a namespace, as `deploy/rbac.yaml` grants.
 pub fn image_updater_grants(namespace: &str) -> Vec<Grant> {
     vec![
-        Grant::on("imageupdaters", &["get", "list"], namespace),
+        Grant::on("imageupdaters", &["list"], namespace),
         Grant::on("imageupdaters/status", &["patch"], namespace),
     ]
 }
