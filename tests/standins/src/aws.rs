@@ -111,6 +111,8 @@ pub struct AwsState {
     identities: Mutex<Vec<crate::Identity>>,
     /// Access keys whose session AWS would call expired.
     expired_keys: Mutex<Vec<String>>,
+    /// How far tests moved the queues' clock ahead of real time.
+    queue_clock: Mutex<std::time::Duration>,
 }
 
 /// A message in an SQS queue.
@@ -139,15 +141,25 @@ pub struct Received {
 }
 
 impl QueueMessage {
-    fn visible(&self) -> bool {
-        self.receipt
-            .as_ref()
-            .is_none_or(|(_, until)| *until <= std::time::Instant::now())
+    /// Whether a receive at `now` (the queue's clock, [`AwsState::queue_now`]) may hand it out.
+    fn visible(&self, now: std::time::Instant) -> bool {
+        self.receipt.as_ref().is_none_or(|(_, until)| *until <= now)
     }
 }
 
 impl AwsState {
-    /// A role the function may assume (`Some`: the credentials STS hands out) or is refused.
+    /// The queues' clock: real time plus what tests advanced it by. A visibility timeout runs
+    /// out on this clock, so a test can make received messages visible again when it chooses,
+    /// instead of waiting (and racing a slow machine).
+    pub fn queue_now(&self) -> std::time::Instant {
+        std::time::Instant::now() + *lock(&self.queue_clock)
+    }
+
+    /// Moves the queues' clock on by `by`: every visibility timeout within it runs out.
+    pub fn advance_queue_clock(&self, by: std::time::Duration) {
+        *lock(&self.queue_clock) += by;
+    }
+
     /// Takes signatures of `identity` too (an operator's, another account's).
     pub fn add_identity(&self, identity: crate::Identity) {
         lock(&self.identities).push(identity);
@@ -202,6 +214,7 @@ impl AwsState {
         Self {
             identities: Mutex::new(identities),
             expired_keys: Mutex::new(Vec::new()),
+            queue_clock: Mutex::new(std::time::Duration::ZERO),
             account: account.into(),
             region: region.into(),
             cluster_name: cluster_name.into(),
@@ -322,6 +335,7 @@ impl AwsState {
         visibility: std::time::Duration,
     ) -> Vec<Received> {
         let redrive = lock(&self.redrives).get(queue_url).cloned();
+        let now = self.queue_now();
         let mut queues = lock(&self.queues);
         let mut moved = Vec::new();
         let mut out = Vec::new();
@@ -329,17 +343,17 @@ impl AwsState {
             if let Some((_, max_receives)) = &redrive {
                 let (dead, kept): (Vec<QueueMessage>, Vec<QueueMessage>) = std::mem::take(messages)
                     .into_iter()
-                    .partition(|m| m.visible() && m.receives >= *max_receives);
+                    .partition(|m| m.visible(now) && m.receives >= *max_receives);
                 *messages = kept;
                 moved = dead;
             }
-            for message in messages.iter_mut().filter(|m| m.visible()).take(max) {
+            for message in messages.iter_mut().filter(|m| m.visible(now)).take(max) {
                 let receipt = format!(
                     "receipt-{}-{}",
                     message.id,
                     RECEIPTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
                 );
-                message.receipt = Some((receipt.clone(), std::time::Instant::now() + visibility));
+                message.receipt = Some((receipt.clone(), now + visibility));
                 message.receives += 1;
                 out.push(Received {
                     id: message.id.clone(),
@@ -1064,7 +1078,8 @@ fn queue_attributes(state: &AwsState, request: &Value) -> Response {
     let Some(messages) = queues.get(url) else {
         return no_queue(url);
     };
-    let visible = messages.iter().filter(|m| m.visible()).count();
+    let now = state.queue_now();
+    let visible = messages.iter().filter(|m| m.visible(now)).count();
     let attributes = json!({
         "ApproximateNumberOfMessages": visible.to_string(),
         "ApproximateNumberOfMessagesNotVisible": (messages.len() - visible).to_string(),
@@ -1117,7 +1132,7 @@ fn change_message_visibility(state: &AwsState, request: &Value) -> Response {
         .find(|m| m.receipt.as_ref().is_some_and(|(r, _)| r == receipt))
     {
         Some(message) => {
-            let until = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+            let until = state.queue_now() + std::time::Duration::from_secs(seconds);
             message.receipt = Some((receipt.to_string(), until));
             axum::Json(json!({})).into_response()
         }

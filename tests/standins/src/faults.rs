@@ -122,6 +122,62 @@ pub enum FaultAction {
     /// Answer `307 Temporary Redirect` to `location` (a 307 keeps the method and body, so a
     /// client that follows it resends the request, credentials and all).
     Redirect { location: String },
+    /// Hold the request at the gate until enough are held there, then answer normally: the
+    /// gate counts how many a client keeps in flight at once ([`Gate::most`]).
+    Gate(Arc<Gate>),
+}
+
+/// A gate that holds requests until `release_at` of them wait at once (then, after a short
+/// `grace` in which a client that sends more than it should is caught sending them, lets them
+/// all go), or until `patience` runs out. What a test reads is the count, never a duration:
+/// a slow machine makes a run slower, not its outcome different.
+#[derive(Debug)]
+pub struct Gate {
+    release_at: usize,
+    grace: Duration,
+    patience: Duration,
+    held: Mutex<usize>,
+    most: std::sync::atomic::AtomicUsize,
+    open: tokio::sync::Notify,
+}
+
+impl Gate {
+    pub fn new(release_at: usize) -> Arc<Self> {
+        Arc::new(Self {
+            release_at: release_at.max(1),
+            grace: Duration::from_millis(50),
+            // Under the clients' own request timeouts (3 s in the tests), so a request the
+            // gate holds too long is not retried into a second one.
+            patience: Duration::from_secs(2),
+            held: Mutex::new(0),
+            most: std::sync::atomic::AtomicUsize::new(0),
+            open: tokio::sync::Notify::new(),
+        })
+    }
+
+    /// The most requests ever held at once.
+    pub fn most(&self) -> usize {
+        self.most.load(Ordering::SeqCst)
+    }
+
+    async fn pass(&self) {
+        let opened = self.open.notified();
+        tokio::pin!(opened);
+        opened.as_mut().enable();
+        let held = {
+            let mut held = lock(&self.held);
+            *held += 1;
+            self.most.fetch_max(*held, Ordering::SeqCst);
+            *held
+        };
+        if held >= self.release_at {
+            tokio::time::sleep(self.grace).await;
+            self.open.notify_waiters();
+        } else {
+            let _ = tokio::time::timeout(self.patience, opened).await;
+        }
+        *lock(&self.held) -= 1;
+    }
 }
 
 /// Which requests a fault applies to. Empty fields match anything.
@@ -405,9 +461,13 @@ pub async fn intercept(
                 .body(broken)
                 .unwrap_or_default()
         }
-        Some(FaultAction::Delay(_) | FaultAction::StallAfter { .. }) | None => {
+        Some(FaultAction::Delay(_) | FaultAction::StallAfter { .. } | FaultAction::Gate(_))
+        | None => {
             if let Some(FaultAction::Delay(duration)) = fault {
                 tokio::time::sleep(duration).await;
+            }
+            if let Some(FaultAction::Gate(gate)) = &fault {
+                gate.pass().await;
             }
             let started = std::time::Instant::now();
             entry.handling_started = Some(started);

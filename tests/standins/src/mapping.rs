@@ -126,9 +126,10 @@ pub async fn drain(
             break;
         }
         if running.is_empty() {
-            // Messages wait out their visibility timeout: poll again shortly, as Lambda's
-            // pollers do.
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            // Nothing runs and what is left is invisible: its visibility timeout is what
+            // stands between it and its next delivery. Time passes on the queues' clock, not
+            // on the machine's, so a slow invocation never sees its message delivered twice.
+            aws.advance_queue_clock(mapping.visibility);
             continue;
         }
         tokio::select! {
