@@ -280,5 +280,26 @@ mod tests {
             "x".repeat(MAX_MESSAGE_BYTES)
         );
         assert!(matches!(parse(&huge), Err(ShardError::TooLarge(_))));
+        // Within the byte cap, but naming more Applications than a shard ever holds.
+        let many: Vec<String> = (0..=MAX_APPLICATIONS)
+            .map(|n| format!(r#"{{"namespace":"a","name":"n{n}"}}"#))
+            .collect();
+        let crowded = format!(
+            r#"{{"action":"reconcile-shard","sweep":"s","cluster":"c","shard":1,"shards":1,"applications":[{}]}}"#,
+            many.join(",")
+        );
+        assert!(crowded.len() <= MAX_MESSAGE_BYTES, "{}", crowded.len());
+        let error = parse(&crowded).unwrap_err().to_string();
+        assert!(error.contains("5001 Applications, over 5000"), "{error}");
+        // At the bound exactly, it is a shard.
+        let at_bound = crowded.replacen(
+            &format!(r#",{{"namespace":"a","name":"n{MAX_APPLICATIONS}"}}"#),
+            "",
+            1,
+        );
+        assert_eq!(
+            parse(&at_bound).unwrap().applications.len(),
+            MAX_APPLICATIONS
+        );
     }
 }

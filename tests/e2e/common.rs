@@ -117,6 +117,35 @@ impl Drop for LambdaProcess {
     }
 }
 
+/// The function binary the Lambda tests run: the one built as it ships
+/// (`SHIPPED_FUNCTION_BINARY`, which `./scripts/test` builds with `cargo build -p
+/// argocd-ecr-updater` alone, so no dev-dependency's feature is on in it), else the test
+/// build's own, which may carry features the shipped one lacks (said on stderr; a failure
+/// under `CI=true`).
+pub fn function_binary() -> String {
+    if let Some(path) = std::env::var_os("SHIPPED_FUNCTION_BINARY") {
+        let path = std::path::PathBuf::from(path);
+        assert!(
+            path.is_file(),
+            "SHIPPED_FUNCTION_BINARY {} is not a file",
+            path.display()
+        );
+        return path.display().to_string();
+    }
+    assert!(
+        std::env::var("CI").map_or(true, |ci| ci != "true"),
+        "SHIPPED_FUNCTION_BINARY is unset: ./scripts/test builds the function as it ships and runs the Lambda tests against it"
+    );
+    eprintln!(
+        "the Lambda tests run the test build of the function (features of dev-dependencies on); ./scripts/test runs them against the function built as it ships"
+    );
+    // (The CLI's tests share this file; they run no function binary.)
+    match option_env!("CARGO_BIN_EXE_argocd-ecr-updater") {
+        Some(binary) => binary.to_string(),
+        None => panic!("only the function package's tests run its binary"),
+    }
+}
+
 pub fn spawn_lambda(binary: &str, env: &[(String, String)]) -> LambdaProcess {
     let child = std::process::Command::new(binary)
         .env_clear()

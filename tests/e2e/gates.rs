@@ -546,3 +546,63 @@ async fn a_late_push_of_a_signed_digest_never_rolls_out_the_unsigned_image_its_t
     assert!(entry.reason.contains(UNSIGNED), "{}", entry.reason);
     assert_eq!(tag(&standins), SEED_TAG);
 }
+
+/// A signature payload over 1 MiB is refused by its size (`Content-Length` first), never read
+/// whole: no real simple-signing payload is a thousandth of that.
+#[tokio::test]
+async fn a_signature_payload_over_its_cap_is_refused_unread() {
+    let (standins, private, _) = signed_setup(inline).await;
+    // A valid signature of an oversized payload: the size decides, not the verification.
+    let mut payload = cosign::payload(IMAGE, SEED_DIGEST);
+    payload.resize((1 << 20) + 1, b' ');
+    cosign::store_signature(
+        &standins.aws,
+        "barun-dev-ecr",
+        SEED_DIGEST,
+        &private,
+        &payload,
+    )
+    .unwrap();
+    let report = standins.settled(&[], &event("push-date-tag.json")).await;
+    expect_decision(
+        only(&report),
+        Action::Skipped,
+        "is larger than 1048576 bytes, too large to be one",
+    );
+    assert_eq!(tag(&standins), SEED_TAG);
+}
+
+/// A referrers index over 4 MiB (a registry answering with more than any image has) is an
+/// error that names the cap, read no further.
+#[tokio::test]
+async fn a_referrers_index_over_its_cap_is_refused_unread() {
+    use argocd_ecr_updater_standins::cosign::{KeyKind, key_pair_of};
+    let (_, public) = key_pair_of(KeyKind::EcdsaP256).unwrap();
+    let standins = seeded(&[("argocd-ecr-updater.io/app.cosign-key", public.as_str())]).await;
+    // About 20,000 referrers of the image: each is a ~230-byte descriptor in the index.
+    for n in 0..20_000u32 {
+        let manifest = json!({"schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "artifactType": "application/vnd.dev.cosign.artifact.sig.v1+json",
+            "subject": {"mediaType": "application/vnd.oci.image.manifest.v1+json",
+                        "digest": SEED_DIGEST, "size": 1000}, "layers": []})
+        .to_string();
+        standins
+            .aws
+            .push(argocd_ecr_updater_standins::aws::Image::with_manifest(
+                "barun-dev-ecr",
+                "",
+                &format!("sha256:{n:064x}"),
+                manifest,
+            ));
+    }
+    let report = standins.settled(&[], &event("push-date-tag.json")).await;
+    let entry = only(&report);
+    assert_eq!(entry.action, Action::Failed, "{}", entry.reason);
+    assert!(
+        entry.reason.contains("cannot list the referrers") && entry.reason.contains("4194304"),
+        "{}",
+        entry.reason
+    );
+    assert_eq!(tag(&standins), SEED_TAG);
+}

@@ -9,7 +9,6 @@ use crate::common::{event, seed_tag, spawn_lambda};
 use argocd_ecr_updater_standins::{Grant, Outcome, StandIns, image_updater_grants};
 use serde_json::json;
 
-const BINARY: &str = env!("CARGO_BIN_EXE_argocd-ecr-updater");
 const DEADLINE: Duration = Duration::from_secs(20);
 
 /// Invokes the function and returns its response; anything else fails the test.
@@ -44,7 +43,7 @@ fn stderr_of(function: &mut crate::common::LambdaProcess) -> String {
 #[tokio::test]
 async fn the_binary_updates_the_seed_application_and_returns_the_report() {
     let standins = StandIns::start_seeded().await.unwrap();
-    let _function = spawn_lambda(BINARY, &standins.lambda_env());
+    let _function = spawn_lambda(&crate::common::function_binary(), &standins.lambda_env());
     let report = response(&standins, event("push-date-tag.json")).await;
     assert_eq!(report["entries"][0]["action"], "updated", "{report:#}");
     assert_eq!(report["entries"][0]["to"], "20250825-153012");
@@ -62,7 +61,7 @@ async fn the_binary_updates_the_seed_application_and_returns_the_report() {
 #[tokio::test]
 async fn every_sample_event_gets_an_answer_from_the_binary() {
     let standins = StandIns::start_seeded().await.unwrap();
-    let _function = spawn_lambda(BINARY, &standins.lambda_env());
+    let _function = spawn_lambda(&crate::common::function_binary(), &standins.lambda_env());
     for name in [
         "delete.json",
         "push-failure.json",
@@ -84,7 +83,7 @@ async fn every_sample_event_gets_an_answer_from_the_binary() {
 #[tokio::test]
 async fn a_malformed_event_is_a_permanent_error_for_the_dead_letter_queue() {
     let standins = StandIns::start_seeded().await.unwrap();
-    let _function = spawn_lambda(BINARY, &standins.lambda_env());
+    let _function = spawn_lambda(&crate::common::function_binary(), &standins.lambda_env());
     let error = error(&standins, json!({"detail-type": "ECR Image Action", "source": "aws.ecr", "detail": {"action-type": 7}})).await;
     assert_eq!(error["errorType"], "Permanent.MalformedEvent");
     assert!(
@@ -115,7 +114,7 @@ async fn read_only_standins() -> StandIns {
 #[tokio::test]
 async fn a_403_fails_the_invocation_with_a_retryable_error_naming_the_fix() {
     let standins = read_only_standins().await;
-    let _function = spawn_lambda(BINARY, &standins.lambda_env());
+    let _function = spawn_lambda(&crate::common::function_binary(), &standins.lambda_env());
     let error = error(&standins, event("push-date-tag.json")).await;
     assert_eq!(error["errorType"], "Retryable.TargetsFailed");
     assert!(
@@ -148,7 +147,7 @@ fn metric_lines_of(function: &mut crate::common::LambdaProcess) -> Vec<serde_jso
 async fn a_failing_sweep_is_reported_and_counted_not_retried_into_the_dead_letter_queue() {
     // The sweep finds the update and cannot write it.
     let standins = read_only_standins().await;
-    let mut function = spawn_lambda(BINARY, &standins.lambda_env());
+    let mut function = spawn_lambda(&crate::common::function_binary(), &standins.lambda_env());
     let report = response(&standins, event("scheduled-reconcile.json")).await;
     assert_eq!(report["mode"], "reconcile");
     let failure = report["failure"].as_str().unwrap();
@@ -177,7 +176,7 @@ async fn an_unreachable_cluster_fails_the_sweep_with_its_reason_in_the_report() 
             _ => (k, v),
         })
         .collect();
-    let _function = spawn_lambda(BINARY, &env);
+    let _function = spawn_lambda(&crate::common::function_binary(), &env);
     let report = response(&standins, event("scheduled-reconcile.json")).await;
     let failure = report["failure"].as_str().unwrap();
     assert!(
@@ -211,7 +210,7 @@ async fn a_missing_variable_stops_the_cold_start_naming_it() {
             .into_iter()
             .filter(|(k, _)| !left_out.contains(&k.as_str()))
             .collect();
-        let mut function = spawn_lambda(BINARY, &env);
+        let mut function = spawn_lambda(&crate::common::function_binary(), &env);
         let status = function.child.wait().unwrap();
         assert!(!status.success(), "started without {left_out:?}");
         let stderr = stderr_of(&mut function);
@@ -222,7 +221,7 @@ async fn a_missing_variable_stops_the_cold_start_naming_it() {
 #[tokio::test]
 async fn decisions_are_logged_as_one_json_line_each() {
     let standins = StandIns::start_seeded().await.unwrap();
-    let mut function = spawn_lambda(BINARY, &standins.lambda_env());
+    let mut function = spawn_lambda(&crate::common::function_binary(), &standins.lambda_env());
     standins
         .runtime
         .invoke(event("retag-existing-digest.json"), DEADLINE)
@@ -258,7 +257,7 @@ async fn decisions_are_logged_as_one_json_line_each() {
 #[tokio::test]
 async fn each_invocation_writes_its_metrics_as_one_embedded_metric_format_line() {
     let standins = StandIns::start_seeded().await.unwrap();
-    let mut function = spawn_lambda(BINARY, &standins.lambda_env());
+    let mut function = spawn_lambda(&crate::common::function_binary(), &standins.lambda_env());
     standins
         .runtime
         .invoke(event("push-date-tag.json"), DEADLINE)
@@ -290,7 +289,7 @@ async fn each_invocation_writes_its_metrics_as_one_embedded_metric_format_line()
 
 #[test]
 fn the_function_binary_sends_a_laptop_command_to_the_cli_and_prints_its_version() {
-    let plan = std::process::Command::new(BINARY)
+    let plan = std::process::Command::new(crate::common::function_binary())
         .args(["plan", "--event", "events/push-date-tag.json"])
         .output()
         .unwrap();
@@ -300,7 +299,7 @@ fn the_function_binary_sends_a_laptop_command_to_the_cli_and_prints_its_version(
         stderr.contains("argocd-ecr-updater-cli") && stderr.contains("--path cli"),
         "{stderr}"
     );
-    let version = std::process::Command::new(BINARY)
+    let version = std::process::Command::new(crate::common::function_binary())
         .arg("--version")
         .output()
         .unwrap();
@@ -411,7 +410,7 @@ async fn no_planted_secret_reaches_the_error_the_log_the_notification_or_an_even
         ("LOG_LEVEL".to_string(), "trace".to_string()),
         ("NOTIFICATION_TOPIC_ARN".to_string(), topic.to_string()),
     ]);
-    let mut function = spawn_lambda(BINARY, &env);
+    let mut function = spawn_lambda(&crate::common::function_binary(), &env);
     // What Lambda puts in the dead-letter queue: the error type and message.
     let failed = error(&standins, event("push-date-tag.json")).await;
     assert_eq!(failed["errorType"], "Retryable.TargetsFailed", "{failed}");
@@ -456,4 +455,32 @@ async fn no_planted_secret_reaches_the_error_the_log_the_notification_or_an_even
     }
     // The URL is still named, without its query, so the report says what failed.
     assert!(log.contains("/blobs/"), "{log}");
+}
+
+/// The function as it ships (built alone: no dev-dependency turns on a feature of `regex` or
+/// of the YAML readers) decides with every pattern language the annotations have: a
+/// Masterminds constraint, an `allow-tags` regexp with `\d`, an `ignore-tags` glob.
+#[tokio::test]
+async fn the_shipped_binary_applies_constraints_regexps_and_globs() {
+    use argocd_ecr_updater_standins::fixtures::Application;
+    let standins = StandIns::start_seeded().await.unwrap();
+    let api = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/api";
+    let app = Application::tracking("api", api, "v1.2.0")
+        .annotate("image-list", &format!("app={api}:^1.2"))
+        .annotate("app.update-strategy", "semver")
+        .annotate("app.allow-tags", r"regexp:^v\d+\.\d+\.\d+$")
+        .annotate("app.ignore-tags", "v1.2.9*, v0.*")
+        .build();
+    standins.kube.insert(app).unwrap();
+    let _function = spawn_lambda(&crate::common::function_binary(), &standins.lambda_env());
+    // events/push-semver-tag.json: api v1.3.0, which the seed's ECR holds.
+    let report = response(&standins, event("push-semver-tag.json")).await;
+    let entry = report["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "api")
+        .unwrap_or_else(|| panic!("{report:#}"));
+    assert_eq!(entry["action"], "updated", "{entry:#}");
+    assert_eq!(entry["to"], "v1.3.0");
 }

@@ -16,7 +16,6 @@ use argocd_ecr_updater_standins::fixtures::{
 use argocd_ecr_updater_standins::mapping::{self, Mapping};
 use argocd_ecr_updater_standins::{FaultAction, Options, Route, Service, StandIns};
 
-const BINARY: &str = env!("CARGO_BIN_EXE_argocd-ecr-updater");
 const OLD: &str = "20250824-093000";
 const NEWEST: &str = "20250825-153012";
 
@@ -88,6 +87,57 @@ async fn a_fleet_under_the_threshold_is_swept_in_the_invocation_that_listed_it()
         .iter()
         .filter(|e| e.action == Action::Updated);
     assert_eq!(updated.count(), 4, "the seed Application and three more");
+}
+
+/// The threshold counts every Application the sweep found: one under it is decided here, at
+/// it the sweep goes out in shards.
+#[tokio::test]
+async fn the_fan_out_starts_exactly_at_the_threshold() {
+    for (threshold, sent) in [("5", true), ("6", false)] {
+        // Five Applications: the seed's and four more.
+        let (standins, queue) = fleet(4).await;
+        let h = handler(&standins, &vars(&queue, threshold, "10"));
+        let report = h.handle(&reconcile_event(), None).await.unwrap();
+        assert_eq!(report.failure, None, "{report:#?}");
+        assert_eq!(report.sweep.is_some(), sent, "threshold {threshold}");
+        assert_eq!(
+            standins.aws.queue(&queue).len(),
+            usize::from(sent),
+            "threshold {threshold}"
+        );
+        assert_eq!(
+            patches(&standins),
+            if sent { 0 } else { 5 },
+            "threshold {threshold}"
+        );
+    }
+}
+
+/// A shard SQS refuses is not lost quietly: the sweep reports how many were not sent and
+/// fails, so its alarm and the next sweep pick them up.
+#[tokio::test]
+async fn a_shard_the_queue_refuses_is_reported_as_not_sent() {
+    let (standins, queue) = fleet(11).await;
+    standins.shared.inject(
+        argocd_ecr_updater_standins::Route {
+            service: Some(Service::Sqs),
+            operation: Some("SendMessage".into()),
+            ..Default::default()
+        },
+        1,
+        FaultAction::AwsError {
+            code: 400,
+            kind: "AccessDenied",
+        },
+    );
+    let h = handler(&standins, &vars(&queue, "5", "5"));
+    let report = h.handle(&reconcile_event(), None).await.unwrap();
+    let sweep = report.sweep.clone().unwrap();
+    assert_eq!((sweep.shards, sweep.shards_failed), (2, 1), "{report:#?}");
+    let failure = report.failure.as_deref().unwrap_or_default();
+    assert!(failure.contains("1 of 3 shards were not sent"), "{failure}");
+    assert!(failure.contains("sqs:SendMessage"), "{failure}");
+    assert_eq!(standins.aws.queue(&queue).len(), 2);
 }
 
 #[tokio::test]
@@ -287,7 +337,9 @@ async fn a_shard_keeps_at_most_its_share_of_the_cluster_budget_in_flight() {
 fn functions(standins: &StandIns, env: &[(&str, &str)], count: usize) -> Vec<LambdaProcess> {
     let mut all = standins.lambda_env();
     all.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    (0..count).map(|_| spawn_lambda(BINARY, &all)).collect()
+    (0..count)
+        .map(|_| spawn_lambda(&crate::common::function_binary(), &all))
+        .collect()
 }
 
 fn mapping(queue: &str) -> Mapping {
