@@ -410,16 +410,19 @@ pub(crate) fn python_json(venv: &str, tool: &str, args: &[&str]) -> Option<serde
     Some(serde_json::from_slice(&output.stdout).unwrap())
 }
 
-pub(crate) fn of_type<'a>(
-    t: &'a serde_json::Value,
-    kind: &str,
-) -> Vec<(&'a String, &'a serde_json::Value)> {
-    t["Resources"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .filter(|(_, r)| r["Type"] == kind)
-        .collect()
+pub(crate) use argocd_ecr_updater_standins::cloudformation::of_type;
+
+#[test]
+fn the_transformed_template_the_deployment_stand_ins_are_built_from_is_current() {
+    let Some(t) = transformed() else { return };
+    let kept: serde_json::Value =
+        serde_json::from_str(argocd_ecr_updater_standins::cloudformation::TRANSFORMED_TEMPLATE)
+            .unwrap();
+    assert!(
+        kept == t,
+        "tests/fixtures/template.transformed.json is not what template.yaml transforms to; \
+         regenerate it: .venv/bin/python scripts/transform_template.py > tests/fixtures/template.transformed.json"
+    );
 }
 
 #[test]
@@ -927,130 +930,7 @@ fn the_git_credential_rbac_reads_only_secrets_and_names_the_one_it_may_get() {
     assert_eq!(strings(&repocreds[0]["verbs"]), ["list"]);
 }
 
-/// Evaluates the intrinsic functions the cluster wiring uses, as CloudFormation would with
-/// `parameters`, so the test checks the values the cloud computes, not the template's text.
-pub(crate) struct Evaluator<'a> {
-    pub(crate) parameters: BTreeMap<&'a str, serde_json::Value>,
-    pub(crate) conditions: &'a serde_json::Value,
-}
-
-impl Evaluator<'_> {
-    pub(crate) fn text(&self, value: &serde_json::Value) -> String {
-        match self.eval(value) {
-            serde_json::Value::String(s) => s,
-            other => panic!("not a string: {other}"),
-        }
-    }
-
-    pub(crate) fn list(&self, value: &serde_json::Value) -> Vec<String> {
-        match self.eval(value) {
-            serde_json::Value::Array(items) => items
-                .iter()
-                .map(|i| i.as_str().unwrap().to_string())
-                .collect(),
-            other => panic!("not a list: {other}"),
-        }
-    }
-
-    pub(crate) fn condition(&self, name: &str) -> bool {
-        self.eval(&self.conditions[name]).as_bool().unwrap()
-    }
-
-    pub(crate) fn eval(&self, value: &serde_json::Value) -> serde_json::Value {
-        use serde_json::{Value as J, json};
-        let is_function =
-            |key: &String| key.starts_with("Fn::") || key == "Ref" || key == "Condition";
-        let Some(object) = value
-            .as_object()
-            .filter(|o| o.len() == 1 && o.keys().all(is_function))
-        else {
-            return match value {
-                J::Array(items) => J::Array(items.iter().map(|i| self.eval(i)).collect()),
-                J::Object(map) => {
-                    J::Object(map.iter().map(|(k, v)| (k.clone(), self.eval(v))).collect())
-                }
-                other => other.clone(),
-            };
-        };
-        let (function, args) = object.iter().next().unwrap();
-        match function.as_str() {
-            // A resource's reference stays as it is: the cloud fills it in.
-            "Ref" => self
-                .parameters
-                .get(args.as_str().unwrap())
-                .cloned()
-                .unwrap_or_else(|| value.clone()),
-            "Condition" => json!(self.condition(args.as_str().unwrap())),
-            "Fn::If" => {
-                let branch = if self.condition(args[0].as_str().unwrap()) {
-                    1
-                } else {
-                    2
-                };
-                self.eval(&args[branch])
-            }
-            "Fn::Equals" => json!(self.eval(&args[0]) == self.eval(&args[1])),
-            "Fn::Not" => json!(!self.eval(&args[0]).as_bool().unwrap()),
-            "Fn::Or" => json!(
-                args.as_array()
-                    .unwrap()
-                    .iter()
-                    .any(|c| self.eval(c).as_bool().unwrap())
-            ),
-            "Fn::And" => json!(
-                args.as_array()
-                    .unwrap()
-                    .iter()
-                    .all(|c| self.eval(c).as_bool().unwrap())
-            ),
-            "Fn::Join" => {
-                let items: Vec<String> = match self.eval(&args[1]) {
-                    J::Array(items) => items
-                        .iter()
-                        .map(|i| i.as_str().unwrap().to_string())
-                        .collect(),
-                    other => panic!("Join of {other}"),
-                };
-                json!(items.join(args[0].as_str().unwrap()))
-            }
-            "Fn::Split" => json!(
-                self.text(&args[1])
-                    .split(args[0].as_str().unwrap())
-                    .collect::<Vec<_>>()
-            ),
-            "Fn::Select" => {
-                let index = args[0].as_u64().unwrap() as usize;
-                let items = self.list(&args[1]);
-                assert!(
-                    index < items.len(),
-                    "Fn::Select past the end fails the stack"
-                );
-                json!(items[index])
-            }
-            "Fn::Sub" => {
-                let (mut text, variables) = match args {
-                    J::String(s) => (s.clone(), serde_json::Map::new()),
-                    J::Array(pair) => (
-                        pair[0].as_str().unwrap().to_string(),
-                        pair[1].as_object().unwrap().clone(),
-                    ),
-                    other => panic!("Sub of {other}"),
-                };
-                for (name, value) in &variables {
-                    text = text.replace(&format!("${{{name}}}"), &self.text(value));
-                }
-                for (name, value) in &self.parameters {
-                    if let Some(s) = value.as_str() {
-                        text = text.replace(&format!("${{{name}}}"), s);
-                    }
-                }
-                json!(text)
-            }
-            "Fn::GetAtt" => json!(format!("GetAtt:{}", args[0].as_str().unwrap())),
-            _ => value.clone(),
-        }
-    }
-}
+pub(crate) use argocd_ecr_updater_standins::cloudformation::Evaluator;
 
 /// The clusters the deployed function is told about, may describe, and is given an access
 /// entry in, for the parameter values given.
@@ -1076,10 +956,7 @@ fn cluster_wiring(
         ("AWS::Region", serde_json::json!("ap-northeast-2")),
         ("AWS::Partition", serde_json::json!("aws")),
     ]);
-    let evaluator = Evaluator {
-        parameters,
-        conditions: &t["Conditions"],
-    };
+    let evaluator = Evaluator::new(parameters, &t["Conditions"]);
     let variables = &t["Resources"]["Function"]["Properties"]["Environment"]["Variables"];
     let clusters = evaluator.text(&variables["CLUSTERS"]);
     let statement = t["Resources"]["FunctionRole"]["Properties"]["Policies"]
@@ -1145,14 +1022,14 @@ fn additional_clusters_are_configured_described_and_mapped_each_by_name() {
     // `Clusters` (JSON, for other accounts and regions) is passed as it is, and the function
     // accepts what the parameter's description shows.
     let json = r#"[{"name":"barun-dev"},{"name":"partner","roleArn":"arn:aws:iam::111122223333:role/argocd-ecr-updater-partner"}]"#;
-    let evaluator = Evaluator {
-        parameters: BTreeMap::from([
+    let evaluator = Evaluator::new(
+        BTreeMap::from([
             ("Clusters", serde_json::json!(json)),
             ("ClusterName", serde_json::json!("barun-dev")),
             ("AdditionalClusterNames", serde_json::json!(["staging"])),
         ]),
-        conditions: &t["Conditions"],
-    };
+        &t["Conditions"],
+    );
     let variables = &t["Resources"]["Function"]["Properties"]["Environment"]["Variables"];
     assert_eq!(evaluator.text(&variables["CLUSTERS"]), json);
     let config = argocd_ecr_updater::config::Config::from_lookup(|k| match k {

@@ -8,44 +8,18 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use argocd_ecr_updater_standins::cloudformation::{Site, stack_parameters};
+
 use crate::template::{Evaluator, of_type, transformed};
 
 /// The evaluator a stack with these parameter values (the rest at their defaults) would be.
 pub(crate) fn evaluator_for<'a>(t: &'a Value, given: &[(&'a str, Value)]) -> Evaluator<'a> {
-    let mut parameters: BTreeMap<&str, Value> = BTreeMap::new();
-    for (name, spec) in t["Parameters"].as_object().unwrap() {
-        let default = match &spec["Default"] {
-            Value::Number(n) => n.to_string(),
-            Value::String(s) => s.clone(),
-            _ => String::new(),
-        };
-        let value = if spec["Type"] == "CommaDelimitedList" {
-            json!(default.split(',').collect::<Vec<_>>())
-        } else {
-            json!(default)
-        };
-        parameters.insert(name.as_str(), value);
-    }
-    parameters.extend([
-        ("AWS::AccountId", json!("123456789012")),
-        ("AWS::Region", json!("ap-northeast-2")),
-        ("AWS::Partition", json!("aws")),
-        ("AWS::StackName", json!("argocd-ecr-updater")),
-        // The two parameters without a default, as scripts/transform_template.py sets them.
-        ("ClusterName", json!("barun-dev")),
-        ("EcrRepositoryNames", json!(["barun-dev-ecr"])),
-        (
-            "AWS::StackId",
-            json!(
-                "arn:aws:cloudformation:ap-northeast-2:123456789012:stack/argocd-ecr-updater/4c4a2f40-0a1b-11f0-9f3e-0a58a9feac02"
-            ),
-        ),
-    ]);
-    parameters.extend(given.iter().cloned());
-    Evaluator {
-        parameters,
-        conditions: &t["Conditions"],
-    }
+    let site = Site {
+        account: "123456789012".into(),
+        region: "ap-northeast-2".into(),
+        stack_name: "argocd-ecr-updater".into(),
+    };
+    Evaluator::new(stack_parameters(t, &site, given), &t["Conditions"])
 }
 
 /// EventBridge's matching for the operators the template uses: exact strings, `prefix`,
@@ -520,7 +494,7 @@ fn every_alarm_pages_the_alarm_topic_and_the_outputs_say_when_nobody_is_paged() 
         assert_eq!(with_topic.eval(actions), json!([topic]), "{id}");
         assert_eq!(
             without.eval(actions),
-            json!({"Ref": "AWS::NoValue"}),
+            Value::Null, // AWS::NoValue: left out
             "{id}"
         );
     }
@@ -742,7 +716,7 @@ fn a_private_cluster_deploy_puts_the_function_in_the_subnets_with_lambdas_networ
     let outside = evaluator_for(&t, &[]);
     assert_eq!(
         outside.eval(vpc),
-        json!({"Ref": "AWS::NoValue"}),
+        Value::Null, // AWS::NoValue: left out
         "{function_id}"
     );
     let inside = evaluator_for(

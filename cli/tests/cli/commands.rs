@@ -266,3 +266,78 @@ async fn migrate_prints_an_imageupdater_object_that_decides_like_the_annotations
     );
     assert_eq!(seed_tag(&standins).as_deref(), Some("20250825-153012"));
 }
+
+/// Every command line the project tells an operator to run (README, docs, the template's
+/// alarm texts, the Terraform module, `doctor`'s fixes in the code) names a subcommand and
+/// flags the CLI accepts: an alarm that says `--queue-url` where the flag is `--queue` sends
+/// someone at 3 a.m. to an error.
+#[test]
+fn every_command_the_project_prints_or_documents_uses_flags_the_cli_accepts() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut files = vec![root.join("README.md"), root.join("template.yaml")];
+    for dir in [
+        "docs",
+        "deploy/terraform",
+        "cli/src",
+        "cli/src/doctor",
+        "src",
+    ] {
+        for entry in std::fs::read_dir(root.join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            let kind = path
+                .extension()
+                .and_then(|e| e.to_str())
+                .unwrap_or_default();
+            if matches!(kind, "md" | "tf" | "rs" | "yaml") {
+                files.push(path);
+            }
+        }
+    }
+    let mut help = std::collections::BTreeMap::new();
+    let mut seen = 0;
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        for (at, _) in text.match_indices("argocd-ecr-updater-cli ") {
+            // The command runs to the end of its line, code span or string.
+            let rest = &text[at + "argocd-ecr-updater-cli ".len()..];
+            let end = rest.find(['\n', '`', '"', ')']).unwrap_or(rest.len());
+            let words: Vec<&str> = rest[..end].split_whitespace().collect();
+            let Some(subcommand) = words
+                .first()
+                .filter(|w| w.chars().all(|c| c.is_ascii_lowercase()))
+            else {
+                continue;
+            };
+            let accepted = help.entry(subcommand.to_string()).or_insert_with(|| {
+                let output = Command::new(BINARY)
+                    .args([*subcommand, "--help"])
+                    .output()
+                    .unwrap();
+                assert!(
+                    output.status.success(),
+                    "{}: `argocd-ecr-updater-cli {subcommand}` is not a subcommand",
+                    file.display()
+                );
+                String::from_utf8_lossy(&output.stdout).to_string()
+            });
+            for flag in words.iter().filter(|w| w.starts_with("--")) {
+                let flag = flag
+                    .split('=')
+                    .next()
+                    .unwrap()
+                    .trim_end_matches([',', '.', ';']);
+                assert!(
+                    accepted.contains(&format!("{flag} "))
+                        || accepted.contains(&format!("{flag}\n")),
+                    "{}: `argocd-ecr-updater-cli {subcommand}` has no {flag}",
+                    file.display()
+                );
+                seen += 1;
+            }
+        }
+    }
+    assert!(
+        seen >= 10,
+        "only {seen} flags found: is the search still looking where commands are?"
+    );
+}

@@ -3,6 +3,7 @@
 
 use std::process::Command;
 
+use argocd_ecr_updater_standins::cloudformation::generated_name;
 use argocd_ecr_updater_standins::deployment::Deployment;
 use argocd_ecr_updater_standins::{
     FUNCTION_IAM_ROLE_ARN, Grant, StandIns, function_identity, image_updater_grants,
@@ -12,7 +13,13 @@ use serde_json::Value;
 const BINARY: &str = env!("CARGO_BIN_EXE_argocd-ecr-updater-cli");
 
 /// The stack's dead-letter queue, as the seed deployment names it.
-const QUEUE: &str = "argocd-ecr-updater-DeadLetterQueue-7TQ2";
+static QUEUE: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| generated_name("argocd-ecr-updater", "DeadLetterQueue"));
+
+/// The name CloudFormation gives the stack's rule `logical_id` in the seed deployment.
+fn rule(logical_id: &str) -> String {
+    generated_name("argocd-ecr-updater", logical_id)
+}
 
 /// The seed stack (with its queue), and the function's role assumable by the operator (as a
 /// role whose trust policy allows the operator's principal would be).
@@ -60,25 +67,47 @@ fn check<'c>(checks: &'c [Value], name: &str) -> &'c Value {
     found[0]
 }
 
+/// The check named exactly `name`.
+fn named<'c>(checks: &'c [Value], name: &str) -> &'c Value {
+    checks
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no check {name}: {checks:#?}"))
+}
+
+/// The failed checks of a run.
+fn failed(checks: &[Value]) -> Vec<&Value> {
+    checks.iter().filter(|c| c["status"] == "fail").collect()
+}
+
 /// Breaks the deployment with `change` and returns the failed check named `name`.
 async fn failing(change: impl FnOnce(&mut Deployment), name: &str) -> Value {
     let standins = deployed().await;
     standins.aws.deployment(change);
     let (ok, checks) = doctor(&standins);
     assert!(!ok, "{checks:#?}");
-    let failed = check(&checks, name).clone();
-    assert_eq!(failed["status"], "fail", "{failed:#}");
+    let failed_check = named_or_one(&checks, name).clone();
+    assert_eq!(failed_check["status"], "fail", "{failed_check:#}");
     // Only the broken thing fails.
-    let others: Vec<&Value> = checks
-        .iter()
-        .filter(|c| c["status"] == "fail" && **c != failed)
+    let others: Vec<&Value> = failed(&checks)
+        .into_iter()
+        .filter(|c| **c != failed_check)
         .collect();
     assert!(others.is_empty(), "{others:#?}");
-    failed
+    failed_check
+}
+
+/// The names of the stack's rules, as the template makes them.
+fn rule_names(standins: &StandIns) -> Vec<String> {
+    standins.aws.deployed().rules.keys().cloned().collect()
 }
 
 fn fix(check: &Value) -> &str {
     check["fix"].as_str().unwrap()
+}
+
+fn detail(check: &Value) -> &str {
+    check["detail"].as_str().unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -87,18 +116,65 @@ async fn a_healthy_deployment_passes_every_check() {
     let (ok, checks) = doctor(&standins);
     assert!(ok, "{checks:#?}");
     for name in [
+        "state",
         "environment",
         "binary for arm64",
-        "FunctionEcrPush",
         "barun-dev-ecr",
         "authentication mode",
         "access entry",
-        "endpoint",
+        "barun-dev endpoint",
+        "barun-dev endpoint and CA",
         "namespace argocd",
-        QUEUE,
+        "on-failure destination",
+        QUEUE.as_str(),
     ] {
-        assert_eq!(check(&checks, name)["status"], "ok", "{name}: {checks:#?}");
+        assert_eq!(
+            named_or_one(&checks, name)["status"],
+            "ok",
+            "{name}: {checks:#?}"
+        );
     }
+    // The stack the template makes: its five rules, each enabled as the parameters say,
+    // parking in the stack's queue, and allowed to invoke the function.
+    let rules = rule_names(&standins);
+    assert_eq!(rules.len(), 5, "{rules:?}");
+    for (logical_id, state) in [
+        ("FunctionEcrPush", "enabled"),
+        ("FunctionReconcile", "enabled"),
+        (
+            "FunctionEcrReplication",
+            "disabled (as the stack's parameters set it)",
+        ),
+        (
+            "FunctionEcrScan",
+            "disabled (as the stack's parameters set it)",
+        ),
+        (
+            "InspectorScanRule",
+            "disabled (as the stack's parameters set it)",
+        ),
+    ] {
+        let rule = rules
+            .iter()
+            .find(|r| r.contains(&format!("-{logical_id}-")))
+            .unwrap();
+        assert_eq!(detail(named(&checks, rule)), state, "{rule}");
+        let parked = named(&checks, &format!("{rule} dead-letter queue"));
+        assert_eq!(
+            detail(parked),
+            format!("parks undeliverable events in {}", *QUEUE)
+        );
+        let invoke = named(&checks, &format!("{rule} invoke permission"));
+        assert_eq!(invoke["status"], "ok", "{invoke:#}");
+    }
+}
+
+/// The check named exactly `name`, else the one whose name contains it.
+fn named_or_one<'c>(checks: &'c [Value], name: &str) -> &'c Value {
+    checks
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| check(checks, name))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -156,7 +232,7 @@ async fn an_x86_binary_on_arm64_fails_and_says_how_to_build_for_arm64() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_config_map_cluster_fails_with_the_command_that_switches_its_mode() {
     let failed = failing(
-        |d| d.authentication_mode = "CONFIG_MAP".into(),
+        |d| d.authentication_mode = Some("CONFIG_MAP".into()),
         "authentication mode",
     )
     .await;
@@ -200,7 +276,7 @@ async fn a_private_endpoint_the_function_cannot_reach_fails() {
             d.endpoint_public = false;
             d.endpoint_private = true;
         },
-        "endpoint",
+        "barun-dev endpoint",
     )
     .await;
     assert!(fix(&failed).contains("SubnetIds"), "{failed:#}");
@@ -214,7 +290,7 @@ async fn a_function_in_another_vpc_than_the_private_cluster_fails() {
             d.endpoint_private = true;
             d.vpc_id = Some("vpc-0elsewhere".into());
         },
-        "endpoint",
+        "barun-dev endpoint",
     )
     .await;
     assert!(
@@ -228,19 +304,13 @@ async fn a_function_in_another_vpc_than_the_private_cluster_fails() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_disabled_push_rule_fails_with_the_command_that_enables_it() {
     let failed = failing(
-        |d| {
-            for (name, rule) in &mut d.rules {
-                if name.contains("EcrPush") {
-                    rule.enabled = false;
-                }
-            }
-        },
-        "FunctionEcrPush",
+        |d| d.rule_mut("FunctionEcrPush").enabled = false,
+        &rule("FunctionEcrPush"),
     )
     .await;
-    assert!(
-        fix(&failed).starts_with("aws events enable-rule --name"),
-        "{failed:#}"
+    assert_eq!(
+        fix(&failed),
+        format!("aws events enable-rule --name {}", rule("FunctionEcrPush"))
     );
 }
 
@@ -298,13 +368,13 @@ async fn a_role_that_cannot_be_assumed_skips_rbac_and_says_how_to_check_by_hand(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parked_events_fail_the_queue_check_with_their_age_and_the_redrive_command() {
     let standins = deployed().await;
-    let url = standins.aws.create_queue(QUEUE);
+    let url = standins.aws.create_queue(&QUEUE);
     let ten_days_ago = (time::OffsetDateTime::now_utc().unix_timestamp() - 10 * 86_400) * 1000;
     standins.aws.send_message_at(&url, "{}", ten_days_ago);
     standins.aws.send_message(&url, "{}");
     let (ok, checks) = doctor(&standins);
     assert!(!ok);
-    let queue = check(&checks, QUEUE);
+    let queue = named(&checks, &QUEUE);
     let detail = queue["detail"].as_str().unwrap();
     assert!(
         detail.starts_with("2 event(s) parked, the oldest seen 10 day(s) old"),
@@ -407,11 +477,315 @@ async fn a_repository_of_a_central_registry_is_found_in_the_account_named() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dead_letter_queue_that_is_gone_fails_with_the_redeploy_that_makes_it_anew() {
+async fn a_dead_letter_queue_deleted_outside_the_stack_fails_everything_that_names_it() {
+    let standins = deployed().await;
+    standins.aws.delete_queue(&QUEUE);
+    let (ok, checks) = doctor(&standins);
+    assert!(!ok);
+    let failures = failed(&checks);
+    // Each rule's target, the on-failure destination, and the queue itself.
+    let mut names: Vec<String> = failures
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    let mut expected: Vec<String> = rule_names(&standins)
+        .iter()
+        .map(|r| format!("{r} dead-letter queue"))
+        .chain([QUEUE.clone(), "on-failure destination".into()])
+        .collect();
+    expected.sort();
+    assert_eq!(names, expected, "{failures:#?}");
+    let push = named(
+        &checks,
+        &format!("{} dead-letter queue", rule("FunctionEcrPush")),
+    );
+    assert!(
+        detail(push).contains("which is gone: they are lost"),
+        "{push:#}"
+    );
+    let destination = named(&checks, "on-failure destination");
+    assert!(detail(destination).contains(&format!("names the queue {}, which is gone", *QUEUE)));
+    let queue = named(&checks, &QUEUE);
+    assert!(
+        detail(queue).starts_with("gone, while 6 name(s) it"),
+        "{queue:#}"
+    );
+    // An unchanged deploy does not bring it back: the fix says what does.
+    assert!(
+        fix(queue).contains(&format!("aws sqs create-queue --queue-name {}", *QUEUE))
+            && fix(queue).contains("An unchanged `sam deploy` does not recreate")
+            && fix(queue).contains("terraform apply"),
+        "{queue:#}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_whose_target_parks_nothing_fails_as_losing_what_it_cannot_deliver() {
+    let name = format!("{} dead-letter queue", rule("FunctionReconcile"));
     let failed = failing(
-        |d| d.dead_letter_queue = d.dead_letter_queue.replace("7TQ2", "GONE"),
-        "DeadLetterQueue-GONE",
+        |d| {
+            for target in &mut d.rule_mut("FunctionReconcile").targets {
+                target.dead_letter_queue = None;
+            }
+        },
+        &name,
     )
     .await;
-    assert!(fix(&failed).contains("redeploy the stack"), "{failed:#}");
+    assert!(
+        detail(&failed).contains("no dead-letter queue"),
+        "{failed:#}"
+    );
+    assert!(fix(&failed).contains("redeploy the template"), "{failed:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eventbridge_without_leave_to_invoke_the_function_fails_every_rule_with_add_permission() {
+    let standins = deployed().await;
+    // One rule's permission removed: only that rule fails.
+    let push = rule("FunctionEcrPush");
+    standins.aws.deployment(|d| {
+        d.permissions
+            .retain(|p| !p.source_arn.as_deref().is_some_and(|s| s.ends_with(&push)));
+    });
+    let (ok, checks) = doctor(&standins);
+    assert!(!ok);
+    let failures = failed(&checks);
+    assert_eq!(failures.len(), 1, "{failures:#?}");
+    let failed_check = failures[0];
+    assert_eq!(failed_check["name"], format!("{push} invoke permission"));
+    assert!(detail(failed_check).contains("does not let EventBridge invoke it"));
+    let function = standins.aws.deployed().function_name;
+    assert!(
+        fix(failed_check).starts_with(&format!(
+            "aws lambda add-permission --function-name {function} --statement-id {push} --action lambda:InvokeFunction --principal events.amazonaws.com --source-arn arn:aws:events:ap-northeast-2:768157413559:rule/{push}"
+        )),
+        "{failed_check:#}"
+    );
+    // Every permission removed: the function has no resource policy, and every rule fails.
+    standins.aws.deployment(|d| d.permissions.clear());
+    let (_, checks) = doctor(&standins);
+    let failures = failed(&checks);
+    assert_eq!(failures.len(), 5, "{failures:#?}");
+    assert!(
+        failures
+            .iter()
+            .all(|c| detail(c).contains("no resource policy"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_function_without_an_on_failure_destination_fails_with_the_command_that_sets_it() {
+    let failed = failing(|d| d.on_failure = None, "on-failure destination").await;
+    assert!(detail(&failed).contains("is dropped"), "{failed:#}");
+    assert!(
+        fix(&failed).starts_with("aws lambda put-function-event-invoke-config --function-name"),
+        "{failed:#}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_the_operator_is_refused_is_reported_as_that_call_not_as_something_absent() {
+    // (operation refused, its error code, the check that reports it, its IAM action)
+    let cases = [
+        (
+            "ListTargetsByRule",
+            "AccessDeniedException",
+            format!("{} dead-letter queue", rule("FunctionEcrPush")),
+            "events:ListTargetsByRule",
+        ),
+        (
+            "GetFunctionEventInvokeConfig",
+            "AccessDeniedException",
+            "on-failure destination".to_string(),
+            "lambda:GetFunctionEventInvokeConfig",
+        ),
+        (
+            "DescribeAccessEntry",
+            "AccessDeniedException",
+            "barun-dev access entry".to_string(),
+            "eks:DescribeAccessEntry",
+        ),
+        (
+            "GetPolicy",
+            "AccessDeniedException",
+            format!("{} invoke permission", rule("FunctionEcrPush")),
+            "lambda:GetPolicy",
+        ),
+        (
+            "ListTargetsByRule",
+            "ThrottlingException",
+            format!("{} dead-letter queue", rule("FunctionReconcile")),
+            "events:ListTargetsByRule",
+        ),
+    ];
+    for (operation, code, name, action) in cases {
+        let standins = deployed().await;
+        standins.aws.deployment(|d| {
+            d.refused.insert(operation.into(), code.into());
+        });
+        let (ok, checks) = doctor(&standins);
+        assert!(!ok, "{operation}");
+        let reported = named(&checks, &name);
+        assert_eq!(reported["status"], "fail", "{reported:#}");
+        assert!(
+            detail(reported).starts_with(&format!("{operation} failed: {code}")),
+            "{reported:#}"
+        );
+        if code == "AccessDeniedException" {
+            assert!(
+                fix(reported).contains(&format!("your credentials may not call {action}"))
+                    && fix(reported).contains("your permission, not the deployment's"),
+                "{reported:#}"
+            );
+        } else {
+            assert!(fix(reported).contains("run doctor again"), "{reported:#}");
+        }
+        // Nothing is reported absent that was only unreadable.
+        let printed = serde_json::to_string(&checks).unwrap();
+        for absent in [
+            "no dead-letter queue",
+            "no on-failure destination",
+            "none for the function's role",
+            "create-access-entry",
+            "no resource policy",
+        ] {
+            assert!(
+                !printed.contains(absent),
+                "{operation}: {absent} in {printed}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_without_access_config_is_read_as_config_map_and_says_why() {
+    let failed = failing(|d| d.authentication_mode = None, "authentication mode").await;
+    assert!(
+        detail(&failed).starts_with("CONFIG_MAP (DescribeCluster's answer has no accessConfig"),
+        "{failed:#}"
+    );
+    assert!(fix(&failed).contains("authenticationMode=API_AND_CONFIG_MAP"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_only_cluster_passes_and_its_access_entry_is_checked() {
+    let standins = deployed().await;
+    standins
+        .aws
+        .deployment(|d| d.authentication_mode = Some("API".into()));
+    let (ok, checks) = doctor(&standins);
+    assert!(ok, "{checks:#?}");
+    assert_eq!(
+        detail(check(&checks, "authentication mode")),
+        "API: access entries apply"
+    );
+    assert_eq!(
+        detail(check(&checks, "access entry")),
+        "maps the role to group argocd-ecr-updater"
+    );
+    // And without its entry, the entry fails: API mode has no aws-auth to fall back on.
+    standins.aws.deployment(|d| d.access_entries.clear());
+    let (_, checks) = doctor(&standins);
+    assert_eq!(check(&checks, "access entry")["status"], "fail");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_still_being_created_says_it_has_no_endpoint_and_rbac_is_not_checked() {
+    let failed = failing(
+        |d| d.cluster_endpoint_listed = false,
+        "barun-dev endpoint and CA",
+    )
+    .await;
+    assert!(
+        detail(&failed)
+            .starts_with("DescribeCluster hands out no endpoint and no CA (status CREATING)"),
+        "{failed:#}"
+    );
+    assert!(fix(&failed).contains("wait for ACTIVE"), "{failed:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ca_that_does_not_decode_fails_instead_of_leaving_rbac_silently_unchecked() {
+    let standins = deployed().await;
+    standins
+        .aws
+        .deployment(|d| d.cluster_ca_data = Some("bm90IGEgY2VydGlmaWNhdGU=".into()));
+    let (ok, checks) = doctor(&standins);
+    assert!(!ok);
+    let failures = failed(&checks);
+    assert_eq!(failures.len(), 1, "{failures:#?}");
+    assert_eq!(failures[0]["name"], "barun-dev endpoint and CA");
+    assert!(detail(failures[0]).contains("does not decode as a PEM certificate"));
+    assert!(
+        !checks
+            .iter()
+            .any(|c| c["area"] == "rbac" && c["name"] != "function's role"),
+        "{checks:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_git_secret_says_it_does_not_exist_not_that_the_role_lacks_a_grant() {
+    let gone = "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:git-deleted-XyZ123";
+    let failed = failing(
+        |d| {
+            d.environment
+                .insert("GIT_CREDENTIALS_SECRET_ARNS".into(), gone.into());
+        },
+        gone,
+    )
+    .await;
+    assert!(
+        detail(&failed).starts_with("it does not exist"),
+        "{failed:#}"
+    );
+    assert!(fix(&failed).contains("create-secret"), "{failed:#}");
+    assert!(!fix(&failed).contains("list it in"), "{failed:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_function_lambda_could_not_make_ready_fails_with_lambdas_reason() {
+    let failed = failing(
+        |d| {
+            d.state = "Failed".into();
+            d.state_reason = Some("The subnet subnet-1 has no free IP addresses".into());
+        },
+        "state",
+    )
+    .await;
+    assert!(
+        detail(&failed).contains("no free IP addresses"),
+        "{failed:#}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_package_that_cannot_be_downloaded_says_why_without_its_url() {
+    let standins = deployed().await;
+    // A port nothing listens on: the connection is refused.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    standins.aws.deployment(|d| {
+        d.package_location = Some(format!("http://127.0.0.1:{port}/package.zip"));
+    });
+    let (ok, checks) = doctor(&standins);
+    assert!(ok, "{checks:#?}");
+    let binary = check(&checks, "binary for arm64");
+    assert_eq!(binary["status"], "skipped");
+    let why = detail(binary);
+    assert!(
+        why.starts_with("cannot read the package: the download failed: error sending request"),
+        "{why}"
+    );
+    assert!(
+        why.to_ascii_lowercase().contains("connection refused"),
+        "{why}"
+    );
+    let printed = serde_json::to_string(&checks).unwrap();
+    assert!(
+        !printed.contains("package.zip")
+            && !printed.contains(argocd_ecr_updater_standins::aws::PRESIGNED_SECRET)
+    );
 }

@@ -7,5 +7,6 @@ mod common;
 
 mod commands;
 mod doctor;
+mod moto;
 mod redrive;
 mod select;

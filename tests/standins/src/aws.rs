@@ -295,6 +295,15 @@ impl AwsState {
         url
     }
 
+    /// Deletes a queue and what it holds, as `aws sqs delete-queue` does.
+    pub fn delete_queue(&self, name: &str) {
+        let url = format!(
+            "https://sqs.{}.amazonaws.com/{}/{name}",
+            self.region, self.account
+        );
+        lock(&self.queues).remove(&url);
+    }
+
     /// Puts a message in a queue, as EventBridge or Lambda would park a failed event.
     pub fn send_message(&self, queue_url: &str, body: &str) -> String {
         let now_ms = (OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64;
@@ -594,6 +603,10 @@ pub fn router(state: Arc<AwsState>) -> Router {
             get(crate::deployment::get_function),
         )
         .route(
+            "/2015-03-31/functions/{name}/policy",
+            get(crate::deployment::get_policy),
+        )
+        .route(
             "/2019-09-25/functions/{name}/event-invoke-config",
             get(crate::deployment::get_event_invoke_config),
         )
@@ -656,21 +669,33 @@ async fn describe_cluster(
         );
     };
     let mut fields = crate::deployment::cluster_fields(&state);
-    if name != state.cluster_name {
+    let (mut listed, mut ca_data) = (true, STANDARD.encode(&ca_pem));
+    if name == state.cluster_name {
+        let deployment = lock(&state.deployment);
+        listed = deployment.cluster_endpoint_listed;
+        if let Some(data) = &deployment.cluster_ca_data {
+            ca_data.clone_from(data);
+        }
+    } else {
         fields = json!({"accessConfig": {"authenticationMode": "API"},
             "resourcesVpcConfig": {"endpointPublicAccess": true, "publicAccessCidrs": ["0.0.0.0/0"]}});
     }
-    axum::Json(json!({"cluster": {
-        "accessConfig": fields["accessConfig"],
+    let mut cluster = json!({
         "resourcesVpcConfig": fields["resourcesVpcConfig"],
         "name": name,
         "arn": format!("arn:aws:eks:{region}:{}:cluster/{name}", state.account),
-        "endpoint": endpoint,
-        "status": "ACTIVE",
+        "status": if listed { "ACTIVE" } else { "CREATING" },
         "version": "1.33",
-        "certificateAuthority": {"data": STANDARD.encode(&ca_pem)},
-    }}))
-    .into_response()
+    });
+    if fields.get("accessConfig").is_some() {
+        cluster["accessConfig"] = fields["accessConfig"].clone();
+    }
+    // A cluster being created has neither its endpoint nor its CA yet.
+    if listed {
+        cluster["endpoint"] = json!(endpoint);
+        cluster["certificateAuthority"] = json!({"data": ca_data});
+    }
+    axum::Json(json!({ "cluster": cluster })).into_response()
 }
 
 async fn ecr(State(state): State<Arc<AwsState>>, headers: HeaderMap, body: Bytes) -> Response {

@@ -11,97 +11,251 @@ use std::sync::Arc;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::aws::{AwsState, aws_error};
 
 /// The deployed function and its surroundings.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Deployment {
     /// The stack that made it: CloudFormation tags the function with its name.
     pub stack_name: String,
     pub function_name: String,
+    /// The function's execution role.
+    pub role_arn: String,
     /// `arm64` or `x86_64`, as Lambda runs it.
     pub architecture: String,
     /// The ELF machine of the `bootstrap` in the deployment package (183 aarch64, 62 x86-64).
     pub binary_machine: u16,
+    /// Where `GetFunction` says the package is, when not at this stand-in.
+    #[serde(skip)]
+    pub package_location: Option<String>,
     pub environment: BTreeMap<String, String>,
     /// The function's VPC, when it runs in one.
     pub vpc_id: Option<String>,
+    /// Lambda's `State` of it (`Active`, `Pending`, `Inactive`, `Failed`) and why.
+    pub state: String,
+    pub state_reason: Option<String>,
+    /// The stack's dead-letter queue (its ARN), which the rules and the on-failure
+    /// destination name.
     pub dead_letter_queue: String,
-    /// EventBridge rules by name: their pattern, state, and targets (ARN, with a
-    /// dead-letter queue ARN or not).
+    /// Every queue the stack made (ARNs); each exists unless a test deletes it.
+    pub queues: Vec<String>,
+    /// Where Lambda sends an event that failed its retries: a queue, topic, function or
+    /// event bus ARN.
+    pub on_failure: Option<String>,
+    /// EventBridge rules by name.
     pub rules: BTreeMap<String, Rule>,
-    /// `API`, `API_AND_CONFIG_MAP` or `CONFIG_MAP`.
-    pub authentication_mode: String,
+    /// The function's resource policy: who may invoke it.
+    pub permissions: Vec<Permission>,
+    /// `API`, `API_AND_CONFIG_MAP` or `CONFIG_MAP`; `None`: DescribeCluster's answer has no
+    /// `accessConfig`.
+    pub authentication_mode: Option<String>,
     pub endpoint_public: bool,
     pub endpoint_private: bool,
     pub cluster_vpc_id: String,
+    /// Whether DescribeCluster hands out the endpoint (a cluster still being created has
+    /// none yet).
+    pub cluster_endpoint_listed: bool,
+    /// `certificateAuthority.data` when it is not the stand-in's own CA.
+    pub cluster_ca_data: Option<String>,
     /// Access entries by principal ARN: their Kubernetes groups.
     pub access_entries: BTreeMap<String, Vec<String>>,
     /// Repositories that exist, by registry account.
     pub repositories: BTreeMap<String, Vec<String>>,
+    /// Calls the operator is refused, by operation (`ListTargetsByRule`…): the error code
+    /// AWS answers with (`AccessDeniedException`, `ThrottlingException`).
+    #[serde(skip)]
+    pub refused: BTreeMap<String, String>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Rule {
-    pub pattern: Value,
+    /// The event pattern, or `None` for a scheduled rule.
+    pub pattern: Option<Value>,
+    pub schedule: Option<String>,
     pub enabled: bool,
-    /// (target ARN, its dead-letter queue ARN)
-    pub targets: Vec<(String, Option<String>)>,
+    pub targets: Vec<Target>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Target {
+    pub id: String,
+    pub arn: String,
+    pub dead_letter_queue: Option<String>,
+}
+
+/// A statement of the function's resource policy (`AddPermission`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Permission {
+    pub statement_id: String,
+    pub action: String,
+    pub principal: String,
+    pub source_arn: Option<String>,
 }
 
 impl Deployment {
-    /// The seed's stack: `argocd-ecr-updater` with the template's defaults, healthy.
+    /// The seed's stack: `argocd-ecr-updater` as the template makes it with its defaults (the
+    /// transformed template, evaluated), healthy.
     pub fn seed(account: &str, region: &str, role_arn: &str) -> Self {
-        let function_name = "argocd-ecr-updater-Function-Q3N7X2".to_string();
-        let function_arn = format!("arn:aws:lambda:{region}:{account}:function:{function_name}");
-        let queue =
-            format!("arn:aws:sqs:{region}:{account}:argocd-ecr-updater-DeadLetterQueue-7TQ2");
-        let rule = |pattern: Value| Rule {
-            pattern,
-            enabled: true,
-            targets: vec![(function_arn.clone(), Some(queue.clone()))],
+        let template: Value = serde_json::from_str(crate::cloudformation::TRANSFORMED_TEMPLATE)
+            .expect("tests/fixtures/template.transformed.json is JSON");
+        Self::from_template(&template, account, region, role_arn, &[])
+    }
+
+    /// What a stack of `template` with `given` parameter values makes in `account` and
+    /// `region`, with `role_arn` as the function's role; the cluster side (its mode, network
+    /// and the role's access entry) as a healthy cluster would have it.
+    pub fn from_template(
+        template: &Value,
+        account: &str,
+        region: &str,
+        role_arn: &str,
+        given: &[(&str, Value)],
+    ) -> Self {
+        use crate::cloudformation::{
+            Evaluator, Site, of_type, physical_resources, stack_parameters,
         };
-        let rules = BTreeMap::from([
-            (
-                "argocd-ecr-updater-FunctionEcrPush-1A2B3C".to_string(),
-                rule(
-                    json!({"source": ["aws.ecr"], "detail-type": ["ECR Image Action"],
-                    "detail": {"action-type": ["PUSH"], "result": ["SUCCESS"],
-                               "image-tag": [{"anything-but": ""}], "repository-name": ["barun-dev-ecr"]}}),
-                ),
-            ),
-            (
-                "argocd-ecr-updater-FunctionReconcile-4D5E6F".to_string(),
-                rule(json!({"source": ["aws.events"], "detail-type": ["Scheduled Event"]})),
-            ),
-        ]);
-        let environment = BTreeMap::from([
-            ("CLUSTER_NAME".to_string(), "barun-dev".to_string()),
-            ("ARGOCD_NAMESPACES".to_string(), "argocd".to_string()),
-            ("FUNCTION_ACCOUNT_ID".to_string(), account.to_string()),
-            ("READ_IMAGEUPDATERS".to_string(), "true".to_string()),
-        ]);
-        Self {
+        let site = Site {
+            account: account.into(),
+            region: region.into(),
             stack_name: "argocd-ecr-updater".into(),
+        };
+        let function_name = format!("{}-Function-Q3N7X2", site.stack_name);
+        let mut evaluator = Evaluator::new(
+            stack_parameters(template, &site, given),
+            &template["Conditions"],
+        );
+        evaluator.resources =
+            physical_resources(template, &evaluator, &site, &function_name, role_arn);
+        let made = |logical: &str| evaluator.resources.contains_key(logical);
+        let (_, function) = of_type(template, "AWS::Lambda::Function")[0];
+        let properties = evaluator.eval(&function["Properties"]);
+        let environment = properties["Environment"]["Variables"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| {
+                let text = match v {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                (k.clone(), text)
+            })
+            .collect();
+        let arn_of = |logical: &str| {
+            evaluator.resources[logical].attributes["Arn"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        };
+        let mut rules = BTreeMap::new();
+        for (logical, rule) in of_type(template, "AWS::Events::Rule") {
+            if !made(logical) {
+                continue;
+            }
+            let properties = evaluator.eval(&rule["Properties"]);
+            let pattern = match &properties["EventPattern"] {
+                Value::String(text) => Some(serde_json::from_str(text).expect("a JSON pattern")),
+                Value::Null => None,
+                object => Some(object.clone()),
+            };
+            let targets = properties["Targets"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|t| Target {
+                    id: t["Id"].as_str().unwrap_or_default().to_string(),
+                    arn: t["Arn"].as_str().unwrap_or_default().to_string(),
+                    dead_letter_queue: t["DeadLetterConfig"]["Arn"].as_str().map(str::to_string),
+                })
+                .collect();
+            let name = evaluator.resources[logical.as_str()]
+                .reference
+                .as_str()
+                .unwrap_or_default();
+            rules.insert(
+                name.to_string(),
+                Rule {
+                    pattern,
+                    schedule: properties["ScheduleExpression"]
+                        .as_str()
+                        .map(str::to_string),
+                    enabled: properties["State"].as_str().unwrap_or("ENABLED") == "ENABLED",
+                    targets,
+                },
+            );
+        }
+        let permissions = of_type(template, "AWS::Lambda::Permission")
+            .into_iter()
+            .filter(|(logical, _)| made(logical))
+            .map(|(logical, permission)| {
+                let p = evaluator.eval(&permission["Properties"]);
+                Permission {
+                    statement_id: crate::cloudformation::generated_name(&site.stack_name, logical),
+                    action: p["Action"].as_str().unwrap_or_default().to_string(),
+                    principal: p["Principal"].as_str().unwrap_or_default().to_string(),
+                    source_arn: p["SourceArn"].as_str().map(str::to_string),
+                }
+            })
+            .collect();
+        let on_failure = of_type(template, "AWS::Lambda::EventInvokeConfig")
+            .first()
+            .and_then(|(_, config)| {
+                evaluator
+                    .eval(&config["Properties"]["DestinationConfig"]["OnFailure"]["Destination"])
+                    .as_str()
+                    .map(str::to_string)
+            });
+        let queues = of_type(template, "AWS::SQS::Queue")
+            .into_iter()
+            .filter(|(logical, _)| made(logical))
+            .map(|(logical, _)| arn_of(logical))
+            .collect();
+        let repositories = evaluator.list(&json!({"Ref": "EcrRepositoryNames"}));
+        Self {
+            stack_name: site.stack_name.clone(),
             function_name,
-            architecture: "arm64".into(),
+            role_arn: role_arn.to_string(),
+            architecture: properties["Architectures"][0]
+                .as_str()
+                .unwrap_or("x86_64")
+                .to_string(),
             binary_machine: 183,
+            package_location: None,
             environment,
             vpc_id: None,
-            dead_letter_queue: queue,
+            state: "Active".into(),
+            state_reason: None,
+            dead_letter_queue: arn_of("DeadLetterQueue"),
+            queues,
+            on_failure,
             rules,
-            authentication_mode: "API_AND_CONFIG_MAP".into(),
+            permissions,
+            authentication_mode: Some("API_AND_CONFIG_MAP".into()),
             endpoint_public: true,
             endpoint_private: false,
             cluster_vpc_id: "vpc-0cluster".into(),
+            cluster_endpoint_listed: true,
+            cluster_ca_data: None,
             access_entries: BTreeMap::from([(
                 role_arn.to_string(),
                 vec!["argocd-ecr-updater".to_string()],
             )]),
-            repositories: BTreeMap::from([(account.to_string(), vec!["barun-dev-ecr".into()])]),
+            repositories: BTreeMap::from([(account.to_string(), repositories)]),
+            refused: BTreeMap::new(),
         }
+    }
+
+    /// The rule whose name holds `logical_id` (the template's logical ID of it).
+    pub fn rule_mut(&mut self, logical_id: &str) -> &mut Rule {
+        let marker = format!("-{logical_id}-");
+        self.rules
+            .iter_mut()
+            .find(|(name, _)| name.contains(&marker))
+            .map(|(_, rule)| rule)
+            .unwrap_or_else(|| panic!("no rule {logical_id}"))
     }
 
     pub fn function_arn(&self, account: &str, region: &str) -> String {
@@ -158,11 +312,16 @@ fn configuration(state: &AwsState, d: &Deployment) -> Value {
         "FunctionArn": d.function_arn(&state.account, &state.region),
         "Runtime": "provided.al2023",
         "Handler": "bootstrap",
-        "Role": crate::FUNCTION_IAM_ROLE_ARN,
+        "Role": d.role_arn,
         "Architectures": [d.architecture],
         "PackageType": "Zip",
+        "State": d.state,
+        "LastUpdateStatus": "Successful",
         "Environment": {"Variables": d.environment},
     });
+    if let Some(reason) = &d.state_reason {
+        configuration["StateReason"] = json!(reason);
+    }
     if let Some(vpc) = &d.vpc_id {
         configuration["VpcConfig"] =
             json!({"VpcId": vpc, "SubnetIds": ["subnet-1"], "SecurityGroupIds": ["sg-function"]});
@@ -191,10 +350,14 @@ pub async fn get_function(
         Err(missing) => return missing,
     };
     let endpoint = crate::faults::lock(&state.endpoint).clone();
+    let location = d
+        .package_location
+        .clone()
+        .unwrap_or_else(|| format!("{endpoint}/packages/{}.zip", d.function_name));
     axum::Json(json!({
         "Configuration": configuration(&state, &d),
         "Code": {"RepositoryType": "S3",
-                 "Location": format!("{endpoint}/packages/{}.zip?X-Amz-Security-Token={}", d.function_name, crate::aws::PRESIGNED_SECRET)},
+                 "Location": format!("{location}?X-Amz-Security-Token={}", crate::aws::PRESIGNED_SECRET)},
     }))
     .into_response()
 }
@@ -208,26 +371,116 @@ pub async fn package(State(state): State<Arc<AwsState>>, Path(file): Path<String
     deployment.package().into_response()
 }
 
-/// Lambda's `GetFunctionEventInvokeConfig`.
+/// The error AWS answers a call the operator is refused with, when a test refuses
+/// `operation` (`action` is its IAM action). `rest`: a REST service (Lambda, EKS), which
+/// answers 403 and 429 where the JSON services answer 400.
+pub(crate) fn refusal(
+    state: &AwsState,
+    operation: &str,
+    action: &str,
+    rest: bool,
+) -> Option<Response> {
+    let code = crate::faults::lock(&state.deployment)
+        .refused
+        .get(operation)
+        .cloned()?;
+    let (status, message) = match code.as_str() {
+        "ThrottlingException" | "TooManyRequestsException" => (
+            if rest {
+                StatusCode::TOO_MANY_REQUESTS
+            } else {
+                StatusCode::BAD_REQUEST
+            },
+            "Rate exceeded".to_string(),
+        ),
+        _ => (
+            if rest {
+                StatusCode::FORBIDDEN
+            } else {
+                StatusCode::BAD_REQUEST
+            },
+            format!(
+                "User: arn:aws:sts::{}:assumed-role/operator/laptop is not authorized to perform: {action} because no identity-based policy allows the {action} action",
+                state.account
+            ),
+        ),
+    };
+    Some(aws_error(status, &code, &message))
+}
+
+/// Lambda's `GetFunctionEventInvokeConfig`: 404 when the function has none.
 pub async fn get_event_invoke_config(
     State(state): State<Arc<AwsState>>,
     Path(name): Path<String>,
 ) -> Response {
+    if let Some(refused) = refusal(
+        &state,
+        "GetFunctionEventInvokeConfig",
+        "lambda:GetFunctionEventInvokeConfig",
+        true,
+    ) {
+        return refused;
+    }
     let d = match deployed(&state, &name) {
         Ok(d) => d,
         Err(missing) => return missing,
     };
+    let arn = d.function_arn(&state.account, &state.region);
+    let Some(destination) = &d.on_failure else {
+        return aws_error(
+            StatusCode::NOT_FOUND,
+            "ResourceNotFoundException",
+            &format!("The function {arn} doesn't have an EventInvokeConfig"),
+        );
+    };
     axum::Json(json!({
-        "FunctionArn": d.function_arn(&state.account, &state.region),
+        "FunctionArn": format!("{arn}:$LATEST"),
         "MaximumRetryAttempts": 2,
         "MaximumEventAgeInSeconds": 3600,
-        "DestinationConfig": {"OnFailure": {"Destination": d.dead_letter_queue}, "OnSuccess": {}},
+        "DestinationConfig": {"OnFailure": {"Destination": destination}, "OnSuccess": {}},
     }))
     .into_response()
 }
 
+/// Lambda's `GetPolicy`: the function's resource policy, as a JSON string; 404 when no
+/// statement is left.
+pub async fn get_policy(State(state): State<Arc<AwsState>>, Path(name): Path<String>) -> Response {
+    if let Some(refused) = refusal(&state, "GetPolicy", "lambda:GetPolicy", true) {
+        return refused;
+    }
+    let d = match deployed(&state, &name) {
+        Ok(d) => d,
+        Err(missing) => return missing,
+    };
+    if d.permissions.is_empty() {
+        return aws_error(
+            StatusCode::NOT_FOUND,
+            "ResourceNotFoundException",
+            "The resource you requested does not exist.",
+        );
+    }
+    let arn = d.function_arn(&state.account, &state.region);
+    let statements: Vec<Value> = d
+        .permissions
+        .iter()
+        .map(|p| {
+            let mut statement = json!({"Sid": p.statement_id, "Effect": "Allow",
+                "Principal": {"Service": p.principal}, "Action": p.action, "Resource": arn});
+            if let Some(source) = &p.source_arn {
+                statement["Condition"] = json!({"ArnLike": {"AWS:SourceArn": source}});
+            }
+            statement
+        })
+        .collect();
+    let policy = json!({"Version": "2012-10-17", "Id": "default", "Statement": statements});
+    axum::Json(json!({"Policy": policy.to_string(), "RevisionId": "standin-1"})).into_response()
+}
+
 /// EventBridge's `ListRuleNamesByTarget`, `DescribeRule` and `ListTargetsByRule`.
 pub fn events(state: &AwsState, operation: &str, request: &Value) -> Response {
+    if let Some(refused) = refusal(state, operation, &format!("events:{operation}"), false) {
+        return refused;
+    }
     let deployment = crate::faults::lock(&state.deployment).clone();
     let rule_arn = |name: &str| {
         format!(
@@ -241,7 +494,7 @@ pub fn events(state: &AwsState, operation: &str, request: &Value) -> Response {
             let names: Vec<&String> = deployment
                 .rules
                 .iter()
-                .filter(|(_, r)| r.targets.iter().any(|(arn, _)| arn == target))
+                .filter(|(_, r)| r.targets.iter().any(|t| t.arn == target))
                 .map(|(name, _)| name)
                 .collect();
             axum::Json(json!({"RuleNames": names})).into_response()
@@ -259,20 +512,24 @@ pub fn events(state: &AwsState, operation: &str, request: &Value) -> Response {
                 );
             };
             if operation == "DescribeRule" {
-                return axum::Json(json!({"Name": name, "Arn": rule_arn(name),
-                    "EventPattern": rule.pattern.to_string(),
+                let mut described = json!({"Name": name, "Arn": rule_arn(name),
                     "State": if rule.enabled { "ENABLED" } else { "DISABLED" },
-                    "EventBusName": "default"}))
-                .into_response();
+                    "EventBusName": "default"});
+                if let Some(pattern) = &rule.pattern {
+                    described["EventPattern"] = json!(pattern.to_string());
+                }
+                if let Some(schedule) = &rule.schedule {
+                    described["ScheduleExpression"] = json!(schedule);
+                }
+                return axum::Json(described).into_response();
             }
             let targets: Vec<Value> = rule
                 .targets
                 .iter()
-                .enumerate()
-                .map(|(i, (arn, dlq))| {
-                    let mut target = json!({"Id": format!("t{i}"), "Arn": arn,
+                .map(|t| {
+                    let mut target = json!({"Id": t.id, "Arn": t.arn,
                         "RetryPolicy": {"MaximumRetryAttempts": 8, "MaximumEventAgeInSeconds": 3600}});
-                    if let Some(dlq) = dlq {
+                    if let Some(dlq) = &t.dead_letter_queue {
                         target["DeadLetterConfig"] = json!({"Arn": dlq});
                     }
                     target
@@ -386,7 +643,7 @@ pub async fn list_access_entries(
     if cluster != state.cluster_name {
         return no_cluster(&cluster);
     }
-    if deployment.authentication_mode == "CONFIG_MAP" {
+    if deployment.authentication_mode.as_deref() == Some("CONFIG_MAP") {
         return aws_error(
             StatusCode::BAD_REQUEST,
             "InvalidRequestException",
@@ -402,6 +659,14 @@ pub async fn describe_access_entry(
     State(state): State<Arc<AwsState>>,
     Path((cluster, principal)): Path<(String, String)>,
 ) -> Response {
+    if let Some(refused) = refusal(
+        &state,
+        "DescribeAccessEntry",
+        "eks:DescribeAccessEntry",
+        true,
+    ) {
+        return refused;
+    }
     let deployment = crate::faults::lock(&state.deployment).clone();
     if cluster != state.cluster_name {
         return no_cluster(&cluster);
@@ -429,10 +694,13 @@ fn no_cluster(name: &str) -> Response {
 /// The parts of `DescribeCluster` that say how the cluster may be reached and authenticated.
 pub fn cluster_fields(state: &AwsState) -> Value {
     let d = crate::faults::lock(&state.deployment).clone();
-    json!({
-        "accessConfig": {"authenticationMode": d.authentication_mode},
+    let mut fields = json!({
         "resourcesVpcConfig": {"vpcId": d.cluster_vpc_id, "clusterSecurityGroupId": "sg-cluster",
             "endpointPublicAccess": d.endpoint_public, "endpointPrivateAccess": d.endpoint_private,
             "publicAccessCidrs": if d.endpoint_public { json!(["0.0.0.0/0"]) } else { json!([]) }},
-    })
+    });
+    if let Some(mode) = &d.authentication_mode {
+        fields["accessConfig"] = json!({"authenticationMode": mode});
+    }
+    fields
 }

@@ -6,6 +6,7 @@
 //! checked as EKS checks it, and writes are validated against the Argo CD CRD.
 
 pub mod aws;
+pub mod cloudformation;
 pub mod codecommit;
 pub mod cosign;
 pub mod deployment;

@@ -15,11 +15,12 @@ const BUILTIN_IMAGES: &str = include_str!("../seed/images.json");
 /// The seed shipped with the project: the setup the README describes (a Helm-wrapped chart,
 /// its Application and date-tagged images).
 pub fn load_builtin(standins: &StandIns) -> Result<(), String> {
-    // The deployed stack's dead-letter queue, which `doctor` reads.
-    let queue = standins.aws.deployed().dead_letter_queue;
-    standins
-        .aws
-        .create_queue(queue.rsplit(':').next().unwrap_or_default());
+    // The deployed stack's queues, which `doctor` reads.
+    for queue in standins.aws.deployed().queues {
+        standins
+            .aws
+            .create_queue(queue.rsplit(':').next().unwrap_or_default());
+    }
     load_applications_text(standins, BUILTIN_APPLICATION, "builtin application")?;
     load_images_text(standins, BUILTIN_IMAGES, "builtin images")
 }

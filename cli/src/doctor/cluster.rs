@@ -1,0 +1,488 @@
+//! Each cluster the function writes to: it exists, hands out an endpoint and a CA the
+//! function can use, lets access entries in, maps the function's role to the group
+//! `deploy/rbac.yaml` binds, and can be reached from where the function runs.
+
+use argocd_ecr_updater::aws_error::{Cause, describe};
+use argocd_ecr_updater::config::{ClusterAccess, ClusterSpec};
+
+use super::{Checklist, Clients, Failure, Function, failed_call};
+
+const AREA: &str = "cluster";
+
+/// The cluster's checks, and what the RBAC check connects with (nothing when the endpoint
+/// or the CA is unusable, which is then a failed check of its own).
+pub(super) async fn cluster(
+    clients: &Clients,
+    function: &Function,
+    spec: &ClusterSpec,
+    group: &str,
+    list: &mut Checklist,
+) -> Option<ClusterAccess> {
+    if let Some(access) = &spec.access {
+        list.skip(
+            AREA,
+            &spec.name,
+            "its endpoint and CA are configured; DescribeCluster and access entries are not read"
+                .into(),
+            format!(
+                "aws eks list-access-entries --cluster-name {} (in the cluster's account)",
+                spec.name
+            ),
+        );
+        return Some(access.clone());
+    }
+    if spec.role_arn.is_some() {
+        list.skip(
+            AREA,
+            &spec.name,
+            "described with a role of another account; checked there, not here".into(),
+            format!(
+                "aws eks describe-cluster --name {} --query cluster.accessConfig (as that account)",
+                spec.name
+            ),
+        );
+        return None;
+    }
+    let region = spec
+        .region
+        .clone()
+        .unwrap_or_else(|| function.region.clone());
+    let eks = aws_sdk_eks::Client::from_conf(
+        aws_sdk_eks::config::Builder::from(&clients.sdk)
+            .region(aws_config::Region::new(region.clone()))
+            .build(),
+    );
+    let described = match eks.describe_cluster().name(&spec.name).send().await {
+        Ok(out) => out.cluster,
+        Err(e) => {
+            let described = describe(&e);
+            let result = if described.code.as_deref() == Some("ResourceNotFoundException") {
+                Err((
+                    format!("no such cluster in {region}: {described}"),
+                    format!(
+                        "check the name and region (Clusters' \"region\"); aws eks list-clusters --region {region}"
+                    ),
+                ))
+            } else {
+                Err(failed_call(
+                    "DescribeCluster",
+                    "eks:DescribeCluster",
+                    &described,
+                ))
+            };
+            list.add(AREA, &spec.name, result);
+            return None;
+        }
+    };
+    let Some(cluster) = described else {
+        list.add(
+            AREA,
+            &spec.name,
+            Err((
+                "DescribeCluster answered without a cluster".into(),
+                format!(
+                    "aws eks describe-cluster --name {} --region {region}",
+                    spec.name
+                ),
+            )),
+        );
+        return None;
+    };
+    list.add(AREA, &spec.name, Ok(format!("found in {region}")));
+    let mode = cluster
+        .access_config()
+        .and_then(|a| a.authentication_mode())
+        .map(|m| m.as_str().to_string());
+    let entries_allowed = list_mode(&spec.name, &region, mode.as_deref(), list);
+    if entries_allowed {
+        access_entry(&eks, &spec.name, &region, &function.role, group, list).await;
+    }
+    network(&cluster, function, &spec.name, list);
+    let access = connection(
+        cluster.endpoint(),
+        cluster.certificate_authority().and_then(|c| c.data()),
+        cluster.status().map(|s| s.as_str()),
+    );
+    let name = format!("{} endpoint and CA", spec.name);
+    match access {
+        Ok(access) => {
+            list.add(
+                AREA,
+                name,
+                Ok(format!("{} with a CA that decodes", access.endpoint)),
+            );
+            Some(access)
+        }
+        Err((detail, fix)) => {
+            list.add(
+                AREA,
+                name,
+                Err((
+                    detail,
+                    fix.replace("{name}", &spec.name)
+                        .replace("{region}", &region),
+                )),
+            );
+            None
+        }
+    }
+}
+
+/// The authentication mode's check; whether access entries apply.
+fn list_mode(cluster: &str, region: &str, mode: Option<&str>, list: &mut Checklist) -> bool {
+    // EKS answers without `accessConfig` only for clusters made before access entries
+    // existed, which authenticate through aws-auth alone: CONFIG_MAP.
+    let (mode, read_as) = match mode {
+        Some(mode) => (mode, String::new()),
+        None => (
+            "CONFIG_MAP",
+            " (DescribeCluster's answer has no accessConfig, which EKS means as CONFIG_MAP)".into(),
+        ),
+    };
+    let entries_allowed = mode == "API" || mode == "API_AND_CONFIG_MAP";
+    list.add(AREA, format!("{cluster} authentication mode"), if entries_allowed {
+        Ok(format!("{mode}: access entries apply"))
+    } else {
+        Err((format!("{mode}{read_as}: access entries are refused, so CreateAccessEntry fails and the role is unknown to the cluster"),
+            format!("aws eks update-cluster-config --name {cluster} --region {region} --access-config authenticationMode=API_AND_CONFIG_MAP (or map the role in aws-auth and deploy with CreateAccessEntry=false)")))
+    });
+    entries_allowed
+}
+
+/// The endpoint and CA the function connects with, or why it cannot (`{name}` and `{region}`
+/// in the fix are the cluster's).
+fn connection(
+    endpoint: Option<&str>,
+    ca: Option<&str>,
+    status: Option<&str>,
+) -> Result<ClusterAccess, Failure> {
+    let status = status.unwrap_or("unknown");
+    let by_hand = "aws eks describe-cluster --name {name} --region {region} --query 'cluster.[status,endpoint,certificateAuthority]'";
+    let (Some(endpoint), Some(ca)) = (
+        endpoint.filter(|e| !e.is_empty()),
+        ca.filter(|c| !c.is_empty()),
+    ) else {
+        let missing = match (
+            endpoint.is_some_and(|e| !e.is_empty()),
+            ca.is_some_and(|c| !c.is_empty()),
+        ) {
+            (false, false) => "no endpoint and no CA",
+            (false, true) => "no endpoint",
+            _ => "no CA",
+        };
+        return Err((
+            format!(
+                "DescribeCluster hands out {missing} (status {status}): the function cannot connect, and RBAC is not checked"
+            ),
+            format!(
+                "a cluster that is still CREATING has none yet: wait for ACTIVE and run doctor again; else {by_hand}"
+            ),
+        ));
+    };
+    match argocd_ecr_updater::config::decode_ca(ca) {
+        Ok(ca_pem) => Ok(ClusterAccess {
+            endpoint: endpoint.to_string(),
+            ca_pem,
+        }),
+        Err(why) => Err((
+            format!(
+                "certificateAuthority.data does not decode as a PEM certificate ({why}): the function cannot verify the API server, and RBAC is not checked"
+            ),
+            format!(
+                "compare it with {by_hand}; if the cluster's own answer is broken, set the cluster's caData in Clusters"
+            ),
+        )),
+    }
+}
+
+async fn access_entry(
+    eks: &aws_sdk_eks::Client,
+    cluster: &str,
+    region: &str,
+    role: &str,
+    group: &str,
+    list: &mut Checklist,
+) {
+    let name = format!("{cluster} access entry");
+    let entry = eks
+        .describe_access_entry()
+        .cluster_name(cluster)
+        .principal_arn(role)
+        .send()
+        .await;
+    let result = match entry {
+        Ok(out) => {
+            let groups: Vec<String> = out
+                .access_entry()
+                .map(|e| e.kubernetes_groups().to_vec())
+                .unwrap_or_default();
+            if groups.iter().any(|g| g == group) {
+                Ok(format!("maps the role to group {group}"))
+            } else {
+                Err((
+                    format!(
+                        "maps the role to {groups:?}, not {group}: deploy/rbac.yaml binds {group}"
+                    ),
+                    format!(
+                        "aws eks update-access-entry --cluster-name {cluster} --region {region} --principal-arn {role} --kubernetes-groups {group}"
+                    ),
+                ))
+            }
+        }
+        Err(e) => {
+            let described = describe(&e);
+            if described.code.as_deref() == Some("ResourceNotFoundException")
+                && described.cause != Cause::AccessDenied
+            {
+                Err((
+                    format!("none for the function's role: {described}"),
+                    format!(
+                        "aws eks create-access-entry --cluster-name {cluster} --region {region} --principal-arn {role} --type STANDARD --kubernetes-groups {group}"
+                    ),
+                ))
+            } else {
+                Err(failed_call(
+                    "DescribeAccessEntry",
+                    "eks:DescribeAccessEntry",
+                    &described,
+                ))
+            }
+        }
+    };
+    list.add(AREA, name, result);
+}
+
+/// What EKS says of how its API endpoint may be reached.
+#[derive(Debug, Clone, Default)]
+struct Endpoint {
+    public: bool,
+    private: bool,
+    public_cidrs: Vec<String>,
+    vpc: Option<String>,
+    security_group: Option<String>,
+}
+
+/// Whether a function running in `function_vpc` (or outside any) reaches `endpoint`: the
+/// check's result, and what could not be read from here (the detail and the command to read
+/// it by hand).
+fn reachability(
+    endpoint: &Endpoint,
+    function_vpc: Option<&str>,
+) -> (Result<String, Failure>, Option<(String, String)>) {
+    let open = endpoint.public_cidrs.iter().any(|c| c == "0.0.0.0/0");
+    let in_cluster_vpc = function_vpc.is_some() && function_vpc == endpoint.vpc.as_deref();
+    if endpoint.private && in_cluster_vpc {
+        let group = endpoint
+            .security_group
+            .as_deref()
+            .unwrap_or("the cluster security group");
+        let vpc = function_vpc.unwrap_or_default();
+        return (
+            Ok(format!(
+                "private, and the function runs in the cluster's VPC {vpc}"
+            )),
+            Some((
+                format!(
+                    "whether {group} admits the function's security groups on 443 is not read from here"
+                ),
+                format!(
+                    "aws ec2 describe-security-groups --group-ids {group} --query 'SecurityGroups[0].IpPermissions'"
+                ),
+            )),
+        );
+    }
+    match (endpoint.public, function_vpc) {
+        (true, None) if open => (Ok("public, open to the internet: the function reaches it".into()), None),
+        (true, None) => (
+            Err((
+                format!("public access is limited to {:?}, and a function outside a VPC has no fixed address", endpoint.public_cidrs),
+                "run the function in a VPC (SubnetIds) whose NAT gateway's address is in publicAccessCidrs, or enable private access and run it in the cluster's VPC".into(),
+            )),
+            None,
+        ),
+        (true, Some(vpc)) => (
+            Ok(format!("public, through {vpc}'s route to the internet")),
+            Some((
+                format!("that {vpc} has a NAT gateway{} is not read from here", if open { "" } else { " whose address is in publicAccessCidrs" }),
+                format!("aws ec2 describe-nat-gateways --filter Name=vpc-id,Values={vpc}"),
+            )),
+        ),
+        (false, None) => (
+            Err((
+                "private only, and the function runs outside any VPC: it cannot connect".into(),
+                "deploy with SubnetIds and SecurityGroupIds in the cluster's VPC (docs/deploy.md, \"In a VPC\")".into(),
+            )),
+            None,
+        ),
+        (false, Some(vpc)) => (
+            Err((
+                format!("private only, and the function runs in {vpc}, the cluster in {}", endpoint.vpc.as_deref().unwrap_or("another VPC")),
+                "run the function in the cluster's VPC (SubnetIds), or peer the VPCs and admit the function on 443".into(),
+            )),
+            None,
+        ),
+    }
+}
+
+/// Whether the function can reach the endpoint from where it runs.
+fn network(
+    cluster: &aws_sdk_eks::types::Cluster,
+    function: &Function,
+    name: &str,
+    list: &mut Checklist,
+) {
+    let Some(vpc) = cluster.resources_vpc_config() else {
+        list.skip(
+            AREA,
+            format!("{name} endpoint"),
+            "DescribeCluster's answer has no resourcesVpcConfig: how the endpoint may be reached is not known".into(),
+            format!("aws eks describe-cluster --name {name} --query cluster.resourcesVpcConfig"),
+        );
+        return;
+    };
+    let endpoint = Endpoint {
+        public: vpc.endpoint_public_access(),
+        private: vpc.endpoint_private_access(),
+        public_cidrs: vpc.public_access_cidrs().to_vec(),
+        vpc: vpc.vpc_id().map(str::to_string),
+        security_group: vpc.cluster_security_group_id().map(str::to_string),
+    };
+    let (result, unread) = reachability(&endpoint, function.vpc.as_deref());
+    list.add(AREA, format!("{name} endpoint"), result);
+    if let Some((detail, by_hand)) = unread {
+        list.skip(AREA, format!("{name} network path"), detail, by_hand);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn endpoint(public: bool, private: bool, cidrs: &[&str]) -> Endpoint {
+        Endpoint {
+            public,
+            private,
+            public_cidrs: cidrs.iter().map(|c| c.to_string()).collect(),
+            vpc: Some("vpc-cluster".into()),
+            security_group: Some("sg-cluster".into()),
+        }
+    }
+
+    #[test]
+    fn whether_the_function_reaches_the_endpoint_depends_on_both_sides() {
+        let open = ["0.0.0.0/0"];
+        let office = ["203.0.113.0/24"];
+        // (endpoint, the function's VPC, reaches, something left to check by hand)
+        let cases: &[(Endpoint, Option<&str>, bool, bool)] = &[
+            (endpoint(true, false, &open), None, true, false),
+            (endpoint(true, false, &office), None, false, false),
+            (endpoint(false, true, &[]), None, false, false),
+            (endpoint(false, true, &[]), Some("vpc-cluster"), true, true),
+            (
+                endpoint(true, true, &office),
+                Some("vpc-cluster"),
+                true,
+                true,
+            ),
+            (endpoint(false, true, &[]), Some("vpc-other"), false, false),
+            (endpoint(true, false, &open), Some("vpc-other"), true, true),
+            (
+                endpoint(true, false, &office),
+                Some("vpc-cluster"),
+                true,
+                true,
+            ),
+        ];
+        for (endpoint, vpc, reaches, unread) in cases {
+            let (result, left) = reachability(endpoint, *vpc);
+            assert_eq!(
+                result.is_ok(),
+                *reaches,
+                "{endpoint:?} from {vpc:?}: {result:?}"
+            );
+            assert_eq!(
+                left.is_some(),
+                *unread,
+                "{endpoint:?} from {vpc:?}: {left:?}"
+            );
+            if let Err((_, fix)) = result {
+                assert!(!fix.is_empty());
+            }
+        }
+    }
+
+    #[test]
+    fn a_private_endpoint_seen_from_the_clusters_vpc_leaves_its_security_group_to_check() {
+        let (result, left) = reachability(&endpoint(false, true, &[]), Some("vpc-cluster"));
+        assert!(result.is_ok());
+        let (detail, by_hand) = left.unwrap();
+        assert!(detail.contains("sg-cluster"), "{detail}");
+        assert!(by_hand.contains("describe-security-groups --group-ids sg-cluster"));
+    }
+
+    #[test]
+    fn the_function_connects_only_with_an_endpoint_and_a_ca_that_decodes() {
+        use base64::Engine;
+        let pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+        let good = base64::engine::general_purpose::STANDARD.encode(pem);
+        let address = "https://ABC.gr7.ap-northeast-2.eks.amazonaws.com";
+        let url = Some(address);
+        // (endpoint, CA data, status, connects, the detail says)
+        let cases = [
+            (url, Some(good.as_str()), Some("ACTIVE"), true, ""),
+            (
+                None,
+                Some(good.as_str()),
+                Some("CREATING"),
+                false,
+                "no endpoint (status CREATING)",
+            ),
+            (url, None, Some("ACTIVE"), false, "no CA"),
+            (Some(""), Some(""), None, false, "no endpoint and no CA"),
+            (
+                url,
+                Some("nZQUOo6nPKCm91ZiWD0V"),
+                Some("ACTIVE"),
+                false,
+                "does not decode",
+            ),
+            (
+                url,
+                Some("bm90IGEgY2VydGlmaWNhdGU="),
+                Some("ACTIVE"),
+                false,
+                "BEGIN CERTIFICATE",
+            ),
+        ];
+        for (endpoint, ca, status, connects, says) in cases {
+            let result = connection(endpoint, ca, status);
+            assert_eq!(result.is_ok(), connects, "{endpoint:?} {ca:?}: {result:?}");
+            match result {
+                Ok(access) => assert_eq!(access.endpoint, address),
+                Err((detail, fix)) => {
+                    assert!(detail.contains(says), "{detail}");
+                    assert!(detail.contains("RBAC is not checked"), "{detail}");
+                    assert!(fix.contains("describe-cluster --name {name}"), "{fix}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_cluster_without_access_config_is_read_as_config_map_and_says_so() {
+        let mut list = Checklist::default();
+        assert!(!list_mode("c", "r", None, &mut list));
+        assert!(list_mode("c", "r", Some("API"), &mut list));
+        assert!(list_mode("c", "r", Some("API_AND_CONFIG_MAP"), &mut list));
+        assert!(!list_mode("c", "r", Some("CONFIG_MAP"), &mut list));
+        let missing = &list.0[0];
+        assert!(
+            missing
+                .detail
+                .starts_with("CONFIG_MAP (DescribeCluster's answer has no accessConfig"),
+            "{}",
+            missing.detail
+        );
+        assert_eq!(list.0[1].detail, "API: access entries apply");
+    }
+}
