@@ -97,20 +97,33 @@ enum Command {
         #[arg(long)]
         cluster: Option<String>,
     },
-    /// Run the events parked in the dead-letter queue again: dry-run unless --apply; a
-    /// message is deleted only after its event succeeded.
+    /// Hand the events parked in a dead-letter queue to the deployed function again
+    /// (asynchronously, as EventBridge does), run them here (--local), or delete them
+    /// (--discard). A dry run unless --apply; a message is deleted only once its event was
+    /// accepted, succeeded, or is discarded.
     Redrive {
-        /// The dead-letter queue's URL (the stack's DeadLetterQueueUrl output).
+        /// The queue's URL (the stack's DeadLetterQueueUrl or SweepDeadLetterQueueUrl output).
         #[arg(long)]
         queue: String,
-        /// Write, and delete the messages whose events succeeded.
+        /// The deployed function to invoke with each event (the stack's FunctionName output).
+        #[arg(long, required_unless_present_any = ["local", "discard"], conflicts_with_all = ["local", "discard"])]
+        function: Option<String>,
+        /// Run the events on this machine, with your credentials and the environment's
+        /// configuration, instead of invoking the function.
+        #[arg(long, conflicts_with = "discard")]
+        local: bool,
+        /// Delete the messages (a superseded push; a sweep shard, whose work the next sweep
+        /// does again).
+        #[arg(long)]
+        discard: bool,
+        /// Act: invoke, write or delete. Without it nothing changes.
         #[arg(long)]
         apply: bool,
         /// Stop after this many messages.
         #[arg(long, default_value_t = 100)]
         max: usize,
-        /// Overrides CLUSTER_NAME.
-        #[arg(long)]
+        /// With --local: overrides CLUSTER_NAME.
+        #[arg(long, requires = "local")]
         cluster: Option<String>,
         /// Seconds each receive waits for messages (SQS long polling, at most 20).
         #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(i32).range(1..=20))]
@@ -238,18 +251,33 @@ fn main() -> ExitCode {
         })),
         Command::Redrive {
             queue,
+            function,
+            local,
+            discard,
             apply,
             max,
             cluster,
             wait_seconds,
-        } => runtime().block_on(redrive::run(RedriveRequest {
-            queue_url: queue,
-            apply,
-            max,
-            cluster,
-            wait_seconds,
-            log_format: cli.log_format.into(),
-        })),
+        } => {
+            let how = match (function, local, discard) {
+                (_, _, true) => redrive::How::Discard,
+                (_, true, _) => redrive::How::Local { cluster },
+                (Some(function), _, _) => redrive::How::Invoke { function },
+                (None, false, false) => {
+                    return usage_error(
+                        "redrive needs --function (invoke the deployed function), --local or --discard".into(),
+                    );
+                }
+            };
+            runtime().block_on(redrive::run(RedriveRequest {
+                queue_url: queue,
+                how,
+                apply,
+                max,
+                wait_seconds,
+                log_format: cli.log_format.into(),
+            }))
+        }
     }
 }
 

@@ -1,8 +1,18 @@
-//! `argocd-ecr-updater-cli redrive`: runs the events parked in the dead-letter queue through
-//! the pipeline again, after the cause was fixed. A dry run unless `--apply`; a message is
-//! deleted only after its event succeeded, so nothing is lost when a redrive fails again.
-//! Both shapes a parked event has are understood: the original event (the rule's
-//! dead-letter queue) and a Lambda on-failure destination record.
+//! `argocd-ecr-updater-cli redrive`: what waits in a dead-letter queue, handled after its
+//! cause was fixed, one of three ways:
+//!
+//! - by default, each parked event is handed to the deployed function, asynchronously, as
+//!   EventBridge hands it: the function's own role, configuration, selector and dead-letter
+//!   path decide, so an event that fails again is parked again by Lambda;
+//! - `--local` runs the events on the laptop through the pipeline, with the operator's
+//!   credentials and the environment's configuration (for when the function cannot run them);
+//! - `--discard` deletes them (a superseded push; a sweep shard, whose work the next sweep
+//!   does again).
+//!
+//! Always a dry run unless `--apply`. A message is deleted only once its event was accepted
+//! (invoke), succeeded (local) or when discarding, so nothing is lost when a step fails.
+//! Both shapes a parked event has are read: the original event (a rule's dead-letter queue)
+//! and a Lambda on-failure destination record around it.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -11,6 +21,7 @@ use serde_json::Value;
 
 use crate::common::config_from_env;
 use crate::common::{sdk_config, usage_error};
+use argocd_ecr_updater::aws_error::{Described, describe};
 use argocd_ecr_updater::eks_auth::SystemClock;
 use argocd_ecr_updater::handler::Handler;
 use argocd_ecr_updater::report::{Action, Report};
@@ -19,15 +30,24 @@ use argocd_ecr_updater::telemetry::{LogFormat, init_tracing};
 /// What `redrive` was asked.
 pub struct RedriveRequest {
     pub queue_url: String,
-    /// Write, and delete the messages whose events succeeded. Without it nothing changes.
+    pub how: How,
+    /// Act (invoke, write, delete). Without it nothing changes.
     pub apply: bool,
     /// Stop after this many messages.
     pub max: usize,
-    /// One cluster only (`CLUSTER_NAME`, or one of `CLUSTERS`).
-    pub cluster: Option<String>,
     /// How long each receive waits for a message (SQS long polling).
     pub wait_seconds: i32,
     pub log_format: LogFormat,
+}
+
+/// How the parked events are handled.
+pub enum How {
+    /// Invoke the deployed function (its name or ARN) with each event.
+    Invoke { function: String },
+    /// Run each event here; `cluster` narrows to one cluster.
+    Local { cluster: Option<String> },
+    /// Delete each message.
+    Discard,
 }
 
 /// Messages are received with this visibility: long enough to decide and write one event.
@@ -38,22 +58,39 @@ const VISIBILITY_SECONDS: i32 = 300;
 const EMPTY_RECEIVES_BEFORE_GIVING_UP: usize = 3;
 
 pub async fn run(request: RedriveRequest) -> ExitCode {
-    let config = config_from_env(request.cluster.as_deref(), Some(!request.apply));
-    let config = match config {
-        Ok(c) => c,
-        Err(e) => return usage_error(e.to_string()),
-    };
-    init_tracing(&config.log_level, request.log_format);
     let sdk = sdk_config(None).await;
     let sqs = aws_sdk_sqs::Client::new(&sdk);
-    let handler = match Handler::from_sdk(config, &sdk, Arc::new(SystemClock)) {
-        Ok(h) => h,
-        Err(e) => return usage_error(e.to_string()),
+    let lambda = aws_sdk_lambda::Client::new(&sdk);
+    let handler;
+    let mode = match &request.how {
+        How::Invoke { function } => {
+            init_tracing("info", request.log_format);
+            Mode::Invoke {
+                lambda: &lambda,
+                function,
+            }
+        }
+        How::Local { cluster } => {
+            let config = match config_from_env(cluster.as_deref(), Some(!request.apply)) {
+                Ok(c) => c,
+                Err(e) => return usage_error(e.to_string()),
+            };
+            init_tracing(&config.log_level, request.log_format);
+            handler = match Handler::from_sdk(config, &sdk, Arc::new(SystemClock)) {
+                Ok(h) => h,
+                Err(e) => return usage_error(e.to_string()),
+            };
+            Mode::Local { handler: &handler }
+        }
+        How::Discard => {
+            init_tracing("info", request.log_format);
+            Mode::Discard
+        }
     };
     let redrive = Redrive {
         sqs: &sqs,
         queue_url: &request.queue_url,
-        handler: &handler,
+        mode,
         apply: request.apply,
         wait_seconds: request.wait_seconds,
     };
@@ -108,7 +145,11 @@ pub async fn run(request: RedriveRequest) -> ExitCode {
         }
     }
     redrive.release(kept).await;
-    println!("{seen} message(s) redriven, {failed} failed");
+    let verb = match redrive.mode {
+        Mode::Invoke { .. } | Mode::Local { .. } => "redriven",
+        Mode::Discard => "discarded",
+    };
+    println!("{seen} message(s) {verb}, {failed} failed");
     if failed > 0 {
         ExitCode::FAILURE
     } else {
@@ -116,11 +157,23 @@ pub async fn run(request: RedriveRequest) -> ExitCode {
     }
 }
 
-/// One redrive run's queue and pipeline.
+/// The handling chosen, with what it needs.
+enum Mode<'a> {
+    Invoke {
+        lambda: &'a aws_sdk_lambda::Client,
+        function: &'a str,
+    },
+    Local {
+        handler: &'a Handler,
+    },
+    Discard,
+}
+
+/// One redrive run's queue and handling.
 struct Redrive<'a> {
     sqs: &'a aws_sdk_sqs::Client,
     queue_url: &'a str,
-    handler: &'a Handler,
+    mode: Mode<'a>,
     apply: bool,
     wait_seconds: i32,
 }
@@ -131,16 +184,80 @@ struct Outcome {
     line: String,
     /// Its receipt, when the message stays in the queue.
     keep: Option<String>,
-    /// False when its event failed again, or it could not be deleted.
+    /// False when its event failed again, could not be handed on, or could not be deleted.
     ok: bool,
 }
 
+/// What a parked message holds.
+#[derive(Debug, PartialEq)]
+enum Parked {
+    /// An event: as the rule parked it, or unwrapped from Lambda's on-failure record (with
+    /// the error the function answered).
+    Event {
+        event: Value,
+        error: Option<String>,
+    },
+    /// A sweep shard, which the function takes from its sweep queue only.
+    Shard(Value),
+    NotJson(String),
+}
+
+impl Parked {
+    fn read(body: &str) -> Self {
+        let value: Value = match serde_json::from_str(body) {
+            Ok(value) => value,
+            Err(e) => return Self::NotJson(e.to_string()),
+        };
+        if value["action"] == "reconcile-shard" {
+            return Self::Shard(value);
+        }
+        if value.get("requestContext").is_some() && value.get("requestPayload").is_some() {
+            let response = &value["responsePayload"];
+            let error = response["errorType"].as_str().map(|kind| {
+                format!(
+                    "{kind}: {}",
+                    response["errorMessage"].as_str().unwrap_or_default()
+                )
+            });
+            return Self::Event {
+                event: value["requestPayload"].clone(),
+                error,
+            };
+        }
+        Self::Event {
+            event: value,
+            error: None,
+        }
+    }
+}
+
+/// `push barun-dev-ecr:20250825-153012`, or what else the event is.
+fn describe_event(event: &Value) -> String {
+    let detail = &event["detail"];
+    let repository = detail["repository-name"].as_str().unwrap_or("?");
+    let kind = match event["detail-type"].as_str() {
+        Some("ECR Image Action") => "push",
+        Some("ECR Image Scan") => "scan",
+        Some("ECR Replication Action") => "replication",
+        Some("Inspector2 Scan") => "inspector scan",
+        Some("Scheduled Event") => return "a scheduled sweep".into(),
+        Some(other) => return format!("an event of type `{other}`"),
+        None => return "an event without a detail-type".into(),
+    };
+    let tag = detail["image-tag"]
+        .as_str()
+        .or(detail["image-tags"][0].as_str())
+        .unwrap_or("");
+    if tag.is_empty() {
+        format!("{kind} {repository}")
+    } else {
+        format!("{kind} {repository}:{tag}")
+    }
+}
+
 impl Redrive<'_> {
-    /// Up to `batch` messages, hidden from other readers while they are run.
-    async fn receive(
-        &self,
-        batch: i32,
-    ) -> Result<Vec<aws_sdk_sqs::types::Message>, argocd_ecr_updater::aws_error::Described> {
+    /// Up to `batch` messages, hidden from other readers while they are handled.
+    async fn receive(&self, batch: i32) -> Result<Vec<aws_sdk_sqs::types::Message>, Described> {
         self.sqs
             .receive_message()
             .queue_url(self.queue_url)
@@ -152,11 +269,11 @@ impl Redrive<'_> {
             .send()
             .await
             .map(|output| output.messages.unwrap_or_default())
-            .map_err(|e| argocd_ecr_updater::aws_error::describe(&e))
+            .map_err(|e| describe(&e))
     }
 
     /// The queue's count of messages visible now (received ones, kept by this run, are not).
-    async fn visible(&self) -> Result<u64, argocd_ecr_updater::aws_error::Described> {
+    async fn visible(&self) -> Result<u64, Described> {
         use aws_sdk_sqs::types::QueueAttributeName;
         let output = self
             .sqs
@@ -165,7 +282,7 @@ impl Redrive<'_> {
             .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
             .send()
             .await
-            .map_err(|e| argocd_ecr_updater::aws_error::describe(&e))?;
+            .map_err(|e| describe(&e))?;
         Ok(output
             .attributes
             .and_then(|a| {
@@ -176,37 +293,108 @@ impl Redrive<'_> {
             .unwrap_or(0))
     }
 
-    /// Runs one message's event; deletes the message only once the event succeeded.
+    /// Handles one message; deletes it only once its event was handed on, succeeded, or is
+    /// being discarded.
     async fn one(&self, message: aws_sdk_sqs::types::Message) -> Outcome {
         let receipt = message.receipt_handle.unwrap_or_default();
-        let outcome = match serde_json::from_str::<Value>(message.body.as_deref().unwrap_or("")) {
-            Ok(event) => self
-                .handler
-                .handle(&event, None)
-                .await
-                .map_err(|e| format!("failed ({}): {e}", e.error_type())),
-            Err(e) => Err(format!("failed: the message body is not JSON ({e})")),
+        let parked = Parked::read(message.body.as_deref().unwrap_or(""));
+        let kept = |line: String, ok: bool| Outcome {
+            line,
+            keep: Some(receipt.clone()),
+            ok,
         };
-        let report = match outcome {
-            Ok(report) => report,
-            Err(reason) => {
-                return Outcome {
-                    line: format!("{reason} -> kept"),
-                    keep: Some(receipt),
-                    ok: false,
+        let done = match (&self.mode, parked) {
+            (Mode::Discard, parked) => {
+                let what = match &parked {
+                    Parked::Event { event, .. } => describe_event(event),
+                    Parked::Shard(shard) => shard_summary(shard),
+                    Parked::NotJson(_) => "a message that is not JSON".into(),
                 };
+                if !self.apply {
+                    return kept(
+                        format!("{what} -> would be deleted (add --apply to delete)"),
+                        true,
+                    );
+                }
+                what
+            }
+            (_, Parked::NotJson(why)) => {
+                return kept(
+                    format!("failed: the message body is not JSON ({why}) -> kept"),
+                    false,
+                );
+            }
+            (Mode::Invoke { .. }, Parked::Shard(shard)) => {
+                return kept(
+                    format!(
+                        "{}: the function takes shards from its sweep queue only; the next sweep does this work again (discard it with --discard, or run it here with --local) -> kept",
+                        shard_summary(&shard)
+                    ),
+                    false,
+                );
+            }
+            (Mode::Invoke { lambda, function }, Parked::Event { event, error }) => {
+                let what = describe_event(&event);
+                let failed_with = error.map_or(String::new(), |e| format!(" (it failed with {e})"));
+                if !self.apply {
+                    return kept(
+                        format!(
+                            "{what}{failed_with} -> would invoke {function} (add --apply to invoke and delete)"
+                        ),
+                        true,
+                    );
+                }
+                let invoked = lambda
+                    .invoke()
+                    .function_name(*function)
+                    .invocation_type(aws_sdk_lambda::types::InvocationType::Event)
+                    .payload(aws_sdk_lambda::primitives::Blob::new(event.to_string()))
+                    .send()
+                    .await;
+                match invoked {
+                    Ok(out) if out.status_code() == 202 => {
+                        format!("{what}{failed_with} -> invoked {function} (accepted)")
+                    }
+                    Ok(out) => {
+                        return kept(
+                            format!(
+                                "{what} -> {function} answered {} instead of accepting it -> kept",
+                                out.status_code()
+                            ),
+                            false,
+                        );
+                    }
+                    Err(e) => {
+                        return kept(
+                            format!(
+                                "{what} -> invoking {function} failed: {} -> kept",
+                                describe(&e)
+                            ),
+                            false,
+                        );
+                    }
+                }
+            }
+            (Mode::Local { handler }, Parked::Event { event, .. })
+            | (Mode::Local { handler }, Parked::Shard(event)) => {
+                let report = match handler.handle(&event, None).await {
+                    Ok(report) => report,
+                    Err(e) => {
+                        return kept(format!("failed ({}): {e} -> kept", e.error_type()), false);
+                    }
+                };
+                if !self.apply {
+                    return kept(
+                        format!(
+                            "{} -> dry run, kept (add --apply to write and delete)",
+                            summary(&report)
+                        ),
+                        true,
+                    );
+                }
+                summary(&report)
             }
         };
-        if !self.apply {
-            return Outcome {
-                line: format!(
-                    "{} -> dry run, kept (add --apply to write and delete)",
-                    summary(&report)
-                ),
-                keep: Some(receipt),
-                ok: true,
-            };
-        }
         let deleted = self
             .sqs
             .delete_message()
@@ -216,18 +404,11 @@ impl Redrive<'_> {
             .await;
         match deleted {
             Ok(_) => Outcome {
-                line: format!("{} -> deleted", summary(&report)),
+                line: format!("{done} -> deleted"),
                 keep: None,
                 ok: true,
             },
-            Err(e) => {
-                let described = argocd_ecr_updater::aws_error::describe(&e);
-                Outcome {
-                    line: format!("{} -> not deleted: {described}", summary(&report)),
-                    keep: Some(receipt),
-                    ok: false,
-                }
-            }
+            Err(e) => kept(format!("{done} -> not deleted: {}", describe(&e)), false),
         }
     }
 
@@ -244,11 +425,21 @@ impl Redrive<'_> {
                 .await;
             if let Err(e) = released {
                 // It reappears after the visibility timeout anyway.
-                let described = argocd_ecr_updater::aws_error::describe(&e);
-                tracing::warn!(error = %described, "cannot release a kept message");
+                tracing::warn!(error = %describe(&e), "cannot release a kept message");
             }
         }
     }
+}
+
+/// `sweep shard 2/5 of barun-dev (500 Applications)`.
+fn shard_summary(shard: &Value) -> String {
+    format!(
+        "sweep shard {}/{} of {} ({} Applications)",
+        shard["shard"],
+        shard["shards"],
+        shard["cluster"].as_str().unwrap_or("?"),
+        shard["applications"].as_array().map_or(0, Vec::len)
+    )
 }
 
 /// `push 6f0c…: 1 updated, 0 unchanged, 0 skipped`.
@@ -262,4 +453,71 @@ fn summary(report: &Report) -> String {
         count(Action::Unchanged),
         count(Action::Skipped)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_parked_message_is_read_as_the_event_the_shard_or_neither() {
+        let push = json!({"detail-type": "ECR Image Action",
+            "detail": {"repository-name": "r", "image-tag": "t"}});
+        let record = json!({"version": "1.0", "requestContext": {"condition": "RetriesExhausted"},
+            "requestPayload": push,
+            "responsePayload": {"errorType": "Retryable.TargetsFailed", "errorMessage": "403"}});
+        let shard = json!({"action": "reconcile-shard", "cluster": "c", "shard": 1, "shards": 2,
+            "applications": [{"namespace": "argocd", "name": "a"}]});
+        assert_eq!(
+            Parked::read(&push.to_string()),
+            Parked::Event {
+                event: push.clone(),
+                error: None
+            }
+        );
+        assert_eq!(
+            Parked::read(&record.to_string()),
+            Parked::Event {
+                event: push.clone(),
+                error: Some("Retryable.TargetsFailed: 403".into())
+            }
+        );
+        assert_eq!(
+            Parked::read(&shard.to_string()),
+            Parked::Shard(shard.clone())
+        );
+        assert!(matches!(Parked::read("not an event"), Parked::NotJson(_)));
+        assert_eq!(describe_event(&push), "push r:t");
+        assert_eq!(
+            shard_summary(&shard),
+            "sweep shard 1/2 of c (1 Applications)"
+        );
+    }
+
+    #[test]
+    fn an_event_is_described_by_its_kind_repository_and_tag() {
+        let cases = [
+            (
+                json!({"detail-type": "ECR Image Scan", "detail": {"repository-name": "r", "image-tags": ["t"]}}),
+                "scan r:t",
+            ),
+            (
+                json!({"detail-type": "ECR Replication Action", "detail": {"repository-name": "r"}}),
+                "replication r",
+            ),
+            (
+                json!({"detail-type": "Scheduled Event"}),
+                "a scheduled sweep",
+            ),
+            (
+                json!({"detail-type": "Something"}),
+                "an event of type `Something`",
+            ),
+            (json!({}), "an event without a detail-type"),
+        ];
+        for (event, described) in cases {
+            assert_eq!(describe_event(&event), described, "{event}");
+        }
+    }
 }

@@ -119,8 +119,8 @@ resource "aws_sqs_queue" "dead_letters" {
   tags                      = var.tags
 }
 
-# A fanned-out sweep's shards, which the function itself consumes. A shard that fails three
-# times moves to the dead-letter queue, next to failed pushes.
+# A fanned-out sweep's shards, which the function itself consumes. A shard that fails five
+# receives (AWS's advice for a Lambda consumer) moves to the shards' own dead-letter queue.
 resource "aws_sqs_queue" "sweep" {
   name = "${var.name}-sweep"
   # Lambda requires at least the function's timeout; 900 s is the most a timeout can be.
@@ -130,8 +130,43 @@ resource "aws_sqs_queue" "sweep" {
   kms_master_key_id          = var.kms_key_arn != "" ? var.kms_key_arn : null
   tags                       = var.tags
   redrive_policy = jsonencode({
-    deadLetterTargetArn = aws_sqs_queue.dead_letters.arn
-    maxReceiveCount     = 3
+    deadLetterTargetArn = aws_sqs_queue.sweep_dead_letters.arn
+    maxReceiveCount     = 5
+  })
+}
+
+# Shards that failed five receives. Their work is a sweep's, which the next sweep does again:
+# kept apart from the dead-letter queue, so a shard that keeps failing neither holds the push
+# alarm in ALARM nor hides a lost push behind it.
+resource "aws_sqs_queue" "sweep_dead_letters" {
+  name                      = "${var.name}-sweep-dead-letters"
+  message_retention_seconds = 1209600
+  sqs_managed_sse_enabled   = var.kms_key_arn == "" ? true : null
+  kms_master_key_id         = var.kms_key_arn != "" ? var.kms_key_arn : null
+  tags                      = var.tags
+}
+
+# Only the sweep queue parks its messages in the shards' dead-letter queue.
+resource "aws_sqs_queue_redrive_allow_policy" "sweep_dead_letters" {
+  queue_url = aws_sqs_queue.sweep_dead_letters.id
+  redrive_allow_policy = jsonencode({
+    redrivePermission = "byQueue"
+    sourceQueueArns   = [aws_sqs_queue.sweep.arn]
+  })
+}
+
+resource "aws_sqs_queue_policy" "sweep_dead_letters" {
+  queue_url = aws_sqs_queue.sweep_dead_letters.id
+  policy = jsonencode({
+    Version = "2012-10-17"
+    Statement = [{
+      Sid       = "OnlyTheFunctionSends"
+      Effect    = "Deny"
+      Principal = "*"
+      Action    = "sqs:SendMessage"
+      Resource  = aws_sqs_queue.sweep_dead_letters.arn
+      Condition = { ArnNotEquals = { "aws:PrincipalArn" = aws_iam_role.function.arn } }
+    }]
   })
 }
 
@@ -181,13 +216,12 @@ resource "aws_sqs_queue_policy" "dead_letters" {
   })
 }
 
-# No other queue may park its messages in the dead-letter queue through a redrive policy of
-# its own (which would pass the deny on SendMessage): only the sweep queue.
+# No queue may park its messages in the dead-letter queue through a redrive policy of its own
+# (which would pass the deny on SendMessage): shards park in their own queue.
 resource "aws_sqs_queue_redrive_allow_policy" "dead_letters" {
   queue_url = aws_sqs_queue.dead_letters.id
   redrive_allow_policy = jsonencode({
-    redrivePermission = "byQueue"
-    sourceQueueArns   = [aws_sqs_queue.sweep.arn]
+    redrivePermission = "denyAll"
   })
 }
 

@@ -16,6 +16,11 @@ output "dead_letter_queue_url" {
   value = aws_sqs_queue.dead_letters.url
 }
 
+output "sweep_dead_letter_queue_url" {
+  description = "Where sweep shards that failed five times wait (redrive --discard empties it)."
+  value       = aws_sqs_queue.sweep_dead_letters.url
+}
+
 output "sweep_queue_url" {
   description = "Where a large fleet's sweep sends its shards."
   value       = aws_sqs_queue.sweep.url

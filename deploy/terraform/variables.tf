@@ -135,6 +135,16 @@ variable "reconcile_enabled" {
   default = true
 }
 
+variable "reconcile_missing_after_seconds" {
+  description = "Alarm when no reconcile sweep has run for this long: twice reconcile_schedule's interval (1800 for the default rate(15 minutes)), in whole minutes."
+  type        = number
+  default     = 1800
+  validation {
+    condition     = var.reconcile_missing_after_seconds >= 120 && var.reconcile_missing_after_seconds <= 86400 && var.reconcile_missing_after_seconds % 60 == 0
+    error_message = "reconcile_missing_after_seconds is whole minutes from 120 to 86400 (a CloudWatch period)."
+  }
+}
+
 variable "scan_events" {
   type    = bool
   default = false

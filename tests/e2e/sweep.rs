@@ -356,7 +356,7 @@ fn mapping(queue: &str) -> Mapping {
 #[tokio::test]
 async fn a_shard_that_fails_once_is_delivered_again_alone_and_then_succeeds() {
     let (standins, queue) = fleet(9).await;
-    let dead_letters = standins.aws.create_queue("dead-letters");
+    let dead_letters = standins.aws.create_queue("sweep-dead-letters");
     standins.aws.set_redrive(&queue, &dead_letters, 3);
     let env = vars(&queue, "5", "5");
     let _functions = functions(&standins, &env, 2);
@@ -405,14 +405,14 @@ async fn a_shard_that_fails_once_is_delivered_again_alone_and_then_succeeds() {
 }
 
 #[tokio::test]
-async fn a_cluster_that_is_down_fails_only_its_shards_which_end_in_the_dead_letter_queue() {
+async fn a_cluster_that_is_down_fails_only_its_shards_which_end_in_the_shards_dead_letter_queue() {
     let (standins, queue) = fleet(4).await;
     let staging = standins
         .add_cluster("staging", "ap-northeast-2", Options::default().identities)
         .await
         .unwrap();
     add_apps(&staging.kube, 5);
-    let dead_letters = standins.aws.create_queue("dead-letters");
+    let dead_letters = standins.aws.create_queue("sweep-dead-letters");
     standins.aws.set_redrive(&queue, &dead_letters, 2);
     let clusters = r#"[{"name":"barun-dev"},{"name":"staging"}]"#;
     let mut env = vars(&queue, "5", "3");

@@ -426,7 +426,7 @@ fn the_transformed_template_the_deployment_stand_ins_are_built_from_is_current()
 }
 
 #[test]
-fn after_the_sam_transform_every_failure_path_ends_in_the_one_alarmed_queue() {
+fn after_the_sam_transform_every_failure_path_ends_in_an_alarmed_queue() {
     let Some(t) = transformed() else { return };
     let queues = of_type(&t, "AWS::SQS::Queue");
     assert_eq!(
@@ -434,14 +434,30 @@ fn after_the_sam_transform_every_failure_path_ends_in_the_one_alarmed_queue() {
             .iter()
             .map(|(name, _)| name.as_str())
             .collect::<Vec<_>>(),
-        ["DeadLetterQueue", "SweepQueue"],
+        ["DeadLetterQueue", "SweepDeadLetterQueue", "SweepQueue"],
         "SAM made queues of its own"
     );
     let dlq = serde_json::json!({"Fn::GetAtt": ["DeadLetterQueue", "Arn"]});
-    // A shard that keeps failing moves to the same queue.
+    // A shard that keeps failing moves to the shards' own queue, after at least the five
+    // receives AWS advises for a Lambda consumer.
     let sweep = &t["Resources"]["SweepQueue"]["Properties"]["RedrivePolicy"];
-    assert_eq!(sweep["deadLetterTargetArn"], dlq);
-    assert!(sweep["maxReceiveCount"].as_u64().unwrap() > 1);
+    assert_eq!(
+        sweep["deadLetterTargetArn"],
+        serde_json::json!({"Fn::GetAtt": ["SweepDeadLetterQueue", "Arn"]})
+    );
+    assert!(sweep["maxReceiveCount"].as_u64().unwrap() >= 5);
+    // Each dead-letter queue has an alarm of its own.
+    let alarmed: Vec<String> = of_type(&t, "AWS::CloudWatch::Alarm")
+        .iter()
+        .filter(|(_, a)| a["Properties"]["MetricName"] == "ApproximateNumberOfMessagesVisible")
+        .map(|(_, a)| {
+            a["Properties"]["Dimensions"][0]["Value"]["Fn::GetAtt"][0]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(alarmed, ["DeadLetterQueue", "SweepDeadLetterQueue"]);
     let rules = of_type(&t, "AWS::Events::Rule");
     assert_eq!(
         rules.len(),

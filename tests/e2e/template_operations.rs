@@ -231,8 +231,8 @@ fn a_stack_name_of_the_longest_length_names_nothing_past_its_limit() {
         assert!(text.len() <= limit, "{property}: {} > {limit}", text.len());
     }
     // Names CloudFormation generates (and shortens) instead of ours; the sweep queue is named
-    // from the stack's id (the dead-letter queue's redrive allow policy names it), whose
-    // length does not depend on the stack's name.
+    // from the stack's id (the shards' dead-letter queue's redrive allow policy names it),
+    // whose length does not depend on the stack's name.
     for (kind, property) in [
         ("AWS::Lambda::Function", "FunctionName"),
         ("AWS::Events::Rule", "Name"),
@@ -251,13 +251,18 @@ fn a_stack_name_of_the_longest_length_names_nothing_past_its_limit() {
     assert_eq!(sweep_queue.len(), 61, "{sweep_queue}");
     assert!(sweep_queue.len() <= 80, "SQS's limit: {sweep_queue}");
     let allowed = evaluator.text(
-        &t["Resources"]["DeadLetterQueue"]["Properties"]["RedriveAllowPolicy"]["sourceQueueArns"]
-            [0],
+        &t["Resources"]["SweepDeadLetterQueue"]["Properties"]["RedriveAllowPolicy"]
+            ["sourceQueueArns"][0],
     );
     assert_eq!(
         allowed,
         format!("arn:aws:sqs:ap-northeast-2:123456789012:{sweep_queue}"),
-        "the dead-letter queue admits exactly the sweep queue's redrives"
+        "the shards' dead-letter queue admits exactly the sweep queue's redrives"
+    );
+    assert_eq!(
+        t["Resources"]["DeadLetterQueue"]["Properties"]["RedriveAllowPolicy"],
+        json!({"redrivePermission": "denyAll"}),
+        "no queue redrives into the push dead-letter queue"
     );
     let statement =
         evaluator.text(&t["Resources"]["RegistryAccountsEvents"]["Properties"]["StatementId"]);
@@ -376,6 +381,11 @@ fn only_the_function_and_the_stacks_rules_may_send_to_its_queues() {
             "SweepQueue",
             [true, false, false, false, false],
         ),
+        (
+            "SweepDeadLetterQueuePolicy",
+            "SweepDeadLetterQueue",
+            [true, false, false, false, false],
+        ),
     ] {
         let statements = t["Resources"][policy]["Properties"]["PolicyDocument"]["Statement"]
             .as_array()
@@ -403,13 +413,16 @@ fn only_the_function_and_the_stacks_rules_may_send_to_its_queues() {
             assert_eq!(allowed, expected, "{queue}: {who}");
         }
     }
-    // No other queue may park messages in the dead-letter queue by a redrive policy of its own.
+    // No queue may park messages in the push dead-letter queue by a redrive policy of its
+    // own, and only the sweep queue in the shards'.
     let allow = &t["Resources"]["DeadLetterQueue"]["Properties"]["RedriveAllowPolicy"];
-    assert_eq!(allow["redrivePermission"], "byQueue");
-    assert_eq!(allow["sourceQueueArns"].as_array().unwrap().len(), 1);
+    assert_eq!(allow["redrivePermission"], "denyAll");
+    let shards = &t["Resources"]["SweepDeadLetterQueue"]["Properties"]["RedriveAllowPolicy"];
+    assert_eq!(shards["redrivePermission"], "byQueue");
+    assert_eq!(shards["sourceQueueArns"].as_array().unwrap().len(), 1);
     assert_eq!(
         t["Resources"]["SweepQueue"]["Properties"]["RedrivePolicy"]["deadLetterTargetArn"],
-        json!({"Fn::GetAtt": ["DeadLetterQueue", "Arn"]})
+        json!({"Fn::GetAtt": ["SweepDeadLetterQueue", "Arn"]})
     );
 }
 
@@ -478,6 +491,7 @@ fn every_alarm_pages_the_alarm_topic_and_the_outputs_say_when_nobody_is_paged() 
         "AWS/Lambda/AsyncEventsDropped",
         "AWS/Lambda/DestinationDeliveryFailures",
         "AWS/Events/FailedInvocations",
+        "AWS/Events/InvocationsFailedToBeSentToDlq",
         "AWS/SQS/ApproximateNumberOfMessagesVisible",
         "AWS/SQS/ApproximateAgeOfOldestMessage",
         "ArgocdEcrUpdater/InvocationsFailed",
@@ -490,35 +504,108 @@ fn every_alarm_pages_the_alarm_topic_and_the_outputs_say_when_nobody_is_paged() 
     let with_topic = evaluator_for(&t, &[("AlarmTopicArn", json!(topic))]);
     let without = evaluator_for(&t, &[]);
     for (id, alarm) in of_type(&t, "AWS::CloudWatch::Alarm") {
-        let actions = &alarm["Properties"]["AlarmActions"];
-        assert_eq!(with_topic.eval(actions), json!([topic]), "{id}");
-        assert_eq!(
-            without.eval(actions),
-            Value::Null, // AWS::NoValue: left out
-            "{id}"
-        );
+        // Paged when it fires and when it clears.
+        for key in ["AlarmActions", "OKActions"] {
+            let actions = &alarm["Properties"][key];
+            assert_eq!(with_topic.eval(actions), json!([topic]), "{id} {key}");
+            assert_eq!(
+                without.eval(actions),
+                Value::Null, // AWS::NoValue: left out
+                "{id} {key}"
+            );
+        }
     }
     let output = &t["Outputs"]["AlarmNotifications"]["Value"];
     assert_eq!(with_topic.text(output), topic);
     assert!(without.text(output).starts_with("nobody"));
-    // Delivery failures: one query per rule of the stack, all summed.
-    let delivery = &t["Resources"]["EventDeliveryAlarm"]["Properties"]["Metrics"];
+    // Delivery failures, and events lost past the dead-letter queue: one query per rule of
+    // the stack, all summed.
     let rules: BTreeSet<String> = of_type(&t, "AWS::Events::Rule")
         .into_iter()
         .map(|(id, _)| json!({"Ref": id}).to_string())
         .collect();
-    let watched: BTreeSet<String> = delivery
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|q| q["MetricStat"]["Metric"]["Dimensions"][0].get("Value"))
-        .map(Value::to_string)
-        .collect();
-    assert_eq!(watched, rules);
-    let sum = delivery[0]["Expression"].as_str().unwrap();
-    for query in delivery.as_array().unwrap().iter().skip(1) {
-        assert!(sum.contains(query["Id"].as_str().unwrap()), "{sum}");
+    for alarm in ["EventDeliveryAlarm", "EventsLostAlarm"] {
+        let queries = &t["Resources"][alarm]["Properties"]["Metrics"];
+        let watched: BTreeSet<String> = queries
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|q| q["MetricStat"]["Metric"]["Dimensions"][0].get("Value"))
+            .map(Value::to_string)
+            .collect();
+        assert_eq!(watched, rules, "{alarm}");
+        let sum = queries[0]["Expression"].as_str().unwrap();
+        for query in queries.as_array().unwrap().iter().skip(1) {
+            assert!(
+                sum.contains(query["Id"].as_str().unwrap()),
+                "{alarm}: {sum}"
+            );
+        }
     }
+}
+
+/// Every alarm's description names its runbook, and `docs/troubleshooting.md` has it: a
+/// heading per alarm under "Alarms", so the page the alarm sends someone to exists.
+#[test]
+fn every_alarm_names_its_runbook_and_the_runbook_exists() {
+    let Some(t) = transformed() else { return };
+    let docs = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/troubleshooting.md"),
+    )
+    .unwrap();
+    let alarms = of_type(&t, "AWS::CloudWatch::Alarm");
+    assert!(alarms.len() >= 12, "{}", alarms.len());
+    for (id, alarm) in alarms {
+        let description = alarm["Properties"]["AlarmDescription"].as_str().unwrap();
+        assert!(
+            description.contains(&format!("(runbook: {id})")),
+            "{id}: {description}"
+        );
+        assert!(
+            docs.contains(&format!("\n### {id}\n")),
+            "docs/troubleshooting.md has no runbook heading `### {id}`"
+        );
+    }
+}
+
+/// A sweep that stops running pages: no sample of the metric every sweep reports, for the
+/// interval the stack sets, is the alarm's state; missing data breaches.
+#[test]
+fn sweeps_that_stop_running_page_after_the_interval_the_stack_sets() {
+    let Some(t) = transformed() else { return };
+    let alarm = &t["Resources"]["SweepsStoppedAlarm"];
+    assert_eq!(alarm["Condition"], "ReconcileOn");
+    let p = &alarm["Properties"];
+    assert_eq!(p["TreatMissingData"], "breaching");
+    assert_eq!(p["ComparisonOperator"], "LessThanThreshold");
+    assert_eq!(p["Threshold"], 1);
+    let evaluator = evaluator_for(&t, &[("ReconcileMissingAfterSeconds", json!("3600"))]);
+    let line = argocd_ecr_updater::metrics::emf("fn", "reconcile", true, None, Duration::ZERO, 0);
+    for query in p["Metrics"].as_array().unwrap().iter().skip(1) {
+        let stat = &query["MetricStat"];
+        assert_eq!(stat["Stat"], "SampleCount");
+        assert_eq!(evaluator.eval(&stat["Period"]), json!("3600"));
+        let metric = &stat["Metric"];
+        assert_eq!(metric["Namespace"], argocd_ecr_updater::metrics::NAMESPACE);
+        // The function reports it on every invocation, so a sweep always leaves a sample.
+        assert!(line.get(metric["MetricName"].as_str().unwrap()).is_some());
+        let dimensions: BTreeSet<String> = metric["Dimensions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["Name"].as_str().unwrap().to_string())
+            .collect();
+        let declared: BTreeSet<String> = line["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d.as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(dimensions, declared);
+    }
+    // A single throttle does not page; a ceiling being hit does.
+    let throttles = &t["Resources"]["FunctionThrottlesAlarm"]["Properties"];
+    assert!(throttles["Threshold"].as_u64().unwrap() > 1);
 }
 
 #[test]

@@ -463,13 +463,20 @@ fn the_modules_sweep_queue_and_its_mapping_match_the_templates() {
     let redrive = module_queue["redrive_policy"][0].as_str().unwrap();
     let receives = queue["RedrivePolicy"]["maxReceiveCount"].as_u64().unwrap();
     assert!(
-        redrive.contains("aws_sqs_queue.dead_letters.arn")
+        redrive.contains("aws_sqs_queue.sweep_dead_letters.arn")
             && redrive.contains(&format!("'maxReceiveCount': {receives}")),
         "{redrive}"
     );
     assert_eq!(
         queue["RedrivePolicy"]["deadLetterTargetArn"],
-        json!({"Fn::GetAtt": ["DeadLetterQueue", "Arn"]})
+        json!({"Fn::GetAtt": ["SweepDeadLetterQueue", "Arn"]})
+    );
+    // The shards' dead-letter queue keeps what it holds as long as the push one does.
+    let shards = &t["Resources"]["SweepDeadLetterQueue"]["Properties"];
+    let module_shards = block(&files, "aws_sqs_queue", "sweep_dead_letters");
+    assert_eq!(
+        module_shards["message_retention_seconds"][0],
+        shards["MessageRetentionPeriod"]
     );
     let mappings = of_type(&t, "AWS::Lambda::EventSourceMapping");
     assert_eq!(mappings.len(), 1, "the sweep queue's, and no other");
@@ -556,13 +563,89 @@ fn what_lambda_checks_at_creation_waits_for_the_roles_policy() {
 }
 
 #[test]
-fn the_module_alarms_on_the_templates_metrics() {
+fn every_module_alarm_is_the_templates_alarm_of_the_same_runbook() {
     let Some(t) = transformed() else { return };
     let Some(files) = parsed("deploy/terraform") else {
         return;
     };
+    let template: BTreeMap<&str, &Value> = of_type(&t, "AWS::CloudWatch::Alarm")
+        .into_iter()
+        .map(|(id, alarm)| (id.as_str(), &alarm["Properties"]))
+        .collect();
+    let number = |v: &Value| {
+        v.as_f64()
+            .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+    };
+    let locals = &files["alarms.tf"]["locals"][0];
+    let mut runbooks = BTreeSet::new();
+    for (key, alarm) in locals["single_metric_alarms"][0].as_object().unwrap() {
+        let runbook = alarm["runbook"].as_str().unwrap();
+        runbooks.insert(runbook.to_string());
+        let p = template
+            .get(runbook)
+            .unwrap_or_else(|| panic!("{key}: the template has no alarm {runbook}"));
+        for (module, cfn) in [
+            ("namespace", "Namespace"),
+            ("metric", "MetricName"),
+            ("statistic", "Statistic"),
+        ] {
+            assert_eq!(alarm[module], p[cfn], "{key} ({runbook}): {module}");
+        }
+        let datapoints = p
+            .get("DatapointsToAlarm")
+            .unwrap_or(&p["EvaluationPeriods"]);
+        for (module, cfn) in [
+            ("period", &p["Period"]),
+            ("periods", &p["EvaluationPeriods"]),
+            ("datapoints", datapoints),
+            ("threshold", &p["Threshold"]),
+        ] {
+            assert_eq!(
+                number(&alarm[module]),
+                number(cfn),
+                "{key} ({runbook}): {module}"
+            );
+        }
+        assert_eq!(
+            p["ComparisonOperator"], "GreaterThanOrEqualToThreshold",
+            "{runbook}"
+        );
+    }
+    for (key, alarm) in locals["rule_metric_alarms"][0].as_object().unwrap() {
+        let runbook = alarm["runbook"].as_str().unwrap();
+        runbooks.insert(runbook.to_string());
+        let p = template[runbook];
+        let metrics: BTreeSet<&str> = p["Metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|q| q["MetricStat"]["Metric"]["MetricName"].as_str())
+            .collect();
+        assert_eq!(
+            metrics,
+            BTreeSet::from([alarm["metric"].as_str().unwrap()]),
+            "{key}"
+        );
+    }
+    // The sweeps-stopped alarm: its own resource, on the template's metric and comparison.
+    let stopped = block(&files, "aws_cloudwatch_metric_alarm", "sweeps_stopped");
+    let description = stopped["alarm_description"][0].as_str().unwrap();
+    assert!(
+        description.contains("(runbook: SweepsStoppedAlarm)"),
+        "{description}"
+    );
+    runbooks.insert("SweepsStoppedAlarm".into());
+    let p = template["SweepsStoppedAlarm"];
+    assert_eq!(stopped["comparison_operator"][0], p["ComparisonOperator"]);
+    assert_eq!(stopped["treat_missing_data"][0], p["TreatMissingData"]);
+    let expected: BTreeSet<String> = template.keys().map(|k| k.to_string()).collect();
+    assert_eq!(
+        runbooks, expected,
+        "one module alarm for each of the template's"
+    );
+    // And the metrics both watch are the same.
     let mut metrics = BTreeSet::new();
-    for alarm in files["alarms.tf"]["locals"][0]["single_metric_alarms"][0]
+    for alarm in locals["single_metric_alarms"][0]
         .as_object()
         .unwrap()
         .values()
@@ -573,16 +656,12 @@ fn the_module_alarms_on_the_templates_metrics() {
             alarm["metric"].as_str().unwrap()
         ));
     }
-    let delivery = block(&files, "aws_cloudwatch_metric_alarm", "event_delivery");
-    for query in delivery["dynamic"].as_array().unwrap() {
-        for content in query["metric_query"]["content"].as_array().unwrap() {
-            let metric = &content["metric"][0];
-            metrics.insert(format!(
-                "{}/{}",
-                metric["namespace"][0].as_str().unwrap(),
-                metric["metric_name"][0].as_str().unwrap()
-            ));
-        }
+    for alarm in locals["rule_metric_alarms"][0]
+        .as_object()
+        .unwrap()
+        .values()
+    {
+        metrics.insert(format!("AWS/Events/{}", alarm["metric"].as_str().unwrap()));
     }
     assert_eq!(metrics, alarmed_metrics(&t));
 }

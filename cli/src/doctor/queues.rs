@@ -86,7 +86,7 @@ pub(super) async fn dead_letters(
     for (arn, by) in named {
         let name = arn_part(&arn, 5);
         match queues.states.get(&arn).cloned() {
-            Some(QueueState::Exists(url)) => depth(clients, &name, &url, list).await,
+            Some(QueueState::Exists(url)) => depth(clients, function, &name, &url, list).await,
             Some(QueueState::Gone) => list.add(
                 "dead-letter queue",
                 &name,
@@ -264,7 +264,13 @@ async fn destination(
 }
 
 /// How many events wait in a queue that exists, and how old the oldest is.
-async fn depth(clients: &Clients, name: &str, url: &str, list: &mut Checklist) {
+async fn depth(
+    clients: &Clients,
+    function: &Function,
+    name: &str,
+    url: &str,
+    list: &mut Checklist,
+) {
     use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
     let attributes = clients
         .sqs
@@ -297,7 +303,8 @@ async fn depth(clients: &Clients, name: &str, url: &str, list: &mut Checklist) {
         return;
     }
     let redrive = format!(
-        "argocd-ecr-updater-cli redrive --queue {url} (dry run; add --apply once the cause is fixed)"
+        "argocd-ecr-updater-cli redrive --queue {url} --function {} (a dry run that lists them; add --apply once the cause is fixed to hand them to the function again)",
+        function.name
     );
     // A look at up to ten messages (visibility 0: they stay where they are) for the oldest
     // one's age; SQS has no attribute for it.

@@ -1,5 +1,6 @@
-//! `redrive`, run as the compiled CLI a user runs: both shapes of a parked event replayed, and
-//! a message deleted only after its event succeeded.
+//! `redrive`, run as the compiled CLI a user runs: parked events handed to the deployed
+//! function (the default), run here (`--local`) or discarded, both shapes of a parked event
+//! read, and a message deleted only once its event was accepted, succeeded or is discarded.
 
 use std::process::Command;
 
@@ -14,6 +15,8 @@ fn redrive(standins: &StandIns, args: &[&str]) -> (bool, String) {
     let output = Command::new(BINARY)
         .env_clear()
         .envs(standins.function_env())
+        // The operator's laptop reaches Lambda too (the function's environment does not).
+        .env("AWS_ENDPOINT_URL_LAMBDA", standins.aws_endpoint())
         .env("AWS_CONFIG_FILE", "/nonexistent/config")
         .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials")
         .env("AWS_EC2_METADATA_DISABLED", "true")
@@ -27,7 +30,7 @@ fn redrive(standins: &StandIns, args: &[&str]) -> (bool, String) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redrive_replays_both_shapes_of_a_parked_event_and_deletes_only_what_succeeded() {
+async fn a_local_redrive_replays_both_shapes_of_a_parked_event_and_deletes_only_what_succeeded() {
     let standins = StandIns::start_seeded().await.unwrap();
     let queue = standins.aws.create_queue("argocd-ecr-updater-dlq");
     let original = event("push-date-tag.json");
@@ -44,7 +47,10 @@ async fn redrive_replays_both_shapes_of_a_parked_event_and_deletes_only_what_suc
     standins.aws.send_message(&queue, "not an event");
 
     // A dry run decides and keeps everything.
-    let (ok, out) = redrive(&standins, &["--queue", &queue, "--wait-seconds", "1"]);
+    let (ok, out) = redrive(
+        &standins,
+        &["--queue", &queue, "--local", "--wait-seconds", "1"],
+    );
     assert!(!ok, "{out}");
     assert!(out.contains("dry run, kept"), "{out}");
     assert_eq!(standins.aws.queue(&queue).len(), 3);
@@ -54,7 +60,14 @@ async fn redrive_replays_both_shapes_of_a_parked_event_and_deletes_only_what_suc
     // broken message stays for a person.
     let (ok, out) = redrive(
         &standins,
-        &["--queue", &queue, "--apply", "--wait-seconds", "1"],
+        &[
+            "--queue",
+            &queue,
+            "--local",
+            "--apply",
+            "--wait-seconds",
+            "1",
+        ],
     );
     assert!(!ok, "one message failed: {out}");
     assert!(out.contains("1 updated"), "{out}");
@@ -80,7 +93,14 @@ async fn an_empty_answer_does_not_end_the_redrive_while_the_queue_counts_message
     standins.aws.short_polls_miss(10);
     let (ok, out) = redrive(
         &standins,
-        &["--queue", &queue, "--apply", "--wait-seconds", "1"],
+        &[
+            "--queue",
+            &queue,
+            "--local",
+            "--apply",
+            "--wait-seconds",
+            "1",
+        ],
     );
     assert!(ok, "{out}");
     assert!(out.contains("3 message(s) redriven, 0 failed"), "{out}");
@@ -92,7 +112,10 @@ async fn the_redrive_stops_once_the_queue_counts_no_visible_message() {
     let standins = StandIns::start_seeded().await.unwrap();
     let queue = standins.aws.create_queue("argocd-ecr-updater-dlq");
     standins.aws.send_message(&queue, "not an event");
-    let (ok, out) = redrive(&standins, &["--queue", &queue, "--wait-seconds", "2"]);
+    let (ok, out) = redrive(
+        &standins,
+        &["--queue", &queue, "--local", "--wait-seconds", "2"],
+    );
     assert!(!ok, "{out}");
     assert!(out.contains("1 message(s) redriven, 1 failed"), "{out}");
     // The receive that got the message, one that came back empty, then the counts (the kept
@@ -111,7 +134,7 @@ async fn the_redrive_stops_once_the_queue_counts_no_visible_message() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_sweep_shard_parked_after_its_receives_is_redriven_like_any_event() {
+async fn a_sweep_shard_parked_after_its_receives_runs_again_locally() {
     let standins = StandIns::start_seeded().await.unwrap();
     let queue = standins.aws.create_queue("argocd-ecr-updater-dlq");
     // What SQS's redrive policy moves: the shard's body as the coordinator sent it.
@@ -121,9 +144,220 @@ async fn a_sweep_shard_parked_after_its_receives_is_redriven_like_any_event() {
     standins.aws.send_message(&queue, &shard.to_string());
     let (ok, out) = redrive(
         &standins,
-        &["--queue", &queue, "--apply", "--wait-seconds", "1"],
+        &[
+            "--queue",
+            &queue,
+            "--local",
+            "--apply",
+            "--wait-seconds",
+            "1",
+        ],
     );
     assert!(ok, "{out}");
     assert_eq!(seed_tag(&standins).as_deref(), Some(PUSHED_TAG), "{out}");
     assert!(standins.aws.queue(&queue).is_empty(), "{out}");
+}
+
+/// The function's name as the stand-ins' deployed stack has it.
+fn function(standins: &StandIns) -> String {
+    standins.aws.deployed().function_name
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redrive_hands_each_parked_event_to_the_deployed_function_and_deletes_what_it_accepted() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    let queue = standins.aws.create_queue("argocd-ecr-updater-dlq");
+    let original = event("push-date-tag.json");
+    standins.aws.send_message(&queue, &original.to_string());
+    let late = push_event("barun-dev-ecr", "20250824-093000", "2025-08-24T00:30:05Z");
+    let record = json!({"version": "1.0", "timestamp": "2025-08-25T06:31:00.000Z",
+        "requestContext": {"requestId": "r", "condition": "RetriesExhausted", "approximateInvokeCount": 3,
+                           "functionArn": "arn:aws:lambda:ap-northeast-2:768157413559:function:argocd-ecr-updater"},
+        "requestPayload": late, "responseContext": {"statusCode": 200, "functionError": "Unhandled"},
+        "responsePayload": {"errorType": "Retryable.TargetsFailed", "errorMessage": "403 patching"}});
+    standins.aws.send_message(&queue, &record.to_string());
+    let shard = json!({"action": "reconcile-shard", "sweep": "s-1", "cluster": "barun-dev",
+        "shard": 1, "shards": 1,
+        "applications": [{"namespace": "argocd", "name": "aws-pipeline-test"}]});
+    standins.aws.send_message(&queue, &shard.to_string());
+    let function = function(&standins);
+
+    // A dry run says what it would hand on, and hands on nothing.
+    let (ok, out) = redrive(
+        &standins,
+        &[
+            "--queue",
+            &queue,
+            "--function",
+            &function,
+            "--wait-seconds",
+            "1",
+        ],
+    );
+    assert!(!ok, "the shard is not redriven: {out}");
+    assert!(
+        out.contains(&format!(
+            "push barun-dev-ecr:{PUSHED_TAG} -> would invoke {function}"
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains("(it failed with Retryable.TargetsFailed: 403 patching)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("the function takes shards from its sweep queue only"),
+        "{out}"
+    );
+    assert!(standins.aws.invocations().is_empty());
+    assert_eq!(standins.aws.queue(&queue).len(), 3);
+
+    // With --apply each event goes to the function as EventBridge sends it: the rule's copy
+    // as it was, the on-failure record unwrapped; nothing runs here, and nothing is written.
+    let (ok, out) = redrive(
+        &standins,
+        &[
+            "--queue",
+            &queue,
+            "--function",
+            &function,
+            "--apply",
+            "--wait-seconds",
+            "1",
+        ],
+    );
+    assert!(!ok, "{out}");
+    assert!(out.contains("3 message(s) redriven, 1 failed"), "{out}");
+    let invoked = standins.aws.invocations();
+    assert_eq!(invoked.len(), 2, "{invoked:?}");
+    assert!(
+        invoked
+            .iter()
+            .all(|(name, kind, _)| *name == function && kind == "Event")
+    );
+    let payloads: Vec<&serde_json::Value> = invoked.iter().map(|(_, _, p)| p).collect();
+    assert!(
+        payloads.contains(&&original) && payloads.contains(&&late),
+        "{payloads:?}"
+    );
+    assert_eq!(
+        seed_tag(&standins).as_deref(),
+        Some(SEED_TAG),
+        "the function decides, not the laptop"
+    );
+    let left = standins.aws.queue(&queue);
+    assert_eq!(left.len(), 1, "only the shard stays");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&left[0].body).unwrap(),
+        shard
+    );
+    // Each invocation reached Lambda's API signed with the credentials redrive was run with.
+    assert_eq!(
+        standins
+            .shared
+            .count(|r| r.path.ends_with("/invocations") && !r.caller.is_empty()),
+        2
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_the_function_does_not_accept_stays_in_the_queue() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    let queue = standins.aws.create_queue("argocd-ecr-updater-dlq");
+    standins
+        .aws
+        .send_message(&queue, &event("push-date-tag.json").to_string());
+    standins.aws.deployment(|d| {
+        d.refused
+            .insert("Invoke".into(), "AccessDeniedException".into());
+    });
+    let function = function(&standins);
+    let (ok, out) = redrive(
+        &standins,
+        &[
+            "--queue",
+            &queue,
+            "--function",
+            &function,
+            "--apply",
+            "--wait-seconds",
+            "1",
+        ],
+    );
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains(&format!(
+            "invoking {function} failed: AccessDeniedException"
+        )),
+        "{out}"
+    );
+    assert!(out.contains("-> kept"), "{out}");
+    assert_eq!(standins.aws.queue(&queue).len(), 1);
+    // A function that is not there is named as such.
+    let (ok, out) = redrive(
+        &standins,
+        &[
+            "--queue",
+            &queue,
+            "--function",
+            "not-deployed",
+            "--apply",
+            "--wait-seconds",
+            "1",
+        ],
+    );
+    assert!(!ok);
+    assert!(out.contains("invoking not-deployed failed"), "{out}");
+    assert_eq!(standins.aws.queue(&queue).len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discard_lists_what_it_would_delete_and_deletes_only_with_apply() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    let queue = standins.aws.create_queue("argocd-ecr-updater-sweep-dlq");
+    let shard = json!({"action": "reconcile-shard", "sweep": "s-1", "cluster": "barun-dev",
+        "shard": 2, "shards": 3, "applications": [{"namespace": "argocd", "name": "a"}]});
+    standins.aws.send_message(&queue, &shard.to_string());
+    standins.aws.send_message(&queue, "not an event");
+    let (ok, out) = redrive(
+        &standins,
+        &["--queue", &queue, "--discard", "--wait-seconds", "1"],
+    );
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("sweep shard 2/3 of barun-dev (1 Applications) -> would be deleted"),
+        "{out}"
+    );
+    assert!(
+        out.contains("a message that is not JSON -> would be deleted"),
+        "{out}"
+    );
+    assert_eq!(standins.aws.queue(&queue).len(), 2);
+    let (ok, out) = redrive(
+        &standins,
+        &[
+            "--queue",
+            &queue,
+            "--discard",
+            "--apply",
+            "--wait-seconds",
+            "1",
+        ],
+    );
+    assert!(ok, "{out}");
+    assert!(out.contains("2 message(s) discarded, 0 failed"), "{out}");
+    assert!(standins.aws.queue(&queue).is_empty());
+    assert!(standins.aws.invocations().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redrive_without_a_way_to_handle_the_events_says_which_to_choose() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    let queue = standins.aws.create_queue("argocd-ecr-updater-dlq");
+    let (ok, out) = redrive(&standins, &["--queue", &queue]);
+    assert!(!ok);
+    assert!(out.contains("--function"), "{out}");
+    let (ok, out) = redrive(&standins, &["--queue", &queue, "--local", "--discard"]);
+    assert!(!ok);
+    assert!(out.contains("cannot be used with"), "{out}");
 }

@@ -35,6 +35,14 @@ override_resource {
 }
 
 override_resource {
+  target = aws_sqs_queue.sweep_dead_letters
+  values = {
+    arn = "arn:aws:sqs:ap-northeast-2:768157413559:argocd-ecr-updater-sweep-dead-letters"
+    url = "https://sqs.ap-northeast-2.amazonaws.com/768157413559/argocd-ecr-updater-sweep-dead-letters"
+  }
+}
+
+override_resource {
   target = aws_sqs_queue.sweep
   values = {
     arn = "arn:aws:sqs:ap-northeast-2:768157413559:argocd-ecr-updater-sweep"
@@ -107,7 +115,7 @@ run "names_only" {
     error_message = "one shard an invocation, partial batch responses, the concurrency cap"
   }
   assert {
-    condition     = jsondecode(aws_sqs_queue.sweep.redrive_policy).maxReceiveCount == 3 && jsondecode(aws_sqs_queue.sweep.redrive_policy).deadLetterTargetArn == aws_sqs_queue.dead_letters.arn
+    condition     = jsondecode(aws_sqs_queue.sweep.redrive_policy).maxReceiveCount == 5 && jsondecode(aws_sqs_queue.sweep.redrive_policy).deadLetterTargetArn == aws_sqs_queue.sweep_dead_letters.arn
     error_message = "shards are parked after three receives"
   }
   assert {
@@ -126,12 +134,20 @@ run "names_only" {
     error_message = "only the function's role and EventBridge send to the dead-letter queue"
   }
   assert {
-    condition     = jsondecode(aws_sqs_queue_redrive_allow_policy.dead_letters.redrive_allow_policy) == { redrivePermission = "byQueue", sourceQueueArns = ["arn:aws:sqs:ap-northeast-2:768157413559:argocd-ecr-updater-sweep"] }
-    error_message = "no other queue redrives into the dead-letter queue"
+    condition     = jsondecode(aws_sqs_queue_redrive_allow_policy.dead_letters.redrive_allow_policy) == { redrivePermission = "denyAll" }
+    error_message = "no queue redrives into the dead-letter queue"
   }
   assert {
-    condition     = length(aws_cloudwatch_metric_alarm.alarm) == 8 && alltrue([for a in aws_cloudwatch_metric_alarm.alarm : length(coalesce(a.alarm_actions, [])) == 0])
-    error_message = "the template's eight single-metric alarms, paging nobody without alarm_topic_arn"
+    condition     = jsondecode(aws_sqs_queue_redrive_allow_policy.sweep_dead_letters.redrive_allow_policy) == { redrivePermission = "byQueue", sourceQueueArns = ["arn:aws:sqs:ap-northeast-2:768157413559:argocd-ecr-updater-sweep"] }
+    error_message = "only the sweep queue redrives into the shards' dead-letter queue"
+  }
+  assert {
+    condition     = length(aws_cloudwatch_metric_alarm.alarm) == 9 && length(aws_cloudwatch_metric_alarm.rules) == 2 && length(aws_cloudwatch_metric_alarm.sweeps_stopped) == 1 && alltrue([for a in concat(values(aws_cloudwatch_metric_alarm.alarm), values(aws_cloudwatch_metric_alarm.rules), aws_cloudwatch_metric_alarm.sweeps_stopped) : length(coalesce(a.alarm_actions, [])) == 0 && length(coalesce(a.ok_actions, [])) == 0])
+    error_message = "the template's twelve alarms, paging nobody without alarm_topic_arn"
+  }
+  assert {
+    condition     = aws_cloudwatch_metric_alarm.sweeps_stopped[0].treat_missing_data == "breaching" && [for q in aws_cloudwatch_metric_alarm.sweeps_stopped[0].metric_query : q.metric[0].period if length(q.metric) > 0] == [1800, 1800]
+    error_message = "no sweep for twice the default schedule pages, and no data at all is that case"
   }
   assert {
     condition     = length(aws_cloudwatch_event_permission.registry_accounts) == 0 && keys(aws_eks_access_entry.function) == ["barun-dev"]
@@ -141,6 +157,30 @@ run "names_only" {
     condition     = aws_sqs_queue.dead_letters.sqs_managed_sse_enabled == true && aws_sqs_queue.dead_letters.kms_master_key_id == null
     error_message = "SQS-managed encryption by default"
   }
+}
+
+run "an_alarm_topic" {
+  command = plan
+  variables {
+    alarm_topic_arn   = "arn:aws:sns:ap-northeast-2:768157413559:oncall"
+    reconcile_enabled = false
+  }
+  assert {
+    condition     = alltrue([for a in concat(values(aws_cloudwatch_metric_alarm.alarm), values(aws_cloudwatch_metric_alarm.rules)) : a.alarm_actions == toset(["arn:aws:sns:ap-northeast-2:768157413559:oncall"]) && a.ok_actions == toset(["arn:aws:sns:ap-northeast-2:768157413559:oncall"])])
+    error_message = "every alarm pages the topic when it fires and when it clears"
+  }
+  assert {
+    condition     = length(aws_cloudwatch_metric_alarm.sweeps_stopped) == 0
+    error_message = "no sweeps-stopped alarm when sweeps are off"
+  }
+}
+
+run "a_missing_sweep_interval_that_is_not_whole_minutes_is_refused" {
+  command = plan
+  variables {
+    reconcile_missing_after_seconds = 1830
+  }
+  expect_failures = [var.reconcile_missing_after_seconds]
 }
 
 run "a_prefix" {

@@ -75,6 +75,7 @@ pub struct AwsState {
     repositories: Mutex<Vec<String>>,
     /// SNS messages published: `{TopicArn, Subject, Message}`.
     published: Mutex<Vec<Value>>,
+    pub(crate) invocations: Mutex<Vec<(String, String, Value)>>,
     /// SQS queues by URL, and each one's messages.
     queues: Mutex<BTreeMap<String, Vec<QueueMessage>>>,
     /// Redrive policies by queue URL: the dead-letter queue and the receive limit.
@@ -223,6 +224,7 @@ impl AwsState {
             images: Mutex::new(BTreeMap::new()),
             repositories: Mutex::new(Vec::new()),
             published: Mutex::new(Vec::new()),
+            invocations: Mutex::new(Vec::new()),
             clusters: Mutex::new(BTreeMap::new()),
             cluster_owners: Mutex::new(BTreeMap::new()),
             roles: Mutex::new(BTreeMap::new()),
@@ -278,6 +280,11 @@ impl AwsState {
     /// Stores a Secrets Manager secret the function may (or, `readable: false`, may not) read.
     pub fn put_secret(&self, arn: &str, text: &str, readable: bool) {
         lock(&self.secrets).insert(arn.to_string(), (text.to_string(), readable));
+    }
+
+    /// What Lambda's `Invoke` was asked: the function named, the invocation type, the payload.
+    pub fn invocations(&self) -> Vec<(String, String, Value)> {
+        lock(&self.invocations).clone()
     }
 
     /// What was published to SNS.
@@ -601,6 +608,10 @@ pub fn router(state: Arc<AwsState>) -> Router {
         .route(
             "/2015-03-31/functions/{name}",
             get(crate::deployment::get_function),
+        )
+        .route(
+            "/2015-03-31/functions/{name}/invocations",
+            post(crate::deployment::invoke),
         )
         .route(
             "/2015-03-31/functions/{name}/policy",

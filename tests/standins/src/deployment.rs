@@ -442,6 +442,53 @@ pub async fn get_event_invoke_config(
     .into_response()
 }
 
+/// Lambda's `Invoke`, asynchronous (`X-Amz-Invocation-Type: Event`) as `redrive` and
+/// EventBridge use it: the payload is recorded and accepted (202); the function is not run
+/// here (the Runtime API stand-in runs it where a test needs it).
+pub async fn invoke(
+    State(state): State<Arc<AwsState>>,
+    Path(name): Path<String>,
+    headers: axum::http::HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    if let Some(refused) = refusal(&state, "Invoke", "lambda:InvokeFunction", true) {
+        return refused;
+    }
+    let d = match deployed(&state, &name) {
+        Ok(d) => d,
+        Err(missing) => return missing,
+    };
+    let kind = headers
+        .get("x-amz-invocation-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("RequestResponse")
+        .to_string();
+    if kind != "Event" {
+        return aws_error(
+            StatusCode::BAD_REQUEST,
+            "InvalidParameterValueException",
+            "the stand-in serves asynchronous invocations (Event) only",
+        );
+    }
+    // Lambda's own limit for an asynchronous payload.
+    if body.len() > 1024 * 1024 {
+        return aws_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "RequestTooLargeException",
+            "Request must be smaller than 1048576 bytes for the InvokeFunction operation",
+        );
+    }
+    let Ok(payload) = serde_json::from_slice::<Value>(&body) else {
+        return aws_error(
+            StatusCode::BAD_REQUEST,
+            "InvalidRequestContentException",
+            "Could not parse request body into json",
+        );
+    };
+    crate::faults::lock(&state.invocations).push((d.function_name.clone(), kind, payload));
+    StatusCode::ACCEPTED.into_response()
+}
+
 /// Lambda's `GetPolicy`: the function's resource policy, as a JSON string; 404 when no
 /// statement is left.
 pub async fn get_policy(State(state): State<Arc<AwsState>>, Path(name): Path<String>) -> Response {
