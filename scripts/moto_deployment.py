@@ -57,7 +57,10 @@ def main():
                            AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
 
     for queue in d["queues"]:
-        sqs.create_queue(QueueName=arn_name(queue))
+        url = sqs.create_queue(QueueName=arn_name(queue))["QueueUrl"]
+        policy = d["queue_policies"].get(queue)
+        if policy is not None:
+            sqs.set_queue_attributes(QueueUrl=url, Attributes={"Policy": json.dumps(policy)})
     destination = d.get("on_failure") or ""
     if destination.startswith("arn:aws:sns:") and case.get("topic", True):
         sns.create_topic(Name=arn_name(destination))
@@ -81,6 +84,16 @@ def main():
             FunctionName=d["function_name"], MaximumRetryAttempts=2,
             MaximumEventAgeInSeconds=3600,
             DestinationConfig={"OnFailure": {"Destination": destination}})
+    for mapping in d["event_source_mappings"]:
+        scaling = ({"ScalingConfig": {"MaximumConcurrency": mapping["maximum_concurrency"]}}
+                   if mapping["maximum_concurrency"] else {})
+        lam.create_event_source_mapping(
+            EventSourceArn=mapping["queue_arn"], FunctionName=d["function_name"],
+            BatchSize=mapping["batch_size"], Enabled=mapping["state"] == "Enabled",
+            FunctionResponseTypes=["ReportBatchItemFailures"], **scaling)
+    if d["reserved_concurrency"] is not None:
+        lam.put_function_concurrency(FunctionName=d["function_name"],
+                                     ReservedConcurrentExecutions=d["reserved_concurrency"])
     for permission in d["permissions"]:
         extra = {"SourceArn": permission["source_arn"]} if permission["source_arn"] else {}
         lam.add_permission(FunctionName=d["function_name"],

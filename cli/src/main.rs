@@ -148,6 +148,10 @@ enum Command {
         /// The group the access entry maps the role to (the stack's KubernetesGroup).
         #[arg(long, default_value = "argocd-ecr-updater")]
         kubernetes_group: String,
+        /// Check RBAC and Git secrets as the function's role, assumed (its trust policy must
+        /// let you), instead of asking the API server about the role's user and groups.
+        #[arg(long)]
+        assume_role: bool,
         /// `text` (a checklist) or `json`.
         #[arg(long, value_parser = ["text", "json"], default_value = "text")]
         output: String,
@@ -237,6 +241,7 @@ fn main() -> ExitCode {
             registry_accounts,
             region,
             kubernetes_group,
+            assume_role,
             output,
         } => runtime().block_on(doctor::run(DoctorRequest {
             target: match (function, stack) {
@@ -247,6 +252,7 @@ fn main() -> ExitCode {
             registry_accounts,
             region,
             kubernetes_group,
+            assume_role,
             json: output == "json",
         })),
         Command::Redrive {

@@ -1042,19 +1042,21 @@ impl KubeClient {
         Ok(page.items)
     }
 
-    /// Whether this identity may `verb` the resource, as a `SelfSubjectAccessReview` answers
-    /// (any authenticated identity may ask). `namespace` `None` asks cluster-wide.
+    /// Whether the API server allows `access` in `namespace` (every namespace when `None`):
+    /// to the caller itself (`SelfSubjectAccessReview`, what `kubectl auth can-i` sends), or
+    /// to `subject` (`SubjectAccessReview`, which the caller must be allowed to create).
     pub async fn review_access(
         &self,
+        subject: Option<&ReviewSubject>,
         namespace: Option<&str>,
         access: &AccessNeed,
     ) -> Result<bool, KubeError> {
-        let url = self.url(&[
-            "apis",
-            "authorization.k8s.io",
-            "v1",
-            "selfsubjectaccessreviews",
-        ])?;
+        let kind = match subject {
+            Some(_) => "SubjectAccessReview",
+            None => "SelfSubjectAccessReview",
+        };
+        let plural = format!("{}s", kind.to_ascii_lowercase());
+        let url = self.url(&["apis", "authorization.k8s.io", "v1", &plural])?;
         let mut attributes = json!({"group": access.group, "resource": access.resource,
             "verb": access.verb});
         if let Some(subresource) = access.subresource {
@@ -1063,8 +1065,12 @@ impl KubeClient {
         if let Some(namespace) = namespace {
             attributes["namespace"] = json!(namespace);
         }
-        let review = json!({"apiVersion": "authorization.k8s.io/v1",
-            "kind": "SelfSubjectAccessReview", "spec": {"resourceAttributes": attributes}});
+        let mut spec = json!({"resourceAttributes": attributes});
+        if let Some(subject) = subject {
+            spec["user"] = json!(subject.user);
+            spec["groups"] = json!(subject.groups);
+        }
+        let review = json!({"apiVersion": "authorization.k8s.io/v1", "kind": kind, "spec": spec});
         let body = serde_json::to_vec(&review).map_err(|e| KubeError::Setup(e.to_string()))?;
         let answer = self
             .send(
@@ -1078,6 +1084,16 @@ impl KubeClient {
         let answer: Value = serde_json::from_slice(&answer)
             .map_err(|e| KubeError::BadResponse(format!("access review: {e}")))?;
         Ok(answer["status"]["allowed"].as_bool() == Some(true))
+    }
+
+    /// A ConfigMap (`aws-auth`, which maps IAM roles to Kubernetes users and groups).
+    pub async fn get_config_map(&self, namespace: &str, name: &str) -> Result<Value, KubeError> {
+        let url = self.url(&["api", "v1", "namespaces", namespace, "configmaps", name])?;
+        let bytes = self
+            .send(Method::GET, url, "application/json", None, namespace)
+            .await?;
+        serde_json::from_slice(&bytes)
+            .map_err(|e| KubeError::BadResponse(format!("config map: {e}")))
     }
 
     /// Records a core `Event` (`POST /api/v1/namespaces/{ns}/events`).
@@ -1274,6 +1290,13 @@ fn is_tls_failure(error: &(dyn std::error::Error + 'static)) -> bool {
         current = e.source();
     }
     false
+}
+
+/// Whom a `SubjectAccessReview` asks about: the user and groups an IAM role maps to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReviewSubject {
+    pub user: String,
+    pub groups: Vec<String>,
 }
 
 /// One thing the function does in a cluster, as RBAC names it.

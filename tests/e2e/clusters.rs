@@ -366,6 +366,7 @@ async fn partner_cluster(standins: &StandIns, trusted: bool) -> ExtraCluster {
         session_token: Some("partner-session-token".into()),
         arn: "arn:aws:sts::111122223333:assumed-role/argocd-ecr-updater-partner/argocd-ecr-updater"
             .into(),
+        groups: vec!["argocd-ecr-updater".into()],
         grants: Options::default().identities[0].grants.clone(),
     };
     let cluster = standins

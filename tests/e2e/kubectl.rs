@@ -312,3 +312,68 @@ async fn kubectl_lists_and_describes_the_events_the_function_records() {
     assert!(!denied.status.success());
     assert!(stderr(&denied).contains("forbidden"), "{}", stderr(&denied));
 }
+
+/// What the stand-ins binary prints for a person: the function's token may do only what
+/// `deploy/rbac.yaml` grants (no reading Events), the operator's is a cluster admin's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_reads_events_the_functions_identity_may_not() {
+    let Some(program) = kubectl_program() else {
+        return;
+    };
+    let mut cluster = Cluster::start(program).await;
+    let standins = StandIns::start_seeded().await.unwrap();
+    crate::common::handler(&standins, &[])
+        .handle(&crate::common::event("push-date-tag.json"), None)
+        .await
+        .unwrap();
+    std::fs::write(&cluster.ca_file, &standins.ca_pem).unwrap();
+    cluster.server = standins.kube_endpoint();
+    let token = |credentials: aws_credential_types::Credentials| {
+        std::sync::Arc::new(argocd_ecr_updater::eks_auth::IamTokenSource::new(
+            standins.options.cluster_name.clone(),
+            standins.options.region.clone(),
+            aws_credential_types::provider::SharedCredentialsProvider::new(credentials),
+            std::sync::Arc::new(argocd_ecr_updater::eks_auth::SystemClock),
+        ))
+    };
+    cluster.token = token(crate::common::function_credentials())
+        .fresh()
+        .await
+        .unwrap()
+        .0;
+    let refused = cluster.run(&["get", "events", "-n", "argocd"]);
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("Forbidden"),
+        "{}",
+        stderr(&refused)
+    );
+    let operator = aws_credential_types::Credentials::new(
+        argocd_ecr_updater_standins::OPERATOR_ACCESS_KEY,
+        argocd_ecr_updater_standins::OPERATOR_SECRET_KEY,
+        None,
+        None,
+        "operator",
+    );
+    cluster.token = token(operator).fresh().await.unwrap().0;
+    let listed = cluster.run(&["get", "events", "-n", "argocd", "-o", "name"]);
+    assert!(listed.status.success(), "{}", stderr(&listed));
+    assert!(
+        stdout(&listed).contains("aws-pipeline-test."),
+        "{}",
+        stdout(&listed)
+    );
+    let described = cluster.run(&[
+        "describe",
+        "applications.argoproj.io",
+        "aws-pipeline-test",
+        "-n",
+        "argocd",
+    ]);
+    assert!(described.status.success(), "{}", stderr(&described));
+    assert!(
+        stdout(&described).contains("ImagesUpdated"),
+        "{}",
+        stdout(&described)
+    );
+}

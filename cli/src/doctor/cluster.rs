@@ -1,23 +1,42 @@
 //! Each cluster the function writes to: it exists, hands out an endpoint and a CA the
-//! function can use, lets access entries in, maps the function's role to the group
-//! `deploy/rbac.yaml` binds, and can be reached from where the function runs.
+//! function can use, maps the function's role (by an access entry, or aws-auth's `mapRoles`
+//! read as the operator) to the group `deploy/rbac.yaml` binds, and can be reached from
+//! where the function runs.
 
 use argocd_ecr_updater::aws_error::{Cause, describe};
-use argocd_ecr_updater::config::{ClusterAccess, ClusterSpec};
+use argocd_ecr_updater::config::{ClusterAccess, ClusterSpec, Config};
+use argocd_ecr_updater::kube::{KubeClient, KubeError, ReviewSubject};
 
 use super::{Checklist, Clients, Failure, Function, failed_call};
 
 const AREA: &str = "cluster";
 
+/// What the RBAC checks need of a cluster: a client as the operator, and the user and
+/// groups the function's role maps to there (when the mapping could be read).
+pub(super) struct ClusterView {
+    pub access: ClusterAccess,
+    pub operator: Option<KubeClient>,
+    pub subject: Option<ReviewSubject>,
+}
+
 /// The cluster's checks, and what the RBAC check connects with (nothing when the endpoint
 /// or the CA is unusable, which is then a failed check of its own).
 pub(super) async fn cluster(
     clients: &Clients,
+    config: &Config,
     function: &Function,
     spec: &ClusterSpec,
     group: &str,
     list: &mut Checklist,
-) -> Option<ClusterAccess> {
+) -> Option<ClusterView> {
+    let region = spec
+        .region
+        .clone()
+        .unwrap_or_else(|| function.region.clone());
+    let operator_client = |access: &ClusterAccess| {
+        let credentials = clients.sdk.credentials_provider()?;
+        super::rbac::client(config, spec, access, credentials, &region).ok()
+    };
     if let Some(access) = &spec.access {
         list.skip(
             AREA,
@@ -29,7 +48,16 @@ pub(super) async fn cluster(
                 spec.name
             ),
         );
-        return Some(access.clone());
+        // The mapping is not read: RBAC is asked about the group the role should map to.
+        let subject = ReviewSubject {
+            user: session_user(&function.role, &function.name),
+            groups: vec![group.to_string(), "system:authenticated".into()],
+        };
+        return Some(ClusterView {
+            access: access.clone(),
+            operator: operator_client(access),
+            subject: Some(subject),
+        });
     }
     if spec.role_arn.is_some() {
         list.skip(
@@ -43,10 +71,6 @@ pub(super) async fn cluster(
         );
         return None;
     }
-    let region = spec
-        .region
-        .clone()
-        .unwrap_or_else(|| function.region.clone());
     let eks = aws_sdk_eks::Client::from_conf(
         aws_sdk_eks::config::Builder::from(&clients.sdk)
             .region(aws_config::Region::new(region.clone()))
@@ -89,20 +113,38 @@ pub(super) async fn cluster(
         return None;
     };
     list.add(AREA, &spec.name, Ok(format!("found in {region}")));
-    let mode = cluster
-        .access_config()
-        .and_then(|a| a.authentication_mode())
-        .map(|m| m.as_str().to_string());
-    let entries_allowed = list_mode(&spec.name, &region, mode.as_deref(), list);
-    if entries_allowed {
-        access_entry(&eks, &spec.name, &region, &function.role, group, list).await;
-    }
-    network(&cluster, function, &spec.name, list);
     let access = connection(
         cluster.endpoint(),
         cluster.certificate_authority().and_then(|c| c.data()),
         cluster.status().map(|s| s.as_str()),
-    );
+    )
+    .map_err(|(detail, fix)| {
+        (
+            detail,
+            fix.replace("{name}", &spec.name)
+                .replace("{region}", &region),
+        )
+    });
+    let operator = access.as_ref().ok().and_then(operator_client);
+    let mode = cluster
+        .access_config()
+        .and_then(|a| a.authentication_mode())
+        .map(|m| m.as_str().to_string());
+    let mapping = Mapping {
+        cluster: &spec.name,
+        region: &region,
+        role: &function.role,
+        session: &function.name,
+        group,
+    };
+    let entries_allowed = list_mode(&spec.name, &region, mode.as_deref(), list);
+    let subject = if entries_allowed {
+        let config_map_too = mode.as_deref() == Some("API_AND_CONFIG_MAP");
+        access_entry(&eks, &mapping, config_map_too, operator.as_ref(), list).await
+    } else {
+        aws_auth(&mapping, operator.as_ref(), list).await
+    };
+    network(&cluster, function, &spec.name, list);
     let name = format!("{} endpoint and CA", spec.name);
     match access {
         Ok(access) => {
@@ -111,24 +153,79 @@ pub(super) async fn cluster(
                 name,
                 Ok(format!("{} with a CA that decodes", access.endpoint)),
             );
-            Some(access)
+            Some(ClusterView {
+                access,
+                operator,
+                subject,
+            })
         }
-        Err((detail, fix)) => {
-            list.add(
-                AREA,
-                name,
-                Err((
-                    detail,
-                    fix.replace("{name}", &spec.name)
-                        .replace("{region}", &region),
-                )),
-            );
+        Err(failure) => {
+            list.add(AREA, name, Err(failure));
             None
         }
     }
 }
 
-/// The authentication mode's check; whether access entries apply.
+/// The user name an assumed role's session gets: `arn:aws:sts::<account>:assumed-role/<role>/
+/// <session>` (Lambda names the session after the function).
+fn session_user(role: &str, session: &str) -> String {
+    let account = role.split(':').nth(4).unwrap_or_default();
+    let name = role.rsplit('/').next().unwrap_or_default();
+    format!("arn:aws:sts::{account}:assumed-role/{name}/{session}")
+}
+
+/// The function's role and the group it must map to, in one cluster.
+struct Mapping<'a> {
+    cluster: &'a str,
+    region: &'a str,
+    role: &'a str,
+    /// The session name Lambda gives the role: the function's name.
+    session: &'a str,
+    group: &'a str,
+}
+
+impl Mapping<'_> {
+    /// The subject a mapping of `username` (a template, `{{SessionName}}`…) and `groups` makes.
+    fn subject(&self, username: Option<&str>, groups: &[String]) -> ReviewSubject {
+        let account = self.role.split(':').nth(4).unwrap_or_default();
+        let user = match username.filter(|u| !u.is_empty()) {
+            Some(template) => template
+                .replace("{{SessionName}}", self.session)
+                .replace("{{AccountID}}", account),
+            None => session_user(self.role, self.session),
+        };
+        let mut groups = groups.to_vec();
+        groups.push("system:authenticated".into());
+        ReviewSubject { user, groups }
+    }
+
+    fn groups_result(&self, how: &str, groups: &[String]) -> Result<String, Failure> {
+        if groups.iter().any(|g| g == self.group) {
+            Ok(format!("{how} maps the role to group {}", self.group))
+        } else {
+            Err((
+                format!(
+                    "{how} maps the role to {groups:?}, not {}: deploy/rbac.yaml binds {}",
+                    self.group, self.group
+                ),
+                if how == "aws-auth" {
+                    format!(
+                        "add {} to the role's groups in aws-auth (kubectl -n kube-system edit configmap aws-auth)",
+                        self.group
+                    )
+                } else {
+                    format!(
+                        "aws eks update-access-entry --cluster-name {} --region {} --principal-arn {} --kubernetes-groups {}",
+                        self.cluster, self.region, self.role, self.group
+                    )
+                },
+            ))
+        }
+    }
+}
+
+/// The authentication mode's check; whether access entries apply. `CONFIG_MAP` is not a
+/// failure by itself: the role may be mapped in aws-auth, which the next check reads.
 fn list_mode(cluster: &str, region: &str, mode: Option<&str>, list: &mut Checklist) -> bool {
     // EKS answers without `accessConfig` only for clusters made before access entries
     // existed, which authenticate through aws-auth alone: CONFIG_MAP.
@@ -140,12 +237,14 @@ fn list_mode(cluster: &str, region: &str, mode: Option<&str>, list: &mut Checkli
         ),
     };
     let entries_allowed = mode == "API" || mode == "API_AND_CONFIG_MAP";
-    list.add(AREA, format!("{cluster} authentication mode"), if entries_allowed {
-        Ok(format!("{mode}: access entries apply"))
+    let detail = if entries_allowed {
+        format!("{mode}: access entries apply")
     } else {
-        Err((format!("{mode}{read_as}: access entries are refused, so CreateAccessEntry fails and the role is unknown to the cluster"),
-            format!("aws eks update-cluster-config --name {cluster} --region {region} --access-config authenticationMode=API_AND_CONFIG_MAP (or map the role in aws-auth and deploy with CreateAccessEntry=false)")))
-    });
+        format!(
+            "{mode}{read_as}: access entries are refused (CreateAccessEntry=true fails), so the role must be mapped in aws-auth; to use access entries: aws eks update-cluster-config --name {cluster} --region {region} --access-config authenticationMode=API_AND_CONFIG_MAP"
+        )
+    };
+    list.add(AREA, format!("{cluster} authentication mode"), Ok(detail));
     entries_allowed
 }
 
@@ -195,14 +294,17 @@ fn connection(
     }
 }
 
+/// The role's access entry, and the subject it maps the role to. With `config_map_too`
+/// (`API_AND_CONFIG_MAP`), a role without an entry may still be mapped by aws-auth.
 async fn access_entry(
     eks: &aws_sdk_eks::Client,
-    cluster: &str,
-    region: &str,
-    role: &str,
-    group: &str,
+    mapping: &Mapping<'_>,
+    config_map_too: bool,
+    operator: Option<&KubeClient>,
     list: &mut Checklist,
-) {
+) -> Option<ReviewSubject> {
+    let (cluster, region, role, group) =
+        (mapping.cluster, mapping.region, mapping.role, mapping.group);
     let name = format!("{cluster} access entry");
     let entry = eks
         .describe_access_entry()
@@ -210,46 +312,149 @@ async fn access_entry(
         .principal_arn(role)
         .send()
         .await;
-    let result = match entry {
+    match entry {
         Ok(out) => {
-            let groups: Vec<String> = out
-                .access_entry()
+            let entry = out.access_entry();
+            let groups: Vec<String> = entry
                 .map(|e| e.kubernetes_groups().to_vec())
                 .unwrap_or_default();
-            if groups.iter().any(|g| g == group) {
-                Ok(format!("maps the role to group {group}"))
-            } else {
-                Err((
-                    format!(
-                        "maps the role to {groups:?}, not {group}: deploy/rbac.yaml binds {group}"
-                    ),
-                    format!(
-                        "aws eks update-access-entry --cluster-name {cluster} --region {region} --principal-arn {role} --kubernetes-groups {group}"
-                    ),
-                ))
-            }
+            list.add(
+                AREA,
+                name,
+                mapping.groups_result("the access entry", &groups),
+            );
+            Some(mapping.subject(entry.and_then(|e| e.username()), &groups))
         }
         Err(e) => {
             let described = describe(&e);
-            if described.code.as_deref() == Some("ResourceNotFoundException")
-                && described.cause != Cause::AccessDenied
+            if described.code.as_deref() != Some("ResourceNotFoundException")
+                || described.cause == Cause::AccessDenied
             {
-                Err((
-                    format!("none for the function's role: {described}"),
-                    format!(
-                        "aws eks create-access-entry --cluster-name {cluster} --region {region} --principal-arn {role} --type STANDARD --kubernetes-groups {group}"
-                    ),
-                ))
-            } else {
-                Err(failed_call(
-                    "DescribeAccessEntry",
-                    "eks:DescribeAccessEntry",
-                    &described,
-                ))
+                list.add(
+                    AREA,
+                    name,
+                    Err(failed_call(
+                        "DescribeAccessEntry",
+                        "eks:DescribeAccessEntry",
+                        &described,
+                    )),
+                );
+                return None;
             }
+            let create = format!(
+                "aws eks create-access-entry --cluster-name {cluster} --region {region} --principal-arn {role} --type STANDARD --kubernetes-groups {group}"
+            );
+            if config_map_too && let Some(kube) = operator {
+                // API_AND_CONFIG_MAP: aws-auth still maps roles.
+                if let Ok(Some((username, groups))) = read_aws_auth(kube, role).await {
+                    list.add(
+                        AREA,
+                        name,
+                        mapping
+                            .groups_result("aws-auth", &groups)
+                            .map(|ok| format!("none, but {ok}")),
+                    );
+                    return Some(mapping.subject(username.as_deref(), &groups));
+                }
+            }
+            list.add(
+                AREA,
+                name,
+                Err((format!("none for the function's role: {described}"), create)),
+            );
+            None
         }
+    }
+}
+
+/// A `CONFIG_MAP` cluster: the role must be in aws-auth's `mapRoles`, read as the operator.
+async fn aws_auth(
+    mapping: &Mapping<'_>,
+    operator: Option<&KubeClient>,
+    list: &mut Checklist,
+) -> Option<ReviewSubject> {
+    let name = format!("{} aws-auth", mapping.cluster);
+    let by_hand = "kubectl -n kube-system get configmap aws-auth -o yaml".to_string();
+    let Some(kube) = operator else {
+        list.skip(
+            AREA,
+            name,
+            "the cluster cannot be reached from here (see its endpoint and CA)".into(),
+            by_hand,
+        );
+        return None;
     };
-    list.add(AREA, name, result);
+    match read_aws_auth(kube, mapping.role).await {
+        Ok(Some((username, groups))) => {
+            list.add(AREA, name, mapping.groups_result("aws-auth", &groups));
+            Some(mapping.subject(username.as_deref(), &groups))
+        }
+        Ok(None) => {
+            list.add(AREA, name, Err((
+                format!("aws-auth's mapRoles does not map {}: the role is unknown to the cluster", mapping.role),
+                format!(
+                    "eksctl create iamidentitymapping --cluster {} --region {} --arn {} --group {} --username argocd-ecr-updater; or let access entries in (aws eks update-cluster-config --name {} --access-config authenticationMode=API_AND_CONFIG_MAP) and deploy with CreateAccessEntry=true",
+                    mapping.cluster, mapping.region, mapping.role, mapping.group, mapping.cluster
+                ),
+            )));
+            None
+        }
+        Err(why) => {
+            list.skip(
+                AREA,
+                name,
+                format!("aws-auth cannot be read: {why}"),
+                by_hand,
+            );
+            None
+        }
+    }
+}
+
+/// The user name and groups aws-auth's `mapRoles` gives `role`: `None` when it does not map
+/// it (or there is no aws-auth at all).
+async fn read_aws_auth(
+    kube: &KubeClient,
+    role: &str,
+) -> Result<Option<(Option<String>, Vec<String>)>, String> {
+    let config_map = match kube.get_config_map("kube-system", "aws-auth").await {
+        Ok(config_map) => config_map,
+        Err(KubeError::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    let text = config_map["data"]["mapRoles"].as_str().unwrap_or("");
+    Ok(mapped_role(text, role))
+}
+
+/// An IAM role as aws-auth names it: account and role name (aws-auth's ARNs carry no path,
+/// and the authenticator drops the path of the role it compares).
+fn role_key(arn: &str) -> Option<(String, String)> {
+    let account = arn.split(':').nth(4)?.to_string();
+    let resource = arn.split(':').nth(5)?;
+    let name = resource
+        .strip_prefix("role/")?
+        .rsplit('/')
+        .next()?
+        .to_string();
+    Some((account, name))
+}
+
+/// `role`'s entry in a `mapRoles` document (YAML, as aws-iam-authenticator reads it).
+fn mapped_role(map_roles: &str, role: &str) -> Option<(Option<String>, Vec<String>)> {
+    #[derive(serde::Deserialize)]
+    struct Entry {
+        rolearn: String,
+        #[serde(default)]
+        username: Option<String>,
+        #[serde(default)]
+        groups: Vec<String>,
+    }
+    let wanted = role_key(role)?;
+    let entries: Vec<Entry> = serde_yaml_ng::from_str(map_roles).ok()?;
+    entries
+        .into_iter()
+        .find(|e| role_key(&e.rolearn).as_ref() == Some(&wanted))
+        .map(|e| (e.username, e.groups))
 }
 
 /// What EKS says of how its API endpoint may be reached.
@@ -484,5 +689,69 @@ mod tests {
             missing.detail
         );
         assert_eq!(list.0[1].detail, "API: access entries apply");
+    }
+
+    #[test]
+    fn aws_auth_maps_a_role_by_account_and_name_whatever_its_path() {
+        let map_roles = "- rolearn: arn:aws:iam::111122223333:role/nodes\n  username: system:node:{{EC2PrivateDNSName}}\n  groups: [system:bootstrappers, system:nodes]\n- rolearn: arn:aws:iam::111122223333:role/argocd-ecr-updater-role\n  username: updater:{{SessionName}}\n  groups:\n    - argocd-ecr-updater\n";
+        // (the function's role, what aws-auth maps it to)
+        let cases = [
+            (
+                "arn:aws:iam::111122223333:role/argocd-ecr-updater-role",
+                Some("updater:{{SessionName}}"),
+            ),
+            (
+                "arn:aws:iam::111122223333:role/service-role/argocd-ecr-updater-role",
+                Some("updater:{{SessionName}}"),
+            ),
+            (
+                "arn:aws:iam::999999999999:role/argocd-ecr-updater-role",
+                None,
+            ),
+            ("arn:aws:iam::111122223333:role/argocd-ecr-updater", None),
+            ("not an arn", None),
+        ];
+        for (role, username) in cases {
+            let found = mapped_role(map_roles, role);
+            assert_eq!(
+                found
+                    .as_ref()
+                    .map(|(u, _)| u.as_deref().unwrap_or_default()),
+                username,
+                "{role}"
+            );
+            if let Some((_, groups)) = found {
+                assert_eq!(groups, ["argocd-ecr-updater"]);
+            }
+        }
+        assert_eq!(mapped_role("not: [yaml", "arn:aws:iam::1:role/r"), None);
+    }
+
+    #[test]
+    fn the_subject_asked_about_is_the_mapped_user_with_its_session_and_every_group() {
+        let mapping = Mapping {
+            cluster: "c",
+            region: "r",
+            role: "arn:aws:iam::111122223333:role/path/argocd-ecr-updater-role",
+            session: "fn",
+            group: "argocd-ecr-updater",
+        };
+        let groups = vec!["argocd-ecr-updater".to_string()];
+        let templated = mapping.subject(Some("u:{{SessionName}}:{{AccountID}}"), &groups);
+        assert_eq!(templated.user, "u:fn:111122223333");
+        assert_eq!(
+            templated.groups,
+            ["argocd-ecr-updater", "system:authenticated"]
+        );
+        let default = mapping.subject(None, &groups);
+        assert_eq!(
+            default.user,
+            "arn:aws:sts::111122223333:assumed-role/argocd-ecr-updater-role/fn"
+        );
+        assert!(mapping.groups_result("aws-auth", &groups).is_ok());
+        let (_, fix) = mapping
+            .groups_result("aws-auth", &["viewers".into()])
+            .unwrap_err();
+        assert!(fix.contains("edit configmap aws-auth"), "{fix}");
     }
 }

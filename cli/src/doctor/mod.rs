@@ -9,10 +9,12 @@
 
 mod cluster;
 mod function;
+mod policy;
 mod queues;
 mod rbac;
 mod rules;
 mod secrets;
+mod sweep;
 
 use std::process::ExitCode;
 
@@ -28,6 +30,9 @@ pub struct DoctorRequest {
     pub region: Option<String>,
     /// The group the access entry must map the role to (the stack's `KubernetesGroup`).
     pub kubernetes_group: String,
+    /// Check RBAC and secrets as the function's role, assumed (its trust policy must let the
+    /// operator), instead of asking the API server about the role's subject as the operator.
+    pub assume_role: bool,
     pub json: bool,
 }
 
@@ -203,18 +208,71 @@ async fn diagnose(clients: &Clients, request: &DoctorRequest) -> Vec<Check> {
     let Some(config) = &function.config else {
         return list.0;
     };
-    let role = rbac::assume_function_role(clients, &function, &mut list).await;
+    sweep::sweep(clients, &function, config, &mut list).await;
+    let role = if request.assume_role {
+        rbac::assume_function_role(clients, &function, &mut list).await
+    } else {
+        None
+    };
     for spec in &config.clusters {
-        let access = cluster::cluster(
+        let view = cluster::cluster(
             clients,
+            config,
             &function,
             spec,
             &request.kubernetes_group,
             &mut list,
         )
         .await;
-        if let (Some(access), Some(role)) = (access, &role) {
-            rbac::rbac(config, spec, &access, role, &function.region, &mut list).await;
+        let Some(view) = view else { continue };
+        if let Some(role) = &role {
+            let provider =
+                aws_credential_types::provider::SharedCredentialsProvider::new(role.clone());
+            match rbac::client(config, spec, &view.access, provider, &function.region) {
+                Ok(kube) => {
+                    rbac::rbac(
+                        config,
+                        spec,
+                        rbac::Reviewer::Role { kube: &kube },
+                        &mut list,
+                    )
+                    .await;
+                }
+                Err(e) => list.add(
+                    "rbac",
+                    &spec.name,
+                    Err((
+                        format!("cannot build a client: {e}"),
+                        "check the cluster's CA".into(),
+                    )),
+                ),
+            }
+        } else if request.assume_role {
+            // The role could not be assumed; its line says so.
+        } else {
+            match (&view.operator, &view.subject) {
+                (Some(kube), Some(subject)) => {
+                    rbac::rbac(
+                        config,
+                        spec,
+                        rbac::Reviewer::Operator { kube, subject },
+                        &mut list,
+                    )
+                    .await;
+                }
+                (None, _) => list.skip(
+                    "rbac",
+                    &spec.name,
+                    "no Kubernetes client could be made with your credentials".into(),
+                    "kubectl auth can-i --list --as-group <KubernetesGroup>".into(),
+                ),
+                (_, None) => list.skip(
+                    "rbac",
+                    &spec.name,
+                    "the role maps to no user the cluster knows (see the access entry or aws-auth above), so there is nothing to ask about".into(),
+                    "map the role first, then run doctor again".into(),
+                ),
+            }
         }
     }
     secrets::git_secrets(clients, config, &function, role.as_ref(), &mut list).await;

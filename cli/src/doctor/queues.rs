@@ -22,10 +22,50 @@ pub(super) enum QueueState {
 #[derive(Default)]
 pub(super) struct QueueLookup {
     states: BTreeMap<String, QueueState>,
+    policies: BTreeMap<String, QueuePolicy>,
     named_by: BTreeMap<String, Vec<String>>,
 }
 
+/// A queue's resource policy.
+#[derive(Clone)]
+pub(super) enum QueuePolicy {
+    Document(serde_json::Value),
+    /// The queue has none: only principals of its own account with IAM grants may send.
+    None,
+    Unreadable(Described),
+}
+
 impl QueueLookup {
+    /// The policy of the queue `arn` (which exists), read once per run.
+    pub(super) async fn policy(&mut self, clients: &Clients, arn: &str) -> QueuePolicy {
+        use aws_sdk_sqs::types::QueueAttributeName;
+        if let Some(known) = self.policies.get(arn) {
+            return known.clone();
+        }
+        let Some(QueueState::Exists(url)) = self.states.get(arn) else {
+            return QueuePolicy::None;
+        };
+        let read = clients
+            .sqs
+            .get_queue_attributes()
+            .queue_url(url)
+            .attribute_names(QueueAttributeName::Policy)
+            .send()
+            .await;
+        let policy = match read {
+            Ok(out) => match out
+                .attributes()
+                .and_then(|a| a.get(&QueueAttributeName::Policy))
+            {
+                Some(text) => QueuePolicy::Document(serde_json::from_str(text).unwrap_or_default()),
+                None => QueuePolicy::None,
+            },
+            Err(e) => QueuePolicy::Unreadable(describe(&e)),
+        };
+        self.policies.insert(arn.to_string(), policy.clone());
+        policy
+    }
+
     /// The queue `arn` names, asked once per run; `by` is who names it.
     pub(super) async fn state(&mut self, clients: &Clients, arn: &str, by: &str) -> QueueState {
         self.named_by

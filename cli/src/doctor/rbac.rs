@@ -1,16 +1,81 @@
-//! RBAC as the function sees it: the function's role assumed (when its trust policy lets the
-//! operator), then a `SelfSubjectAccessReview` for every verb and resource the function
-//! uses, in each namespace it writes to.
+//! RBAC as the function gets it. By default asked as the operator: a `SubjectAccessReview`
+//! for the user and groups the function's role maps to (what `kubectl auth can-i --as
+//! --as-group` asks), for every verb and resource the function uses in each namespace it
+//! writes to, and for what it must not have (Secrets in every namespace, wildcards, deleting
+//! Applications). With `--assume-role`, the role itself is assumed (when its trust policy
+//! lets the operator) and asks `SelfSubjectAccessReview`s.
 
 use std::sync::Arc;
 
 use argocd_ecr_updater::config::{ClusterAccess, ClusterSpec, Config, NamespaceScope};
 use argocd_ecr_updater::eks_auth::{IamTokenSource, SystemClock};
-use argocd_ecr_updater::kube::{KubeClient, required_access};
+use argocd_ecr_updater::kube::{AccessNeed, KubeClient, KubeError, ReviewSubject, required_access};
 
 use super::{Checklist, Clients, Function};
 
-/// The function's role, assumed to check RBAC and secrets as the function sees them.
+const AREA: &str = "rbac";
+
+/// What the function must not be allowed, whatever it is configured for: read Secrets in
+/// every namespace, anything by wildcard, or delete Applications.
+const EXCESS: [(AccessNeed, bool); 4] = [
+    (
+        AccessNeed {
+            group: "",
+            resource: "secrets",
+            subresource: None,
+            verb: "get",
+        },
+        true,
+    ),
+    (
+        AccessNeed {
+            group: "",
+            resource: "secrets",
+            subresource: None,
+            verb: "list",
+        },
+        true,
+    ),
+    (
+        AccessNeed {
+            group: "*",
+            resource: "*",
+            subresource: None,
+            verb: "*",
+        },
+        true,
+    ),
+    (
+        AccessNeed {
+            group: "argoproj.io",
+            resource: "applications",
+            subresource: None,
+            verb: "delete",
+        },
+        false,
+    ),
+];
+
+/// A Kubernetes client for `access`, authenticated with `credentials` (an EKS token signed
+/// with them).
+pub(super) fn client(
+    config: &Config,
+    spec: &ClusterSpec,
+    access: &ClusterAccess,
+    credentials: aws_credential_types::provider::SharedCredentialsProvider,
+    region: &str,
+) -> Result<KubeClient, String> {
+    let region = spec.region.clone().unwrap_or_else(|| region.to_string());
+    let tokens = Arc::new(IamTokenSource::new(
+        spec.name.clone(),
+        region,
+        credentials,
+        Arc::new(SystemClock),
+    ));
+    KubeClient::new(access, tokens, config.timeouts).map_err(|e| e.to_string())
+}
+
+/// The function's role, assumed (`--assume-role`) to check RBAC and secrets as the function.
 pub(super) async fn assume_function_role(
     clients: &Clients,
     function: &Function,
@@ -23,10 +88,11 @@ pub(super) async fn assume_function_role(
         .role_session_name("argocd-ecr-updater-doctor")
         .send()
         .await;
-    match assumed.ok().and_then(|out| out.credentials().cloned()) {
-        Some(c) => {
+    match assumed {
+        Ok(out) => {
+            let c = out.credentials()?;
             list.add(
-                "rbac",
+                AREA,
                 "function's role",
                 Ok(format!("assumed {}", function.role)),
             );
@@ -38,44 +104,40 @@ pub(super) async fn assume_function_role(
                 "doctor",
             ))
         }
-        None => {
-            list.skip("rbac", "function's role", format!("cannot assume {} (its trust policy allows Lambda only, which is the default): RBAC and secrets are not checked as the function", function.role),
-                "kubectl auth can-i patch applications.argoproj.io -n argocd --as doctor --as-group <KubernetesGroup>".into());
+        Err(e) => {
+            list.skip(AREA, "function's role", format!("--assume-role: cannot assume {}: {} (the template's trust policy allows Lambda alone)", function.role, argocd_ecr_updater::aws_error::describe(&e)),
+                "run doctor without --assume-role: it asks the API server about the role's user and groups instead".into());
             None
         }
     }
 }
 
-/// `SelfSubjectAccessReview` for every verb and resource the function uses, as its role.
+/// Who checks: the operator about the role's mapped subject, or the assumed role itself.
+pub(super) enum Reviewer<'a> {
+    Operator {
+        kube: &'a KubeClient,
+        subject: &'a ReviewSubject,
+    },
+    Role {
+        kube: &'a KubeClient,
+    },
+}
+
+/// Every verb and resource the function uses, in every namespace it reads, then what it must
+/// not have.
 pub(super) async fn rbac(
     config: &Config,
     spec: &ClusterSpec,
-    access: &ClusterAccess,
-    role: &aws_credential_types::Credentials,
-    region: &str,
+    reviewer: Reviewer<'_>,
     list: &mut Checklist,
 ) {
-    let provider = aws_credential_types::provider::SharedCredentialsProvider::new(role.clone());
-    let region = spec.region.clone().unwrap_or_else(|| region.to_string());
-    let tokens = Arc::new(IamTokenSource::new(
-        spec.name.clone(),
-        region,
-        provider,
-        Arc::new(SystemClock),
-    ));
-    let kube = match KubeClient::new(access, tokens, config.timeouts) {
-        Ok(kube) => kube,
-        Err(e) => {
-            list.add(
-                "rbac",
-                &spec.name,
-                Err((
-                    format!("cannot build a client: {e}"),
-                    "check the cluster's CA".into(),
-                )),
-            );
-            return;
-        }
+    let (kube, subject, who) = match &reviewer {
+        Reviewer::Operator { kube, subject } => (
+            *kube,
+            Some(*subject),
+            format!("groups {}", subject.groups.join(", ")),
+        ),
+        Reviewer::Role { kube } => (*kube, None, "the assumed role".to_string()),
     };
     let namespaces: Vec<Option<String>> = match &spec.namespaces {
         NamespaceScope::All => vec![None],
@@ -86,30 +148,53 @@ pub(super) async fn rbac(
     } else {
         "deploy/rbac.yaml"
     };
+    let by_hand = |namespace: &str| match subject {
+        Some(subject) => format!(
+            "kubectl auth can-i --list -n {namespace} --as {} {}",
+            subject.user,
+            subject
+                .groups
+                .iter()
+                .map(|g| format!("--as-group {g}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+        None => "kubectl auth can-i --list (as the function's role)".into(),
+    };
     for namespace in &namespaces {
+        let scope = namespace
+            .as_deref()
+            .map_or("every namespace".to_string(), |n| format!("namespace {n}"));
         let mut missing = Vec::new();
         for need in required_access(config.read_image_updaters, config.git.repocreds) {
-            match kube.review_access(namespace.as_deref(), &need).await {
+            match kube
+                .review_access(subject, namespace.as_deref(), &need)
+                .await
+            {
                 Ok(true) => {}
                 Ok(false) => missing.push(need.to_string()),
                 Err(e) => {
-                    list.add(
-                        "rbac",
-                        &spec.name,
-                        Err((
-                            format!("the access review failed: {e}"),
-                            "check the access entry above".into(),
-                        )),
+                    let refused = matches!(
+                        e,
+                        KubeError::Forbidden { .. } | KubeError::ForbiddenOther { .. }
+                    );
+                    let why = if refused && subject.is_some() {
+                        "you may not ask the API server about other subjects: creating a SubjectAccessReview needs a cluster admin's access (create on subjectaccessreviews.authorization.k8s.io)".to_string()
+                    } else {
+                        format!("the access review failed: {e}")
+                    };
+                    list.skip(
+                        AREA,
+                        format!("{} {scope}", spec.name),
+                        why,
+                        by_hand(namespace.as_deref().unwrap_or("argocd")),
                     );
                     return;
                 }
             }
         }
-        let scope = namespace
-            .as_deref()
-            .map_or("every namespace".to_string(), |n| format!("namespace {n}"));
         let result = if missing.is_empty() {
-            Ok("every verb the function uses is allowed".into())
+            Ok(format!("every verb the function uses is allowed to {who}"))
         } else {
             Err((
                 format!("not allowed: {}", missing.join(", ")),
@@ -123,6 +208,47 @@ pub(super) async fn rbac(
                 ),
             ))
         };
-        list.add("rbac", format!("{} {scope}", spec.name), result);
+        list.add(AREA, format!("{} {scope}", spec.name), result);
     }
+    excess(kube, subject, spec, &namespaces, &who, list).await;
+}
+
+/// What the function is allowed beyond what it uses: each is a way in for whoever controls
+/// the function's role.
+async fn excess(
+    kube: &KubeClient,
+    subject: Option<&ReviewSubject>,
+    spec: &ClusterSpec,
+    namespaces: &[Option<String>],
+    who: &str,
+    list: &mut Checklist,
+) {
+    let mut allowed = Vec::new();
+    for (need, cluster_wide) in EXCESS {
+        let scopes: Vec<Option<&str>> = if cluster_wide {
+            vec![None]
+        } else {
+            namespaces.iter().map(Option::as_deref).collect()
+        };
+        for namespace in scopes {
+            match kube.review_access(subject, namespace, &need).await {
+                Ok(true) => allowed.push(match namespace {
+                    Some(n) => format!("{need} in {n}"),
+                    None => format!("{need} in every namespace"),
+                }),
+                Ok(false) => {}
+                // The checks above said why reviews cannot be asked.
+                Err(_) => return,
+            }
+        }
+    }
+    let result = if allowed.is_empty() {
+        Ok("nothing beyond what it uses is allowed (Secrets in every namespace, wildcards, deleting Applications)".into())
+    } else {
+        Err((
+            format!("{who} may also: {}", allowed.join("; ")),
+            "find the binding that grants it (kubectl get clusterrolebindings,rolebindings -A -o wide | grep <group>) and narrow it to deploy/rbac.yaml's rules".into(),
+        ))
+    };
+    list.add(AREA, format!("{} excess", spec.name), result);
 }

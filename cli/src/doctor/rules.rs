@@ -6,7 +6,8 @@ use serde_json::Value;
 
 use argocd_ecr_updater::aws_error::{Cause, describe};
 
-use super::queues::{QueueLookup, QueueState};
+use super::policy;
+use super::queues::{QueueLookup, QueuePolicy, QueueState};
 use super::{Checklist, Clients, Function, arn_part, failed_call};
 
 pub(super) async fn rules(
@@ -73,7 +74,7 @@ pub(super) async fn rules(
         };
         list.add("rules", name, state);
         let rule_arn = rule.arn().unwrap_or_default().to_string();
-        dead_letter(clients, function, name, queues, list).await;
+        dead_letter(clients, function, name, &rule_arn, queues, list).await;
         list.add(
             "rules",
             format!("{name} invoke permission"),
@@ -103,6 +104,7 @@ async fn dead_letter(
     clients: &Clients,
     function: &Function,
     rule: &str,
+    rule_arn: &str,
     queues: &mut QueueLookup,
     list: &mut Checklist,
 ) {
@@ -145,7 +147,9 @@ async fn dead_letter(
         [Some(queue), ..] => {
             let queue_name = arn_part(queue, 5);
             match queues.state(clients, queue, &format!("rule {rule}")).await {
-                QueueState::Exists(_) => Ok(format!("parks undeliverable events in {queue_name}")),
+                QueueState::Exists(_) => {
+                    parks(queues.policy(clients, queue).await, queue, rule_arn)
+                }
                 QueueState::Gone => Err((
                     format!(
                         "parks undeliverable events in {queue_name}, which is gone: they are lost"
@@ -167,9 +171,65 @@ async fn dead_letter(
     list.add("rules", name, result);
 }
 
+/// Whether the queue's policy lets EventBridge send what `rule_arn` cannot deliver: without
+/// it, EventBridge's `SendMessage` is refused and the event is lost after all.
+fn parks(policy: QueuePolicy, queue: &str, rule_arn: &str) -> Result<String, super::Failure> {
+    let queue_name = arn_part(queue, 5);
+    let fix = format!(
+        "put back the stack's queue policy on {queue_name} (the DeadLetterQueuePolicy document in `aws cloudformation get-template`; an Allow for events.amazonaws.com to sqs:SendMessage with aws:SourceArn {rule_arn}) with aws sqs set-queue-attributes"
+    );
+    let document = match policy {
+        QueuePolicy::Document(document) => document,
+        QueuePolicy::None => {
+            return Err((
+                format!(
+                    "parks undeliverable events in {queue_name}, which has no queue policy: EventBridge may not send to it, so they are lost"
+                ),
+                fix,
+            ));
+        }
+        QueuePolicy::Unreadable(described) => {
+            return Err(failed_call(
+                "GetQueueAttributes",
+                "sqs:GetQueueAttributes",
+                &described,
+            ));
+        }
+    };
+    let request = policy::Request {
+        service: "events.amazonaws.com",
+        action: "sqs:SendMessage",
+        resource: queue,
+        source_arn: rule_arn,
+    };
+    match policy::evaluate(&document, &request) {
+        policy::Verdict::Allowed(_) => Ok(format!("parks undeliverable events in {queue_name}")),
+        policy::Verdict::NotAllowed => Err((
+            format!(
+                "parks undeliverable events in {queue_name}, whose policy does not let EventBridge send for this rule: they are lost"
+            ),
+            fix,
+        )),
+        policy::Verdict::Denied(sid) => Err((
+            format!(
+                "parks undeliverable events in {queue_name}, whose policy denies EventBridge (statement {sid}): they are lost"
+            ),
+            fix,
+        )),
+        policy::Verdict::Undecided(sid) => Err((
+            format!(
+                "statement {sid} of {queue_name}'s policy has a condition doctor does not judge, so whether EventBridge may park there is not known"
+            ),
+            format!(
+                "read it: aws sqs get-queue-attributes --attribute-names Policy --queue-url <{queue_name}'s URL>"
+            ),
+        )),
+    }
+}
+
 /// The function's resource policy, read once: which rules EventBridge may invoke it for.
 enum InvokePolicy {
-    Statements(Vec<Value>),
+    Document(Value),
     /// `GetPolicy` answered that the function has no resource policy at all.
     None,
     Unreadable(argocd_ecr_updater::aws_error::Described),
@@ -184,16 +244,9 @@ impl InvokePolicy {
             .send()
             .await
         {
-            Ok(out) => {
-                let policy: Value =
-                    serde_json::from_str(out.policy().unwrap_or("{}")).unwrap_or_default();
-                let statements = match &policy["Statement"] {
-                    Value::Array(items) => items.clone(),
-                    Value::Object(_) => vec![policy["Statement"].clone()],
-                    _ => Vec::new(),
-                };
-                Self::Statements(statements)
-            }
+            Ok(out) => Self::Document(
+                serde_json::from_str(out.policy().unwrap_or("{}")).unwrap_or_default(),
+            ),
             Err(e) => {
                 let described = describe(&e);
                 if described.code.as_deref() == Some("ResourceNotFoundException")
@@ -207,8 +260,8 @@ impl InvokePolicy {
         }
     }
 
-    /// Whether an `Allow` for `events.amazonaws.com` to invoke the function holds for events
-    /// from `rule_arn` (a statement without a source condition holds for every rule).
+    /// Whether the policy lets `events.amazonaws.com` invoke the function for events from
+    /// `rule_arn`, as IAM decides it (an explicit deny wins).
     fn allows(
         &self,
         function: &Function,
@@ -219,8 +272,8 @@ impl InvokePolicy {
             "aws lambda add-permission --function-name {} --statement-id {rule} --action lambda:InvokeFunction --principal events.amazonaws.com --source-arn {rule_arn} (an unchanged sam deploy does not restore a permission removed outside CloudFormation; terraform apply does)",
             function.name
         );
-        let statements = match self {
-            Self::Statements(statements) => statements,
+        let document = match self {
+            Self::Document(document) => document,
             Self::None => {
                 return Err((
                     "the function has no resource policy: EventBridge may not invoke it, so every event this rule matches fails to deliver".into(),
@@ -231,54 +284,42 @@ impl InvokePolicy {
                 return Err(failed_call("GetPolicy", "lambda:GetPolicy", described));
             }
         };
-        let allowed = statements.iter().any(|s| {
-            let effect = s["Effect"] == "Allow";
-            let action = as_list(&s["Action"])
-                .iter()
-                .any(|a| *a == "lambda:InvokeFunction" || *a == "lambda:*" || *a == "*");
-            let principal = as_list(&s["Principal"]["Service"]).contains(&"events.amazonaws.com");
-            let source = s["Condition"]
-                .as_object()
-                .into_iter()
-                .flatten()
-                .filter(|(operator, _)| {
-                    operator.starts_with("Arn") || operator.starts_with("String")
-                })
-                .filter_map(|(_, keys)| {
-                    keys.as_object()?
-                        .iter()
-                        .find(|(key, _)| key.eq_ignore_ascii_case("aws:SourceArn"))
-                        .map(|(_, value)| value.clone())
-                })
-                .next();
-            let source_matches = source
-                .is_none_or(|arns| as_list(&arns).iter().any(|arn| arn_matches(arn, rule_arn)));
-            effect && action && principal && source_matches
-        });
-        if allowed {
-            Ok("EventBridge may invoke the function for this rule".into())
-        } else {
-            Err((
+        let request = policy::Request {
+            service: "events.amazonaws.com",
+            action: "lambda:InvokeFunction",
+            resource: &function.arn,
+            source_arn: rule_arn,
+        };
+        match policy::evaluate(document, &request) {
+            policy::Verdict::Allowed(_) => {
+                Ok("EventBridge may invoke the function for this rule".into())
+            }
+            policy::Verdict::NotAllowed => Err((
                 format!(
                     "the function's resource policy does not let EventBridge invoke it for {rule_arn}: every event this rule matches fails to deliver (and is parked, or lost)"
                 ),
                 add,
-            ))
+            )),
+            policy::Verdict::Denied(sid) => Err((
+                format!(
+                    "the function's resource policy denies EventBridge invoking it for {rule_arn} (statement {sid}): every event this rule matches fails to deliver"
+                ),
+                format!(
+                    "remove or narrow statement {sid} (aws lambda remove-permission --function-name {} --statement-id {sid})",
+                    function.name
+                ),
+            )),
+            policy::Verdict::Undecided(sid) => Err((
+                format!(
+                    "statement {sid} of the function's resource policy has a condition doctor does not judge, so whether EventBridge may invoke it for {rule_arn} is not known"
+                ),
+                format!(
+                    "read it: aws lambda get-policy --function-name {}",
+                    function.name
+                ),
+            )),
         }
     }
-}
-
-fn as_list(value: &Value) -> Vec<&str> {
-    match value {
-        Value::String(s) => vec![s.as_str()],
-        Value::Array(items) => items.iter().filter_map(Value::as_str).collect(),
-        _ => Vec::new(),
-    }
-}
-
-/// `ArnLike` matching: `*` any run of characters, `?` one.
-fn arn_matches(pattern: &str, arn: &str) -> bool {
-    wildmatch::WildMatch::new(pattern).matches(arn)
 }
 
 /// The repositories the push rule names exist, in this account or a registry account (or,
@@ -435,10 +476,14 @@ mod tests {
             ),
         ];
         for (statement, allows) in cases {
-            let policy = InvokePolicy::Statements(vec![statement.clone()]);
+            let policy = InvokePolicy::Document(json!({"Statement": [statement.clone()]}));
             let result = policy.allows(&function(), "stack-FunctionEcrPush-1", RULE);
             assert_eq!(result.is_ok(), allows, "{statement}: {result:?}");
-            if let Err((_, fix)) = result {
+            if statement["Effect"] == "Deny" {
+                let (detail, fix) = result.unwrap_err();
+                assert!(detail.contains("denies EventBridge"), "{detail}");
+                assert!(fix.contains("aws lambda remove-permission"), "{fix}");
+            } else if let Err((_, fix)) = result {
                 assert!(
                     fix.starts_with("aws lambda add-permission --function-name fn"),
                     "{fix}"
@@ -454,32 +499,5 @@ mod tests {
         let (detail, fix) = result.unwrap_err();
         assert!(detail.contains("no resource policy"), "{detail}");
         assert!(fix.contains("add-permission"), "{fix}");
-    }
-
-    #[test]
-    fn arn_like_matches_wildcards_as_iam_does() {
-        let cases = [
-            (
-                "arn:aws:events:*:*:rule/a",
-                "arn:aws:events:r:1:rule/a",
-                true,
-            ),
-            (
-                "arn:aws:events:r:1:rule/a?",
-                "arn:aws:events:r:1:rule/ab",
-                true,
-            ),
-            (
-                "arn:aws:events:r:1:rule/a",
-                "arn:aws:events:r:1:rule/ab",
-                false,
-            ),
-            ("*", "anything", true),
-            ("arn:*:rule/x*y", "arn:aws:rule/xzzy", true),
-            ("arn:*:rule/x*y", "arn:aws:rule/xzz", false),
-        ];
-        for (pattern, arn, matches) in cases {
-            assert_eq!(arn_matches(pattern, arn), matches, "{pattern} {arn}");
-        }
     }
 }

@@ -6,7 +6,8 @@ use std::process::Command;
 use argocd_ecr_updater_standins::cloudformation::generated_name;
 use argocd_ecr_updater_standins::deployment::Deployment;
 use argocd_ecr_updater_standins::{
-    FUNCTION_IAM_ROLE_ARN, Grant, StandIns, function_identity, image_updater_grants,
+    FUNCTION_IAM_ROLE_ARN, Grant, Identity, Options, StandIns, function_identity,
+    image_updater_grants, shipped_grants,
 };
 use serde_json::Value;
 
@@ -42,8 +43,7 @@ fn doctor(standins: &StandIns) -> (bool, Vec<Value>) {
 fn doctor_with(standins: &StandIns, args: &[&str]) -> (bool, Vec<Value>) {
     let output = Command::new(BINARY)
         .env_clear()
-        .envs(standins.function_env())
-        .env("AWS_ENDPOINT_URL", standins.aws_endpoint())
+        .envs(standins.operator_env())
         .env("AWS_CONFIG_FILE", "/nonexistent/config")
         .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials")
         .env("AWS_EC2_METADATA_DISABLED", "true")
@@ -185,8 +185,7 @@ async fn a_function_that_does_not_exist_says_where_its_name_comes_from() {
         .deployment(|d| d.function_name = "renamed".into());
     let output = Command::new(BINARY)
         .env_clear()
-        .envs(standins.function_env())
-        .env("AWS_ENDPOINT_URL", standins.aws_endpoint())
+        .envs(standins.operator_env())
         .env("AWS_CONFIG_FILE", "/nonexistent/config")
         .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials")
         .args(["doctor", "--function", "argocd-ecr-updater-updater"])
@@ -230,16 +229,53 @@ async fn an_x86_binary_on_arm64_fails_and_says_how_to_build_for_arm64() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_config_map_cluster_fails_with_the_command_that_switches_its_mode() {
+async fn a_config_map_cluster_is_checked_through_aws_auth() {
+    // Not in aws-auth: unknown to the cluster, with both ways to map it.
     let failed = failing(
         |d| d.authentication_mode = Some("CONFIG_MAP".into()),
-        "authentication mode",
+        "barun-dev aws-auth",
     )
     .await;
+    assert!(detail(&failed).contains("does not map"), "{failed:#}");
     assert!(
-        fix(&failed).contains("update-cluster-config --name barun-dev")
-            && fix(&failed).contains("authenticationMode=API_AND_CONFIG_MAP"),
+        fix(&failed).starts_with(&format!(
+            "eksctl create iamidentitymapping --cluster barun-dev --region ap-northeast-2 --arn {FUNCTION_IAM_ROLE_ARN} --group argocd-ecr-updater"
+        )) && fix(&failed).contains("authenticationMode=API_AND_CONFIG_MAP"),
         "{failed:#}"
+    );
+    // Mapped there (with the path aws-auth leaves out): it passes, and RBAC is asked about
+    // the groups aws-auth gives the role.
+    let standins = deployed().await;
+    standins
+        .aws
+        .deployment(|d| d.authentication_mode = Some("CONFIG_MAP".into()));
+    let map_roles = "- rolearn: arn:aws:iam::768157413559:role/argocd-ecr-updater-role\n  username: argocd-ecr-updater:{{SessionName}}\n  groups:\n    - argocd-ecr-updater\n";
+    standins
+        .kube
+        .insert_config_map("kube-system", "aws-auth", &[("mapRoles", map_roles)]);
+    let (ok, checks) = doctor(&standins);
+    assert!(ok, "{checks:#?}");
+    assert_eq!(
+        detail(named(&checks, "barun-dev aws-auth")),
+        "aws-auth maps the role to group argocd-ecr-updater"
+    );
+    assert_eq!(named(&checks, "barun-dev namespace argocd")["status"], "ok");
+    assert!(!checks.iter().any(|c| c["name"] == "barun-dev access entry"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_role_without_an_entry_that_aws_auth_maps_passes_in_api_and_config_map_mode() {
+    let standins = deployed().await;
+    standins.aws.deployment(|d| d.access_entries.clear());
+    let map_roles = "- rolearn: arn:aws:iam::768157413559:role/argocd-ecr-updater-role\n  groups: [argocd-ecr-updater]\n";
+    standins
+        .kube
+        .insert_config_map("kube-system", "aws-auth", &[("mapRoles", map_roles)]);
+    let (ok, checks) = doctor(&standins);
+    assert!(ok, "{checks:#?}");
+    assert_eq!(
+        detail(check(&checks, "access entry")),
+        "none, but aws-auth maps the role to group argocd-ecr-updater"
     );
 }
 
@@ -256,17 +292,26 @@ async fn a_missing_access_entry_fails_with_the_command_that_creates_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_access_entry_to_another_group_fails_naming_both_groups() {
-    let failed = failing(
-        |d| {
-            for groups in d.access_entries.values_mut() {
-                *groups = vec!["viewers".into()];
-            }
-        },
-        "access entry",
-    )
-    .await;
-    assert!(failed["detail"].as_str().unwrap().contains("viewers"));
-    assert!(fix(&failed).contains("update-access-entry"), "{failed:#}");
+    let standins = deployed().await;
+    standins.aws.deployment(|d| {
+        for groups in d.access_entries.values_mut() {
+            *groups = vec!["viewers".into()];
+        }
+    });
+    let (ok, checks) = doctor(&standins);
+    assert!(!ok);
+    let entry = check(&checks, "access entry");
+    assert_eq!(entry["status"], "fail");
+    assert!(detail(entry).contains("viewers"));
+    assert!(fix(entry).contains("update-access-entry"), "{entry:#}");
+    // RBAC is asked about the groups the role really gets, which are bound to nothing.
+    let rbac = named(&checks, "barun-dev namespace argocd");
+    assert_eq!(rbac["status"], "fail");
+    assert!(
+        detail(rbac).starts_with("not allowed: get applications.argoproj.io"),
+        "{rbac:#}"
+    );
+    assert_eq!(failed(&checks).len(), 2, "{checks:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -351,17 +396,88 @@ async fn rbac_missing_a_verb_fails_naming_it_as_the_functions_role() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_role_that_cannot_be_assumed_skips_rbac_and_says_how_to_check_by_hand() {
+async fn rbac_is_asked_as_the_operator_about_the_roles_groups_without_assuming_the_role() {
+    // The template's trust policy: Lambda alone may assume the role.
     let standins = StandIns::start_seeded().await.unwrap();
     let (ok, checks) = doctor(&standins);
     assert!(ok, "{checks:#?}");
+    assert!(!checks.iter().any(|c| c["name"] == "function's role"));
+    let rbac = named(&checks, "barun-dev namespace argocd");
+    assert_eq!(
+        detail(rbac),
+        "every verb the function uses is allowed to groups argocd-ecr-updater, system:authenticated"
+    );
+    assert_eq!(named(&checks, "barun-dev excess")["status"], "ok");
+    // The reviews were SubjectAccessReviews, sent with the operator's token.
+    assert!(
+        standins
+            .shared
+            .count(|r| r.path.ends_with("/subjectaccessreviews") && r.status == 201)
+            >= 5
+    );
+    // --assume-role with a role the operator may not assume says so, and checks nothing as
+    // the role.
+    let function = standins.aws.deployed().function_name;
+    let (ok, checks) = doctor_with(&standins, &["--function", &function, "--assume-role"]);
+    assert!(ok, "{checks:#?}");
     let role = check(&checks, "function's role");
     assert_eq!(role["status"], "skipped");
-    assert!(fix(role).contains("kubectl auth can-i"));
+    assert!(fix(role).contains("without --assume-role"), "{role:#}");
     assert!(
         !checks
             .iter()
             .any(|c| c["area"] == "rbac" && c["status"] == "ok")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_role_allowed_more_than_it_uses_fails_naming_the_excess() {
+    let grants = [
+        shipped_grants("argocd"),
+        vec![
+            Grant::on("secrets", &["get", "list"], "*"),
+            Grant::on("applications", &["delete"], "argocd"),
+        ],
+    ]
+    .concat();
+    let standins = StandIns::start_seeded_with_grants(grants).await.unwrap();
+    let (ok, checks) = doctor(&standins);
+    assert!(!ok);
+    let failures = failed(&checks);
+    assert_eq!(failures.len(), 1, "{failures:#?}");
+    let excess = failures[0];
+    assert_eq!(excess["name"], "barun-dev excess");
+    assert_eq!(
+        detail(excess),
+        "groups argocd-ecr-updater, system:authenticated may also: get secrets in every namespace; list secrets in every namespace; delete applications.argoproj.io in argocd"
+    );
+    assert!(fix(excess).contains("rolebindings"), "{excess:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_who_may_not_review_others_is_told_how_to_check_by_hand() {
+    let limited = Identity {
+        grants: vec![Grant::on("configmaps", &["get"], "kube-system")],
+        ..argocd_ecr_updater_standins::operator_identity()
+    };
+    let options = Options {
+        identities: vec![function_identity(shipped_grants("argocd")), limited],
+        ..Options::default()
+    };
+    let standins = StandIns::start(options).await.unwrap();
+    argocd_ecr_updater_standins::seed::load_builtin(&standins).unwrap();
+    let (ok, checks) = doctor(&standins);
+    assert!(ok, "{checks:#?}");
+    let rbac = named(&checks, "barun-dev namespace argocd");
+    assert_eq!(rbac["status"], "skipped");
+    assert!(
+        detail(rbac).contains("SubjectAccessReview needs a cluster admin"),
+        "{rbac:#}"
+    );
+    assert!(
+        fix(rbac).starts_with("kubectl auth can-i --list -n argocd --as ")
+            && fix(rbac).contains("--as-group argocd-ecr-updater"),
+        "{rbac:#}"
     );
 }
 
@@ -403,7 +519,16 @@ async fn git_credentials_secrets_are_checked_for_their_shape_and_never_printed()
             format!("{good},{bad}"),
         );
     });
+    // Read with the operator's credentials: the shape is checked, the role's access is not.
     let (ok, checks) = doctor(&standins);
+    assert!(!ok);
+    let good = check(&checks, "git-token");
+    assert_eq!(good["status"], "skipped", "{good:#}");
+    assert!(detail(good).contains("whether the function's role may read it is not checked"));
+    assert!(fix(good).contains("simulate-principal-policy"));
+    // As the role (--assume-role): readable by it.
+    let function = standins.aws.deployed().function_name;
+    let (ok, checks) = doctor_with(&standins, &["--function", &function, "--assume-role"]);
     assert!(!ok);
     let printed = serde_json::to_string(&checks).unwrap();
     assert!(
@@ -660,12 +785,18 @@ async fn a_call_the_operator_is_refused_is_reported_as_that_call_not_as_somethin
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_without_access_config_is_read_as_config_map_and_says_why() {
-    let failed = failing(|d| d.authentication_mode = None, "authentication mode").await;
+    let standins = deployed().await;
+    standins.aws.deployment(|d| d.authentication_mode = None);
+    let (ok, checks) = doctor(&standins);
+    assert!(!ok);
+    let mode = check(&checks, "authentication mode");
     assert!(
-        detail(&failed).starts_with("CONFIG_MAP (DescribeCluster's answer has no accessConfig"),
-        "{failed:#}"
+        detail(mode).starts_with("CONFIG_MAP (DescribeCluster's answer has no accessConfig"),
+        "{mode:#}"
     );
-    assert!(fix(&failed).contains("authenticationMode=API_AND_CONFIG_MAP"));
+    assert!(detail(mode).contains("authenticationMode=API_AND_CONFIG_MAP"));
+    // The role is then looked for in aws-auth, which does not map it.
+    assert_eq!(named(&checks, "barun-dev aws-auth")["status"], "fail");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -682,7 +813,7 @@ async fn an_api_only_cluster_passes_and_its_access_entry_is_checked() {
     );
     assert_eq!(
         detail(check(&checks, "access entry")),
-        "maps the role to group argocd-ecr-updater"
+        "the access entry maps the role to group argocd-ecr-updater"
     );
     // And without its entry, the entry fails: API mode has no aws-auth to fall back on.
     standins.aws.deployment(|d| d.access_entries.clear());
@@ -787,5 +918,152 @@ async fn a_package_that_cannot_be_downloaded_says_why_without_its_url() {
     assert!(
         !printed.contains("package.zip")
             && !printed.contains(argocd_ecr_updater_standins::aws::PRESIGNED_SECRET)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sweep_queue_is_read_into_the_function_with_room_left_for_pushes() {
+    let standins = deployed().await;
+    let (ok, checks) = doctor(&standins);
+    assert!(ok, "{checks:#?}");
+    let mapping = named(&checks, "event source mapping");
+    assert_eq!(mapping["status"], "ok", "{mapping:#}");
+    assert_eq!(
+        detail(mapping),
+        "Enabled; last processing: No records processed"
+    );
+    let room = named(&checks, "concurrency");
+    assert_eq!(room["status"], "ok", "{room:#}");
+    assert!(
+        detail(room).contains("of the account's 1000 unreserved"),
+        "{room:#}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disabled_sweep_mapping_fails_with_the_command_that_enables_it() {
+    let failed = failing(
+        |d| d.event_source_mappings[0].state = "Disabled".into(),
+        "event source mapping",
+    )
+    .await;
+    assert!(detail(&failed).contains("none runs"), "{failed:#}");
+    assert!(
+        fix(&failed).starts_with("aws lambda update-event-source-mapping --uuid ")
+            && fix(&failed).ends_with(" --enabled"),
+        "{failed:#}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_mapping_lambda_reports_a_problem_with_fails_with_lambdas_words() {
+    let failed = failing(
+        |d| {
+            d.event_source_mappings[0].last_processing_result =
+                "PROBLEM: Lambda function failed to assume role".into()
+        },
+        "event source mapping",
+    )
+    .await;
+    assert!(
+        detail(&failed).contains("PROBLEM: Lambda function failed to assume role"),
+        "{failed:#}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_queue_nothing_reads_fails_with_the_command_that_maps_it() {
+    let failed = failing(|d| d.event_source_mappings.clear(), "event source mapping").await;
+    assert!(
+        detail(&failed).contains("sends shards that never run"),
+        "{failed:#}"
+    );
+    assert!(
+        fix(&failed).starts_with("aws lambda create-event-source-mapping --function-name ")
+            && fix(&failed).contains("--function-response-types ReportBatchItemFailures"),
+        "{failed:#}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reserved_concurrency_no_higher_than_the_shards_fails_as_pushes_waiting_behind_them() {
+    let maximum = {
+        let standins = deployed().await;
+        standins.aws.deployed().event_source_mappings[0]
+            .maximum_concurrency
+            .unwrap()
+    };
+    let failed = failing(
+        |d| d.reserved_concurrency = Some(maximum as i32),
+        "concurrency",
+    )
+    .await;
+    assert!(
+        detail(&failed).contains("pushes wait behind shards"),
+        "{failed:#}"
+    );
+    // Above it, the same function passes and says what pushes keep.
+    let standins = deployed().await;
+    standins
+        .aws
+        .deployment(|d| d.reserved_concurrency = Some(maximum as i32 + 5));
+    let (ok, checks) = doctor(&standins);
+    assert!(ok, "{checks:#?}");
+    assert!(detail(named(&checks, "concurrency")).ends_with("pushes keep 5"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_letter_queue_whose_policy_refuses_eventbridge_fails_the_rules_it_would_lose() {
+    // The push rule dropped from the queue policy's Allow: only that rule's parking fails.
+    let standins = deployed().await;
+    let push = rule("FunctionEcrPush");
+    let queue_arn = standins.aws.deployed().dead_letter_queue;
+    standins.aws.deployment(|d| {
+        let policy = d.queue_policies.get_mut(&queue_arn).unwrap();
+        let sources = policy["Statement"][0]["Condition"]["ArnEquals"]["aws:SourceArn"]
+            .as_array_mut()
+            .unwrap();
+        sources.retain(|arn| !arn.as_str().unwrap().ends_with(&push));
+    });
+    let (ok, checks) = doctor(&standins);
+    assert!(!ok);
+    let failures = failed(&checks);
+    assert_eq!(failures.len(), 1, "{failures:#?}");
+    assert_eq!(failures[0]["name"], format!("{push} dead-letter queue"));
+    assert!(
+        detail(failures[0]).contains("whose policy does not let EventBridge send for this rule"),
+        "{:#}",
+        failures[0]
+    );
+    assert!(fix(failures[0]).contains("aws sqs set-queue-attributes"));
+    // The deny's exception for EventBridge removed: it denies every rule, and says which
+    // statement does.
+    standins.aws.deployment(|d| {
+        let policy = d.queue_policies.get_mut(&queue_arn).unwrap();
+        policy["Statement"][1]["Condition"]
+            .as_object_mut()
+            .unwrap()
+            .remove("StringNotEquals");
+    });
+    let (_, checks) = doctor(&standins);
+    let failures = failed(&checks);
+    assert_eq!(failures.len(), 5, "{failures:#?}");
+    assert!(
+        failures
+            .iter()
+            .filter(|c| !c["name"].as_str().unwrap().contains(&push))
+            .all(|c| detail(c).contains("denies EventBridge (statement OnlyTheStackSends)")),
+        "{failures:#?}"
+    );
+    // No policy at all: EventBridge may not send to the queue.
+    standins.aws.deployment(|d| {
+        d.queue_policies.clear();
+    });
+    let (_, checks) = doctor(&standins);
+    assert!(
+        failed(&checks)
+            .iter()
+            .all(|c| detail(c).contains("which has no queue policy")),
+        "{checks:#?}"
     );
 }

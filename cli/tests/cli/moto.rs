@@ -178,8 +178,9 @@ fn named<'c>(checks: &'c [Value], name: &str) -> &'c Value {
         .unwrap_or_else(|| panic!("no check {name}: {checks:#?}"))
 }
 
-/// Where moto differs from AWS, the checks that fail on moto's healthy deployment.
-const MOTO_GAPS: [&str; 2] = ["barun-dev authentication mode", "barun-dev endpoint and CA"];
+/// Where moto differs from AWS, the checks that fail on moto's healthy deployment: its CA
+/// data is random text.
+const MOTO_GAPS: [&str; 1] = ["barun-dev endpoint and CA"];
 
 /// One broken deployment: what it changes, and the checks that must fail beyond moto's gaps.
 struct Case {
@@ -278,6 +279,33 @@ fn doctor_against_moto_finds_each_break_of_the_deployment_the_template_makes() {
             },
             fails: vec!["on-failure destination".into()],
             says: vec![("on-failure destination".into(), "which is gone")],
+        },
+        Case {
+            name: "the dead-letter queue's policy removed",
+            case: with(&|d| d.queue_policies.clear()),
+            fails: rules
+                .iter()
+                .map(|r| format!("{r} dead-letter queue"))
+                .collect(),
+            says: vec![(
+                format!("{push} dead-letter queue"),
+                "which has no queue policy",
+            )],
+        },
+        Case {
+            name: "the sweep queue's mapping disabled",
+            case: with(&|d| d.event_source_mappings[0].state = "Disabled".into()),
+            fails: vec!["event source mapping".into()],
+            says: vec![(
+                "event source mapping".into(),
+                "aws lambda update-event-source-mapping --uuid",
+            )],
+        },
+        Case {
+            name: "reserved concurrency no higher than the shards' maximum",
+            case: with(&|d| d.reserved_concurrency = Some(2)),
+            fails: vec!["concurrency".into()],
+            says: vec![("concurrency".into(), "pushes wait behind shards")],
         },
         Case {
             name: "a deleted Git credentials secret",

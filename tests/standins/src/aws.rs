@@ -610,6 +610,26 @@ pub fn router(state: Arc<AwsState>) -> Router {
             get(crate::deployment::get_function),
         )
         .route(
+            "/2015-03-31/event-source-mappings/",
+            get(crate::deployment::list_event_source_mappings),
+        )
+        .route(
+            "/2015-03-31/event-source-mappings",
+            get(crate::deployment::list_event_source_mappings),
+        )
+        .route(
+            "/2019-09-30/functions/{name}/concurrency",
+            get(crate::deployment::get_function_concurrency),
+        )
+        .route(
+            "/2016-08-19/account-settings/",
+            get(crate::deployment::get_account_settings),
+        )
+        .route(
+            "/2016-08-19/account-settings",
+            get(crate::deployment::get_account_settings),
+        )
+        .route(
             "/2015-03-31/functions/{name}/invocations",
             post(crate::deployment::invoke),
         )
@@ -1116,12 +1136,21 @@ fn queue_attributes(state: &AwsState, request: &Value) -> Response {
     };
     let now = state.queue_now();
     let visible = messages.iter().filter(|m| m.visible(now)).count();
-    let attributes = json!({
+    let name = url.rsplit('/').next().unwrap_or_default();
+    let policy = lock(&state.deployment)
+        .queue_policies
+        .iter()
+        .find(|(arn, _)| arn.ends_with(&format!(":{name}")))
+        .map(|(_, policy)| policy.to_string());
+    let mut attributes = json!({
         "ApproximateNumberOfMessages": visible.to_string(),
         "ApproximateNumberOfMessagesNotVisible": (messages.len() - visible).to_string(),
         "ApproximateNumberOfMessagesDelayed": "0",
         "MessageRetentionPeriod": "1209600",
     });
+    if let Some(policy) = policy {
+        attributes["Policy"] = Value::String(policy);
+    }
     let wanted: Vec<&str> = request["AttributeNames"]
         .as_array()
         .map(|names| names.iter().filter_map(Value::as_str).collect())

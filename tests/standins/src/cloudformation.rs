@@ -99,7 +99,8 @@ impl<'a> Evaluator<'a> {
                 };
                 self.eval(&args[branch])
             }
-            "Fn::Equals" => json!(self.eval(&args[0]) == self.eval(&args[1])),
+            // CloudFormation compares the string forms: a Number parameter ("-1") equals -1.
+            "Fn::Equals" => json!(scalar(&self.eval(&args[0])) == scalar(&self.eval(&args[1]))),
             "Fn::Not" => json!(!self.eval(&args[0]).as_bool().unwrap()),
             "Fn::Or" => json!(
                 args.as_array()
@@ -332,4 +333,13 @@ pub fn of_type<'t>(template: &'t Value, kind: &str) -> Vec<(&'t String, &'t Valu
         .flatten()
         .filter(|(_, r)| r["Type"] == kind)
         .collect()
+}
+
+/// A scalar's string form, as CloudFormation compares values in `Fn::Equals`.
+fn scalar(value: &Value) -> Value {
+    match value {
+        Value::Number(n) => Value::String(n.to_string()),
+        Value::Bool(b) => Value::String(b.to_string()),
+        other => other.clone(),
+    }
 }

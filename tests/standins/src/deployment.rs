@@ -42,6 +42,8 @@ pub struct Deployment {
     pub dead_letter_queue: String,
     /// Every queue the stack made (ARNs); each exists unless a test deletes it.
     pub queues: Vec<String>,
+    /// The stack's queue policies, by queue ARN (`GetQueueAttributes`' `Policy`).
+    pub queue_policies: BTreeMap<String, Value>,
     /// Where Lambda sends an event that failed its retries: a queue, topic, function or
     /// event bus ARN.
     pub on_failure: Option<String>,
@@ -49,6 +51,12 @@ pub struct Deployment {
     pub rules: BTreeMap<String, Rule>,
     /// The function's resource policy: who may invoke it.
     pub permissions: Vec<Permission>,
+    /// Event source mappings into the function (the sweep queue's).
+    pub event_source_mappings: Vec<EventSourceMapping>,
+    /// The function's reserved concurrency, when it has one.
+    pub reserved_concurrency: Option<i32>,
+    /// The account's unreserved concurrency (`GetAccountSettings`).
+    pub unreserved_concurrency: i32,
     /// `API`, `API_AND_CONFIG_MAP` or `CONFIG_MAP`; `None`: DescribeCluster's answer has no
     /// `accessConfig`.
     pub authentication_mode: Option<String>,
@@ -84,6 +92,17 @@ pub struct Target {
     pub id: String,
     pub arn: String,
     pub dead_letter_queue: Option<String>,
+}
+
+/// An event source mapping: the queue it reads, its state, and how many at once.
+#[derive(Debug, Clone, Serialize)]
+pub struct EventSourceMapping {
+    pub uuid: String,
+    pub queue_arn: String,
+    pub state: String,
+    pub batch_size: i64,
+    pub maximum_concurrency: Option<i64>,
+    pub last_processing_result: String,
 }
 
 /// A statement of the function's resource policy (`AddPermission`).
@@ -208,11 +227,51 @@ impl Deployment {
                     .as_str()
                     .map(str::to_string)
             });
-        let queues = of_type(template, "AWS::SQS::Queue")
+        let event_source_mappings = of_type(template, "AWS::Lambda::EventSourceMapping")
+            .into_iter()
+            .filter(|(logical, _)| made(logical))
+            .map(|(logical, mapping)| {
+                let p = evaluator.eval(&mapping["Properties"]);
+                let number = |v: &Value| v.as_i64().or_else(|| v.as_str()?.parse().ok());
+                EventSourceMapping {
+                    uuid: format!("{:08x}-standin", logical.len()),
+                    queue_arn: p["EventSourceArn"].as_str().unwrap_or_default().to_string(),
+                    state: "Enabled".into(),
+                    batch_size: number(&p["BatchSize"]).unwrap_or(10),
+                    maximum_concurrency: number(&p["ScalingConfig"]["MaximumConcurrency"]),
+                    last_processing_result: "No records processed".into(),
+                }
+            })
+            .collect();
+        let reserved_concurrency = match &properties["ReservedConcurrentExecutions"] {
+            Value::Number(n) => n.as_i64().map(|n| n as i32),
+            Value::String(s) => s.parse().ok(),
+            _ => None,
+        };
+        let queues: Vec<String> = of_type(template, "AWS::SQS::Queue")
             .into_iter()
             .filter(|(logical, _)| made(logical))
             .map(|(logical, _)| arn_of(logical))
             .collect();
+        let mut queue_policies = BTreeMap::new();
+        for (logical, policy) in of_type(template, "AWS::SQS::QueuePolicy") {
+            if !made(logical) {
+                continue;
+            }
+            let properties = evaluator.eval(&policy["Properties"]);
+            // `Queues` holds URLs; a URL ends in the queue's name, as an ARN does.
+            for url in properties["Queues"].as_array().into_iter().flatten() {
+                let name = url
+                    .as_str()
+                    .unwrap_or_default()
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or_default();
+                if let Some(arn) = queues.iter().find(|arn| arn.ends_with(&format!(":{name}"))) {
+                    queue_policies.insert(arn.clone(), properties["PolicyDocument"].clone());
+                }
+            }
+        }
         let repositories = evaluator.list(&json!({"Ref": "EcrRepositoryNames"}));
         Self {
             stack_name: site.stack_name.clone(),
@@ -230,9 +289,13 @@ impl Deployment {
             state_reason: None,
             dead_letter_queue: arn_of("DeadLetterQueue"),
             queues,
+            queue_policies,
             on_failure,
             rules,
             permissions,
+            event_source_mappings,
+            reserved_concurrency,
+            unreserved_concurrency: 1000,
             authentication_mode: Some("API_AND_CONFIG_MAP".into()),
             endpoint_public: true,
             endpoint_private: false,
@@ -489,6 +552,58 @@ pub async fn invoke(
     StatusCode::ACCEPTED.into_response()
 }
 
+/// Lambda's `ListEventSourceMappings` for a function (by name or ARN).
+pub async fn list_event_source_mappings(
+    State(state): State<Arc<AwsState>>,
+    axum::extract::Query(query): axum::extract::Query<BTreeMap<String, String>>,
+) -> Response {
+    let name = query.get("FunctionName").cloned().unwrap_or_default();
+    let d = match deployed(&state, &name) {
+        Ok(d) => d,
+        Err(_) => return axum::Json(json!({"EventSourceMappings": []})).into_response(),
+    };
+    let arn = d.function_arn(&state.account, &state.region);
+    let mappings: Vec<Value> = d
+        .event_source_mappings
+        .iter()
+        .map(|m| {
+            let mut mapping = json!({"UUID": m.uuid, "EventSourceArn": m.queue_arn, "FunctionArn": arn,
+                "State": m.state, "StateTransitionReason": "USER_INITIATED", "BatchSize": m.batch_size,
+                "LastProcessingResult": m.last_processing_result,
+                "FunctionResponseTypes": ["ReportBatchItemFailures"]});
+            if let Some(maximum) = m.maximum_concurrency {
+                mapping["ScalingConfig"] = json!({"MaximumConcurrency": maximum});
+            }
+            mapping
+        })
+        .collect();
+    axum::Json(json!({"EventSourceMappings": mappings})).into_response()
+}
+
+/// Lambda's `GetFunctionConcurrency`: empty when the function has no reserved concurrency.
+pub async fn get_function_concurrency(
+    State(state): State<Arc<AwsState>>,
+    Path(name): Path<String>,
+) -> Response {
+    match deployed(&state, &name) {
+        Ok(d) => match d.reserved_concurrency {
+            Some(n) => axum::Json(json!({"ReservedConcurrentExecutions": n})).into_response(),
+            None => axum::Json(json!({})).into_response(),
+        },
+        Err(missing) => missing,
+    }
+}
+
+/// Lambda's `GetAccountSettings`.
+pub async fn get_account_settings(State(state): State<Arc<AwsState>>) -> Response {
+    let d = crate::faults::lock(&state.deployment).clone();
+    axum::Json(json!({"AccountLimit": {"ConcurrentExecutions": 1000,
+        "UnreservedConcurrentExecutions": d.unreserved_concurrency,
+        "TotalCodeSize": 80_530_636_800_i64, "CodeSizeUnzipped": 262_144_000, "CodeSizeZipped": 52_428_800},
+        "AccountUsage": {"TotalCodeSize": 0, "FunctionCount": 1}}))
+    .into_response()
+}
+
 /// Lambda's `GetPolicy`: the function's resource policy, as a JSON string; 404 when no
 /// statement is left.
 pub async fn get_policy(State(state): State<Arc<AwsState>>, Path(name): Path<String>) -> Response {
@@ -719,9 +834,19 @@ pub async fn describe_access_entry(
         return no_cluster(&cluster);
     }
     match deployment.access_entries.get(&principal) {
-        Some(groups) => axum::Json(json!({"accessEntry": {"clusterName": cluster,
-            "principalArn": principal, "kubernetesGroups": groups, "type": "STANDARD"}}))
-        .into_response(),
+        Some(groups) => {
+            // EKS's default user name for a role: its session, named as the role is assumed.
+            let role = principal.rsplit('/').next().unwrap_or_default();
+            let username = format!(
+                "arn:aws:sts::{}:assumed-role/{role}/{{{{SessionName}}}}",
+                state.account
+            );
+            axum::Json(
+                json!({"accessEntry": {"clusterName": cluster, "principalArn": principal,
+                "kubernetesGroups": groups, "username": username, "type": "STANDARD"}}),
+            )
+            .into_response()
+        }
         None => aws_error(
             StatusCode::NOT_FOUND,
             "ResourceNotFoundException",

@@ -41,6 +41,8 @@ pub struct KubeState {
     events: Mutex<Vec<Value>>,
     /// Core `Secret`s by (namespace, name), served read-only.
     secrets: Mutex<BTreeMap<(String, String), Value>>,
+    /// Core `ConfigMap`s by (namespace, name), served read-only (`kube-system/aws-auth`).
+    config_maps: Mutex<BTreeMap<(String, String), Value>>,
     /// Image Updater v1.x objects, with their own CRD.
     pub image_updaters: crate::imageupdaters::ImageUpdaterStore,
     /// Every `Warning` header sent, oldest first: tests assert the function causes none.
@@ -96,6 +98,7 @@ impl KubeState {
             image_updaters: crate::imageupdaters::ImageUpdaterStore::new()?,
             events: Mutex::new(Vec::new()),
             secrets: Mutex::new(BTreeMap::new()),
+            config_maps: Mutex::new(BTreeMap::new()),
             warnings: Mutex::new(Vec::new()),
             races: Mutex::new(BTreeMap::new()),
         })
@@ -406,6 +409,14 @@ fn api_router(state: Arc<KubeState>) -> Router {
             axum::routing::post(access_review),
         )
         .route(
+            "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+            axum::routing::post(subject_access_review),
+        )
+        .route(
+            "/api/v1/namespaces/{namespace}/configmaps/{name}",
+            get(get_config_map),
+        )
+        .route(
             "/apis/argoproj.io/v1alpha1/namespaces/{namespace}/applicationsets/{name}",
             get(get_application_set),
         )
@@ -485,7 +496,7 @@ pub(crate) fn authorize_on<'a>(
     }
     let group = if resource.starts_with("imageupdaters") {
         "argocd-image-updater.argoproj.io"
-    } else if resource == "events" || resource == "secrets" {
+    } else if matches!(resource, "events" | "secrets" | "configmaps") {
         ""
     } else {
         "argoproj.io"
@@ -915,7 +926,15 @@ async fn access_review(
     let Some(mut review) = access_review_body(&headers, &body) else {
         return status(400, "the body of the request was in an unknown format");
     };
-    let attributes = &review["spec"]["resourceAttributes"];
+    let allowed = reviewed(&review["spec"]["resourceAttributes"], &[identity]);
+    review["status"] = json!({"allowed": allowed});
+    review["metadata"] = json!({"creationTimestamp": null});
+    (StatusCode::CREATED, axum::Json(review)).into_response()
+}
+
+/// Whether any of `identities` may do what a review's `resourceAttributes` ask, by the same
+/// RBAC grants the other routes enforce.
+fn reviewed(attributes: &Value, identities: &[&Identity]) -> bool {
     let verb = attributes["verb"].as_str().unwrap_or_default();
     let resource = attributes["resource"].as_str().unwrap_or_default();
     let group = attributes["group"].as_str().unwrap_or_default();
@@ -926,14 +945,61 @@ async fn access_review(
     } else {
         format!("{resource}/{subresource}")
     };
-    // The groups whose resources the grants name: Argo CD's, Image Updater's, and the core
-    // group's Events and Secrets.
+    // The groups whose resources the grants name: Argo CD's, Image Updater's, the core
+    // group's Events, Secrets and ConfigMaps, and `*` (which only a `*` grant allows).
     let known = match group {
-        "argoproj.io" | "argocd-image-updater.argoproj.io" => true,
-        "" => matches!(attributes["resource"].as_str(), Some("events" | "secrets")),
+        "argoproj.io" | "argocd-image-updater.argoproj.io" | "*" => true,
+        "" => matches!(
+            attributes["resource"].as_str(),
+            Some("events" | "secrets" | "configmaps")
+        ),
         _ => false,
     };
-    let allowed = known && identity.may(verb, &resource, namespace);
+    known && identities.iter().any(|i| i.may(verb, &resource, namespace))
+}
+
+/// A `SubjectAccessReview` (what `doctor` asks as the operator, and `kubectl auth can-i --as
+/// --as-group`): the caller must be allowed to create one; the answer is about the identities
+/// the subject's user or groups name (`system:*` groups name nobody in particular).
+async fn subject_access_review(
+    State(state): State<Arc<KubeState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let caller = match authenticate(&state, &headers) {
+        Ok(identity) => identity,
+        Err(denied) => return denied,
+    };
+    if !caller.may("create", "subjectaccessreviews", None) {
+        return status(
+            403,
+            &format!(
+                "subjectaccessreviews.authorization.k8s.io is forbidden: User \"{}\" cannot create resource \"subjectaccessreviews\" in API group \"authorization.k8s.io\" at the cluster scope",
+                caller.arn
+            ),
+        );
+    }
+    let Ok(mut review) = serde_json::from_slice::<Value>(&body) else {
+        return status(400, "the body of the request was in an unknown format");
+    };
+    let spec = &review["spec"];
+    let user = spec["user"].as_str().unwrap_or_default();
+    let groups: Vec<&str> = spec["groups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter(|g| !g.starts_with("system:"))
+        .collect();
+    if user.is_empty() && groups.is_empty() {
+        return status(422, "at least one of user or group must be specified");
+    }
+    let subjects: Vec<&Identity> = state
+        .identities
+        .iter()
+        .filter(|i| i.arn == user || i.groups.iter().any(|g| groups.contains(&g.as_str())))
+        .collect();
+    let allowed = reviewed(&spec["resourceAttributes"], &subjects);
     review["status"] = json!({"allowed": allowed});
     review["metadata"] = json!({"creationTimestamp": null});
     (StatusCode::CREATED, axum::Json(review)).into_response()
@@ -1086,6 +1152,39 @@ impl KubeState {
                          "resourceVersion": self.next_resource_version().to_string()},
             "data": data});
         lock(&self.secrets).insert((namespace.to_string(), name.to_string()), secret);
+    }
+}
+
+impl KubeState {
+    /// A ConfigMap with `data` (for `aws-auth`: `mapRoles` holding YAML).
+    pub fn insert_config_map(&self, namespace: &str, name: &str, data: &[(&str, &str)]) {
+        let data: BTreeMap<&str, &str> = data.iter().copied().collect();
+        let config_map = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace,
+                         "resourceVersion": self.next_resource_version().to_string()},
+            "data": data});
+        lock(&self.config_maps).insert((namespace.to_string(), name.to_string()), config_map);
+    }
+}
+
+async fn get_config_map(
+    State(state): State<Arc<KubeState>>,
+    Path((namespace, name)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(denied) = authorize_on(
+        &state,
+        &headers,
+        "get",
+        "configmaps",
+        Some(&namespace),
+        Some(&name),
+    ) {
+        return denied;
+    }
+    match lock(&state.config_maps).get(&(namespace, name.clone())) {
+        Some(config_map) => axum::Json(config_map.clone()).into_response(),
+        None => status(404, &format!("configmaps \"{name}\" not found")),
     }
 }
 

@@ -113,8 +113,38 @@ pub fn function_identity(grants: Vec<Grant>) -> Identity {
         secret_access_key: FUNCTION_SECRET_KEY.into(),
         session_token: Some(FUNCTION_SESSION_TOKEN.into()),
         arn: FUNCTION_ROLE_ARN.into(),
+        groups: vec!["argocd-ecr-updater".into()],
         grants,
     }
+}
+
+/// A person at a laptop with a cluster admin's access (`system:masters`) and an AWS role that
+/// may read the deployment: what `doctor`, `kubectl get events` and `kubectl describe app`
+/// run as against the stand-ins. Every stand-in cluster knows it.
+pub const OPERATOR_ACCESS_KEY: &str = "AKIASTANDINOPERATOR1";
+pub const OPERATOR_SECRET_KEY: &str = "standin/secret+key/for/the/operator==";
+pub const OPERATOR_ARN: &str = "arn:aws:sts::768157413559:assumed-role/platform-admin/operator";
+
+pub fn operator_identity() -> Identity {
+    Identity {
+        access_key_id: OPERATOR_ACCESS_KEY.into(),
+        secret_access_key: OPERATOR_SECRET_KEY.into(),
+        session_token: None,
+        arn: OPERATOR_ARN.into(),
+        groups: vec!["system:masters".into()],
+        grants: vec![Grant::on("*", &["*"], "*")],
+    }
+}
+
+/// `identities` and the operator, as a cluster knows them.
+fn with_operator(mut identities: Vec<Identity>) -> Vec<Identity> {
+    if !identities
+        .iter()
+        .any(|i| i.access_key_id == OPERATOR_ACCESS_KEY)
+    {
+        identities.push(operator_identity());
+    }
+    identities
 }
 
 /// Serves `app` over TLS on every connection `listener` accepts.
@@ -247,7 +277,7 @@ impl StandIns {
         let kube = Arc::new(
             KubeState::new(
                 &options.cluster_name,
-                options.identities.clone(),
+                with_operator(options.identities.clone()),
                 shared.clone(),
             )
             .map_err(StartError::Setup)?,
@@ -257,7 +287,7 @@ impl StandIns {
             &options.region,
             &options.cluster_name,
             tls.ca_pem.clone(),
-            options.identities.clone(),
+            with_operator(options.identities.clone()),
         ));
         let runtime = Arc::new(RuntimeApi::default());
 
@@ -366,8 +396,10 @@ impl StandIns {
     ) -> Result<ExtraCluster, StartError> {
         let shared = Arc::new(Shared::default());
         let tls = tls::cluster_tls(&["127.0.0.1", "localhost"])?;
-        let kube =
-            Arc::new(KubeState::new(name, identities, shared.clone()).map_err(StartError::Setup)?);
+        let kube = Arc::new(
+            KubeState::new(name, with_operator(identities), shared.clone())
+                .map_err(StartError::Setup)?,
+        );
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls.server_config));
         let (addr, task) = serve_kube(kube.clone(), shared.clone(), acceptor).await?;
         let cluster = ExtraCluster {
@@ -430,6 +462,32 @@ impl StandIns {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect()
+    }
+
+    /// The environment of the operator's laptop: every AWS service at these stand-ins, and
+    /// the operator's keys (`OPERATOR_ACCESS_KEY`).
+    pub fn operator_env(&self) -> Vec<(String, String)> {
+        let mut env: Vec<(String, String)> = self
+            .function_env()
+            .into_iter()
+            .filter(|(k, _)| {
+                !k.starts_with("AWS_ACCESS_KEY_ID")
+                    && k != "AWS_SECRET_ACCESS_KEY"
+                    && k != "AWS_SESSION_TOKEN"
+            })
+            .collect();
+        env.extend([
+            ("AWS_ENDPOINT_URL".to_string(), self.aws_endpoint()),
+            (
+                "AWS_ACCESS_KEY_ID".to_string(),
+                OPERATOR_ACCESS_KEY.to_string(),
+            ),
+            (
+                "AWS_SECRET_ACCESS_KEY".to_string(),
+                OPERATOR_SECRET_KEY.to_string(),
+            ),
+        ]);
+        env
     }
 
     /// An AWS SDK configuration for the function's identity, pointed at these stand-ins,

@@ -37,6 +37,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         standins.kube_endpoint(),
         standins.kube.len()
     );
+    // The function's identity may touch only what it uses; a person looking (kubectl get
+    // events, kubectl describe app, doctor) is a cluster admin with keys of their own.
+    println!("# As the operator (a cluster admin, every read allowed), in another shell:");
+    for (key, value) in standins.operator_env() {
+        if key.starts_with("AWS_ACCESS_KEY_ID")
+            || key == "AWS_SECRET_ACCESS_KEY"
+            || key == "AWS_ENDPOINT_URL"
+        {
+            println!("#   export {key}='{value}'");
+        }
+    }
+    println!(
+        "#   argocd-ecr-updater-cli token --cluster {} --region {} | jq -r .status.token > /tmp/t",
+        standins.options.cluster_name, standins.options.region
+    );
     println!("# Ctrl-C stops them.");
     tokio::signal::ctrl_c().await?;
     Ok(())

@@ -318,6 +318,7 @@ mod tests {
             secret_access_key: "secret".into(),
             session_token: Some("session".into()),
             arn: "arn:aws:sts::768157413559:assumed-role/role/fn".into(),
+            groups: Vec::new(),
             grants: Vec::new(),
         }
     }

@@ -22,6 +22,9 @@ pub struct Identity {
     pub session_token: Option<String>,
     /// What GetCallerIdentity would return; the API server's user name.
     pub arn: String,
+    /// The Kubernetes groups its access entry maps it to, which a `SubjectAccessReview`
+    /// names.
+    pub groups: Vec<String>,
     pub grants: Vec<Grant>,
 }
 
