@@ -117,9 +117,7 @@ fn conditions_hold(condition: &Value, request: &Request) -> Option<bool> {
         return Some(true);
     };
     for (operator, keys) in operators {
-        let Some(keys) = keys.as_object() else {
-            return None;
-        };
+        let keys = keys.as_object()?;
         for (key, wanted) in keys {
             let actual = match key.to_ascii_lowercase().as_str() {
                 "aws:sourcearn" => Some(request.source_arn),
