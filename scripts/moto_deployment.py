@@ -117,7 +117,9 @@ def main():
 
     account = function_arn.split(":")[4]
     for repository in d["repositories"].get(account, []):
-        ecr.create_repository(repositoryName=repository)
+        mutable = repository in d["mutable_repositories"]
+        ecr.create_repository(repositoryName=repository,
+                              imageTagMutability="MUTABLE" if mutable else "IMMUTABLE")
 
     if case.get("cluster", True):
         eks.create_cluster(

@@ -51,6 +51,8 @@ pub enum Status {
     Fail,
     /// Could not be checked from here; `detail` says why and how to check it by hand.
     Skipped,
+    /// Works, with a risk worth knowing; `fix` says how to remove it. Does not fail the run.
+    Warn,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -87,6 +89,16 @@ impl Checklist {
             status,
             detail,
             fix,
+        });
+    }
+
+    fn warn(&mut self, area: &'static str, name: impl Into<String>, risk: String, advice: String) {
+        self.0.push(Check {
+            area,
+            name: name.into(),
+            status: Status::Warn,
+            detail: risk,
+            fix: Some(advice),
         });
     }
 
@@ -160,19 +172,24 @@ pub async fn run(request: DoctorRequest) -> ExitCode {
                 Status::Ok => "✓",
                 Status::Fail => "✗",
                 Status::Skipped => "–",
+                Status::Warn => "!",
             };
             println!("{mark} {}: {} — {}", check.area, check.name, check.detail);
             if let Some(fix) = &check.fix {
-                let label = if check.status == Status::Fail {
-                    "fix"
-                } else {
-                    "check by hand"
+                let label = match check.status {
+                    Status::Fail => "fix",
+                    Status::Warn => "to remove the risk",
+                    Status::Ok | Status::Skipped => "check by hand",
                 };
                 println!("    {label}: {fix}");
             }
         }
         let failed = checks.iter().filter(|c| c.status == Status::Fail).count();
-        println!("{} check(s), {failed} failed", checks.len());
+        let warned = checks.iter().filter(|c| c.status == Status::Warn).count();
+        println!(
+            "{} check(s), {failed} failed, {warned} warning(s)",
+            checks.len()
+        );
     }
     if checks.iter().any(|c| c.status == Status::Fail) {
         ExitCode::FAILURE

@@ -171,6 +171,31 @@ async fn dead_letter(
     list.add("rules", name, result);
 }
 
+/// Tags that can move are a risk worth a warning: an Application that tracks by tag keeps the
+/// tag it runs when the tag is pushed again to another image, so no push event names a new
+/// tag to decide on, and what runs depends on when each node last pulled.
+fn tag_mutability(name: &str, repository: &aws_sdk_ecr::types::Repository, list: &mut Checklist) {
+    use aws_sdk_ecr::types::ImageTagMutability;
+    let line = format!("{name} tag mutability");
+    let advice = format!(
+        "aws ecr put-image-tag-mutability --repository-name {name} --image-tag-mutability IMMUTABLE; or track it with update-strategy digest, which follows a moving tag"
+    );
+    match repository.image_tag_mutability() {
+        Some(ImageTagMutability::Immutable) | None => {
+            list.add("repositories", line, Ok("IMMUTABLE: a tag names one image for good".into()));
+        }
+        Some(ImageTagMutability::ImmutableWithExclusion) => {
+            let moving: Vec<&str> = repository
+                .image_tag_mutability_exclusion_filters()
+                .iter()
+                .map(|f| f.filter())
+                .collect();
+            list.warn("repositories", line, format!("IMMUTABLE_WITH_EXCLUSION: tags matching {moving:?} can be pushed again to another image; an Application tracking such a tag by name is not moved by the push"), advice);
+        }
+        Some(other) => list.warn("repositories", line, format!("{}: a tag can be pushed again to another image; an Application tracking a tag by name is not moved by the push, and nodes run whichever image they pulled last", other.as_str()), advice),
+    }
+}
+
 /// Whether the queue's policy lets EventBridge send what `rule_arn` cannot deliver: without
 /// it, EventBridge's `SendMessage` is refused and the event is lost after all.
 fn parks(policy: QueuePolicy, queue: &str, rule_arn: &str) -> Result<String, super::Failure> {
@@ -356,8 +381,11 @@ async fn repositories(
                 .send()
                 .await;
             match found {
-                Ok(_) => {
+                Ok(out) => {
                     found_in = Some(*account);
+                    if let Some(repository) = out.repositories().first() {
+                        tag_mutability(name, repository, list);
+                    }
                     break;
                 }
                 Err(e) => {

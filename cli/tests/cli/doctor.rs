@@ -581,14 +581,14 @@ async fn a_repository_of_a_central_registry_is_found_in_the_account_named() {
     let function = standins.aws.deployed().function_name;
     let (ok, checks) = doctor_with(&standins, &["--function", &function]);
     assert!(!ok);
-    assert_eq!(check(&checks, "barun-dev-ecr")["status"], "fail");
+    assert_eq!(named(&checks, "barun-dev-ecr")["status"], "fail");
     let (ok, checks) = doctor_with(
         &standins,
         &["--function", &function, "--registry-account", CENTRAL],
     );
     assert!(ok, "{checks:#?}");
     assert_eq!(
-        check(&checks, "barun-dev-ecr")["detail"],
+        named(&checks, "barun-dev-ecr")["detail"],
         format!("exists in {CENTRAL}")
     );
     // A registry whose policy does not admit the caller: not checkable, not failed.
@@ -598,7 +598,7 @@ async fn a_repository_of_a_central_registry_is_found_in_the_account_named() {
         &["--function", &function, "--registry-account", CENTRAL],
     );
     assert!(ok, "{checks:#?}");
-    assert_eq!(check(&checks, "barun-dev-ecr")["status"], "skipped");
+    assert_eq!(named(&checks, "barun-dev-ecr")["status"], "skipped");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1066,4 +1066,21 @@ async fn a_dead_letter_queue_whose_policy_refuses_eventbridge_fails_the_rules_it
             .all(|c| detail(c).contains("which has no queue policy")),
         "{checks:#?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repository_with_mutable_tags_warns_without_failing_the_run() {
+    let standins = deployed().await;
+    let (_, checks) = doctor(&standins);
+    let line = named(&checks, "barun-dev-ecr tag mutability");
+    assert_eq!(line["status"], "ok", "{line:#}");
+    standins
+        .aws
+        .deployment(|d| d.mutable_repositories.push("barun-dev-ecr".into()));
+    let (ok, checks) = doctor(&standins);
+    assert!(ok, "a warning does not fail the run: {checks:#?}");
+    let line = named(&checks, "barun-dev-ecr tag mutability");
+    assert_eq!(line["status"], "warn", "{line:#}");
+    assert!(detail(line).starts_with("MUTABLE: a tag can be pushed again"));
+    assert!(fix(line).contains("--image-tag-mutability IMMUTABLE"));
 }

@@ -72,6 +72,8 @@ pub struct Deployment {
     pub access_entries: BTreeMap<String, Vec<String>>,
     /// Repositories that exist, by registry account.
     pub repositories: BTreeMap<String, Vec<String>>,
+    /// Repositories whose tags are `MUTABLE` (the rest are `IMMUTABLE`, as the seed's are).
+    pub mutable_repositories: Vec<String>,
     /// Calls the operator is refused, by operation (`ListTargetsByRule`…): the error code
     /// AWS answers with (`AccessDeniedException`, `ThrottlingException`).
     #[serde(skip)]
@@ -307,6 +309,7 @@ impl Deployment {
                 vec!["argocd-ecr-updater".to_string()],
             )]),
             repositories: BTreeMap::from([(account.to_string(), repositories)]),
+            mutable_repositories: Vec::new(),
             refused: BTreeMap::new(),
         }
     }
@@ -745,7 +748,12 @@ pub fn describe_repositories(state: &AwsState, request: &Value) -> Response {
         .iter()
         .filter(|r| asked.is_empty() || asked.contains(&r.as_str()))
         .map(|r| {
-            json!({"repositoryName": r, "registryId": registry,
+            let mutability = if deployment.mutable_repositories.contains(r) {
+                "MUTABLE"
+            } else {
+                "IMMUTABLE"
+            };
+            json!({"repositoryName": r, "registryId": registry, "imageTagMutability": mutability,
             "repositoryArn": format!("arn:aws:ecr:{}:{registry}:repository/{r}", state.region)})
         })
         .collect();
