@@ -52,6 +52,10 @@ struct Sweep {
     /// Billed milliseconds summed over every invocation of the sweep.
     billed_ms: u64,
     requests: BTreeMap<&'static str, usize>,
+    /// Response bytes on the wire, by kind of request.
+    bytes: BTreeMap<&'static str, usize>,
+    /// Bytes the function processes wrote to stdout and stderr (CloudWatch Logs ingestion).
+    logged: u64,
     updated: usize,
 }
 
@@ -141,19 +145,79 @@ fn push_newer(standins: &StandIns, repositories: usize, run: usize) {
     }
 }
 
+/// What the function processes wrote, as Lambda ships it to CloudWatch Logs: every line of
+/// stdout and stderr, counted, and the Embedded Metric Format lines kept for their series.
+#[derive(Default)]
+struct Output {
+    bytes: std::sync::atomic::AtomicU64,
+    emf_lines: std::sync::Mutex<Vec<Value>>,
+}
+
+impl Output {
+    fn read(self: &std::sync::Arc<Self>, from: impl std::io::Read + Send + 'static) {
+        let output = self.clone();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(from).lines().map_while(Result::ok) {
+                output
+                    .bytes
+                    .fetch_add(line.len() as u64 + 1, std::sync::atomic::Ordering::Relaxed);
+                if line.starts_with("{\"_aws\"") {
+                    if let Ok(value) = serde_json::from_str(&line) {
+                        output.emf_lines.lock().unwrap().push(value);
+                    }
+                }
+            }
+        });
+    }
+
+    fn take_bytes(&self) -> u64 {
+        self.bytes.swap(0, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The metric series (namespace, name and dimension values) the lines so far declared:
+    /// what CloudWatch bills as custom metrics.
+    fn series(&self) -> std::collections::BTreeSet<String> {
+        let mut series = std::collections::BTreeSet::new();
+        for line in self.emf_lines.lock().unwrap().iter() {
+            for directive in line["_aws"]["CloudWatchMetrics"]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
+                for dimensions in directive["Dimensions"].as_array().into_iter().flatten() {
+                    let values: Vec<String> = dimensions
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_str)
+                        .map(|d| format!("{d}={}", line[d].as_str().unwrap_or_default()))
+                        .collect();
+                    for metric in directive["Metrics"].as_array().into_iter().flatten() {
+                        series.insert(format!("{} {}", metric["Name"], values.join(",")));
+                    }
+                }
+            }
+        }
+        series
+    }
+}
+
 struct Function {
     child: std::process::Child,
 }
 
 impl Function {
-    fn spawn(env: &[(String, String)], n: usize) -> Self {
-        let child = std::process::Command::new(BINARY)
+    fn spawn(env: &[(String, String)], n: usize, output: &std::sync::Arc<Output>) -> Self {
+        let mut child = std::process::Command::new(BINARY)
             .env_clear()
             .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("the release binary starts");
+        output.read(child.stdout.take().expect("stdout"));
+        output.read(child.stderr.take().expect("stderr"));
         if let Some(parent) = std::env::var_os("BENCH_CPU_CGROUP") {
             let own = std::path::Path::new(&parent).join(format!("fan-out-{n}"));
             std::fs::create_dir_all(&own).expect("a child cgroup under BENCH_CPU_CGROUP");
@@ -259,14 +323,18 @@ async fn fleet(apps: usize, clusters: usize, runs: usize) {
             ("SWEEP_FAN_OUT_AT", FAN_OUT_AT.to_string()),
             ("SWEEP_SHARD_SIZE", SHARD_SIZE.to_string()),
             ("SWEEP_CONCURRENCY", CONCURRENCY.to_string()),
-            ("LOG_LEVEL", "warn".to_string()),
+            // The template's default: what a deployment logs.
+            ("LOG_LEVEL", "info".to_string()),
         ]
         .map(|(k, v)| (k.to_string(), v)),
     );
     if clusters > 1 {
         env.push(("CLUSTERS".into(), Value::Array(names).to_string()));
     }
-    let functions: Vec<Function> = (0..CONCURRENCY).map(|n| Function::spawn(&env, n)).collect();
+    let output = std::sync::Arc::new(Output::default());
+    let functions: Vec<Function> = (0..CONCURRENCY)
+        .map(|n| Function::spawn(&env, n, &output))
+        .collect();
     standins.runtime.until_polls_waiting(CONCURRENCY).await;
     println!(
         "{apps} Applications in {clusters} cluster(s), {repositories} repositories (set up in {:.1} s)",
@@ -281,6 +349,7 @@ async fn fleet(apps: usize, clusters: usize, runs: usize) {
         for s in &shareds {
             s.clear_log();
         }
+        output.take_bytes();
         let started = Instant::now();
         let coordinator = standins.runtime.invoke(reconcile_event(), TIMEOUT).await;
         let coordinator_took = started.elapsed();
@@ -303,10 +372,22 @@ async fn fleet(apps: usize, clusters: usize, runs: usize) {
         .await;
         let wall = started.elapsed();
         let mut requests = BTreeMap::new();
+        let mut bytes = BTreeMap::new();
         for s in &shareds {
             for r in s.requests() {
                 *requests.entry(kind_of(&r)).or_insert(0) += 1;
+                *bytes.entry(kind_of(&r)).or_insert(0) += r.response_bytes;
             }
+        }
+        // Lines still in the pipes: wait until the counts stop moving.
+        let mut logged = output.take_bytes();
+        loop {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let more = output.take_bytes();
+            if more == 0 {
+                break;
+            }
+            logged += more;
         }
         let failed_deliveries = deliveries.iter().filter(|d| !d.failed().is_empty()).count();
         let billed_ms = deliveries
@@ -324,6 +405,8 @@ async fn fleet(apps: usize, clusters: usize, runs: usize) {
             billed_ms,
             updated: requests.get("PATCH").copied().unwrap_or(0),
             requests,
+            bytes,
+            logged,
         };
         println!(
             "  run {run}: {:.1} s whole sweep (coordinator {:.1} s, {} shards, longest {:.1} s, {} failed deliveries), {} updated",
@@ -375,6 +458,53 @@ async fn fleet(apps: usize, clusters: usize, runs: usize) {
         "  requests per Application (last sweep): {:.3} in all; {}",
         total as f64 / apps as f64,
         per_app.join(", ")
+    );
+    let kube_bytes = |s: &Sweep| {
+        ["list page", "Application GET", "PATCH", "other Kubernetes"]
+            .iter()
+            .map(|k| s.bytes.get(k).copied().unwrap_or(0))
+            .sum::<usize>() as f64
+            / apps as f64
+    };
+    println!(
+        "{}",
+        summary_to(
+            "Kubernetes response bytes per Application",
+            " B",
+            sweeps.iter().map(kube_bytes).collect(),
+            0
+        )
+    );
+    let by_kind: Vec<String> = last
+        .bytes
+        .iter()
+        .map(|(kind, n)| format!("{kind} {:.0}", *n as f64 / apps as f64))
+        .collect();
+    println!(
+        "  response bytes per Application by kind (last sweep): {}",
+        by_kind.join(", ")
+    );
+    println!(
+        "{}",
+        summary_to(
+            "log bytes per Application (stdout and stderr, LOG_LEVEL=info)",
+            " B",
+            sweeps
+                .iter()
+                .map(|s| s.logged as f64 / apps as f64)
+                .collect(),
+            1
+        )
+    );
+    let series = output.series();
+    println!(
+        "  EMF metric series declared over the runs: {} ({} metric names)",
+        series.len(),
+        series
+            .iter()
+            .map(|s| s.split(' ').next().unwrap_or_default())
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
     );
     println!(
         "  peak RSS per function process: {} to {} KiB",
