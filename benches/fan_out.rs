@@ -162,10 +162,10 @@ impl Output {
                 output
                     .bytes
                     .fetch_add(line.len() as u64 + 1, std::sync::atomic::Ordering::Relaxed);
-                if line.starts_with("{\"_aws\"") {
-                    if let Ok(value) = serde_json::from_str(&line) {
-                        output.emf_lines.lock().unwrap().push(value);
-                    }
+                if line.starts_with("{\"_aws\"")
+                    && let Ok(value) = serde_json::from_str(&line)
+                {
+                    output.emf_lines.lock().unwrap().push(value);
                 }
             }
         });

@@ -50,7 +50,10 @@ fn http_client(
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(Duration::from_secs(5))
         .timeout(timeout)
-        .user_agent(concat!("argocd-ecr-updater/", env!("CARGO_PKG_VERSION")));
+        .user_agent(concat!("argocd-ecr-updater/", env!("CARGO_PKG_VERSION")))
+        // Bodies here are read to a byte limit and some are checked against a digest: both
+        // are meant for the bytes as the server sent them.
+        .no_gzip();
     if let Some(pem) = extra_ca_pem {
         let certs = reqwest::Certificate::from_pem_bundle(pem.as_bytes())
             .map_err(|e| format!("GIT_CA_BUNDLE is not a PEM bundle: {e}"))?;

@@ -1,6 +1,11 @@
 //! Metrics as CloudWatch Embedded Metric Format: one JSON line per invocation on stdout,
 //! which Lambda ships to CloudWatch Logs and CloudWatch turns into metrics. No API call, no
 //! extra permission. Dimensions stay low-cardinality: the function, the mode, the outcome.
+//!
+//! Each metric a line declares is a custom metric per combination of dimension values, billed
+//! monthly, so a line declares only what a mode has to say: every mode its failure and
+//! duration; modes that decide images their image counts; a sweep its shards. The request
+//! counts ride on the same line as plain fields, for Logs Insights, at no metric cost.
 
 use std::time::Duration;
 
@@ -35,27 +40,71 @@ pub fn emf(
         r.clusters.iter().filter(|c| c.failure.is_some()).count()
     });
     let sweep = report.and_then(|r| r.sweep.clone()).unwrap_or_default();
-    let metrics: [(&str, &str, Value); 15] = [
-        ("InvocationsFailed", "Count", json!(u8::from(failed))),
-        ("ImagesUpdated", "Count", json!(count(Action::Updated))),
-        ("ImagesUnchanged", "Count", json!(count(Action::Unchanged))),
-        ("ImagesSkipped", "Count", json!(count(Action::Skipped))),
-        ("ImagesFailed", "Count", json!(count(Action::Failed))),
-        ("Conflicts", "Count", json!(stats.conflicts)),
-        ("KubernetesRequests", "Count", json!(kube_requests)),
-        ("EcrRequests", "Count", json!(stats.ecr_calls)),
-        ("GitRequests", "Count", json!(stats.git_requests)),
-        ("ClustersFailed", "Count", json!(clusters_failed)),
+    let decides_images = matches!(mode, "push" | "scan" | "reconcile" | "shard");
+    let several_clusters = report.is_some_and(|r| r.clusters.len() > 1);
+    // (name, unit, value, declared as a metric)
+    let fields: [(&str, &str, Value, bool); 15] = [
+        ("InvocationsFailed", "Count", json!(u8::from(failed)), true),
+        (
+            "ImagesUpdated",
+            "Count",
+            json!(count(Action::Updated)),
+            decides_images,
+        ),
+        (
+            "ImagesUnchanged",
+            "Count",
+            json!(count(Action::Unchanged)),
+            false,
+        ),
+        (
+            "ImagesSkipped",
+            "Count",
+            json!(count(Action::Skipped)),
+            decides_images,
+        ),
+        (
+            "ImagesFailed",
+            "Count",
+            json!(count(Action::Failed)),
+            decides_images,
+        ),
+        ("Conflicts", "Count", json!(stats.conflicts), false),
+        ("KubernetesRequests", "Count", json!(kube_requests), false),
+        ("EcrRequests", "Count", json!(stats.ecr_calls), false),
+        ("GitRequests", "Count", json!(stats.git_requests), false),
+        (
+            "ClustersFailed",
+            "Count",
+            json!(clusters_failed),
+            several_clusters,
+        ),
         // A fanned-out sweep: what the coordinator sent (Mode=reconcile), what the shard
         // invocations ran and how many failed back to the queue (Mode=shard).
-        ("SweepApplications", "Count", json!(sweep.applications)),
-        ("SweepShards", "Count", json!(sweep.shards)),
-        ("ShardsFailed", "Count", json!(sweep.shards_failed)),
-        ("ApplicationsRead", "Count", json!(stats.gets)),
+        (
+            "SweepApplications",
+            "Count",
+            json!(sweep.applications),
+            matches!(mode, "reconcile" | "shard"),
+        ),
+        (
+            "SweepShards",
+            "Count",
+            json!(sweep.shards),
+            mode == "reconcile",
+        ),
+        (
+            "ShardsFailed",
+            "Count",
+            json!(sweep.shards_failed),
+            mode == "shard",
+        ),
+        ("ApplicationsRead", "Count", json!(stats.gets), false),
         (
             "DurationMs",
             "Milliseconds",
             json!(duration.as_secs_f64() * 1000.0),
+            true,
         ),
     ];
     let mut line = json!({
@@ -64,14 +113,14 @@ pub fn emf(
             "CloudWatchMetrics": [{
                 "Namespace": NAMESPACE,
                 "Dimensions": [["FunctionName", "Mode", "Outcome"]],
-                "Metrics": metrics.iter().map(|(name, unit, _)| json!({"Name": name, "Unit": unit})).collect::<Vec<_>>(),
+                "Metrics": fields.iter().filter(|f| f.3).map(|(name, unit, _, _)| json!({"Name": name, "Unit": unit})).collect::<Vec<_>>(),
             }],
         },
         "FunctionName": function,
         "Mode": mode,
         "Outcome": if failed { "failed" } else { "ok" },
     });
-    for (name, _, value) in metrics {
+    for (name, _, value, _) in fields {
         line[name] = value;
     }
     line
@@ -148,5 +197,64 @@ mod tests {
         let failed = emf("fn", "push", true, None, Duration::ZERO, 0);
         assert_eq!(failed["Outcome"], "failed");
         assert_eq!(failed["ImagesUpdated"], 0);
+    }
+
+    fn declared(line: &Value) -> Vec<&str> {
+        line["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["Name"].as_str().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn each_mode_declares_only_the_metrics_it_has_something_to_say_in() {
+        let report = |mode: &'static str| Report::new(mode, "e", false);
+        let images = ["ImagesUpdated", "ImagesSkipped", "ImagesFailed"];
+        // (mode, metrics declared besides InvocationsFailed and DurationMs)
+        let cases: [(&str, Vec<&str>); 6] = [
+            ("push", images.to_vec()),
+            ("scan", images.to_vec()),
+            (
+                "reconcile",
+                [&images[..], &["SweepApplications", "SweepShards"]].concat(),
+            ),
+            (
+                "shard",
+                [&images[..], &["SweepApplications", "ShardsFailed"]].concat(),
+            ),
+            ("skip", vec![]),
+            ("none", vec![]),
+        ];
+        for (mode, extra) in cases {
+            let line = emf("fn", mode, false, Some(&report(mode)), Duration::ZERO, 0);
+            let mut expected = vec!["InvocationsFailed"];
+            expected.extend(&extra);
+            expected.push("DurationMs");
+            assert_eq!(declared(&line), expected, "{mode}");
+            // The request counts stay on the line, undeclared.
+            for field in [
+                "KubernetesRequests",
+                "EcrRequests",
+                "GitRequests",
+                "ApplicationsRead",
+                "Conflicts",
+                "ImagesUnchanged",
+            ] {
+                assert!(line[field].is_number(), "{mode}: {field}");
+            }
+        }
+    }
+
+    #[test]
+    fn clusters_failed_is_a_metric_only_where_there_are_several_clusters() {
+        let mut report = Report::new("push", "e", false);
+        report.add_cluster("dev", Report::new("push", "e", false), None);
+        let line = emf("fn", "push", false, Some(&report), Duration::ZERO, 0);
+        assert!(!declared(&line).contains(&"ClustersFailed"));
+        report.add_cluster("prod", Report::new("push", "e", false), None);
+        let line = emf("fn", "push", false, Some(&report), Duration::ZERO, 0);
+        assert!(declared(&line).contains(&"ClustersFailed"));
     }
 }

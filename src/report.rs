@@ -281,6 +281,39 @@ impl Report {
     }
 
     /// One structured line per decision, at a level that matches its weight.
+    fn is_sweep(&self) -> bool {
+        matches!(self.mode, "reconcile" | "shard")
+    }
+
+    fn count(&self, action: Action) -> usize {
+        self.entries.iter().filter(|e| e.action == action).count()
+    }
+
+    /// The decisions a sweep logs at DEBUG, summed: unchanged, skipped, and the skip reasons
+    /// by how often they occurred (the ten most frequent, `reason ×n`).
+    fn quiet_decisions(&self) -> (usize, usize, String) {
+        let mut reasons: std::collections::BTreeMap<&str, usize> = Default::default();
+        for e in self.entries.iter().filter(|e| e.action == Action::Skipped) {
+            *reasons.entry(e.reason.as_str()).or_default() += 1;
+        }
+        let mut ranked: Vec<(&str, usize)> = reasons.into_iter().collect();
+        ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        let shown: Vec<String> = ranked
+            .iter()
+            .take(10)
+            .map(|(reason, n)| format!("{reason} ×{n}"))
+            .collect();
+        let mut text = shown.join("; ");
+        if ranked.len() > 10 {
+            text.push_str(&format!("; and {} other reason(s)", ranked.len() - 10));
+        }
+        (
+            self.count(Action::Unchanged),
+            self.count(Action::Skipped),
+            text,
+        )
+    }
+
     pub fn log(&self) {
         if let Some(reason) = &self.skipped {
             tracing::info!(event_id = %self.event_id, mode = self.mode, reason = %reason, "event skipped");
@@ -306,8 +339,20 @@ impl Report {
             match e.action {
                 Action::Failed => decision!(error),
                 Action::Updated => decision!(info),
+                // A sweep decides every tracked Application each time, and nearly all are
+                // unchanged: one line each at INFO would be most of what the function logs.
+                // The summary below says how many and why; LOG_LEVEL=debug shows each.
+                Action::Unchanged | Action::Skipped if self.is_sweep() => decision!(debug),
                 Action::Unchanged | Action::Skipped => decision!(info),
             }
+        }
+        if self.is_sweep() {
+            let (unchanged, skipped, reasons) = self.quiet_decisions();
+            tracing::info!(
+                event_id = %self.event_id, mode = self.mode, updated = self.count(Action::Updated),
+                failed = self.count(Action::Failed), unchanged, skipped, skip_reasons = %reasons,
+                "sweep decisions"
+            );
         }
         for c in &self.clusters {
             match &c.failure {
@@ -377,6 +422,58 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sweep_sums_its_quiet_decisions_by_reason_most_frequent_first() {
+        let mut report = Report::new("shard", "e-1", false);
+        let entry = |name: &str, action: Action, reason: &str| {
+            Entry::new("argocd", name, None, "r/x").with(action, reason)
+        };
+        report
+            .entries
+            .push(entry("a", Action::Unchanged, "already runs it"));
+        report
+            .entries
+            .push(entry("b", Action::Skipped, "scan gate: 2 critical"));
+        report
+            .entries
+            .push(entry("c", Action::Skipped, "no tag matches"));
+        report
+            .entries
+            .push(entry("d", Action::Skipped, "no tag matches"));
+        report.entries.push(entry("e", Action::Updated, "newer"));
+        assert_eq!(
+            report.quiet_decisions(),
+            (
+                1,
+                3,
+                "no tag matches ×2; scan gate: 2 critical ×1".to_string()
+            )
+        );
+        for n in 0..12 {
+            report
+                .entries
+                .push(entry("f", Action::Skipped, &format!("reason {n:02}")));
+        }
+        let (_, skipped, reasons) = report.quiet_decisions();
+        assert_eq!(skipped, 15);
+        assert!(reasons.starts_with("no tag matches ×2; "), "{reasons}");
+        assert!(reasons.ends_with("; and 4 other reason(s)"), "{reasons}");
+    }
+
+    #[test]
+    fn only_sweeps_keep_unchanged_and_skipped_decisions_to_debug() {
+        let cases = [
+            ("push", false),
+            ("scan", false),
+            ("reconcile", true),
+            ("shard", true),
+            ("skip", false),
+        ];
+        for (mode, sweep) in cases {
+            assert_eq!(Report::new(mode, "e", false).is_sweep(), sweep, "{mode}");
+        }
+    }
 
     #[test]
     fn only_retryable_failures_fail_the_invocation() {

@@ -75,6 +75,8 @@ impl ReqwestConnector {
             // AWS closes idle connections after about a minute; not reusing one it may have
             // dropped saves a failed first attempt.
             .pool_idle_timeout(Duration::from_secs(50))
+            // The SDK reads and checks bodies as AWS sent them; it asks for no encoding.
+            .no_gzip()
             .build()
             .map_err(|e| format!("the HTTP client for AWS cannot be built: {e}"));
         Self { http, read_timeout }

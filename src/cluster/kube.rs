@@ -389,6 +389,35 @@ fn continue_token(page: &[u8]) -> Result<Option<String>, serde_json::Error> {
 /// server's head is a few hundred bytes; this only bounds the re-reads of a strange one.
 const HEAD_LIMIT: usize = 64 * 1024;
 
+/// The most one answer may hold, as read (after gzip is undone): a page of Applications or
+/// one object. Far above a page of 500 ordinary Applications (tens of MB); a larger answer
+/// would exhaust a small function's memory, so it fails with what to change instead.
+pub const MAX_ANSWER_BYTES: usize = 64 << 20;
+
+fn too_large() -> KubeError {
+    KubeError::BadResponse(format!(
+        "an answer larger than {} MiB: lower LIST_PAGE_SIZE (the stack's ListPageSize) so that each page of Applications is smaller",
+        MAX_ANSWER_BYTES >> 20
+    ))
+}
+
+/// A whole answer, read as it arrives and refused once it passes [`MAX_ANSWER_BYTES`]:
+/// neither a `Content-Length` nor a compressed body can make the function hold more.
+async fn read_bounded(mut response: reqwest::Response) -> Result<Bytes, KubeError> {
+    let claimed = response.content_length().unwrap_or(0);
+    if claimed > MAX_ANSWER_BYTES as u64 {
+        return Err(too_large());
+    }
+    let mut received = Vec::with_capacity(claimed as usize);
+    while let Some(chunk) = response.chunk().await.map_err(transport_error)? {
+        if received.len() + chunk.len() > MAX_ANSWER_BYTES {
+            return Err(too_large());
+        }
+        received.extend_from_slice(&chunk);
+    }
+    Ok(Bytes::from(received))
+}
+
 /// A list page as it arrives: its `continue` token known, its items perhaps still on the way.
 pub struct ListPage {
     received: Vec<u8>,
@@ -406,6 +435,9 @@ impl ListPage {
         let mut received = Vec::with_capacity(expected.max(16 * 1024));
         let mut rest = None;
         while let Some(chunk) = response.chunk().await.map_err(transport_error)? {
+            if received.len() + chunk.len() > MAX_ANSWER_BYTES {
+                return Err(too_large());
+            }
             received.extend_from_slice(&chunk);
             match read_head(&received) {
                 Ok(Head::Token(token)) => {
@@ -436,6 +468,9 @@ impl ListPage {
     async fn read_rest(&mut self) -> Result<(), KubeError> {
         if let Some(mut response) = self.rest.take() {
             while let Some(chunk) = response.chunk().await.map_err(transport_error)? {
+                if self.received.len() + chunk.len() > MAX_ANSWER_BYTES {
+                    return Err(too_large());
+                }
                 self.received.extend_from_slice(&chunk);
             }
         }
@@ -706,6 +741,10 @@ impl KubeClient {
             .timeout(timeouts.request)
             .pool_idle_timeout(Duration::from_secs(90))
             .user_agent(concat!("argocd-ecr-updater/", env!("CARGO_PKG_VERSION")))
+            // The API server gzips answers over 128 KiB for a client that asks: a page of
+            // Applications crosses the network (a NAT gateway, billed by the byte) at a
+            // fraction of its size. reqwest undoes it as the body arrives.
+            .gzip(true)
             .build()
             .map_err(|e| KubeError::Setup(e.to_string()))?;
         Ok(Self { http, base, tokens })
@@ -742,9 +781,7 @@ impl KubeClient {
         namespace: &str,
     ) -> Result<Bytes, KubeError> {
         let response = self.respond(method, url, accept, body, namespace).await?;
-        // Kept as the client collected it: an Application can be tens of kilobytes, and a
-        // copy costs its size again in fresh memory to fault in.
-        response.bytes().await.map_err(transport_error)
+        read_bounded(response).await
     }
 
     /// [`Self::send`] up to a successful answer's headers, its body left to the caller to
@@ -789,7 +826,7 @@ impl KubeClient {
                 self.tokens.invalidate().await;
                 continue;
             }
-            let bytes = response.bytes().await.map_err(transport_error)?;
+            let bytes = read_bounded(response).await?;
             return Err(status_error(
                 status,
                 retry_after,
@@ -1353,6 +1390,25 @@ pub fn required_access(read_image_updaters: bool, repocreds: bool) -> Vec<Access
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn answer(body: Vec<u8>) -> reqwest::Response {
+        reqwest::Response::from(http::Response::new(body))
+    }
+
+    #[tokio::test]
+    async fn an_answer_is_read_up_to_the_bound_and_refused_past_it() {
+        let whole = read_bounded(answer(vec![b'x'; 1024])).await.unwrap();
+        assert_eq!(whole.len(), 1024);
+        let at_bound = read_bounded(answer(vec![0; MAX_ANSWER_BYTES])).await;
+        assert_eq!(at_bound.unwrap().len(), MAX_ANSWER_BYTES);
+        let past = read_bounded(answer(vec![0; MAX_ANSWER_BYTES + 1])).await;
+        let error = past.unwrap_err();
+        assert!(matches!(error, KubeError::BadResponse(_)), "{error:?}");
+        assert!(
+            error.to_string().contains("lower LIST_PAGE_SIZE"),
+            "{error}"
+        );
+    }
 
     #[test]
     fn the_rbac_hint_names_everything_the_code_asks_for() {

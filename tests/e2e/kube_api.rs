@@ -971,3 +971,33 @@ async fn the_function_asks_the_api_server_for_exactly_what_required_access_lists
         "left: what the code asked; right: required_access"
     );
 }
+
+#[tokio::test]
+async fn a_page_over_128_kib_crosses_the_wire_gzipped_and_is_read_whole() {
+    // 100 Applications of about 2 KB of annotations each: a 200 KB page, which the API
+    // server gzips for a client that asks.
+    let standins = standins_with(Options::default(), 100).await;
+    let client = kube_client(&standins);
+    let (kept, stats) = client
+        .list_application_metadata("argocd", list_options(None, 100), |_| true)
+        .await
+        .unwrap();
+    assert_eq!((stats.pages, stats.seen, kept.len()), (1, 100, 100));
+    let page = standins
+        .shared
+        .requests()
+        .into_iter()
+        .find(|r| r.method == "GET")
+        .unwrap();
+    assert!(
+        page.response_bytes < argocd_ecr_updater_standins::kube::GZIP_THRESHOLD_BYTES / 4,
+        "{} bytes on the wire",
+        page.response_bytes
+    );
+    // A small page is answered as it is, and read the same.
+    let (kept, _) = client
+        .list_application_metadata("argocd", list_options(None, 5), |_| true)
+        .await
+        .unwrap();
+    assert_eq!(kept.len(), 100);
+}

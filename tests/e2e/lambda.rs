@@ -255,6 +255,59 @@ async fn decisions_are_logged_as_one_json_line_each() {
 }
 
 #[tokio::test]
+async fn a_sweep_logs_its_quiet_decisions_as_one_summary_line_at_info() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    let mut function = spawn_lambda(&crate::common::function_binary(), &standins.lambda_env());
+    // The first sweep updates the seed's Application; the second finds it unchanged.
+    let mut reports = Vec::new();
+    for _ in 0..2 {
+        let outcome = standins
+            .runtime
+            .invoke(
+                argocd_ecr_updater_standins::fixtures::reconcile_event(),
+                DEADLINE,
+            )
+            .await
+            .unwrap();
+        let Outcome::Response(report) = outcome else {
+            panic!("{outcome:?}");
+        };
+        reports.push(report);
+    }
+    let _ = function.child.kill();
+    let quiet = |report: &serde_json::Value| {
+        report["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["action"] == "unchanged" || e["action"] == "skipped")
+            .count()
+    };
+    assert_eq!(quiet(&reports[0]), 0, "{:#}", reports[0]);
+    assert_eq!(quiet(&reports[1]), 1, "{:#}", reports[1]);
+    let lines: Vec<serde_json::Value> = stderr_of(&mut function)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let quiet_lines = lines
+        .iter()
+        .filter(|l| {
+            l["message"] == "decision" && l["action"] != "updated" && l["action"] != "failed"
+        })
+        .count();
+    assert_eq!(quiet_lines, 0, "{lines:#?}");
+    let summary: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|l| l["message"] == "sweep decisions")
+        .collect();
+    assert_eq!(summary.len(), 2, "{lines:#?}");
+    assert_eq!(summary[0]["updated"], 1, "{:#}", summary[0]);
+    let counted =
+        summary[1]["unchanged"].as_u64().unwrap() + summary[1]["skipped"].as_u64().unwrap();
+    assert_eq!(counted, 1, "{:#}", summary[1]);
+}
+
+#[tokio::test]
 async fn each_invocation_writes_its_metrics_as_one_embedded_metric_format_line() {
     let standins = StandIns::start_seeded().await.unwrap();
     let mut function = spawn_lambda(&crate::common::function_binary(), &standins.lambda_env());

@@ -378,7 +378,52 @@ pub const PROXY_PREFIX: &str = "/k8s/clusters/c-1";
 
 pub fn router(state: Arc<KubeState>) -> Router {
     let api = api_router(state.clone()).merge(crate::imageupdaters::router(state));
-    Router::new().nest(PROXY_PREFIX, api.clone()).merge(api)
+    Router::new()
+        .nest(PROXY_PREFIX, api.clone())
+        .merge(api)
+        .layer(axum::middleware::from_fn(compress))
+}
+
+/// kube-apiserver's response compression (`APIResponseCompression`, on since 1.16): a body
+/// larger than 128 KiB goes out gzipped, at level 1, to a client whose `Accept-Encoding`
+/// names gzip; smaller bodies, and clients that do not ask, get it as it is.
+pub const GZIP_THRESHOLD_BYTES: usize = 128 * 1024;
+
+async fn compress(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    use std::io::Write;
+    let asks = request
+        .headers()
+        .get_all("accept-encoding")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|coding| coding.split(';').next().unwrap_or_default().trim() == "gzip");
+    let response = next.run(request).await;
+    if !asks {
+        return response;
+    }
+    let (mut head, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return Response::from_parts(head, axum::body::Body::empty());
+    };
+    if bytes.len() <= GZIP_THRESHOLD_BYTES {
+        return Response::from_parts(head, axum::body::Body::from(bytes));
+    }
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(1));
+    let compressed = encoder.write_all(&bytes).and_then(|()| encoder.finish());
+    let Ok(compressed) = compressed else {
+        return Response::from_parts(head, axum::body::Body::from(bytes));
+    };
+    head.headers.insert(
+        axum::http::header::CONTENT_ENCODING,
+        axum::http::HeaderValue::from_static("gzip"),
+    );
+    head.headers.append(
+        axum::http::header::VARY,
+        axum::http::HeaderValue::from_static("Accept-Encoding"),
+    );
+    head.headers.remove(axum::http::header::CONTENT_LENGTH);
+    Response::from_parts(head, axum::body::Body::from(compressed))
 }
 
 fn api_router(state: Arc<KubeState>) -> Router {
