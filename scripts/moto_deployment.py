@@ -65,6 +65,10 @@ def main():
     if destination.startswith("arn:aws:sns:") and case.get("topic", True):
         sns.create_topic(Name=arn_name(destination))
 
+    if case.get("alarm_topic", True):
+        topic = sns.create_topic(Name="argocd-ecr-updater-alarms")["TopicArn"]
+        sns.subscribe(TopicArn=topic, Protocol="email", Endpoint="oncall@example.com")
+
     made_secrets = [secrets.create_secret(Name=name, SecretString=text)["ARN"]
                     for name, text in case.get("secrets", {}).items()]
     environment = dict(d["environment"])

@@ -152,6 +152,10 @@ enum Command {
         /// let you), instead of asking the API server about the role's user and groups.
         #[arg(long)]
         assume_role: bool,
+        /// The topic the alarms notify (the stack's AlarmTopicArn): its subscriptions must be
+        /// confirmed, or nobody is paged.
+        #[arg(long)]
+        alarm_topic: Option<String>,
         /// `text` (a checklist) or `json`.
         #[arg(long, value_parser = ["text", "json"], default_value = "text")]
         output: String,
@@ -242,6 +246,7 @@ fn main() -> ExitCode {
             region,
             kubernetes_group,
             assume_role,
+            alarm_topic,
             output,
         } => runtime().block_on(doctor::run(DoctorRequest {
             target: match (function, stack) {
@@ -253,6 +258,7 @@ fn main() -> ExitCode {
             region,
             kubernetes_group,
             assume_role,
+            alarm_topic,
             json: output == "json",
         })),
         Command::Redrive {

@@ -7,6 +7,7 @@
 //! it; a call that fails is reported as that call failing (which call, why), never as the
 //! thing it reads being absent; secrets are never printed.
 
+mod alarms;
 mod cluster;
 mod function;
 mod policy;
@@ -33,6 +34,8 @@ pub struct DoctorRequest {
     /// Check RBAC and secrets as the function's role, assumed (its trust policy must let the
     /// operator), instead of asking the API server about the role's subject as the operator.
     pub assume_role: bool,
+    /// The topic the alarms notify (the stack's `AlarmTopicArn`).
+    pub alarm_topic: Option<String>,
     pub json: bool,
 }
 
@@ -222,6 +225,7 @@ async fn diagnose(clients: &Clients, request: &DoctorRequest) -> Vec<Check> {
     )
     .await;
     queues::dead_letters(clients, &function, &mut queues, &mut list).await;
+    alarms::alarm_topic(clients, request.alarm_topic.as_deref(), &mut list).await;
     let Some(config) = &function.config else {
         return list.0;
     };

@@ -36,7 +36,19 @@ async fn deployed() -> StandIns {
 /// Runs `doctor --output json` on the deployed function: whether it passed, and its checks.
 fn doctor(standins: &StandIns) -> (bool, Vec<Value>) {
     let function = standins.aws.deployed().function_name;
-    doctor_with(standins, &["--function", &function])
+    let topic = alarm_topic(standins);
+    doctor_with(
+        standins,
+        &["--function", &function, "--alarm-topic", &topic],
+    )
+}
+
+/// The topic the stand-ins' stack pages.
+fn alarm_topic(standins: &StandIns) -> String {
+    argocd_ecr_updater_standins::deployment::alarm_topic_arn(
+        &standins.aws.account,
+        &standins.aws.region,
+    )
 }
 
 /// Runs `doctor --output json` with `args`.
@@ -1083,4 +1095,66 @@ async fn a_repository_with_mutable_tags_warns_without_failing_the_run() {
     assert_eq!(line["status"], "warn", "{line:#}");
     assert!(detail(line).starts_with("MUTABLE: a tag can be pushed again"));
     assert!(fix(line).contains("--image-tag-mutability IMMUTABLE"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alarms_page_someone_only_once_a_subscription_is_confirmed() {
+    let standins = deployed().await;
+    let topic = alarm_topic(&standins);
+    let (ok, checks) = doctor(&standins);
+    assert!(ok, "{checks:#?}");
+    assert_eq!(
+        detail(named(&checks, "alarm topic")),
+        "1 confirmed subscription(s): email"
+    );
+    let subscribe = |confirmed: bool| argocd_ecr_updater_standins::deployment::Subscription {
+        protocol: "email".into(),
+        confirmed,
+    };
+    // Only unconfirmed subscriptions: nobody is paged.
+    let pending = vec![subscribe(false)];
+    standins.aws.deployment(|d| {
+        d.topics.insert(topic.clone(), pending);
+    });
+    let (ok, checks) = doctor(&standins);
+    assert!(!ok);
+    let line = named(&checks, "alarm topic");
+    assert_eq!(line["status"], "fail");
+    assert!(
+        detail(line).contains("await confirmation, none is confirmed"),
+        "{line:#}"
+    );
+    // One confirmed beside one pending: a warning, and the run passes.
+    let mixed = vec![subscribe(true), subscribe(false)];
+    standins.aws.deployment(|d| {
+        d.topics.insert(topic.clone(), mixed);
+    });
+    let (ok, checks) = doctor(&standins);
+    assert!(ok, "{checks:#?}");
+    assert_eq!(named(&checks, "alarm topic")["status"], "warn");
+    // No endpoint is ever printed (a paging service's URL carries its key).
+    assert!(
+        !serde_json::to_string(&checks)
+            .unwrap()
+            .contains("endpoint-")
+    );
+    // The topic gone: every notification is lost.
+    standins.aws.deployment(|d| {
+        d.topics.clear();
+    });
+    let (_, checks) = doctor(&standins);
+    let line = named(&checks, "alarm topic");
+    assert!(detail(line).contains("does not exist"), "{line:#}");
+    // No endpoint is ever printed (a paging service's URL carries its key).
+    assert!(
+        !serde_json::to_string(&checks)
+            .unwrap()
+            .contains("endpoint-0")
+    );
+    // Without --alarm-topic: not checked, and says how.
+    let function = standins.aws.deployed().function_name;
+    let (_, checks) = doctor_with(&standins, &["--function", &function]);
+    let line = named(&checks, "alarm topic");
+    assert_eq!(line["status"], "skipped");
+    assert!(fix(line).contains("--alarm-topic"), "{line:#}");
 }

@@ -133,6 +133,10 @@ impl Moto {
             .env("HTTPS_PROXY", &proxy)
             .env("NO_PROXY", "127.0.0.1,localhost")
             .args(["doctor", "--output", "json", "--function", function])
+            .args([
+                "--alarm-topic",
+                &format!("arn:aws:sns:{REGION}:{ACCOUNT}:argocd-ecr-updater-alarms"),
+            ])
             .output()
             .unwrap();
         let stdout = String::from_utf8_lossy(&output.stdout);
@@ -291,6 +295,18 @@ fn doctor_against_moto_finds_each_break_of_the_deployment_the_template_makes() {
                 format!("{push} dead-letter queue"),
                 "which has no queue policy",
             )],
+        },
+        // moto confirms every subscription as it is made, so a subscription awaiting
+        // confirmation is tested against the stand-ins only (doctor.rs).
+        Case {
+            name: "the alarm topic deleted",
+            case: {
+                let mut case = with(&|_| {});
+                case["alarm_topic"] = json!(false);
+                case
+            },
+            fails: vec!["alarm topic".into()],
+            says: vec![("alarm topic".into(), "does not exist")],
         },
         Case {
             name: "the sweep queue's mapping disabled",

@@ -1000,10 +1000,14 @@ fn sns(state: &AwsState, body: &[u8]) -> Response {
     let xml = |status: StatusCode, text: String| {
         (status, [("content-type", "text/xml")], text).into_response()
     };
+    if form.get("Action").map(String::as_str) == Some("ListSubscriptionsByTopic") {
+        let topic = form.get("TopicArn").cloned().unwrap_or_default();
+        return crate::deployment::list_subscriptions_by_topic(state, &topic);
+    }
     if form.get("Action").map(String::as_str) != Some("Publish") {
         return xml(
             StatusCode::BAD_REQUEST,
-            "<ErrorResponse><Error><Type>Sender</Type><Code>InvalidAction</Code><Message>only Publish is served</Message></Error><RequestId>r</RequestId></ErrorResponse>".into(),
+            "<ErrorResponse><Error><Type>Sender</Type><Code>InvalidAction</Code><Message>only Publish and ListSubscriptionsByTopic are served</Message></Error><RequestId>r</RequestId></ErrorResponse>".into(),
         );
     }
     let (Some(topic), Some(message)) = (form.get("TopicArn"), form.get("Message")) else {

@@ -74,6 +74,9 @@ pub struct Deployment {
     pub repositories: BTreeMap<String, Vec<String>>,
     /// Repositories whose tags are `MUTABLE` (the rest are `IMMUTABLE`, as the seed's are).
     pub mutable_repositories: Vec<String>,
+    /// SNS topics by ARN, each with its subscriptions: the alarm topic, with one confirmed
+    /// email subscription.
+    pub topics: BTreeMap<String, Vec<Subscription>>,
     /// Calls the operator is refused, by operation (`ListTargetsByRule`…): the error code
     /// AWS answers with (`AccessDeniedException`, `ThrottlingException`).
     #[serde(skip)]
@@ -105,6 +108,54 @@ pub struct EventSourceMapping {
     pub batch_size: i64,
     pub maximum_concurrency: Option<i64>,
     pub last_processing_result: String,
+}
+
+/// A subscription to an SNS topic; its endpoint is never needed.
+#[derive(Debug, Clone, Serialize)]
+pub struct Subscription {
+    pub protocol: String,
+    /// `false` while it awaits confirmation (`SubscriptionArn` `PendingConfirmation`).
+    pub confirmed: bool,
+}
+
+/// The topic the stand-ins' stack pages (its `AlarmTopicArn`).
+pub fn alarm_topic_arn(account: &str, region: &str) -> String {
+    format!("arn:aws:sns:{region}:{account}:argocd-ecr-updater-alarms")
+}
+
+/// SNS's `ListSubscriptionsByTopic`, in SNS's XML.
+pub fn list_subscriptions_by_topic(state: &AwsState, topic: &str) -> Response {
+    let xml = |status: StatusCode, text: String| {
+        (status, [("content-type", "text/xml")], text).into_response()
+    };
+    let deployment = crate::faults::lock(&state.deployment).clone();
+    let Some(subscriptions) = deployment.topics.get(topic) else {
+        return xml(
+            StatusCode::NOT_FOUND,
+            "<ErrorResponse><Error><Type>Sender</Type><Code>NotFound</Code><Message>Topic does not exist</Message></Error><RequestId>r</RequestId></ErrorResponse>".into(),
+        );
+    };
+    let members: String = subscriptions
+        .iter()
+        .enumerate()
+        .map(|(n, s)| {
+            let arn = if s.confirmed {
+                format!("{topic}:0000000{n}-standin")
+            } else {
+                "PendingConfirmation".into()
+            };
+            format!(
+                "<member><TopicArn>{topic}</TopicArn><Protocol>{}</Protocol><SubscriptionArn>{arn}</SubscriptionArn><Owner>{}</Owner><Endpoint>endpoint-{n}</Endpoint></member>",
+                s.protocol, state.account
+            )
+        })
+        .collect();
+    xml(
+        StatusCode::OK,
+        format!(
+            "<ListSubscriptionsByTopicResponse xmlns=\"http://sns.amazonaws.com/doc/2010-03-31/\"><ListSubscriptionsByTopicResult><Subscriptions>{members}</Subscriptions></ListSubscriptionsByTopicResult><ResponseMetadata><RequestId>r-subs</RequestId></ResponseMetadata></ListSubscriptionsByTopicResponse>"
+        ),
+    )
 }
 
 /// A statement of the function's resource policy (`AddPermission`).
@@ -310,6 +361,13 @@ impl Deployment {
             )]),
             repositories: BTreeMap::from([(account.to_string(), repositories)]),
             mutable_repositories: Vec::new(),
+            topics: BTreeMap::from([(
+                alarm_topic_arn(account, &site.region),
+                vec![Subscription {
+                    protocol: "email".into(),
+                    confirmed: true,
+                }],
+            )]),
             refused: BTreeMap::new(),
         }
     }
