@@ -46,15 +46,48 @@ pub(super) async fn git_secrets(
             ),
             // Read with the operator's credentials: the shape is checked, the function's
             // access is not.
-            (Ok(kind), None) => list.skip(
-                "git credentials",
-                arn,
-                format!("holds {kind}, read with your credentials: whether the function's role may read it is not checked"),
-                format!("aws iam simulate-principal-policy --policy-source-arn {} --action-names secretsmanager:GetSecretValue --resource-arns {arn}", function.role),
-            ),
+            (Ok(kind), None) => {
+                let mut why = format!(
+                    "holds {kind}, read with your credentials: whether the function's role may read it is not checked"
+                );
+                let mut by_hand = format!(
+                    "aws iam simulate-principal-policy --policy-source-arn {} --action-names secretsmanager:GetSecretValue --resource-arns {arn}",
+                    function.role
+                );
+                match customer_key(clients, arn).await {
+                    Ok(Some(key)) => {
+                        why.push_str(&format!("; it is encrypted with the customer managed key {key}, whose key policy (or a grant) must also let the role kms:Decrypt"));
+                        by_hand.push_str(&format!(
+                            "; aws kms get-key-policy --key-id {key} --policy-name default"
+                        ));
+                    }
+                    Ok(None) => {}
+                    Err(described) => why.push_str(&format!(
+                        "; its KMS key is not known (DescribeSecret failed: {described})"
+                    )),
+                }
+                list.skip("git credentials", arn, why, by_hand);
+            }
             (Err(failure), _) => list.add("git credentials", arn, Err(failure)),
         }
     }
+}
+
+/// The customer managed key that encrypts the secret, if one does: the role needs
+/// `kms:Decrypt` on it besides `secretsmanager:GetSecretValue`. Secrets Manager's own key
+/// (`aws/secretsmanager`, or no `KmsKeyId` at all) needs nothing more.
+async fn customer_key(clients: &Clients, arn: &str) -> Result<Option<String>, Described> {
+    let out = clients
+        .secrets
+        .describe_secret()
+        .secret_id(arn)
+        .send()
+        .await
+        .map_err(|e| describe(&e))?;
+    Ok(out
+        .kms_key_id()
+        .filter(|key| !key.is_empty() && *key != "alias/aws/secretsmanager")
+        .map(str::to_string))
 }
 
 /// Why the secret cannot be read, by the error code Secrets Manager answers, and its fix.

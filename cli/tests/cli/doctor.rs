@@ -538,6 +538,23 @@ async fn git_credentials_secrets_are_checked_for_their_shape_and_never_printed()
     assert_eq!(good["status"], "skipped", "{good:#}");
     assert!(detail(good).contains("whether the function's role may read it is not checked"));
     assert!(fix(good).contains("simulate-principal-policy"));
+    assert!(!detail(good).contains("customer managed key"), "{good:#}");
+    // A customer managed key: the role needs kms:Decrypt on it too, which is said.
+    let key = "arn:aws:kms:ap-northeast-2:768157413559:key/1234abcd-12ab-34cd-56ef-1234567890ab";
+    standins.aws.deployment(|d| {
+        d.secret_kms_keys.insert(
+            "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:git-token-AbCdEf".into(),
+            key.to_string(),
+        );
+    });
+    let (_, checks) = doctor(&standins);
+    let encrypted = check(&checks, "git-token");
+    assert!(
+        detail(encrypted).contains(&format!("encrypted with the customer managed key {key}"))
+            && detail(encrypted).contains("kms:Decrypt"),
+        "{encrypted:#}"
+    );
+    assert!(fix(encrypted).contains(&format!("aws kms get-key-policy --key-id {key}")));
     // As the role (--assume-role): readable by it.
     let function = standins.aws.deployed().function_name;
     let (ok, checks) = doctor_with(&standins, &["--function", &function, "--assume-role"]);

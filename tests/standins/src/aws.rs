@@ -758,6 +758,9 @@ async fn ecr(State(state): State<Arc<AwsState>>, headers: HeaderMap, body: Bytes
         "GetSecretValue" if target.starts_with("secretsmanager") => {
             get_secret_value(&state, &request)
         }
+        "DescribeSecret" if target.starts_with("secretsmanager") => {
+            describe_secret(&state, &request)
+        }
         "DescribeImageScanFindings" => describe_image_scan_findings(&state, &request),
         "GetDownloadUrlForLayer" => download_url(&state, &request),
         "GetAuthorizationToken" => authorization_token(&state),
@@ -959,6 +962,28 @@ fn get_secret_value(state: &AwsState, request: &Value) -> Response {
             "Secrets Manager can't find the specified secret.",
         ),
     }
+}
+
+/// Secrets Manager's `DescribeSecret`: the secret's metadata, with `KmsKeyId` when a
+/// customer managed key encrypts it (the deployment's `secret_kms_keys`).
+fn describe_secret(state: &AwsState, request: &Value) -> Response {
+    let id = request["SecretId"].as_str().unwrap_or_default();
+    let secrets = lock(&state.secrets);
+    let Some((arn, _)) = secrets
+        .iter()
+        .find(|(arn, _)| arn.as_str() == id || arn.rsplit(':').next() == Some(id))
+    else {
+        return aws_error(
+            StatusCode::BAD_REQUEST,
+            "ResourceNotFoundException",
+            "Secrets Manager can't find the specified secret.",
+        );
+    };
+    let mut answer = json!({"ARN": arn, "Name": arn.rsplit(':').next()});
+    if let Some(key) = lock(&state.deployment).secret_kms_keys.get(arn) {
+        answer["KmsKeyId"] = json!(key);
+    }
+    axum::Json(answer).into_response()
 }
 
 /// SNS speaks the AWS query protocol: a form in, XML out. Only `Publish`.

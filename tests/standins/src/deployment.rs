@@ -77,6 +77,8 @@ pub struct Deployment {
     /// SNS topics by ARN, each with its subscriptions: the alarm topic, with one confirmed
     /// email subscription.
     pub topics: BTreeMap<String, Vec<Subscription>>,
+    /// Secrets encrypted with a customer managed key: the key's ARN, by secret ARN.
+    pub secret_kms_keys: BTreeMap<String, String>,
     /// Calls the operator is refused, by operation (`ListTargetsByRule`…): the error code
     /// AWS answers with (`AccessDeniedException`, `ThrottlingException`).
     #[serde(skip)]
@@ -361,6 +363,7 @@ impl Deployment {
             )]),
             repositories: BTreeMap::from([(account.to_string(), repositories)]),
             mutable_repositories: Vec::new(),
+            secret_kms_keys: BTreeMap::new(),
             topics: BTreeMap::from([(
                 alarm_topic_arn(account, &site.region),
                 vec![Subscription {
