@@ -151,6 +151,8 @@ fn push_newer(standins: &StandIns, repositories: usize, run: usize) {
 struct Output {
     bytes: std::sync::atomic::AtomicU64,
     emf_lines: std::sync::Mutex<Vec<Value>>,
+    /// The last lines that were not metrics, to show when a process stops.
+    tail: std::sync::Mutex<std::collections::VecDeque<String>>,
 }
 
 impl Output {
@@ -166,6 +168,12 @@ impl Output {
                     && let Ok(value) = serde_json::from_str(&line)
                 {
                     output.emf_lines.lock().unwrap().push(value);
+                } else {
+                    let mut tail = output.tail.lock().unwrap();
+                    if tail.len() == 20 {
+                        tail.pop_front();
+                    }
+                    tail.push_back(line);
                 }
             }
         });
@@ -320,6 +328,14 @@ async fn fleet(apps: usize, clusters: usize, runs: usize) {
     env.extend(
         [
             ("SWEEP_QUEUE_URL", queue.clone()),
+            // The function takes SQS records from this queue only.
+            (
+                "SWEEP_QUEUE_ARN",
+                format!(
+                    "arn:aws:sqs:{}:{}:sweep",
+                    standins.aws.region, standins.aws.account
+                ),
+            ),
             ("SWEEP_FAN_OUT_AT", FAN_OUT_AT.to_string()),
             ("SWEEP_SHARD_SIZE", SHARD_SIZE.to_string()),
             ("SWEEP_CONCURRENCY", CONCURRENCY.to_string()),
@@ -335,7 +351,15 @@ async fn fleet(apps: usize, clusters: usize, runs: usize) {
     let functions: Vec<Function> = (0..CONCURRENCY)
         .map(|n| Function::spawn(&env, n, &output))
         .collect();
-    standins.runtime.until_polls_waiting(CONCURRENCY).await;
+    // A process that stops at its cold start (a configuration it refuses) never polls: say
+    // so instead of waiting for it.
+    tokio::select! {
+        () = standins.runtime.until_polls_waiting(CONCURRENCY) => {}
+        () = tokio::time::sleep(Duration::from_secs(60)) => {
+            let tail: Vec<String> = output.tail.lock().unwrap().iter().cloned().collect();
+            panic!("the function processes did not all poll within a minute; the last they wrote:\n{}", tail.join("\n"));
+        }
+    }
     println!(
         "{apps} Applications in {clusters} cluster(s), {repositories} repositories (set up in {:.1} s)",
         setup.elapsed().as_secs_f64()
