@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use argocd_ecr_updater_standins::fixtures::{
-    Application, image_with_digest, large_status, numbered_digest, reconcile_event,
+    Application, image_with_digest, large_status, numbered_digest, push_event, reconcile_event,
 };
 use argocd_ecr_updater_standins::mapping::{self, Mapping};
 use argocd_ecr_updater_standins::{ExtraCluster, Options, Outcome, Service, StandIns};
@@ -443,6 +443,35 @@ async fn fleet(apps: usize, clusters: usize, runs: usize) {
         );
         sweeps.push(sweep);
     }
+    // One push of a repository five Applications track (one per cluster with 5 clusters),
+    // for what a push logs: its decisions, its Events' lines, the invocation's summary and
+    // metrics.
+    let digest = numbered_digest(30_000_000);
+    standins.aws.push(image_with_digest(
+        "svc-1",
+        Some("20250103-000000"),
+        &digest,
+        "2025-01-03T00:00:00Z",
+    ));
+    output.take_bytes();
+    let mut event = push_event("svc-1", "20250103-000000", "2025-01-03T00:00:00Z");
+    event["detail"]["image-digest"] = json!(digest);
+    let pushed = standins.runtime.invoke(event, TIMEOUT).await;
+    let push_updated = match &pushed {
+        Ok(Outcome::Response(report)) => report["entries"]
+            .as_array()
+            .map_or(0, |e| e.iter().filter(|e| e["action"] == "updated").count()),
+        other => panic!("the push failed: {other:?}"),
+    };
+    let mut push_logged = 0;
+    loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let more = output.take_bytes();
+        if more == 0 && push_logged > 0 {
+            break;
+        }
+        push_logged += more;
+    }
     let rss: Vec<u64> = functions.iter().map(Function::peak_rss_kb).collect();
     let last = sweeps.last().expect("a sweep");
     let per_app: Vec<String> = last
@@ -520,6 +549,7 @@ async fn fleet(apps: usize, clusters: usize, runs: usize) {
             1
         )
     );
+    println!("  log bytes of one push that updated {push_updated} Application(s): {push_logged} B");
     let series = output.series();
     println!(
         "  EMF metric series declared over the runs: {} ({} metric names)",
