@@ -84,8 +84,19 @@ where
 {
     let code = error.code().map(str::to_string);
     let chain = chain(error);
+    let cause = classify(code.as_deref(), &chain);
+    let text = match error.message() {
+        Some(message) if code.is_some() => message.to_string(),
+        _ => chain,
+    };
+    Described { cause, code, text }
+}
+
+/// The cause of a failed AWS call, from the error code the service sent (if any) and the
+/// rendered error chain: for callers that speak an AWS protocol without the SDK.
+pub fn classify(code: Option<&str>, chain: &str) -> Cause {
     let lowered = chain.to_ascii_lowercase();
-    let cause = match code.as_deref() {
+    match code {
         Some("AccessDeniedException" | "AccessDenied" | "UnauthorizedOperation") => {
             Cause::AccessDenied
         }
@@ -117,12 +128,7 @@ where
             Cause::Connect
         }
         None => Cause::Other,
-    };
-    let text = match error.message() {
-        Some(message) if code.is_some() => message.to_string(),
-        _ => chain,
-    };
-    Described { cause, code, text }
+    }
 }
 
 /// The error and every source below it, as `aws_smithy_types::error::display::

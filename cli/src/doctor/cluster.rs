@@ -27,6 +27,7 @@ pub(super) async fn cluster(
     function: &Function,
     spec: &ClusterSpec,
     group: &str,
+    vpc_network: Option<&super::network::Network>,
     list: &mut Checklist,
 ) -> Option<ClusterView> {
     let region = spec
@@ -144,7 +145,15 @@ pub(super) async fn cluster(
     } else {
         aws_auth(&mapping, operator.as_ref(), list).await
     };
-    network(&cluster, function, &spec.name, list);
+    network(
+        &cluster,
+        function,
+        &spec.name,
+        &clients.ec2,
+        vpc_network,
+        list,
+    )
+    .await;
     let name = format!("{} endpoint and CA", spec.name);
     match access {
         Ok(access) => {
@@ -530,10 +539,12 @@ fn reachability(
 }
 
 /// Whether the function can reach the endpoint from where it runs.
-fn network(
+async fn network(
     cluster: &aws_sdk_eks::types::Cluster,
     function: &Function,
     name: &str,
+    ec2: &super::ec2::Ec2,
+    vpc_network: Option<&super::network::Network>,
     list: &mut Checklist,
 ) {
     let Some(vpc) = cluster.resources_vpc_config() else {
@@ -554,8 +565,25 @@ fn network(
     };
     let (result, unread) = reachability(&endpoint, function.vpc.as_deref());
     list.add(AREA, format!("{name} endpoint"), result);
-    if let Some((detail, by_hand)) = unread {
-        list.skip(AREA, format!("{name} network path"), detail, by_hand);
+    let Some((detail, by_hand)) = unread else {
+        return;
+    };
+    let line = format!("{name} network path");
+    let in_cluster_vpc = function.vpc.is_some() && function.vpc == endpoint.vpc;
+    // What EC2 says, where it could be read; else what to read by hand.
+    match (vpc_network, endpoint.security_group.as_deref()) {
+        (Some(read), Some(group)) if endpoint.private && in_cluster_vpc => {
+            let admitted = super::network::cluster_admits(ec2, group, function, read).await;
+            list.add(AREA, line, admitted);
+        }
+        (Some(read), _) if endpoint.public => {
+            list.add(
+                AREA,
+                line,
+                super::network::public_path(read, &endpoint.public_cidrs),
+            );
+        }
+        _ => list.skip(AREA, line, detail, by_hand),
     }
 }
 

@@ -165,6 +165,14 @@ pub(super) async fn function(
             .and_then(|v| v.vpc_id())
             .filter(|v| !v.is_empty())
             .map(str::to_string),
+        subnets: configuration
+            .vpc_config()
+            .map(|v| v.subnet_ids().to_vec())
+            .unwrap_or_default(),
+        security_groups: configuration
+            .vpc_config()
+            .map(|v| v.security_group_ids().to_vec())
+            .unwrap_or_default(),
         arn,
         region,
         config,

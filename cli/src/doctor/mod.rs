@@ -9,7 +9,9 @@
 
 mod alarms;
 mod cluster;
+mod ec2;
 mod function;
+mod network;
 mod policy;
 mod queues;
 mod rbac;
@@ -148,6 +150,7 @@ struct Clients {
     secrets: aws_sdk_secretsmanager::Client,
     sts: aws_sdk_sts::Client,
     tagging: aws_sdk_resourcegroupstagging::Client,
+    ec2: ec2::Ec2,
     sdk: aws_config::SdkConfig,
 }
 
@@ -162,6 +165,7 @@ pub async fn run(request: DoctorRequest) -> ExitCode {
         secrets: aws_sdk_secretsmanager::Client::new(&sdk),
         sts: aws_sdk_sts::Client::new(&sdk),
         tagging: aws_sdk_resourcegroupstagging::Client::new(&sdk),
+        ec2: ec2::Ec2::new(&sdk),
         sdk,
     };
     let checks = diagnose(&clients, &request).await;
@@ -230,6 +234,7 @@ async fn diagnose(clients: &Clients, request: &DoctorRequest) -> Vec<Check> {
         return list.0;
     };
     sweep::sweep(clients, &function, config, &mut list).await;
+    let network = network::vpc(&clients.ec2, &function, config, &mut list).await;
     let role = if request.assume_role {
         rbac::assume_function_role(clients, &function, &mut list).await
     } else {
@@ -242,6 +247,7 @@ async fn diagnose(clients: &Clients, request: &DoctorRequest) -> Vec<Check> {
             &function,
             spec,
             &request.kubernetes_group,
+            network.as_ref(),
             &mut list,
         )
         .await;
@@ -308,6 +314,9 @@ struct Function {
     account: String,
     role: String,
     vpc: Option<String>,
+    /// A VPC function's subnets and security groups.
+    subnets: Vec<String>,
+    security_groups: Vec<String>,
     config: Option<argocd_ecr_updater::config::Config>,
 }
 

@@ -459,6 +459,8 @@ mod tests {
             account: "123456789012".into(),
             role: "arn:aws:iam::123456789012:role/r".into(),
             vpc: None,
+            subnets: Vec::new(),
+            security_groups: Vec::new(),
             config: None,
         }
     }

@@ -1175,3 +1175,180 @@ async fn alarms_page_someone_only_once_a_subscription_is_confirmed() {
     assert_eq!(line["status"], "skipped");
     assert!(fix(line).contains("--alarm-topic"), "{line:#}");
 }
+
+/// The function moved into the cluster's VPC, whose endpoint is private.
+fn in_cluster_vpc(d: &mut Deployment) {
+    d.endpoint_public = false;
+    d.endpoint_private = true;
+    d.vpc_id = Some(d.cluster_vpc_id.clone());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vpc_function_is_checked_for_its_egress_its_way_out_and_the_cluster_groups_leave() {
+    let standins = deployed().await;
+    standins.aws.deployment(in_cluster_vpc);
+    let (ok, checks) = doctor(&standins);
+    assert!(ok, "{checks:#?}");
+    assert_eq!(
+        detail(named(&checks, "security groups")),
+        "HTTPS out to anywhere"
+    );
+    assert_eq!(
+        detail(named(&checks, "subnet-1 way out")),
+        "out through nat-0standin"
+    );
+    assert_eq!(
+        detail(named(&checks, "barun-dev network path")),
+        "sg-cluster admits the function on 443"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_group_that_does_not_admit_the_function_fails_with_the_rule_that_does() {
+    let failed = failing(
+        |d| {
+            in_cluster_vpc(d);
+            d.network
+                .security_groups
+                .get_mut("sg-cluster")
+                .unwrap()
+                .ingress
+                .clear();
+        },
+        "barun-dev network path",
+    )
+    .await;
+    assert!(detail(&failed).contains("time out"), "{failed:#}");
+    assert_eq!(
+        fix(&failed),
+        "aws ec2 authorize-security-group-ingress --group-id sg-cluster --protocol tcp --port 443 --source-group sg-function"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subnet_routed_to_an_internet_gateway_fails_as_no_way_out() {
+    let failed = failing(
+        |d| {
+            in_cluster_vpc(d);
+            d.network.route_tables[0].default_target = Some("igw-0public".into());
+        },
+        "subnet-1 way out",
+    )
+    .await;
+    assert!(
+        detail(&failed)
+            .contains("internet gateway igw-0public, which a Lambda function cannot use"),
+        "{failed:#}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_route_out_every_api_the_function_calls_needs_an_interface_endpoint() {
+    let standins = deployed().await;
+    standins.aws.deployment(|d| {
+        in_cluster_vpc(d);
+        d.network.route_tables[0].default_target = None;
+        d.network
+            .endpoints
+            .push(argocd_ecr_updater_standins::deployment::VpcEndpoint {
+                service: "com.amazonaws.ap-northeast-2.ecr.api".into(),
+                interface: true,
+                private_dns: true,
+            });
+    });
+    let (ok, checks) = doctor(&standins);
+    assert!(!ok);
+    let line = named(&checks, "subnet-1 way out");
+    assert_eq!(line["status"], "fail");
+    // The seed deployment asks EKS for its cluster and sends shards to SQS.
+    assert!(
+        detail(line).contains("no interface endpoint for ecr.dkr, eks, sqs"),
+        "{line:#}"
+    );
+    assert!(
+        fix(line).contains("aws ec2 create-vpc-endpoint"),
+        "{line:#}"
+    );
+    // With one for each, the subnet needs no way out.
+    standins.aws.deployment(|d| {
+        for service in ["ecr.dkr", "eks", "sqs"] {
+            d.network
+                .endpoints
+                .push(argocd_ecr_updater_standins::deployment::VpcEndpoint {
+                    service: format!("com.amazonaws.ap-northeast-2.{service}"),
+                    interface: true,
+                    private_dns: true,
+                });
+        }
+    });
+    let (ok, checks) = doctor(&standins);
+    assert!(ok, "{checks:#?}");
+    assert!(
+        detail(named(&checks, "subnet-1 way out"))
+            .starts_with("no route to the internet; an interface endpoint for each")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn security_groups_that_let_no_https_out_fail() {
+    let failed = failing(
+        |d| {
+            in_cluster_vpc(d);
+            d.network
+                .security_groups
+                .get_mut("sg-function")
+                .unwrap()
+                .egress
+                .clear();
+        },
+        "security groups",
+    )
+    .await;
+    assert!(detail(&failed).contains("let no HTTPS out"), "{failed:#}");
+    assert!(fix(&failed).starts_with("aws ec2 authorize-security-group-egress"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_public_endpoint_from_subnets_without_a_nat_fails_the_network_path() {
+    let standins = deployed().await;
+    standins.aws.deployment(|d| {
+        d.vpc_id = Some("vpc-0function".into());
+        d.network.route_tables[0].default_target = None;
+        for service in ["ecr.api", "ecr.dkr", "eks", "sqs"] {
+            d.network
+                .endpoints
+                .push(argocd_ecr_updater_standins::deployment::VpcEndpoint {
+                    service: format!("com.amazonaws.ap-northeast-2.{service}"),
+                    interface: true,
+                    private_dns: true,
+                });
+        }
+    });
+    let (ok, checks) = doctor(&standins);
+    assert!(!ok);
+    let failures = failed(&checks);
+    assert_eq!(failures.len(), 1, "{failures:#?}");
+    assert_eq!(failures[0]["name"], "barun-dev network path");
+    assert!(detail(failures[0]).contains("(subnet-1) have no NAT gateway"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ec2_read_the_operator_is_refused_is_reported_as_that_call() {
+    let failed = failing(
+        |d| {
+            in_cluster_vpc(d);
+            d.refused
+                .insert("DescribeSecurityGroups".into(), "AccessDenied".into());
+        },
+        "security groups",
+    )
+    .await;
+    assert!(
+        detail(&failed).starts_with("DescribeSecurityGroups failed: UnauthorizedOperation"),
+        "{failed:#}"
+    );
+    assert!(
+        fix(&failed).contains("ec2:DescribeSecurityGroups"),
+        "{failed:#}"
+    );
+}

@@ -742,6 +742,11 @@ async fn ecr(State(state): State<Arc<AwsState>>, headers: HeaderMap, body: Bytes
         if body.starts_with(b"Action=AssumeRole&") {
             return assume_role(&state, &body);
         }
+        let fields: BTreeMap<String, String> =
+            url::form_urlencoded::parse(&body).into_owned().collect();
+        if fields.get("Version").map(String::as_str) == Some("2016-11-15") {
+            return crate::deployment::ec2(&state, &fields);
+        }
         return sns(&state, &body);
     }
     let Ok(request) = serde_json::from_slice::<Value>(&body) else {

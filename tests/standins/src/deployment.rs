@@ -79,6 +79,8 @@ pub struct Deployment {
     pub topics: BTreeMap<String, Vec<Subscription>>,
     /// Secrets encrypted with a customer managed key: the key's ARN, by secret ARN.
     pub secret_kms_keys: BTreeMap<String, String>,
+    /// The VPC a VPC function runs in (`vpc_id`), as EC2 describes it.
+    pub network: VpcNetwork,
     /// Calls the operator is refused, by operation (`ListTargetsByRule`…): the error code
     /// AWS answers with (`AccessDeniedException`, `ThrottlingException`).
     #[serde(skip)]
@@ -110,6 +112,243 @@ pub struct EventSourceMapping {
     pub batch_size: i64,
     pub maximum_concurrency: Option<i64>,
     pub last_processing_result: String,
+}
+
+/// A VPC as EC2's `Describe` calls answer for it: the function's subnet `subnet-1` and group
+/// `sg-function`, the cluster's group `sg-cluster`.
+#[derive(Debug, Clone, Serialize)]
+pub struct VpcNetwork {
+    pub cidr: String,
+    pub security_groups: BTreeMap<String, SecurityGroup>,
+    pub route_tables: Vec<RouteTable>,
+    pub endpoints: Vec<VpcEndpoint>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SecurityGroup {
+    pub ingress: Vec<SgRule>,
+    pub egress: Vec<SgRule>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SgRule {
+    pub protocol: String,
+    pub from: Option<i64>,
+    pub to: Option<i64>,
+    pub cidrs: Vec<String>,
+    pub groups: Vec<String>,
+}
+
+impl SgRule {
+    pub fn https_from_group(group: &str) -> Self {
+        Self {
+            protocol: "tcp".into(),
+            from: Some(443),
+            to: Some(443),
+            cidrs: Vec::new(),
+            groups: vec![group.into()],
+        }
+    }
+
+    pub fn all_to_anywhere() -> Self {
+        Self {
+            protocol: "-1".into(),
+            from: None,
+            to: None,
+            cidrs: vec!["0.0.0.0/0".into()],
+            groups: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RouteTable {
+    pub subnets: Vec<String>,
+    pub main: bool,
+    /// Where `0.0.0.0/0` goes (`nat-…`, `igw-…`, `tgw-…`), if anywhere.
+    pub default_target: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct VpcEndpoint {
+    pub service: String,
+    pub interface: bool,
+    pub private_dns: bool,
+}
+
+impl Default for VpcNetwork {
+    /// The usual private subnet: out through a NAT gateway; the cluster's group admits the
+    /// function's on 443; the function's lets everything out.
+    fn default() -> Self {
+        Self {
+            cidr: "10.0.0.0/16".into(),
+            security_groups: BTreeMap::from([
+                (
+                    "sg-function".to_string(),
+                    SecurityGroup {
+                        ingress: Vec::new(),
+                        egress: vec![SgRule::all_to_anywhere()],
+                    },
+                ),
+                (
+                    "sg-cluster".to_string(),
+                    SecurityGroup {
+                        ingress: vec![SgRule::https_from_group("sg-function")],
+                        egress: vec![SgRule::all_to_anywhere()],
+                    },
+                ),
+            ]),
+            route_tables: vec![
+                RouteTable {
+                    subnets: vec!["subnet-1".into()],
+                    main: false,
+                    default_target: Some("nat-0standin".into()),
+                },
+                RouteTable {
+                    subnets: Vec::new(),
+                    main: true,
+                    default_target: None,
+                },
+            ],
+            endpoints: Vec::new(),
+        }
+    }
+}
+
+/// EC2's Query API, the `Describe` calls doctor makes, in EC2's XML.
+pub fn ec2(state: &AwsState, form: &BTreeMap<String, String>) -> Response {
+    let xml = |status: StatusCode, text: String| {
+        (status, [("content-type", "text/xml;charset=UTF-8")], text).into_response()
+    };
+    let error = |code: &str, message: &str| {
+        xml(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response><Errors><Error><Code>{code}</Code><Message>{message}</Message></Error></Errors><RequestID>r-ec2</RequestID></Response>"
+            ),
+        )
+    };
+    let action = form.get("Action").map(String::as_str).unwrap_or_default();
+    let d = crate::faults::lock(&state.deployment).clone();
+    // EC2 says UnauthorizedOperation where other services say AccessDenied.
+    if let Some(code) = d.refused.get(action) {
+        let code = if code.starts_with("AccessDenied") {
+            "UnauthorizedOperation"
+        } else {
+            code.as_str()
+        };
+        return error(code, "You are not authorized to perform this operation.");
+    }
+    let net = &d.network;
+    let numbered = |prefix: &str| -> Vec<String> {
+        form.iter()
+            .filter(|(k, _)| k.starts_with(prefix))
+            .map(|(_, v)| v.clone())
+            .collect()
+    };
+    let ns = "xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\"";
+    let rules = |rules: &[SgRule]| -> String {
+        rules
+            .iter()
+            .map(|r| {
+                let ports = match (r.from, r.to) {
+                    (Some(from), Some(to)) => format!("<fromPort>{from}</fromPort><toPort>{to}</toPort>"),
+                    _ => String::new(),
+                };
+                let cidrs: String = r.cidrs.iter().map(|c| format!("<item><cidrIp>{c}</cidrIp></item>")).collect();
+                let groups: String = r.groups.iter().map(|g| format!("<item><userId>{}</userId><groupId>{g}</groupId></item>", state.account)).collect();
+                format!("<item><ipProtocol>{}</ipProtocol>{ports}<groups>{groups}</groups><ipRanges>{cidrs}</ipRanges><ipv6Ranges/><prefixListIds/></item>", r.protocol)
+            })
+            .collect()
+    };
+    let vpc = d.vpc_id.clone().unwrap_or_else(|| "vpc-0function".into());
+    match action {
+        "DescribeSecurityGroups" => {
+            let wanted = numbered("GroupId.");
+            let mut items = String::new();
+            for id in &wanted {
+                let Some(group) = net.security_groups.get(id) else {
+                    return error(
+                        "InvalidGroup.NotFound",
+                        &format!("The security group '{id}' does not exist"),
+                    );
+                };
+                items.push_str(&format!(
+                    "<item><ownerId>{}</ownerId><groupId>{id}</groupId><groupName>{id}</groupName><vpcId>{vpc}</vpcId><ipPermissions>{}</ipPermissions><ipPermissionsEgress>{}</ipPermissionsEgress></item>",
+                    state.account,
+                    rules(&group.ingress),
+                    rules(&group.egress)
+                ));
+            }
+            xml(
+                StatusCode::OK,
+                format!(
+                    "<DescribeSecurityGroupsResponse {ns}><requestId>r</requestId><securityGroupInfo>{items}</securityGroupInfo></DescribeSecurityGroupsResponse>"
+                ),
+            )
+        }
+        "DescribeVpcs" => xml(
+            StatusCode::OK,
+            format!(
+                "<DescribeVpcsResponse {ns}><requestId>r</requestId><vpcSet><item><vpcId>{vpc}</vpcId><state>available</state><cidrBlock>{}</cidrBlock><cidrBlockAssociationSet><item><cidrBlock>{}</cidrBlock></item></cidrBlockAssociationSet></item></vpcSet></DescribeVpcsResponse>",
+                net.cidr, net.cidr
+            ),
+        ),
+        "DescribeRouteTables" => {
+            let items: String = net
+                .route_tables
+                .iter()
+                .enumerate()
+                .map(|(n, t)| {
+                    let mut routes = format!("<item><destinationCidrBlock>{}</destinationCidrBlock><gatewayId>local</gatewayId><state>active</state></item>", net.cidr);
+                    if let Some(target) = &t.default_target {
+                        let field = match target.split('-').next() {
+                            Some("nat") => "natGatewayId",
+                            Some("tgw") => "transitGatewayId",
+                            _ => "gatewayId",
+                        };
+                        routes.push_str(&format!("<item><destinationCidrBlock>0.0.0.0/0</destinationCidrBlock><{field}>{target}</{field}><state>active</state></item>"));
+                    }
+                    let mut associations: String = t.subnets.iter().map(|s| format!("<item><subnetId>{s}</subnetId><main>false</main></item>")).collect();
+                    if t.main {
+                        associations.push_str("<item><main>true</main></item>");
+                    }
+                    format!("<item><routeTableId>rtb-{n}</routeTableId><vpcId>{vpc}</vpcId><routeSet>{routes}</routeSet><associationSet>{associations}</associationSet></item>")
+                })
+                .collect();
+            xml(
+                StatusCode::OK,
+                format!(
+                    "<DescribeRouteTablesResponse {ns}><requestId>r</requestId><routeTableSet>{items}</routeTableSet></DescribeRouteTablesResponse>"
+                ),
+            )
+        }
+        "DescribeVpcEndpoints" => {
+            let items: String = net
+                .endpoints
+                .iter()
+                .map(|e| {
+                    format!(
+                        "<item><vpcEndpointId>vpce-{}</vpcEndpointId><vpcEndpointType>{}</vpcEndpointType><vpcId>{vpc}</vpcId><serviceName>{}</serviceName><state>available</state><privateDnsEnabled>{}</privateDnsEnabled></item>",
+                        e.service.len(),
+                        if e.interface { "Interface" } else { "Gateway" },
+                        e.service,
+                        e.private_dns
+                    )
+                })
+                .collect();
+            xml(
+                StatusCode::OK,
+                format!(
+                    "<DescribeVpcEndpointsResponse {ns}><requestId>r</requestId><vpcEndpointSet>{items}</vpcEndpointSet></DescribeVpcEndpointsResponse>"
+                ),
+            )
+        }
+        other => error(
+            "InvalidAction",
+            &format!("The action {other} is not valid for this web service."),
+        ),
+    }
 }
 
 /// A subscription to an SNS topic; its endpoint is never needed.
@@ -364,6 +603,7 @@ impl Deployment {
             repositories: BTreeMap::from([(account.to_string(), repositories)]),
             mutable_repositories: Vec::new(),
             secret_kms_keys: BTreeMap::new(),
+            network: VpcNetwork::default(),
             topics: BTreeMap::from([(
                 alarm_topic_arn(account, &site.region),
                 vec![Subscription {
