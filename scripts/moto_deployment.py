@@ -76,12 +76,33 @@ def main():
         listed = [a for a in environment.get("GIT_CREDENTIALS_SECRET_ARNS", "").split(",") if a]
         environment["GIT_CREDENTIALS_SECRET_ARNS"] = ",".join(listed + made_secrets)
 
+    # A VPC function: a private subnet whose 0.0.0.0/0 goes to a NAT gateway ("nat") or,
+    # wrongly for Lambda, to the internet gateway ("igw").
+    vpc_config = {}
+    if case.get("vpc"):
+        ec2 = client("ec2")
+        vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+        public = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.0.0/24")["Subnet"]["SubnetId"]
+        private = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24")["Subnet"]["SubnetId"]
+        igw = ec2.create_internet_gateway()["InternetGateway"]["InternetGatewayId"]
+        ec2.attach_internet_gateway(InternetGatewayId=igw, VpcId=vpc)
+        address = ec2.allocate_address(Domain="vpc")["AllocationId"]
+        nat = ec2.create_nat_gateway(SubnetId=public, AllocationId=address)["NatGateway"]["NatGatewayId"]
+        table = ec2.create_route_table(VpcId=vpc)["RouteTable"]["RouteTableId"]
+        target = {"NatGatewayId": nat} if case["vpc"] == "nat" else {"GatewayId": igw}
+        ec2.create_route(RouteTableId=table, DestinationCidrBlock="0.0.0.0/0", **target)
+        ec2.associate_route_table(RouteTableId=table, SubnetId=private)
+        group = ec2.create_security_group(GroupName="argocd-ecr-updater", Description="function",
+                                          VpcId=vpc)["GroupId"]
+        vpc_config = {"VpcConfig": {"SubnetIds": [private], "SecurityGroupIds": [group]}}
+
     function = lam.create_function(
         FunctionName=d["function_name"], Runtime="provided.al2023", Handler="bootstrap",
         Role=role, Code={"ZipFile": package(d["binary_machine"])},
         Architectures=[d["architecture"]], Environment={"Variables": environment},
         Tags={"aws:cloudformation:stack-name": d["stack_name"],
-              "aws:cloudformation:logical-id": "Function"})
+              "aws:cloudformation:logical-id": "Function"},
+        **vpc_config)
     function_arn = function["FunctionArn"]
     if destination:
         lam.put_function_event_invoke_config(

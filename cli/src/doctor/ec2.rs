@@ -1,6 +1,6 @@
 //! The few EC2 reads doctor makes for a VPC function (security groups, route tables, VPC
 //! endpoints, the VPC), in EC2's Query protocol, signed with SigV4 over the operator's
-//! credentials. The EC2 SDK crate is among the largest there are; four `Describe` calls
+//! credentials. The EC2 SDK crate is among the largest there are; five `Describe` calls
 //! need only a signed form and an XML reader.
 
 use std::time::{Duration, SystemTime};

@@ -153,7 +153,7 @@ pub(super) fn egress_verdict(rules: &[Rule]) -> Result<String, Failure> {
 }
 
 /// Whether `rules` (a group's ingress) admit HTTPS from one of `groups`, or from a range
-/// that holds all of `cidrs` (the function's VPC).
+/// that holds all of `cidrs` (the function's subnets).
 pub(super) fn admits(rules: &[Rule], groups: &[String], cidrs: &[String]) -> bool {
     rules.iter().filter(|r| r.lets_https()).any(|r| {
         r.groups.iter().any(|g| groups.contains(g))
@@ -303,14 +303,22 @@ fn parse_endpoints(xml: &str) -> Result<BTreeSet<String>, String> {
         .collect())
 }
 
-fn parse_vpc_cidrs(xml: &str) -> Result<Vec<String>, String> {
+/// The VPC of a `DescribeSubnets` answer's subnets, and their IPv4 ranges.
+fn parse_subnets(xml: &str) -> Result<(Option<String>, Vec<String>), String> {
     let document = roxmltree::Document::parse(xml).map_err(|e| e.to_string())?;
-    let mut cidrs: Vec<String> = ec2::all(document.root(), "cidrBlock")
-        .filter_map(|n| n.text().map(str::to_string))
+    let Some(set) = ec2::all(document.root(), "subnetSet").next() else {
+        return Ok((None, Vec::new()));
+    };
+    let subnets: Vec<roxmltree::Node> = set.children().filter(|n| n.has_tag_name("item")).collect();
+    let vpc = subnets
+        .iter()
+        .find_map(|s| ec2::text(*s, "vpcId"))
+        .map(str::to_string);
+    let cidrs = subnets
+        .iter()
+        .filter_map(|s| ec2::text(*s, "cidrBlock").map(str::to_string))
         .collect();
-    cidrs.sort();
-    cidrs.dedup();
-    Ok(cidrs)
+    Ok((vpc, cidrs))
 }
 
 fn unparsable(call: &str, why: String) -> Described {
@@ -324,7 +332,8 @@ fn unparsable(call: &str, why: String) -> Described {
 /// What doctor read of the function's network, once per run.
 pub(super) struct Network {
     pub groups: GroupRules,
-    pub vpc_cidrs: Vec<String>,
+    /// The ranges of the function's subnets.
+    pub subnet_cidrs: Vec<String>,
     /// Each subnet's way out, when the route tables could be read.
     pub way_outs: Vec<(String, WayOut)>,
 }
@@ -338,7 +347,7 @@ pub(super) async fn vpc(
     config: &Config,
     list: &mut Checklist,
 ) -> Option<Network> {
-    let vpc = function.vpc.as_deref()?;
+    let fallback_vpc = function.vpc.as_deref()?;
     let call = |action: &'static str, params: Vec<(String, String)>| async move {
         let xml = ec2.call(action, &params).await?;
         Ok::<_, Described>(xml)
@@ -367,20 +376,31 @@ pub(super) async fn vpc(
     let egress: Vec<Rule> = groups.values().flat_map(|(_, out)| out.clone()).collect();
     list.add(AREA, "security groups", egress_verdict(&egress));
 
-    let vpc_cidrs = match call("DescribeVpcs", ec2::numbered("VpcId", &[vpc.to_string()]))
-        .await
-        .and_then(|xml| parse_vpc_cidrs(&xml).map_err(|e| unparsable("DescribeVpcs", e)))
+    // The subnets say which VPC the function's interfaces are in, and their ranges: what a
+    // security group must admit.
+    let (vpc, subnet_cidrs) = match call(
+        "DescribeSubnets",
+        ec2::numbered("SubnetId", &function.subnets),
+    )
+    .await
+    .and_then(|xml| parse_subnets(&xml).map_err(|e| unparsable("DescribeSubnets", e)))
     {
-        Ok(cidrs) => cidrs,
+        Ok((Some(vpc), cidrs)) => (vpc, cidrs),
+        Ok((None, _)) => (fallback_vpc.to_string(), Vec::new()),
         Err(described) => {
             list.add(
                 AREA,
-                vpc,
-                Err(failed_call("DescribeVpcs", "ec2:DescribeVpcs", &described)),
+                "subnets",
+                Err(failed_call(
+                    "DescribeSubnets",
+                    "ec2:DescribeSubnets",
+                    &described,
+                )),
             );
             return None;
         }
     };
+    let vpc = vpc.as_str();
     let tables = call(
         "DescribeRouteTables",
         ec2::filter(1, "vpc-id", &[vpc.to_string()]),
@@ -433,7 +453,7 @@ pub(super) async fn vpc(
     }
     Some(Network {
         groups,
-        vpc_cidrs,
+        subnet_cidrs,
         way_outs,
     })
 }
@@ -499,12 +519,12 @@ pub(super) async fn cluster_admits(
                 .unwrap_or_default()
         }
     };
-    if admits(&rules, &function.security_groups, &network.vpc_cidrs) {
+    if admits(&rules, &function.security_groups, &network.subnet_cidrs) {
         Ok(format!("{cluster_group} admits the function on 443"))
     } else {
         Err((
             format!(
-                "{cluster_group}, the cluster's security group, admits none of the function's groups ({}) nor its VPC's range on 443: connections to the private endpoint time out",
+                "{cluster_group}, the cluster's security group, admits none of the function's groups ({}) nor its subnets' ranges on 443: connections to the private endpoint time out",
                 function.security_groups.join(", ")
             ),
             format!(
@@ -592,7 +612,7 @@ mod tests {
     }
 
     #[test]
-    fn the_cluster_group_admits_by_group_or_by_a_range_holding_the_vpc() {
+    fn the_cluster_group_admits_by_group_or_by_a_range_holding_the_functions_subnets() {
         let from_group = Rule {
             protocol: "tcp".into(),
             from: Some(443),
@@ -600,12 +620,13 @@ mod tests {
             groups: vec!["sg-fn".into()],
             ..Rule::default()
         };
-        let vpc = vec!["10.0.0.0/16".to_string()];
+        let vpc = vec!["10.0.1.0/24".to_string(), "10.0.2.0/24".to_string()];
         let groups = vec!["sg-fn".to_string()];
         assert!(admits(std::slice::from_ref(&from_group), &groups, &vpc));
         assert!(!admits(&[from_group], &["sg-other".into()], &vpc));
         assert!(admits(&[https_to("10.0.0.0/8")], &groups, &vpc));
         assert!(!admits(&[https_to("10.0.1.0/24")], &groups, &vpc));
+        assert!(admits(&[https_to("10.0.0.0/22")], &groups, &vpc));
         assert!(admits(&[https_to("0.0.0.0/0")], &groups, &[]));
     }
 

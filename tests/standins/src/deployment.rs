@@ -119,6 +119,8 @@ pub struct EventSourceMapping {
 #[derive(Debug, Clone, Serialize)]
 pub struct VpcNetwork {
     pub cidr: String,
+    /// The function's subnet's range.
+    pub subnet_cidr: String,
     pub security_groups: BTreeMap<String, SecurityGroup>,
     pub route_tables: Vec<RouteTable>,
     pub endpoints: Vec<VpcEndpoint>,
@@ -182,6 +184,7 @@ impl Default for VpcNetwork {
     fn default() -> Self {
         Self {
             cidr: "10.0.0.0/16".into(),
+            subnet_cidr: "10.0.1.0/24".into(),
             security_groups: BTreeMap::from([
                 (
                     "sg-function".to_string(),
@@ -284,6 +287,18 @@ pub fn ec2(state: &AwsState, form: &BTreeMap<String, String>) -> Response {
                 StatusCode::OK,
                 format!(
                     "<DescribeSecurityGroupsResponse {ns}><requestId>r</requestId><securityGroupInfo>{items}</securityGroupInfo></DescribeSecurityGroupsResponse>"
+                ),
+            )
+        }
+        "DescribeSubnets" => {
+            let items: String = numbered("SubnetId.")
+                .iter()
+                .map(|id| format!("<item><subnetId>{id}</subnetId><state>available</state><vpcId>{vpc}</vpcId><cidrBlock>{}</cidrBlock></item>", net.subnet_cidr))
+                .collect();
+            xml(
+                StatusCode::OK,
+                format!(
+                    "<DescribeSubnetsResponse {ns}><requestId>r</requestId><subnetSet>{items}</subnetSet></DescribeSubnetsResponse>"
                 ),
             )
         }
