@@ -16,6 +16,7 @@ mod imageupdater;
 mod kube_api;
 mod kubectl;
 mod lambda;
+mod layout;
 mod operations;
 mod push;
 mod registries;
