@@ -133,7 +133,7 @@ pub fn classify(code: Option<&str>, chain: &str) -> Cause {
 
 /// The error and every source below it, as `aws_smithy_types::error::display::
 /// DisplayErrorContext` renders them, without repeating what a source already says.
-fn chain(error: &(dyn Error + 'static)) -> String {
+pub fn chain(error: &(dyn Error + 'static)) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(e) = source {

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use argocd_ecr_updater::aws_error::{Cause, Described, classify};
+use argocd_ecr_updater::aws_error::{self, Cause, Described, classify};
 use aws_credential_types::provider::ProvideCredentials;
 use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
 use aws_sigv4::sign::v4;
@@ -63,7 +63,7 @@ impl Ec2 {
             return Err(failed(
                 Cause::NoCredentials,
                 None,
-                argocd_ecr_updater::aws_error::NO_CREDENTIALS.into(),
+                aws_error::NO_CREDENTIALS.into(),
             ));
         };
         let credentials = provider.provide_credentials().await.map_err(|e| {
@@ -111,13 +111,13 @@ impl Ec2 {
             send = send.header(name, value);
         }
         let mut response = send.send().await.map_err(|e| {
-            let chain = error_chain(&e);
+            let chain = aws_error::chain(&e);
             failed(classify(None, &chain), None, chain)
         })?;
         let status = response.status();
         let mut text = Vec::new();
         while let Some(chunk) = response.chunk().await.map_err(|e| {
-            let chain = error_chain(&e);
+            let chain = aws_error::chain(&e);
             failed(classify(None, &chain), None, chain)
         })? {
             if text.len() + chunk.len() > MAX_ANSWER_BYTES {
@@ -137,17 +137,6 @@ impl Ec2 {
             error_of(&text).unwrap_or_else(|| (format!("HTTP {}", status.as_u16()), text.clone()));
         Err(failed(classify(Some(&code), &message), Some(code), message))
     }
-}
-
-fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(e) = source {
-        text.push_str(": ");
-        text.push_str(&e.to_string());
-        source = e.source();
-    }
-    text
 }
 
 /// EC2's error answer: `<Response><Errors><Error><Code>…</Code><Message>…`.
