@@ -235,22 +235,16 @@ async fn destination(
                 .topic_arn(&arn)
                 .send()
                 .await;
-            match found.map_err(|e| describe(&e)) {
-                Ok(_) => Ok(format!(
-                    "publishes failed events to the SNS topic {topic}: they are not parked in a queue, so `redrive` cannot replay them"
-                )),
-                Err(d) if d.code.as_deref() == Some("NotFound") => Err((
-                    format!(
-                        "names the SNS topic {topic}, which is gone: events that fail their three tries are dropped"
-                    ),
-                    put_back,
-                )),
-                Err(d) => Err(failed_call(
-                    "GetTopicAttributes",
-                    "sns:GetTopicAttributes",
-                    &d,
-                )),
-            }
+            not_a_queue(
+                found.map(drop).map_err(|e| describe(&e)),
+                &Destination {
+                    what: format!("the SNS topic {topic}"),
+                    sends: ("publishes failed events to", ""),
+                    missing: "NotFound",
+                    call: ("GetTopicAttributes", "sns:GetTopicAttributes"),
+                },
+                put_back,
+            )
         }
         "lambda" => {
             let found = clients
@@ -259,41 +253,32 @@ async fn destination(
                 .function_name(&arn)
                 .send()
                 .await;
-            match found.map_err(|e| describe(&e)) {
-                Ok(_) => Ok(format!(
-                    "invokes the function {target} with failed events: they are not parked in a queue, so `redrive` cannot replay them"
-                )),
-                Err(d) if d.code.as_deref() == Some("ResourceNotFoundException") => Err((
-                    format!(
-                        "names the function {target}, which is gone: events that fail their three tries are dropped"
+            not_a_queue(
+                found.map(drop).map_err(|e| describe(&e)),
+                &Destination {
+                    what: format!("the function {target}"),
+                    sends: ("invokes", " with failed events"),
+                    missing: "ResourceNotFoundException",
+                    call: (
+                        "GetFunctionConfiguration",
+                        "lambda:GetFunctionConfiguration",
                     ),
-                    put_back,
-                )),
-                Err(d) => Err(failed_call(
-                    "GetFunctionConfiguration",
-                    "lambda:GetFunctionConfiguration",
-                    &d,
-                )),
-            }
+                },
+                put_back,
+            )
         }
         "events" => {
             let found = clients.events.describe_event_bus().name(&arn).send().await;
-            match found.map_err(|e| describe(&e)) {
-                Ok(_) => Ok(format!(
-                    "sends failed events to the event bus {target}: they are not parked in a queue, so `redrive` cannot replay them"
-                )),
-                Err(d) if d.code.as_deref() == Some("ResourceNotFoundException") => Err((
-                    format!(
-                        "names the event bus {target}, which is gone: events that fail their three tries are dropped"
-                    ),
-                    put_back,
-                )),
-                Err(d) => Err(failed_call(
-                    "DescribeEventBus",
-                    "events:DescribeEventBus",
-                    &d,
-                )),
-            }
+            not_a_queue(
+                found.map(drop).map_err(|e| describe(&e)),
+                &Destination {
+                    what: format!("the event bus {target}"),
+                    sends: ("sends failed events to", ""),
+                    missing: "ResourceNotFoundException",
+                    call: ("DescribeEventBus", "events:DescribeEventBus"),
+                },
+                put_back,
+            )
         }
         other => Err((
             format!("names {arn}, a {other} resource Lambda cannot send failed events to"),
@@ -301,6 +286,42 @@ async fn destination(
         )),
     };
     list.add("dead-letter queue", name, result);
+}
+
+/// An on-failure destination that is not a queue, as its describe call found it.
+struct Destination {
+    /// "the SNS topic …", "the function …", "the event bus …".
+    what: String,
+    /// What Lambda does with a failed event there, said before and after `what`.
+    sends: (&'static str, &'static str),
+    /// The error code that says it is gone.
+    missing: &'static str,
+    /// The call that read it, and its IAM action.
+    call: (&'static str, &'static str),
+}
+
+/// It exists (failed events go there, and `redrive` cannot replay them), it is gone, or the
+/// call that looked failed.
+fn not_a_queue(
+    found: Result<(), Described>,
+    destination: &Destination,
+    put_back: String,
+) -> Result<String, Failure> {
+    let Destination {
+        what,
+        sends: (before, after),
+        missing,
+        call: (call, action),
+    } = destination;
+    let unreplayable = "they are not parked in a queue, so `redrive` cannot replay them";
+    match found {
+        Ok(()) => Ok(format!("{before} {what}{after}: {unreplayable}")),
+        Err(d) if d.code.as_deref() == Some(*missing) => Err((
+            format!("names {what}, which is gone: events that fail their three tries are dropped"),
+            put_back,
+        )),
+        Err(d) => Err(failed_call(call, action, &d)),
+    }
 }
 
 /// How many events wait in a queue that exists, and how old the oldest is.
