@@ -8,9 +8,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use argocd_ecr_updater::cluster::eks_auth::SystemClock;
 use argocd_ecr_updater::config::Config;
-use argocd_ecr_updater::eks_auth::SystemClock;
-use argocd_ecr_updater::handler::Handler;
+use argocd_ecr_updater::pipeline::handler::Handler;
 use argocd_ecr_updater_standins::StandIns;
 use argocd_ecr_updater_standins::fixtures::{
     SEED_APP, image_with_digest, numbered_digest, push_event,

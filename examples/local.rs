@@ -9,9 +9,9 @@
 
 use std::sync::Arc;
 
+use argocd_ecr_updater::cluster::eks_auth::SystemClock;
 use argocd_ecr_updater::config::Config;
-use argocd_ecr_updater::eks_auth::SystemClock;
-use argocd_ecr_updater::handler::{Handler, HandlerError};
+use argocd_ecr_updater::pipeline::handler::{Handler, HandlerError};
 use argocd_ecr_updater_standins::StandIns;
 use serde_json::Value;
 

@@ -27,7 +27,7 @@ fn fuzz_annotation_map(text: &str) -> std::collections::BTreeMap<String, String>
         .enumerate()
         .map(|(i, value)| {
             let key = FUZZ_ANNOTATION_KEYS[i % FUZZ_ANNOTATION_KEYS.len()];
-            (format!("{}{key}", argocd_ecr_updater::annotations::PREFIX), value.to_owned())
+            (format!("{}{key}", argocd_ecr_updater::appconfig::annotations::PREFIX), value.to_owned())
         })
         .collect()
 }

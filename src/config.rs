@@ -251,7 +251,7 @@ pub struct EnterpriseHost {
     pub gitlab: bool,
 }
 
-/// Git write-back's settings (see [`crate::gitwrite`]).
+/// Git write-back's settings (see [`crate::git::gitwrite`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GitSettings {
     /// Argo CD's own namespace: decides the default file name, and where `git:repocreds`

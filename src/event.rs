@@ -43,7 +43,7 @@ impl PushEvent {
     }
 }
 
-pub use crate::partition::registry_host;
+use crate::partition::registry_host;
 
 /// What an invocation is for.
 #[derive(Debug, Clone, PartialEq, Eq)]

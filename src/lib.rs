@@ -5,43 +5,53 @@
 //!
 //! # Layout
 //!
-//! One private folder per domain; dependencies point down this list. Inside the crate each
-//! module is reachable at the root (`crate::kube`, `crate::gitwrite`…); outside it, only what
-//! the binaries, the CLI, the tests and the benchmarks use is re-exported.
+//! One folder per domain, listed from the top down: a module may use the ones below it and
+//! never one above it, and every path names its folder (`crate::git::gitwrite`). The order is
+//! held by a test (`tests/e2e/layout.rs`) that reads every `crate::` path in `src/` and this
+//! list, so the list names every top-level module.
 //!
-//! - [`pipeline`]: one invocation: [`handler`] orchestrates; [`listing`] finds the
-//!   Applications it concerns; each is resolved once (which ImageUpdater object or annotations
-//!   configure it, and its write-back method), decided image by image with what [`facts`]
-//!   asks the registry once, and written back by patch or by commit; [`announce`] sends the
-//!   Kubernetes Event and the SNS report.
-//! - [`apply`]: [`writeback`], the [`writeback::Writer`] seam (the Application patch, or
-//!   the git snapshot read and conditional commit); [`patch`], where an image lives and the guarded
-//!   JSON patch (pure).
-//! - [`git`]: [`githost`] and its hosts [`github`], [`gitlab`], [`codecommit`]; [`gitcreds`],
-//!   credentials scoped by [`repourl`]'s parsed URLs; [`gitwrite`], where a change is committed
-//!   and the file's new text; [`yamledit`], editing YAML in place (pure).
-//! - [`decision`]: [`decide`], per image and source, update or keep and why; [`appset`],
-//!   whether an ApplicationSet keeps a write (pure).
-//! - [`registry`]: [`ecr`], tags, push times and manifests; `manifest`, what they say about
-//!   scans and platforms (pure); [`signatures`] and [`cosign`], signatures found in ECR and
-//!   checked in Rust.
-//! - [`cluster`]: [`kube`], the Kubernetes client; [`objects`], ImageUpdater objects per warm
-//!   container; [`eks_auth`], the IAM-signed token and DescribeCluster; [`retry`], retries
-//!   within the deadline.
-//! - [`appconfig`]: [`annotations`] and [`imageupdater`], Image Updater's configuration into
-//!   one typed value; [`migration`], annotations into an equivalent object.
+//! - [`pipeline`]: one invocation: [`pipeline::handler`] orchestrates; [`pipeline::listing`]
+//!   finds the Applications it concerns; each is resolved once (which ImageUpdater object or
+//!   annotations configure it, and its write-back method), decided image by image with what
+//!   [`pipeline::facts`] asks the registry once, and written back by patch or by commit;
+//!   [`pipeline::announce`] sends the Kubernetes Event and the SNS report.
+//! - [`sweep`]: a large fleet's sweep in shards: [`sweep::shard`] plans them and recognises a
+//!   shard message (pure); [`sweep::queue`] sends them.
+//! - [`apply`]: [`apply::writeback`], the [`apply::writeback::Writer`] seam: the guarded
+//!   Application patch, or the Git snapshot read and conditional commit.
+//! - [`git`]: [`git::githost`] and its hosts [`git::github`], [`git::gitlab`],
+//!   [`git::codecommit`]; [`git::gitcreds`], credentials scoped by [`git::repourl`]'s parsed
+//!   URLs; [`git::gitwrite`], where a change is committed and the file's new text;
+//!   [`git::yamledit`], editing YAML in place; [`git::readback`], reading it back as Helm does
+//!   (pure).
+//! - [`decision`]: [`decision::decide`], per image and source, update or keep and why;
+//!   [`decision::patch`], the guarded JSON patch that carries an update out;
+//!   [`decision::appset`], whether an ApplicationSet keeps a write (pure).
+//! - [`registry`]: [`registry::ecr`], tags, push times and manifests; [`registry::manifest`],
+//!   what they say about scans and platforms (pure); [`registry::signatures`] and
+//!   [`registry::cosign`], signatures found in ECR and checked in Rust.
+//! - [`cluster`]: [`cluster::kube`], the Kubernetes client; [`cluster::objects`], ImageUpdater
+//!   objects per warm container; [`cluster::eks_auth`], the IAM-signed token and
+//!   DescribeCluster; [`cluster::retry`], retries within the deadline.
+//! - [`application`]: the Application as everything above reads it:
+//!   [`application::identity`], its namespace and name; [`application::sources`], where each
+//!   image lives and what it runs (pure).
+//! - [`appconfig`]: [`appconfig::annotations`] and [`appconfig::imageupdater`], Image
+//!   Updater's configuration into one typed value; [`appconfig::cosign_key`], the key it
+//!   names; [`appconfig::migration`], annotations into an equivalent object.
 //! - [`policy`]: strategies, filters and ranking of tags, Masterminds constraints, Go globs,
-//!   and the scan [`gates`] (pure).
-//! - [`aws`]: [`sdk_env`] and [`aws_http`], the SDK configuration Lambda provides and the
-//!   HTTP client; [`aws_error`], errors by cause; [`assume_role`]; [`secrets`], Secrets
-//!   Manager texts read once; [`iam`], the IAM action of every AWS SDK call, which the
-//!   template must grant.
-//! - At the bottom: [`event`], the invocation payload; [`config`], the environment read once;
-//!   [`failure`], a failed operation (retryable or not) and a refused input (permanent);
-//!   [`report`] and [`metrics`], what happened and why; [`redact`], what may leave in a
-//!   message and how much may come in; [`http`], clients that carry a credential;
+//!   and the scan [`policy::gates`] (pure).
+//! - [`aws`]: [`aws::sdk_env`] and [`aws::aws_http`], the SDK configuration Lambda provides and
+//!   the HTTP client; [`aws::aws_error`], errors by cause; [`aws::assume_role`];
+//!   [`aws::secrets`], Secrets Manager texts read once; [`aws::iam`], the IAM action of every
+//!   AWS SDK call, which the template must grant.
+//! - At the bottom, using one another but nothing above: [`config`], the environment read
+//!   once; [`event`], the invocation payload; [`failure`], a failed operation (retryable or
+//!   not) and a refused input (permanent); [`http`], clients that carry a credential;
 //!   [`label_selector`], `APPLICATION_LABEL_SELECTOR` read as the API server reads it;
-//!   [`partition`], AWS host names in every partition; [`telemetry`], how logs are written.
+//!   [`metrics`] and [`report`], what happened and why; [`partition`], AWS host names in every
+//!   partition; [`redact`], what may leave in a message and how much may come in;
+//!   [`telemetry`], how logs are written.
 //!
 //! The laptop commands (`select`, `token`, `plan`, `migrate`, `redrive`) are the
 //! `argocd-ecr-updater-cli` package (`cli/`), built on this crate.
@@ -58,23 +68,24 @@ pub const VERSION: &str = concat!(
     ")"
 );
 
-// Domain folders are private: what the binaries, the CLI package, the tests and the
-// benchmarks use is re-exported below, and everything else is the crate's own, so the
-// dead-code lint sees it.
-mod appconfig;
-mod apply;
-mod aws;
-mod cluster;
-mod decision;
-mod git;
-mod pipeline;
-mod registry;
-mod sweep;
+// Every folder is a module of the crate root and every path names its folder
+// (`crate::git::gitwrite`). Inside a folder, what the binaries, the CLI package, the tests and
+// the benchmarks use is `pub`; the rest is `pub(crate)`, so the dead-code lint sees it.
+pub mod appconfig;
+pub(crate) mod application;
+pub(crate) mod apply;
+pub mod aws;
+pub mod cluster;
+pub(crate) mod decision;
+pub mod git;
+pub mod pipeline;
+pub mod registry;
+pub mod sweep;
 
 pub mod config;
 pub mod event;
 pub mod failure;
-mod http;
+pub(crate) mod http;
 pub mod label_selector;
 pub mod metrics;
 pub mod partition;
@@ -82,22 +93,3 @@ pub mod policy;
 pub mod redact;
 pub mod report;
 pub mod telemetry;
-
-pub use appconfig::{annotations, migration};
-pub use aws::{aws_error, iam, sdk_env};
-pub use cluster::{eks_auth, kube};
-pub use git::gitcreds::credentials_secret_kind;
-pub use pipeline::handler;
-pub use registry::ecr;
-pub use sweep::shard;
-
-// The crate's own paths to the rest (`crate::gitwrite`…), one per module.
-use appconfig::imageupdater;
-use apply::{patch, writeback};
-use aws::{assume_role, aws_http, secrets};
-use cluster::{objects, retry};
-use decision::{appset, decide};
-use git::{codecommit, gitcreds, githost, github, gitlab, gitwrite, repourl, yamledit};
-use pipeline::{announce, facts, listing};
-use policy::gates;
-use registry::{cosign, signatures};

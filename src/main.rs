@@ -11,10 +11,10 @@ use std::time::{Instant, SystemTime};
 use lambda_runtime::{Diagnostic, LambdaEvent, service_fn};
 use serde_json::Value;
 
+use argocd_ecr_updater::cluster::eks_auth::SystemClock;
 use argocd_ecr_updater::config::Config;
-use argocd_ecr_updater::eks_auth::SystemClock;
-use argocd_ecr_updater::handler::{Handler, HandlerError};
 use argocd_ecr_updater::metrics;
+use argocd_ecr_updater::pipeline::handler::{Handler, HandlerError};
 use argocd_ecr_updater::telemetry::{LogFormat, init_tracing};
 
 fn main() -> ExitCode {
@@ -118,14 +118,15 @@ async fn lambda() -> ExitCode {
         "starting"
     );
     // Built from the variables Lambda sets, not by aws-config's loader: see `sdk_env`.
-    let sdk =
-        match argocd_ecr_updater::sdk_env::sdk_config_from_env(|name| std::env::var(name).ok()) {
-            Ok(sdk) => sdk,
-            Err(e) => {
-                tracing::error!(error = %e, "cannot start");
-                return ExitCode::FAILURE;
-            }
-        };
+    let sdk = match argocd_ecr_updater::aws::sdk_env::sdk_config_from_env(|name| {
+        std::env::var(name).ok()
+    }) {
+        Ok(sdk) => sdk,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start");
+            return ExitCode::FAILURE;
+        }
+    };
     let handler = match Handler::from_sdk(config, &sdk, Arc::new(SystemClock)) {
         Ok(h) => h,
         Err(e) => {

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use argocd_ecr_updater::eks_auth::{IamTokenSource, SystemClock};
+use argocd_ecr_updater::cluster::eks_auth::{IamTokenSource, SystemClock};
 use argocd_ecr_updater_standins::fixtures::{
     MEASURE_CHILD, bench_application, image_with_digest, numbered_digest, push_event,
 };

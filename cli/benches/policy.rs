@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use argocd_ecr_updater::annotations::{AppConfig, PREFIX};
+use argocd_ecr_updater::appconfig::annotations::{AppConfig, PREFIX};
 use argocd_ecr_updater::policy::{AllowTags, IgnoreTags, Strategy, TagInfo, TagPolicy};
 use argocd_ecr_updater_standins::fixtures::MEASURE_CHILD;
 use time::OffsetDateTime;

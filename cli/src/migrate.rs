@@ -8,11 +8,11 @@ use std::sync::Arc;
 
 use crate::common::config_from_env;
 use crate::common::{print_json, sdk_config, usage_error};
-use argocd_ecr_updater::annotations;
-use argocd_ecr_updater::eks_auth::SystemClock;
-use argocd_ecr_updater::handler::Handler;
-use argocd_ecr_updater::kube::APPLICATIONS;
-use argocd_ecr_updater::migration::{self, Annotated};
+use argocd_ecr_updater::appconfig::annotations;
+use argocd_ecr_updater::appconfig::migration::{self, Annotated};
+use argocd_ecr_updater::cluster::eks_auth::SystemClock;
+use argocd_ecr_updater::cluster::kube::APPLICATIONS;
+use argocd_ecr_updater::pipeline::handler::Handler;
 use argocd_ecr_updater::telemetry::{LogFormat, init_tracing};
 
 /// What `migrate` was asked.

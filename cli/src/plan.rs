@@ -8,8 +8,8 @@ use serde_json::Value;
 
 use crate::common::config_from_env;
 use crate::common::{print_json, read_input, sdk_config, usage_error};
-use argocd_ecr_updater::eks_auth::SystemClock;
-use argocd_ecr_updater::handler::{Handler, HandlerError};
+use argocd_ecr_updater::cluster::eks_auth::SystemClock;
+use argocd_ecr_updater::pipeline::handler::{Handler, HandlerError};
 use argocd_ecr_updater::telemetry::{LogFormat, init_tracing};
 
 /// What `plan` was asked.

@@ -21,9 +21,9 @@ use serde_json::Value;
 
 use crate::common::config_from_env;
 use crate::common::{sdk_config, usage_error};
-use argocd_ecr_updater::aws_error::{Described, describe};
-use argocd_ecr_updater::eks_auth::SystemClock;
-use argocd_ecr_updater::handler::Handler;
+use argocd_ecr_updater::aws::aws_error::{Described, describe};
+use argocd_ecr_updater::cluster::eks_auth::SystemClock;
+use argocd_ecr_updater::pipeline::handler::Handler;
 use argocd_ecr_updater::report::{Action, Report};
 use argocd_ecr_updater::telemetry::{LogFormat, init_tracing};
 

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use aws_credential_types::provider::ProvideCredentials;
 
 use crate::common::{print_json, sdk_config, usage_error};
-use argocd_ecr_updater::aws_error::NO_CREDENTIALS;
-use argocd_ecr_updater::eks_auth::{IamTokenSource, SystemClock, exec_credential};
+use argocd_ecr_updater::aws::aws_error::NO_CREDENTIALS;
+use argocd_ecr_updater::cluster::eks_auth::{IamTokenSource, SystemClock, exec_credential};
 
 pub async fn run(cluster: String, region: Option<String>) -> ExitCode {
     let sdk = sdk_config(region).await;

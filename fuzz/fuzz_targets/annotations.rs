@@ -2,7 +2,7 @@
 //! reads, values are the fuzzer's. Parsing must end in configs or specific errors.
 #![no_main]
 
-use argocd_ecr_updater::annotations::AppConfig;
+use argocd_ecr_updater::appconfig::annotations::AppConfig;
 
 include!("../annotation_map.rs");
 

@@ -105,10 +105,10 @@ pub struct ImageConfig {
     pub force_update: bool,
     pub platforms: Vec<Platform>,
     /// `argocd-ecr-updater.io/<alias>.scan-gate`: hold the image back until its scan passes.
-    pub scan_gate: Option<crate::gates::ScanGate>,
+    pub scan_gate: Option<crate::policy::gates::ScanGate>,
     /// `argocd-ecr-updater.io/<alias>.cosign-key` (or an ImageUpdater object's
     /// `imagesVerification.cosignKey`): roll out only images signed with this key.
-    pub cosign_key: Option<crate::cosign::KeyRef>,
+    pub cosign_key: Option<crate::appconfig::cosign_key::KeyRef>,
     pub helm: HelmTarget,
     /// `kustomize.image-name`: the image name Kustomize replaces; defaults to the image.
     pub kustomize_image_name: Option<String>,
@@ -173,7 +173,7 @@ pub const PLUGIN_KEYS: [&str; 3] = ["plugin.env-name", "plugin.env-tag", "plugin
 pub enum WriteBack {
     /// Patch the Application itself: the only method we implement.
     Argocd,
-    /// Commit to the Application's Git repository (see [`crate::gitwrite`]).
+    /// Commit to the Application's Git repository (see [`crate::git::gitwrite`]).
     Git {
         /// `git`, `git:repocreds` or `git:secret:<namespace>/<name>`: where credentials come from.
         credentials: String,
@@ -512,20 +512,20 @@ impl Reader<'_> {
     fn scan_gate(
         &self,
         alias: Option<&str>,
-    ) -> Result<Option<crate::gates::ScanGate>, AnnotationError> {
+    ) -> Result<Option<crate::policy::gates::ScanGate>, AnnotationError> {
         let keys = alias
             .map(|a| format!("{OWN_PREFIX}{a}.scan-gate"))
             .into_iter()
             .chain(std::iter::once(format!("{OWN_PREFIX}scan-gate")));
         for key in keys {
             if let Some(value) = self.annotations.get(&key) {
-                return crate::gates::ScanGate::parse(value).map(Some).map_err(
-                    |Refused(problem)| AnnotationError {
+                return crate::policy::gates::ScanGate::parse(value)
+                    .map(Some)
+                    .map_err(|Refused(problem)| AnnotationError {
                         annotation: key,
                         value: value.clone(),
                         problem,
-                    },
-                );
+                    });
             }
         }
         Ok(None)
@@ -536,7 +536,7 @@ impl Reader<'_> {
     fn cosign_key(
         &self,
         alias: Option<&str>,
-    ) -> Result<Option<crate::cosign::KeyRef>, AnnotationError> {
+    ) -> Result<Option<crate::appconfig::cosign_key::KeyRef>, AnnotationError> {
         let mut keys: Vec<String> = alias
             .map(|a| format!("{OWN_PREFIX}{a}.cosign-key"))
             .into_iter()
@@ -549,8 +549,9 @@ impl Reader<'_> {
         }
         for key in keys {
             if let Some(value) = self.annotations.get(&key) {
-                return crate::cosign::KeyRef::parse(value).map(Some).map_err(
-                    |Refused(problem)| AnnotationError {
+                return crate::appconfig::cosign_key::KeyRef::parse(value)
+                    .map(Some)
+                    .map_err(|Refused(problem)| AnnotationError {
                         annotation: key,
                         value: if value.contains("BEGIN") {
                             "(a PEM key)".into()
@@ -558,8 +559,7 @@ impl Reader<'_> {
                             value.clone()
                         },
                         problem,
-                    },
-                );
+                    });
             }
         }
         Ok(None)

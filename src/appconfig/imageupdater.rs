@@ -18,7 +18,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::annotations::{AppConfig, ImageRef, PREFIX};
+use crate::appconfig::annotations::{AppConfig, ImageRef, PREFIX};
 use crate::failure::Refused;
 use crate::policy::go_glob::{self, GoGlob};
 
@@ -344,10 +344,10 @@ impl ConfigSource<'_> {
     ) -> bool {
         match self {
             Self::Annotations => {
-                crate::annotations::image_list_names(annotations, registry, repository)
+                crate::appconfig::annotations::image_list_names(annotations, registry, repository)
             }
             Self::Object { .. } if self.uses_annotations() => {
-                crate::annotations::image_list_names(annotations, registry, repository)
+                crate::appconfig::annotations::image_list_names(annotations, registry, repository)
             }
             Self::Object { object, reference } => object
                 .spec
@@ -384,7 +384,7 @@ fn ref_verification(object: &ImageUpdaterObject, reference: usize, config: &mut 
     );
     let key = &verification["cosignKey"];
     let parsed = match (key["secretName"].as_str(), key["key"].as_str()) {
-        (Some(name), Some(data_key)) => crate::cosign::KeyRef::parse(&format!(
+        (Some(name), Some(data_key)) => crate::appconfig::cosign_key::KeyRef::parse(&format!(
             "secret:{}/{name}:{data_key}",
             object.metadata.namespace
         )),
@@ -402,7 +402,7 @@ fn ref_verification(object: &ImageUpdaterObject, reference: usize, config: &mut 
         match &parsed {
             Ok(key) => settings.cosign_key = Some(key.clone()),
             Err(Refused(problem)) => {
-                image.config = Err(crate::annotations::AnnotationError {
+                image.config = Err(crate::appconfig::annotations::AnnotationError {
                     annotation: field.clone(),
                     value: key.to_string(),
                     problem: problem.clone(),
@@ -638,7 +638,7 @@ impl Synthesis<'_> {
     /// Image Updater's schema by the API server.
     fn own_annotations(&mut self) {
         for (key, value) in &self.object.metadata.annotations {
-            if key.starts_with(crate::annotations::OWN_PREFIX) {
+            if key.starts_with(crate::appconfig::annotations::OWN_PREFIX) {
                 let origin = format!("{} annotation `{key}`", self.owner);
                 self.origins.insert(key.clone(), origin);
                 self.map.insert(key.clone(), value.clone());
@@ -782,7 +782,7 @@ impl Synthesis<'_> {
             );
         }
         if let Some(plugin) = &targets.plugin {
-            let keys = crate::annotations::PLUGIN_KEYS;
+            let keys = crate::appconfig::annotations::PLUGIN_KEYS;
             self.name_tag_spec(plugin, keys, alias, &format!("{target_path}.plugin"));
         }
     }
@@ -946,7 +946,7 @@ pub fn status_patch(object: &ImageUpdaterObject, observed: &Observed, now: &str)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::annotations::HelmTarget;
+    use crate::appconfig::annotations::HelmTarget;
     use crate::policy::Strategy;
     use argocd_ecr_updater_standins::fixtures::Application;
 
@@ -1430,7 +1430,7 @@ mod tests {
             json!({"applicationRefs": [{"namePattern": "*", "useAnnotations": true}]}),
         )];
         let app = Application::seed().build();
-        let annotations = crate::annotations::of(&app);
+        let annotations = crate::appconfig::annotations::of(&app);
         let source = resolve(
             &objects,
             "argocd",
@@ -1456,7 +1456,7 @@ mod tests {
         let verification =
             json!({"enabled": true, "cosignKey": {"secretName": "cosign", "key": "cosign.pub"}});
         let app = Application::seed().build();
-        let annotations = crate::annotations::of(&app);
+        let annotations = crate::appconfig::annotations::of(&app);
         let key_of = |spec: Value| {
             let objects = vec![object("iu", spec)];
             let source = resolve(
@@ -1475,7 +1475,10 @@ mod tests {
         );
         assert_eq!(
             on_the_ref,
-            Some(crate::cosign::KeyRef::parse("secret:argocd/cosign:cosign.pub").unwrap())
+            Some(
+                crate::appconfig::cosign_key::KeyRef::parse("secret:argocd/cosign:cosign.pub")
+                    .unwrap()
+            )
         );
         // The spec's default does not reach a useAnnotations ref, as in Image Updater.
         let on_the_spec = key_of(json!({"imagesVerification": verification,

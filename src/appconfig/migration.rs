@@ -8,9 +8,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 
-use crate::annotations::{OWN_PREFIX, PREFIX, go_parse_bool};
-use crate::cosign::KeyRef;
-use crate::imageupdater::{
+use crate::appconfig::annotations::{OWN_PREFIX, PREFIX, go_parse_bool};
+use crate::appconfig::cosign_key::KeyRef;
+use crate::appconfig::imageupdater::{
     ApplicationRef, GROUP, GitConfig, ImageSpec, KustomizeTarget, ManifestTargets, NameTagSpec,
     UpdateSettings, VERSION, WriteBackSettings,
 };
@@ -356,8 +356,8 @@ fn write_back(read: &Reader<'_>, app: &Annotated) -> WriteBackSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::annotations::AppConfig;
-    use crate::imageupdater::{ImageUpdaterObject, resolve};
+    use crate::appconfig::annotations::AppConfig;
+    use crate::appconfig::imageupdater::{ImageUpdaterObject, resolve};
     use argocd_ecr_updater_standins::fixtures::Application;
     use argocd_ecr_updater_standins::imageupdaters::ImageUpdaterStore;
 
@@ -628,15 +628,16 @@ mod tests {
             "Helm",
         ));
         let seed = Application::seed().build();
-        let seed_pairs: Vec<(&'static str, &'static str)> = crate::annotations::of(&seed)
-            .into_iter()
-            .map(|(k, v)| {
-                let k: &'static str =
-                    Box::leak(k.trim_start_matches(PREFIX).to_string().into_boxed_str());
-                let v: &'static str = Box::leak(v.into_boxed_str());
-                (k, v)
-            })
-            .collect();
+        let seed_pairs: Vec<(&'static str, &'static str)> =
+            crate::appconfig::annotations::of(&seed)
+                .into_iter()
+                .map(|(k, v)| {
+                    let k: &'static str =
+                        Box::leak(k.trim_start_matches(PREFIX).to_string().into_boxed_str());
+                    let v: &'static str = Box::leak(v.into_boxed_str());
+                    (k, v)
+                })
+                .collect();
         sets.push(("seed", seed_pairs, "Helm"));
         sets
     }

@@ -1,5 +1,6 @@
 //! Image Updater configuration: annotations, ImageUpdater objects, and the migration between them.
 
 pub mod annotations;
-pub mod imageupdater;
+pub(crate) mod cosign_key;
+pub(crate) mod imageupdater;
 pub mod migration;

@@ -1,4 +1,4 @@
-//! Applying a decision: the write-back seam and the guarded Application patch.
+//! Applying a decision: the write-back seam ([`writeback::Writer`]) that carries a plan out by
+//! a guarded Application patch or by a conditional commit.
 
-pub mod patch;
-pub mod writeback;
+pub(crate) mod writeback;

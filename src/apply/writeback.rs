@@ -2,22 +2,23 @@
 //!
 //! One trait, [`Writer`], so that a method plugs in without touching how decisions are taken:
 //! [`ApplicationPatch`] patches the Application (Image Updater's `argocd` method),
-//! [`GitCommit`] commits the file [`crate::gitwrite`] renders (its `git` method).
+//! [`GitCommit`] commits the file [`crate::git::gitwrite`] renders (its `git` method).
 
 use std::time::Instant;
 
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::annotations::ImageConfig;
-use crate::appset;
+use crate::appconfig::annotations::ImageConfig;
+use crate::application::identity::Identity;
+use crate::cluster::kube::{KubeClient, KubeError, Patch};
+use crate::cluster::retry::retry_transient;
+use crate::decision::appset;
+use crate::decision::patch::WritePlan;
 use crate::failure::Failure;
-use crate::githost::{Commit, GitHost, HostError};
-use crate::gitwrite::{self, Change, Location};
-use crate::kube::{KubeClient, KubeError, Patch};
-use crate::patch::WritePlan;
+use crate::git::githost::{Commit, GitHost, HostError};
+use crate::git::gitwrite::{self, Change, Location};
 use crate::report::Action;
-use crate::retry::retry_transient;
 
 /// Why a write did not happen, in the three classes the caller acts on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -99,8 +100,7 @@ impl Writer for ApplicationPatch<'_> {
         let Some(owner) = appset::owner(app) else {
             return Ok(());
         };
-        let namespace = app["metadata"]["namespace"].as_str().unwrap_or_default();
-        let name = app["metadata"]["name"].as_str().unwrap_or_default();
+        let Identity { namespace, name } = Identity::of(app);
         let fetched = retry_transient(self.deadline, || {
             self.kube.get_application_set(namespace, owner)
         })
@@ -120,8 +120,7 @@ impl Writer for ApplicationPatch<'_> {
     }
 
     async fn write(&self, app: &Value, plan: &WritePlan) -> Result<(), WriteError> {
-        let namespace = app["metadata"]["namespace"].as_str().unwrap_or_default();
-        let name = app["metadata"]["name"].as_str().unwrap_or_default();
+        let Identity { namespace, name } = Identity::of(app);
         let patch = Patch::Json(plan.patch.clone());
         match retry_transient(self.deadline, || {
             self.kube.patch_application(namespace, name, &patch)
@@ -281,7 +280,7 @@ fn changes_of(plan: &WritePlan) -> Vec<Change> {
             images
                 .iter()
                 .map(|i| Change {
-                    image: crate::annotations::ImageRef::parse(
+                    image: crate::appconfig::annotations::ImageRef::parse(
                         i["image"].as_str().unwrap_or_default(),
                     )
                     .repository,
@@ -337,7 +336,7 @@ impl Writer for GitCommit<'_> {
             });
         };
         let changes = changes_of(plan);
-        let app_name = app["metadata"]["name"].as_str().unwrap_or_default();
+        let app_name = Identity::of(app).name;
         let message = gitwrite::commit_message(app_name, &changes);
         let (branch, head, text) = match &snapshot.create {
             None => (snapshot.branch.clone(), snapshot.head.clone(), text),

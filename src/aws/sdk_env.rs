@@ -56,7 +56,7 @@ pub fn sdk_config_from_env(
     let region = set("AWS_REGION")
         .or_else(|| set("AWS_DEFAULT_REGION"))
         .ok_or(SdkEnvError::NoRegion)?;
-    let http = SharedHttpClient::new(crate::aws_http::AwsHttpClient::new());
+    let http = SharedHttpClient::new(crate::aws::aws_http::AwsHttpClient::new());
     let credentials = credentials(&set, &http)?;
     let mut builder = SdkConfig::builder()
         .behavior_version(BehaviorVersion::latest())

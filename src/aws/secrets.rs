@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Mutex;
 
-use crate::aws_error::{self, Described};
+use crate::aws::aws_error::{self, Described};
 
 /// How long a secret's text is kept: a rotated secret is seen within this.
 pub const KEEP_FOR: Duration = Duration::from_secs(300);

@@ -56,7 +56,7 @@ pub enum TokenError {
     Signing(String),
 }
 
-pub use crate::partition::sts_host;
+use crate::partition::sts_host;
 
 /// Builds a bearer token for `cluster` from `credentials`, signed at `now`. Pure: the same
 /// inputs give the same token.
@@ -265,12 +265,12 @@ pub async fn describe_cluster(
         .send()
         .await
         .map_err(|e| {
-            let described = crate::aws_error::describe(&e);
+            let described = crate::aws::aws_error::describe(&e);
             match e.into_service_error() {
                 DescribeClusterError::ResourceNotFoundException(_) => ClusterError::NotFound {
                     cluster: cluster.to_string(),
                 },
-                _ if described.cause == crate::aws_error::Cause::AccessDenied => {
+                _ if described.cause == crate::aws::aws_error::Cause::AccessDenied => {
                     ClusterError::AccessDenied {
                         cluster: cluster.to_string(),
                         message: described.text,

@@ -14,8 +14,8 @@ use reqwest::{Method, StatusCode, header};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::cluster::eks_auth::{TokenError, TokenSource};
 use crate::config::{ClusterAccess, KubeTimeouts, NamespaceScope};
-use crate::eks_auth::{TokenError, TokenSource};
 
 const GROUP_VERSION: &str = "argoproj.io/v1alpha1";
 const METADATA_ONLY: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
@@ -83,7 +83,7 @@ pub struct AppMeta {
     pub name: String,
     pub namespace: String,
     pub resource_version: String,
-    /// Only those configuration is read from ([`crate::annotations::is_configuring`]), so that
+    /// Only those configuration is read from ([`crate::appconfig::annotations::is_configuring`]), so that
     /// a large `last-applied-configuration` does not ride along in memory for every
     /// Application.
     pub annotations: BTreeMap<String, String>,
@@ -176,7 +176,7 @@ impl ListedMeta<'_> {
     pub fn image_list(&self) -> Option<&str> {
         self.annotations
             .iter()
-            .rfind(|(key, _)| key == crate::annotations::IMAGE_LIST)
+            .rfind(|(key, _)| key == crate::appconfig::annotations::IMAGE_LIST)
             .map(|(_, value)| value.as_ref())
     }
 
@@ -238,7 +238,7 @@ where
         ) -> Result<Self::Value, A::Error> {
             let mut kept = Vec::new();
             while let Some(Text(key)) = map.next_key()? {
-                if crate::annotations::is_configuring(&key) {
+                if crate::appconfig::annotations::is_configuring(&key) {
                     let Text(value) = map.next_value()?;
                     kept.push((key, value));
                 } else {
@@ -693,7 +693,7 @@ impl KubeError {
     }
 }
 
-impl crate::retry::Transient for KubeError {
+impl crate::cluster::retry::Transient for KubeError {
     fn is_transient(&self) -> bool {
         KubeError::is_transient(self)
     }
@@ -1665,7 +1665,10 @@ mod tests {
         );
         let owned = list.items.into_iter().next().unwrap().metadata.into_owned();
         assert_eq!(owned.annotations.len(), 1);
-        assert_eq!(owned.annotations[crate::annotations::IMAGE_LIST], "x/z");
+        assert_eq!(
+            owned.annotations[crate::appconfig::annotations::IMAGE_LIST],
+            "x/z"
+        );
     }
 
     #[test]
@@ -1826,7 +1829,7 @@ mod tests {
 
     mod naming {
         use super::*;
-        use crate::annotations::IMAGE_LIST;
+        use crate::appconfig::annotations::IMAGE_LIST;
         use proptest::prelude::*;
 
         const REGISTRY: &str = "1234.dkr.ecr.eu-west-1.amazonaws.com";
@@ -1890,7 +1893,7 @@ mod tests {
                     let seen = parse_metadata_page(page.as_bytes(), naming, |listed| {
                         if listed
                             .image_list()
-                            .is_some_and(|list| crate::annotations::list_names(list, REGISTRY, PUSHED))
+                            .is_some_and(|list| crate::appconfig::annotations::list_names(list, REGISTRY, PUSHED))
                         {
                             names.push(listed.name.into_owned());
                         }

@@ -2,5 +2,5 @@
 
 pub mod eks_auth;
 pub mod kube;
-pub mod objects;
-pub mod retry;
+pub(crate) mod objects;
+pub(crate) mod retry;

@@ -13,8 +13,10 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio::sync::Mutex as AsyncMutex;
 
-use crate::imageupdater::{self, ConfigSource, ImageUpdaterObject, Observed, RecentUpdate};
-use crate::kube::{AppMeta, KubeClient, KubeError, Resource};
+use crate::appconfig::imageupdater::{
+    self, ConfigSource, ImageUpdaterObject, Observed, RecentUpdate,
+};
+use crate::cluster::kube::{AppMeta, KubeClient, KubeError, Resource};
 use crate::report::{Action, Entry};
 
 pub const IMAGE_UPDATERS: Resource = Resource {
@@ -123,7 +125,7 @@ fn fingerprint(metadata_items: &[Value]) -> Vec<(String, i64, String)> {
                 .as_object()
                 .map(|a| {
                     a.iter()
-                        .filter(|(k, _)| k.starts_with(crate::annotations::OWN_PREFIX))
+                        .filter(|(k, _)| k.starts_with(crate::appconfig::annotations::OWN_PREFIX))
                         .collect()
                 })
                 .unwrap_or_default();
@@ -168,7 +170,7 @@ impl Tally {
         let images = match object.spec.application_refs.get(*reference) {
             Some(r) if r.use_annotations == Some(true) => meta
                 .annotations
-                .get(crate::annotations::IMAGE_LIST)
+                .get(crate::appconfig::annotations::IMAGE_LIST)
                 .map_or(0, |l| l.split(',').filter(|e| !e.trim().is_empty()).count()),
             Some(r) => r.images.len(),
             None => 0,

@@ -13,11 +13,15 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use crate::annotations::{AppConfig, ImageConfig, ImageEntry, Platform};
-use crate::event::{PushEvent, registry_host};
+use crate::appconfig::annotations::AUDIT_ANNOTATION;
+use crate::appconfig::annotations::{AppConfig, ImageConfig, ImageEntry, Platform};
+use crate::appconfig::imageupdater::ConfigSource;
+use crate::application::identity::Identity;
+use crate::application::sources::{self, Targets};
+use crate::decision::patch::{self, ImageUpdate, WritePlan};
+use crate::event::PushEvent;
 use crate::failure::Refused;
-use crate::imageupdater::ConfigSource;
-use crate::patch::{self, AUDIT_ANNOTATION, ImageUpdate, Targets, WritePlan};
+use crate::partition::registry_host;
 use crate::policy::{Decision, KeepReason, Strategy, TagInfo, TagRef};
 use crate::registry::manifest::{Platforms, ScanState, offers_any};
 use crate::report::{Action, Entry};
@@ -68,7 +72,7 @@ pub struct ImageOutcome {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Move {
     pub to: TagRef,
-    /// Indexes into [`patch::sources`].
+    /// Indexes into [`sources::sources`].
     pub sources: Vec<usize>,
     /// Tags whose manifests must offer the wanted platforms before the write (push mode).
     pub check_platforms: Option<String>,
@@ -194,7 +198,7 @@ pub fn gate_push(
         Some(ScanState::Complete(counts)) => match gate.verdict(counts) {
             Ok(()) => outcome.noted(&format!(
                 "ECR's findings for {digest} passed scan-gate `{gate}` ({})",
-                crate::gates::describe(counts)
+                crate::policy::gates::describe(counts)
             )),
             Err(reason) => outcome.refuse(Action::Skipped, &format!("{reason} ({digest})"), false),
         },
@@ -232,7 +236,7 @@ pub fn gate_reconcile(
         ScanState::Complete(counts) => match gate.verdict(counts) {
             Ok(()) => outcome.noted(&format!(
                 "its scan passed scan-gate `{gate}` ({})",
-                crate::gates::describe(counts)
+                crate::policy::gates::describe(counts)
             )),
             Err(Refused(reason)) => outcome.refuse(Action::Skipped, &reason, false),
         },
@@ -319,10 +323,8 @@ pub mod app {
 
     /// The Application's namespace and name.
     pub fn names(app: &Value) -> (&str, &str) {
-        (
-            app["metadata"]["namespace"].as_str().unwrap_or_default(),
-            app["metadata"]["name"].as_str().unwrap_or_default(),
-        )
+        let Identity { namespace, name } = Identity::of(app);
+        (namespace, name)
     }
 
     /// Two ImageUpdater objects match: Image Updater would let them take turns.
@@ -526,7 +528,7 @@ impl Concern {
         match (&self.pushed, source) {
             (_, ConfigSource::Annotations) => self.concerns_image_list(
                 annotations
-                    .get(crate::annotations::IMAGE_LIST)
+                    .get(crate::appconfig::annotations::IMAGE_LIST)
                     .map(String::as_str),
             ),
             (Some((registry, repository)), _) => source.names(annotations, registry, repository),
@@ -546,8 +548,9 @@ impl Concern {
     /// `image-list` decides: asked of metadata still borrowed from its list page.
     pub fn concerns_image_list(&self, image_list: Option<&str>) -> bool {
         match &self.pushed {
-            Some((registry, repository)) => image_list
-                .is_some_and(|list| crate::annotations::list_names(list, registry, repository)),
+            Some((registry, repository)) => image_list.is_some_and(|list| {
+                crate::appconfig::annotations::list_names(list, registry, repository)
+            }),
             None => image_list.is_some(),
         }
     }
@@ -562,12 +565,8 @@ pub fn failed_entry(base: Entry, reason: &str, retryable: bool) -> Entry {
 
 /// The report entry an image starts from.
 pub fn base_entry(app: &Value, alias: Option<&str>, image: &str) -> Entry {
-    Entry::new(
-        app["metadata"]["namespace"].as_str().unwrap_or_default(),
-        app["metadata"]["name"].as_str().unwrap_or_default(),
-        alias,
-        image,
-    )
+    let Identity { namespace, name } = Identity::of(app);
+    Entry::new(namespace, name, alias, image)
 }
 
 /// The gates before any registry fact is needed: configuration errors, the liveness rule,
@@ -590,7 +589,7 @@ pub fn prepare<'a>(
             )));
         }
     };
-    if !config.force_update && !patch::runs_image(app, config) {
+    if !config.force_update && !sources::runs_image(app, config) {
         let names = match &config.kustomize_image_name {
             Some(name) => format!("`{name}` or `{reference}`"),
             None => format!("`{reference}`"),
@@ -610,7 +609,7 @@ pub fn prepare<'a>(
             ),
         )));
     };
-    let targets = patch::targets(app, config);
+    let targets = sources::targets(app, config);
     if targets.targets.is_empty() {
         return Err(Box::new(base.with(
             Action::Skipped,
@@ -715,8 +714,8 @@ impl ImageCase<'_> {
         let mut entry = self.base.clone();
         entry.from = target.current.as_ref().map(ToString::to_string);
         let kind = match target.source.kind {
-            patch::SourceKind::Kustomize => "kustomize",
-            patch::SourceKind::Plugin => "plugin env",
+            sources::SourceKind::Kustomize => "kustomize",
+            sources::SourceKind::Plugin => "plugin env",
             _ => "helm",
         };
         entry.sources = vec![format!("{} ({kind})", target.source.label)];
@@ -724,7 +723,7 @@ impl ImageCase<'_> {
     }
 
     /// One verdict per target, in target order, made into the outcome.
-    fn each_target(&self, verdict: impl FnMut(&patch::Target<'_>) -> Verdict) -> ImageOutcome {
+    fn each_target(&self, verdict: impl FnMut(&sources::Target<'_>) -> Verdict) -> ImageOutcome {
         self.outcome(self.targets.targets.iter().map(verdict).collect())
     }
 
@@ -983,7 +982,7 @@ pub fn running_since(app: &Value, image: &ImageConfig, current: &TagRef) -> Opti
         .iter()
         .filter(|entry| {
             let spec = json!({"source": entry["source"], "sources": entry["sources"]});
-            patch::values_in_spec(&spec, image).contains(current)
+            sources::values_in_spec(&spec, image).contains(current)
         })
         .filter_map(|entry| {
             entry["deployedAt"]
@@ -1042,7 +1041,7 @@ fn audit_image(image: &ImageConfig, entry: &Entry) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::annotations::{AppConfig, PREFIX};
+    use crate::appconfig::annotations::{AppConfig, PREFIX};
     use argocd_ecr_updater_standins::fixtures::Application;
     use std::collections::BTreeMap;
     use time::macros::datetime;

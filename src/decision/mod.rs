@@ -1,4 +1,7 @@
-//! Pure decisions: per image and source, update or keep and why; whether an ApplicationSet keeps a write.
+//! Pure decisions: per image and source, update or keep and why ([`decide`]); the guarded
+//! JSON patch that carries an update out ([`patch`]); whether an ApplicationSet keeps a write
+//! ([`appset`]).
 
-pub mod appset;
-pub mod decide;
+pub(crate) mod appset;
+pub(crate) mod decide;
+pub(crate) mod patch;

@@ -12,8 +12,8 @@ use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use aws_smithy_runtime_api::client::result::SdkError;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 
-use crate::aws_error::{self, Cause};
-use crate::githost::{Commit, GitHost, HostError, PullRequest};
+use crate::aws::aws_error::{self, Cause};
+use crate::git::githost::{Commit, GitHost, HostError, PullRequest};
 
 /// What the role needs on a repository, said when CodeCommit refuses.
 const CODECOMMIT_GRANT: &str = "grant the function's role codecommit:GetBranch, GetFile, GetRepository, CreateCommit, CreateBranch, CreatePullRequest, ListPullRequests and GetPullRequest on the repository: list it in the template's CodeCommitRepositories";
@@ -210,7 +210,7 @@ impl GitHost for CodeCommitRepository<'_> {
                 // CodeCommit answers with the whole file (up to 6 MB): refused above the
                 // one cap before it is copied, decoded or parsed.
                 let bytes = answer.file_content().as_ref();
-                crate::githost::within_file_cap(bytes.len(), &what)?;
+                crate::git::githost::within_file_cap(bytes.len(), &what)?;
                 String::from_utf8(bytes.to_vec())
                     .map(Some)
                     .map_err(|_| HostError::Invalid {

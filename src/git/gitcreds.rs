@@ -22,10 +22,10 @@ use std::sync::Arc;
 use base64::Engine;
 use serde_json::Value;
 
+use crate::aws::secrets::{SecretError, SecretReader};
+use crate::cluster::kube::{KubeClient, KubeError};
 use crate::config::GitSettings;
-use crate::kube::{KubeClient, KubeError};
-use crate::repourl::RepoUrl;
-use crate::secrets::{SecretError, SecretReader};
+use crate::git::repourl::RepoUrl;
 
 use crate::failure::{Failure, Refused};
 

@@ -14,11 +14,11 @@ use reqwest::{StatusCode, header};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
-pub use crate::gitcreds::Credentials;
-use crate::githost::{
+use crate::git::gitcreds::Credentials;
+use crate::git::githost::{
     Commit, GITHUB_WRITE, GitHost, HostError, HostRefusal, PullRequest, RestCall,
 };
-use crate::repourl::Repo;
+use crate::git::repourl::Repo;
 
 /// The GitHub client, built once per warm container.
 pub struct GitHub {
@@ -233,7 +233,7 @@ impl GitHub {
             });
         }
         let size = body["size"].as_u64().map_or(0, |s| s as usize);
-        crate::githost::within_file_cap(size, &what)?;
+        crate::git::githost::within_file_cap(size, &what)?;
         if body["encoding"] != "base64" {
             // The contents API leaves a file over 1 MB out (`encoding: none`); the size check
             // above refuses those already.
@@ -246,8 +246,8 @@ impl GitHub {
             });
         }
         let text =
-            crate::githost::decode_file(body["content"].as_str().unwrap_or_default(), &what)?;
-        crate::githost::within_file_cap(text.len(), &what)?;
+            crate::git::githost::decode_file(body["content"].as_str().unwrap_or_default(), &what)?;
+        crate::git::githost::within_file_cap(text.len(), &what)?;
         Ok(Some(text))
     }
 
@@ -412,7 +412,7 @@ impl GitHub {
                 .header("X-GitHub-Api-Version", "2022-11-28")
         };
         let class = |refusal: HostRefusal| refusal_class(refusal, what, repo, branch);
-        crate::githost::send_rest(&self.http, call, authorize, class).await
+        crate::git::githost::send_rest(&self.http, call, authorize, class).await
     }
 }
 

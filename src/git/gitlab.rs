@@ -13,8 +13,8 @@ use std::time::Duration;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::githost::{Commit, GitHost, HostError, HostRefusal, PullRequest, RestCall};
-use crate::repourl::Repo;
+use crate::git::githost::{Commit, GitHost, HostError, HostRefusal, PullRequest, RestCall};
+use crate::git::repourl::Repo;
 
 const GITLAB_WRITE: &str = "give the token the Developer role (Maintainer for protected branches) and the api scope on the project";
 
@@ -84,8 +84,15 @@ impl GitLabProject<'_> {
         what: &str,
         branch: Option<&str>,
     ) -> Result<Value, HostError> {
-        self.send_limited(method, path, body, what, branch, crate::githost::MAX_ANSWER)
-            .await
+        self.send_limited(
+            method,
+            path,
+            body,
+            what,
+            branch,
+            crate::git::githost::MAX_ANSWER,
+        )
+        .await
     }
 
     /// [`Self::send`], reading no more than `limit` of the answer.
@@ -111,7 +118,7 @@ impl GitLabProject<'_> {
         let authorize =
             |request: reqwest::RequestBuilder| request.header("PRIVATE-TOKEN", &self.token);
         let class = |refusal: HostRefusal| refusal_class(refusal, what, &self.repo, branch);
-        crate::githost::send_rest(&self.client.http, call, authorize, class).await
+        crate::git::githost::send_rest(&self.client.http, call, authorize, class).await
     }
 }
 
@@ -188,7 +195,7 @@ impl GitHost for GitLabProject<'_> {
     async fn file(&self, path: &str, commit: &str) -> Result<Option<String>, HostError> {
         let url = format!("/repository/files/{}?ref={commit}", encode(path));
         let what = format!("`{path}` in {}", self.repo.full_name());
-        let limit = crate::githost::MAX_FILE_ANSWER;
+        let limit = crate::git::githost::MAX_FILE_ANSWER;
         let answer = self.send_limited(Method::GET, &url, None, &what, None, limit);
         let body = match answer.await {
             Ok(body) => body,
@@ -199,10 +206,10 @@ impl GitHost for GitLabProject<'_> {
             Err(e) => return Err(e),
         };
         let size = body["size"].as_u64().map_or(0, |s| s as usize);
-        crate::githost::within_file_cap(size, &what)?;
+        crate::git::githost::within_file_cap(size, &what)?;
         let text =
-            crate::githost::decode_file(body["content"].as_str().unwrap_or_default(), &what)?;
-        crate::githost::within_file_cap(text.len(), &what)?;
+            crate::git::githost::decode_file(body["content"].as_str().unwrap_or_default(), &what)?;
+        crate::git::githost::within_file_cap(text.len(), &what)?;
         if let Some(last) = body["last_commit_id"].as_str()
             && let Ok(mut known) = self.last_commits.lock()
         {

@@ -12,12 +12,13 @@
 use serde_json::{Map, Value, json};
 
 use super::readback;
-use crate::annotations::{HelmTarget, ImageConfig, WriteBack};
-pub use crate::config::EnterpriseHost;
+use crate::appconfig::annotations::{HelmTarget, ImageConfig, WriteBack};
+use crate::application::identity::Identity;
+use crate::application::sources::{self, SourceKind};
+use crate::config::EnterpriseHost;
 use crate::failure::Refused;
-use crate::patch::{self, SourceKind};
-pub use crate::repourl::{HostKind, Repo};
-use crate::yamledit::{self, Document, Step};
+use crate::git::repourl::Repo;
+use crate::git::yamledit::{self, Document, Step};
 
 /// Which kind of file the updates go to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,7 +48,7 @@ pub struct Location {
     /// The path `{{.TargetKey}}` hashes, as Image Updater's `WriteBackTargetKey` does.
     pub key_path: String,
     pub kind: FileKind,
-    /// The source the updates are written to, as an index into [`patch::sources`].
+    /// The source the updates are written to, as an index into [`sources::sources`].
     pub source: usize,
 }
 
@@ -112,8 +113,8 @@ pub fn locate(
             "the Application is not configured for git write-back",
         ));
     };
-    let sources = patch::sources(app);
-    let writable = |s: &patch::Source<'_>| {
+    let sources = sources::sources(app);
+    let writable = |s: &sources::Source<'_>| {
         matches!(
             s.kind,
             SourceKind::Helm | SourceKind::Kustomize | SourceKind::Plugin
@@ -223,8 +224,7 @@ fn target_file(
     argocd_namespace: &str,
 ) -> Result<(FileKind, String, String), Refused> {
     let source_path = source["path"].as_str().unwrap_or_default();
-    let namespace = app["metadata"]["namespace"].as_str().unwrap_or_default();
-    let name = app["metadata"]["name"].as_str().unwrap_or_default();
+    let Identity { namespace, name } = Identity::of(app);
     let relative = |rest: &str, default: &str| -> Result<String, String> {
         match rest.strip_prefix('/') {
             Some(absolute) => join(&[absolute]),
@@ -502,7 +502,7 @@ pub fn effective_app(
     file: Option<&str>,
     images: &[&ImageConfig],
 ) -> Result<Value, Refused> {
-    let sources = patch::sources(app);
+    let sources = sources::sources(app);
     let chosen = sources
         .get(location.source)
         .ok_or("the Application's sources changed")?;
@@ -575,7 +575,7 @@ fn kustomization_over(source: &mut Value, location: &Location, text: &str) -> Re
         let present = list
             .iter()
             .filter_map(Value::as_str)
-            .any(|e| patch::kustomize_entry_name(e) == name);
+            .any(|e| sources::kustomize_entry_name(e) == name);
         if !present {
             let mut entry = match field("newName") {
                 Some(new_name) => format!("{name}={new_name}"),
@@ -648,7 +648,7 @@ pub fn render(
     images: &[&ImageConfig],
 ) -> Result<Option<String>, Refused> {
     let source = &patched["spec"]["source"];
-    let kind = patch::sources(patched)
+    let kind = sources::sources(patched)
         .first()
         .map_or(SourceKind::Directory, |s| s.kind);
     let (text, meant) = match location.kind {
@@ -740,9 +740,9 @@ fn render_values(
 fn kustomize_fields(entry: &str) -> (String, Option<String>, Option<String>, Option<String>) {
     let (name, reference) = match entry.split_once('=') {
         Some((name, reference)) => (name.to_string(), Some(reference)),
-        None => (patch::kustomize_entry_name(entry).to_string(), None),
+        None => (sources::kustomize_entry_name(entry).to_string(), None),
     };
-    let (new_name, tag, digest) = patch::split_reference(reference.unwrap_or(entry));
+    let (new_name, tag, digest) = sources::split_reference(reference.unwrap_or(entry));
     let new_name = reference.map(|_| new_name.to_string());
     (
         name,
@@ -768,11 +768,11 @@ fn render_kustomization(
     let mut text = existing.to_string();
     let mut edits = Vec::new();
     for image in images {
-        let wanted = patch::kustomize_name(image);
+        let wanted = sources::kustomize_name(image);
         let Some(entry) = source["kustomize"]["images"].as_array().and_then(|l| {
             l.iter()
                 .filter_map(Value::as_str)
-                .find(|e| patch::kustomize_entry_name(e) == wanted)
+                .find(|e| sources::kustomize_entry_name(e) == wanted)
         }) else {
             continue;
         };
@@ -867,10 +867,10 @@ fn render_override(
             .unwrap_or_default();
         let mut list = take_list(&file, "kustomize", "images");
         for entry in current.iter().filter_map(Value::as_str) {
-            let name = patch::kustomize_entry_name(entry);
+            let name = sources::kustomize_entry_name(entry);
             match list.iter_mut().find(|e| {
                 e.as_str()
-                    .is_some_and(|s| patch::kustomize_entry_name(s) == name)
+                    .is_some_and(|s| sources::kustomize_entry_name(s) == name)
             }) {
                 Some(existing) => *existing = json!(entry),
                 None => list.push(json!(entry)),
@@ -957,7 +957,8 @@ fn scalar_text(value: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::annotations::AppConfig;
+    use crate::appconfig::annotations::AppConfig;
+    use crate::git::repourl::HostKind;
     use argocd_ecr_updater_standins::fixtures::{Application, SEED_IMAGE as IMAGE};
     use std::collections::BTreeMap;
 
@@ -1006,7 +1007,7 @@ mod tests {
         pairs.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
         let map: BTreeMap<String, String> = pairs
             .into_iter()
-            .map(|(k, v)| (format!("{}{k}", crate::annotations::PREFIX), v))
+            .map(|(k, v)| (format!("{}{k}", crate::appconfig::annotations::PREFIX), v))
             .collect();
         AppConfig::parse(&map).unwrap()
     }

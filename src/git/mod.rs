@@ -1,11 +1,11 @@
 //! Git write-back: the hosts behind one trait, their credentials, where a change is committed, editing the YAML in place, and reading it back as Helm does.
 
-pub mod codecommit;
+pub(crate) mod codecommit;
 pub mod gitcreds;
-pub mod githost;
-pub mod github;
-pub mod gitlab;
-pub mod gitwrite;
-pub mod readback;
-pub mod repourl;
-pub mod yamledit;
+pub(crate) mod githost;
+pub(crate) mod github;
+pub(crate) mod gitlab;
+pub(crate) mod gitwrite;
+pub(crate) mod readback;
+pub(crate) mod repourl;
+pub(crate) mod yamledit;

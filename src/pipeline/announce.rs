@@ -6,8 +6,8 @@ use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use crate::decide;
-use crate::kube::KubeClient;
+use crate::cluster::kube::KubeClient;
+use crate::decision::decide;
 use crate::report::{Entry, Report};
 
 /// Records the `ImagesUpdated` Event of a write on the Application.
@@ -40,7 +40,7 @@ pub async fn publish_report(sns: &aws_sdk_sns::Client, topic: &str, report: &Rep
         .send()
         .await;
     if let Err(e) = sent {
-        let described = crate::aws_error::describe(&e);
+        let described = crate::aws::aws_error::describe(&e);
         tracing::warn!(topic = %topic, error = %described, "cannot publish the decision report");
     }
 }

@@ -7,13 +7,13 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::handler::{Handler, Work};
-use crate::annotations::{self, AppConfig, ImageEntry, WriteBack as Method};
-use crate::decide::{self, AppDecision, Mode};
-use crate::imageupdater::{self, ConfigSource, ImageUpdaterObject};
-use crate::kube::{AppMeta, KubeError};
+use crate::appconfig::annotations::{self, AppConfig, ImageEntry, WriteBack as Method};
+use crate::appconfig::imageupdater::{self, ConfigSource, ImageUpdaterObject};
+use crate::apply::writeback::{ApplicationPatch, WriteError, Writer};
+use crate::cluster::kube::{AppMeta, KubeError};
+use crate::cluster::retry::{backoff, retry_transient};
+use crate::decision::decide::{self, AppDecision, Mode};
 use crate::report::{Action, Entry, Report};
-use crate::retry::{backoff, retry_transient};
-use crate::writeback::{ApplicationPatch, WriteError, Writer};
 
 /// An Application's configuration, resolved once from the labels and annotations it was
 /// seen with: which ImageUpdater object (or its own annotations) configures it, what that
@@ -217,7 +217,8 @@ impl Handler {
         let (race, guard_failed) = match writer.write(app, &plan).await {
             Ok(()) => {
                 let now = time::OffsetDateTime::from(self.clock.now());
-                crate::announce::record_event(work.kube, app, &decided.entries, now).await;
+                crate::pipeline::announce::record_event(work.kube, app, &decided.entries, now)
+                    .await;
                 report.stats.events += 1;
                 report.entries.extend(decided.entries);
                 return Attempt::Done;
@@ -251,7 +252,7 @@ impl Handler {
         resolved: &Resolved<'_>,
         work: &Work<'_>,
         report: &mut Report,
-    ) -> Option<(AppDecision, crate::patch::WritePlan)> {
+    ) -> Option<(AppDecision, crate::decision::patch::WritePlan)> {
         let Some(decided) = self.decide_app(app, resolved, work).await else {
             let (ns, name) = decide::app::names(app);
             report.entries.push(decide::app::not_annotated(ns, name));
@@ -305,7 +306,7 @@ impl Handler {
         work: &Work<'_>,
     ) -> AppDecision {
         let concerned = concerned_images(config, work.mode);
-        if let Some(reason) = crate::patch::app_skip_reason(app, config) {
+        if let Some(reason) = crate::decision::patch::app_skip_reason(app, config) {
             let entries = every_image(app, &concerned, Action::Skipped, &reason, false);
             return AppDecision::skipped(entries);
         }

@@ -12,11 +12,11 @@ use std::sync::Arc;
 
 use tokio::sync::{Mutex as AsyncMutex, OnceCell};
 
-use crate::decide::{self, DescribedTags, ImageCase};
-use crate::ecr::{Ecr, EcrError};
+use crate::decision::decide::{self, DescribedTags, ImageCase};
 use crate::failure::Failure;
 use crate::failure::Refused;
 use crate::policy::TagInfo;
+use crate::registry::ecr::{Ecr, EcrError};
 
 /// Reconcile with a platforms annotation reads candidates' manifests this many at a time,
 /// best first, and stops at the first batch holding one that passes.

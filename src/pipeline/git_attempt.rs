@@ -8,16 +8,20 @@ use serde_json::{Value, json};
 
 use super::application::{Attempt, GitSettings, Resolved, concerned_images, every_image};
 use super::handler::{Handler, Work};
-use crate::annotations::ImageConfig;
-use crate::decide::{self, AppDecision};
-use crate::githost::GitHost;
-use crate::github::{Credentials, GitHubRepository};
-use crate::gitwrite::{self, HostKind, Location};
-use crate::kube::KubeError;
-use crate::patch::WritePlan;
+use crate::appconfig::annotations::ImageConfig;
+use crate::apply::writeback::{
+    Committed, GitCommit, GitOutcome, GitSnapshot, WriteError, Writer, short,
+};
+use crate::cluster::kube::KubeError;
+use crate::cluster::retry::retry_transient;
+use crate::decision::decide::{self, AppDecision};
+use crate::decision::patch::WritePlan;
+use crate::git::gitcreds::Credentials;
+use crate::git::githost::GitHost;
+use crate::git::github::GitHubRepository;
+use crate::git::gitwrite::{self, Location};
+use crate::git::repourl::HostKind;
 use crate::report::{Action, Report};
-use crate::retry::retry_transient;
-use crate::writeback::{Committed, GitCommit, GitOutcome, GitSnapshot, WriteError, Writer, short};
 
 /// Argo CD refreshes an Application carrying this annotation, then removes it.
 const REFRESH_ANNOTATION: &str = "argocd.argoproj.io/refresh";
@@ -307,7 +311,7 @@ impl Handler {
             entry.git = Some(record.clone());
         }
         let now = time::OffsetDateTime::from(self.clock.now());
-        crate::announce::record_event(work.kube, app, &entries, now).await;
+        crate::pipeline::announce::record_event(work.kube, app, &entries, now).await;
         report.stats.events += 1;
         report.entries.extend(entries);
     }
@@ -327,9 +331,9 @@ impl Handler {
         audit["git"] = record.clone();
         let body = json!({"metadata": {"annotations": {
             REFRESH_ANNOTATION: "normal",
-            crate::patch::AUDIT_ANNOTATION: audit.to_string(),
+            crate::appconfig::annotations::AUDIT_ANNOTATION: audit.to_string(),
         }}});
-        let merge = crate::kube::Patch::Merge(body);
+        let merge = crate::cluster::kube::Patch::Merge(body);
         let kube = work.kube;
         retry_transient(work.deadline, || kube.patch_application(ns, name, &merge)).await
     }

@@ -2,7 +2,7 @@
 //!
 //! Parse the event, list Applications metadata-only per namespace, and for each that the
 //! event concerns: read it, fetch the registry facts its strategies ask for, let
-//! [`crate::decide`] decide, hand the write plan to the write-back, report. Every target is
+//! [`crate::decision::decide`] decide, hand the write plan to the write-back, report. Every target is
 //! finished before the invocation fails for the ones a retry can fix.
 
 use std::sync::Arc;
@@ -15,20 +15,20 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use tokio::sync::OnceCell;
 
-use crate::announce;
-use crate::codecommit::CodeCommit;
+use crate::cluster::eks_auth::{Clock, ClusterError, IamTokenSource, describe_cluster};
+use crate::cluster::kube::{KubeClient, KubeError};
+use crate::cluster::objects::ObjectCache;
 use crate::config::Config;
-use crate::decide::{self, Mode};
-use crate::ecr::Ecr;
-use crate::eks_auth::{Clock, ClusterError, IamTokenSource, describe_cluster};
+use crate::decision::decide::{self, Mode};
 use crate::event::{self, EventError, Invocation};
-use crate::facts::RegistryFacts;
-use crate::gitcreds::GitCredentials;
-use crate::github::GitHub;
-use crate::gitlab::GitLab;
-use crate::kube::{KubeClient, KubeError};
-use crate::listing::{self, Listed};
-use crate::objects::ObjectCache;
+use crate::git::codecommit::CodeCommit;
+use crate::git::gitcreds::GitCredentials;
+use crate::git::github::GitHub;
+use crate::git::gitlab::GitLab;
+use crate::pipeline::announce;
+use crate::pipeline::facts::RegistryFacts;
+use crate::pipeline::listing::{self, Listed};
+use crate::registry::ecr::Ecr;
 use crate::report::{ClusterFailure, Report};
 
 #[derive(Debug, thiserror::Error)]
@@ -65,7 +65,7 @@ impl HandlerError {
 pub enum StartError {
     #[error("no AWS region: set AWS_REGION (Lambda sets it)")]
     NoRegion,
-    #[error("{}", crate::aws_error::NO_CREDENTIALS)]
+    #[error("{}", crate::aws::aws_error::NO_CREDENTIALS)]
     NoCredentials,
 }
 
@@ -84,7 +84,7 @@ pub struct Handler {
     sns: aws_sdk_sns::Client,
     pub(super) github: GitHub,
     pub(super) gitlab: GitLab,
-    pub(super) signatures: crate::signatures::Signatures,
+    pub(super) signatures: crate::registry::signatures::Signatures,
     pub(super) codecommit: CodeCommit,
     pub(super) git_credentials: GitCredentials,
     /// One lock per repository: Applications of one invocation that commit to the same
@@ -154,7 +154,7 @@ impl Handler {
         let sweep_queue = config.sweep.queue_url.clone().map(|url| {
             crate::sweep::queue::ShardQueue::new(aws_sdk_sqs::Client::new(eks_sdk), url)
         });
-        let secrets = Arc::new(crate::secrets::SecretReader::new(
+        let secrets = Arc::new(crate::aws::secrets::SecretReader::new(
             aws_sdk_secretsmanager::Client::new(eks_sdk),
         ));
         let github = GitHub::new(
@@ -168,7 +168,7 @@ impl Handler {
             config.timeouts.request,
         );
         let signatures =
-            crate::signatures::Signatures::new(secrets.clone(), config.timeouts.request);
+            crate::registry::signatures::Signatures::new(secrets.clone(), config.timeouts.request);
         let git_credentials = GitCredentials::new(config.git.clone(), secrets);
         let own_account = config.own_account.clone();
         // Assuming a role needs a clock; `aws_config::load` gives one, a hand-built
@@ -246,7 +246,7 @@ impl Handler {
                     // EKS client caches them, a token lives 10 minutes.
                     Some(role) => {
                         let credentials = SharedCredentialsProvider::new(
-                            crate::assume_role::AssumedRole::new(&cluster.sdk, role),
+                            crate::aws::assume_role::AssumedRole::new(&cluster.sdk, role),
                         );
                         // Asked once here so that a refusal reads as one, not as a
                         // DescribeCluster that could not load credentials.

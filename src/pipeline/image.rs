@@ -2,7 +2,7 @@
 //! the signature check before an update is let through.
 
 use super::handler::{Handler, Work};
-use crate::decide::{self, DescribedTags, ImageCase, ImageOutcome, Mode};
+use crate::decision::decide::{self, DescribedTags, ImageCase, ImageOutcome, Mode};
 use crate::event::PushEvent;
 use crate::failure::Failure;
 use crate::failure::Refused;

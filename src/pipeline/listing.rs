@@ -12,13 +12,13 @@ use std::time::Instant;
 
 use tokio::sync::mpsc::UnboundedSender;
 
+use crate::appconfig::imageupdater::{self, ConfigSource};
+use crate::cluster::kube::{AppMeta, KubeClient, KubeError, ListOptions, ListedMeta};
+use crate::cluster::objects::{ObjectCache, Objects, Tally};
+use crate::cluster::retry::retry_transient;
 use crate::config::Config;
-use crate::decide::{self, Mode};
-use crate::imageupdater::{self, ConfigSource};
-use crate::kube::{AppMeta, KubeClient, KubeError, ListOptions, ListedMeta};
-use crate::objects::{ObjectCache, Objects, Tally};
+use crate::decision::decide::{self, Mode};
 use crate::report::Stats;
-use crate::retry::retry_transient;
 
 /// An Application to read, with the ImageUpdater objects of its namespace.
 pub type Found = (AppMeta, Objects);

@@ -3,11 +3,11 @@
 //! registry facts asked once ([`facts`]), what it announces ([`announce`]), and a large
 //! fleet's sweep sent out in shards and run shard by shard ([`sweep`]).
 
-pub mod announce;
+pub(crate) mod announce;
 mod application;
-pub mod facts;
+pub(crate) mod facts;
 mod git_attempt;
 pub mod handler;
 mod image;
-pub mod listing;
+pub(crate) mod listing;
 mod sweep;

@@ -8,13 +8,13 @@
 use std::time::Instant;
 
 use super::handler::{CONCURRENCY, Cluster, Handler, HandlerError, Work, cluster_failure};
-use crate::annotations::IMAGE_LIST;
-use crate::decide::{self, Mode};
+use crate::appconfig::annotations::IMAGE_LIST;
+use crate::cluster::kube::{AppMeta, KubeClient};
+use crate::cluster::objects::Objects;
+use crate::decision::decide::{self, Mode};
 use crate::event::ShardRecord;
-use crate::facts::RegistryFacts;
-use crate::kube::{AppMeta, KubeClient};
-use crate::listing::{self, Found, Listed};
-use crate::objects::Objects;
+use crate::pipeline::facts::RegistryFacts;
+use crate::pipeline::listing::{self, Found, Listed};
 use crate::report::{Report, SweepSummary};
 use crate::sweep::queue::ShardQueue;
 use crate::sweep::shard::{self, Shard, Tracked};

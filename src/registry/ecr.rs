@@ -13,7 +13,7 @@ use time::OffsetDateTime;
 
 use crate::failure::Refused;
 use crate::policy::TagInfo;
-pub use crate::registry::manifest::{Platforms, ScanState, parse_platforms};
+use crate::registry::manifest::{Platforms, ScanState, parse_platforms};
 
 #[derive(Debug, thiserror::Error)]
 pub enum EcrError {
@@ -76,7 +76,7 @@ fn classify<E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static>
     registry: &str,
     error: aws_sdk_ecr::error::SdkError<E>,
 ) -> Result<(), EcrError> {
-    let described = crate::aws_error::describe(&error);
+    let described = crate::aws::aws_error::describe(&error);
     let code = described.code.clone().unwrap_or_default();
     let message = described.text.clone();
     match code.as_str() {

@@ -3,13 +3,13 @@
 
 use serde::Deserialize;
 
-use crate::annotations::Platform;
+use crate::appconfig::annotations::Platform;
 use crate::failure::Refused;
 
 /// Where an image's scan stands, as `DescribeImageScanFindings` says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ScanState {
-    Complete(crate::gates::ScanCounts),
+    Complete(crate::policy::gates::ScanCounts),
     /// `IN_PROGRESS`, `PENDING`, … : not decided yet.
     NotYet(String),
     /// `FAILED`, `UNSUPPORTED_IMAGE`, …, or no scan at all: it will not pass by waiting.

@@ -1,6 +1,6 @@
 //! ECR: tags, push times, manifests and platforms; cosign signatures and their keys.
 
-pub mod cosign;
+pub(crate) mod cosign;
 pub mod ecr;
 pub mod manifest;
-pub mod signatures;
+pub(crate) mod signatures;

@@ -1,6 +1,6 @@
 //! Signature checks over the network: the cosign key (inline, from Secrets Manager, or from a
 //! Kubernetes Secret), the signature artifact in the image's own ECR repository, its payload
-//! blob, then [`crate::cosign::verify`]. Keys are kept for five minutes per warm container.
+//! blob, then [`crate::registry::cosign::verify`]. Keys are kept for five minutes per warm container.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -9,12 +9,13 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use tokio::sync::Mutex;
 
-use crate::cosign::{self, KeyRef};
-use crate::ecr::Ecr;
+use crate::appconfig::cosign_key::KeyRef;
+use crate::aws::secrets::{SecretError, SecretReader};
+use crate::cluster::kube::KubeClient;
 use crate::failure::Failure;
 use crate::failure::Refused;
-use crate::kube::KubeClient;
-use crate::secrets::{SecretError, SecretReader};
+use crate::registry::cosign;
+use crate::registry::ecr::Ecr;
 
 const KEYS_FOR: Duration = Duration::from_secs(300);
 /// A signature payload is a few hundred bytes; anything larger is not one.
@@ -136,8 +137,8 @@ impl Signatures {
             // Without registry credentials only the `.sig` tag can be checked; the
             // image is then reported as not signed, which says where to look.
             Err(
-                crate::ecr::EcrError::AccessDenied { .. }
-                | crate::ecr::EcrError::ForeignDenied { .. },
+                crate::registry::ecr::EcrError::AccessDenied { .. }
+                | crate::registry::ecr::EcrError::ForeignDenied { .. },
             ) => {
                 tracing::warn!(
                     registry,

@@ -64,9 +64,9 @@ impl ShardQueue {
             .await
             .map(|_| ())
             .map_err(|e| {
-                let described = crate::aws_error::describe(&e);
+                let described = crate::aws::aws_error::describe(&e);
                 let message = described.to_string();
-                let refused = matches!(described.cause, crate::aws_error::Cause::AccessDenied)
+                let refused = matches!(described.cause, crate::aws::aws_error::Cause::AccessDenied)
                     || matches!(
                         described.code.as_deref(),
                         Some(

@@ -2,8 +2,8 @@
 //! clients (a closed port, a name that does not resolve, the stand-in answering the service's
 //! own error shapes).
 
-use argocd_ecr_updater::ecr::{Ecr, EcrError};
-use argocd_ecr_updater::eks_auth::{ClusterError, describe_cluster};
+use argocd_ecr_updater::cluster::eks_auth::{ClusterError, describe_cluster};
+use argocd_ecr_updater::registry::ecr::{Ecr, EcrError};
 use argocd_ecr_updater_standins::{FaultAction, Route, StandIns};
 
 const ACCOUNT: &str = "768157413559";

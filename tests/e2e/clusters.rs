@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 
 use crate::common::{event, expect_decision, handler};
-use argocd_ecr_updater::handler::HandlerError;
+use argocd_ecr_updater::pipeline::handler::HandlerError;
 use argocd_ecr_updater::report::{Action, Report};
 use argocd_ecr_updater_standins::fixtures::{PUSHED_TAG, SEED_TAG};
 use argocd_ecr_updater_standins::{ExtraCluster, Options, Service, StandIns, kube::KubeState};
@@ -488,10 +488,10 @@ async fn calls_signed_with_the_wrong_credentials_are_refused_with_awss_errors() 
             (k == "CLUSTER_NAME").then(|| "barun-dev".to_string())
         })
         .unwrap();
-        let handler = argocd_ecr_updater::handler::Handler::from_sdk(
+        let handler = argocd_ecr_updater::pipeline::handler::Handler::from_sdk(
             config,
             &sdk,
-            std::sync::Arc::new(argocd_ecr_updater::eks_auth::SystemClock),
+            std::sync::Arc::new(argocd_ecr_updater::cluster::eks_auth::SystemClock),
         )
         .unwrap();
         let outcome = handler.handle(&event("push-date-tag.json"), None).await;

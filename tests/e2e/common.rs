@@ -4,9 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use argocd_ecr_updater::cluster::eks_auth::{IamTokenSource, SystemClock};
+use argocd_ecr_updater::cluster::kube::KubeClient;
 use argocd_ecr_updater::config::{ClusterAccess, KubeTimeouts};
-use argocd_ecr_updater::eks_auth::{IamTokenSource, SystemClock};
-use argocd_ecr_updater::kube::KubeClient;
 use argocd_ecr_updater_standins::{
     FUNCTION_ACCESS_KEY, FUNCTION_SECRET_KEY, FUNCTION_SESSION_TOKEN, StandIns,
 };
@@ -46,7 +46,10 @@ pub fn kube_client(standins: &StandIns) -> KubeClient {
 }
 
 /// The real handler, configured as the function would be with `vars` set, against stand-ins.
-pub fn handler(standins: &StandIns, vars: &[(&str, &str)]) -> argocd_ecr_updater::handler::Handler {
+pub fn handler(
+    standins: &StandIns,
+    vars: &[(&str, &str)],
+) -> argocd_ecr_updater::pipeline::handler::Handler {
     let mut map: std::collections::HashMap<String, String> = vars
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -54,7 +57,7 @@ pub fn handler(standins: &StandIns, vars: &[(&str, &str)]) -> argocd_ecr_updater
     map.entry("CLUSTER_NAME".into())
         .or_insert_with(|| standins.options.cluster_name.clone());
     let config = argocd_ecr_updater::config::Config::from_lookup(|k| map.get(k).cloned()).unwrap();
-    argocd_ecr_updater::handler::Handler::from_sdk(
+    argocd_ecr_updater::pipeline::handler::Handler::from_sdk(
         config,
         &standins.sdk_config(),
         Arc::new(SystemClock),
@@ -222,7 +225,10 @@ impl Scenario {
             let key = if key.contains('/') {
                 key.to_string()
             } else {
-                format!("{}{key}", argocd_ecr_updater::annotations::PREFIX)
+                format!(
+                    "{}{key}",
+                    argocd_ecr_updater::appconfig::annotations::PREFIX
+                )
             };
             app["metadata"]["annotations"][key] = serde_json::json!(value);
         }
@@ -235,7 +241,10 @@ impl Scenario {
         &self,
         vars: &[(&str, &str)],
         event: &serde_json::Value,
-    ) -> Result<argocd_ecr_updater::report::Report, argocd_ecr_updater::handler::HandlerError> {
+    ) -> Result<
+        argocd_ecr_updater::report::Report,
+        argocd_ecr_updater::pipeline::handler::HandlerError,
+    > {
         let mut all: Vec<(&str, &str)> = self
             .vars
             .iter()
@@ -273,11 +282,14 @@ impl Scenario {
 
 /// The report an invocation produced, also when it failed for some targets.
 pub fn report_of(
-    outcome: Result<argocd_ecr_updater::report::Report, argocd_ecr_updater::handler::HandlerError>,
+    outcome: Result<
+        argocd_ecr_updater::report::Report,
+        argocd_ecr_updater::pipeline::handler::HandlerError,
+    >,
 ) -> argocd_ecr_updater::report::Report {
     match outcome {
         Ok(report) => report,
-        Err(argocd_ecr_updater::handler::HandlerError::Targets { report, .. }) => *report,
+        Err(argocd_ecr_updater::pipeline::handler::HandlerError::Targets { report, .. }) => *report,
         Err(e) => panic!("{e}"),
     }
 }

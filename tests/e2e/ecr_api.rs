@@ -1,7 +1,8 @@
 //! The ECR client through the real AWS SDK against the ECR stand-in: pagination, lookups of
 //! one tag, manifests, and ECR's own error shapes.
 
-use argocd_ecr_updater::ecr::{Ecr, EcrError, Platforms};
+use argocd_ecr_updater::registry::ecr::{Ecr, EcrError};
+use argocd_ecr_updater::registry::manifest::Platforms;
 use argocd_ecr_updater_standins::fixtures::{image_with_digest, numbered_digest};
 use argocd_ecr_updater_standins::{Image, Options, Service, StandIns, seed};
 use serde_json::json;

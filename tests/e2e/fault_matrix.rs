@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::common::{event, handler};
-use argocd_ecr_updater::handler::HandlerError;
+use argocd_ecr_updater::pipeline::handler::HandlerError;
 use argocd_ecr_updater::report::Action;
 use argocd_ecr_updater_standins::{FaultAction, Route, StandIns, tls};
 use serde_json::Value;

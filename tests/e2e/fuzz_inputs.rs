@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use argocd_ecr_updater::annotations::{AppConfig, PREFIX};
+use argocd_ecr_updater::appconfig::annotations::{AppConfig, PREFIX};
 use argocd_ecr_updater::event::{self, Intake, Invocation};
 use argocd_ecr_updater::policy::{Constraint, parse_lenient_version};
 use proptest::prelude::*;

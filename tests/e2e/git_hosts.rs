@@ -6,7 +6,7 @@
 //! bad credentials.
 
 use crate::common::{event, handler};
-use argocd_ecr_updater::handler::HandlerError;
+use argocd_ecr_updater::pipeline::handler::HandlerError;
 use argocd_ecr_updater::report::{Action, Report};
 use argocd_ecr_updater_standins::fixtures::{PUSHED_TAG, SEED_APP, push_event};
 use argocd_ecr_updater_standins::github::GitHubState;

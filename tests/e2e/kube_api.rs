@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use crate::common::{TIMEOUTS, event, handler, kube_client, token_source};
+use argocd_ecr_updater::cluster::kube::{KubeClient, KubeError, ListOptions, Patch};
 use argocd_ecr_updater::config::ClusterAccess;
-use argocd_ecr_updater::kube::{KubeClient, KubeError, ListOptions, Patch};
 use argocd_ecr_updater_standins::fixtures::image_updater;
 use argocd_ecr_updater_standins::{
     FaultAction, Grant, Options, Route, Service, StandIns, function_identity, tls,
@@ -481,13 +481,13 @@ async fn a_token_for_another_cluster_or_a_skewed_clock_is_refused() {
         ca_pem: standins.ca_pem.clone().into_bytes(),
     };
     // token_source signs for the stand-in's cluster name; sign for a different one instead.
-    let wrong = std::sync::Arc::new(argocd_ecr_updater::eks_auth::IamTokenSource::new(
+    let wrong = std::sync::Arc::new(argocd_ecr_updater::cluster::eks_auth::IamTokenSource::new(
         "barun-dev",
         "ap-northeast-2",
         aws_credential_types::provider::SharedCredentialsProvider::new(
             crate::common::function_credentials(),
         ),
-        std::sync::Arc::new(argocd_ecr_updater::eks_auth::SystemClock),
+        std::sync::Arc::new(argocd_ecr_updater::cluster::eks_auth::SystemClock),
     ));
     let client = KubeClient::new(&access, wrong, TIMEOUTS).unwrap();
     assert!(matches!(
@@ -956,7 +956,7 @@ async fn the_function_asks_the_api_server_for_exactly_what_required_access_lists
         .filter_map(|r| rbac_of(&r.method, &r.path))
         .collect();
     let listed: std::collections::BTreeSet<(String, String, String)> =
-        argocd_ecr_updater::kube::required_access(true, false)
+        argocd_ecr_updater::cluster::kube::required_access(true, false)
             .into_iter()
             .map(|need| {
                 let resource = match need.subresource {

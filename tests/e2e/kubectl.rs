@@ -329,11 +329,11 @@ async fn the_operator_reads_events_the_functions_identity_may_not() {
     std::fs::write(&cluster.ca_file, &standins.ca_pem).unwrap();
     cluster.server = standins.kube_endpoint();
     let token = |credentials: aws_credential_types::Credentials| {
-        std::sync::Arc::new(argocd_ecr_updater::eks_auth::IamTokenSource::new(
+        std::sync::Arc::new(argocd_ecr_updater::cluster::eks_auth::IamTokenSource::new(
             standins.options.cluster_name.clone(),
             standins.options.region.clone(),
             aws_credential_types::provider::SharedCredentialsProvider::new(credentials),
-            std::sync::Arc::new(argocd_ecr_updater::eks_auth::SystemClock),
+            std::sync::Arc::new(argocd_ecr_updater::cluster::eks_auth::SystemClock),
         ))
     };
     cluster.token = token(crate::common::function_credentials())

@@ -68,7 +68,7 @@ fn the_role_grants_exactly_the_actions_the_function_uses() {
         .flat_map(|(_, s)| strings(&s["Action"]))
         .collect();
     // What the code needs, from the table the SDK-call scan below holds to the source.
-    let expected: BTreeSet<String> = argocd_ecr_updater::iam::required_actions()
+    let expected: BTreeSet<String> = argocd_ecr_updater::aws::iam::required_actions()
         .into_iter()
         .map(String::from)
         .collect();
@@ -170,7 +170,7 @@ fn function_sources() -> Vec<(String, String)> {
 
 #[test]
 fn every_sdk_call_in_the_source_has_its_grant_and_every_grant_its_call() {
-    use argocd_ecr_updater::iam::SDK_CALLS;
+    use argocd_ecr_updater::aws::iam::SDK_CALLS;
     let operations = sdk_operations();
     assert!(operations.contains_key("ecr") && operations["ecr"].contains("describe_images"));
     let call = regex::Regex::new(r"\.\s*([a-z][a-z0-9_]*)\(\)").unwrap();
@@ -802,7 +802,7 @@ fn the_rbac_manifests_grant_exactly_what_the_function_uses() {
             })
             .collect();
         let asked: BTreeSet<(String, String, String)> =
-            argocd_ecr_updater::kube::required_access(true, false)
+            argocd_ecr_updater::cluster::kube::required_access(true, false)
                 .into_iter()
                 .map(|need| {
                     let resource = match need.subresource {

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use argocd_ecr_updater::eks_auth::presign_token;
+use argocd_ecr_updater::cluster::eks_auth::presign_token;
 use argocd_ecr_updater_standins::token::verify;
 use argocd_ecr_updater_standins::{Grant, function_identity};
 use base64::Engine;

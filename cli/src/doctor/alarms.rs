@@ -3,7 +3,7 @@
 //! delivers nothing to it: alarms fire into a topic nobody hears.
 //! Endpoints are never printed: an HTTPS endpoint (a paging service's) carries its key.
 
-use argocd_ecr_updater::aws_error::describe;
+use argocd_ecr_updater::aws::aws_error::describe;
 
 use super::{Checklist, Clients, Failure, failed_call};
 

@@ -3,9 +3,9 @@
 //! read as the operator) to the group `deploy/rbac.yaml` binds, and can be reached from
 //! where the function runs.
 
-use argocd_ecr_updater::aws_error::{Cause, describe};
+use argocd_ecr_updater::aws::aws_error::{Cause, describe};
+use argocd_ecr_updater::cluster::kube::{KubeClient, KubeError, ReviewSubject};
 use argocd_ecr_updater::config::{ClusterAccess, ClusterSpec, Config};
-use argocd_ecr_updater::kube::{KubeClient, KubeError, ReviewSubject};
 
 use super::{Checklist, Clients, Failure, Function, failed_call};
 

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use argocd_ecr_updater::aws_error::{self, Cause, Described, classify};
+use argocd_ecr_updater::aws::aws_error::{self, Cause, Described, classify};
 use aws_credential_types::provider::ProvideCredentials;
 use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
 use aws_sigv4::sign::v4;

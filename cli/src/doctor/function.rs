@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::time::Duration;
 
-use argocd_ecr_updater::aws_error::describe;
+use argocd_ecr_updater::aws::aws_error::describe;
 use argocd_ecr_updater::config::Config;
 
 use super::{Checklist, Clients, Function, arn_part, failed_call};

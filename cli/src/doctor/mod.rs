@@ -24,7 +24,7 @@ use std::process::ExitCode;
 use serde::Serialize;
 
 use crate::common::{print_json, sdk_config};
-use argocd_ecr_updater::aws_error::{Cause, Described};
+use argocd_ecr_updater::aws::aws_error::{Cause, Described};
 
 pub struct DoctorRequest {
     pub target: Target,

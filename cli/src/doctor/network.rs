@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use argocd_ecr_updater::aws_error::Described;
+use argocd_ecr_updater::aws::aws_error::Described;
 use argocd_ecr_updater::config::Config;
 
 use super::ec2::{self, Ec2};
@@ -323,7 +323,7 @@ fn parse_subnets(xml: &str) -> Result<(Option<String>, Vec<String>), String> {
 
 fn unparsable(call: &str, why: String) -> Described {
     Described {
-        cause: argocd_ecr_updater::aws_error::Cause::Other,
+        cause: argocd_ecr_updater::aws::aws_error::Cause::Other,
         code: None,
         text: format!("{call}'s answer is not EC2's XML: {why}"),
     }

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
-use argocd_ecr_updater::aws_error::{Cause, Described, describe};
+use argocd_ecr_updater::aws::aws_error::{Cause, Described, describe};
 
 use super::{Checklist, Clients, Failure, Function, arn_part, failed_call};
 

@@ -7,9 +7,11 @@
 
 use std::sync::Arc;
 
+use argocd_ecr_updater::cluster::eks_auth::{IamTokenSource, SystemClock};
+use argocd_ecr_updater::cluster::kube::{
+    AccessNeed, KubeClient, KubeError, ReviewSubject, required_access,
+};
 use argocd_ecr_updater::config::{ClusterAccess, ClusterSpec, Config, NamespaceScope};
-use argocd_ecr_updater::eks_auth::{IamTokenSource, SystemClock};
-use argocd_ecr_updater::kube::{AccessNeed, KubeClient, KubeError, ReviewSubject, required_access};
 
 use super::{Checklist, Clients, Function};
 
@@ -105,7 +107,7 @@ pub(super) async fn assume_function_role(
             ))
         }
         Err(e) => {
-            list.skip(AREA, "function's role", format!("--assume-role: cannot assume {}: {} (the template's trust policy allows Lambda alone)", function.role, argocd_ecr_updater::aws_error::describe(&e)),
+            list.skip(AREA, "function's role", format!("--assume-role: cannot assume {}: {} (the template's trust policy allows Lambda alone)", function.role, argocd_ecr_updater::aws::aws_error::describe(&e)),
                 "run doctor without --assume-role: it asks the API server about the role's user and groups instead".into());
             None
         }

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use argocd_ecr_updater::aws_error::{Cause, describe};
+use argocd_ecr_updater::aws::aws_error::{Cause, describe};
 
 use super::policy;
 use super::queues::{QueueLookup, QueuePolicy, QueueState};
@@ -257,7 +257,7 @@ enum InvokePolicy {
     Document(Value),
     /// `GetPolicy` answered that the function has no resource policy at all.
     None,
-    Unreadable(argocd_ecr_updater::aws_error::Described),
+    Unreadable(argocd_ecr_updater::aws::aws_error::Described),
 }
 
 impl InvokePolicy {

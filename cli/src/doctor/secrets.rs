@@ -3,7 +3,7 @@
 //! answers (gone, being deleted, refused, its KMS key), each with its own fix; the secret's
 //! text is never printed.
 
-use argocd_ecr_updater::aws_error::{Cause, Described, describe};
+use argocd_ecr_updater::aws::aws_error::{Cause, Described, describe};
 use argocd_ecr_updater::config::Config;
 
 use super::{Checklist, Clients, Failure, Function, failed_call};
@@ -29,7 +29,7 @@ pub(super) async fn git_secrets(
         let read = secrets.get_secret_value().secret_id(arn).send().await;
         let result = match read {
             Ok(out) => match out.secret_string() {
-                Some(text) => argocd_ecr_updater::credentials_secret_kind(arn, text)
+                Some(text) => argocd_ecr_updater::git::gitcreds::credentials_secret_kind(arn, text)
                     .map_err(|why| (why, SHAPE.to_string())),
                 None => Err((
                     "it has no SecretString".into(),

@@ -3,7 +3,7 @@
 //! the function's reserved concurrency (else pushes wait behind shards), or within the
 //! account's unreserved concurrency.
 
-use argocd_ecr_updater::aws_error::describe;
+use argocd_ecr_updater::aws::aws_error::describe;
 use argocd_ecr_updater::config::Config;
 
 use super::{Checklist, Clients, Failure, Function, failed_call};
