@@ -10,9 +10,9 @@ use crate::common::config_from_env;
 use crate::common::{print_json, sdk_config, usage_error};
 use argocd_ecr_updater::appconfig::annotations;
 use argocd_ecr_updater::appconfig::migration::{self, Annotated};
+use argocd_ecr_updater::cluster::connect::Connection;
 use argocd_ecr_updater::cluster::eks_auth::SystemClock;
 use argocd_ecr_updater::cluster::kube::APPLICATIONS;
-use argocd_ecr_updater::pipeline::handler::Handler;
 use argocd_ecr_updater::telemetry::{LogFormat, init_tracing};
 
 /// What `migrate` was asked.
@@ -34,11 +34,14 @@ pub async fn run(request: MigrateRequest) -> ExitCode {
     init_tracing(&config.log_level, request.log_format);
     let page_size = config.page_size;
     let sdk = sdk_config(None).await;
-    let handler = match Handler::from_sdk(config, &sdk, Arc::new(SystemClock)) {
-        Ok(h) => h,
+    let connections = match Connection::each(&config, &sdk, Arc::new(SystemClock)) {
+        Ok(connections) => connections,
         Err(e) => return usage_error(e.to_string()),
     };
-    let kube = match handler.kube().await {
+    let Some(connection) = connections.first() else {
+        return usage_error("no cluster: set CLUSTER_NAME or CLUSTERS".into());
+    };
+    let kube = match connection.client().await {
         Ok(kube) => kube,
         Err(e) => {
             eprintln!("argocd-ecr-updater: {e}");

@@ -11,7 +11,10 @@ use std::time::SystemTime;
 
 use aws_credential_types::Credentials;
 use aws_credential_types::provider::{self, ProvideCredentials, error::CredentialsError, future};
+use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use aws_smithy_runtime_api::client::result::SdkError;
+
+use crate::aws::aws_error::{Described, describe};
 
 /// The role session every assumed role gets, so CloudTrail says who acted.
 pub const SESSION_NAME: &str = "argocd-ecr-updater";
@@ -33,15 +36,29 @@ impl AssumedRole {
         }
     }
 
-    async fn assume(&self) -> provider::Result {
-        let answer = self
-            .sts
+    /// Asks STS once and says why it refused, by the error STS sent: a caller that must
+    /// tell "the trust policy refuses us" (an operator's to fix) from "STS did not answer"
+    /// asks this before handing the provider on.
+    pub async fn check(&self) -> Result<(), Described> {
+        self.request().await.map(|_| ()).map_err(|e| describe(&e))
+    }
+
+    async fn request(
+        &self,
+    ) -> Result<
+        aws_sdk_sts::operation::assume_role::AssumeRoleOutput,
+        SdkError<aws_sdk_sts::operation::assume_role::AssumeRoleError, HttpResponse>,
+    > {
+        self.sts
             .assume_role()
             .role_arn(&self.role_arn)
             .role_session_name(SESSION_NAME)
             .send()
-            .await;
-        let answer = match answer {
+            .await
+    }
+
+    async fn assume(&self) -> provider::Result {
+        let answer = match self.request().await {
             Ok(answer) => answer,
             // A disabled region or a malformed policy is the operator's to fix; everything
             // else (refusals included) reads as the provider failing, with STS's message.
@@ -167,5 +184,32 @@ mod tests {
             matches!(error, CredentialsError::InvalidConfiguration(_)),
             "{error:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn the_check_tells_a_refusal_from_sts_not_answering_by_the_error_sts_sent() {
+        let refused = mock!(aws_sdk_sts::Client::assume_role).then_error(|| {
+            AssumeRoleError::generic(
+                ErrorMetadata::builder()
+                    .code("AccessDenied")
+                    .message("User is not authorized to perform: sts:AssumeRole")
+                    .build(),
+            )
+        });
+        let throttled = mock!(aws_sdk_sts::Client::assume_role).then_error(|| {
+            AssumeRoleError::generic(
+                ErrorMetadata::builder()
+                    .code("Throttling")
+                    .message("Rate exceeded")
+                    .build(),
+            )
+        });
+        let sts = mock_client!(aws_sdk_sts, RuleMode::Sequential, [&refused, &throttled]);
+        let role = provider(sts);
+        let first = role.check().await.expect_err("refused");
+        assert_eq!(first.cause, crate::aws::aws_error::Cause::AccessDenied);
+        assert_eq!(first.code.as_deref(), Some("AccessDenied"));
+        let second = role.check().await.expect_err("throttled");
+        assert_eq!(second.cause, crate::aws::aws_error::Cause::Throttling);
     }
 }

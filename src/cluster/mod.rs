@@ -1,5 +1,6 @@
 //! The EKS API server: the Kubernetes client, ImageUpdater objects, the IAM-signed token, retries within the deadline.
 
+pub mod connect;
 pub mod eks_auth;
 pub mod kube;
 pub(crate) mod objects;

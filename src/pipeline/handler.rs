@@ -8,16 +8,14 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
 use futures_util::StreamExt;
 use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
-use tokio::sync::OnceCell;
 
-use crate::cluster::eks_auth::{Clock, ClusterError, IamTokenSource, describe_cluster};
+use crate::cluster::connect::{ConnectError, Connection, StartError, region_of};
+use crate::cluster::eks_auth::{Clock, ClusterError};
 use crate::cluster::kube::{KubeClient, KubeError};
-use crate::cluster::objects::ObjectCache;
 use crate::config::Config;
 use crate::decision::decide::{self, Mode};
 use crate::event::{self, EventError, Invocation};
@@ -46,6 +44,15 @@ pub enum HandlerError {
     },
 }
 
+impl From<ConnectError> for HandlerError {
+    fn from(error: ConnectError) -> Self {
+        match error {
+            ConnectError::Cluster(e) => Self::Cluster(e),
+            ConnectError::Client(e) => Self::List(e),
+        }
+    }
+}
+
 impl HandlerError {
     /// Lambda's `errorType`: says at a glance in the dead-letter queue whether a retry helps.
     pub fn error_type(&self) -> &'static str {
@@ -60,15 +67,6 @@ impl HandlerError {
     }
 }
 
-/// Why the handler cannot be built: the cold start stops with this.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    #[error("no AWS region: set AWS_REGION (Lambda sets it)")]
-    NoRegion,
-    #[error("{}", crate::aws::aws_error::NO_CREDENTIALS)]
-    NoCredentials,
-}
-
 /// Everything an invocation needs, built once per warm container.
 pub struct Handler {
     pub(super) config: Config,
@@ -76,8 +74,7 @@ pub struct Handler {
     pub(super) ecr: Ecr,
     /// Every cluster an event is decided against (one unless `CLUSTERS` is set), each with
     /// its own client, token, CA and object cache.
-    pub(super) clusters: Vec<Cluster>,
-    credentials: SharedCredentialsProvider,
+    pub(super) clusters: Vec<Connection>,
     /// Where a sweep of a large fleet sends its shards (`SWEEP_QUEUE_URL`).
     pub(super) sweep_queue: Option<crate::sweep::queue::ShardQueue>,
     pub(super) clock: Arc<dyn Clock>,
@@ -91,20 +88,6 @@ pub struct Handler {
     /// repository take turns, instead of racing each other's `expectedHeadOid`.
     pub(super) repository_locks:
         std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-}
-
-/// One cluster and what the warm container keeps for it.
-pub(super) struct Cluster {
-    /// The handler's configuration as it applies to this cluster.
-    pub(super) config: Config,
-    /// In the cluster's region, with the function's own credentials.
-    eks: aws_sdk_eks::Client,
-    /// The SDK configuration in the cluster's region: what a role for the cluster is
-    /// assumed with.
-    sdk: aws_config::SdkConfig,
-    region: String,
-    kube: OnceCell<KubeClient>,
-    pub(super) objects: ObjectCache,
 }
 
 /// Matched Applications are read, decided and written this many at a time.
@@ -141,13 +124,8 @@ impl Handler {
         eks_sdk: &aws_config::SdkConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, StartError> {
-        let region = eks_sdk
-            .region()
-            .map(|r| r.to_string())
-            .ok_or(StartError::NoRegion)?;
-        let credentials = eks_sdk
-            .credentials_provider()
-            .ok_or(StartError::NoCredentials)?;
+        let region = region_of(eks_sdk)?;
+        let clusters = Connection::each(&config, eks_sdk, clock.clone())?;
         let codecommit = CodeCommit::new(eks_sdk.clone(), region.clone());
         let ecr = aws_sdk_ecr::Client::new(eks_sdk);
         let sns = aws_sdk_sns::Client::new(eks_sdk);
@@ -171,36 +149,6 @@ impl Handler {
             crate::registry::signatures::Signatures::new(secrets.clone(), config.timeouts.request);
         let git_credentials = GitCredentials::new(config.git.clone(), secrets);
         let own_account = config.own_account.clone();
-        // Assuming a role needs a clock; `aws_config::load` gives one, a hand-built
-        // configuration may not.
-        let eks_sdk = match eks_sdk.time_source() {
-            Some(_) => eks_sdk.clone(),
-            None => eks_sdk
-                .to_builder()
-                .time_source(aws_smithy_async::time::SharedTimeSource::new(
-                    aws_smithy_async::time::SystemTimeSource::new(),
-                ))
-                .build(),
-        };
-        let clusters = config
-            .clusters
-            .iter()
-            .map(|spec| {
-                let region = spec.region.clone().unwrap_or_else(|| region.clone());
-                let sdk = eks_sdk
-                    .to_builder()
-                    .region(aws_config::Region::new(region.clone()))
-                    .build();
-                Cluster {
-                    config: config.for_cluster(spec),
-                    eks: aws_sdk_eks::Client::new(&sdk),
-                    sdk,
-                    region,
-                    kube: OnceCell::new(),
-                    objects: ObjectCache::default(),
-                }
-            })
-            .collect();
         Ok(Self {
             github,
             gitlab,
@@ -212,79 +160,19 @@ impl Handler {
             region,
             ecr: Ecr::new(ecr).with_own_account(own_account),
             clusters,
-            credentials,
             sweep_queue,
             clock,
             sns,
         })
     }
 
-    /// The first cluster's Kubernetes client (the only one unless `CLUSTERS` is set).
-    pub async fn kube(&self) -> Result<&KubeClient, HandlerError> {
-        match self.clusters.first() {
-            Some(cluster) => self.kube_of(cluster).await,
-            None => Err(HandlerError::Cluster(ClusterError::NotFound {
-                cluster: String::new(),
-            })),
-        }
-    }
-
     /// A cluster's Kubernetes client, made on first use and kept for the warm container's
-    /// life: its endpoint, CA and token source are the cluster's own.
+    /// life.
     pub(super) async fn kube_of<'c>(
         &self,
-        cluster: &'c Cluster,
+        cluster: &'c Connection,
     ) -> Result<&'c KubeClient, HandlerError> {
-        cluster
-            .kube
-            .get_or_try_init(|| async {
-                let config = &cluster.config;
-                let role = config.clusters.first().and_then(|c| c.role_arn.as_deref());
-                let (eks, credentials) = match role {
-                    None => (cluster.eks.clone(), self.credentials.clone()),
-                    // STS is asked when DescribeCluster or a token needs credentials: the
-                    // EKS client caches them, a token lives 10 minutes.
-                    Some(role) => {
-                        let credentials = SharedCredentialsProvider::new(
-                            crate::aws::assume_role::AssumedRole::new(&cluster.sdk, role),
-                        );
-                        // Asked once here so that a refusal reads as one, not as a
-                        // DescribeCluster that could not load credentials.
-                        if let Err(e) = credentials.provide_credentials().await {
-                            let message = aws_smithy_types::error::display::DisplayErrorContext(&e)
-                                .to_string();
-                            let refused = message.contains("AccessDenied")
-                                || message.contains("not authorized");
-                            let (cluster, role) = (config.cluster_name.clone(), role.to_string());
-                            return Err(HandlerError::Cluster(if refused {
-                                ClusterError::RoleRefused {
-                                    cluster,
-                                    role,
-                                    message,
-                                }
-                            } else {
-                                ClusterError::Transient { cluster, message }
-                            }));
-                        }
-                        let eks_config = aws_sdk_eks::config::Builder::from(&cluster.sdk)
-                            .credentials_provider(credentials.clone())
-                            .build();
-                        (aws_sdk_eks::Client::from_conf(eks_config), credentials)
-                    }
-                };
-                let access = match &config.cluster_override {
-                    Some(access) => access.clone(),
-                    None => describe_cluster(&eks, &config.cluster_name).await?,
-                };
-                let tokens = Arc::new(IamTokenSource::new(
-                    config.cluster_name.clone(),
-                    cluster.region.clone(),
-                    credentials,
-                    self.clock.clone(),
-                ));
-                KubeClient::new(&access, tokens, config.timeouts).map_err(HandlerError::List)
-            })
-            .await
+        Ok(cluster.client().await?)
     }
 
     /// Handles one invocation. `deadline` is when Lambda will stop us.
@@ -428,7 +316,7 @@ impl Handler {
             async move {
                 let mut part = Report::new(kind, event_id, dry_run);
                 let result = self.run(&mut part, cluster, mode, facts, deadline).await;
-                (cluster.config.cluster_name.as_str(), part, result)
+                (cluster.name(), part, result)
             }
         });
         for (name, part, result) in futures_util::future::join_all(runs).await {
@@ -444,7 +332,7 @@ impl Handler {
     async fn run(
         &self,
         report: &mut Report,
-        cluster: &Cluster,
+        cluster: &Connection,
         mode: Mode<'_>,
         facts: &RegistryFacts<'_>,
         deadline: Option<Instant>,
@@ -461,8 +349,8 @@ impl Handler {
         let (found, arrivals) = tokio::sync::mpsc::unbounded_channel::<listing::Found>();
         let listed = listing::concerned(
             kube,
-            &cluster.config,
-            &cluster.objects,
+            cluster.config(),
+            cluster.objects(),
             work.mode,
             work.deadline,
             &mut report.stats,
@@ -514,7 +402,7 @@ impl Handler {
     pub(super) async fn finish(
         &self,
         report: &mut Report,
-        cluster: &Cluster,
+        cluster: &Connection,
         kube: &KubeClient,
         listed: Listed,
         outcomes: Vec<Report>,
@@ -550,7 +438,7 @@ impl Handler {
                 .unwrap_or_default();
             let requests = &mut report.stats.image_updater_requests;
             tally
-                .write_statuses(kube, &cluster.objects, &report.entries, &now, requests)
+                .write_statuses(kube, cluster.objects(), &report.entries, &now, requests)
                 .await;
         }
         Ok(())

@@ -7,8 +7,9 @@
 
 use std::time::Instant;
 
-use super::handler::{CONCURRENCY, Cluster, Handler, HandlerError, Work, cluster_failure};
+use super::handler::{CONCURRENCY, Handler, HandlerError, Work, cluster_failure};
 use crate::appconfig::annotations::IMAGE_LIST;
+use crate::cluster::connect::Connection;
 use crate::cluster::kube::{AppMeta, KubeClient};
 use crate::cluster::objects::Objects;
 use crate::decision::decide::{self, Mode};
@@ -57,7 +58,7 @@ fn tracked(meta: AppMeta) -> Tracked {
 
 /// One cluster as the coordinator listed it.
 struct Gathered<'c> {
-    cluster: &'c Cluster,
+    cluster: &'c Connection,
     kube: &'c KubeClient,
     listed: Listed,
     found: Kept,
@@ -92,7 +93,7 @@ impl Handler {
                     report: part,
                 }),
                 Err(e) if several => {
-                    let name = cluster.config.cluster_name.as_str();
+                    let name = cluster.name();
                     let failure = cluster_failure(name, &e);
                     report.add_cluster(name, part, Some(failure));
                 }
@@ -108,7 +109,7 @@ impl Handler {
         }
         let mut named = Vec::new();
         for g in gathered {
-            let name = g.cluster.config.cluster_name.clone();
+            let name = g.cluster.name().to_string();
             let mut part = g.report;
             // The objects' status from the listing (what each matched); the shards' updates
             // are in their own reports, logs and Kubernetes Events.
@@ -150,7 +151,7 @@ impl Handler {
     /// is under the fan-out threshold, by name from there on.
     async fn gather<'c>(
         &self,
-        cluster: &'c Cluster,
+        cluster: &'c Connection,
         part: &mut Report,
         deadline: Option<Instant>,
         fan_out_at: usize,
@@ -159,8 +160,8 @@ impl Handler {
         let (sender, mut arrivals) = tokio::sync::mpsc::unbounded_channel::<Found>();
         let listed = listing::concerned(
             kube,
-            &cluster.config,
-            &cluster.objects,
+            cluster.config(),
+            cluster.objects(),
             Mode::Reconcile,
             deadline,
             &mut part.stats,
@@ -223,7 +224,7 @@ impl Handler {
                 let finished = self
                     .finish(&mut part, g.cluster, g.kube, g.listed, outcomes)
                     .await;
-                (g.cluster.config.cluster_name.clone(), part, finished)
+                (g.cluster.name().to_string(), part, finished)
             }
         });
         for (name, part, finished) in futures_util::future::join_all(runs).await {
@@ -312,11 +313,7 @@ impl Handler {
             "shard {} of {} ({})",
             shard.shard, shard.shards, shard.cluster
         );
-        let Some(cluster) = self
-            .clusters
-            .iter()
-            .find(|c| c.config.cluster_name == shard.cluster)
-        else {
+        let Some(cluster) = self.clusters.iter().find(|c| c.name() == shard.cluster) else {
             // The clusters changed since the sweep: this one is not the function's any more.
             let reason = format!(
                 "{label}: its cluster is not in CLUSTER_NAME or CLUSTERS any more; skipped (the next sweep lists the clusters configured now)"
@@ -336,7 +333,7 @@ impl Handler {
             deadline,
             kube,
         };
-        let watched = KubeClient::list_scopes(&cluster.config.namespaces);
+        let watched = KubeClient::list_scopes(&cluster.config().namespaces);
         let all_namespaces = watched.iter().any(String::is_empty);
         // Each namespace's ImageUpdater objects, as the listing read them (cached in the
         // warm container, revalidated by one metadata list).
@@ -354,9 +351,9 @@ impl Handler {
                 app.namespace.as_str()
             };
             if !scopes.contains_key(scope) {
-                let objects = if cluster.config.read_image_updaters {
+                let objects = if cluster.config().read_image_updaters {
                     let requests = &mut part.stats.image_updater_requests;
-                    match cluster.objects.load(kube, scope, requests).await {
+                    match cluster.objects().load(kube, scope, requests).await {
                         Ok(objects) => Some(objects),
                         Err(e) => {
                             part.entries.push(decide::app::unlisted(

@@ -7,7 +7,8 @@
 
 use std::sync::Arc;
 
-use argocd_ecr_updater::cluster::eks_auth::{IamTokenSource, SystemClock};
+use argocd_ecr_updater::cluster::connect;
+use argocd_ecr_updater::cluster::eks_auth::SystemClock;
 use argocd_ecr_updater::cluster::kube::{
     AccessNeed, KubeClient, KubeError, ReviewSubject, required_access,
 };
@@ -68,13 +69,15 @@ pub(super) fn client(
     region: &str,
 ) -> Result<KubeClient, String> {
     let region = spec.region.clone().unwrap_or_else(|| region.to_string());
-    let tokens = Arc::new(IamTokenSource::new(
-        spec.name.clone(),
-        region,
+    connect::client_for(
+        access,
+        &spec.name,
+        &region,
         credentials,
         Arc::new(SystemClock),
-    ));
-    KubeClient::new(access, tokens, config.timeouts).map_err(|e| e.to_string())
+        config.timeouts,
+    )
+    .map_err(|e| e.to_string())
 }
 
 /// The function's role, assumed (`--assume-role`) to check RBAC and secrets as the function.
