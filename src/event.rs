@@ -74,9 +74,10 @@ pub struct ShardRecord {
     /// The SQS message id, which a partial batch response names; `None` for a shard sent
     /// directly (a redrive), whose failure fails the invocation instead.
     pub message_id: Option<String>,
-    /// The message body, or why the record is not taken as a shard (another queue's
-    /// message, or a body on the sweep queue that is not a shard): such a record fails alone,
-    /// with that permanent reason, and the queue's redrive policy parks it.
+    /// The message body, unread, or why the record is not taken as a shard (another
+    /// queue's message): such a record fails alone, with that permanent reason, and the
+    /// queue's redrive policy parks it. A body that is not a shard fails the same way when
+    /// the sweep reads it.
     pub body: Result<String, String>,
 }
 
@@ -88,19 +89,10 @@ pub struct Intake<'a> {
     pub sweep_queue_arn: Option<&'a str>,
 }
 
-/// The most a shard's body may be before it is parsed (SQS's own limit is 256 KiB).
-pub const MAX_SHARD_BODY: usize = 256 * 1024;
-
-/// Whether a JSON text is a shard's body, by its `action` alone.
-fn is_shard_body(body: &str) -> bool {
-    body.len() <= MAX_SHARD_BODY
-        && serde_json::from_str::<Value>(body)
-            .ok()
-            .is_some_and(|v| v.get("action").and_then(Value::as_str) == Some(SHARD_ACTION))
-}
-
 /// An SQS batch (any record from `aws:sqs`): each record taken as a shard only if it came
-/// from the sweep queue and its body is one; the others are kept, refused, to fail alone.
+/// from the sweep queue; the others are kept, refused, to fail alone. The body is not read
+/// here: the sweep reads it once, bounded, and refuses what is not a shard
+/// (`sweep::shard::parse`).
 fn sqs_batch(event: &Value, intake: &Intake<'_>) -> Option<Result<Vec<ShardRecord>, EventError>> {
     let records = event.get("Records")?.as_array()?;
     if !records
@@ -135,10 +127,6 @@ fn sqs_batch(event: &Value, intake: &Intake<'_>) -> Option<Result<Vec<ShardRecor
                 "Permanent.ForeignMessage: an SQS message from `{}`, not from the sweep queue `{own}`: the function takes only its own sweep shards from SQS (ECR events come from EventBridge, parked events are redriven with `argocd-ecr-updater-cli redrive`)",
                 source.escape_debug()
             )),
-            Some(_) if !is_shard_body(body) => Err(
-                "Permanent.NotAShard: a message on the sweep queue that is not a sweep shard (its body is not JSON with \"action\": \"reconcile-shard\" within 256 KiB); only the function itself sends to that queue"
-                    .to_string(),
-            ),
             Some(_) => Ok(body.to_string()),
         };
         batch.push(ShardRecord {
@@ -484,8 +472,9 @@ mod tests {
         assert_eq!(parse(&destination, &NO_QUEUE).unwrap(), expected);
     }
 
-    /// Every SQS record that is not a shard of the function's own sweep queue is refused on
-    /// its own, permanently, whatever its body claims to be.
+    /// Every SQS record that is not from the function's own sweep queue is refused on its
+    /// own, permanently, whatever its body claims to be; one from the queue is handed to the
+    /// sweep unread, whatever it holds (the sweep refuses what is not a shard).
     #[test]
     fn sqs_records_are_taken_only_as_shards_of_the_sweep_queue() {
         let shard = r#"{"action":"reconcile-shard","sweep":"s","cluster":"dev","shard":1,"shards":1,"applications":[]}"#;
@@ -502,10 +491,6 @@ mod tests {
         .to_string();
         let destination = json!({"requestContext": {}, "requestPayload": forged_push}).to_string();
         let other_queue = "arn:aws:sqs:ap-northeast-2:768157413559:someone-elses";
-        let huge_shard = format!(
-            r#"{{"action":"reconcile-shard","pad":"{}"}}"#,
-            "x".repeat(MAX_SHARD_BODY)
-        );
         let table: &[(&str, Intake<'_>, Option<&str>, &str, Result<(), &str>)] = &[
             (
                 "a shard from the sweep queue",
@@ -515,46 +500,39 @@ mod tests {
                 Ok(()),
             ),
             (
-                "a forged push on the sweep queue",
+                "a forged push on the sweep queue, for the sweep to refuse",
                 WITH_QUEUE,
                 Some(SWEEP_QUEUE),
                 &forged_push,
-                Err("Permanent.NotAShard"),
+                Ok(()),
             ),
             (
                 "a forged scan on the sweep queue",
                 WITH_QUEUE,
                 Some(SWEEP_QUEUE),
                 &forged_scan,
-                Err("Permanent.NotAShard"),
+                Ok(()),
             ),
             (
                 "a destination record on the sweep queue",
                 WITH_QUEUE,
                 Some(SWEEP_QUEUE),
                 &destination,
-                Err("Permanent.NotAShard"),
+                Ok(()),
             ),
             (
                 "a reconcile request on the sweep queue",
                 WITH_QUEUE,
                 Some(SWEEP_QUEUE),
                 r#"{"action":"reconcile"}"#,
-                Err("Permanent.NotAShard"),
-            ),
-            (
-                "a shard over 256 KiB",
-                WITH_QUEUE,
-                Some(SWEEP_QUEUE),
-                &huge_shard,
-                Err("Permanent.NotAShard"),
+                Ok(()),
             ),
             (
                 "a body that is not JSON",
                 WITH_QUEUE,
                 Some(SWEEP_QUEUE),
                 "garbage",
-                Err("Permanent.NotAShard"),
+                Ok(()),
             ),
             (
                 "a shard from another queue",
@@ -793,7 +771,11 @@ mod tests {
         };
         let ids: Vec<_> = records.iter().map(|r| r.message_id.as_deref()).collect();
         assert_eq!(ids, [Some("m-1"), Some("m-2")]);
-        assert!(records[1].body.is_err(), "kept, to be failed on its own");
+        assert_eq!(
+            records[1].body.as_deref(),
+            Ok("garbage"),
+            "handed on unread: the sweep refuses it on its own"
+        );
         // Redriven from the dead-letter queue, a shard comes as the payload itself.
         let direct: Value = serde_json::from_str(shard).unwrap();
         let Ok(Invocation::Shards(records)) = parse(&direct, &NO_QUEUE) else {

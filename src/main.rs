@@ -15,6 +15,7 @@ use argocd_ecr_updater::cluster::eks_auth::SystemClock;
 use argocd_ecr_updater::config::Config;
 use argocd_ecr_updater::metrics;
 use argocd_ecr_updater::pipeline::handler::{Handler, HandlerError};
+use argocd_ecr_updater::report::InvocationKind;
 use argocd_ecr_updater::telemetry::{LogFormat, init_tracing};
 
 fn main() -> ExitCode {
@@ -72,9 +73,9 @@ async fn invoke(
     let result = Box::pin(handler.handle(&event.payload, Some(deadline))).await;
     // Metrics in Embedded Metric Format, on stdout: CloudWatch extracts them from the log.
     let (mode, failed, report) = match &result {
-        Ok(report) => (report.mode, report.failure.is_some(), Some(report)),
-        Err(HandlerError::Targets { report, .. }) => (report.mode, true, Some(&**report)),
-        Err(_) => ("none", true, None),
+        Ok(report) => (Some(report.mode), report.failure.is_some(), Some(report)),
+        Err(HandlerError::Targets { report, .. }) => (Some(report.mode), true, Some(&**report)),
+        Err(_) => (None, true, None),
     };
     let now_ms = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
@@ -84,7 +85,7 @@ async fn invoke(
     println!("{metrics}");
     match result {
         // Lambda's SQS event source mapping reads only the partial batch response.
-        Ok(report) if report.mode == "shard" => Ok(report.batch_response()),
+        Ok(report) if report.mode == InvocationKind::Shard => Ok(report.batch_response()),
         Ok(report) => Ok(serde_json::to_value(&report).unwrap_or(Value::Null)),
         Err(e) => {
             tracing::error!(error_type = e.error_type(), error = %e, "invocation failed");

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::report::{Action, Report};
+use crate::report::{Action, InvocationKind, Report};
 
 pub const NAMESPACE: &str = "ArgocdEcrUpdater";
 
@@ -20,7 +20,8 @@ pub const NAMESPACE: &str = "ArgocdEcrUpdater";
 /// milliseconds.
 pub fn emf(
     function: &str,
-    mode: &str,
+    // `None`: the invocation failed before it knew what it was (a malformed event).
+    kind: Option<InvocationKind>,
     failed: bool,
     report: Option<&Report>,
     duration: Duration,
@@ -40,7 +41,7 @@ pub fn emf(
         r.clusters.iter().filter(|c| c.failure.is_some()).count()
     });
     let sweep = report.and_then(|r| r.sweep.clone()).unwrap_or_default();
-    let decides_images = matches!(mode, "push" | "scan" | "reconcile" | "shard");
+    let decides_images = kind.is_some_and(InvocationKind::decides_images);
     let several_clusters = report.is_some_and(|r| r.clusters.len() > 1);
     // (name, unit, value, declared as a metric)
     let fields: [(&str, &str, Value, bool); 15] = [
@@ -85,19 +86,19 @@ pub fn emf(
             "SweepApplications",
             "Count",
             json!(sweep.applications),
-            matches!(mode, "reconcile" | "shard"),
+            kind.is_some_and(InvocationKind::is_sweep),
         ),
         (
             "SweepShards",
             "Count",
             json!(sweep.shards),
-            mode == "reconcile",
+            kind == Some(InvocationKind::Reconcile),
         ),
         (
             "ShardsFailed",
             "Count",
             json!(sweep.shards_failed),
-            mode == "shard",
+            kind == Some(InvocationKind::Shard),
         ),
         ("ApplicationsRead", "Count", json!(stats.gets), false),
         (
@@ -117,7 +118,7 @@ pub fn emf(
             }],
         },
         "FunctionName": function,
-        "Mode": mode,
+        "Mode": kind.map_or("none", InvocationKind::as_str),
         "Outcome": if failed { "failed" } else { "ok" },
     });
     for (name, _, value, _) in fields {
@@ -133,7 +134,7 @@ mod tests {
 
     #[test]
     fn the_line_declares_every_metric_it_carries_under_low_cardinality_dimensions() {
-        let mut report = Report::new("push", "e", false);
+        let mut report = Report::new(InvocationKind::Push, "e", false);
         report
             .entries
             .push(Entry::new("argocd", "a", None, "r/x").with(Action::Updated, "up"));
@@ -146,7 +147,7 @@ mod tests {
         report.stats.ecr_calls = 1;
         let line = emf(
             "fn",
-            "push",
+            Some(InvocationKind::Push),
             false,
             Some(&report),
             Duration::from_millis(12),
@@ -170,13 +171,20 @@ mod tests {
         assert_eq!(line["ClustersFailed"], 0);
         assert_eq!(line["SweepShards"], 0);
         assert_eq!(line["ApplicationsRead"], 2);
-        let mut shard = Report::new("shard", "e", false);
+        let mut shard = Report::new(InvocationKind::Shard, "e", false);
         shard.sweep = Some(crate::report::SweepSummary {
             applications: 500,
             shards: 1,
             shards_failed: 1,
         });
-        let line = emf("fn", "shard", true, Some(&shard), Duration::ZERO, 0);
+        let line = emf(
+            "fn",
+            Some(InvocationKind::Shard),
+            true,
+            Some(&shard),
+            Duration::ZERO,
+            0,
+        );
         assert_eq!(
             (
                 &line["SweepApplications"],
@@ -191,10 +199,28 @@ mod tests {
             error_type: "Retryable.ListApplications",
             needs_operator: false,
         };
-        report.add_cluster("prod", Report::new("push", "e", false), Some(failure));
-        let line = emf("fn", "push", true, Some(&report), Duration::ZERO, 0);
+        report.add_cluster(
+            "prod",
+            Report::new(InvocationKind::Push, "e", false),
+            Some(failure),
+        );
+        let line = emf(
+            "fn",
+            Some(InvocationKind::Push),
+            true,
+            Some(&report),
+            Duration::ZERO,
+            0,
+        );
         assert_eq!(line["ClustersFailed"], 1);
-        let failed = emf("fn", "push", true, None, Duration::ZERO, 0);
+        let failed = emf(
+            "fn",
+            Some(InvocationKind::Push),
+            true,
+            None,
+            Duration::ZERO,
+            0,
+        );
         assert_eq!(failed["Outcome"], "failed");
         assert_eq!(failed["ImagesUpdated"], 0);
     }
@@ -210,25 +236,28 @@ mod tests {
 
     #[test]
     fn each_mode_declares_only_the_metrics_it_has_something_to_say_in() {
-        let report = |mode: &'static str| Report::new(mode, "e", false);
         let images = ["ImagesUpdated", "ImagesSkipped", "ImagesFailed"];
-        // (mode, metrics declared besides InvocationsFailed and DurationMs)
-        let cases: [(&str, Vec<&str>); 6] = [
-            ("push", images.to_vec()),
-            ("scan", images.to_vec()),
+        // (kind, metrics declared besides InvocationsFailed and DurationMs); `None`: failed
+        // before the event was read.
+        let cases: [(Option<InvocationKind>, Vec<&str>); 6] = [
+            (Some(InvocationKind::Push), images.to_vec()),
+            (Some(InvocationKind::Scan), images.to_vec()),
             (
-                "reconcile",
+                Some(InvocationKind::Reconcile),
                 [&images[..], &["SweepApplications", "SweepShards"]].concat(),
             ),
             (
-                "shard",
+                Some(InvocationKind::Shard),
                 [&images[..], &["SweepApplications", "ShardsFailed"]].concat(),
             ),
-            ("skip", vec![]),
-            ("none", vec![]),
+            (Some(InvocationKind::Skip), vec![]),
+            (None, vec![]),
         ];
-        for (mode, extra) in cases {
-            let line = emf("fn", mode, false, Some(&report(mode)), Duration::ZERO, 0);
+        for (kind, extra) in cases {
+            let report = kind.map(|kind| Report::new(kind, "e", false));
+            let line = emf("fn", kind, false, report.as_ref(), Duration::ZERO, 0);
+            let mode = kind.map_or("none", InvocationKind::as_str);
+            assert_eq!(line["Mode"], mode);
             let mut expected = vec!["InvocationsFailed"];
             expected.extend(&extra);
             expected.push("DurationMs");
@@ -249,12 +278,26 @@ mod tests {
 
     #[test]
     fn clusters_failed_is_a_metric_only_where_there_are_several_clusters() {
-        let mut report = Report::new("push", "e", false);
-        report.add_cluster("dev", Report::new("push", "e", false), None);
-        let line = emf("fn", "push", false, Some(&report), Duration::ZERO, 0);
+        let mut report = Report::new(InvocationKind::Push, "e", false);
+        report.add_cluster("dev", Report::new(InvocationKind::Push, "e", false), None);
+        let line = emf(
+            "fn",
+            Some(InvocationKind::Push),
+            false,
+            Some(&report),
+            Duration::ZERO,
+            0,
+        );
         assert!(!declared(&line).contains(&"ClustersFailed"));
-        report.add_cluster("prod", Report::new("push", "e", false), None);
-        let line = emf("fn", "push", false, Some(&report), Duration::ZERO, 0);
+        report.add_cluster("prod", Report::new(InvocationKind::Push, "e", false), None);
+        let line = emf(
+            "fn",
+            Some(InvocationKind::Push),
+            false,
+            Some(&report),
+            Duration::ZERO,
+            0,
+        );
         assert!(declared(&line).contains(&"ClustersFailed"));
     }
 }

@@ -147,10 +147,63 @@ impl Stats {
     }
 }
 
+/// What one invocation was: the mode its report, its log line and its metrics carry.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum InvocationKind {
+    /// An ECR push (or a replicated image) to decide.
+    Push,
+    /// A scan finished: each tag it covered decided as if pushed now.
+    Scan,
+    /// A reconcile sweep, run here or sent out in shards (the coordinator).
+    Reconcile,
+    /// Shards of a sweep, from the queue or redriven.
+    Shard,
+    /// An event that was not work (another registry, an action we ignore).
+    Skip,
+}
+
+impl InvocationKind {
+    pub const ALL: [Self; 5] = [
+        Self::Push,
+        Self::Scan,
+        Self::Reconcile,
+        Self::Shard,
+        Self::Skip,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Push => "push",
+            Self::Scan => "scan",
+            Self::Reconcile => "reconcile",
+            Self::Shard => "shard",
+            Self::Skip => "skip",
+        }
+    }
+
+    /// A sweep (coordinator or shard): its quiet decisions go to debug, and its failure is
+    /// reported rather than retried by Lambda.
+    pub fn is_sweep(self) -> bool {
+        matches!(self, Self::Reconcile | Self::Shard)
+    }
+
+    /// Whether the invocation decides images (all but a skipped event).
+    pub fn decides_images(self) -> bool {
+        !matches!(self, Self::Skip)
+    }
+}
+
+impl std::fmt::Display for InvocationKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Report {
-    /// `push`, `reconcile` or `skip`.
-    pub mode: &'static str,
+    /// What the invocation was.
+    pub mode: InvocationKind,
     pub event_id: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
@@ -192,7 +245,7 @@ pub struct SweepSummary {
 }
 
 impl Report {
-    pub fn new(mode: &'static str, event_id: &str, dry_run: bool) -> Self {
+    pub fn new(mode: InvocationKind, event_id: &str, dry_run: bool) -> Self {
         Self {
             mode,
             event_id: event_id.to_string(),
@@ -282,7 +335,7 @@ impl Report {
 
     /// One structured line per decision, at a level that matches its weight.
     fn is_sweep(&self) -> bool {
-        matches!(self.mode, "reconcile" | "shard")
+        self.mode.is_sweep()
     }
 
     fn count(&self, action: Action) -> usize {
@@ -316,7 +369,7 @@ impl Report {
 
     pub fn log(&self) {
         if let Some(reason) = &self.skipped {
-            tracing::info!(event_id = %self.event_id, mode = self.mode, reason = %reason, "event skipped");
+            tracing::info!(event_id = %self.event_id, mode = self.mode.as_str(), reason = %reason, "event skipped");
         }
         for e in &self.entries {
             let from = e.from.as_deref().unwrap_or("");
@@ -349,7 +402,7 @@ impl Report {
         if self.is_sweep() {
             let (unchanged, skipped, reasons) = self.quiet_decisions();
             tracing::info!(
-                event_id = %self.event_id, mode = self.mode, updated = self.count(Action::Updated),
+                event_id = %self.event_id, mode = self.mode.as_str(), updated = self.count(Action::Updated),
                 failed = self.count(Action::Failed), unchanged, skipped, skip_reasons = %reasons,
                 "sweep decisions"
             );
@@ -368,7 +421,7 @@ impl Report {
         }
         let st = &self.stats;
         tracing::info!(
-            event_id = %self.event_id, mode = self.mode, list_pages = st.list_pages,
+            event_id = %self.event_id, mode = self.mode.as_str(), list_pages = st.list_pages,
             applications_listed = st.applications_listed, applications_matched = st.applications_matched,
             gets = st.gets, patches = st.patches, conflicts = st.conflicts, ecr_calls = st.ecr_calls,
             image_updater_requests = st.image_updater_requests, events = st.events,
@@ -382,7 +435,7 @@ impl Report {
         let count = |action: Action| self.entries.iter().filter(|e| e.action == action).count();
         let (updated, failed) = (count(Action::Updated), count(Action::Failed));
         (updated + failed > 0).then(|| {
-            let what = self.image.as_deref().unwrap_or(self.mode);
+            let what = self.image.as_deref().unwrap_or(self.mode.as_str());
             let mut subject =
                 format!("argocd-ecr-updater: {updated} updated, {failed} failed ({what})");
             subject.truncate(99);
@@ -425,7 +478,7 @@ mod tests {
 
     #[test]
     fn a_sweep_sums_its_quiet_decisions_by_reason_most_frequent_first() {
-        let mut report = Report::new("shard", "e-1", false);
+        let mut report = Report::new(InvocationKind::Shard, "e-1", false);
         let entry = |name: &str, action: Action, reason: &str| {
             Entry::new("argocd", name, None, "r/x").with(action, reason)
         };
@@ -464,11 +517,11 @@ mod tests {
     #[test]
     fn only_sweeps_keep_unchanged_and_skipped_decisions_to_debug() {
         let cases = [
-            ("push", false),
-            ("scan", false),
-            ("reconcile", true),
-            ("shard", true),
-            ("skip", false),
+            (InvocationKind::Push, false),
+            (InvocationKind::Scan, false),
+            (InvocationKind::Reconcile, true),
+            (InvocationKind::Shard, true),
+            (InvocationKind::Skip, false),
         ];
         for (mode, sweep) in cases {
             assert_eq!(Report::new(mode, "e", false).is_sweep(), sweep, "{mode}");
@@ -477,7 +530,7 @@ mod tests {
 
     #[test]
     fn only_retryable_failures_fail_the_invocation() {
-        let mut report = Report::new("push", "e-1", false);
+        let mut report = Report::new(InvocationKind::Push, "e-1", false);
         report
             .entries
             .push(Entry::new("argocd", "a", Some("app"), "r/x").with(Action::Updated, "ok"));
@@ -498,12 +551,12 @@ mod tests {
     #[test]
     fn a_cluster_added_twice_keeps_one_summary_with_both_parts_counted() {
         let part = |action: Action| {
-            let mut part = Report::new("scan", "e-1", false);
+            let mut part = Report::new(InvocationKind::Scan, "e-1", false);
             part.entries
                 .push(Entry::new("argocd", "a", None, "r/x").with(action, "why"));
             part
         };
-        let mut report = Report::new("scan", "e-1", false);
+        let mut report = Report::new(InvocationKind::Scan, "e-1", false);
         report.add_cluster("dev", part(Action::Updated), None);
         report.add_cluster("prod", part(Action::Skipped), None);
         let failure = ClusterFailure {
@@ -528,7 +581,7 @@ mod tests {
 
     #[test]
     fn the_report_serialises_with_lowercase_actions_and_no_empty_extras() {
-        let mut report = Report::new("push", "e-1", true);
+        let mut report = Report::new(InvocationKind::Push, "e-1", true);
         report
             .entries
             .push(Entry::new("argocd", "a", Some("app"), "r/x").with(Action::Unchanged, "same"));

@@ -29,6 +29,24 @@ pub(super) struct Resolved<'o> {
     pub config: Option<AppConfig>,
 }
 
+/// An Application an invocation concerns, and how it is known before it is read.
+pub(super) enum Concerned {
+    /// As the listing saw it: its configuration is resolved from the labels and annotations
+    /// listed, before the read (a sweep asks for its tag lists while it reads).
+    Listed(AppMeta),
+    /// By name only (a shard names Applications it did not list now): resolved from the read.
+    Named { namespace: String, name: String },
+}
+
+impl Concerned {
+    pub(super) fn names(&self) -> (&str, &str) {
+        match self {
+            Self::Listed(meta) => (&meta.namespace, &meta.name),
+            Self::Named { namespace, name } => (namespace, name),
+        }
+    }
+}
+
 /// The `git` write-back's settings of a resolved Application.
 pub(super) struct GitSettings<'r> {
     pub method: &'r Method,
@@ -65,6 +83,13 @@ impl<'o> Resolved<'o> {
             meta.labels.clone(),
             meta.annotations.clone(),
         )
+    }
+
+    /// As the Application was read.
+    pub fn of_read(app: &Value, objects: &'o [ImageUpdaterObject]) -> Self {
+        let (namespace, name) = decide::app::names(app);
+        let (labels, configuring) = (annotations::labels_of(app), annotations::configuring(app));
+        Self::resolve(objects, namespace, name, labels, configuring)
     }
 
     /// The resolution for `app` as read: this one if the labels and annotations it was
@@ -113,14 +138,17 @@ impl Handler {
     /// One Application: read, decide, write; re-read and re-decide after a race.
     pub(super) async fn process(
         &self,
-        meta: &AppMeta,
+        concerned: &Concerned,
         objects: &[ImageUpdaterObject],
         work: &Work<'_>,
         report: &mut Report,
     ) {
-        let (ns, name) = (meta.namespace.as_str(), meta.name.as_str());
+        let (ns, name) = concerned.names();
         let kube = work.kube;
-        let mut resolved = Resolved::of_listed(meta, objects);
+        let mut resolved = match concerned {
+            Concerned::Listed(meta) => Some(Resolved::of_listed(meta, objects)),
+            Concerned::Named { .. } => None,
+        };
         let mut last_refused: Option<Value> = None;
         for attempt in 0..=self.config.conflict_retries {
             report.stats.gets += 1;
@@ -130,8 +158,11 @@ impl Handler {
             // when it is decided, one round trip sooner. The cache keeps them (and any error)
             // for the decision, which asks again.
             let (read, ()) = futures_util::future::join(read, async {
-                if attempt == 0 && matches!(work.mode, Mode::Reconcile) {
-                    self.prefetch_tag_lists(&resolved, work).await;
+                if attempt == 0
+                    && matches!(work.mode, Mode::Reconcile)
+                    && let Some(listed) = &resolved
+                {
+                    self.prefetch_tag_lists(listed, work).await;
                 }
             })
             .await;
@@ -156,14 +187,18 @@ impl Handler {
                     .push(decide::app::unselected(ns, name, selector));
                 return;
             }
-            resolved = resolved.for_read(&app, objects);
+            let current = match resolved.take() {
+                Some(listed) => listed.for_read(&app, objects),
+                None => Resolved::of_read(&app, objects),
+            };
+            let resolved: &Resolved<'_> = resolved.insert(current);
             // The git method reads the file first and decides on the Application as Argo CD
             // renders it with that file; it re-reads Git, not the Application, after a race.
             let ended = match resolved.git() {
-                Some(git) => self.attempt_git(&app, &resolved, &git, work, report).await,
+                Some(git) => self.attempt_git(&app, resolved, &git, work, report).await,
                 None => {
                     let refused = &mut last_refused;
-                    self.attempt_patch(&app, &resolved, work, refused, report)
+                    self.attempt_patch(&app, resolved, work, refused, report)
                         .await
                 }
             };

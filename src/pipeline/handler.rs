@@ -16,6 +16,7 @@ use time::format_description::well_known::Rfc3339;
 use crate::cluster::connect::{ConnectError, Connection, StartError, region_of};
 use crate::cluster::eks_auth::{Clock, ClusterError};
 use crate::cluster::kube::{KubeClient, KubeError};
+use crate::cluster::objects::Objects;
 use crate::config::Config;
 use crate::decision::decide::{self, Mode};
 use crate::event::{self, EventError, Invocation};
@@ -24,10 +25,11 @@ use crate::git::gitcreds::GitCredentials;
 use crate::git::github::GitHub;
 use crate::git::gitlab::GitLab;
 use crate::pipeline::announce;
+use crate::pipeline::application::Concerned;
 use crate::pipeline::facts::RegistryFacts;
 use crate::pipeline::listing::{self, Listed};
 use crate::registry::ecr::Ecr;
-use crate::report::{ClusterFailure, Report};
+use crate::report::{ClusterFailure, InvocationKind, Report};
 
 #[derive(Debug, thiserror::Error)]
 pub enum HandlerError {
@@ -187,14 +189,14 @@ impl Handler {
         };
         let mut report = match event::parse(event, &intake)? {
             Invocation::Skip { id, reason } => {
-                let mut report = Report::new("skip", &id, self.config.dry_run);
+                let mut report = Report::new(InvocationKind::Skip, &id, self.config.dry_run);
                 report.skipped = Some(reason);
                 report.redact();
                 report.log();
                 return Ok(report);
             }
             Invocation::Push(push) => {
-                let mut report = Report::new("push", &push.id, self.config.dry_run);
+                let mut report = Report::new(InvocationKind::Push, &push.id, self.config.dry_run);
                 report.image = Some(push.image());
                 report.tag = Some(push.tag.clone());
                 if let Some(reason) = decide::app::elsewhere(&push, &self.region) {
@@ -209,9 +211,9 @@ impl Handler {
             }
             Invocation::Scan(pushes) => {
                 let Some(first) = pushes.first() else {
-                    return Ok(Report::new("scan", "", self.config.dry_run));
+                    return Ok(Report::new(InvocationKind::Scan, "", self.config.dry_run));
                 };
-                let mut report = Report::new("scan", &first.id, self.config.dry_run);
+                let mut report = Report::new(InvocationKind::Scan, &first.id, self.config.dry_run);
                 report.image = Some(first.image());
                 let tags: Vec<&str> = pushes.iter().map(|p| p.tag.as_str()).collect();
                 report.tag = Some(tags.join(","));
@@ -229,7 +231,7 @@ impl Handler {
                 report
             }
             Invocation::Reconcile { id } => {
-                let mut report = Report::new("reconcile", &id, self.config.dry_run);
+                let mut report = Report::new(InvocationKind::Reconcile, &id, self.config.dry_run);
                 let swept = match &self.sweep_queue {
                     Some(queue) => self.sweep(&mut report, queue, deadline).await,
                     None => {
@@ -243,7 +245,7 @@ impl Handler {
                 report
             }
             Invocation::Shards(records) => {
-                let mut report = Report::new("shard", "", self.config.dry_run);
+                let mut report = Report::new(InvocationKind::Shard, "", self.config.dry_run);
                 let direct = records.iter().any(|r| r.message_id.is_none());
                 self.run_shards(&mut report, &records, deadline).await;
                 report.stats.ecr_calls = self.ecr.calls() - ecr_calls_before;
@@ -272,7 +274,7 @@ impl Handler {
             }
         };
         report.stats.ecr_calls = self.ecr.calls() - ecr_calls_before;
-        if report.mode == "reconcile" && report.failure.is_none() {
+        if report.mode == InvocationKind::Reconcile && report.failure.is_none() {
             report.failure = report.failure_summary();
         }
         report.redact();
@@ -357,7 +359,8 @@ impl Handler {
             found,
         );
         let arrivals = futures_util::stream::unfold(arrivals, |mut arrivals| async move {
-            arrivals.recv().await.map(|found| (found, arrivals))
+            let (meta, objects) = arrivals.recv().await?;
+            Some(((Concerned::Listed(meta), objects), arrivals))
         });
         let kind = (report.mode, report.event_id.clone(), report.dry_run);
         let processed = self.process_all(&kind, arrivals, work, CONCURRENCY);
@@ -369,26 +372,26 @@ impl Handler {
     /// given; in a sweep, none is started in the last [`SWEEP_MARGIN`] before the deadline.
     pub(super) async fn process_all(
         &self,
-        (mode, event_id, dry_run): &(&'static str, String, bool),
-        found: impl futures_util::Stream<Item = listing::Found>,
+        (mode, event_id, dry_run): &(InvocationKind, String, bool),
+        found: impl futures_util::Stream<Item = (Concerned, Objects)>,
         work: &Work<'_>,
         concurrency: usize,
     ) -> Vec<Report> {
         let (mode, event_id, dry_run) = (*mode, event_id.as_str(), *dry_run);
         found
-            .map(|(meta, objects)| async move {
+            .map(|(concerned, objects)| async move {
                 let mut outcome = Report::new(mode, event_id, dry_run);
                 let out_of_time = matches!(work.mode, Mode::Reconcile)
                     && work.deadline.is_some_and(|d| {
                         d.saturating_duration_since(Instant::now()) < SWEEP_MARGIN
                     });
                 if out_of_time {
-                    let (namespace, name) = (meta.namespace.as_str(), meta.name.as_str());
+                    let (namespace, name) = concerned.names();
                     outcome
                         .entries
                         .push(decide::app::not_reached(namespace, name));
                 } else {
-                    self.process(&meta, &objects, work, &mut outcome).await;
+                    self.process(&concerned, &objects, work, &mut outcome).await;
                 }
                 outcome
             })

@@ -14,6 +14,7 @@ use crate::cluster::kube::{AppMeta, KubeClient};
 use crate::cluster::objects::Objects;
 use crate::decision::decide::{self, Mode};
 use crate::event::ShardRecord;
+use crate::pipeline::application::Concerned;
 use crate::pipeline::facts::RegistryFacts;
 use crate::pipeline::listing::{self, Found, Listed};
 use crate::report::{Report, SweepSummary};
@@ -218,7 +219,10 @@ impl Handler {
                     // Not reached: `sweep` sends a sweep with any cluster kept by name out.
                     Kept::Named(_) => Vec::new(),
                 };
-                let stream = futures_util::stream::iter(found);
+                let listed = found
+                    .into_iter()
+                    .map(|(meta, objects)| (Concerned::Listed(meta), objects));
+                let stream = futures_util::stream::iter(listed);
                 let outcomes = self.process_all(kind, stream, &work, CONCURRENCY).await;
                 let mut part = g.report;
                 let finished = self
@@ -373,16 +377,11 @@ impl Handler {
             let Some(Some(objects)) = scopes.get(scope) else {
                 continue;
             };
-            // Named only: the read that follows resolves its configuration from what it reads.
-            let meta = AppMeta {
-                name: app.name.clone(),
+            let named = Concerned::Named {
                 namespace: app.namespace.clone(),
-                resource_version: String::new(),
-                annotations: Default::default(),
-                labels: Default::default(),
-                owner_references: Vec::new(),
+                name: app.name.clone(),
             };
-            found.push((meta, objects.clone()));
+            found.push((named, objects.clone()));
         }
         part.stats.applications_matched += found.len();
         let kind = (part.mode, part.event_id.clone(), part.dry_run);

@@ -5,6 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::event::SHARD_ACTION;
+
 /// What an SQS message may hold: SQS's own limit, which no shard comes near.
 pub const MAX_MESSAGE_BYTES: usize = 256 * 1024;
 
@@ -13,9 +15,6 @@ const SHARD_BYTES: usize = 192 * 1024;
 
 /// The most Applications one shard may name: a message that names more was not made here.
 pub const MAX_APPLICATIONS: usize = 5_000;
-
-/// The `action` of a shard's message body.
-pub const ACTION: &str = crate::event::SHARD_ACTION;
 
 /// One Application a sweep found, with what it tracks (`key`): Applications of one
 /// repository go to the same shard, so its tag list is asked once.
@@ -84,7 +83,7 @@ pub fn plan(sweep: &str, clusters: Vec<(String, Vec<Tracked>)>, size: usize) -> 
 
 fn shard(sweep: &str, cluster: &str, applications: Vec<AppRef>) -> Shard {
     Shard {
-        action: ACTION.into(),
+        action: SHARD_ACTION.into(),
         sweep: sweep.into(),
         cluster: cluster.into(),
         shard: 0,
@@ -93,17 +92,24 @@ fn shard(sweep: &str, cluster: &str, applications: Vec<AppRef>) -> Shard {
     }
 }
 
-/// Why a message is not a shard this function can run. Permanent: the same message fails
-/// the same way on every delivery.
+/// Why a message on the sweep queue is not a shard this function can run. Permanent: the
+/// same message fails the same way on every delivery, and the queue's redrive policy parks
+/// it. The sweep queue takes only the function's own messages, so each is read once, here,
+/// bounded, and whatever else claims to be on it (a forged push, a reconcile request) is
+/// refused as not a shard.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ShardError {
     #[error(
-        "the shard message is {0} bytes, over SQS's {MAX_MESSAGE_BYTES}: it was not sent by this function"
+        "Permanent.NotAShard: the message on the sweep queue is {0} bytes, over SQS's {MAX_MESSAGE_BYTES}: it was not sent by this function"
     )]
     TooLarge(usize),
-    #[error("the shard message is not a shard: {0}")]
+    #[error(
+        "Permanent.NotAShard: the message on the sweep queue is not a shard ({0}); only the function itself sends to that queue"
+    )]
     Malformed(String),
-    #[error("the shard names `{namespace}/{name}`, which is not a namespace and an object name")]
+    #[error(
+        "Permanent.NotAShard: the shard names `{namespace}/{name}`, which is not a namespace and an object name"
+    )]
     BadName { namespace: String, name: String },
 }
 
@@ -114,9 +120,9 @@ pub fn parse(body: &str) -> Result<Shard, ShardError> {
     }
     let shard: Shard =
         serde_json::from_str(body).map_err(|e| ShardError::Malformed(e.to_string()))?;
-    if shard.action != ACTION {
+    if shard.action != SHARD_ACTION {
         return Err(ShardError::Malformed(format!(
-            "its action is `{}`, not `{ACTION}`",
+            "its action is `{}`, not `{SHARD_ACTION}`",
             shard.action
         )));
     }
@@ -244,9 +250,13 @@ mod tests {
     #[test]
     fn what_is_not_a_shard_says_why() {
         let ok = r#""sweep":"s","cluster":"dev","shard":1,"shards":1"#;
+        let forged_push = r#"{"version":"0","id":"e","detail-type":"ECR Image Action","source":"aws.ecr","detail":{"action-type":"PUSH","result":"SUCCESS","repository-name":"r","image-tag":"99"}}"#;
+        let destination = r#"{"requestContext":{},"requestPayload":{"action":"reconcile-shard"}}"#;
         for (body, says) in [
             ("not json", "not a shard"),
             (r#"{"action":"reconcile"}"#, "not a shard"),
+            (forged_push, "unknown field `version`"),
+            (destination, "unknown field `requestContext`"),
             (
                 &format!(r#"{{"action":"other",{ok},"applications":[]}}"#) as &str,
                 "not `reconcile-shard`",
@@ -274,6 +284,7 @@ mod tests {
         ] {
             let error = parse(body).unwrap_err().to_string();
             assert!(error.contains(says), "{body}: {error}");
+            assert!(error.starts_with("Permanent.NotAShard: "), "{error}");
         }
         let huge = format!(
             r#"{{"action":"reconcile-shard","pad":"{}"}}"#,

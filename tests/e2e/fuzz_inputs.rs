@@ -214,9 +214,20 @@ proptest! {
             match event::parse(&batch, &intake) {
                 Ok(Invocation::Shards(records)) => {
                     prop_assert_eq!(records.len(), 1);
-                    let taken = records[0].body.is_ok();
-                    let shard = body.get("action").and_then(Value::as_str) == Some("reconcile-shard");
-                    prop_assert_eq!(taken, from_sweep_queue && intake.sweep_queue_arn.is_some() && shard);
+                    let own_queue = from_sweep_queue && intake.sweep_queue_arn.is_some();
+                    prop_assert_eq!(records[0].body.is_ok(), own_queue);
+                    // Taken from the sweep queue, the body is read once, by the sweep: as a
+                    // shard only if it says it is one, refused as not one otherwise.
+                    if let Ok(taken) = &records[0].body {
+                        let claims = body.get("action").and_then(Value::as_str) == Some("reconcile-shard");
+                        match argocd_ecr_updater::sweep::shard::parse(taken) {
+                            Ok(_) => prop_assert!(claims, "{} was run as a shard", taken),
+                            Err(refused) => prop_assert!(
+                                refused.to_string().starts_with("Permanent.NotAShard: "),
+                                "{}", refused
+                            ),
+                        }
+                    }
                 }
                 other => prop_assert!(false, "an SQS batch was read as {:?}", other),
             }

@@ -55,7 +55,10 @@ async fn a_gated_push_waits_for_its_scan_and_the_passing_scan_rolls_it_out() {
     // events/scan.json: the pushed image, medium 2 (ECR omits the severities it found none of).
     ecr_scanned(&standins, SEED_DIGEST, &[("MEDIUM", 2)]);
     let scanned = standins.settled(&[], &event("scan.json")).await;
-    assert_eq!(scanned.mode, "scan");
+    assert_eq!(
+        scanned.mode,
+        argocd_ecr_updater::report::InvocationKind::Scan
+    );
     let entry = only(&scanned);
     expect_decision(
         entry,

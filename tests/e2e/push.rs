@@ -539,7 +539,10 @@ async fn reconcile_catches_a_missed_event_and_follows_a_changed_constraint() {
     let report = standins
         .report(&[], &event("scheduled-reconcile.json"))
         .await;
-    assert_eq!(report.mode, "reconcile");
+    assert_eq!(
+        report.mode,
+        argocd_ecr_updater::report::InvocationKind::Reconcile
+    );
     assert_eq!(
         only(&report).action,
         Action::Updated,

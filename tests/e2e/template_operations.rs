@@ -3,6 +3,7 @@
 //! alarms that page, scan rules scoped like the push rule, clusters in other regions, long
 //! stack names, one architecture, and a dashboard that shows every mode the function reports.
 
+use argocd_ecr_updater::report::InvocationKind;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -580,7 +581,14 @@ fn sweeps_that_stop_running_page_after_the_interval_the_stack_sets() {
     assert_eq!(p["ComparisonOperator"], "LessThanThreshold");
     assert_eq!(p["Threshold"], 1);
     let evaluator = evaluator_for(&t, &[("ReconcileMissingAfterSeconds", json!("3600"))]);
-    let line = argocd_ecr_updater::metrics::emf("fn", "reconcile", true, None, Duration::ZERO, 0);
+    let line = argocd_ecr_updater::metrics::emf(
+        "fn",
+        Some(InvocationKind::Reconcile),
+        true,
+        None,
+        Duration::ZERO,
+        0,
+    );
     for query in p["Metrics"].as_array().unwrap().iter().skip(1) {
         let stat = &query["MetricStat"];
         assert_eq!(stat["Stat"], "SampleCount");
@@ -611,7 +619,14 @@ fn sweeps_that_stop_running_page_after_the_interval_the_stack_sets() {
 #[test]
 fn the_failing_sweep_alarm_watches_the_dimensions_the_function_reports() {
     let Some(t) = transformed() else { return };
-    let line = argocd_ecr_updater::metrics::emf("fn", "reconcile", true, None, Duration::ZERO, 0);
+    let line = argocd_ecr_updater::metrics::emf(
+        "fn",
+        Some(InvocationKind::Reconcile),
+        true,
+        None,
+        Duration::ZERO,
+        0,
+    );
     let alarm = &t["Resources"]["ReconcileFailingAlarm"]["Properties"];
     assert_eq!(alarm["Namespace"], argocd_ecr_updater::metrics::NAMESPACE);
     let metric = alarm["MetricName"].as_str().unwrap();
@@ -655,7 +670,12 @@ fn the_dashboard_shows_every_mode_with_metrics_the_function_reports() {
                 continue;
             }
             let mode = fields[fields.iter().position(|f| *f == "Mode").unwrap() + 1];
-            let line = argocd_ecr_updater::metrics::emf("fn", mode, true, None, Duration::ZERO, 0);
+            let kind = InvocationKind::ALL.into_iter().find(|k| k.as_str() == mode);
+            assert!(
+                kind.is_some(),
+                "the dashboard shows Mode `{mode}`, which no invocation reports"
+            );
+            let line = argocd_ecr_updater::metrics::emf("fn", kind, true, None, Duration::ZERO, 0);
             assert!(
                 line.get(fields[1]).is_some(),
                 "{} is not reported",
