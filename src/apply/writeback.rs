@@ -268,29 +268,21 @@ pub struct GitCommit<'a> {
     pub images: Vec<&'a ImageConfig>,
     /// Labels of the pull request to open, in pull-request mode.
     pub pull_request: Option<Vec<String>>,
-    /// `repoURL|branch setting|file`, whose hash is Image Updater's `TargetKey`.
+    /// Image Updater's `TargetKey` of the write ([`gitwrite::target_key`]).
     pub target_key: String,
 }
 
-/// The changes of a plan, from its audit record.
+/// The changes of a plan, as a commit message and a change branch name them.
 fn changes_of(plan: &WritePlan) -> Vec<Change> {
-    plan.audit["images"]
-        .as_array()
-        .map(|images| {
-            images
-                .iter()
-                .map(|i| Change {
-                    image: crate::appconfig::annotations::ImageRef::parse(
-                        i["image"].as_str().unwrap_or_default(),
-                    )
-                    .repository,
-                    alias: i["alias"].as_str().unwrap_or_default().to_string(),
-                    old_tag: i["from"].as_str().unwrap_or_default().to_string(),
-                    new_tag: i["to"].as_str().unwrap_or_default().to_string(),
-                })
-                .collect()
+    plan.changes
+        .iter()
+        .map(|c| Change {
+            image: c.image.repository.clone(),
+            alias: c.alias.clone().unwrap_or_default(),
+            old_tag: c.from.clone().unwrap_or_default(),
+            new_tag: c.to.clone().unwrap_or_default(),
         })
-        .unwrap_or_default()
+        .collect()
 }
 
 fn git_failure(error: HostError) -> WriteError {
@@ -341,8 +333,7 @@ impl Writer for GitCommit<'_> {
         let (branch, head, text) = match &snapshot.create {
             None => (snapshot.branch.clone(), snapshot.head.clone(), text),
             Some(template) => {
-                let key = target_key(&self.target_key);
-                let name = gitwrite::branch_name(template, app, &key, &changes);
+                let name = gitwrite::branch_name(template, app, &self.target_key, &changes);
                 let created = host
                     .create_branch(&name, &snapshot.head)
                     .await
@@ -482,17 +473,6 @@ impl GitCommit<'_> {
             notes,
         }))
     }
-}
-
-/// Image Updater's `TargetKey`: the first 8 hex digits of SHA-256 of `repo|branch|target`.
-fn target_key(text: &str) -> String {
-    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, text.as_bytes());
-    digest
-        .as_ref()
-        .iter()
-        .take(4)
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// A commit's short SHA.

@@ -18,7 +18,7 @@ use crate::appconfig::annotations::{AppConfig, ImageConfig, ImageEntry, Platform
 use crate::appconfig::imageupdater::ConfigSource;
 use crate::application::identity::Identity;
 use crate::application::sources::{self, Targets};
-use crate::decision::patch::{self, ImageUpdate, WritePlan};
+use crate::decision::patch::{self, Audit, ImageChange, ImageUpdate, WritePlan};
 use crate::event::PushEvent;
 use crate::failure::Refused;
 use crate::partition::registry_host;
@@ -306,11 +306,11 @@ pub fn assemble(
     if updates.is_empty() {
         return AppDecision::skipped(entries);
     }
-    let audit = json!({
-        "time": now.format(&Rfc3339).unwrap_or_default(),
-        "eventId": event_id,
-        "images": audited,
-    });
+    let audit = Audit {
+        time: now.format(&Rfc3339).unwrap_or_default(),
+        event_id: event_id.to_string(),
+        changes: audited,
+    };
     AppDecision {
         plan: Some(patch::plan(app, &updates, audit)),
         entries,
@@ -1034,8 +1034,13 @@ fn platform_list(platforms: &[Platform]) -> String {
 }
 
 /// The audit annotation's record of one image's move.
-fn audit_image(image: &ImageConfig, entry: &Entry) -> Value {
-    json!({"alias": image.alias, "image": image.image.to_string(), "from": entry.from, "to": entry.to})
+fn audit_image(image: &ImageConfig, entry: &Entry) -> ImageChange {
+    ImageChange {
+        alias: image.alias.clone(),
+        image: image.image.clone(),
+        from: entry.from.clone(),
+        to: entry.to.clone(),
+    }
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::appconfig::annotations::{
-    self, AUDIT_ANNOTATION, AppConfig, HelmTarget, ImageConfig, PluginTarget, WriteBack,
+    self, AUDIT_ANNOTATION, AppConfig, HelmTarget, ImageConfig, ImageRef, PluginTarget, WriteBack,
 };
 use crate::application::identity::Identity;
 use crate::application::sources::{
@@ -61,6 +61,39 @@ pub struct WritePlan {
     pub patch: Value,
     /// The audit record the patch writes: `{time, eventId, images: [{alias, image, from, to}]}`.
     pub audit: Value,
+    /// What the plan moves, typed: what a commit message and a change branch are made of.
+    pub changes: Vec<ImageChange>,
+}
+
+/// One image a plan moves, from what to what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageChange {
+    /// The image's alias in the configuration, if it has one.
+    pub alias: Option<String>,
+    pub image: ImageRef,
+    pub from: Option<String>,
+    pub to: Option<String>,
+}
+
+/// The audit record a plan writes into the Application: when, for which event, and what it
+/// moves.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Audit {
+    /// RFC 3339.
+    pub time: String,
+    pub event_id: String,
+    pub changes: Vec<ImageChange>,
+}
+
+impl Audit {
+    fn record(&self) -> Value {
+        let images: Vec<Value> = self
+            .changes
+            .iter()
+            .map(|c| json!({"alias": c.alias, "image": c.image.to_string(), "from": c.from, "to": c.to}))
+            .collect();
+        json!({"time": self.time, "eventId": self.event_id, "images": images})
+    }
 }
 
 impl WritePlan {
@@ -125,13 +158,13 @@ pub fn escape_pointer(key: &str) -> String {
 /// that was absent when read (a `parameters` list, a `helm` or `kustomize` block, the
 /// annotations map), of the object it is created in: JSON patch has no "test absent", and a
 /// plain `add` would silently replace what someone created meanwhile.
-pub fn plan(app: &Value, updates: &[ImageUpdate<'_>], audit: Value) -> WritePlan {
+pub fn plan(app: &Value, updates: &[ImageUpdate<'_>], audit: Audit) -> WritePlan {
     let all = sources(app);
     let lists = rewritten_lists(&all, updates);
     let mut ops = guarded_replacements(app, &all, &lists);
     let audit_path = format!("/metadata/annotations/{}", escape_pointer(AUDIT_ANNOTATION));
-    let audit_text = Value::String(audit.to_string());
-    let audit_record = audit;
+    let audit_record = audit.record();
+    let audit_text = Value::String(audit_record.to_string());
     if app["metadata"]["annotations"].is_object() {
         ops.push(json!({"op": "add", "path": audit_path, "value": audit_text}));
     } else {
@@ -144,6 +177,7 @@ pub fn plan(app: &Value, updates: &[ImageUpdate<'_>], audit: Value) -> WritePlan
     WritePlan {
         patch: Value::Array(ops),
         audit: audit_record,
+        changes: audit.changes,
     }
 }
 
@@ -340,7 +374,7 @@ mod tests {
                 to: TagRef::from(to),
                 sources,
             }],
-            json!({"to": to}),
+            Audit::default(),
         )
         .patch
     }
@@ -684,7 +718,10 @@ mod tests {
                     to: TagRef::tag("20250825-153012"),
                     sources: sources.clone(),
                 }],
-                json!({"time": time}),
+                Audit {
+                    time: time.into(),
+                    ..Audit::default()
+                },
             )
         };
         let (first, second) = (at("2025-08-25T15:30:13Z"), at("2025-08-25T15:30:14Z"));

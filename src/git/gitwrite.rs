@@ -451,6 +451,24 @@ pub struct Change {
     pub new_tag: String,
 }
 
+/// Image Updater's `TargetKey`: the first four bytes, in hex, of the SHA-256 of
+/// `repoURL|branch setting|file` (the branch setting is the part before any `:`).
+pub fn target_key(location: &Location, branch: Option<&str>) -> String {
+    let branch = branch
+        .unwrap_or_default()
+        .split(':')
+        .next()
+        .unwrap_or_default();
+    let keyed = format!("{}|{branch}|{}", location.url, location.key_path);
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, keyed.as_bytes());
+    digest
+        .as_ref()
+        .iter()
+        .take(4)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// A branch template filled as Image Updater fills it: `{{.SHA256}}` is the SHA-256 of
 /// `<image>-<old>-<new>,` over the changes. Cut to 255 characters, as there.
 pub fn branch_name(template: &str, app: &Value, target_key: &str, changes: &[Change]) -> String {
@@ -1268,6 +1286,21 @@ mod tests {
         ] {
             let at = locate(&app, &git(Some(target), None, None), "argocd", &[]).unwrap();
             assert_eq!(at.key_path, key_path, "{target}");
+            // The key itself: the SHA-256 of `repoURL|branch setting|path`, its first four
+            // bytes (computed apart, with Python's hashlib), the setting cut at its `:`.
+            let expected = match target {
+                "kustomization:../base" => "59a6d7bc",
+                "helmvalues:env/values.yaml" => "fa840217",
+                _ => "0d97432f",
+            };
+            assert_eq!(
+                target_key(&at, Some("main:image-updater")),
+                expected,
+                "{target}: {}|main|{}",
+                at.url,
+                at.key_path
+            );
+            assert_eq!(target_key(&at, Some("main")), expected, "{target}");
         }
         let kustomize_app = Application::seed()
             .source(json!({"repoURL": "https://github.com/barun/invitation.git", "targetRevision": "main", "path": "overlays/dev", "kustomize": {}}), "Kustomize")

@@ -131,7 +131,10 @@ pub(super) enum Attempt {
     /// Decided, and written or not: its entries are in the report.
     Done,
     /// What the decision read changed before the write landed: read, decide and write again.
-    Raced { race: String, decided: AppDecision },
+    Raced {
+        race: String,
+        decided: Box<AppDecision>,
+    },
 }
 
 impl Handler {
@@ -276,7 +279,10 @@ impl Handler {
             return Attempt::Done;
         }
         *last_refused = guard_failed.then_some(content);
-        Attempt::Raced { race, decided }
+        Attempt::Raced {
+            race,
+            decided: Box::new(decided),
+        }
     }
 
     /// The decision on `app` and its write plan; `None` when there is nothing to write (not

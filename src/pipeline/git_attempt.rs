@@ -95,7 +95,7 @@ impl Handler {
         let lock = self.repository_lock(&host.name());
         let _turn = lock.lock().await;
         let requests_before = host.requests();
-        let target_key = target_key(&location, git.branch);
+        let target_key = gitwrite::target_key(&location, git.branch);
         let read = read_git(host.as_ref(), location, git, app, &images).await;
         let Read {
             snapshot,
@@ -171,7 +171,12 @@ impl Handler {
                     .extend(decided.refused(Action::Skipped, &reason, false));
                 return Attempt::Done;
             }
-            Err(WriteError::Race(race)) => return Attempt::Raced { race, decided },
+            Err(WriteError::Race(race)) => {
+                return Attempt::Raced {
+                    race,
+                    decided: Box::new(decided),
+                };
+            }
             Err(refusal) => {
                 let (action, reason, retryable) = refusal.as_entry();
                 report
@@ -382,15 +387,4 @@ async fn read_git(
             retryable: false,
         }),
     }
-}
-
-/// `repoURL|branch setting|file`, whose hash is Image Updater's `TargetKey`: the branch
-/// setting is the part before any `:`.
-fn target_key(location: &Location, branch: Option<&str>) -> String {
-    let branch = branch
-        .unwrap_or_default()
-        .split(':')
-        .next()
-        .unwrap_or_default();
-    format!("{}|{branch}|{}", location.url, location.key_path)
 }
