@@ -17,13 +17,15 @@
 //!   [`pipeline::announce`] sends the Kubernetes Event and the SNS report.
 //! - [`sweep`]: a large fleet's sweep in shards: [`sweep::shard`] plans them and recognises a
 //!   shard message (pure); [`sweep::queue`] sends them.
-//! - [`apply`]: [`apply::writeback`], the [`apply::writeback::Writer`] seam: the guarded
-//!   Application patch, or the Git snapshot read and conditional commit.
-//! - [`git`]: [`git::githost`] and its hosts [`git::github`], [`git::gitlab`],
-//!   [`git::codecommit`]; [`git::gitcreds`], credentials scoped by [`git::repourl`]'s parsed
-//!   URLs; [`git::gitwrite`], where a change is committed and the file's new text;
-//!   [`git::yamledit`], editing YAML in place; [`git::readback`], reading it back as Helm does
-//!   (pure).
+//! - [`git`]: [`git::hosts`], opening the repository a change goes to on its host
+//!   ([`git::githost`]: [`git::github`], [`git::gitlab`], [`git::codecommit`]) with the
+//!   credentials [`git::gitcreds`] scopes to [`git::repourl`]'s parsed URLs;
+//!   [`git::commit`], the read before deciding and the conditional commit, the `git` method's
+//!   [`apply::writeback::Writer`]; [`git::gitwrite`], where a change is committed and the
+//!   file's new text; [`git::yamledit`], editing YAML in place; [`git::readback`], reading it
+//!   back as Helm does (pure).
+//! - [`apply`]: [`apply::writeback`], the [`apply::writeback::Writer`] seam every write-back
+//!   method plugs into, and the `argocd` method's guarded Application patch.
 //! - [`decision`]: [`decision::decide`], per image and source, update or keep and why;
 //!   [`decision::patch`], the guarded JSON patch that carries an update out;
 //!   [`decision::appset`], whether an ApplicationSet keeps a write (pure).

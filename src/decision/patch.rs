@@ -374,7 +374,15 @@ mod tests {
                 to: TagRef::from(to),
                 sources,
             }],
-            Audit::default(),
+            Audit {
+                changes: vec![ImageChange {
+                    alias: image.alias.clone(),
+                    image: image.image.clone(),
+                    from: None,
+                    to: Some(to.to_string()),
+                }],
+                ..Audit::default()
+            },
         )
         .patch
     }

@@ -1,11 +1,17 @@
-//! Git write-back: the hosts behind one trait, their credentials, where a change is committed, editing the YAML in place, and reading it back as Helm does.
+//! Git write-back: the hosts behind one trait ([`githost`]) and opening the repository a
+//! change goes to ([`hosts`]), their credentials ([`gitcreds`]), where a change is committed
+//! and the file's new text ([`gitwrite`]), the read before deciding and the conditional
+//! commit ([`commit`]), editing the YAML in place ([`yamledit`]) and reading it back as Helm
+//! does ([`readback`]).
 
 pub(crate) mod codecommit;
+pub(crate) mod commit;
 pub mod gitcreds;
 pub(crate) mod githost;
 pub(crate) mod github;
 pub(crate) mod gitlab;
 pub(crate) mod gitwrite;
+pub(crate) mod hosts;
 pub(crate) mod readback;
 pub(crate) mod repourl;
 pub(crate) mod yamledit;

@@ -2,35 +2,24 @@
 //! the branch and file read, the decision on the Application as Git renders it, the
 //! conditional commit, and Argo CD asked to refresh.
 
-use std::sync::Arc;
-
 use serde_json::{Value, json};
 
 use super::application::{Attempt, GitSettings, Resolved, concerned_images, every_image};
 use super::handler::{Handler, Work};
 use crate::appconfig::annotations::ImageConfig;
-use crate::apply::writeback::{
-    Committed, GitCommit, GitOutcome, GitSnapshot, WriteError, Writer, short,
-};
+use crate::apply::writeback::{WriteError, Writer};
 use crate::cluster::kube::KubeError;
 use crate::cluster::retry::retry_transient;
 use crate::decision::decide::{self, AppDecision};
 use crate::decision::patch::WritePlan;
-use crate::git::gitcreds::Credentials;
+use crate::git::commit::{Committed, GitCommit, GitOutcome, GitSnapshot, Read, short};
 use crate::git::githost::GitHost;
-use crate::git::github::GitHubRepository;
 use crate::git::gitwrite::{self, Location};
-use crate::git::repourl::HostKind;
+use crate::git::hosts::Unavailable;
 use crate::report::{Action, Report};
 
 /// Argo CD refreshes an Application carrying this annotation, then removes it.
 const REFRESH_ANNOTATION: &str = "argocd.argoproj.io/refresh";
-
-/// Why an attempt stopped before it decided: every concerned image fails with this.
-struct Stop {
-    reason: String,
-    retryable: bool,
-}
 
 /// A repository opened for one attempt: its host, what was read, and what the commit needs.
 struct Opened<'h> {
@@ -41,12 +30,6 @@ struct Opened<'h> {
     target_key: String,
     /// The host's request count before this attempt, for the report's budget.
     requests_before: usize,
-}
-
-/// What the attempt read from Git: where, and the Application as Argo CD renders it.
-struct Read {
-    snapshot: GitSnapshot,
-    effective: Value,
 }
 
 impl Handler {
@@ -72,7 +55,7 @@ impl Handler {
             .flat_map(|c| &c.images)
             .filter_map(|i| i.config.as_ref().ok())
             .collect();
-        let stop = |report: &mut Report, stop: Stop| {
+        let stop = |report: &mut Report, stop: Unavailable| {
             let entries = every_image(
                 app,
                 &concerned,
@@ -84,7 +67,11 @@ impl Handler {
                 decide::app::configured_by(AppDecision::skipped(entries), &resolved.source);
             report.entries.extend(decided.entries);
         };
-        let (location, host) = match self.git_repository(app, git, work).await {
+        let opened = self
+            .git
+            .open(app, git.method, git.credentials, work.kube)
+            .await;
+        let (location, host) = match opened {
             Ok(found) => found,
             Err(reason) => {
                 stop(report, reason);
@@ -92,11 +79,12 @@ impl Handler {
             }
         };
         // Applications of one invocation that commit to the same repository take turns.
-        let lock = self.repository_lock(&host.name());
+        let lock = self.git.lock(&host.name());
         let _turn = lock.lock().await;
         let requests_before = host.requests();
         let target_key = gitwrite::target_key(&location, git.branch);
-        let read = read_git(host.as_ref(), location, git, app, &images).await;
+        let pull_request = git.pull_request.is_some();
+        let read = Read::of(host.as_ref(), location, pull_request, app, &images).await;
         let Read {
             snapshot,
             effective,
@@ -194,77 +182,6 @@ impl Handler {
         Attempt::Done
     }
 
-    /// Where the Application's change is committed, and that repository's host with its
-    /// credentials: GitHub's and GitLab's from the configured secrets, CodeCommit's the
-    /// function's own IAM role.
-    async fn git_repository(
-        &self,
-        app: &Value,
-        git: &GitSettings<'_>,
-        work: &Work<'_>,
-    ) -> Result<(Location, Box<dyn GitHost + '_>), Stop> {
-        let settings = &self.config.git;
-        let location = gitwrite::locate(
-            app,
-            git.method,
-            &settings.argocd_namespace,
-            &settings.enterprise_hosts,
-        )
-        .map_err(|reason| Stop {
-            reason: format!("git write-back: {reason}"),
-            retryable: false,
-        })?;
-        if let HostKind::CodeCommit { region } = &location.repo.kind {
-            let repository = self.codecommit.repository(region, &location.repo.name);
-            return Ok((location, Box::new(repository)));
-        }
-        let (namespace, _) = decide::app::names(app);
-        // Argo CD's AppProject: a project-scoped repository credential serves only its own.
-        let project = app["spec"]["project"].as_str().unwrap_or("default");
-        let credentials = self
-            .git_credentials
-            .for_repository(
-                git.credentials,
-                &location.url,
-                namespace,
-                project,
-                work.kube,
-            )
-            .await
-            .map_err(|e| Stop {
-                reason: e.message,
-                retryable: e.retryable,
-            })?;
-        let host: Box<dyn GitHost + '_> = match (&location.repo.kind, credentials) {
-            (HostKind::GitLab, Credentials::Token(token)) => {
-                Box::new(self.gitlab.project(location.repo.clone(), token))
-            }
-            (HostKind::GitLab, Credentials::App { .. }) => {
-                return Err(Stop {
-                    reason: format!(
-                        "{} is on GitLab, which takes a project or group access token, not GitHub App credentials",
-                        location.repo.full_name()
-                    ),
-                    retryable: false,
-                });
-            }
-            (_, credentials) => Box::new(GitHubRepository {
-                client: &self.github,
-                repo: location.repo.clone(),
-                credentials,
-            }),
-        };
-        Ok((location, host))
-    }
-
-    fn repository_lock(&self, repository: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut locks = self
-            .repository_locks
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        locks.entry(repository.to_string()).or_default().clone()
-    }
-
     /// A change landed: the refresh asked for, the Kubernetes Event sent, and the updated
     /// images' entries say where the change went.
     async fn report_commit(
@@ -360,31 +277,4 @@ struct Landed<'a> {
     location: &'a Location,
     plan: &'a WritePlan,
     committed: Committed,
-}
-
-/// Reads the branch and the file, and renders the Application as Argo CD does with it.
-async fn read_git(
-    host: &dyn GitHost,
-    location: Location,
-    git: &GitSettings<'_>,
-    app: &Value,
-    images: &[&ImageConfig],
-) -> Result<Read, Stop> {
-    let snapshot = GitSnapshot::read(host, location, git.pull_request.is_some())
-        .await
-        .map_err(|e| {
-            let (_, reason, retryable) = e.as_entry();
-            Stop { reason, retryable }
-        })?;
-    let file = snapshot.text.as_deref();
-    match gitwrite::effective_app(app, &snapshot.location, file, images) {
-        Ok(effective) => Ok(Read {
-            snapshot,
-            effective,
-        }),
-        Err(reason) => Err(Stop {
-            reason: format!("{reason}: fix the file on branch `{}`", snapshot.branch),
-            retryable: false,
-        }),
-    }
 }

@@ -20,10 +20,7 @@ use crate::cluster::objects::Objects;
 use crate::config::Config;
 use crate::decision::decide::{self, Mode};
 use crate::event::{self, EventError, Invocation};
-use crate::git::codecommit::CodeCommit;
-use crate::git::gitcreds::GitCredentials;
-use crate::git::github::GitHub;
-use crate::git::gitlab::GitLab;
+use crate::git::hosts::GitHosts;
 use crate::pipeline::announce;
 use crate::pipeline::application::Concerned;
 use crate::pipeline::facts::RegistryFacts;
@@ -81,15 +78,9 @@ pub struct Handler {
     pub(super) sweep_queue: Option<crate::sweep::queue::ShardQueue>,
     pub(super) clock: Arc<dyn Clock>,
     sns: aws_sdk_sns::Client,
-    pub(super) github: GitHub,
-    pub(super) gitlab: GitLab,
     pub(super) signatures: crate::registry::signatures::Signatures,
-    pub(super) codecommit: CodeCommit,
-    pub(super) git_credentials: GitCredentials,
-    /// One lock per repository: Applications of one invocation that commit to the same
-    /// repository take turns, instead of racing each other's `expectedHeadOid`.
-    pub(super) repository_locks:
-        std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// The Git hosts and their credentials, for Applications written back by commit.
+    pub(super) git: GitHosts,
 }
 
 /// Matched Applications are read, decided and written this many at a time.
@@ -128,7 +119,6 @@ impl Handler {
     ) -> Result<Self, StartError> {
         let region = region_of(eks_sdk)?;
         let clusters = Connection::each(&config, eks_sdk, clock.clone())?;
-        let codecommit = CodeCommit::new(eks_sdk.clone(), region.clone());
         let ecr = aws_sdk_ecr::Client::new(eks_sdk);
         let sns = aws_sdk_sns::Client::new(eks_sdk);
         let sweep_queue = config.sweep.queue_url.clone().map(|url| {
@@ -137,27 +127,13 @@ impl Handler {
         let secrets = Arc::new(crate::aws::secrets::SecretReader::new(
             aws_sdk_secretsmanager::Client::new(eks_sdk),
         ));
-        let github = GitHub::new(
-            config.git.ca_bundle.as_deref(),
-            config.git.github_api_url.clone(),
-            config.timeouts.request,
-        );
-        let gitlab = GitLab::new(
-            config.git.ca_bundle.as_deref(),
-            config.git.gitlab_api_url.clone(),
-            config.timeouts.request,
-        );
         let signatures =
             crate::registry::signatures::Signatures::new(secrets.clone(), config.timeouts.request);
-        let git_credentials = GitCredentials::new(config.git.clone(), secrets);
+        let git = GitHosts::new(&config, eks_sdk, &region, secrets);
         let own_account = config.own_account.clone();
         Ok(Self {
-            github,
-            gitlab,
             signatures,
-            codecommit,
-            git_credentials,
-            repository_locks: std::sync::Mutex::new(std::collections::HashMap::new()),
+            git,
             config,
             region,
             ecr: Ecr::new(ecr).with_own_account(own_account),

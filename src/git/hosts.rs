@@ -1,0 +1,132 @@
+//! The Git hosts of one warm container, and opening the repository an Application's change
+//! goes to: where it is committed ([`gitwrite::locate`]), which host serves it (GitHub,
+//! GitHub Enterprise, GitLab, CodeCommit), and the credentials scoped to it (GitHub's and
+//! GitLab's from the configured secrets, CodeCommit's the function's own IAM role).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde_json::Value;
+
+use crate::appconfig::annotations::WriteBack;
+use crate::application::identity::Identity;
+use crate::aws::secrets::SecretReader;
+use crate::cluster::kube::KubeClient;
+use crate::config::Config;
+use crate::git::codecommit::CodeCommit;
+use crate::git::gitcreds::{Credentials, GitCredentials};
+use crate::git::githost::GitHost;
+use crate::git::github::{GitHub, GitHubRepository};
+use crate::git::gitlab::GitLab;
+use crate::git::gitwrite::{self, Location};
+use crate::git::repourl::HostKind;
+
+/// Why an Application's repository cannot be written now: every image it concerns fails
+/// with this.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unavailable {
+    pub reason: String,
+    pub retryable: bool,
+}
+
+/// The hosts' clients, built once per warm container, and one lock per repository.
+pub struct GitHosts {
+    github: GitHub,
+    gitlab: GitLab,
+    codecommit: CodeCommit,
+    credentials: GitCredentials,
+    /// Applications of one invocation that commit to the same repository take turns,
+    /// instead of racing each other's `expectedHeadOid`.
+    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    argocd_namespace: String,
+    enterprise_hosts: Vec<crate::config::EnterpriseHost>,
+}
+
+impl GitHosts {
+    /// `sdk` carries the function's own credentials and region (CodeCommit's).
+    pub fn new(
+        config: &Config,
+        sdk: &aws_config::SdkConfig,
+        region: &str,
+        secrets: Arc<SecretReader>,
+    ) -> Self {
+        let git = &config.git;
+        Self {
+            github: GitHub::new(
+                git.ca_bundle.as_deref(),
+                git.github_api_url.clone(),
+                config.timeouts.request,
+            ),
+            gitlab: GitLab::new(
+                git.ca_bundle.as_deref(),
+                git.gitlab_api_url.clone(),
+                config.timeouts.request,
+            ),
+            codecommit: CodeCommit::new(sdk.clone(), region.to_string()),
+            credentials: GitCredentials::new(git.clone(), secrets),
+            locks: Mutex::new(HashMap::new()),
+            argocd_namespace: git.argocd_namespace.clone(),
+            enterprise_hosts: git.enterprise_hosts.clone(),
+        }
+    }
+
+    /// Where `app`'s change is committed under `method`, and that repository's host with
+    /// the credentials `credentials` (`git`, `git:repocreds`, `git:secret:<ns>/<name>`)
+    /// name for it. Secrets are read through `kube`.
+    pub async fn open(
+        &self,
+        app: &Value,
+        method: &WriteBack,
+        credentials: &str,
+        kube: &KubeClient,
+    ) -> Result<(Location, Box<dyn GitHost + '_>), Unavailable> {
+        let location =
+            gitwrite::locate(app, method, &self.argocd_namespace, &self.enterprise_hosts).map_err(
+                |reason| Unavailable {
+                    reason: format!("git write-back: {reason}"),
+                    retryable: false,
+                },
+            )?;
+        if let HostKind::CodeCommit { region } = &location.repo.kind {
+            let repository = self.codecommit.repository(region, &location.repo.name);
+            return Ok((location, Box::new(repository)));
+        }
+        let namespace = Identity::of(app).namespace;
+        // Argo CD's AppProject: a project-scoped repository credential serves only its own.
+        let project = app["spec"]["project"].as_str().unwrap_or("default");
+        let scoped = self
+            .credentials
+            .for_repository(credentials, &location.url, namespace, project, kube)
+            .await
+            .map_err(|e| Unavailable {
+                reason: e.message,
+                retryable: e.retryable,
+            })?;
+        let host: Box<dyn GitHost + '_> = match (&location.repo.kind, scoped) {
+            (HostKind::GitLab, Credentials::Token(token)) => {
+                Box::new(self.gitlab.project(location.repo.clone(), token))
+            }
+            (HostKind::GitLab, Credentials::App { .. }) => {
+                return Err(Unavailable {
+                    reason: format!(
+                        "{} is on GitLab, which takes a project or group access token, not GitHub App credentials",
+                        location.repo.full_name()
+                    ),
+                    retryable: false,
+                });
+            }
+            (_, scoped) => Box::new(GitHubRepository {
+                client: &self.github,
+                repo: location.repo.clone(),
+                credentials: scoped,
+            }),
+        };
+        Ok((location, host))
+    }
+
+    /// The lock Applications committing to `repository` take turns on.
+    pub fn lock(&self, repository: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.locks.lock().unwrap_or_else(PoisonError::into_inner);
+        locks.entry(repository.to_string()).or_default().clone()
+    }
+}
