@@ -8,9 +8,8 @@
 use std::time::Instant;
 
 use super::handler::{CONCURRENCY, Handler, HandlerError, Work, cluster_failure};
-use crate::appconfig::annotations::IMAGE_LIST;
 use crate::cluster::connect::Connection;
-use crate::cluster::kube::{AppMeta, KubeClient};
+use crate::cluster::kube::KubeClient;
 use crate::cluster::objects::Objects;
 use crate::decision::decide::{self, Mode};
 use crate::event::ShardRecord;
@@ -18,51 +17,16 @@ use crate::pipeline::application::Concerned;
 use crate::pipeline::facts::RegistryFacts;
 use crate::pipeline::listing::{self, Found, Listed};
 use crate::report::{Report, SweepSummary};
+use crate::sweep::gather::{self, Kept};
 use crate::sweep::queue::ShardQueue;
-use crate::sweep::shard::{self, Shard, Tracked};
-
-/// What the coordinator found in one cluster: the Applications themselves while the sweep
-/// may still be small enough to run here, only their names once it is not.
-enum Kept {
-    Whole(Vec<Found>),
-    Named(Vec<Tracked>),
-}
-
-impl Kept {
-    fn len(&self) -> usize {
-        match self {
-            Self::Whole(found) => found.len(),
-            Self::Named(named) => named.len(),
-        }
-    }
-
-    fn into_named(self) -> Vec<Tracked> {
-        match self {
-            Self::Whole(found) => found.into_iter().map(|(meta, _)| tracked(meta)).collect(),
-            Self::Named(named) => named,
-        }
-    }
-}
-
-fn tracked(meta: AppMeta) -> Tracked {
-    let key = meta
-        .annotations
-        .get(IMAGE_LIST)
-        .cloned()
-        .unwrap_or_default();
-    Tracked {
-        namespace: meta.namespace,
-        name: meta.name,
-        key,
-    }
-}
+use crate::sweep::shard::{self, Shard};
 
 /// One cluster as the coordinator listed it.
 struct Gathered<'c> {
     cluster: &'c Connection,
     kube: &'c KubeClient,
     listed: Listed,
-    found: Kept,
+    found: Kept<Found>,
     report: Report,
 }
 
@@ -102,10 +66,8 @@ impl Handler {
             }
         }
         let total: usize = gathered.iter().map(|g| g.found.len()).sum();
-        // Under the threshold every cluster kept its Applications whole (each counts less
-        // than the total); checked all the same, since one kept by name cannot be decided here.
-        let whole = gathered.iter().all(|g| matches!(g.found, Kept::Whole(_)));
-        if total < fan_out_at && whole {
+        let kept: Vec<&Kept<Found>> = gathered.iter().map(|g| &g.found).collect();
+        if gather::decided_here(&kept, fan_out_at) {
             return self.sweep_here(report, gathered, deadline, several).await;
         }
         let mut named = Vec::new();
@@ -118,7 +80,7 @@ impl Handler {
                 .finish(&mut part, g.cluster, g.kube, g.listed, Vec::new())
                 .await;
             self.merge(report, &name, part, finished, several)?;
-            named.push((name, g.found.into_named()));
+            named.push((name, g.found.into_named(|(meta, _)| gather::tracked(meta))));
         }
         let shards = shard::plan(
             &report.event_id,
@@ -156,7 +118,7 @@ impl Handler {
         part: &mut Report,
         deadline: Option<Instant>,
         fan_out_at: usize,
-    ) -> Result<(&'c KubeClient, Listed, Kept), HandlerError> {
+    ) -> Result<(&'c KubeClient, Listed, Kept<Found>), HandlerError> {
         let kube = self.kube_of(cluster).await?;
         let (sender, mut arrivals) = tokio::sync::mpsc::unbounded_channel::<Found>();
         let listed = listing::concerned(
@@ -169,24 +131,9 @@ impl Handler {
             sender,
         );
         let collect = async {
-            let mut found = Kept::Whole(Vec::new());
+            let mut found = Kept::default();
             while let Some(arrived) = arrivals.recv().await {
-                found = match found {
-                    Kept::Whole(mut whole) if whole.len() + 1 < fan_out_at => {
-                        whole.push(arrived);
-                        Kept::Whole(whole)
-                    }
-                    Kept::Whole(whole) => {
-                        let mut named: Vec<Tracked> =
-                            whole.into_iter().map(|(meta, _)| tracked(meta)).collect();
-                        named.push(tracked(arrived.0));
-                        Kept::Named(named)
-                    }
-                    Kept::Named(mut named) => {
-                        named.push(tracked(arrived.0));
-                        Kept::Named(named)
-                    }
-                };
+                found = found.keep(arrived, fan_out_at, |(meta, _)| gather::tracked(meta));
             }
             found
         };
