@@ -53,10 +53,12 @@ const CLUSTERS: &str =
     r#"[{"name":"barun-dev"},{"name":"staging"},{"name":"prod-eu","region":"eu-west-1"}]"#;
 
 fn tag_in(kube: &KubeState) -> Option<String> {
-    crate::common::parameter_in(kube, "argocd", SEED_APP, "image.tag")
+    kube.helm_parameter("argocd", SEED_APP, "image.tag")
 }
 
-fn report_of(result: Result<Report, HandlerError>) -> (Report, Option<&'static str>) {
+/// The report, whether the invocation succeeded or failed for some targets, with the
+/// error type Lambda would record for the failure.
+fn report_and_error_type(result: Result<Report, HandlerError>) -> (Report, Option<&'static str>) {
     match result {
         Ok(report) => (report, None),
         Err(e @ HandlerError::Targets { .. }) => {
@@ -83,7 +85,8 @@ fn describe_cluster_calls(standins: &StandIns) -> usize {
 async fn a_push_updates_the_application_in_every_cluster_and_groups_the_report_by_cluster() {
     let (standins, staging, prod) = three_clusters().await;
     let handler = handler(&standins, &[("CLUSTERS", CLUSTERS)]);
-    let (report, failed) = report_of(handler.handle(&event("push-date-tag.json"), None).await);
+    let (report, failed) =
+        report_and_error_type(handler.handle(&event("push-date-tag.json"), None).await);
     assert_eq!(failed, None, "{report:#?}");
 
     let clusters: Vec<Option<&str>> = report
@@ -123,13 +126,13 @@ async fn a_push_updates_the_application_in_every_cluster_and_groups_the_report_b
 #[tokio::test]
 async fn several_clusters_cost_one_clusters_registry_reads() {
     let single = StandIns::start_seeded().await.unwrap();
-    let (alone, _) = report_of(
+    let (alone, _) = report_and_error_type(
         handler(&single, &[])
             .handle(&event("push-date-tag.json"), None)
             .await,
     );
     let (standins, _staging, _prod) = three_clusters().await;
-    let (together, _) = report_of(
+    let (together, _) = report_and_error_type(
         handler(&standins, &[("CLUSTERS", CLUSTERS)])
             .handle(&event("push-date-tag.json"), None)
             .await,
@@ -145,7 +148,8 @@ async fn a_cluster_that_is_down_fails_the_invocation_retryably_after_the_others_
     let (standins, staging, prod) = three_clusters().await;
     drop(staging);
     let handler = handler(&standins, &[("CLUSTERS", CLUSTERS)]);
-    let (report, failed) = report_of(handler.handle(&event("push-date-tag.json"), None).await);
+    let (report, failed) =
+        report_and_error_type(handler.handle(&event("push-date-tag.json"), None).await);
     assert_eq!(failed, Some("Retryable.TargetsFailed"));
     let down = report
         .clusters
@@ -176,7 +180,8 @@ async fn a_cluster_that_is_down_fails_the_invocation_retryably_after_the_others_
         log.iter().filter(|r| r.method == "PATCH").count()
     };
     let patches_before = patches();
-    let (again, failed) = report_of(handler.handle(&event("push-date-tag.json"), None).await);
+    let (again, failed) =
+        report_and_error_type(handler.handle(&event("push-date-tag.json"), None).await);
     assert_eq!(failed, Some("Retryable.TargetsFailed"));
     for entry in &again.entries {
         expect_decision(entry, Action::Unchanged, "");
@@ -195,7 +200,8 @@ async fn a_cluster_refusing_the_function_is_reported_with_its_fix_while_the_othe
         let standins = StandIns::start_seeded().await.unwrap();
         let refusing = extra(&standins, "staging", "ap-northeast-2", access).await;
         let handler = handler(&standins, &[("CLUSTERS", "barun-dev,staging")]);
-        let (report, failed) = report_of(handler.handle(&event("push-date-tag.json"), None).await);
+        let (report, failed) =
+            report_and_error_type(handler.handle(&event("push-date-tag.json"), None).await);
         assert_eq!(
             failed,
             Some("Retryable.TargetsFailed"),
@@ -221,7 +227,8 @@ async fn a_cluster_in_another_region_is_looked_up_in_its_region_only() {
     let prod = extra(&standins, "prod-eu", "eu-west-1", Access::Granted).await;
     // Listed without its region: EKS in the function's region has no such cluster.
     let handler = handler(&standins, &[("CLUSTERS", "barun-dev,prod-eu")]);
-    let (report, _) = report_of(handler.handle(&event("push-date-tag.json"), None).await);
+    let (report, _) =
+        report_and_error_type(handler.handle(&event("push-date-tag.json"), None).await);
     let failure = report.clusters[1].failure.as_ref().unwrap();
     assert!(
         failure.message.contains("`prod-eu` was not found"),
@@ -252,7 +259,8 @@ async fn endpoints_cas_and_tokens_are_cached_per_cluster_across_invocations() {
     let (standins, staging, prod) = three_clusters().await;
     let handler = handler(&standins, &[("CLUSTERS", CLUSTERS)]);
     for _ in 0..3 {
-        let (_, failed) = report_of(handler.handle(&event("push-date-tag.json"), None).await);
+        let (_, failed) =
+            report_and_error_type(handler.handle(&event("push-date-tag.json"), None).await);
         assert_eq!(failed, None);
         // A token signed in another second differs (X-Amz-Date): one minted anew would show.
         next_second().await;
@@ -300,7 +308,8 @@ async fn an_endpoint_given_in_clusters_is_used_without_describe_cluster() {
         &standins,
         &[("CLUSTER_NAME", "partner"), ("CLUSTERS", &clusters)],
     );
-    let (report, failed) = report_of(handler.handle(&event("push-date-tag.json"), None).await);
+    let (report, failed) =
+        report_and_error_type(handler.handle(&event("push-date-tag.json"), None).await);
     assert_eq!(failed, None, "{report:#?}");
     assert_eq!(tag_in(&partner.kube).as_deref(), Some(PUSHED_TAG));
     assert_eq!(tag_in(&standins.kube).as_deref(), Some(SEED_TAG));
@@ -331,7 +340,7 @@ async fn a_push_in_a_central_registry_account_updates_applications_in_two_cluste
             ("FUNCTION_ACCOUNT_ID", "768157413559"),
         ],
     );
-    let (report, failed) = report_of(handler.handle(&pushed, None).await);
+    let (report, failed) = report_and_error_type(handler.handle(&pushed, None).await);
     assert_eq!(failed, None, "{report:#?}");
     let updated: Vec<(Option<&str>, &str)> = report
         .entries
@@ -393,13 +402,15 @@ async fn a_cluster_in_another_account_is_reached_with_the_role_assumed_for_it() 
     let partner = partner_cluster(&standins, true).await;
     let clusters = with_partner_role();
     let handler = handler(&standins, &[("CLUSTERS", &clusters)]);
-    let (report, failed) = report_of(handler.handle(&event("push-date-tag.json"), None).await);
+    let (report, failed) =
+        report_and_error_type(handler.handle(&event("push-date-tag.json"), None).await);
     assert_eq!(failed, None, "{report:#?}");
     assert_eq!(tag_in(&partner.kube).as_deref(), Some(PUSHED_TAG));
     assert_eq!(tag_in(&standins.kube).as_deref(), Some(PUSHED_TAG));
     // DescribeCluster and the token used the role's credentials; the function's own role
     // is unknown to that cluster and may not describe it.
-    let (report, _) = report_of(handler.handle(&event("push-date-tag.json"), None).await);
+    let (report, _) =
+        report_and_error_type(handler.handle(&event("push-date-tag.json"), None).await);
     assert!(report.clusters.iter().all(|c| c.failure.is_none()));
     // Which identity signed each AWS call, as the stand-in verified the signatures: the role
     // assumed for the partner's cluster described it, the function's own role did the rest.
@@ -510,7 +521,8 @@ async fn a_role_that_refuses_the_function_is_reported_as_needing_an_operator() {
     let partner = partner_cluster(&standins, false).await;
     let clusters = with_partner_role();
     let handler = handler(&standins, &[("CLUSTERS", &clusters)]);
-    let (report, failed) = report_of(handler.handle(&event("push-date-tag.json"), None).await);
+    let (report, failed) =
+        report_and_error_type(handler.handle(&event("push-date-tag.json"), None).await);
     assert_eq!(failed, Some("Retryable.TargetsFailed"));
     let failure = report.clusters[1].failure.as_ref().unwrap();
     assert!(
@@ -528,7 +540,8 @@ async fn another_accounts_cluster_without_its_role_is_refused_describe_cluster()
     let standins = StandIns::start_seeded().await.unwrap();
     let _partner = partner_cluster(&standins, true).await;
     let handler = handler(&standins, &[("CLUSTERS", "barun-dev,partner")]);
-    let (report, _) = report_of(handler.handle(&event("push-date-tag.json"), None).await);
+    let (report, _) =
+        report_and_error_type(handler.handle(&event("push-date-tag.json"), None).await);
     let failure = report.clusters[1].failure.as_ref().unwrap();
     assert!(
         failure.message.contains("eks:DescribeCluster"),

@@ -65,21 +65,14 @@ pub fn handler(
     .unwrap()
 }
 
-/// The repository's root: these helpers serve the root package's tests and the CLI's
-/// (`cli/tests`), whose manifest directory is one below it.
+/// The repository's root.
 pub fn repository_root() -> std::path::PathBuf {
-    let package = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    package
-        .ancestors()
-        .find(|dir| dir.join("events").is_dir())
-        .unwrap_or(package)
-        .to_path_buf()
+    argocd_ecr_updater_standins::fixtures::repository_root()
 }
 
 /// A sample event from `events/`.
 pub fn event(name: &str) -> serde_json::Value {
-    let path = repository_root().join("events").join(name);
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    argocd_ecr_updater_standins::fixtures::sample_event(name)
 }
 
 /// The Helm parameter `name` of `namespace/app` as the stand-in stores it now.
@@ -89,22 +82,7 @@ pub fn helm_parameter(
     app: &str,
     name: &str,
 ) -> Option<String> {
-    parameter_in(&standins.kube, namespace, app, name)
-}
-
-/// The Helm parameter `name` of `namespace/app` in one cluster's API server stand-in.
-pub fn parameter_in(
-    kube: &argocd_ecr_updater_standins::kube::KubeState,
-    namespace: &str,
-    app: &str,
-    name: &str,
-) -> Option<String> {
-    kube.get(namespace, app)?["spec"]["source"]["helm"]["parameters"]
-        .as_array()?
-        .iter()
-        .find(|p| p["name"] == name)?["value"]
-        .as_str()
-        .map(str::to_string)
+    standins.kube.helm_parameter(namespace, app, name)
 }
 
 /// The compiled function binary, running the way Lambda runs it: polling the Runtime API
@@ -162,7 +140,7 @@ pub fn spawn_lambda(binary: &str, env: &[(String, String)]) -> LambdaProcess {
 
 /// The seed Application's `image.tag` as the stand-in stores it now.
 pub fn seed_tag(standins: &StandIns) -> Option<String> {
-    helm_parameter(standins, "argocd", "aws-pipeline-test", "image.tag")
+    standins.kube.seed_tag()
 }
 
 /// Asserts a decision's action and a part of its reason, showing the reason on failure.

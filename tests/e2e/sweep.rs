@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::{LambdaProcess, handler, parameter_in, report_of, spawn_lambda};
+use crate::common::{LambdaProcess, handler, report_of, spawn_lambda};
 use argocd_ecr_updater::report::Action;
 use argocd_ecr_updater_standins::fixtures::{
     Application, SEED_IMAGE, SEED_REPOSITORY, image, push_event, reconcile_event,
@@ -51,7 +51,7 @@ fn vars<'a>(queue: &'a str, at: &'a str, size: &'a str) -> Vec<(&'a str, &'a str
 }
 
 fn tag_of(kube: &argocd_ecr_updater_standins::kube::KubeState, name: &str) -> Option<String> {
-    parameter_in(kube, "argocd", name, "image.tag")
+    kube.helm_parameter("argocd", name, "image.tag")
 }
 
 /// The queue's messages as the mapping hands them over: one SQS record each.

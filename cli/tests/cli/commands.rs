@@ -2,7 +2,6 @@
 
 use std::process::Command;
 
-use crate::common::seed_tag;
 use argocd_ecr_updater_standins::token::verify;
 use argocd_ecr_updater_standins::{Grant, StandIns, function_identity};
 
@@ -159,14 +158,14 @@ async fn plan_is_a_dry_run_unless_asked_to_apply() {
     assert_eq!(report["entries"][0]["to"], "20250825-153012");
     assert_eq!(report["entries"][0]["configured_by"], "annotations");
     assert!(report["entries"][0]["patch"].is_array());
-    assert_eq!(seed_tag(&standins).as_deref(), Some("20250825-120000"));
+    assert_eq!(standins.kube.seed_tag().as_deref(), Some("20250825-120000"));
 
     let report = json_output(
         &standins.function_env(),
         &["plan", "--reconcile", "--apply"],
     );
     assert_eq!(report["mode"], "reconcile");
-    assert_eq!(seed_tag(&standins).as_deref(), Some("20250825-153012"));
+    assert_eq!(standins.kube.seed_tag().as_deref(), Some("20250825-153012"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -264,7 +263,7 @@ async fn migrate_prints_an_imageupdater_object_that_decides_like_the_annotations
         report["entries"][0]["configured_by"],
         "ImageUpdater argocd/invitation, ref \"aws-pipeline-test\""
     );
-    assert_eq!(seed_tag(&standins).as_deref(), Some("20250825-153012"));
+    assert_eq!(standins.kube.seed_tag().as_deref(), Some("20250825-153012"));
 }
 
 /// Every command line the project tells an operator to run (README, docs, the template's

@@ -2,9 +2,6 @@
 //! whole crate once), a module per command group. `cargo test -p argocd-ecr-updater-cli
 //! --test cli redrive::` runs one.
 
-#[path = "../../../tests/e2e/common.rs"]
-mod common;
-
 mod commands;
 mod doctor;
 mod moto;

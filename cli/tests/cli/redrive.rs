@@ -4,8 +4,8 @@
 
 use std::process::Command;
 
-use crate::common::{event, seed_tag};
 use argocd_ecr_updater_standins::StandIns;
+use argocd_ecr_updater_standins::fixtures::sample_event;
 use argocd_ecr_updater_standins::fixtures::{PUSHED_TAG, SEED_TAG, push_event};
 use serde_json::json;
 
@@ -33,7 +33,7 @@ fn redrive(standins: &StandIns, args: &[&str]) -> (bool, String) {
 async fn a_local_redrive_replays_both_shapes_of_a_parked_event_and_deletes_only_what_succeeded() {
     let standins = StandIns::start_seeded().await.unwrap();
     let queue = standins.aws.create_queue("argocd-ecr-updater-dlq");
-    let original = event("push-date-tag.json");
+    let original = sample_event("push-date-tag.json");
     // The rule's dead-letter queue keeps the event itself ...
     standins.aws.send_message(&queue, &original.to_string());
     // ... the function's on-failure destination a record around it.
@@ -54,7 +54,7 @@ async fn a_local_redrive_replays_both_shapes_of_a_parked_event_and_deletes_only_
     assert!(!ok, "{out}");
     assert!(out.contains("dry run, kept"), "{out}");
     assert_eq!(standins.aws.queue(&queue).len(), 3);
-    assert_eq!(seed_tag(&standins).as_deref(), Some(SEED_TAG));
+    assert_eq!(standins.kube.seed_tag().as_deref(), Some(SEED_TAG));
 
     // With --apply (the dry run released what it read) the two events run and go; the
     // broken message stays for a person.
@@ -77,7 +77,7 @@ async fn a_local_redrive_replays_both_shapes_of_a_parked_event_and_deletes_only_
     let left = standins.aws.queue(&queue);
     assert_eq!(left.len(), 1);
     assert_eq!(left[0].body, "not an event");
-    assert_eq!(seed_tag(&standins).as_deref(), Some(PUSHED_TAG));
+    assert_eq!(standins.kube.seed_tag().as_deref(), Some(PUSHED_TAG));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -87,7 +87,7 @@ async fn an_empty_answer_does_not_end_the_redrive_while_the_queue_counts_message
     for _ in 0..3 {
         standins
             .aws
-            .send_message(&queue, &event("push-date-tag.json").to_string());
+            .send_message(&queue, &sample_event("push-date-tag.json").to_string());
     }
     // SQS documents that a short poll may answer empty while messages wait.
     standins.aws.short_polls_miss(10);
@@ -154,7 +154,11 @@ async fn a_sweep_shard_parked_after_its_receives_runs_again_locally() {
         ],
     );
     assert!(ok, "{out}");
-    assert_eq!(seed_tag(&standins).as_deref(), Some(PUSHED_TAG), "{out}");
+    assert_eq!(
+        standins.kube.seed_tag().as_deref(),
+        Some(PUSHED_TAG),
+        "{out}"
+    );
     assert!(standins.aws.queue(&queue).is_empty(), "{out}");
 }
 
@@ -167,7 +171,7 @@ fn function(standins: &StandIns) -> String {
 async fn redrive_hands_each_parked_event_to_the_deployed_function_and_deletes_what_it_accepted() {
     let standins = StandIns::start_seeded().await.unwrap();
     let queue = standins.aws.create_queue("argocd-ecr-updater-dlq");
-    let original = event("push-date-tag.json");
+    let original = sample_event("push-date-tag.json");
     standins.aws.send_message(&queue, &original.to_string());
     let late = push_event("barun-dev-ecr", "20250824-093000", "2025-08-24T00:30:05Z");
     let record = json!({"version": "1.0", "timestamp": "2025-08-25T06:31:00.000Z",
@@ -241,7 +245,7 @@ async fn redrive_hands_each_parked_event_to_the_deployed_function_and_deletes_wh
         "{payloads:?}"
     );
     assert_eq!(
-        seed_tag(&standins).as_deref(),
+        standins.kube.seed_tag().as_deref(),
         Some(SEED_TAG),
         "the function decides, not the laptop"
     );
@@ -266,7 +270,7 @@ async fn an_event_the_function_does_not_accept_stays_in_the_queue() {
     let queue = standins.aws.create_queue("argocd-ecr-updater-dlq");
     standins
         .aws
-        .send_message(&queue, &event("push-date-tag.json").to_string());
+        .send_message(&queue, &sample_event("push-date-tag.json").to_string());
     standins.aws.deployment(|d| {
         d.refused
             .insert("Invoke".into(), "AccessDeniedException".into());

@@ -28,6 +28,24 @@ pub const IMAGE_UPDATER: &str = "argocd-image-updater.argoproj.io/";
 const SEED_APPLICATION: &str = include_str!("../seed/applications/aws-pipeline-test.yaml");
 const SEED_IMAGE_UPDATER: &str = include_str!("../seed-imageupdater/imageupdaters/invitation.yaml");
 
+/// The repository's root (where `events/` is), for the root package's tests, the CLI's and
+/// the benches alike.
+pub fn repository_root() -> std::path::PathBuf {
+    let package = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    package
+        .ancestors()
+        .find(|dir| dir.join("events").is_dir())
+        .unwrap_or(package)
+        .to_path_buf()
+}
+
+/// A sample event from `events/`, as shipped.
+pub fn sample_event(name: &str) -> Value {
+    let path = repository_root().join("events").join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
 /// `KUBE_CA_DATA` for a CA PEM: its base64.
 pub fn kube_ca_data(pem: &str) -> String {
     use base64::Engine;

@@ -208,6 +208,21 @@ impl KubeState {
         lock(&self.apps).apps.len()
     }
 
+    /// The Helm parameter `name` of `namespace/app` (its single source) as stored now.
+    pub fn helm_parameter(&self, namespace: &str, app: &str, name: &str) -> Option<String> {
+        self.get(namespace, app)?["spec"]["source"]["helm"]["parameters"]
+            .as_array()?
+            .iter()
+            .find(|p| p["name"] == name)?["value"]
+            .as_str()
+            .map(str::to_string)
+    }
+
+    /// The seed Application's `image.tag` as stored now.
+    pub fn seed_tag(&self) -> Option<String> {
+        self.helm_parameter("argocd", crate::fixtures::SEED_APP, "image.tag")
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
