@@ -15,8 +15,9 @@
 //!   annotations configure it, and its write-back method), decided image by image with what
 //!   [`pipeline::facts`] asks the registry once, and written back by patch or by commit;
 //!   [`pipeline::announce`] sends the Kubernetes Event and the SNS report.
-//! - [`sweep`]: a large fleet's sweep in shards: [`sweep::shard`] plans them and recognises a
-//!   shard message (pure); [`sweep::queue`] sends them.
+//! - [`sweep`]: a large fleet's sweep in shards: [`sweep::gather`], what the coordinator keeps
+//!   of what it lists; [`sweep::shard`] plans the shards and reads a shard message back, once
+//!   (pure); [`sweep::queue`] sends them.
 //! - [`git`]: [`git::hosts`], opening the repository a change goes to on its host
 //!   ([`git::githost`]: [`git::github`], [`git::gitlab`], [`git::codecommit`]) with the
 //!   credentials [`git::gitcreds`] scopes to [`git::repourl`]'s parsed URLs;
@@ -32,9 +33,10 @@
 //! - [`registry`]: [`registry::ecr`], tags, push times and manifests; [`registry::manifest`],
 //!   what they say about scans and platforms (pure); [`registry::signatures`] and
 //!   [`registry::cosign`], signatures found in ECR and checked in Rust.
-//! - [`cluster`]: [`cluster::kube`], the Kubernetes client; [`cluster::objects`], ImageUpdater
-//!   objects per warm container; [`cluster::eks_auth`], the IAM-signed token and
-//!   DescribeCluster; [`cluster::retry`], retries within the deadline.
+//! - [`cluster`]: [`cluster::connect`], one way to reach a cluster; [`cluster::kube`], the
+//!   Kubernetes client; [`cluster::objects`], ImageUpdater objects per warm container;
+//!   [`cluster::eks_auth`], the IAM-signed token and DescribeCluster; [`cluster::retry`],
+//!   retries within the deadline.
 //! - [`application`]: the Application as everything above reads it:
 //!   [`application::identity`], its namespace and name; [`application::sources`], where each
 //!   image lives and what it runs (pure).
@@ -55,7 +57,7 @@
 //!   partition; [`redact`], what may leave in a message and how much may come in;
 //!   [`telemetry`], how logs are written.
 //!
-//! The laptop commands (`select`, `token`, `plan`, `migrate`, `redrive`) are the
+//! The laptop commands (`select`, `token`, `plan`, `migrate`, `redrive`, `doctor`) are the
 //! `argocd-ecr-updater-cli` package (`cli/`), built on this crate.
 
 // The module map above is for contributors, who read it with `cargo doc

@@ -1,9 +1,11 @@
-//! The handler: one invocation, from event to report, as orchestration only.
+//! The handler: one invocation, from event to report.
 //!
-//! Parse the event, list Applications metadata-only per namespace, and for each that the
-//! event concerns: read it, fetch the registry facts its strategies ask for, let
-//! [`crate::decision::decide`] decide, hand the write plan to the write-back, report. Every target is
-//! finished before the invocation fails for the ones a retry can fix.
+//! Parse the event and dispatch by its kind; for each cluster (a [`Connection`]), list
+//! Applications metadata-only per namespace, and for each that the event concerns: read it,
+//! fetch the registry facts its strategies ask for, let [`crate::decision::decide`] decide,
+//! hand the write plan to the write-back (the patch, or [`crate::git::hosts::GitHosts`] and
+//! its commit), report. Every target is finished before the invocation fails for the ones a
+//! retry can fix.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -274,8 +276,8 @@ impl Handler {
         }
     }
 
-    /// Decides the event against every cluster. One cluster runs as it always has: a
-    /// cluster-wide failure is the invocation's error. Several run concurrently, so the
+    /// Decides the event against every cluster. With one cluster, a cluster-wide failure is
+    /// the invocation's error. Several run concurrently, so the
     /// latency is the slowest one's; a cluster that fails is reported by name and fails the
     /// invocation retryably once the others are written (a retry finds them unchanged).
     async fn run_clusters(
