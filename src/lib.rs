@@ -37,9 +37,9 @@
 //!   Kubernetes client; [`cluster::objects`], ImageUpdater objects per warm container;
 //!   [`cluster::eks_auth`], the IAM-signed token and DescribeCluster; [`cluster::retry`],
 //!   retries within the deadline.
-//! - [`application`]: the Application as everything above reads it:
-//!   [`application::identity`], its namespace and name; [`application::sources`], where each
-//!   image lives and what it runs (pure).
+//! - [`application`]: the Application as everything above reads it: [`application::view`],
+//!   one view of it as read; [`application::identity`], its namespace and name;
+//!   [`application::sources`], where each image lives and what it runs (pure).
 //! - [`appconfig`]: [`appconfig::annotations`] and [`appconfig::imageupdater`], Image
 //!   Updater's configuration into one typed value; [`appconfig::cosign_key`], the key it
 //!   names; [`appconfig::migration`], annotations into an equivalent object.

@@ -4,3 +4,4 @@
 
 pub(crate) mod identity;
 pub(crate) mod sources;
+pub(crate) mod view;

@@ -281,9 +281,9 @@ pub struct Targets<'a> {
     pub fallback: bool,
 }
 
-/// Every source that names the image; if none does, the first Helm or Kustomize source.
-pub fn targets<'a>(app: &'a Value, image: &ImageConfig) -> Targets<'a> {
-    let all = sources(app);
+/// Every source among `all` (the sources of `app`, read once by the caller) that names the
+/// image; if none does, the first Helm or Kustomize source.
+pub fn targets_among<'a>(app: &'a Value, all: &[Source<'a>], image: &ImageConfig) -> Targets<'a> {
     let naming: Vec<usize> = (0..all.len())
         .filter(|&i| names_image(&all[i], image))
         .collect();

@@ -18,6 +18,7 @@ use crate::appconfig::annotations::{AppConfig, ImageConfig, ImageEntry, Platform
 use crate::appconfig::imageupdater::ConfigSource;
 use crate::application::identity::Identity;
 use crate::application::sources::{self, Targets};
+use crate::application::view::AppView;
 use crate::decision::patch::{self, Audit, ImageChange, ImageUpdate, WritePlan};
 use crate::event::PushEvent;
 use crate::failure::Refused;
@@ -56,7 +57,7 @@ pub struct ImageCase<'a> {
     pub config: &'a ImageConfig,
     pub registry: String,
     pub repository: String,
-    app: &'a Value,
+    app: &'a AppView<'a>,
     targets: Targets<'a>,
     base: Entry,
 }
@@ -278,7 +279,7 @@ impl AppDecision {
 
 /// Puts the images' outcomes together into one write, with the audit record of it.
 pub fn assemble(
-    app: &Value,
+    app: &AppView<'_>,
     mut entries: Vec<Entry>,
     outcomes: Vec<(&ImageConfig, ImageOutcome)>,
     now: OffsetDateTime,
@@ -572,12 +573,13 @@ pub fn base_entry(app: &Value, alias: Option<&str>, image: &str) -> Entry {
 /// The gates before any registry fact is needed: configuration errors, the liveness rule,
 /// an image outside this function's registry, an Application with nowhere to write.
 pub fn prepare<'a>(
-    app: &'a Value,
+    app: &'a AppView<'a>,
     image_entry: &'a ImageEntry,
     region: &str,
 ) -> Result<ImageCase<'a>, Box<Entry>> {
     let reference = image_entry.image.to_string();
-    let base = base_entry(app, image_entry.alias.as_deref(), &reference);
+    let Identity { namespace, name } = app.identity;
+    let base = Entry::new(namespace, name, image_entry.alias.as_deref(), &reference);
     let config = match &image_entry.config {
         Ok(config) => config,
         // The user's to fix; retrying the event would not help.
@@ -589,7 +591,7 @@ pub fn prepare<'a>(
             )));
         }
     };
-    if !config.force_update && !sources::runs_image(app, config) {
+    if !config.force_update && !app.runs_image(config) {
         let names = match &config.kustomize_image_name {
             Some(name) => format!("`{name}` or `{reference}`"),
             None => format!("`{reference}`"),
@@ -609,7 +611,7 @@ pub fn prepare<'a>(
             ),
         )));
     };
-    let targets = sources::targets(app, config);
+    let targets = app.targets(config);
     if targets.targets.is_empty() {
         return Err(Box::new(base.with(
             Action::Skipped,
@@ -907,7 +909,7 @@ impl ImageCase<'_> {
     /// When the running value was known to run: ECR does not know the tag any more, so the
     /// audit record of our own write, else Argo CD's sync history, bounds its push time.
     fn running_since(&self, current: &TagRef) -> Option<Since> {
-        running_since(self.app, self.config, current)
+        running_since(self.app.object, self.config, current)
     }
 
     fn unknown_age(&self, current: &TagRef) -> String {
@@ -1182,7 +1184,8 @@ mod tests {
         for (pairs, runs, passes) in table {
             let cfg = config(pairs);
             let app = app("1.0.0", runs);
-            let prepared = prepare(&app, &cfg.images[0], REGION);
+            let view = AppView::of(&app);
+            let prepared = prepare(&view, &cfg.images[0], REGION);
             assert_eq!(prepared.is_ok(), *passes, "{pairs:?} {runs}");
             if let Err(entry) = prepared {
                 assert!(entry.reason.contains("force-update"), "{}", entry.reason);
@@ -1201,7 +1204,8 @@ mod tests {
         for (strategy, asked) in table {
             let cfg = config(&[("app.update-strategy", strategy)]);
             let app = app("1.0.0", &running("1.0.0"));
-            let case = prepare(&app, &cfg.images[0], REGION).unwrap();
+            let view = AppView::of(&app);
+            let case = prepare(&view, &cfg.images[0], REGION).unwrap();
             assert_eq!(
                 case.needs(Mode::Push(&event)).describe,
                 *asked,
@@ -1215,7 +1219,8 @@ mod tests {
             ("app.allow-tags", "regexp:^v"),
         ]);
         let app = app("1.0.0", &running("1.0.0"));
-        let case = prepare(&app, &cfg.images[0], REGION).unwrap();
+        let view = AppView::of(&app);
+        let case = prepare(&view, &cfg.images[0], REGION).unwrap();
         assert_eq!(case.needs(Mode::Push(&event)), Needs::default());
     }
 
@@ -1285,7 +1290,8 @@ mod tests {
             if let Some(audit) = audit {
                 app["metadata"]["annotations"][AUDIT_ANNOTATION] = json!(audit);
             }
-            let case = prepare(&app, &cfg.images[0], REGION).unwrap();
+            let view = AppView::of(&app);
+            let case = prepare(&view, &cfg.images[0], REGION).unwrap();
             let outcome = case.decide_push(&push(&pushed.name), known);
             let entry = &outcome.entries[0];
             assert_entry(case_name, entry, *action, reason);
@@ -1395,7 +1401,8 @@ mod tests {
             }
             let cfg = config(&pairs);
             let app = app("1.0.0", &running("1.0.0"));
-            let case = prepare(&app, &cfg.images[0], REGION).unwrap();
+            let view = AppView::of(&app);
+            let case = prepare(&view, &cfg.images[0], REGION).unwrap();
             let mut event = push("2.0.0");
             event.digest = Some(scanned.into());
             event.scan_completed = *scan_event;
@@ -1416,7 +1423,8 @@ mod tests {
         // A scan event is no business of an image without a gate: its push moved it.
         let cfg = config(&[("app.update-strategy", "semver")]);
         let app = app("1.0.0", &running("1.0.0"));
-        let case = prepare(&app, &cfg.images[0], REGION).unwrap();
+        let view = AppView::of(&app);
+        let case = prepare(&view, &cfg.images[0], REGION).unwrap();
         let mut event = push("2.0.0");
         event.scan_completed = true;
         let outcome = gate_push(
@@ -1497,7 +1505,8 @@ mod tests {
         for (case_name, tags, current, history, action, reason) in table {
             let mut app = app(current, &running(current));
             app["status"]["history"] = history.clone();
-            let case = prepare(&app, &cfg.images[0], REGION).unwrap();
+            let view = AppView::of(&app);
+            let case = prepare(&view, &cfg.images[0], REGION).unwrap();
             let chosen = case.candidates(tags).first().copied();
             let outcome = case.decide_reconcile(tags, chosen, 0);
             let entry = &outcome.entries[0];
@@ -1512,7 +1521,8 @@ mod tests {
             ("app.update-strategy", "newest-build"),
         ]);
         let app = app("1.0.0", &running("1.0.0"));
-        let case = prepare(&app, &cfg.images[0], REGION).unwrap();
+        let view = AppView::of(&app);
+        let case = prepare(&view, &cfg.images[0], REGION).unwrap();
         let tags = vec![tag("1.1.0", None), tag("1.2.0", None)];
         assert_eq!(case.candidates(&tags).len(), 2);
         let outcome = case.decide_reconcile(&tags, None, 2);
@@ -1544,7 +1554,8 @@ mod tests {
                 ("app.update-strategy", strategy),
             ]);
             let app = app("1.0.0", &running("1.0.0"));
-            let case = prepare(&app, &cfg.images[0], REGION).unwrap();
+            let view = AppView::of(&app);
+            let case = prepare(&view, &cfg.images[0], REGION).unwrap();
             let tags = vec![tag("1.1.0", None), tag("1.2.0", None)];
             if strategy != "digest" {
                 // Filtering, every ranked tag is a candidate to check; not, only the best.

@@ -15,18 +15,19 @@ use crate::appconfig::annotations::{
 use crate::application::identity::Identity;
 use crate::application::sources::{
     Source, SourceKind, kustomize_entry_name, kustomize_images, kustomize_name, parameters,
-    plugin_env, sources,
+    plugin_env,
 };
+use crate::application::view::AppView;
 use crate::policy::TagRef;
 
 /// Why a whole Application is left alone, or `None`.
-pub fn app_skip_reason(app: &Value, config: &AppConfig) -> Option<String> {
-    let Identity { namespace, name } = Identity::of(app);
+pub fn app_skip_reason(app: &AppView<'_>, config: &AppConfig) -> Option<String> {
+    let Identity { namespace, name } = app.identity;
     match &config.write_back {
         Err(e) => return Some(format!("invalid write-back configuration: {e}")),
         Ok(WriteBack::Git { .. } | WriteBack::Argocd) => {}
     }
-    let all = sources(app);
+    let all = app.sources();
     // Plugin sources are written only through an ImageUpdater object's plugin targets.
     let plugin_targets = config
         .images
@@ -158,10 +159,10 @@ pub fn escape_pointer(key: &str) -> String {
 /// that was absent when read (a `parameters` list, a `helm` or `kustomize` block, the
 /// annotations map), of the object it is created in: JSON patch has no "test absent", and a
 /// plain `add` would silently replace what someone created meanwhile.
-pub fn plan(app: &Value, updates: &[ImageUpdate<'_>], audit: Audit) -> WritePlan {
-    let all = sources(app);
-    let lists = rewritten_lists(&all, updates);
-    let mut ops = guarded_replacements(app, &all, &lists);
+pub fn plan(view: &AppView<'_>, updates: &[ImageUpdate<'_>], audit: Audit) -> WritePlan {
+    let (app, all) = (view.object, view.sources());
+    let lists = rewritten_lists(all, updates);
+    let mut ops = guarded_replacements(app, all, &lists);
     let audit_path = format!("/metadata/annotations/{}", escape_pointer(AUDIT_ANNOTATION));
     let audit_record = audit.record();
     let audit_text = Value::String(audit_record.to_string());
@@ -314,7 +315,7 @@ fn guarded_replacements(app: &Value, all: &[Source<'_>], lists: &Lists) -> Vec<V
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::application::sources::{runs_image, split_reference, targets};
+    use crate::application::sources::{runs_image, sources, split_reference};
     use argocd_ecr_updater_standins::fixtures::{Application, SEED_IMAGE as IMAGE};
     use std::collections::BTreeMap;
 
@@ -362,13 +363,14 @@ mod tests {
 
     /// The patch that moves `image` to `to` in every source `targets` picks.
     fn plan_for(app: &Value, image: &ImageConfig, to: &str) -> Value {
-        let sources = targets(app, image)
+        let sources = AppView::of(app)
+            .targets(image)
             .targets
             .iter()
             .map(|t| t.index)
             .collect();
         plan(
-            app,
+            &AppView::of(app),
             &[ImageUpdate {
                 config: image,
                 to: TagRef::from(to),
@@ -388,7 +390,12 @@ mod tests {
     }
 
     fn current(app: &Value, image: &ImageConfig) -> Option<TagRef> {
-        targets(app, image).targets.first()?.current.clone()
+        AppView::of(app)
+            .targets(image)
+            .targets
+            .first()?
+            .current
+            .clone()
     }
 
     #[test]
@@ -396,7 +403,7 @@ mod tests {
         let app = seed_app();
         let cfg = seed_config();
         let image = cfg.images[0].config.as_ref().unwrap();
-        let found = targets(&app, image);
+        let found = AppView::of(&app).targets(image);
         assert!(!found.fallback);
         assert_eq!(found.targets.len(), 1);
         assert_eq!(
@@ -583,7 +590,7 @@ mod tests {
         let cfg = config(&[("image-list", &format!("a={IMAGE}"))]);
         let image = cfg.images[0].config.as_ref().unwrap();
         let app = multi_source("1.0.0", "9.9.9");
-        let found = targets(&app, image);
+        let found = AppView::of(&app).targets(image);
         assert!(!found.fallback);
         assert_eq!(
             found.targets.iter().map(|t| t.index).collect::<Vec<_>>(),
@@ -614,7 +621,7 @@ mod tests {
         let image = cfg.images[0].config.as_ref().unwrap();
         let mut app = multi_source("1.0.0", "9.9.9");
         app["spec"]["sources"][2]["helm"]["parameters"][0]["value"] = json!(IMAGE);
-        let found = targets(&app, image);
+        let found = AppView::of(&app).targets(image);
         let currents: Vec<_> = found
             .targets
             .iter()
@@ -635,7 +642,7 @@ mod tests {
         let image = cfg.images[0].config.as_ref().unwrap();
         let app = json!({"metadata": {"annotations": {}}, "spec": {"sources": [
             {"repoURL": "values", "ref": "values"}, {"chart": "web"}, {"chart": "other"}]}});
-        let found = targets(&app, image);
+        let found = AppView::of(&app).targets(image);
         assert!(found.fallback);
         assert_eq!(
             found.targets.iter().map(|t| t.index).collect::<Vec<_>>(),
@@ -658,7 +665,7 @@ mod tests {
         assert_eq!(current(&app, image), Some(TagRef::tag("20250825-120000")));
         app["spec"]["source"]["helm"]["parameters"] =
             json!([{"name": "image.repository", "value": IMAGE}]);
-        let found = targets(&app, image);
+        let found = AppView::of(&app).targets(image);
         assert_eq!(
             found.targets[0].current,
             Some(TagRef::tag("20250824-000000"))
@@ -691,15 +698,15 @@ mod tests {
     #[test]
     fn applications_we_must_not_patch_get_a_reason() {
         let app = seed_app();
-        assert_eq!(app_skip_reason(&app, &seed_config()), None);
+        assert_eq!(app_skip_reason(&AppView::of(&app), &seed_config()), None);
         let git = config(&[
             ("image-list", IMAGE),
             ("write-back-method", "git:secret:argocd/creds"),
         ]);
-        assert_eq!(app_skip_reason(&app, &git), None);
+        assert_eq!(app_skip_reason(&AppView::of(&app), &git), None);
         let directory = json!({"metadata": {"name": "d", "namespace": "argocd"}, "spec": {"source": {"path": "manifests"}}, "status": {"sourceType": "Directory"}});
         assert_eq!(
-            app_skip_reason(&directory, &seed_config()).unwrap(),
+            app_skip_reason(&AppView::of(&directory), &seed_config()).unwrap(),
             "skipping app 'argocd/d' of type 'Directory' because it's not of supported source type"
         );
     }
@@ -720,7 +727,7 @@ mod tests {
         let sources = vec![0];
         let at = |time: &str| {
             plan(
-                &app,
+                &AppView::of(&app),
                 &[ImageUpdate {
                     config: image,
                     to: TagRef::tag("20250825-153012"),

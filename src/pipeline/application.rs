@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::handler::{Handler, Work};
 use crate::appconfig::annotations::{self, AppConfig, ImageEntry, WriteBack as Method};
 use crate::appconfig::imageupdater::{self, ConfigSource, ImageUpdaterObject};
+use crate::application::view::AppView;
 use crate::apply::writeback::{ApplicationPatch, WriteError, Writer};
 use crate::cluster::kube::{AppMeta, KubeError};
 use crate::cluster::retry::{backoff, retry_transient};
@@ -347,14 +348,15 @@ impl Handler {
         work: &Work<'_>,
     ) -> AppDecision {
         let concerned = concerned_images(config, work.mode);
-        if let Some(reason) = crate::decision::patch::app_skip_reason(app, config) {
+        let view = AppView::of(app);
+        if let Some(reason) = crate::decision::patch::app_skip_reason(&view, config) {
             let entries = every_image(app, &concerned, Action::Skipped, &reason, false);
             return AppDecision::skipped(entries);
         }
         let mut gated = Vec::new();
         let mut outcomes = Vec::new();
         for image_entry in concerned {
-            match decide::prepare(app, image_entry, &self.region) {
+            match decide::prepare(&view, image_entry, &self.region) {
                 Ok(case) => {
                     for note in &case.config.notes {
                         tracing::info!(image = %case.config.image, note = %note, "annotation note");
@@ -365,7 +367,7 @@ impl Handler {
             }
         }
         let now = time::OffsetDateTime::from(self.clock.now());
-        decide::assemble(app, gated, outcomes, now, work.event_id())
+        decide::assemble(&view, gated, outcomes, now, work.event_id())
     }
 }
 
