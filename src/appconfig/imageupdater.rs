@@ -278,6 +278,45 @@ pub enum ConfigSource<'a> {
     Conflict(Vec<String>),
 }
 
+/// A [`ConfigSource`] by position in the objects it was resolved against: the listing's
+/// resolution handed on to the read of the same Application, which then matches nothing again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resolution {
+    Annotations,
+    Object { index: usize, reference: usize },
+    Conflict(Vec<String>),
+}
+
+impl ConfigSource<'_> {
+    /// Where this was resolved, in `objects` (the same slice [`resolve`] was given); `None`
+    /// for an object that is not among them, which cannot be handed on.
+    pub fn resolution(&self, objects: &[ImageUpdaterObject]) -> Option<Resolution> {
+        Some(match self {
+            Self::Annotations => Resolution::Annotations,
+            Self::Object { object, reference } => Resolution::Object {
+                index: objects.iter().position(|o| std::ptr::eq(o, *object))?,
+                reference: *reference,
+            },
+            Self::Conflict(names) => Resolution::Conflict(names.clone()),
+        })
+    }
+}
+
+impl Resolution {
+    /// The source again, against the `objects` it was resolved in; `None` if they are not
+    /// those (an index past their end).
+    pub fn source<'a>(&self, objects: &'a [ImageUpdaterObject]) -> Option<ConfigSource<'a>> {
+        Some(match self {
+            Self::Annotations => ConfigSource::Annotations,
+            Self::Object { index, reference } => ConfigSource::Object {
+                object: objects.get(*index)?,
+                reference: *reference,
+            },
+            Self::Conflict(names) => ConfigSource::Conflict(names.clone()),
+        })
+    }
+}
+
 impl fmt::Display for ConfigSource<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -1540,5 +1579,44 @@ mod tests {
             "2025-08-25T03:00:00Z"
         );
         assert_eq!(with_update["status"]["recentUpdates"][0]["newVersion"], "2");
+    }
+
+    #[test]
+    fn a_resolution_handed_on_names_the_same_source_against_the_same_objects() {
+        let object: ImageUpdaterObject = serde_json::from_value(serde_json::json!({
+            "metadata": {"namespace": "argocd", "name": "team", "generation": 1},
+            "spec": {"applicationRefs": [{"namePattern": "web-*", "images": []}]}
+        }))
+        .unwrap();
+        let objects = vec![object.clone(), object];
+        let none = BTreeMap::new();
+        for (name, expected) in [("web-1", "conflict"), ("api", "annotations")] {
+            let source = resolve(&objects, "argocd", name, &none, &none);
+            let handed = source.resolution(&objects).unwrap();
+            let again = handed.source(&objects).unwrap();
+            assert_eq!(again.to_string(), source.to_string(), "{name}: {expected}");
+        }
+        let single = &objects[..1];
+        let source = resolve(single, "argocd", "web-1", &none, &none);
+        let handed = source.resolution(single).unwrap();
+        assert_eq!(
+            handed,
+            Resolution::Object {
+                index: 0,
+                reference: 0
+            }
+        );
+        assert_eq!(
+            handed.source(single).unwrap().to_string(),
+            source.to_string()
+        );
+        assert!(
+            handed.source(&[]).is_none(),
+            "not the objects it was resolved in"
+        );
+        assert!(
+            source.resolution(&objects[1..]).is_none(),
+            "an object not among them"
+        );
     }
 }

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::handler::{Handler, Work};
 use crate::appconfig::annotations::{self, AppConfig, ImageEntry, WriteBack as Method};
-use crate::appconfig::imageupdater::{self, ConfigSource, ImageUpdaterObject};
+use crate::appconfig::imageupdater::{self, ConfigSource, ImageUpdaterObject, Resolution};
 use crate::application::view::AppView;
 use crate::apply::writeback::{ApplicationPatch, WriteError, Writer};
 use crate::cluster::kube::{AppMeta, KubeError};
@@ -33,8 +33,12 @@ pub(super) struct Resolved<'o> {
 /// An Application an invocation concerns, and how it is known before it is read.
 pub(super) enum Concerned {
     /// As the listing saw it: its configuration is resolved from the labels and annotations
-    /// listed, before the read (a sweep asks for its tag lists while it reads).
-    Listed(AppMeta),
+    /// listed, before the read (a sweep asks for its tag lists while it reads), with the
+    /// listing's own resolution.
+    Listed {
+        meta: AppMeta,
+        resolution: Option<Resolution>,
+    },
     /// By name only (a shard names Applications it did not list now): resolved from the read.
     Named { namespace: String, name: String },
 }
@@ -42,7 +46,7 @@ pub(super) enum Concerned {
 impl Concerned {
     pub(super) fn names(&self) -> (&str, &str) {
         match self {
-            Self::Listed(meta) => (&meta.namespace, &meta.name),
+            Self::Listed { meta, .. } => (&meta.namespace, &meta.name),
             Self::Named { namespace, name } => (namespace, name),
         }
     }
@@ -75,15 +79,25 @@ impl<'o> Resolved<'o> {
         }
     }
 
-    /// As the listing saw the Application.
-    pub fn of_listed(meta: &AppMeta, objects: &'o [ImageUpdaterObject]) -> Self {
-        Self::resolve(
-            objects,
-            &meta.namespace,
-            &meta.name,
-            meta.labels.clone(),
-            meta.annotations.clone(),
-        )
+    /// As the listing saw the Application, with the listing's resolution when it has one.
+    pub fn of_listed(
+        meta: &AppMeta,
+        resolution: Option<&Resolution>,
+        objects: &'o [ImageUpdaterObject],
+    ) -> Self {
+        let (labels, annotations) = (meta.labels.clone(), meta.annotations.clone());
+        match resolution.and_then(|r| r.source(objects)) {
+            Some(source) => {
+                let config = source.config(&annotations);
+                Self {
+                    labels,
+                    annotations,
+                    source,
+                    config,
+                }
+            }
+            None => Self::resolve(objects, &meta.namespace, &meta.name, labels, annotations),
+        }
     }
 
     /// As the Application was read.
@@ -150,7 +164,9 @@ impl Handler {
         let (ns, name) = concerned.names();
         let kube = work.kube;
         let mut resolved = match concerned {
-            Concerned::Listed(meta) => Some(Resolved::of_listed(meta, objects)),
+            Concerned::Listed { meta, resolution } => {
+                Some(Resolved::of_listed(meta, resolution.as_ref(), objects))
+            }
             Concerned::Named { .. } => None,
         };
         let mut last_refused: Option<Value> = None;

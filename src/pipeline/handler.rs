@@ -337,8 +337,8 @@ impl Handler {
             found,
         );
         let arrivals = futures_util::stream::unfold(arrivals, |mut arrivals| async move {
-            let (meta, objects) = arrivals.recv().await?;
-            Some(((Concerned::Listed(meta), objects), arrivals))
+            let found = arrivals.recv().await?;
+            Some((found.concerned(), arrivals))
         });
         let kind = (report.mode, report.event_id.clone(), report.dry_run);
         let processed = self.process_all(&kind, arrivals, work, CONCURRENCY);

@@ -12,16 +12,36 @@ use std::time::Instant;
 
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::appconfig::imageupdater::{self, ConfigSource};
+use crate::appconfig::imageupdater::{self, ConfigSource, Resolution};
 use crate::cluster::kube::{AppMeta, KubeClient, KubeError, ListOptions, ListedMeta};
 use crate::cluster::objects::{ObjectCache, Objects, Tally};
 use crate::cluster::retry::retry_transient;
 use crate::config::Config;
 use crate::decision::decide::{self, Mode};
+use crate::pipeline::application::Concerned;
 use crate::report::Stats;
 
 /// An Application to read, with the ImageUpdater objects of its namespace.
-pub type Found = (AppMeta, Objects);
+/// An Application the listing found concerned, with the ImageUpdater objects of its
+/// namespace and which of them (or its own annotations) configures it, as resolved here.
+pub struct Found {
+    pub meta: AppMeta,
+    pub objects: Objects,
+    /// Handed on so that the read resolves nothing again while the labels and annotations
+    /// it was resolved from are unchanged; `None` only if it could not be (never, in practice).
+    pub resolution: Option<Resolution>,
+}
+
+impl Found {
+    /// What the Application pipeline takes: the Application as listed, and its objects.
+    pub(super) fn concerned(self) -> (Concerned, Objects) {
+        let concerned = Concerned::Listed {
+            meta: self.meta,
+            resolution: self.resolution,
+        };
+        (concerned, self.objects)
+    }
+}
 
 /// What was listed, besides the Applications sent on.
 pub struct Listed {
@@ -117,7 +137,13 @@ pub async fn concerned(
             }
             // The receiver is dropped only once the listing is over; a failed send cannot
             // happen while this runs.
-            if found.send((meta, objects.clone())).is_ok() {
+            let resolution = source.resolution(&objects);
+            let found_one = Found {
+                meta,
+                objects: objects.clone(),
+                resolution,
+            };
+            if found.send(found_one).is_ok() {
                 sent.set(sent.get() + 1);
             }
         };

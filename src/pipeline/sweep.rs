@@ -80,7 +80,7 @@ impl Handler {
                 .finish(&mut part, g.cluster, g.kube, g.listed, Vec::new())
                 .await;
             self.merge(report, &name, part, finished, several)?;
-            named.push((name, g.found.into_named(|(meta, _)| gather::tracked(meta))));
+            named.push((name, g.found.into_named(|f| gather::tracked(f.meta))));
         }
         let shards = shard::plan(
             &report.event_id,
@@ -133,7 +133,7 @@ impl Handler {
         let collect = async {
             let mut found = Kept::default();
             while let Some(arrived) = arrivals.recv().await {
-                found = found.keep(arrived, fan_out_at, |(meta, _)| gather::tracked(meta));
+                found = found.keep(arrived, fan_out_at, |f| gather::tracked(f.meta));
             }
             found
         };
@@ -166,9 +166,7 @@ impl Handler {
                     // Not reached: `sweep` sends a sweep with any cluster kept by name out.
                     Kept::Named(_) => Vec::new(),
                 };
-                let listed = found
-                    .into_iter()
-                    .map(|(meta, objects)| (Concerned::Listed(meta), objects));
+                let listed = found.into_iter().map(Found::concerned);
                 let stream = futures_util::stream::iter(listed);
                 let outcomes = self.process_all(kind, stream, &work, CONCURRENCY).await;
                 let mut part = g.report;
