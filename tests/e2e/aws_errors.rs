@@ -2,13 +2,14 @@
 //! clients (a closed port, a name that does not resolve, the stand-in answering the service's
 //! own error shapes).
 
+use crate::common::Scenario;
 use argocd_ecr_updater::cluster::eks_auth::{ClusterError, describe_cluster};
 use argocd_ecr_updater::registry::ecr::{Ecr, EcrError};
-use argocd_ecr_updater_standins::{FaultAction, Route, StandIns};
+use argocd_ecr_updater_standins::{FaultAction, Route};
 
 const ACCOUNT: &str = "768157413559";
 
-fn ecr_at(standins: &StandIns, endpoint: Option<&str>) -> Ecr {
+fn ecr_at(standins: &Scenario, endpoint: Option<&str>) -> Ecr {
     let mut config = aws_sdk_ecr::config::Builder::from(&standins.sdk_config());
     if let Some(endpoint) = endpoint {
         config = config.endpoint_url(endpoint);
@@ -23,7 +24,7 @@ async fn ecr_error(ecr: &Ecr) -> EcrError {
 }
 
 async fn with_fault(kind: &'static str, code: u16) -> EcrError {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     standins.shared.inject(
         Route::ecr("DescribeImages"),
         100,
@@ -34,7 +35,7 @@ async fn with_fault(kind: &'static str, code: u16) -> EcrError {
 
 #[tokio::test]
 async fn a_closed_port_says_nothing_answers_at_the_endpoint() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     let message = ecr_error(&ecr_at(&standins, Some("http://127.0.0.1:1")))
         .await
         .to_string();
@@ -47,7 +48,7 @@ async fn a_closed_port_says_nothing_answers_at_the_endpoint() {
 
 #[tokio::test]
 async fn a_name_that_does_not_resolve_says_so() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     let message = ecr_error(&ecr_at(&standins, Some("http://ecr.no-such-host.invalid")))
         .await
         .to_string();
@@ -85,7 +86,7 @@ async fn throttling_is_named_and_retryable() {
 
 #[tokio::test]
 async fn describe_cluster_against_an_unreachable_endpoint_names_the_cause() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     let config = aws_sdk_eks::config::Builder::from(&standins.sdk_config())
         .endpoint_url("http://127.0.0.1:1")
         .build();

@@ -6,19 +6,19 @@
 
 use std::collections::BTreeSet;
 
-use crate::common::{event, expect_decision, handler};
+use crate::common::{Scenario, event, expect_decision};
 use argocd_ecr_updater::pipeline::handler::HandlerError;
 use argocd_ecr_updater::report::{Action, Report};
 use argocd_ecr_updater_standins::fixtures::{PUSHED_TAG, SEED_TAG};
-use argocd_ecr_updater_standins::{ExtraCluster, Options, Service, StandIns, kube::KubeState};
+use argocd_ecr_updater_standins::{ExtraCluster, Options, Service, kube::KubeState};
 
 const SEED_APP: &str = "aws-pipeline-test";
 
 /// The seed cluster (`barun-dev`), plus `staging` in the same region and `prod-eu` in
 /// eu-west-1, each holding a copy of the seed Application and granting the function what
 /// the seed cluster grants it.
-async fn three_clusters() -> (StandIns, ExtraCluster, ExtraCluster) {
-    let standins = StandIns::start_seeded().await.unwrap();
+async fn three_clusters() -> (Scenario, ExtraCluster, ExtraCluster) {
+    let standins = Scenario::seeded().await;
     let staging = extra(&standins, "staging", "ap-northeast-2", Access::Granted).await;
     let prod = extra(&standins, "prod-eu", "eu-west-1", Access::Granted).await;
     (standins, staging, prod)
@@ -35,7 +35,7 @@ enum Access {
     NoRbac,
 }
 
-async fn extra(standins: &StandIns, name: &str, region: &str, access: Access) -> ExtraCluster {
+async fn extra(standins: &Scenario, name: &str, region: &str, access: Access) -> ExtraCluster {
     let identities = match access {
         Access::Granted => Options::default().identities,
         Access::NoAccessEntry => Vec::new(),
@@ -72,7 +72,7 @@ fn report_and_error_type(result: Result<Report, HandlerError>) -> (Report, Optio
     }
 }
 
-fn describe_cluster_calls(standins: &StandIns) -> usize {
+fn describe_cluster_calls(standins: &Scenario) -> usize {
     standins
         .shared
         .requests()
@@ -84,7 +84,7 @@ fn describe_cluster_calls(standins: &StandIns) -> usize {
 #[tokio::test]
 async fn a_push_updates_the_application_in_every_cluster_and_groups_the_report_by_cluster() {
     let (standins, staging, prod) = three_clusters().await;
-    let handler = handler(&standins, &[("CLUSTERS", CLUSTERS)]);
+    let handler = standins.handler(&[("CLUSTERS", CLUSTERS)]);
     let (report, failed) =
         report_and_error_type(handler.handle(&event("push-date-tag.json"), None).await);
     assert_eq!(failed, None, "{report:#?}");
@@ -125,15 +125,17 @@ async fn a_push_updates_the_application_in_every_cluster_and_groups_the_report_b
 
 #[tokio::test]
 async fn several_clusters_cost_one_clusters_registry_reads() {
-    let single = StandIns::start_seeded().await.unwrap();
+    let single = Scenario::seeded().await;
     let (alone, _) = report_and_error_type(
-        handler(&single, &[])
+        single
+            .handler(&[])
             .handle(&event("push-date-tag.json"), None)
             .await,
     );
     let (standins, _staging, _prod) = three_clusters().await;
     let (together, _) = report_and_error_type(
-        handler(&standins, &[("CLUSTERS", CLUSTERS)])
+        standins
+            .handler(&[("CLUSTERS", CLUSTERS)])
             .handle(&event("push-date-tag.json"), None)
             .await,
     );
@@ -147,7 +149,7 @@ async fn several_clusters_cost_one_clusters_registry_reads() {
 async fn a_cluster_that_is_down_fails_the_invocation_retryably_after_the_others_are_written() {
     let (standins, staging, prod) = three_clusters().await;
     drop(staging);
-    let handler = handler(&standins, &[("CLUSTERS", CLUSTERS)]);
+    let handler = standins.handler(&[("CLUSTERS", CLUSTERS)]);
     let (report, failed) =
         report_and_error_type(handler.handle(&event("push-date-tag.json"), None).await);
     assert_eq!(failed, Some("Retryable.TargetsFailed"));
@@ -197,9 +199,9 @@ async fn a_cluster_refusing_the_function_is_reported_with_its_fix_while_the_othe
         (Access::NoAccessEntry, "401", "EKS access entry", true),
         (Access::NoRbac, "may not list", "deploy/rbac.yaml", true),
     ] {
-        let standins = StandIns::start_seeded().await.unwrap();
+        let standins = Scenario::seeded().await;
         let refusing = extra(&standins, "staging", "ap-northeast-2", access).await;
-        let handler = handler(&standins, &[("CLUSTERS", "barun-dev,staging")]);
+        let handler = standins.handler(&[("CLUSTERS", "barun-dev,staging")]);
         let (report, failed) =
             report_and_error_type(handler.handle(&event("push-date-tag.json"), None).await);
         assert_eq!(
@@ -223,10 +225,10 @@ async fn a_cluster_refusing_the_function_is_reported_with_its_fix_while_the_othe
 
 #[tokio::test]
 async fn a_cluster_in_another_region_is_looked_up_in_its_region_only() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     let prod = extra(&standins, "prod-eu", "eu-west-1", Access::Granted).await;
     // Listed without its region: EKS in the function's region has no such cluster.
-    let handler = handler(&standins, &[("CLUSTERS", "barun-dev,prod-eu")]);
+    let handler = standins.handler(&[("CLUSTERS", "barun-dev,prod-eu")]);
     let (report, _) =
         report_and_error_type(handler.handle(&event("push-date-tag.json"), None).await);
     let failure = report.clusters[1].failure.as_ref().unwrap();
@@ -257,7 +259,7 @@ async fn next_second() {
 #[tokio::test]
 async fn endpoints_cas_and_tokens_are_cached_per_cluster_across_invocations() {
     let (standins, staging, prod) = three_clusters().await;
-    let handler = handler(&standins, &[("CLUSTERS", CLUSTERS)]);
+    let handler = standins.handler(&[("CLUSTERS", CLUSTERS)]);
     for _ in 0..3 {
         let (_, failed) =
             report_and_error_type(handler.handle(&event("push-date-tag.json"), None).await);
@@ -297,17 +299,14 @@ async fn endpoints_cas_and_tokens_are_cached_per_cluster_across_invocations() {
 #[tokio::test]
 async fn an_endpoint_given_in_clusters_is_used_without_describe_cluster() {
     use base64::Engine;
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     let partner = extra(&standins, "partner", "ap-northeast-2", Access::Granted).await;
     let ca = base64::engine::general_purpose::STANDARD.encode(&partner.ca_pem);
     let clusters = format!(
         r#"[{{"name":"partner","endpoint":"{}","caData":"{ca}"}}]"#,
         partner.endpoint()
     );
-    let handler = handler(
-        &standins,
-        &[("CLUSTER_NAME", "partner"), ("CLUSTERS", &clusters)],
-    );
+    let handler = standins.handler(&[("CLUSTER_NAME", "partner"), ("CLUSTERS", &clusters)]);
     let (report, failed) =
         report_and_error_type(handler.handle(&event("push-date-tag.json"), None).await);
     assert_eq!(failed, None, "{report:#?}");
@@ -320,7 +319,7 @@ async fn an_endpoint_given_in_clusters_is_used_without_describe_cluster() {
 async fn a_push_in_a_central_registry_account_updates_applications_in_two_clusters() {
     use argocd_ecr_updater_standins::fixtures::{Application, push_event};
     const REGISTRY_ACCOUNT: &str = "111122223333";
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     standins.aws.add_registry(REGISTRY_ACCOUNT, true);
     let staging = extra(&standins, "staging", "ap-northeast-2", Access::Granted).await;
     let image = format!("{REGISTRY_ACCOUNT}.dkr.ecr.ap-northeast-2.amazonaws.com/barun-dev-ecr");
@@ -333,13 +332,10 @@ async fn a_push_in_a_central_registry_account_updates_applications_in_two_cluste
     }
     let mut pushed = push_event("barun-dev-ecr", PUSHED_TAG, "2025-08-25T06:30:14Z");
     pushed["account"] = serde_json::json!(REGISTRY_ACCOUNT);
-    let handler = handler(
-        &standins,
-        &[
-            ("CLUSTERS", "barun-dev,staging"),
-            ("FUNCTION_ACCOUNT_ID", "768157413559"),
-        ],
-    );
+    let handler = standins.handler(&[
+        ("CLUSTERS", "barun-dev,staging"),
+        ("FUNCTION_ACCOUNT_ID", "768157413559"),
+    ]);
     let (report, failed) = report_and_error_type(handler.handle(&pushed, None).await);
     assert_eq!(failed, None, "{report:#?}");
     let updated: Vec<(Option<&str>, &str)> = report
@@ -368,7 +364,7 @@ const PARTNER_ROLE: &str = "arn:aws:iam::111122223333:role/argocd-ecr-updater-pa
 
 /// A cluster of another account that knows only `PARTNER_ROLE` (its access entry), and
 /// that only that role may describe.
-async fn partner_cluster(standins: &StandIns, trusted: bool) -> ExtraCluster {
+async fn partner_cluster(standins: &Scenario, trusted: bool) -> ExtraCluster {
     let assumed = argocd_ecr_updater_standins::Identity {
         access_key_id: "ASIAPARTNERASSUMED01".into(),
         secret_access_key: "partner/assumed+secret".into(),
@@ -398,10 +394,10 @@ fn with_partner_role() -> String {
 
 #[tokio::test]
 async fn a_cluster_in_another_account_is_reached_with_the_role_assumed_for_it() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     let partner = partner_cluster(&standins, true).await;
     let clusters = with_partner_role();
-    let handler = handler(&standins, &[("CLUSTERS", &clusters)]);
+    let handler = standins.handler(&[("CLUSTERS", &clusters)]);
     let (report, failed) =
         report_and_error_type(handler.handle(&event("push-date-tag.json"), None).await);
     assert_eq!(failed, None, "{report:#?}");
@@ -477,7 +473,7 @@ async fn calls_signed_with_the_wrong_credentials_are_refused_with_awss_errors() 
             "ExpiredTokenException",
         ),
     ] {
-        let standins = StandIns::start_seeded().await.unwrap();
+        let standins = Scenario::seeded().await;
         if expire {
             standins.aws.expire(FUNCTION_ACCESS_KEY);
         }
@@ -517,10 +513,10 @@ async fn calls_signed_with_the_wrong_credentials_are_refused_with_awss_errors() 
 
 #[tokio::test]
 async fn a_role_that_refuses_the_function_is_reported_as_needing_an_operator() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     let partner = partner_cluster(&standins, false).await;
     let clusters = with_partner_role();
-    let handler = handler(&standins, &[("CLUSTERS", &clusters)]);
+    let handler = standins.handler(&[("CLUSTERS", &clusters)]);
     let (report, failed) =
         report_and_error_type(handler.handle(&event("push-date-tag.json"), None).await);
     assert_eq!(failed, Some("Retryable.TargetsFailed"));
@@ -537,9 +533,9 @@ async fn a_role_that_refuses_the_function_is_reported_as_needing_an_operator() {
 
 #[tokio::test]
 async fn another_accounts_cluster_without_its_role_is_refused_describe_cluster() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     let _partner = partner_cluster(&standins, true).await;
-    let handler = handler(&standins, &[("CLUSTERS", "barun-dev,partner")]);
+    let handler = standins.handler(&[("CLUSTERS", "barun-dev,partner")]);
     let (report, _) =
         report_and_error_type(handler.handle(&event("push-date-tag.json"), None).await);
     let failure = report.clusters[1].failure.as_ref().unwrap();

@@ -46,7 +46,8 @@ pub fn kube_client(standins: &StandIns) -> KubeClient {
 }
 
 /// The real handler, configured as the function would be with `vars` set, against stand-ins.
-pub fn handler(
+/// The real handler, configured with `vars` and pointed at the stand-ins.
+fn handler_for(
     standins: &StandIns,
     vars: &[(&str, &str)],
 ) -> argocd_ecr_updater::pipeline::handler::Handler {
@@ -189,6 +190,30 @@ impl Scenario {
         StandIns::start_seeded().await.unwrap().into()
     }
 
+    /// The README's setup, with the function's role granted only `grants`.
+    pub async fn seeded_with_grants(grants: Vec<argocd_ecr_updater_standins::Grant>) -> Self {
+        StandIns::start_seeded_with_grants(grants)
+            .await
+            .unwrap()
+            .into()
+    }
+
+    /// Empty stand-ins started with `options`.
+    pub async fn start(options: argocd_ecr_updater_standins::Options) -> Self {
+        StandIns::start(options).await.unwrap().into()
+    }
+
+    /// The real handler with the scenario's variables and `vars` (which win).
+    pub fn handler(&self, vars: &[(&str, &str)]) -> argocd_ecr_updater::pipeline::handler::Handler {
+        let mut all: Vec<(&str, &str)> = self
+            .vars
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        all.extend_from_slice(vars);
+        handler_for(&self.standins, &all)
+    }
+
     /// An environment variable for every run.
     pub fn var(mut self, name: &str, value: &str) -> Self {
         self.vars.push((name.to_string(), value.to_string()));
@@ -223,13 +248,7 @@ impl Scenario {
         argocd_ecr_updater::report::Report,
         argocd_ecr_updater::pipeline::handler::HandlerError,
     > {
-        let mut all: Vec<(&str, &str)> = self
-            .vars
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        all.extend_from_slice(vars);
-        handler(&self.standins, &all).handle(event, None).await
+        self.handler(vars).handle(event, None).await
     }
 
     /// The report of an invocation that must succeed.

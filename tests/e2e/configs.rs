@@ -1,7 +1,7 @@
 //! End to end against the stand-ins: the configurations real Image Updater users have, each
 //! of which the function once got wrong (wrong image deployed, a wrong skip, a loop).
 
-use crate::common::{Scenario, event, expect_decision, for_app, handler, one};
+use crate::common::{Scenario, event, expect_decision, for_app, one};
 use argocd_ecr_updater::pipeline::handler::HandlerError;
 use argocd_ecr_updater::report::Action;
 use argocd_ecr_updater_standins::fixtures::kube_ca_data;
@@ -10,9 +10,7 @@ use argocd_ecr_updater_standins::fixtures::{
     push_event as push, reconcile_event as reconcile,
 };
 use argocd_ecr_updater_standins::kube::PROXY_PREFIX;
-use argocd_ecr_updater_standins::{
-    FaultAction, Grant, Route, Service, StandIns, image_updater_grants,
-};
+use argocd_ecr_updater_standins::{FaultAction, Grant, Route, Service, image_updater_grants};
 use serde_json::{Value, json};
 
 /// An Application tracking the seed image with these Image Updater annotations and source.
@@ -44,7 +42,7 @@ fn running_seed() -> String {
     format!("{SEED_IMAGE}:{SEED_TAG}")
 }
 
-fn params(standins: &StandIns, name: &str, source: &str) -> Value {
+fn params(standins: &Scenario, name: &str, source: &str) -> Value {
     let stored = standins.kube.get("argocd", name).unwrap();
     stored
         .pointer(&format!("/spec/{source}/helm/parameters"))
@@ -411,7 +409,7 @@ async fn a_namespace_that_cannot_be_listed_does_not_stop_the_others() {
         image_updater_grants("team-b"),
     ]
     .concat();
-    let standins = Scenario::from(StandIns::start_seeded_with_grants(grants).await.unwrap());
+    let standins = Scenario::from(Scenario::seeded_with_grants(grants).await);
     let error = standins
         .outcome(
             &[("ARGOCD_NAMESPACES", "team-c,team-b,argocd")],
@@ -449,7 +447,8 @@ async fn a_namespace_that_cannot_be_listed_does_not_stop_the_others() {
     assert_eq!(standins.kube_requests("PATCH"), 1);
 
     // With `*`, a denial names the cluster scope and the manifest that grants it.
-    let error = handler(&standins, &[("ARGOCD_NAMESPACES", "*")])
+    let error = standins
+        .handler(&[("ARGOCD_NAMESPACES", "*")])
         .handle(&event("push-date-tag.json"), None)
         .await
         .unwrap_err();
@@ -505,17 +504,17 @@ async fn an_applicationset_app_is_patched_when_the_set_ignores_the_managed_param
 
 #[tokio::test]
 async fn an_applicationset_that_may_not_be_read_fails_retryably_with_the_rbac_fix() {
-    let standins = StandIns::start_seeded_with_grants(
+    let standins = Scenario::seeded_with_grants(
         [
             vec![Grant::new(&["get", "list", "patch"], "argocd")],
             image_updater_grants("argocd"),
         ]
         .concat(),
     )
-    .await
-    .unwrap();
+    .await;
     standins.kube.insert(owned_app("owned")).unwrap();
-    let error = handler(&standins, &[])
+    let error = standins
+        .handler(&[])
         .handle(&event("push-date-tag.json"), None)
         .await
         .unwrap_err();

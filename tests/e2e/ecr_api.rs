@@ -1,10 +1,11 @@
 //! The ECR client through the real AWS SDK against the ECR stand-in: pagination, lookups of
 //! one tag, manifests, and ECR's own error shapes.
 
+use crate::common::Scenario;
 use argocd_ecr_updater::registry::ecr::{Ecr, EcrError};
 use argocd_ecr_updater::registry::manifest::Platforms;
 use argocd_ecr_updater_standins::fixtures::{image_with_digest, numbered_digest};
-use argocd_ecr_updater_standins::{Image, Options, Service, StandIns, seed};
+use argocd_ecr_updater_standins::{Image, Options, Service, seed};
 use serde_json::json;
 
 const ACCOUNT: &str = "768157413559";
@@ -16,7 +17,7 @@ fn image(repository: &str, tag: Option<String>, n: usize) -> Image {
 
 #[tokio::test]
 async fn list_tags_follows_next_token_across_pages_and_skips_untagged_images() {
-    let standins = StandIns::start(Options::default()).await.unwrap();
+    let standins = Scenario::start(Options::default()).await;
     for n in 0..2_500 {
         standins
             .aws
@@ -48,7 +49,7 @@ async fn list_tags_follows_next_token_across_pages_and_skips_untagged_images() {
 
 #[tokio::test]
 async fn one_tag_is_described_or_reported_missing() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     let ecr = Ecr::new(aws_sdk_ecr::Client::new(&standins.sdk_config()));
     let described = |tag: &str| vec![tag.to_string()];
     let latest = ecr
@@ -85,7 +86,7 @@ async fn one_tag_is_described_or_reported_missing() {
 
 #[tokio::test]
 async fn a_moved_or_deleted_tag_is_described_where_it_is_now() {
-    let standins = StandIns::start(Options::default()).await.unwrap();
+    let standins = Scenario::start(Options::default()).await;
     let pushes = [("a", 1), ("b", 1), ("c", 2), ("a", 3), ("d", 3)];
     for (n, (tag, digest)) in pushes.into_iter().enumerate() {
         let pushed_at = format!("2025-01-01T00:00:{n:02}Z");
@@ -138,7 +139,7 @@ async fn a_moved_or_deleted_tag_is_described_where_it_is_now() {
 
 #[tokio::test]
 async fn manifests_tell_index_platforms_from_single_images() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     let index: Image = serde_json::from_value(
         json!({"repository": "multi", "tag": "1.0", "digest": format!("sha256:{}", "a".repeat(64)),
         "pushedAt": "2025-01-01T00:00:00Z", "mediaType": "application/vnd.oci.image.index.v1+json",
@@ -169,7 +170,7 @@ async fn manifests_tell_index_platforms_from_single_images() {
 
 #[tokio::test]
 async fn the_stand_ins_load_a_seed_folder_of_yaml_and_json() {
-    let standins = StandIns::start(Options::default()).await.unwrap();
+    let standins = Scenario::start(Options::default()).await;
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("applications")).unwrap();
     let app = include_str!("../standins/seed/applications/aws-pipeline-test.yaml");

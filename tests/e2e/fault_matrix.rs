@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
-use crate::common::{event, handler};
+use crate::common::{Scenario, event};
 use argocd_ecr_updater::pipeline::handler::HandlerError;
 use argocd_ecr_updater::report::Action;
-use argocd_ecr_updater_standins::{FaultAction, Route, StandIns, tls};
+use argocd_ecr_updater_standins::{FaultAction, Route, tls};
 use serde_json::Value;
 
 #[derive(Debug)]
@@ -157,16 +157,13 @@ fn unchanged_or_exactly_updated(before: &Value, after: &Value) {
 #[tokio::test]
 async fn every_fault_is_absorbed_or_fails_the_invocation_clearly_and_never_writes_wrong() {
     for case in cases() {
-        let standins = StandIns::start_seeded().await.unwrap();
+        let standins = Scenario::seeded().await;
         let before = standins.kube.get("argocd", "aws-pipeline-test").unwrap();
         standins.shared.inject(case.route, case.count, case.action);
-        let h = handler(
-            &standins,
-            &[
-                ("KUBE_REQUEST_TIMEOUT_MS", "1000"),
-                ("CONFLICT_RETRIES", "3"),
-            ],
-        );
+        let h = standins.handler(&[
+            ("KUBE_REQUEST_TIMEOUT_MS", "1000"),
+            ("CONFLICT_RETRIES", "3"),
+        ]);
         let outcome = h.handle(&event("push-date-tag.json"), None).await;
         let after = standins.kube.get("argocd", "aws-pipeline-test").unwrap();
         unchanged_or_exactly_updated(&before, &after);
@@ -210,16 +207,17 @@ async fn expired_and_rejected_tokens_fail_the_invocation_with_the_access_fix() {
     for (name, setup) in [
         (
             "every token rejected",
-            Box::new(|s: &StandIns| s.shared.reject_next_tokens(100)) as Box<dyn Fn(&StandIns)>,
+            Box::new(|s: &Scenario| s.shared.reject_next_tokens(100)) as Box<dyn Fn(&Scenario)>,
         ),
         (
             "server clock 20 minutes ahead",
-            Box::new(|s: &StandIns| s.shared.skew_clock(20 * 60)),
+            Box::new(|s: &Scenario| s.shared.skew_clock(20 * 60)),
         ),
     ] {
-        let standins = StandIns::start_seeded().await.unwrap();
+        let standins = Scenario::seeded().await;
         setup(&standins);
-        let error = handler(&standins, &[])
+        let error = standins
+            .handler(&[])
             .handle(&event("push-date-tag.json"), None)
             .await
             .unwrap_err();
@@ -230,9 +228,10 @@ async fn expired_and_rejected_tokens_fail_the_invocation_with_the_access_fix() {
         );
     }
     // One rejected token is renewed and the push goes through.
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     standins.shared.reject_next_tokens(1);
-    let report = handler(&standins, &[])
+    let report = standins
+        .handler(&[])
         .handle(&event("push-date-tag.json"), None)
         .await
         .unwrap();
@@ -241,18 +240,15 @@ async fn expired_and_rejected_tokens_fail_the_invocation_with_the_access_fix() {
 
 #[tokio::test]
 async fn a_wrong_ca_or_an_unresolvable_endpoint_fails_the_invocation_naming_the_setting() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     let other_ca = argocd_ecr_updater_standins::fixtures::kube_ca_data(
         &tls::cluster_tls(&["127.0.0.1"]).unwrap().ca_pem,
     );
     let endpoint = standins.kube_endpoint();
-    let h = handler(
-        &standins,
-        &[
-            ("KUBE_API_ENDPOINT", &endpoint),
-            ("KUBE_CA_DATA", &other_ca),
-        ],
-    );
+    let h = standins.handler(&[
+        ("KUBE_API_ENDPOINT", &endpoint),
+        ("KUBE_CA_DATA", &other_ca),
+    ]);
     let error = h
         .handle(&event("push-date-tag.json"), None)
         .await
@@ -264,16 +260,13 @@ async fn a_wrong_ca_or_an_unresolvable_endpoint_fails_the_invocation_naming_the_
     assert!(error.to_string().contains("KUBE_CA_DATA"), "{error}");
 
     let right_ca = argocd_ecr_updater_standins::fixtures::kube_ca_data(&standins.ca_pem);
-    let h = handler(
-        &standins,
-        &[
-            (
-                "KUBE_API_ENDPOINT",
-                "https://cluster.does-not-exist.invalid",
-            ),
-            ("KUBE_CA_DATA", &right_ca),
-        ],
-    );
+    let h = standins.handler(&[
+        (
+            "KUBE_API_ENDPOINT",
+            "https://cluster.does-not-exist.invalid",
+        ),
+        ("KUBE_CA_DATA", &right_ca),
+    ]);
     let error = h
         .handle(&event("push-date-tag.json"), None)
         .await
@@ -289,7 +282,7 @@ async fn a_wrong_ca_or_an_unresolvable_endpoint_fails_the_invocation_naming_the_
 #[tokio::test]
 async fn a_redirect_is_never_followed_so_no_credential_leaves_for_the_address_it_names() {
     // The Kubernetes API: every request carries the cluster's bearer token.
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     let before = standins.kube.get("argocd", "aws-pipeline-test").unwrap();
     let trap = format!("{}/captured", standins.kube_endpoint());
     standins.shared.inject(
@@ -297,7 +290,8 @@ async fn a_redirect_is_never_followed_so_no_credential_leaves_for_the_address_it
         100,
         FaultAction::Redirect { location: trap },
     );
-    let error = handler(&standins, &[])
+    let error = standins
+        .handler(&[])
         .handle(&event("push-date-tag.json"), None)
         .await
         .unwrap_err();
@@ -313,14 +307,15 @@ async fn a_redirect_is_never_followed_so_no_credential_leaves_for_the_address_it
     unchanged_or_exactly_updated(&before, &after);
 
     // AWS: a signed request carries the session token.
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     let trap = format!("{}/captured", standins.aws_endpoint());
     standins.shared.inject(
         Route::ecr("DescribeImages"),
         100,
         FaultAction::Redirect { location: trap },
     );
-    let outcome = handler(&standins, &[])
+    let outcome = standins
+        .handler(&[])
         .handle(&event("push-date-tag.json"), None)
         .await;
     // Not followed, the redirect is a failed ECR call: retried by AWS, never an update.

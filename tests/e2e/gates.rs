@@ -5,7 +5,6 @@
 
 use crate::common::{Scenario, event, expect_decision, helm_parameter, only};
 use argocd_ecr_updater::report::Action;
-use argocd_ecr_updater_standins::StandIns;
 use argocd_ecr_updater_standins::fixtures::{PUSHED_TAG, SEED_APP, SEED_TAG};
 use serde_json::{Value, json};
 
@@ -22,12 +21,12 @@ async fn seeded(annotations: &[(&str, &str)]) -> Scenario {
 
 const GATE: (&str, &str) = ("argocd-ecr-updater.io/app.scan-gate", "critical=0,high=3");
 
-fn tag(standins: &StandIns) -> String {
+fn tag(standins: &Scenario) -> String {
     helm_parameter(standins, "argocd", SEED_APP, "image.tag").unwrap()
 }
 
 /// What ECR says of `digest`'s scan: the findings the gate reads.
-fn ecr_scanned(standins: &StandIns, digest: &str, counts: &[(&str, u64)]) {
+fn ecr_scanned(standins: &Scenario, digest: &str, counts: &[(&str, u64)]) {
     standins
         .aws
         .set_scan("barun-dev-ecr", digest, "COMPLETE", counts);
@@ -318,7 +317,7 @@ async fn an_image_signed_with_the_key_is_rolled_out() {
 }
 
 /// Puts a (bad) signature in place, given the stand-ins and the configured key's private half.
-type Arrange = dyn Fn(&StandIns, &str);
+type Arrange = dyn Fn(&Scenario, &str);
 
 #[tokio::test]
 async fn missing_wrong_key_other_digest_and_tampered_signatures_are_never_written() {
@@ -327,20 +326,20 @@ async fn missing_wrong_key_other_digest_and_tampered_signatures_are_never_writte
         ("is not signed: no `sha256-", Box::new(|_, _| {})),
         (
             "does not verify with the configured cosign key",
-            Box::new(move |s: &StandIns, _: &str| {
+            Box::new(move |s: &Scenario, _: &str| {
                 let (other_private, _) = cosign::key_pair().unwrap();
                 sign_seed(&s.aws, &other_private, SEED_DIGEST);
             }),
         ),
         (
             "the signature is for sha256:4444",
-            Box::new(move |s: &StandIns, private: &str| {
+            Box::new(move |s: &Scenario, private: &str| {
                 sign_seed(&s.aws, private, other_digest);
             }),
         ),
         (
             "tampered",
-            Box::new(|s: &StandIns, private: &str| {
+            Box::new(|s: &Scenario, private: &str| {
                 let payload = cosign::payload(IMAGE, SEED_DIGEST);
                 cosign::store_signature(&s.aws, "barun-dev-ecr", SEED_DIGEST, private, &payload)
                     .unwrap();
@@ -394,15 +393,14 @@ async fn the_key_can_live_in_secrets_manager() {
 
 #[tokio::test]
 async fn an_imageupdater_objects_images_verification_reads_the_key_from_its_secret() {
-    let standins = StandIns::start_seeded_with_grants(vec![
+    let standins = Scenario::seeded_with_grants(vec![
         argocd_ecr_updater_standins::Grant::new(&["get", "list", "patch"], "argocd"),
         argocd_ecr_updater_standins::Grant::on("events", &["create"], "argocd"),
         argocd_ecr_updater_standins::Grant::on("imageupdaters", &["list"], "argocd"),
         argocd_ecr_updater_standins::Grant::on("imageupdaters/status", &["patch"], "argocd"),
         argocd_ecr_updater_standins::Grant::named("secrets", &["get"], "argocd", &["cosign"]),
     ])
-    .await
-    .unwrap();
+    .await;
     let standins = Scenario::from(standins);
     let (private, public) = cosign::key_pair().unwrap();
     standins

@@ -2,12 +2,12 @@
 //! credentials from the Secrets Manager stand-in, the real handler, and the seed's
 //! Terraform-managed Application switched to `write-back-method: git`.
 
-use crate::common::{Scenario, event, expect_decision, handler, only, report_of};
+use crate::common::{Scenario, event, expect_decision, only, report_of};
 use argocd_ecr_updater::report::{Action, Entry, Report};
 use argocd_ecr_updater_standins::fixtures::{
     PUSHED_TAG, SEED_APP, SEED_IMAGE, SEED_TAG, image, push_event,
 };
-use argocd_ecr_updater_standins::{FaultAction, Route, Service, StandIns};
+use argocd_ecr_updater_standins::{FaultAction, Route, Service};
 use serde_json::{Value, json};
 
 const REPO: &str = "barun/invitation";
@@ -50,7 +50,7 @@ fn with_git_vars(scenario: Scenario) -> Scenario {
     vars.iter().fold(scenario, |s, (k, v)| s.var(k, v))
 }
 
-fn vars(standins: &StandIns) -> Vec<(String, String)> {
+fn vars(standins: &Scenario) -> Vec<(String, String)> {
     vec![
         ("GIT_CREDENTIALS_SECRET_ARNS".into(), SECRET_ARN.into()),
         ("GITHUB_API_URL".into(), standins.github_api()),
@@ -65,15 +65,15 @@ async fn push(standins: &Scenario) -> Report {
         .unwrap()
 }
 
-fn commits(standins: &StandIns, branch: &str) -> usize {
+fn commits(standins: &Scenario, branch: &str) -> usize {
     standins.github.history(REPO, branch).len()
 }
 
-fn seed_parameters(standins: &StandIns) -> Value {
+fn seed_parameters(standins: &Scenario) -> Value {
     standins.kube.get("argocd", SEED_APP).unwrap()["spec"]["source"]["helm"]["parameters"].clone()
 }
 
-fn github_requests(standins: &StandIns) -> Vec<(String, String)> {
+fn github_requests(standins: &Scenario) -> Vec<(String, String)> {
     standins
         .shared
         .requests()
@@ -636,17 +636,9 @@ async fn a_token_without_write_access_is_told_to_get_contents_write() {
 #[tokio::test]
 async fn missing_or_unreadable_credentials_say_what_to_configure() {
     let standins = git_standins(&[]).await;
-    let report = report_of(
-        handler(
-            &standins,
-            &[
-                ("GITHUB_API_URL", &standins.github_api()),
-                ("GIT_CA_BUNDLE", &standins.ca_pem),
-            ],
-        )
-        .handle(&event("push-date-tag.json"), None)
-        .await,
-    );
+    // The scenario's secret list emptied: no credentials configured at all.
+    let unset = [("GIT_CREDENTIALS_SECRET_ARNS", "")];
+    let report = report_of(standins.outcome(&unset, &event("push-date-tag.json")).await);
     expect_decision(only(&report), Action::Failed, "GIT_CREDENTIALS_SECRET_ARNS");
     assert!(github_requests(&standins).is_empty());
 
@@ -747,7 +739,7 @@ async fn a_dry_run_reads_git_and_says_where_it_would_commit() {
 #[tokio::test]
 async fn an_installation_token_serves_only_the_key_that_minted_it_and_only_its_repository() {
     let standins = with_git_vars(Scenario::from(
-        StandIns::start_seeded_with_grants(vec![
+        Scenario::seeded_with_grants(vec![
             argocd_ecr_updater_standins::Grant::new(&["get", "list", "patch"], "argocd"),
             argocd_ecr_updater_standins::Grant::on("events", &["create"], "argocd"),
             argocd_ecr_updater_standins::Grant::named(
@@ -757,8 +749,7 @@ async fn an_installation_token_serves_only_the_key_that_minted_it_and_only_its_r
                 &["invitation-git"],
             ),
         ])
-        .await
-        .unwrap(),
+        .await,
     ));
     standins
         .github
@@ -784,7 +775,7 @@ async fn an_installation_token_serves_only_the_key_that_minted_it_and_only_its_r
     all.push(("DRY_RUN".into(), "false".into()));
     all.push(("READ_IMAGEUPDATERS".into(), "false".into()));
     let borrowed: Vec<(&str, &str)> = all.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let function = handler(&standins, &borrowed);
+    let function = standins.handler(&borrowed);
     let first = function
         .handle(&event("push-date-tag.json"), None)
         .await
@@ -848,7 +839,7 @@ async fn a_github_app_key_is_exchanged_for_an_installation_token_once_and_reused
     all.push(("DRY_RUN".into(), "false".into()));
     let borrowed: Vec<(&str, &str)> = all.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     // One handler, as one warm container: the token is minted once for both invocations.
-    let function = handler(&standins, &borrowed);
+    let function = standins.handler(&borrowed);
     let first = function
         .handle(&event("push-date-tag.json"), None)
         .await
@@ -892,7 +883,7 @@ async fn a_github_app_key_is_exchanged_for_an_installation_token_once_and_reused
 #[tokio::test]
 async fn git_secret_reads_the_one_named_kubernetes_secret() {
     let standins = with_git_vars(Scenario::from(
-        StandIns::start_seeded_with_grants(vec![
+        Scenario::seeded_with_grants(vec![
             argocd_ecr_updater_standins::Grant::new(&["get", "list", "patch"], "argocd"),
             argocd_ecr_updater_standins::Grant::on("events", &["create"], "argocd"),
             argocd_ecr_updater_standins::Grant::named(
@@ -902,8 +893,7 @@ async fn git_secret_reads_the_one_named_kubernetes_secret() {
                 &["invitation-git"],
             ),
         ])
-        .await
-        .unwrap(),
+        .await,
     ));
     standins
         .github
@@ -929,7 +919,8 @@ async fn git_secret_reads_the_one_named_kubernetes_secret() {
         ("READ_IMAGEUPDATERS", "false".into()),
     ];
     let borrowed: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let report = handler(&standins, &borrowed)
+    let report = standins
+        .handler(&borrowed)
         .handle(&event("push-date-tag.json"), None)
         .await
         .unwrap();
@@ -942,7 +933,8 @@ async fn git_secret_reads_the_one_named_kubernetes_secret() {
         &[("write-back-method", "git:secret:argocd/other-git")],
     );
     let refused = report_of(
-        handler(&standins, &borrowed)
+        standins
+            .handler(&borrowed)
             .handle(&event("push-date-tag.json"), None)
             .await,
     );
@@ -986,13 +978,12 @@ async fn git_repocreds_reads_argo_cds_repository_secret_only_when_enabled() {
 #[tokio::test]
 async fn git_repocreds_honours_the_project_a_repository_secret_is_scoped_to() {
     let standins = with_git_vars(Scenario::from(
-        StandIns::start_seeded_with_grants(vec![
+        Scenario::seeded_with_grants(vec![
             argocd_ecr_updater_standins::Grant::new(&["get", "list", "patch"], "argocd"),
             argocd_ecr_updater_standins::Grant::on("events", &["create"], "argocd"),
             argocd_ecr_updater_standins::Grant::on("secrets", &["list"], "argocd"),
         ])
-        .await
-        .unwrap(),
+        .await,
     ));
     standins
         .github
@@ -1044,7 +1035,7 @@ async fn git_repocreds_honours_the_project_a_repository_secret_is_scoped_to() {
         ("READ_IMAGEUPDATERS", "false".into()),
     ];
     let borrowed: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let function = handler(&standins, &borrowed);
+    let function = standins.handler(&borrowed);
     // The seed's Application is in project `default`: its own scoped credential wins over
     // team-b's exact one (not its project) and the global one.
     let report = function
@@ -1076,13 +1067,12 @@ async fn git_repocreds_honours_the_project_a_repository_secret_is_scoped_to() {
 #[tokio::test]
 async fn git_repocreds_picks_the_repository_secret_for_exactly_this_url() {
     let standins = with_git_vars(Scenario::from(
-        StandIns::start_seeded_with_grants(vec![
+        Scenario::seeded_with_grants(vec![
             argocd_ecr_updater_standins::Grant::new(&["get", "list", "patch"], "argocd"),
             argocd_ecr_updater_standins::Grant::on("events", &["create"], "argocd"),
             argocd_ecr_updater_standins::Grant::on("secrets", &["list"], "argocd"),
         ])
-        .await
-        .unwrap(),
+        .await,
     ));
     standins
         .github
@@ -1127,7 +1117,8 @@ async fn git_repocreds_picks_the_repository_secret_for_exactly_this_url() {
         ("READ_IMAGEUPDATERS", "false".into()),
     ];
     let borrowed: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let report = handler(&standins, &borrowed)
+    let report = standins
+        .handler(&borrowed)
         .handle(&event("push-date-tag.json"), None)
         .await
         .unwrap();

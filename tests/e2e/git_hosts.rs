@@ -5,12 +5,12 @@
 //! on each: first write, update, duplicate, late older tag, racing commit, protected branch,
 //! bad credentials.
 
-use crate::common::{event, handler};
+use crate::common::{Scenario, event};
 use argocd_ecr_updater::pipeline::handler::HandlerError;
 use argocd_ecr_updater::report::{Action, Report};
 use argocd_ecr_updater_standins::fixtures::{PUSHED_TAG, SEED_APP, push_event};
 use argocd_ecr_updater_standins::github::GitHubState;
-use argocd_ecr_updater_standins::{FaultAction, Route, Service, StandIns};
+use argocd_ecr_updater_standins::{FaultAction, Route, Service};
 use serde_json::{Value, json};
 
 const IU: &str = "argocd-image-updater.argoproj.io/";
@@ -43,7 +43,7 @@ impl Host {
         }
     }
 
-    fn store(self, standins: &StandIns) -> &GitHubState {
+    fn store(self, standins: &Scenario) -> &GitHubState {
         match self {
             Host::GitHub => &standins.github,
             Host::GitLab => &standins.gitlab,
@@ -61,7 +61,7 @@ impl Host {
 
     /// Takes the function's credentials away: a revoked token, or an IAM role without
     /// access to the repository.
-    fn revoke(self, standins: &StandIns) {
+    fn revoke(self, standins: &Scenario) {
         match self {
             Host::GitHub | Host::GitLab => {
                 standins
@@ -80,8 +80,8 @@ impl Host {
     }
 }
 
-async fn setup(host: Host) -> StandIns {
-    let standins = StandIns::start_seeded().await.unwrap();
+async fn setup(host: Host) -> Scenario {
+    let standins = Scenario::seeded().await;
     host.store(&standins).create_repository(
         host.repository(),
         "main",
@@ -109,7 +109,7 @@ async fn setup(host: Host) -> StandIns {
     standins
 }
 
-async fn run(standins: &StandIns, event: &Value) -> Report {
+async fn run(standins: &Scenario, event: &Value) -> Report {
     let vars = [
         ("GIT_CREDENTIALS_SECRET_ARNS", SECRET.to_string()),
         ("GITHUB_API_URL", standins.github_api()),
@@ -117,14 +117,14 @@ async fn run(standins: &StandIns, event: &Value) -> Report {
         ("GIT_CA_BUNDLE", standins.ca_pem.clone()),
     ];
     let borrowed: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    match handler(standins, &borrowed).handle(event, None).await {
+    match standins.handler(&borrowed).handle(event, None).await {
         Ok(report) => report,
         Err(HandlerError::Targets { report, .. }) => *report,
         Err(e) => panic!("{e}"),
     }
 }
 
-fn commits(host: Host, standins: &StandIns) -> usize {
+fn commits(host: Host, standins: &Scenario) -> usize {
     host.store(standins)
         .history(host.repository(), "main")
         .len()
@@ -139,7 +139,7 @@ fn outcome(report: &Report) -> (Action, String, bool) {
 /// Every scenario, in order, against one host.
 /// Runs the scenarios; returns how many times Secrets Manager was read in all of them.
 async fn scenario_table(host: Host) -> usize {
-    let secret_reads = |standins: &StandIns| {
+    let secret_reads = |standins: &Scenario| {
         standins
             .shared
             .count(|r| r.service == Service::SecretsManager)

@@ -2,24 +2,25 @@
 //! Updater would, side by side with annotations, against the stand-in serving the vendored
 //! CRD with its status subresource.
 
-use crate::common::{event, expect_decision, for_app, handler, seed_tag};
+use crate::common::{Scenario, event, expect_decision, for_app, seed_tag};
 use argocd_ecr_updater::report::{Action, Report};
 use argocd_ecr_updater_standins::fixtures::{
     Application, IMAGE_UPDATER, PUSHED_TAG, SEED_APP, SEED_IMAGE, SEED_TAG, image_updater,
     seed_image_updater,
 };
-use argocd_ecr_updater_standins::{FaultAction, Route, StandIns};
+use argocd_ecr_updater_standins::{FaultAction, Route};
 use serde_json::{Value, json};
 
-async fn push(standins: &StandIns) -> Report {
-    handler(standins, &[])
+async fn push(standins: &Scenario) -> Report {
+    standins
+        .handler(&[])
         .handle(&event("push-date-tag.json"), None)
         .await
         .unwrap()
 }
 
 /// The seed Application with every Image Updater annotation removed.
-fn strip_annotations(standins: &StandIns) {
+fn strip_annotations(standins: &Scenario) {
     standins
         .kube
         .edit("argocd", SEED_APP, |app| {
@@ -30,16 +31,16 @@ fn strip_annotations(standins: &StandIns) {
         .unwrap();
 }
 
-fn status(standins: &StandIns, name: &str) -> Value {
+fn status(standins: &Scenario, name: &str) -> Value {
     standins.kube.image_updater("argocd", name).unwrap()["status"].clone()
 }
 
 #[tokio::test]
 async fn the_seeds_push_decides_the_same_from_annotations_and_from_the_equivalent_object() {
-    let by_annotations = StandIns::start_seeded().await.unwrap();
+    let by_annotations = Scenario::seeded().await;
     let expected = push(&by_annotations).await;
 
-    let by_object = StandIns::start_seeded().await.unwrap();
+    let by_object = Scenario::seeded().await;
     strip_annotations(&by_object);
     by_object
         .kube
@@ -67,10 +68,8 @@ async fn the_seeds_push_decides_the_same_from_annotations_and_from_the_equivalen
 
 #[tokio::test]
 async fn the_v1_seed_folder_decides_like_the_annotated_seed() {
-    let expected = push(&StandIns::start_seeded().await.unwrap()).await;
-    let standins = StandIns::start(argocd_ecr_updater_standins::Options::default())
-        .await
-        .unwrap();
+    let expected = push(&Scenario::seeded().await).await;
+    let standins = Scenario::start(argocd_ecr_updater_standins::Options::default()).await;
     let folder =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/standins/seed-imageupdater");
     argocd_ecr_updater_standins::seed::load_dir(&standins, &folder).unwrap();
@@ -97,7 +96,7 @@ async fn the_v1_seed_folder_decides_like_the_annotated_seed() {
 
 #[tokio::test]
 async fn the_objects_status_shows_what_it_matched_and_what_moved() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     standins
         .kube
         .insert_image_updater(seed_image_updater())
@@ -123,12 +122,12 @@ async fn the_objects_status_shows_what_it_matched_and_what_moved() {
 
 #[tokio::test]
 async fn objects_are_listed_once_per_warm_container_and_revalidated_by_generation() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     standins
         .kube
         .insert_image_updater(seed_image_updater())
         .unwrap();
-    let h = handler(&standins, &[]);
+    let h = standins.handler(&[]);
     let first = h.handle(&event("push-date-tag.json"), None).await.unwrap();
     // Metadata list, full list, status write.
     assert_eq!(first.stats.image_updater_requests, 3);
@@ -159,7 +158,7 @@ async fn objects_are_listed_once_per_warm_container_and_revalidated_by_generatio
 
 #[tokio::test]
 async fn two_objects_matching_one_application_leave_it_alone_and_name_both() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     standins
         .kube
         .insert_image_updater(seed_image_updater())
@@ -181,7 +180,7 @@ async fn two_objects_matching_one_application_leave_it_alone_and_name_both() {
 
 #[tokio::test]
 async fn a_bad_value_fails_that_image_and_the_objects_ready_condition_says_why() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     strip_annotations(&standins);
     let mut broken = seed_image_updater();
     broken["spec"]["applicationRefs"][0]["images"][0]["commonUpdateSettings"]["allowTags"] =
@@ -208,7 +207,7 @@ async fn a_bad_value_fails_that_image_and_the_objects_ready_condition_says_why()
 
 #[tokio::test]
 async fn use_annotations_lets_an_object_select_applications_that_keep_their_annotations() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     standins
         .kube
         .insert_image_updater(image_updater(
@@ -227,7 +226,7 @@ async fn use_annotations_lets_an_object_select_applications_that_keep_their_anno
 
 #[tokio::test]
 async fn label_selectors_choose_between_refs_of_one_object() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     strip_annotations(&standins);
     standins
         .kube
@@ -264,7 +263,7 @@ async fn label_selectors_choose_between_refs_of_one_object() {
 
 #[tokio::test]
 async fn a_plugin_target_writes_the_plugins_environment_variables() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     let plugin_app = Application::tracking("cmp", SEED_IMAGE, SEED_TAG)
         .source(
             json!({"repoURL": "https://git.example.com/cmp.git", "path": "deploy",
@@ -302,7 +301,7 @@ async fn a_plugin_target_writes_the_plugins_environment_variables() {
 
 #[tokio::test]
 async fn without_the_crd_installed_annotations_work_and_cost_nothing_after_the_first_look() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     // A cluster without the CRD answers 404 for the resource.
     standins.shared.inject(
         Route::kube("GET", "imageupdaters"),
@@ -312,7 +311,7 @@ async fn without_the_crd_installed_annotations_work_and_cost_nothing_after_the_f
             retry_after: None,
         },
     );
-    let h = handler(&standins, &[]);
+    let h = standins.handler(&[]);
     let first = h.handle(&event("push-date-tag.json"), None).await.unwrap();
     assert_eq!(first.stats.image_updater_requests, 1);
     expect_decision(&first.entries[0], Action::Updated, "ranks above");
@@ -323,7 +322,7 @@ async fn without_the_crd_installed_annotations_work_and_cost_nothing_after_the_f
     );
 
     // Switched off, not even the first look happens.
-    let off = handler(&standins, &[("READ_IMAGEUPDATERS", "false")]);
+    let off = standins.handler(&[("READ_IMAGEUPDATERS", "false")]);
     let report = off
         .handle(&event("push-date-tag.json"), None)
         .await

@@ -4,12 +4,12 @@
 
 use std::time::Duration;
 
-use crate::common::{TIMEOUTS, event, handler, kube_client, token_source};
+use crate::common::{Scenario, TIMEOUTS, event, kube_client, token_source};
 use argocd_ecr_updater::cluster::kube::{KubeClient, KubeError, ListOptions, Patch};
 use argocd_ecr_updater::config::ClusterAccess;
 use argocd_ecr_updater_standins::fixtures::image_updater;
 use argocd_ecr_updater_standins::{
-    FaultAction, Grant, Options, Route, Service, StandIns, function_identity, tls,
+    FaultAction, Grant, Options, Route, Service, function_identity, tls,
 };
 use serde_json::{Value, json};
 
@@ -38,8 +38,8 @@ fn list_options(label_selector: Option<&str>, page_size: u32) -> ListOptions<'_>
     }
 }
 
-async fn standins_with(options: Options, apps: usize) -> StandIns {
-    let standins = StandIns::start(options).await.unwrap();
+async fn standins_with(options: Options, apps: usize) -> Scenario {
+    let standins = Scenario::start(options).await;
     for i in 0..apps {
         let labels = if i % 2 == 0 {
             json!({"team": "a"})
@@ -511,7 +511,7 @@ async fn a_token_for_another_cluster_or_a_skewed_clock_is_refused() {
 
 /// How reading an Application fails from a server at 127.0.0.1 that completes handshakes
 /// with a certificate for `name` only, from a CA the client trusts.
-async fn read_from_server_naming(standins: &StandIns, name: &str) -> KubeError {
+async fn read_from_server_naming(standins: &Scenario, name: &str) -> KubeError {
     let (address, ca_pem) = tls::serve_handshakes(&[name]).await.unwrap();
     let access = ClusterAccess {
         endpoint: format!("https://{address}"),
@@ -694,7 +694,7 @@ async fn injected_faults_become_typed_errors() {
 }
 
 /// A raw HTTPS client with the function's token, for what our client never sends.
-async fn raw(standins: &StandIns) -> (reqwest::Client, String) {
+async fn raw(standins: &Scenario) -> (reqwest::Client, String) {
     let token = token_source(standins).fresh().await.unwrap().0;
     let client = reqwest::Client::builder()
         .tls_certs_only(reqwest::Certificate::from_pem_bundle(standins.ca_pem.as_bytes()).unwrap())
@@ -919,7 +919,7 @@ fn rbac_of(method: &str, path: &str) -> Option<(String, String, String)> {
 #[tokio::test]
 async fn the_function_asks_the_api_server_for_exactly_what_required_access_lists() {
     use argocd_ecr_updater_standins::fixtures::seed_image_updater;
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     let mut owned = standins
         .kube
         .get("argocd", argocd_ecr_updater_standins::fixtures::SEED_APP)
@@ -939,7 +939,7 @@ async fn the_function_asks_the_api_server_for_exactly_what_required_access_lists
         .kube
         .insert_image_updater(seed_image_updater())
         .unwrap();
-    let function = handler(&standins, &[]);
+    let function = standins.handler(&[]);
     function
         .handle(&event("push-date-tag.json"), None)
         .await

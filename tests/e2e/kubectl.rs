@@ -3,11 +3,12 @@
 //! could agree with our client's mistakes; kubectl's discovery, content negotiation, tables
 //! and access reviews cannot.
 
+use crate::common::Scenario;
 use std::path::Path;
 use std::process::{Command, Output};
 
 use argocd_ecr_updater_standins::fixtures::seed_image_updater;
-use argocd_ecr_updater_standins::{Grant, StandIns, image_updater_grants};
+use argocd_ecr_updater_standins::{Grant, image_updater_grants};
 
 /// The kubectl these tests drive: `$KUBECTL`, else `kubectl` on the PATH. `./scripts/test`
 /// installs a pinned one into `.venv` and points `KUBECTL` at it. Without one the tests fail,
@@ -49,7 +50,7 @@ fn kubectl(program: &str, home: &Path, args: &[&str]) -> Output {
 
 struct Cluster {
     program: String,
-    standins: StandIns,
+    standins: Scenario,
     home: tempfile::TempDir,
     server: String,
     ca_file: String,
@@ -58,7 +59,7 @@ struct Cluster {
 
 impl Cluster {
     async fn start(program: String) -> Self {
-        let standins = StandIns::start_seeded_with_grants(
+        let standins = Scenario::seeded_with_grants(
             [
                 vec![
                     Grant::new(&["get", "list", "patch"], "argocd"),
@@ -70,8 +71,7 @@ impl Cluster {
             ]
             .concat(),
         )
-        .await
-        .unwrap();
+        .await;
         standins
             .kube
             .insert_image_updater(seed_image_updater())
@@ -242,7 +242,9 @@ async fn kubectl_lists_and_describes_the_events_the_function_records() {
         return;
     };
     let cluster = Cluster::start(program).await;
-    crate::common::handler(&cluster.standins, &[])
+    cluster
+        .standins
+        .handler(&[])
         .handle(&crate::common::event("push-date-tag.json"), None)
         .await
         .unwrap();
@@ -321,8 +323,9 @@ async fn the_operator_reads_events_the_functions_identity_may_not() {
         return;
     };
     let mut cluster = Cluster::start(program).await;
-    let standins = StandIns::start_seeded().await.unwrap();
-    crate::common::handler(&standins, &[])
+    let standins = Scenario::seeded().await;
+    standins
+        .handler(&[])
         .handle(&crate::common::event("push-date-tag.json"), None)
         .await
         .unwrap();

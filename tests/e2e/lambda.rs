@@ -5,14 +5,14 @@
 use std::io::Read;
 use std::time::Duration;
 
-use crate::common::{event, seed_tag, spawn_lambda};
-use argocd_ecr_updater_standins::{Grant, Outcome, StandIns, image_updater_grants};
+use crate::common::{Scenario, event, seed_tag, spawn_lambda};
+use argocd_ecr_updater_standins::{Grant, Outcome, image_updater_grants};
 use serde_json::json;
 
 const DEADLINE: Duration = Duration::from_secs(20);
 
 /// Invokes the function and returns its response; anything else fails the test.
-async fn response(standins: &StandIns, event: serde_json::Value) -> serde_json::Value {
+async fn response(standins: &Scenario, event: serde_json::Value) -> serde_json::Value {
     match standins.runtime.invoke(event, DEADLINE).await.unwrap() {
         Outcome::Response(report) => report,
         other => panic!("expected a response, got {other:?}"),
@@ -20,7 +20,7 @@ async fn response(standins: &StandIns, event: serde_json::Value) -> serde_json::
 }
 
 /// Invokes the function and returns the error it reported; anything else fails the test.
-async fn error(standins: &StandIns, event: serde_json::Value) -> serde_json::Value {
+async fn error(standins: &Scenario, event: serde_json::Value) -> serde_json::Value {
     match standins.runtime.invoke(event, DEADLINE).await.unwrap() {
         Outcome::Error(error) => error,
         other => panic!("expected an error, got {other:?}"),
@@ -42,7 +42,7 @@ fn stderr_of(function: &mut crate::common::LambdaProcess) -> String {
 
 #[tokio::test]
 async fn the_binary_updates_the_seed_application_and_returns_the_report() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     let _function = spawn_lambda(&crate::common::function_binary(), &standins.lambda_env());
     let report = response(&standins, event("push-date-tag.json")).await;
     assert_eq!(report["entries"][0]["action"], "updated", "{report:#}");
@@ -60,7 +60,7 @@ async fn the_binary_updates_the_seed_application_and_returns_the_report() {
 
 #[tokio::test]
 async fn every_sample_event_gets_an_answer_from_the_binary() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     let _function = spawn_lambda(&crate::common::function_binary(), &standins.lambda_env());
     for name in [
         "delete.json",
@@ -82,7 +82,7 @@ async fn every_sample_event_gets_an_answer_from_the_binary() {
 
 #[tokio::test]
 async fn a_malformed_event_is_a_permanent_error_for_the_dead_letter_queue() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     let _function = spawn_lambda(&crate::common::function_binary(), &standins.lambda_env());
     let error = error(&standins, json!({"detail-type": "ECR Image Action", "source": "aws.ecr", "detail": {"action-type": 7}})).await;
     assert_eq!(error["errorType"], "Permanent.MalformedEvent");
@@ -99,8 +99,8 @@ async fn a_malformed_event_is_a_permanent_error_for_the_dead_letter_queue() {
 }
 
 /// The seed, with a role that may read Applications but not patch them.
-async fn read_only_standins() -> StandIns {
-    StandIns::start_seeded_with_grants(
+async fn read_only_standins() -> Scenario {
+    Scenario::seeded_with_grants(
         [
             vec![Grant::new(&["get", "list"], "argocd")],
             image_updater_grants("argocd"),
@@ -108,7 +108,6 @@ async fn read_only_standins() -> StandIns {
         .concat(),
     )
     .await
-    .unwrap()
 }
 
 #[tokio::test]
@@ -167,7 +166,7 @@ async fn a_failing_sweep_is_reported_and_counted_not_retried_into_the_dead_lette
 
 #[tokio::test]
 async fn an_unreachable_cluster_fails_the_sweep_with_its_reason_in_the_report() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     let env: Vec<(String, String)> = standins
         .lambda_env()
         .into_iter()
@@ -189,7 +188,7 @@ async fn an_unreachable_cluster_fails_the_sweep_with_its_reason_in_the_report() 
 
 #[tokio::test]
 async fn a_missing_variable_stops_the_cold_start_naming_it() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     // (variables left out, what the message must name)
     let cases: &[(&[&str], &str)] = &[
         (&["CLUSTER_NAME"], "CLUSTER_NAME"),
@@ -220,7 +219,7 @@ async fn a_missing_variable_stops_the_cold_start_naming_it() {
 
 #[tokio::test]
 async fn decisions_are_logged_as_one_json_line_each() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     let mut function = spawn_lambda(&crate::common::function_binary(), &standins.lambda_env());
     standins
         .runtime
@@ -256,7 +255,7 @@ async fn decisions_are_logged_as_one_json_line_each() {
 
 #[tokio::test]
 async fn a_sweep_logs_its_quiet_decisions_as_one_summary_line_at_info() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     let mut function = spawn_lambda(&crate::common::function_binary(), &standins.lambda_env());
     // The first sweep updates the seed's Application; the second finds it unchanged.
     let mut reports = Vec::new();
@@ -309,7 +308,7 @@ async fn a_sweep_logs_its_quiet_decisions_as_one_summary_line_at_info() {
 
 #[tokio::test]
 async fn each_invocation_writes_its_metrics_as_one_embedded_metric_format_line() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     let mut function = spawn_lambda(&crate::common::function_binary(), &standins.lambda_env());
     standins
         .runtime
@@ -372,7 +371,7 @@ fn the_function_binary_sends_a_laptop_command_to_the_cli_and_prints_its_version(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_poll_from_a_retired_process_never_takes_the_next_event() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let standins = StandIns::start(Default::default()).await.unwrap();
+    let standins = Scenario::start(Default::default()).await;
     let base = format!(
         "http://{}/2018-06-01/runtime/invocation",
         standins.runtime_api()
@@ -430,7 +429,7 @@ async fn no_planted_secret_reaches_the_error_the_log_the_notification_or_an_even
     const SEED_DIGEST: &str =
         "sha256:3333333333333333333333333333333333333333333333333333333333333333";
     const IMAGE: &str = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/barun-dev-ecr";
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     let (private, public) = cosign::key_pair().unwrap();
     let mut app = standins.kube.get("argocd", "aws-pipeline-test").unwrap();
     app["metadata"]["annotations"]["argocd-ecr-updater.io/app.cosign-key"] = json!(public);
@@ -516,7 +515,7 @@ async fn no_planted_secret_reaches_the_error_the_log_the_notification_or_an_even
 #[tokio::test]
 async fn the_shipped_binary_applies_constraints_regexps_and_globs() {
     use argocd_ecr_updater_standins::fixtures::Application;
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     let api = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/api";
     let app = Application::tracking("api", api, "v1.2.0")
         .annotate("image-list", &format!("app={api}:^1.2"))

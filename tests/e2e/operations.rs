@@ -1,17 +1,18 @@
 //! End to end: what an operator sees: the Kubernetes Event of an update and the SNS report.
 //! Redriving the dead-letter queue is the CLI's (`cli/tests/redrive.rs`).
 
-use crate::common::{event, expect_decision, handler};
+use crate::common::{Scenario, event, expect_decision};
 use argocd_ecr_updater::report::Action;
+use argocd_ecr_updater_standins::Service;
 use argocd_ecr_updater_standins::fixtures::{PUSHED_TAG, SEED_APP, SEED_TAG};
-use argocd_ecr_updater_standins::{Service, StandIns};
 
 const TOPIC: &str = "arn:aws:sns:ap-northeast-2:768157413559:argocd-ecr-updater-reports";
 
 #[tokio::test]
 async fn an_update_is_recorded_as_an_images_updated_event_on_the_application() {
-    let standins = StandIns::start_seeded().await.unwrap();
-    let report = handler(&standins, &[])
+    let standins = Scenario::seeded().await;
+    let report = standins
+        .handler(&[])
         .handle(&event("push-date-tag.json"), None)
         .await
         .unwrap();
@@ -38,7 +39,8 @@ async fn an_update_is_recorded_as_an_images_updated_event_on_the_application() {
         PUSHED_TAG
     );
     // Nothing moved, nothing recorded.
-    handler(&standins, &[])
+    standins
+        .handler(&[])
         .handle(&event("push-date-tag.json"), None)
         .await
         .unwrap();
@@ -55,8 +57,9 @@ async fn an_event_that_cannot_be_recorded_does_not_fail_the_update() {
         argocd_ecr_updater_standins::image_updater_grants("argocd"),
     ]
     .concat();
-    let standins = StandIns::start_seeded_with_grants(grants).await.unwrap();
-    let report = handler(&standins, &[])
+    let standins = Scenario::seeded_with_grants(grants).await;
+    let report = standins
+        .handler(&[])
         .handle(&event("push-date-tag.json"), None)
         .await
         .unwrap();
@@ -66,8 +69,8 @@ async fn an_event_that_cannot_be_recorded_does_not_fail_the_update() {
 
 #[tokio::test]
 async fn the_report_of_an_invocation_that_moved_something_is_published_to_sns() {
-    let standins = StandIns::start_seeded().await.unwrap();
-    let h = handler(&standins, &[("NOTIFICATION_TOPIC_ARN", TOPIC)]);
+    let standins = Scenario::seeded().await;
+    let h = standins.handler(&[("NOTIFICATION_TOPIC_ARN", TOPIC)]);
     h.handle(&event("push-date-tag.json"), None).await.unwrap();
     let published = standins.aws.published();
     assert_eq!(published.len(), 1);
@@ -89,10 +92,11 @@ async fn the_report_of_an_invocation_that_moved_something_is_published_to_sns() 
 
 #[tokio::test]
 async fn a_sweep_near_its_deadline_stops_reported_instead_of_being_timed_out() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     // Five seconds left: less than the margin a sweep keeps before Lambda's timeout.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    let report = handler(&standins, &[])
+    let report = standins
+        .handler(&[])
         .handle(&event("scheduled-reconcile.json"), Some(deadline))
         .await
         .expect("a sweep reports its failure instead of failing the invocation");
@@ -109,7 +113,8 @@ async fn a_sweep_near_its_deadline_stops_reported_instead_of_being_timed_out() {
     );
     // With time to spare the same sweep updates the Application.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let report = handler(&standins, &[])
+    let report = standins
+        .handler(&[])
         .handle(&event("scheduled-reconcile.json"), Some(deadline))
         .await
         .unwrap();

@@ -3,14 +3,14 @@
 
 use std::time::Duration;
 
-use crate::common::{Scenario, event, expect_decision, handler, helm_parameter, only, seed_tag};
+use crate::common::{Scenario, event, expect_decision, helm_parameter, only, seed_tag};
 use argocd_ecr_updater::pipeline::handler::HandlerError;
 use argocd_ecr_updater::report::Action;
 use argocd_ecr_updater_standins::fixtures::{
     Application, SEED_IMAGE, SEED_TAG, digest as D, image, push_event as push,
 };
 use argocd_ecr_updater_standins::{
-    FaultAction, Grant, Image, LoggedRequest, Route, Service, StandIns, image_updater_grants,
+    FaultAction, Grant, Image, LoggedRequest, Route, Service, image_updater_grants,
 };
 use serde_json::{Value, json};
 
@@ -70,7 +70,7 @@ async fn the_seed_application_moves_to_the_newly_pushed_date_tag() {
 #[tokio::test]
 async fn out_of_order_and_duplicate_deliveries_never_downgrade() {
     let standins = Scenario::seeded().await;
-    let h = handler(&standins, &[]);
+    let h = standins.handler(&[]);
     h.handle(&event("push-date-tag.json"), None).await.unwrap();
     // A late event for an older push arrives after the newer one.
     let late = push("barun-dev-ecr", "20250824-093000", "2025-08-24T00:30:05Z");
@@ -147,10 +147,7 @@ async fn a_malformed_event_fails_the_invocation_as_permanent() {
         .as_object_mut()
         .unwrap()
         .remove("repository-name");
-    let error = handler(&standins, &[])
-        .handle(&bad, None)
-        .await
-        .unwrap_err();
+    let error = standins.handler(&[]).handle(&bad, None).await.unwrap_err();
     assert_eq!(error.error_type(), "Permanent.MalformedEvent");
     assert!(error.to_string().contains("repository-name"));
 }
@@ -334,7 +331,7 @@ async fn a_push_no_application_tracks_costs_one_list_and_nothing_else() {
 #[tokio::test]
 async fn two_applications_in_two_namespaces_tracking_one_repository_both_move() {
     let standins = Scenario::from(
-        StandIns::start_seeded_with_grants(
+        Scenario::seeded_with_grants(
             [
                 vec![
                     Grant::new(&["get", "list", "patch"], "argocd"),
@@ -345,8 +342,7 @@ async fn two_applications_in_two_namespaces_tracking_one_repository_both_move() 
             ]
             .concat(),
         )
-        .await
-        .unwrap(),
+        .await,
     );
     let mut second = standins.kube.get("argocd", "aws-pipeline-test").unwrap();
     second["metadata"]["namespace"] = json!("team-b");
@@ -441,7 +437,8 @@ async fn a_conflict_storm_is_retried_a_bounded_number_of_times_then_fails_the_in
             retry_after: None,
         },
     );
-    let error = handler(&standins, &[("CONFLICT_RETRIES", "3")])
+    let error = standins
+        .handler(&[("CONFLICT_RETRIES", "3")])
         .handle(&event("push-date-tag.json"), None)
         .await
         .unwrap_err();
@@ -485,17 +482,17 @@ async fn a_429_then_success_is_absorbed_within_the_invocation() {
 #[tokio::test]
 async fn a_403_fails_the_invocation_with_the_fix_in_the_message() {
     let standins = Scenario::from(
-        StandIns::start_seeded_with_grants(
+        Scenario::seeded_with_grants(
             [
                 vec![Grant::new(&["get", "list"], "argocd")],
                 image_updater_grants("argocd"),
             ]
             .concat(),
         )
-        .await
-        .unwrap(),
+        .await,
     );
-    let error = handler(&standins, &[])
+    let error = standins
+        .handler(&[])
         .handle(&event("push-date-tag.json"), None)
         .await
         .unwrap_err();
@@ -749,7 +746,8 @@ async fn a_later_page_that_cannot_be_listed_fails_the_invocation_after_what_was_
         },
     );
     let vars = [("LIST_PAGE_SIZE", "2")];
-    let error = handler(&standins, &vars)
+    let error = standins
+        .handler(&vars)
         .handle(&event("push-date-tag.json"), None)
         .await
         .unwrap_err();

@@ -4,10 +4,9 @@
 //! policy refuses the function is a permanent, clearly worded configuration error, not a
 //! retry storm; a replicated image is decided as a push in the destination region.
 
-use crate::common::{expect_decision, handler, helm_parameter};
+use crate::common::{Scenario, expect_decision, helm_parameter};
 use argocd_ecr_updater::pipeline::handler::HandlerError;
 use argocd_ecr_updater::report::{Action, Report};
-use argocd_ecr_updater_standins::StandIns;
 use argocd_ecr_updater_standins::fixtures::{Application, PUSHED_TAG, SEED_TAG, push_event};
 use serde_json::json;
 
@@ -20,8 +19,8 @@ fn central_image() -> String {
 
 /// The seed's images served by the registry account too, and an Application tracking the
 /// image there.
-async fn central(readable: bool) -> StandIns {
-    let standins = StandIns::start_seeded().await.unwrap();
+async fn central(readable: bool) -> Scenario {
+    let standins = Scenario::seeded().await;
     standins.aws.add_registry(REGISTRY_ACCOUNT, readable);
     let image = central_image();
     let app = Application::tracking("central-app", &image, SEED_TAG)
@@ -38,8 +37,9 @@ fn pushed_in(account: &str) -> serde_json::Value {
     event
 }
 
-async fn run(standins: &StandIns, event: &serde_json::Value) -> Result<Report, HandlerError> {
-    handler(standins, &[("FUNCTION_ACCOUNT_ID", OWN_ACCOUNT)])
+async fn run(standins: &Scenario, event: &serde_json::Value) -> Result<Report, HandlerError> {
+    standins
+        .handler(&[("FUNCTION_ACCOUNT_ID", OWN_ACCOUNT)])
         .handle(event, None)
         .await
 }
@@ -108,7 +108,7 @@ async fn a_registry_that_refuses_the_function_is_a_permanent_error_naming_the_fi
 
 #[tokio::test]
 async fn a_replicated_image_is_decided_as_a_push_in_the_destination_region() {
-    let standins = StandIns::start_seeded().await.unwrap();
+    let standins = Scenario::seeded().await;
     let replicated = json!({"version": "0", "id": "r-1", "detail-type": "ECR Replication Action",
         "source": "aws.ecr", "account": OWN_ACCOUNT, "time": "2025-08-25T06:31:00Z",
         "region": "ap-northeast-2",

@@ -8,21 +8,21 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::{LambdaProcess, handler, report_of, spawn_lambda};
+use crate::common::{LambdaProcess, Scenario, report_of, spawn_lambda};
 use argocd_ecr_updater::report::Action;
 use argocd_ecr_updater_standins::fixtures::{
     Application, SEED_IMAGE, SEED_REPOSITORY, image, push_event, reconcile_event,
 };
 use argocd_ecr_updater_standins::mapping::{self, Mapping};
-use argocd_ecr_updater_standins::{FaultAction, Options, Route, Service, StandIns};
+use argocd_ecr_updater_standins::{FaultAction, Options, Route, Service};
 
 const OLD: &str = "20250824-093000";
 const NEWEST: &str = "20250825-153012";
 
 /// The seed stand-ins with `count` more Applications `app-<n>` on an old tag of the seed
 /// repository, and the sweep queue.
-async fn fleet(count: usize) -> (StandIns, String) {
-    let standins = StandIns::start_seeded().await.unwrap();
+async fn fleet(count: usize) -> (Scenario, String) {
+    let standins = Scenario::seeded().await;
     add_apps(&standins.kube, count);
     let queue = standins.aws.create_queue("sweep");
     (standins, queue)
@@ -55,7 +55,7 @@ fn tag_of(kube: &argocd_ecr_updater_standins::kube::KubeState, name: &str) -> Op
 }
 
 /// The queue's messages as the mapping hands them over: one SQS record each.
-fn records(standins: &StandIns, queue: &str) -> Vec<Value> {
+fn records(standins: &Scenario, queue: &str) -> Vec<Value> {
     standins
         .aws
         .queue(queue)
@@ -67,7 +67,7 @@ fn records(standins: &StandIns, queue: &str) -> Vec<Value> {
         .collect()
 }
 
-fn patches(standins: &StandIns) -> usize {
+fn patches(standins: &Scenario) -> usize {
     standins
         .shared
         .count(|r| r.service == Service::Kube && r.method == "PATCH")
@@ -76,7 +76,7 @@ fn patches(standins: &StandIns) -> usize {
 #[tokio::test]
 async fn a_fleet_under_the_threshold_is_swept_in_the_invocation_that_listed_it() {
     let (standins, queue) = fleet(3).await;
-    let h = handler(&standins, &vars(&queue, "10", "2"));
+    let h = standins.handler(&vars(&queue, "10", "2"));
     let report = h.handle(&reconcile_event(), None).await.unwrap();
     assert_eq!(report.failure, None, "{report:#?}");
     assert!(standins.aws.queue(&queue).is_empty(), "no queue traffic");
@@ -96,7 +96,7 @@ async fn the_fan_out_starts_exactly_at_the_threshold() {
     for (threshold, sent) in [("5", true), ("6", false)] {
         // Five Applications: the seed's and four more.
         let (standins, queue) = fleet(4).await;
-        let h = handler(&standins, &vars(&queue, threshold, "10"));
+        let h = standins.handler(&vars(&queue, threshold, "10"));
         let report = h.handle(&reconcile_event(), None).await.unwrap();
         assert_eq!(report.failure, None, "{report:#?}");
         assert_eq!(report.sweep.is_some(), sent, "threshold {threshold}");
@@ -130,7 +130,7 @@ async fn a_shard_the_queue_refuses_is_reported_as_not_sent() {
             kind: "AccessDenied",
         },
     );
-    let h = handler(&standins, &vars(&queue, "5", "5"));
+    let h = standins.handler(&vars(&queue, "5", "5"));
     let report = h.handle(&reconcile_event(), None).await.unwrap();
     let sweep = report.sweep.clone().unwrap();
     assert_eq!((sweep.shards, sweep.shards_failed), (2, 1), "{report:#?}");
@@ -143,7 +143,7 @@ async fn a_shard_the_queue_refuses_is_reported_as_not_sent() {
 #[tokio::test]
 async fn a_large_fleet_goes_out_in_shards_and_the_shards_update_it() {
     let (standins, queue) = fleet(11).await;
-    let h = handler(&standins, &vars(&queue, "5", "5"));
+    let h = standins.handler(&vars(&queue, "5", "5"));
     let report = h.handle(&reconcile_event(), None).await.unwrap();
     assert_eq!(report.failure, None, "{report:#?}");
     let sweep = report.sweep.clone().unwrap();
@@ -198,7 +198,7 @@ async fn a_large_fleet_goes_out_in_shards_and_the_shards_update_it() {
 #[tokio::test]
 async fn a_shard_that_runs_twice_writes_once() {
     let (standins, queue) = fleet(6).await;
-    let h = handler(&standins, &vars(&queue, "2", "10"));
+    let h = standins.handler(&vars(&queue, "2", "10"));
     h.handle(&reconcile_event(), None).await.unwrap();
     let shard = records(&standins, &queue).remove(0);
     let first = h.handle(&shard, None).await.unwrap();
@@ -215,7 +215,7 @@ async fn a_shard_that_runs_twice_writes_once() {
 #[tokio::test]
 async fn a_late_shard_decides_from_what_it_reads_now_not_from_the_sweep_it_came_from() {
     let (standins, queue) = fleet(4).await;
-    let h = handler(&standins, &vars(&queue, "2", "10"));
+    let h = standins.handler(&vars(&queue, "2", "10"));
     h.handle(&reconcile_event(), None).await.unwrap();
     let shard = records(&standins, &queue).remove(0);
     // After the sweep listed them: a newer image is pushed and its event updates them all,
@@ -258,7 +258,7 @@ async fn a_late_shard_decides_from_what_it_reads_now_not_from_the_sweep_it_came_
 #[tokio::test]
 async fn what_is_not_a_shard_of_ours_fails_alone_and_names_why() {
     let (standins, queue) = fleet(0).await;
-    let h = handler(&standins, &vars(&queue, "2", "10"));
+    let h = standins.handler(&vars(&queue, "2", "10"));
     let good = r#"{"action":"reconcile-shard","sweep":"s","cluster":"barun-dev","shard":1,"shards":2,"applications":[{"namespace":"argocd","name":"aws-pipeline-test"}]}"#;
     let foreign = r#"{"action":"reconcile-shard","sweep":"s","cluster":"barun-dev","shard":2,"shards":2,"applications":[{"namespace":"kube-system","name":"x"}]}"#;
     // A push of a tag ECR does not have, as anyone with sqs:SendMessage could write it.
@@ -309,7 +309,7 @@ async fn a_shard_keeps_at_most_its_share_of_the_cluster_budget_in_flight() {
             ("SWEEP_CLUSTER_REQUESTS", budget),
             ("SWEEP_CONCURRENCY", "2"),
         ]);
-        let h = handler(&standins, &v);
+        let h = standins.handler(&v);
         h.handle(&reconcile_event(), None).await.unwrap();
         let shard = records(&standins, &queue).remove(0);
         for message in standins.aws.receive(&queue, 10, Duration::from_secs(60)) {
@@ -334,7 +334,7 @@ async fn a_shard_keeps_at_most_its_share_of_the_cluster_budget_in_flight() {
 }
 
 /// The compiled function, `count` processes polling one Runtime API stand-in.
-fn functions(standins: &StandIns, env: &[(&str, &str)], count: usize) -> Vec<LambdaProcess> {
+fn functions(standins: &Scenario, env: &[(&str, &str)], count: usize) -> Vec<LambdaProcess> {
     let mut all = standins.lambda_env();
     all.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     (0..count)
@@ -417,7 +417,7 @@ async fn a_cluster_that_is_down_fails_only_its_shards_which_end_in_the_shards_de
     let clusters = r#"[{"name":"barun-dev"},{"name":"staging"}]"#;
     let mut env = vars(&queue, "5", "3");
     env.push(("CLUSTERS", clusters));
-    let h = handler(&standins, &env);
+    let h = standins.handler(&env);
     let report = h.handle(&reconcile_event(), None).await.unwrap();
     assert_eq!(report.sweep.as_ref().unwrap().shards, 4, "{report:#?}");
     // Down after the sweep listed it.
@@ -461,7 +461,7 @@ async fn a_shard_decides_only_applications_the_label_selector_and_namespaces_sel
     let mut env = vars(&queue, "2", "10");
     env.push(("APPLICATION_LABEL_SELECTOR", "team in (a)"));
     env.push(("ARGOCD_NAMESPACES", "argocd"));
-    let h = handler(&standins, &env);
+    let h = standins.handler(&env);
     // A shard naming Applications the selector never selected (app-0, app-1) and one in a
     // namespace the function does not watch, beside the one it selects.
     let shard = json!({"action": "reconcile-shard", "sweep": "s", "cluster": "barun-dev", "shard": 1,
