@@ -409,7 +409,7 @@ async fn a_namespace_that_cannot_be_listed_does_not_stop_the_others() {
         image_updater_grants("team-b"),
     ]
     .concat();
-    let standins = Scenario::from(Scenario::seeded_with_grants(grants).await);
+    let standins = Scenario::seeded_with_grants(grants).await;
     let error = standins
         .outcome(
             &[("ARGOCD_NAMESPACES", "team-c,team-b,argocd")],

@@ -401,7 +401,6 @@ async fn an_imageupdater_objects_images_verification_reads_the_key_from_its_secr
         argocd_ecr_updater_standins::Grant::named("secrets", &["get"], "argocd", &["cosign"]),
     ])
     .await;
-    let standins = Scenario::from(standins);
     let (private, public) = cosign::key_pair().unwrap();
     standins
         .kube

@@ -738,7 +738,7 @@ async fn a_dry_run_reads_git_and_says_where_it_would_commit() {
 /// one repository written.
 #[tokio::test]
 async fn an_installation_token_serves_only_the_key_that_minted_it_and_only_its_repository() {
-    let standins = with_git_vars(Scenario::from(
+    let standins = with_git_vars(
         Scenario::seeded_with_grants(vec![
             argocd_ecr_updater_standins::Grant::new(&["get", "list", "patch"], "argocd"),
             argocd_ecr_updater_standins::Grant::on("events", &["create"], "argocd"),
@@ -750,7 +750,7 @@ async fn an_installation_token_serves_only_the_key_that_minted_it_and_only_its_r
             ),
         ])
         .await,
-    ));
+    );
     standins
         .github
         .create_repository(REPO, "main", &[("argocd/values.yaml", VALUES)]);
@@ -882,7 +882,7 @@ async fn a_github_app_key_is_exchanged_for_an_installation_token_once_and_reused
 
 #[tokio::test]
 async fn git_secret_reads_the_one_named_kubernetes_secret() {
-    let standins = with_git_vars(Scenario::from(
+    let standins = with_git_vars(
         Scenario::seeded_with_grants(vec![
             argocd_ecr_updater_standins::Grant::new(&["get", "list", "patch"], "argocd"),
             argocd_ecr_updater_standins::Grant::on("events", &["create"], "argocd"),
@@ -894,7 +894,7 @@ async fn git_secret_reads_the_one_named_kubernetes_secret() {
             ),
         ])
         .await,
-    ));
+    );
     standins
         .github
         .create_repository(REPO, "main", &[("argocd/values.yaml", VALUES)]);
@@ -977,14 +977,14 @@ async fn git_repocreds_reads_argo_cds_repository_secret_only_when_enabled() {
 /// annotation editor in one project cannot borrow another project's credentials.
 #[tokio::test]
 async fn git_repocreds_honours_the_project_a_repository_secret_is_scoped_to() {
-    let standins = with_git_vars(Scenario::from(
+    let standins = with_git_vars(
         Scenario::seeded_with_grants(vec![
             argocd_ecr_updater_standins::Grant::new(&["get", "list", "patch"], "argocd"),
             argocd_ecr_updater_standins::Grant::on("events", &["create"], "argocd"),
             argocd_ecr_updater_standins::Grant::on("secrets", &["list"], "argocd"),
         ])
         .await,
-    ));
+    );
     standins
         .github
         .create_repository(REPO, "main", &[("argocd/values.yaml", VALUES)]);
@@ -1066,14 +1066,14 @@ async fn git_repocreds_honours_the_project_a_repository_secret_is_scoped_to() {
 
 #[tokio::test]
 async fn git_repocreds_picks_the_repository_secret_for_exactly_this_url() {
-    let standins = with_git_vars(Scenario::from(
+    let standins = with_git_vars(
         Scenario::seeded_with_grants(vec![
             argocd_ecr_updater_standins::Grant::new(&["get", "list", "patch"], "argocd"),
             argocd_ecr_updater_standins::Grant::on("events", &["create"], "argocd"),
             argocd_ecr_updater_standins::Grant::on("secrets", &["list"], "argocd"),
         ])
         .await,
-    ));
+    );
     standins
         .github
         .create_repository(REPO, "main", &[("argocd/values.yaml", VALUES)]);

@@ -330,20 +330,18 @@ async fn a_push_no_application_tracks_costs_one_list_and_nothing_else() {
 
 #[tokio::test]
 async fn two_applications_in_two_namespaces_tracking_one_repository_both_move() {
-    let standins = Scenario::from(
-        Scenario::seeded_with_grants(
-            [
-                vec![
-                    Grant::new(&["get", "list", "patch"], "argocd"),
-                    Grant::new(&["get", "list", "patch"], "team-b"),
-                ],
-                image_updater_grants("argocd"),
-                image_updater_grants("team-b"),
-            ]
-            .concat(),
-        )
-        .await,
-    );
+    let standins = Scenario::seeded_with_grants(
+        [
+            vec![
+                Grant::new(&["get", "list", "patch"], "argocd"),
+                Grant::new(&["get", "list", "patch"], "team-b"),
+            ],
+            image_updater_grants("argocd"),
+            image_updater_grants("team-b"),
+        ]
+        .concat(),
+    )
+    .await;
     let mut second = standins.kube.get("argocd", "aws-pipeline-test").unwrap();
     second["metadata"]["namespace"] = json!("team-b");
     for key in ["resourceVersion", "uid", "generation"] {
@@ -481,16 +479,14 @@ async fn a_429_then_success_is_absorbed_within_the_invocation() {
 
 #[tokio::test]
 async fn a_403_fails_the_invocation_with_the_fix_in_the_message() {
-    let standins = Scenario::from(
-        Scenario::seeded_with_grants(
-            [
-                vec![Grant::new(&["get", "list"], "argocd")],
-                image_updater_grants("argocd"),
-            ]
-            .concat(),
-        )
-        .await,
-    );
+    let standins = Scenario::seeded_with_grants(
+        [
+            vec![Grant::new(&["get", "list"], "argocd")],
+            image_updater_grants("argocd"),
+        ]
+        .concat(),
+    )
+    .await;
     let error = standins
         .handler(&[])
         .handle(&event("push-date-tag.json"), None)
