@@ -146,6 +146,13 @@ fn reference(
         })
         .collect::<Result<Vec<_>, _>>()?;
     let write_back = write_back(&read, app);
+    // A freeze is read from the Application whatever configures it, so it needs no field.
+    let freeze = read.own("freeze").map(|value| {
+        format!(
+            "Application `{}`: `{OWN_PREFIX}freeze: {value}` stays on the Application, where it holds writes whatever configures it (the object's `metadata.annotations` may carry one for every Application it configures)",
+            app.name
+        )
+    });
     Ok(Some((
         ApplicationRef {
             name_pattern: app.name.clone(),
@@ -153,7 +160,7 @@ fn reference(
             images,
             ..ApplicationRef::default()
         },
-        None,
+        freeze,
     )))
 }
 
@@ -681,6 +688,39 @@ mod tests {
                 "{kept}"
             );
         }
+    }
+
+    #[test]
+    fn a_frozen_application_migrates_and_its_freeze_stays_on_it() {
+        let annotations: BTreeMap<String, String> = [
+            (
+                format!("{PREFIX}image-list"),
+                "web=r.example/web".to_string(),
+            ),
+            (
+                format!("{OWN_PREFIX}freeze"),
+                "until=2026-12-24T18:00:00Z".to_string(),
+            ),
+        ]
+        .into_iter()
+        .collect();
+        let app = Annotated {
+            name: "web".into(),
+            annotations,
+            source_type: Some("Helm".into()),
+            repository: None,
+        };
+        let migrated = from_annotations("team", "argocd", &[app]).unwrap();
+        assert_eq!(
+            migrated.object["spec"]["applicationRefs"][0]["useAnnotations"],
+            Value::Null,
+            "migrated, not kept on annotations"
+        );
+        assert_eq!(migrated.notes.len(), 1, "{:#?}", migrated.notes);
+        assert!(
+            migrated.notes[0]
+                .contains("freeze: until=2026-12-24T18:00:00Z` stays on the Application")
+        );
     }
 
     #[test]

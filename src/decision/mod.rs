@@ -3,5 +3,6 @@
 //! ([`appset`]).
 
 pub(crate) mod appset;
+pub(crate) mod controls;
 pub(crate) mod decide;
 pub(crate) mod patch;

@@ -13,6 +13,7 @@ use crate::application::view::AppView;
 use crate::apply::writeback::{ApplicationPatch, WriteError, Writer};
 use crate::cluster::kube::{AppMeta, KubeError};
 use crate::cluster::retry::{backoff, retry_transient};
+use crate::decision::controls::{self, Hold};
 use crate::decision::decide::{self, AppDecision, Mode};
 use crate::report::{Action, Entry, Report};
 
@@ -117,6 +118,23 @@ impl<'o> Resolved<'o> {
         }
         let (namespace, name) = decide::app::names(app);
         Self::resolve(objects, namespace, name, labels, configuring)
+    }
+
+    /// Where a freeze may be set for this Application, with its value: its own annotation,
+    /// and the annotation of the ImageUpdater object that configures it.
+    pub fn freeze_settings(&self) -> Vec<(String, &str)> {
+        let mut settings = Vec::new();
+        if let Some(value) = self.annotations.get(controls::FREEZE) {
+            settings.push(("the Application".to_string(), value.as_str()));
+        }
+        if let ConfigSource::Object { object, .. } = &self.source
+            && let Some(value) = object.metadata.annotations.get(controls::FREEZE)
+        {
+            let meta = &object.metadata;
+            let origin = format!("ImageUpdater {}/{}", meta.namespace, meta.name);
+            settings.push((origin, value.as_str()));
+        }
+        settings
     }
 
     /// The `git` write-back's settings, when the Application is written back by a commit.
@@ -316,6 +334,14 @@ impl Handler {
             report.entries.push(decide::app::not_annotated(ns, name));
             return None;
         };
+        let now = time::OffsetDateTime::from(self.clock.now());
+        let hold = controls::hold(&resolved.freeze_settings(), now);
+        if decided.plan.is_some() && hold != Hold::Open {
+            report
+                .entries
+                .extend(controls::held(decided.entries, &hold));
+            return None;
+        }
         match decided.plan.clone() {
             Some(plan) => Some((decided, plan)),
             None => {

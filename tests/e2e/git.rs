@@ -83,6 +83,33 @@ fn github_requests(standins: &Scenario) -> Vec<(String, String)> {
         .collect()
 }
 
+/// A freeze holds a Git write-back too: decided on the file, reported, nothing committed.
+#[tokio::test]
+async fn a_frozen_application_written_back_by_git_gets_no_commit() {
+    let standins = git_standins(&[("argocd-ecr-updater.io/freeze", "true")]).await;
+    let before = commits(&standins, "main");
+    let report = push(&standins).await;
+    expect_decision(
+        only(&report),
+        Action::Skipped,
+        "frozen by `argocd-ecr-updater.io/freeze` on the Application: would update",
+    );
+    assert_eq!(commits(&standins, "main"), before, "no commit");
+    standins.annotate(
+        "argocd",
+        SEED_APP,
+        &[("argocd-ecr-updater.io/freeze", "false")],
+    );
+    let report = push(&standins).await;
+    assert_eq!(
+        only(&report).action,
+        Action::Updated,
+        "{}",
+        only(&report).reason
+    );
+    assert_eq!(commits(&standins, "main"), before + 1);
+}
+
 #[tokio::test]
 async fn the_seeds_terraform_managed_application_gets_a_commit_and_a_refresh_not_a_patch() {
     let standins = git_standins(&[]).await;

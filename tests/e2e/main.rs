@@ -6,6 +6,7 @@ mod aws_errors;
 mod clusters;
 mod common;
 mod configs;
+mod controls;
 mod ecr_api;
 mod fault_matrix;
 mod fuzz_inputs;

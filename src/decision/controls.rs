@@ -1,0 +1,233 @@
+//! Release controls an operator sets on an Application (or on the ImageUpdater object that
+//! configures it), decided without I/O. A freeze: `argocd-ecr-updater.io/freeze: "true"`
+//! holds every write until the annotation goes, `"until=<RFC 3339 time>"` until that time.
+//! The decision is still taken and reported in full; only the write is held, so `plan` and
+//! the log say what would roll out, and the first event or sweep after the freeze rolls out
+//! the newest allowed image.
+
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use crate::report::{Action, Entry};
+
+/// The annotation, on an Application or in an ImageUpdater object's `metadata.annotations`.
+pub const FREEZE: &str = "argocd-ecr-updater.io/freeze";
+
+/// A freeze as written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Freeze {
+    /// Until the annotation is removed or set to `"false"`.
+    Indefinite,
+    /// Until this time; from it on, nothing is held.
+    Until(OffsetDateTime),
+}
+
+/// Reads a freeze annotation's value: `"true"`, `"false"` (no freeze), or
+/// `"until=<RFC 3339 time>"`.
+pub fn parse_freeze(value: &str) -> Result<Option<Freeze>, String> {
+    let value = value.trim();
+    match value {
+        "true" => return Ok(Some(Freeze::Indefinite)),
+        "false" | "" => return Ok(None),
+        _ => {}
+    }
+    let Some(time) = value.strip_prefix("until=") else {
+        return Err(format!(
+            "`{FREEZE}: {}` is not \"true\", \"false\" or \"until=<RFC 3339 time>\"",
+            crate::redact::scrub(value)
+        ));
+    };
+    OffsetDateTime::parse(time.trim(), &Rfc3339)
+        .map(|t| Some(Freeze::Until(t)))
+        .map_err(|e| {
+            format!(
+                "`{FREEZE}: until={}` is not an RFC 3339 time ({e}); write it as 2026-12-24T18:00:00Z",
+                crate::redact::scrub(time)
+            )
+        })
+}
+
+/// Whether writes are held now, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hold {
+    Open,
+    /// Frozen: the reason says by what and until when.
+    Frozen(String),
+    /// A freeze annotation that cannot be read: nothing is written until it is fixed, since
+    /// whoever wrote it meant to hold something.
+    Unreadable(String),
+}
+
+/// The hold that `settings` (each `(where it is set, its value)`) put on a write at `now`:
+/// frozen if any of them freezes now; an unreadable one wins over every other.
+pub fn hold(settings: &[(String, &str)], now: OffsetDateTime) -> Hold {
+    let mut frozen = None;
+    for (origin, value) in settings {
+        match parse_freeze(value) {
+            Err(problem) => return Hold::Unreadable(format!("{problem} (on {origin})")),
+            Ok(None) => {}
+            Ok(Some(Freeze::Until(until))) if until <= now => {}
+            Ok(Some(freeze)) => {
+                frozen.get_or_insert_with(|| match freeze {
+                    Freeze::Indefinite => format!("frozen by `{FREEZE}` on {origin}"),
+                    Freeze::Until(until) => format!(
+                        "frozen by `{FREEZE}` on {origin} until {}",
+                        until.format(&Rfc3339).unwrap_or_default()
+                    ),
+                });
+            }
+        }
+    }
+    frozen.map_or(Hold::Open, Hold::Frozen)
+}
+
+/// The entries of a decision held by `hold` (not [`Hold::Open`]): each update becomes a
+/// skip (frozen) or a permanent failure (unreadable) that says what it would have written.
+pub fn held(entries: Vec<Entry>, hold: &Hold) -> Vec<Entry> {
+    let (action, why) = match hold {
+        Hold::Open => return entries,
+        Hold::Frozen(reason) => (Action::Skipped, reason.clone()),
+        Hold::Unreadable(problem) => (
+            Action::Failed,
+            format!("configuration error: {problem}; nothing is written until it is fixed"),
+        ),
+    };
+    entries
+        .into_iter()
+        .map(|mut entry| {
+            if entry.action == Action::Updated {
+                let to = entry.to.take().unwrap_or_default();
+                let from = entry.from.clone().unwrap_or_else(|| "none".into());
+                entry.reason = format!("{why}: would update `{from}` to `{to}` ({})", entry.reason);
+                entry.action = action;
+                entry.retryable = false;
+            }
+            entry
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use time::macros::datetime;
+
+    const NOW: OffsetDateTime = datetime!(2026-12-03 12:00 UTC);
+
+    #[test]
+    fn freeze_values_read_as_written() {
+        let cases: &[(&str, Result<Option<Freeze>, &str>)] = &[
+            ("true", Ok(Some(Freeze::Indefinite))),
+            (" true ", Ok(Some(Freeze::Indefinite))),
+            ("false", Ok(None)),
+            ("", Ok(None)),
+            (
+                "until=2026-12-24T18:00:00Z",
+                Ok(Some(Freeze::Until(datetime!(2026-12-24 18:00 UTC)))),
+            ),
+            (
+                "until=2026-12-24T18:00:00+09:00",
+                Ok(Some(Freeze::Until(datetime!(2026-12-24 09:00 UTC)))),
+            ),
+            ("until=Christmas", Err("not an RFC 3339 time")),
+            ("until=2026-12-24", Err("not an RFC 3339 time")),
+            ("yes", Err("is not \"true\", \"false\"")),
+            ("TRUE", Err("is not \"true\", \"false\"")),
+        ];
+        for (value, expected) in cases {
+            match (parse_freeze(value), expected) {
+                (Ok(got), Ok(want)) => assert_eq!(&got, want, "{value}"),
+                (Err(got), Err(want)) => assert!(got.contains(want), "{value}: {got}"),
+                (got, want) => panic!("{value}: {got:?}, expected {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_freeze_holds_until_its_time_and_not_a_second_longer() {
+        let app = || "the Application".to_string();
+        let object = || "ImageUpdater argocd/team".to_string();
+        let cases: &[(&str, Vec<(String, &str)>, &str)] = &[
+            ("no freeze annotation anywhere", vec![], "open"),
+            (
+                "frozen indefinitely",
+                vec![(app(), "true")],
+                "frozen by `argocd-ecr-updater.io/freeze` on the Application",
+            ),
+            ("set to false", vec![(app(), "false")], "open"),
+            (
+                "until a later time",
+                vec![(app(), "until=2026-12-03T12:00:01Z")],
+                "until 2026-12-03T12:00:01Z",
+            ),
+            (
+                "until exactly now",
+                vec![(app(), "until=2026-12-03T12:00:00Z")],
+                "open",
+            ),
+            (
+                "until a time passed",
+                vec![(app(), "until=2026-12-01T00:00:00Z")],
+                "open",
+            ),
+            (
+                "frozen by the object only",
+                vec![(app(), "false"), (object(), "true")],
+                "on ImageUpdater argocd/team",
+            ),
+            (
+                "a past freeze beside a current one",
+                vec![
+                    (app(), "until=2026-12-01T00:00:00Z"),
+                    (object(), "until=2027-01-01T00:00:00Z"),
+                ],
+                "until 2027-01-01T00:00:00Z",
+            ),
+            (
+                "unreadable beside an open one",
+                vec![(app(), "false"), (object(), "soon")],
+                "unreadable: `argocd-ecr-updater.io/freeze: soon`",
+            ),
+        ];
+        for (case, settings, expected) in cases {
+            let verdict = match hold(settings, NOW) {
+                Hold::Open => "open".to_string(),
+                Hold::Frozen(reason) => reason,
+                Hold::Unreadable(problem) => format!("unreadable: {problem}"),
+            };
+            assert!(verdict.contains(expected), "{case}: {verdict}");
+        }
+    }
+
+    #[test]
+    fn a_held_update_says_what_it_would_have_written_and_other_entries_stay() {
+        let mut update = Entry::new("argocd", "web", Some("app"), "r/web").with(
+            Action::Updated,
+            "1.1.0 ranks above the current tag under semver",
+        );
+        update.from = Some("1.0.0".into());
+        update.to = Some("1.1.0".into());
+        let kept =
+            Entry::new("argocd", "web", Some("db"), "r/db").with(Action::Unchanged, "already 2.0");
+        let entries = vec![update, kept.clone()];
+        assert_eq!(held(entries.clone(), &Hold::Open), entries);
+        let frozen = held(entries.clone(), &Hold::Frozen("frozen by x".into()));
+        assert_eq!(frozen[0].action, Action::Skipped);
+        assert_eq!(frozen[0].to, None);
+        assert!(
+            frozen[0]
+                .reason
+                .starts_with("frozen by x: would update `1.0.0` to `1.1.0`"),
+            "{}",
+            frozen[0].reason
+        );
+        assert_eq!(frozen[1], kept);
+        let unreadable = held(entries, &Hold::Unreadable("bad".into()));
+        assert_eq!(unreadable[0].action, Action::Failed);
+        assert!(
+            !unreadable[0].retryable,
+            "the user's to fix: a retry cannot help"
+        );
+        assert!(unreadable[0].reason.starts_with("configuration error: bad"));
+    }
+}

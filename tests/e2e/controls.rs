@@ -1,0 +1,132 @@
+//! Release controls end to end: a freeze set on the Application or on the ImageUpdater
+//! object that configures it holds every write, on a push and on a sweep, while the decision
+//! is still reported; when the freeze ends, the next event rolls out the newest image.
+
+use crate::common::{Scenario, event, expect_decision, only, seed_tag};
+use argocd_ecr_updater::report::Action;
+use argocd_ecr_updater_standins::fixtures::{
+    IMAGE_UPDATER, PUSHED_TAG, SEED_APP, SEED_TAG, seed_image_updater,
+};
+use serde_json::json;
+
+const FREEZE: &str = "argocd-ecr-updater.io/freeze";
+
+#[tokio::test]
+async fn a_frozen_application_is_decided_and_reported_but_not_written_on_a_push() {
+    let standins = Scenario::seeded().await;
+    standins.annotate("argocd", SEED_APP, &[(FREEZE, "true")]);
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
+    let entry = only(&report);
+    expect_decision(
+        entry,
+        Action::Skipped,
+        &format!(
+            "frozen by `{FREEZE}` on the Application: would update `{SEED_TAG}` to `{PUSHED_TAG}`"
+        ),
+    );
+    assert_eq!(seed_tag(&standins).as_deref(), Some(SEED_TAG));
+    assert_eq!(standins.kube_requests("PATCH"), 0, "nothing written");
+    // Lifted: the same event again rolls the image out.
+    standins.annotate("argocd", SEED_APP, &[(FREEZE, "false")]);
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
+    assert_eq!(
+        only(&report).action,
+        Action::Updated,
+        "{}",
+        only(&report).reason
+    );
+    assert_eq!(seed_tag(&standins).as_deref(), Some(PUSHED_TAG));
+}
+
+#[tokio::test]
+async fn a_freeze_until_a_time_holds_before_it_and_not_after_it() {
+    let standins = Scenario::seeded().await;
+    standins.annotate(
+        "argocd",
+        SEED_APP,
+        &[(FREEZE, "until=2999-01-01T00:00:00Z")],
+    );
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
+    expect_decision(only(&report), Action::Skipped, "until 2999-01-01T00:00:00Z");
+    assert_eq!(seed_tag(&standins).as_deref(), Some(SEED_TAG));
+    standins.annotate(
+        "argocd",
+        SEED_APP,
+        &[(FREEZE, "until=2020-01-01T00:00:00Z")],
+    );
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
+    assert_eq!(
+        only(&report).action,
+        Action::Updated,
+        "{}",
+        only(&report).reason
+    );
+    assert_eq!(seed_tag(&standins).as_deref(), Some(PUSHED_TAG));
+}
+
+#[tokio::test]
+async fn a_sweep_during_a_freeze_writes_nothing_and_the_first_sweep_after_it_rolls_out() {
+    let standins = Scenario::seeded().await;
+    standins.annotate("argocd", SEED_APP, &[(FREEZE, "true")]);
+    let report = standins
+        .report(&[], &event("scheduled-reconcile.json"))
+        .await;
+    expect_decision(only(&report), Action::Skipped, "frozen by");
+    assert_eq!(seed_tag(&standins).as_deref(), Some(SEED_TAG));
+    standins
+        .kube
+        .edit("argocd", SEED_APP, |app| {
+            if let Some(map) = app["metadata"]["annotations"].as_object_mut() {
+                map.remove(FREEZE);
+            }
+        })
+        .unwrap();
+    let report = standins
+        .report(&[], &event("scheduled-reconcile.json"))
+        .await;
+    assert_eq!(
+        only(&report).action,
+        Action::Updated,
+        "{}",
+        only(&report).reason
+    );
+    assert_eq!(seed_tag(&standins).as_deref(), Some(PUSHED_TAG));
+}
+
+#[tokio::test]
+async fn an_unreadable_freeze_writes_nothing_and_says_how_to_write_one() {
+    let standins = Scenario::seeded().await;
+    standins.annotate("argocd", SEED_APP, &[(FREEZE, "until=friday")]);
+    let report = standins.settled(&[], &event("push-date-tag.json")).await;
+    let entry = only(&report);
+    expect_decision(entry, Action::Failed, "is not an RFC 3339 time");
+    assert!(
+        !entry.retryable,
+        "the user's to fix: Lambda retrying cannot help"
+    );
+    assert_eq!(seed_tag(&standins).as_deref(), Some(SEED_TAG));
+}
+
+#[tokio::test]
+async fn a_freeze_on_the_imageupdater_object_holds_every_application_it_configures() {
+    let standins = Scenario::seeded().await;
+    standins
+        .kube
+        .edit("argocd", SEED_APP, |app| {
+            if let Some(map) = app["metadata"]["annotations"].as_object_mut() {
+                map.retain(|k, _| !k.starts_with(IMAGE_UPDATER));
+            }
+        })
+        .unwrap();
+    let mut object = seed_image_updater();
+    object["metadata"]["annotations"] = json!({FREEZE: "true"});
+    let name = object["metadata"]["name"].as_str().unwrap().to_string();
+    standins.kube.insert_image_updater(object).unwrap();
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
+    expect_decision(
+        only(&report),
+        Action::Skipped,
+        &format!("frozen by `{FREEZE}` on ImageUpdater argocd/{name}"),
+    );
+    assert_eq!(seed_tag(&standins).as_deref(), Some(SEED_TAG));
+}
