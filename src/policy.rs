@@ -302,6 +302,9 @@ pub struct TagPolicy {
     tracked_tag: Option<String>,
     pub allow: AllowTags,
     pub ignore: IgnoreTags,
+    /// `pin-digest` (ours): the chosen tag is written with the digest it points to, so a
+    /// later push of the same tag is a new value to decide, not silently live.
+    pin_digest: bool,
 }
 
 /// The outcome of [`TagPolicy::decide`].
@@ -387,7 +390,20 @@ impl TagPolicy {
             tracked_tag,
             allow,
             ignore,
+            pin_digest: false,
         })
+    }
+
+    /// The same policy, writing the chosen tag with its digest (`pin-digest`). A no-op
+    /// under `digest`, which always writes one.
+    pub fn pinning_digest(mut self, pin: bool) -> Self {
+        self.pin_digest = pin && self.strategy != Strategy::Digest;
+        self
+    }
+
+    /// Whether the value written carries the digest: under `digest`, or pinned.
+    pub fn writes_digest(&self) -> bool {
+        self.pin_digest || self.strategy.needs_digest()
     }
 
     /// The tag `digest` tracks, if that is the strategy.
@@ -486,13 +502,13 @@ impl TagPolicy {
     /// The value written for a chosen tag: the tag, or `tag@digest` under `digest` (which
     /// needs the digest).
     pub fn value_for(&self, tag: &TagInfo) -> Option<TagRef> {
-        match self.strategy {
-            Strategy::Digest => tag.digest.as_ref().map(|d| TagRef {
-                tag: tag.name.clone(),
-                digest: Some(d.clone()),
-            }),
-            _ => Some(TagRef::tag(&tag.name)),
+        if !self.writes_digest() {
+            return Some(TagRef::tag(&tag.name));
         }
+        tag.digest.as_ref().map(|d| TagRef {
+            tag: tag.name.clone(),
+            digest: Some(d.clone()),
+        })
     }
 
     /// Does the tag pass the filters and the constraint?
@@ -531,22 +547,29 @@ impl TagPolicy {
                 },
             };
         }
+        // The value to write: the tag, or pinned, the tag with the digest it points to now.
+        let Some(to) = self.value_for(candidate) else {
+            return Decision::Keep(KeepReason::NoDigest(candidate.name.clone()));
+        };
         let Some(current) = current else {
-            return Decision::Update {
-                to: TagRef::tag(&candidate.name),
-            };
+            return Decision::Update { to };
         };
         if current.name == candidate.name {
-            return Decision::Keep(KeepReason::SameAsCurrent(candidate.name.clone()));
+            // Pinned, the same tag pushed again is a new image: it moves the pin.
+            return match (&to.digest, &current.digest) {
+                (Some(new), Some(old)) if new == old => {
+                    Decision::Keep(KeepReason::SameDigest(new.clone()))
+                }
+                (Some(_), _) => Decision::Update { to },
+                (None, _) => Decision::Keep(KeepReason::SameAsCurrent(candidate.name.clone())),
+            };
         }
         let current_key = match self.rank_current(current) {
             Ok(key) => key,
             Err(reason) => return Decision::Keep(reason),
         };
         match candidate_key.cmp(&current_key) {
-            Ordering::Greater => Decision::Update {
-                to: TagRef::tag(&candidate.name),
-            },
+            Ordering::Greater => Decision::Update { to },
             Ordering::Less | Ordering::Equal => Decision::Keep(KeepReason::OlderThanCurrent {
                 candidate: candidate.name.clone(),
                 current: current.name.clone(),
@@ -592,6 +615,118 @@ mod tests {
             pushed_at: Some(at),
             digest: None,
         }
+    }
+
+    fn with_digest(name: &str, digest: Option<&str>) -> TagInfo {
+        TagInfo {
+            name: name.into(),
+            pushed_at: None,
+            digest: digest.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn a_pinned_choice_is_written_with_its_digest_and_a_repush_moves_the_pin() {
+        let pinned = policy(Strategy::Semver, None).pinning_digest(true);
+        let plain = policy(Strategy::Semver, None);
+        let update = |tag: &str, digest: &str| Decision::Update {
+            to: TagRef {
+                tag: tag.into(),
+                digest: Some(digest.into()),
+            },
+        };
+        // (case, policy, current, candidate, decision)
+        let cases: Vec<(&str, &TagPolicy, Option<TagInfo>, TagInfo, Decision)> = vec![
+            (
+                "a higher version is written with its digest",
+                &pinned,
+                Some(with_digest("1.0.0", Some("sha256:a"))),
+                with_digest("1.1.0", Some("sha256:b")),
+                update("1.1.0", "sha256:b"),
+            ),
+            (
+                "a first write is pinned",
+                &pinned,
+                None,
+                with_digest("1.1.0", Some("sha256:b")),
+                update("1.1.0", "sha256:b"),
+            ),
+            (
+                "the same tag pushed again moves the pin",
+                &pinned,
+                Some(with_digest("1.1.0", Some("sha256:a"))),
+                with_digest("1.1.0", Some("sha256:b")),
+                update("1.1.0", "sha256:b"),
+            ),
+            (
+                "an unpinned running tag gets its pin",
+                &pinned,
+                Some(with_digest("1.1.0", None)),
+                with_digest("1.1.0", Some("sha256:b")),
+                update("1.1.0", "sha256:b"),
+            ),
+            (
+                "the same digest again is kept",
+                &pinned,
+                Some(with_digest("1.1.0", Some("sha256:b"))),
+                with_digest("1.1.0", Some("sha256:b")),
+                Decision::Keep(KeepReason::SameDigest("sha256:b".into())),
+            ),
+            (
+                "a lower version is never written, pinned or not",
+                &pinned,
+                Some(with_digest("1.1.0", Some("sha256:b"))),
+                with_digest("1.0.0", Some("sha256:c")),
+                Decision::Keep(KeepReason::OlderThanCurrent {
+                    candidate: "1.0.0".into(),
+                    current: "1.1.0".into(),
+                    strategy: Strategy::Semver,
+                }),
+            ),
+            (
+                "without its digest a pinned choice is not written",
+                &pinned,
+                Some(with_digest("1.0.0", None)),
+                with_digest("1.1.0", None),
+                Decision::Keep(KeepReason::NoDigest("1.1.0".into())),
+            ),
+            (
+                "unpinned, the tag alone",
+                &plain,
+                Some(with_digest("1.0.0", None)),
+                with_digest("1.1.0", Some("sha256:b")),
+                Decision::Update {
+                    to: TagRef::tag("1.1.0"),
+                },
+            ),
+            (
+                "unpinned, a repush of the running tag changes nothing",
+                &plain,
+                Some(with_digest("1.1.0", Some("sha256:a"))),
+                with_digest("1.1.0", Some("sha256:b")),
+                Decision::Keep(KeepReason::SameAsCurrent("1.1.0".into())),
+            ),
+        ];
+        for (case, policy, current, candidate, expected) in cases {
+            assert_eq!(
+                policy.decide(current.as_ref(), &candidate),
+                expected,
+                "{case}"
+            );
+        }
+        assert!(pinned.writes_digest() && !plain.writes_digest());
+        assert_eq!(
+            pinned
+                .value_for(&with_digest("2.0.0", Some("sha256:d")))
+                .unwrap()
+                .to_string(),
+            "2.0.0@sha256:d"
+        );
+        let digest = policy(Strategy::Digest, Some("stable"));
+        assert!(
+            digest.clone().pinning_digest(true).writes_digest(),
+            "digest always writes one"
+        );
     }
 
     #[test]

@@ -377,6 +377,13 @@ impl Reader<'_> {
         check_image_text(alias, image)?;
         let mut notes = Vec::new();
         let (strategy, policy) = self.tag_policy(alias, constraint)?;
+        let pin = self.pin_digest(alias)?;
+        if pin && strategy == Strategy::Digest {
+            notes.push(
+                "`pin-digest` has no effect under digest, which always writes the digest".into(),
+            );
+        }
+        let policy = policy.pinning_digest(pin);
         let force_update = match self.lookup(alias, "force-update", true) {
             Some((key, value)) => parse_bool(&key, value)?,
             None => false,
@@ -529,6 +536,21 @@ impl Reader<'_> {
             }
         }
         Ok(None)
+    }
+
+    /// Our own annotation, per alias then for every image (on an ImageUpdater object, in its
+    /// `metadata.annotations`): write the chosen tag with the digest it points to.
+    fn pin_digest(&self, alias: Option<&str>) -> Result<bool, AnnotationError> {
+        let keys = alias
+            .map(|a| format!("{OWN_PREFIX}{a}.pin-digest"))
+            .into_iter()
+            .chain(std::iter::once(format!("{OWN_PREFIX}pin-digest")));
+        for key in keys {
+            if let Some(value) = self.annotations.get(&key) {
+                return parse_bool(&key, value);
+            }
+        }
+        Ok(false)
     }
 
     /// Our own annotation; from an ImageUpdater object, its `imagesVerification` arrives

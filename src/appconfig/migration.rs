@@ -171,7 +171,10 @@ fn kept_on_annotations(read: &Reader<'_>, namespace: &str) -> Option<String> {
         .keys()
         .filter(|k| k.starts_with(OWN_PREFIX))
         .collect();
-    if let Some(key) = own_keys.iter().find(|k| k.ends_with("scan-gate")) {
+    if let Some(key) = own_keys
+        .iter()
+        .find(|k| k.ends_with("scan-gate") || k.ends_with("pin-digest"))
+    {
         return Some(format!("`{key}` has no ImageUpdater field"));
     }
     for key in own_keys.iter().filter(|k| k.ends_with("cosign-key")) {
@@ -691,7 +694,7 @@ mod tests {
     }
 
     #[test]
-    fn a_frozen_application_migrates_and_its_freeze_stays_on_it() {
+    fn a_freeze_stays_on_the_application_and_a_pin_keeps_its_annotations() {
         let annotations: BTreeMap<String, String> = [
             (
                 format!("{PREFIX}image-list"),
@@ -721,6 +724,27 @@ mod tests {
             migrated.notes[0]
                 .contains("freeze: until=2026-12-24T18:00:00Z` stays on the Application")
         );
+        // A pinned image's setting has no field: that Application keeps its annotations.
+        let pinned = Annotated {
+            name: "api".into(),
+            annotations: [
+                (
+                    format!("{PREFIX}image-list"),
+                    "api=r.example/api".to_string(),
+                ),
+                (format!("{OWN_PREFIX}api.pin-digest"), "true".to_string()),
+            ]
+            .into_iter()
+            .collect(),
+            source_type: Some("Helm".into()),
+            repository: None,
+        };
+        let migrated = from_annotations("team", "argocd", &[pinned]).unwrap();
+        assert_eq!(
+            migrated.object["spec"]["applicationRefs"][0]["useAnnotations"],
+            true
+        );
+        assert!(migrated.notes[0].contains("api.pin-digest` has no ImageUpdater field"));
     }
 
     #[test]

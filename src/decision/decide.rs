@@ -672,10 +672,7 @@ impl ImageCase<'_> {
                 // A scan event for a gated image must know where the tag points now: only
                 // the scanned digest may be released.
                 let scan_gated = push.scan_completed && self.config.scan_gate.is_some();
-                if policy.strategy.needs_push_times()
-                    || policy.strategy.needs_digest()
-                    || scan_gated
-                {
+                if policy.strategy.needs_push_times() || policy.writes_digest() || scan_gated {
                     describe.push(push.tag.clone());
                 }
                 if policy.strategy.needs_push_times() {
@@ -767,7 +764,7 @@ impl ImageCase<'_> {
             let outcome = self.each_target(|_| Verdict::keep(&reason));
             return outcome;
         }
-        let asked = policy.strategy.needs_push_times() || policy.strategy.needs_digest();
+        let asked = policy.strategy.needs_push_times() || policy.writes_digest();
         let candidate = if asked {
             match described.get(&push.tag).cloned().flatten() {
                 Some(known) => known,
@@ -804,6 +801,11 @@ impl ImageCase<'_> {
                 }
             }
             match policy.decide(Some(&current_info), &candidate) {
+                // Pinned, the running tag pushed again: the pin moves to its new digest.
+                Decision::Update { to } if to.tag == current.tag && policy.strategy != Strategy::Digest => {
+                    let digest = to.digest.clone().unwrap_or_default();
+                    Verdict::Update(to, format!("`{}` was pushed again: the pinned digest moves to {digest} (pin-digest)", current.tag))
+                }
                 Decision::Update { to } => self.update_verdict(Mode::Push(push), to),
                 Decision::Keep(reason) => Verdict::keep(&reason),
             }

@@ -130,3 +130,64 @@ async fn a_freeze_on_the_imageupdater_object_holds_every_application_it_configur
     );
     assert_eq!(seed_tag(&standins).as_deref(), Some(SEED_TAG));
 }
+
+/// `pin-digest`: the chosen tag is written with the digest ECR says it points to; the same
+/// tag pushed again moves the pin, and the same event delivered twice writes once.
+#[tokio::test]
+async fn a_pinned_image_is_written_with_its_digest_and_a_repush_of_the_tag_moves_it() {
+    use argocd_ecr_updater_standins::fixtures::{digest, image, push_event};
+    let standins = Scenario::seeded().await;
+    standins.annotate(
+        "argocd",
+        SEED_APP,
+        &[("argocd-ecr-updater.io/app.pin-digest", "true")],
+    );
+    let pushed = event("push-date-tag.json");
+    let first_digest = pushed["detail"]["image-digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let report = standins.report(&[], &pushed).await;
+    assert_eq!(
+        only(&report).action,
+        Action::Updated,
+        "{}",
+        only(&report).reason
+    );
+    let pinned = format!("{PUSHED_TAG}@{first_digest}");
+    assert_eq!(seed_tag(&standins).as_deref(), Some(pinned.as_str()));
+    // The same event again: the same digest is already pinned.
+    let report = standins.report(&[], &pushed).await;
+    expect_decision(only(&report), Action::Unchanged, "already running");
+    assert_eq!(
+        standins.kube_requests("PATCH"),
+        1,
+        "one write for two deliveries"
+    );
+    // CI pushes the same tag again: a new image behind a tag that was live.
+    standins.aws.push(image(
+        "barun-dev-ecr",
+        PUSHED_TAG,
+        '7',
+        "2025-08-25T07:00:00Z",
+    ));
+    let repushed = push_event("barun-dev-ecr", PUSHED_TAG, "2025-08-25T07:00:01Z");
+    let report = standins.report(&[], &repushed).await;
+    expect_decision(
+        only(&report),
+        Action::Updated,
+        "was pushed again: the pinned digest moves",
+    );
+    let moved = format!("{PUSHED_TAG}@{}", digest('7'));
+    assert_eq!(seed_tag(&standins).as_deref(), Some(moved.as_str()));
+    // A sweep finds the pin current.
+    let report = standins
+        .report(&[], &event("scheduled-reconcile.json"))
+        .await;
+    assert_eq!(
+        only(&report).action,
+        Action::Unchanged,
+        "{}",
+        only(&report).reason
+    );
+}

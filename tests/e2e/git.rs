@@ -83,6 +83,39 @@ fn github_requests(standins: &Scenario) -> Vec<(String, String)> {
         .collect()
 }
 
+/// A pinned image goes to Git as Image Updater writes the digest strategy's value.
+#[tokio::test]
+async fn a_pinned_image_is_committed_with_its_digest() {
+    let standins = git_standins(&[("argocd-ecr-updater.io/pin-digest", "true")]).await;
+    let pushed = event("push-date-tag.json");
+    let digest = pushed["detail"]["image-digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let report = push(&standins).await;
+    expect_decision(only(&report), Action::Updated, "committed");
+    let file = standins.github.file(REPO, "main", OVERRIDE).unwrap();
+    assert!(
+        file.contains(&format!(
+            "- name: image.tag\n    value: {PUSHED_TAG}@{digest}\n"
+        )),
+        "{file}"
+    );
+    let before = commits(&standins, "main");
+    let report = push(&standins).await;
+    assert_ne!(
+        only(&report).action,
+        Action::Updated,
+        "{}",
+        only(&report).reason
+    );
+    assert_eq!(
+        commits(&standins, "main"),
+        before,
+        "the same digest again: no commit"
+    );
+}
+
 /// A freeze holds a Git write-back too: decided on the file, reported, nothing committed.
 #[tokio::test]
 async fn a_frozen_application_written_back_by_git_gets_no_commit() {
