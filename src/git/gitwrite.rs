@@ -716,22 +716,12 @@ fn render_values(
             .map(str::to_string)
     };
     for image in images {
-        let keys = match &image.helm {
-            // The repository key is written only where it is missing: a short form the
-            // file uses (`api` for `<registry>/api`) is the user's choice, kept.
-            HelmTarget::NameAndTag { name, tag } => {
-                let doc =
-                    Document::parse(&text).map_err(|e| format!("`{}`: {e}", location.path))?;
-                let present = doc
-                    .helm_get(name)
-                    .map_err(|e| format!("`{}`: {e}", location.path))?;
-                if present.is_some() {
-                    vec![tag.clone()]
-                } else {
-                    vec![name.clone(), tag.clone()]
-                }
-            }
-            HelmTarget::Spec { param } => vec![param.clone()],
+        // Image Updater's `helmvalues` writes: the image's name key (or its image-spec key)
+        // and its tag key, each with the Application's parameter as the decision set it; a
+        // name the file writes without a registry gets the parameter's short form.
+        let (name_key, keys) = match &image.helm {
+            HelmTarget::NameAndTag { name, tag } => (name, vec![name.clone(), tag.clone()]),
+            HelmTarget::Spec { param } => (param, vec![param.clone()]),
         };
         for key in keys {
             let Some(value) = param(&key) else { continue };
@@ -739,6 +729,12 @@ fn render_values(
             let current = doc
                 .helm_get(&key)
                 .map_err(|e| format!("`{}`: {e}", location.path))?;
+            let value = match current {
+                Some(in_file) if &key == name_key && !has_registry_prefix(in_file) => {
+                    short_form(&value).to_string()
+                }
+                _ => value,
+            };
             if current == Some(value.as_str()) {
                 continue;
             }
@@ -752,6 +748,22 @@ fn render_values(
         }
     }
     Ok((text, Meant::Edits(edits)))
+}
+
+/// Whether an image name starts with a registry host, as Image Updater's `HasRegistryPrefix`
+/// tells: a first path component holding a `.` (so `localhost:5000/x` has none).
+fn has_registry_prefix(name: &str) -> bool {
+    name.split_once('/')
+        .is_some_and(|(first, _)| first.contains('.'))
+}
+
+/// The name without its registry host (Image Updater's `ExtractShortForm`): what a values
+/// file that writes `web:1.0.0` for `<registry>/web` gets back.
+fn short_form(name: &str) -> &str {
+    match name.split_once('/') {
+        Some((_, rest)) if has_registry_prefix(name) => rest,
+        _ => name,
+    }
 }
 
 /// A Kustomize `images` entry (`name=newName:newTag@digest`) split into its fields.
@@ -1028,6 +1040,43 @@ mod tests {
             .map(|(k, v)| (format!("{}{k}", crate::appconfig::annotations::PREFIX), v))
             .collect();
         AppConfig::parse(&map).unwrap()
+    }
+
+    /// Image Updater's own cases (`Test_HasRegistryPrefix`, `Test_ExtractShortForm`).
+    #[test]
+    fn a_registry_prefix_and_the_short_form_are_read_as_image_updater_reads_them() {
+        let prefixed = [
+            "docker.io/bitnami/nginx",
+            "gcr.io/myproject/image",
+            "registry.example.com/image",
+            "quay.io/org/repo",
+            "192.168.1.1:5000/image",
+            "10.0.0.1/image",
+            "my.registry.example.com/image",
+            "registry.example.com:5000/image",
+        ];
+        let bare = [
+            "bitnami/nginx",
+            "library/test-image",
+            "nginx",
+            "",
+            "org/repo",
+            "/image",
+            "localhost:5000/image",
+        ];
+        for name in prefixed {
+            assert!(has_registry_prefix(name), "{name}");
+        }
+        for name in bare {
+            assert!(!has_registry_prefix(name), "{name}");
+            assert_eq!(short_form(name), name, "short already");
+        }
+        assert_eq!(short_form("docker.io/bitnami/nginx"), "bitnami/nginx");
+        assert_eq!(short_form("quay.io/org/repo"), "org/repo");
+        assert_eq!(
+            short_form("768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/web:1.1.0"),
+            "web:1.1.0"
+        );
     }
 
     #[test]

@@ -379,6 +379,52 @@ async fn helm_keys_with_list_indexes_and_literal_dots_are_written_where_image_up
     }
 }
 
+/// Image Updater's `helmvalues` writes of the image's name (its `update.go`): the
+/// Application's parameter, in the short form where the file writes the name without a
+/// registry, and the image-list's repository where the file names another registry.
+#[tokio::test]
+async fn a_values_file_gets_the_image_name_in_the_form_image_updater_writes_it() {
+    let short_spec = format!("image: barun-dev-ecr:{SEED_TAG}\n");
+    let other_registry =
+        format!("image:\n  repository: old.example.com/barun-dev-ecr\n  tag: \"{SEED_TAG}\"\n");
+    let cases: [(&str, &str, Vec<(&str, &str)>, String); 2] = [
+        (
+            "image-spec without a registry keeps the short form",
+            short_spec.as_str(),
+            vec![("app.helm.image-spec", "image")],
+            format!("image: barun-dev-ecr:{PUSHED_TAG}\n"),
+        ),
+        (
+            "image-name naming another registry gets the image-list's repository",
+            other_registry.as_str(),
+            vec![],
+            format!("image:\n  repository: {SEED_IMAGE}\n  tag: \"{PUSHED_TAG}\"\n"),
+        ),
+    ];
+    for (case, values, extra, expected) in cases {
+        let mut annotations = vec![("write-back-target", "helmvalues:values.yaml")];
+        annotations.extend(extra);
+        let standins = git_standins(&annotations).await;
+        standins
+            .github
+            .push(REPO, "main", "argocd/values.yaml", values, "their values")
+            .unwrap();
+        standins
+            .kube
+            .edit("argocd", SEED_APP, |a| {
+                a["spec"]["source"]["helm"]["parameters"] = json!([]);
+            })
+            .unwrap();
+        let report = push(&standins).await;
+        expect_decision(only(&report), Action::Updated, "argocd/values.yaml");
+        let file = standins
+            .github
+            .file(REPO, "main", "argocd/values.yaml")
+            .unwrap();
+        assert_eq!(file, expected, "{case}");
+    }
+}
+
 #[tokio::test]
 async fn a_bare_write_back_target_is_a_values_file_from_the_repository_root() {
     let standins = git_standins(&[("write-back-target", "config/values-prod.yaml")]).await;
