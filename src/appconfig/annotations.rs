@@ -616,6 +616,19 @@ impl Reader<'_> {
 
     fn git(&self, method: &str) -> Result<WriteBack, AnnotationError> {
         let branch = self.get("git-branch").map(str::to_string);
+        // Image Updater's `parseGitConfig`: at most one `:` (`<base>:<target>`). Refused here,
+        // with the write-back configuration, so that an ImageUpdater ref carrying it is passed
+        // over for the next matching one, as Image Updater passes it over.
+        if let Some(branch) = branch
+            .as_deref()
+            .filter(|b| b.trim().split(':').count() > 2)
+        {
+            return Err(AnnotationError {
+                annotation: format!("{PREFIX}git-branch"),
+                value: branch.to_string(),
+                problem: "invalid format for git-branch: expected `<branch>` or `<base>:<target>`, with one `:` at most".into(),
+            });
+        }
         let pull_request = self.pull_request();
         // Image Updater: "pullRequest mode does not support colon branch format".
         if pull_request.is_some()

@@ -1581,6 +1581,49 @@ mod tests {
         assert_eq!(with_update["status"]["recentUpdates"][0]["newVersion"], "2");
     }
 
+    /// Image Updater's `argocd.go` takes the first matching ref, most specific first, whose
+    /// write-back configuration builds; a ref whose `git-branch` has two `:` is passed over.
+    #[test]
+    fn a_ref_with_an_invalid_write_back_configuration_yields_to_the_next_matching_one() {
+        let object: ImageUpdaterObject = serde_json::from_value(serde_json::json!({
+            "metadata": {"namespace": "argocd", "name": "team", "generation": 1},
+            "spec": {"applicationRefs": [
+                {"namePattern": "web-*", "images": [{"alias": "web", "imageName": "r.example/web"}]},
+                {"namePattern": "web-prod", "writeBackConfig": {"method": "git", "gitConfig": {"branch": "a:b:c"}},
+                 "images": [{"alias": "web", "imageName": "r.example/web"}]},
+            ]}
+        }))
+        .unwrap();
+        let objects = vec![object.prepared()];
+        let none = BTreeMap::new();
+        let source = resolve(&objects, "argocd", "web-prod", &none, &none);
+        let ConfigSource::Object { reference, .. } = source else {
+            panic!("{source}");
+        };
+        assert_eq!(
+            reference, 0,
+            "the less specific ref, whose configuration is valid"
+        );
+        // Alone, the invalid ref is taken, and its error says why nothing is written.
+        let alone = vec![
+            serde_json::from_value::<ImageUpdaterObject>(serde_json::json!({
+                "metadata": {"namespace": "argocd", "name": "team", "generation": 1},
+                "spec": {"applicationRefs": [
+                    {"namePattern": "web-prod", "writeBackConfig": {"method": "git", "gitConfig": {"branch": "a:b:c"}},
+                     "images": [{"alias": "web", "imageName": "r.example/web"}]},
+                ]}
+            }))
+            .unwrap()
+            .prepared(),
+        ];
+        let source = resolve(&alone, "argocd", "web-prod", &none, &none);
+        let error = source.config(&none).unwrap().write_back.unwrap_err();
+        assert!(
+            error.to_string().contains("invalid format for git-branch"),
+            "{error}"
+        );
+    }
+
     #[test]
     fn a_resolution_handed_on_names_the_same_source_against_the_same_objects() {
         let object: ImageUpdaterObject = serde_json::from_value(serde_json::json!({
