@@ -106,6 +106,11 @@ mod tests {
     use aws_smithy_types::DateTime;
     use aws_smithy_types::error::ErrorMetadata;
 
+    /// An STS error answer with its code and message.
+    fn refusal(code: &str, message: &str) -> AssumeRoleError {
+        AssumeRoleError::generic(ErrorMetadata::builder().code(code).message(message).build())
+    }
+
     fn provider(sts: aws_sdk_sts::Client) -> AssumedRole {
         AssumedRole {
             sts,
@@ -146,11 +151,9 @@ mod tests {
     #[tokio::test]
     async fn a_refusal_keeps_sts_s_code_and_message_for_the_report() {
         let refused = mock!(aws_sdk_sts::Client::assume_role).then_error(|| {
-            AssumeRoleError::generic(
-                ErrorMetadata::builder()
-                    .code("AccessDenied")
-                    .message("User is not authorized to perform: sts:AssumeRole")
-                    .build(),
+            refusal(
+                "AccessDenied",
+                "User is not authorized to perform: sts:AssumeRole",
             )
         });
         let sts = mock_client!(aws_sdk_sts, RuleMode::Sequential, [&refused]);
@@ -189,21 +192,13 @@ mod tests {
     #[tokio::test]
     async fn the_check_tells_a_refusal_from_sts_not_answering_by_the_error_sts_sent() {
         let refused = mock!(aws_sdk_sts::Client::assume_role).then_error(|| {
-            AssumeRoleError::generic(
-                ErrorMetadata::builder()
-                    .code("AccessDenied")
-                    .message("User is not authorized to perform: sts:AssumeRole")
-                    .build(),
+            refusal(
+                "AccessDenied",
+                "User is not authorized to perform: sts:AssumeRole",
             )
         });
-        let throttled = mock!(aws_sdk_sts::Client::assume_role).then_error(|| {
-            AssumeRoleError::generic(
-                ErrorMetadata::builder()
-                    .code("Throttling")
-                    .message("Rate exceeded")
-                    .build(),
-            )
-        });
+        let throttled = mock!(aws_sdk_sts::Client::assume_role)
+            .then_error(|| refusal("Throttling", "Rate exceeded"));
         let sts = mock_client!(aws_sdk_sts, RuleMode::Sequential, [&refused, &throttled]);
         let role = provider(sts);
         let first = role.check().await.expect_err("refused");

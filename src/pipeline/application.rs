@@ -71,6 +71,14 @@ impl<'o> Resolved<'o> {
         annotations: BTreeMap<String, String>,
     ) -> Self {
         let source = imageupdater::resolve(objects, namespace, name, &labels, &annotations);
+        Self::of_source(source, labels, annotations)
+    }
+
+    fn of_source(
+        source: ConfigSource<'o>,
+        labels: BTreeMap<String, String>,
+        annotations: BTreeMap<String, String>,
+    ) -> Self {
         let config = source.config(&annotations);
         Self {
             labels,
@@ -88,15 +96,7 @@ impl<'o> Resolved<'o> {
     ) -> Self {
         let (labels, annotations) = (meta.labels.clone(), meta.annotations.clone());
         match resolution.and_then(|r| r.source(objects)) {
-            Some(source) => {
-                let config = source.config(&annotations);
-                Self {
-                    labels,
-                    annotations,
-                    source,
-                    config,
-                }
-            }
+            Some(source) => Self::of_source(source, labels, annotations),
             None => Self::resolve(objects, &meta.namespace, &meta.name, labels, annotations),
         }
     }

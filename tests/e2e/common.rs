@@ -239,6 +239,20 @@ impl Scenario {
         self.kube.insert(app).unwrap();
     }
 
+    /// Removes Image Updater's annotations from an Application, leaving it to be configured
+    /// by an ImageUpdater object.
+    pub fn strip_image_updater_annotations(&self, namespace: &str, name: &str) {
+        self.kube
+            .edit(namespace, name, |app| {
+                if let Some(map) = app["metadata"]["annotations"].as_object_mut() {
+                    map.retain(|k, _| {
+                        !k.starts_with(argocd_ecr_updater_standins::fixtures::IMAGE_UPDATER)
+                    });
+                }
+            })
+            .unwrap();
+    }
+
     /// The real handler's outcome for `event`, with the scenario's variables and `vars`.
     pub async fn outcome(
         &self,

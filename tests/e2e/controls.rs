@@ -4,9 +4,7 @@
 
 use crate::common::{Scenario, event, expect_decision, only, seed_tag};
 use argocd_ecr_updater::report::Action;
-use argocd_ecr_updater_standins::fixtures::{
-    IMAGE_UPDATER, PUSHED_TAG, SEED_APP, SEED_TAG, seed_image_updater,
-};
+use argocd_ecr_updater_standins::fixtures::{PUSHED_TAG, SEED_APP, SEED_TAG, seed_image_updater};
 use serde_json::json;
 
 const FREEZE: &str = "argocd-ecr-updater.io/freeze";
@@ -29,12 +27,7 @@ async fn a_frozen_application_is_decided_and_reported_but_not_written_on_a_push(
     // Lifted: the same event again rolls the image out.
     standins.annotate("argocd", SEED_APP, &[(FREEZE, "false")]);
     let report = standins.report(&[], &event("push-date-tag.json")).await;
-    assert_eq!(
-        only(&report).action,
-        Action::Updated,
-        "{}",
-        only(&report).reason
-    );
+    expect_decision(only(&report), Action::Updated, "ranks above");
     assert_eq!(seed_tag(&standins).as_deref(), Some(PUSHED_TAG));
 }
 
@@ -55,12 +48,7 @@ async fn a_freeze_until_a_time_holds_before_it_and_not_after_it() {
         &[(FREEZE, "until=2020-01-01T00:00:00Z")],
     );
     let report = standins.report(&[], &event("push-date-tag.json")).await;
-    assert_eq!(
-        only(&report).action,
-        Action::Updated,
-        "{}",
-        only(&report).reason
-    );
+    expect_decision(only(&report), Action::Updated, "ranks above");
     assert_eq!(seed_tag(&standins).as_deref(), Some(PUSHED_TAG));
 }
 
@@ -84,12 +72,7 @@ async fn a_sweep_during_a_freeze_writes_nothing_and_the_first_sweep_after_it_rol
     let report = standins
         .report(&[], &event("scheduled-reconcile.json"))
         .await;
-    assert_eq!(
-        only(&report).action,
-        Action::Updated,
-        "{}",
-        only(&report).reason
-    );
+    expect_decision(only(&report), Action::Updated, "ranks above");
     assert_eq!(seed_tag(&standins).as_deref(), Some(PUSHED_TAG));
 }
 
@@ -110,14 +93,7 @@ async fn an_unreadable_freeze_writes_nothing_and_says_how_to_write_one() {
 #[tokio::test]
 async fn a_freeze_on_the_imageupdater_object_holds_every_application_it_configures() {
     let standins = Scenario::seeded().await;
-    standins
-        .kube
-        .edit("argocd", SEED_APP, |app| {
-            if let Some(map) = app["metadata"]["annotations"].as_object_mut() {
-                map.retain(|k, _| !k.starts_with(IMAGE_UPDATER));
-            }
-        })
-        .unwrap();
+    standins.strip_image_updater_annotations("argocd", SEED_APP);
     let mut object = seed_image_updater();
     object["metadata"]["annotations"] = json!({FREEZE: "true"});
     let name = object["metadata"]["name"].as_str().unwrap().to_string();
@@ -148,12 +124,7 @@ async fn a_pinned_image_is_written_with_its_digest_and_a_repush_of_the_tag_moves
         .unwrap()
         .to_string();
     let report = standins.report(&[], &pushed).await;
-    assert_eq!(
-        only(&report).action,
-        Action::Updated,
-        "{}",
-        only(&report).reason
-    );
+    expect_decision(only(&report), Action::Updated, "ranks above");
     let pinned = format!("{PUSHED_TAG}@{first_digest}");
     assert_eq!(seed_tag(&standins).as_deref(), Some(pinned.as_str()));
     // The same event again: the same digest is already pinned.

@@ -5,8 +5,7 @@
 use crate::common::{Scenario, event, expect_decision, for_app, seed_tag};
 use argocd_ecr_updater::report::{Action, Report};
 use argocd_ecr_updater_standins::fixtures::{
-    Application, IMAGE_UPDATER, PUSHED_TAG, SEED_APP, SEED_IMAGE, SEED_TAG, image_updater,
-    seed_image_updater,
+    Application, PUSHED_TAG, SEED_APP, SEED_IMAGE, SEED_TAG, image_updater, seed_image_updater,
 };
 use argocd_ecr_updater_standins::{FaultAction, Route};
 use serde_json::{Value, json};
@@ -21,14 +20,7 @@ async fn push(standins: &Scenario) -> Report {
 
 /// The seed Application with every Image Updater annotation removed.
 fn strip_annotations(standins: &Scenario) {
-    standins
-        .kube
-        .edit("argocd", SEED_APP, |app| {
-            if let Some(map) = app["metadata"]["annotations"].as_object_mut() {
-                map.retain(|k, _| !k.starts_with(IMAGE_UPDATER));
-            }
-        })
-        .unwrap();
+    standins.strip_image_updater_annotations("argocd", SEED_APP);
 }
 
 fn status(standins: &Scenario, name: &str) -> Value {
