@@ -72,7 +72,7 @@ async fn a_sweep_during_a_freeze_writes_nothing_and_the_first_sweep_after_it_rol
     let report = standins
         .report(&[], &event("scheduled-reconcile.json"))
         .await;
-    expect_decision(only(&report), Action::Updated, "ranks above");
+    expect_decision(only(&report), Action::Updated, "is the best allowed tag");
     assert_eq!(seed_tag(&standins).as_deref(), Some(PUSHED_TAG));
 }
 
