@@ -806,6 +806,11 @@ impl ImageCase<'_> {
                     let digest = to.digest.clone().unwrap_or_default();
                     Verdict::Update(to, format!("`{}` was pushed again: the pinned digest moves to {digest} (pin-digest)", current.tag))
                 }
+                Decision::Update { .. }
+                    if let Some(held) = self.rollback_hold(current, &candidate) =>
+                {
+                    Verdict::Keep(Action::Skipped, held)
+                }
                 Decision::Update { to } => self.update_verdict(Mode::Push(push), to),
                 Decision::Keep(reason) => Verdict::keep(&reason),
             }
@@ -904,8 +909,18 @@ impl ImageCase<'_> {
                         });
                     }
                 }
+                if let Some(held) = self.rollback_hold(current, chosen) {
+                    return Verdict::Keep(Action::Skipped, held);
+                }
                 self.update_verdict(Mode::Reconcile, to.clone())
             })
+    }
+
+    /// Why a move of the target running `current` to `candidate` is held by a manual
+    /// rollback, or `None`: see [`rollback_of`].
+    fn rollback_hold(&self, current: &TagRef, candidate: &TagInfo) -> Option<String> {
+        let rollback = rollback_of(self.app.object, self.config, current)?;
+        rollback.holds(candidate)
     }
 
     /// When the running value was known to run: ECR does not know the tag any more, so the
@@ -1000,6 +1015,100 @@ pub fn running_since(app: &Value, image: &ImageConfig, current: &TagRef) -> Opti
         })
 }
 
+/// A manual rollback of an image: our last write moved it to `written`; the spec now says
+/// `current`, which is what that write replaced or ranks below it (someone rolled back with
+/// `argocd app rollback`, `argocd app set`, a Git revert or `kubectl`). `deployed` is when
+/// Argo CD deployed `current` after our write (`status.history`), if it has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rollback {
+    pub written: String,
+    pub current: String,
+    pub deployed: Option<OffsetDateTime>,
+}
+
+impl Rollback {
+    /// Why `candidate` may not be written: pushed before the rollback was deployed (the
+    /// rollback decided against it), or the rollback is not deployed yet. An image pushed
+    /// after it is the fix that follows a rollback, and rolls out.
+    pub fn holds(&self, candidate: &TagInfo) -> Option<String> {
+        let (written, current) = (&self.written, &self.current);
+        let Some(deployed) = self.deployed else {
+            return Some(format!(
+                "respecting a manual rollback: our last write set `{written}`, the Application now asks for `{current}`, which Argo CD has not deployed yet; held until it has (status.history), then images pushed after it roll out"
+            ));
+        };
+        let at = deployed.format(&Rfc3339).unwrap_or_default();
+        match candidate.pushed_at {
+            Some(pushed) if pushed > deployed => None,
+            Some(pushed) => Some(format!(
+                "respecting a manual rollback from `{written}` to `{current}`, deployed {at}: `{}` was pushed {} before it; an image pushed after the rollback rolls out",
+                candidate.name,
+                pushed.format(&Rfc3339).unwrap_or_default()
+            )),
+            None => Some(format!(
+                "respecting a manual rollback from `{written}` to `{current}`, deployed {at}: when `{}` was pushed is unknown",
+                candidate.name
+            )),
+        }
+    }
+}
+
+/// The manual rollback `current` of `image` is, if it is one: the audit record of our last
+/// write names the image with another value, Argo CD deployed that write, and `current` is
+/// what the write replaced or ranks below it under the image's strategy.
+pub fn rollback_of(app: &Value, image: &ImageConfig, current: &TagRef) -> Option<Rollback> {
+    let reference = image.image.to_string();
+    let audit: Value = app["metadata"]["annotations"][AUDIT_ANNOTATION]
+        .as_str()
+        .and_then(|text| serde_json::from_str(text).ok())?;
+    let written = audit["images"]
+        .as_array()?
+        .iter()
+        .find(|i| i["image"] == reference.as_str())?;
+    let to = TagRef::parse(written["to"].as_str()?)?;
+    if &to == current {
+        return None;
+    }
+    let replaced = written["from"].as_str() == Some(current.to_string().as_str());
+    let ranks_below = image
+        .policy
+        .ranks_above(&TagInfo::named(&to.tag), &TagInfo::named(&current.tag))
+        == Some(true);
+    if !(replaced || ranks_below) {
+        return None;
+    }
+    let written_at = audit["time"]
+        .as_str()
+        .and_then(|t| OffsetDateTime::parse(t, &Rfc3339).ok())?;
+    // When Argo CD deployed `value` at or after our write, by its sync history.
+    let deployed_after = |value: &TagRef, after: OffsetDateTime| {
+        app["status"]["history"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|entry| {
+                let spec = json!({"source": entry["source"], "sources": entry["sources"]});
+                sources::values_in_spec(&spec, image).contains(value)
+            })
+            .filter_map(|entry| {
+                entry["deployedAt"]
+                    .as_str()
+                    .and_then(|t| OffsetDateTime::parse(t, &Rfc3339).ok())
+            })
+            .filter(|deployed| *deployed >= after)
+            .min()
+    };
+    // Only a write that went live can be rolled back: one still in a pull request, or on a
+    // branch Argo CD does not read, is not live, and the value it left is no rollback.
+    let live = deployed_after(&to, written_at)?;
+    let deployed = deployed_after(current, live).filter(|deployed| *deployed > live);
+    Some(Rollback {
+        written: to.to_string(),
+        current: current.to_string(),
+        deployed,
+    })
+}
+
 /// Does a manifest offer a platform the annotation allows? `Err` holds the skip reason.
 pub fn platform_verdict(
     tag: &str,
@@ -1080,6 +1189,148 @@ mod tests {
         map.entry(format!("{PREFIX}image-list"))
             .or_insert(format!("app={IMAGE}"));
         AppConfig::parse(&map).unwrap()
+    }
+
+    /// An Application tracking IMAGE at `current`, with our audit record of a write from
+    /// `from` to `to` at 2026-12-01T10:00:00Z and Argo CD's history `(value, deployedAt)`.
+    fn rolled(current: &str, write: Option<(&str, &str)>, history: &[(&str, &str)]) -> Value {
+        let mut app = Application::tracking("web", IMAGE, current);
+        if let Some((from, to)) = write {
+            let audit = json!({"time": "2026-12-01T10:00:00Z", "eventId": "e",
+                "images": [{"alias": "app", "image": IMAGE, "from": from, "to": to}]});
+            app = app.annotation(AUDIT_ANNOTATION, &audit.to_string());
+        }
+        let history: Vec<Value> = history
+            .iter()
+            .map(|(value, at)| {
+                json!({"deployedAt": at, "source": argocd_ecr_updater_standins::fixtures::helm_source(
+                    &[("image.name", IMAGE), ("image.tag", value)])})
+            })
+            .collect();
+        app.history(json!(history)).build()
+    }
+
+    #[test]
+    fn a_rollback_is_a_deployed_write_taken_back_and_only_that() {
+        let cfg = config(&[
+            ("app.update-strategy", "semver"),
+            ("app.helm.image-name", "image.name"),
+        ]);
+        let image = cfg.images[0].config.as_ref().unwrap();
+        let live = ("1.1.0", "2026-12-01T10:01:00Z");
+        let cases: &[(&str, Value, Option<Option<&str>>)] = &[
+            (
+                "no write of ours on record",
+                rolled("1.0.0", None, &[live]),
+                None,
+            ),
+            (
+                "the spec holds what we wrote",
+                rolled("1.1.0", Some(("1.0.0", "1.1.0")), &[live]),
+                None,
+            ),
+            (
+                "taken back to what we replaced, deployed",
+                rolled(
+                    "1.0.0",
+                    Some(("1.0.0", "1.1.0")),
+                    &[live, ("1.0.0", "2026-12-02T08:00:00Z")],
+                ),
+                Some(Some("2026-12-02T08:00:00Z")),
+            ),
+            (
+                "set to an older version than ours, deployed",
+                rolled(
+                    "0.9.0",
+                    Some(("1.0.0", "1.1.0")),
+                    &[live, ("0.9.0", "2026-12-02T09:00:00Z")],
+                ),
+                Some(Some("2026-12-02T09:00:00Z")),
+            ),
+            (
+                "taken back, not deployed yet",
+                rolled("1.0.0", Some(("1.0.0", "1.1.0")), &[live]),
+                Some(None),
+            ),
+            (
+                "our write never went live (a pull request, another branch)",
+                rolled(
+                    "1.0.0",
+                    Some(("1.0.0", "1.1.0")),
+                    &[("1.0.0", "2026-11-30T08:00:00Z")],
+                ),
+                None,
+            ),
+            (
+                "moved forward by hand",
+                rolled(
+                    "1.2.0",
+                    Some(("1.0.0", "1.1.0")),
+                    &[live, ("1.2.0", "2026-12-02T08:00:00Z")],
+                ),
+                None,
+            ),
+            (
+                "the old value's deploy before our write is not the rollback",
+                rolled(
+                    "1.0.0",
+                    Some(("1.0.0", "1.1.0")),
+                    &[("1.0.0", "2026-11-30T08:00:00Z"), live],
+                ),
+                Some(None),
+            ),
+        ];
+        for (case, app, expected) in cases {
+            let current = TagRef::parse(
+                app["spec"]["source"]["helm"]["parameters"][1]["value"]
+                    .as_str()
+                    .unwrap(),
+            )
+            .unwrap();
+            let found = rollback_of(app, image, &current);
+            let got = found
+                .as_ref()
+                .map(|r| r.deployed.map(|d| d.format(&Rfc3339).unwrap()));
+            let expected = expected.map(|d| d.map(str::to_string));
+            assert_eq!(got, expected, "{case}");
+        }
+        let rollback = Rollback {
+            written: "1.1.0".into(),
+            current: "1.0.0".into(),
+            deployed: Some(datetime!(2026-12-02 08:00 UTC)),
+        };
+        let at = |name: &str, pushed: Option<OffsetDateTime>| TagInfo {
+            name: name.into(),
+            pushed_at: pushed,
+            digest: None,
+        };
+        assert!(
+            rollback
+                .holds(&at("1.1.0", Some(datetime!(2026-12-01 09:00 UTC))))
+                .unwrap()
+                .contains("was pushed 2026-12-01T09:00:00Z before it")
+        );
+        assert_eq!(
+            rollback.holds(&at("1.1.1", Some(datetime!(2026-12-02 08:00:01 UTC)))),
+            None,
+            "the fix after the rollback"
+        );
+        assert!(
+            rollback
+                .holds(&at("1.1.1", None))
+                .unwrap()
+                .contains("is unknown")
+        );
+        let pending = Rollback {
+            deployed: None,
+            ..rollback
+        };
+        assert!(
+            pending
+                .holds(&at("1.1.1", Some(datetime!(2030-01-01 00:00 UTC))))
+                .unwrap()
+                .contains("has not deployed yet")
+        );
     }
 
     #[test]

@@ -162,3 +162,70 @@ async fn a_pinned_image_is_written_with_its_digest_and_a_repush_of_the_tag_moves
         only(&report).reason
     );
 }
+
+/// The seed Application as it is after a manual rollback: our write moved it from the seed's
+/// tag to the pushed one (deployed), and someone rolled it back to the seed's tag, which Argo
+/// CD deployed on 2025-08-26.
+fn rolled_back(standins: &Scenario) {
+    standins
+        .kube
+        .edit("argocd", SEED_APP, |app| {
+            let audit = json!({"time": "2025-08-25T07:00:00Z", "eventId": "e",
+                "images": [{"alias": "app", "image": argocd_ecr_updater_standins::fixtures::SEED_IMAGE,
+                            "from": SEED_TAG, "to": PUSHED_TAG}]});
+            app["metadata"]["annotations"]["argocd-ecr-updater.io/last-update"] =
+                json!(audit.to_string());
+            let source = |tag: &str| {
+                let mut source = app["spec"]["source"].clone();
+                for parameter in source["helm"]["parameters"].as_array_mut().unwrap() {
+                    if parameter["name"] == "image.tag" {
+                        parameter["value"] = json!(tag);
+                    }
+                }
+                source
+            };
+            app["status"]["history"] = json!([
+                {"id": 1, "deployedAt": "2025-08-25T07:01:00Z", "source": source(PUSHED_TAG)},
+                {"id": 2, "deployedAt": "2025-08-26T00:00:00Z", "source": source(SEED_TAG)},
+            ]);
+        })
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_manual_rollback_sticks_until_an_image_pushed_after_it() {
+    use argocd_ecr_updater_standins::fixtures::{image, push_event};
+    let standins = Scenario::seeded().await;
+    rolled_back(&standins);
+    // The rolled-back image's push delivered again (a retry, a redrive): respected.
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
+    expect_decision(
+        only(&report),
+        Action::Skipped,
+        &format!(
+            "respecting a manual rollback from `{PUSHED_TAG}` to `{SEED_TAG}`, deployed 2025-08-26T00:00:00Z"
+        ),
+    );
+    assert_eq!(seed_tag(&standins).as_deref(), Some(SEED_TAG));
+    // A sweep finds the rolled-back image the newest, and respects the rollback too.
+    let report = standins
+        .report(&[], &event("scheduled-reconcile.json"))
+        .await;
+    expect_decision(
+        only(&report),
+        Action::Skipped,
+        "respecting a manual rollback",
+    );
+    assert_eq!(standins.kube_requests("PATCH"), 0);
+    // The fix, pushed after the rollback, rolls out.
+    standins.aws.push(image(
+        "barun-dev-ecr",
+        "20250827-090000",
+        '8',
+        "2025-08-27T00:00:00Z",
+    ));
+    let fix = push_event("barun-dev-ecr", "20250827-090000", "2025-08-27T00:00:01Z");
+    let report = standins.report(&[], &fix).await;
+    expect_decision(only(&report), Action::Updated, "ranks above");
+    assert_eq!(seed_tag(&standins).as_deref(), Some("20250827-090000"));
+}
