@@ -13,7 +13,7 @@ use time::OffsetDateTime;
 
 use crate::failure::Refused;
 use crate::policy::TagInfo;
-use crate::registry::manifest::{Platforms, ScanState, parse_platforms};
+use crate::registry::manifest::{Platforms, ScanState, parse_platforms, scan_state};
 
 #[derive(Debug, thiserror::Error)]
 pub enum EcrError {
@@ -183,27 +183,22 @@ impl Ecr {
             .and_then(|s| s.description())
             .unwrap_or_default()
             .to_string();
-        Ok(match status.as_str() {
-            "COMPLETE" | "ACTIVE" => ScanState::Complete(
-                answer
-                    .image_scan_findings()
-                    .and_then(|f| f.finding_severity_counts())
-                    .map(|counts| {
-                        counts
-                            .iter()
-                            .map(|(s, n)| {
-                                (
-                                    s.as_str().to_ascii_uppercase(),
-                                    u64::try_from(*n).unwrap_or(0),
-                                )
-                            })
-                            .collect()
+        let counts: crate::policy::gates::ScanCounts = answer
+            .image_scan_findings()
+            .and_then(|f| f.finding_severity_counts())
+            .map(|counts| {
+                counts
+                    .iter()
+                    .map(|(s, n)| {
+                        (
+                            s.as_str().to_ascii_uppercase(),
+                            u64::try_from(*n).unwrap_or(0),
+                        )
                     })
-                    .unwrap_or_default(),
-            ),
-            "IN_PROGRESS" | "PENDING" => ScanState::NotYet(format!("scan of {digest} is {status}")),
-            other => ScanState::Failed(format!("scan of {digest}: {other} {described}")),
-        })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(scan_state(&status, &described, digest, counts))
     }
 
     /// Several tags in one `DescribeImages` call; tags ECR does not know are left out. If

@@ -16,6 +16,31 @@ pub enum ScanState {
     Failed(String),
 }
 
+/// A scan's state from ECR's `imageScanStatus` (basic scanning or Amazon Inspector) and the
+/// findings' severity counts. Only a completed scan of an image still being scanned counts:
+/// Inspector marks an image outside its rescan window `INACTIVE` (or
+/// `SCAN_ELIGIBILITY_EXPIRED`) and closes its findings, and basic scanning answers
+/// `FINDINGS_UNAVAILABLE` once its findings are gone, so their "no findings" means "no
+/// longer scanned", never "clean".
+pub fn scan_state(
+    status: &str,
+    description: &str,
+    digest: &str,
+    counts: crate::policy::gates::ScanCounts,
+) -> ScanState {
+    match status {
+        "COMPLETE" | "ACTIVE" => ScanState::Complete(counts),
+        "IN_PROGRESS" | "PENDING" => ScanState::NotYet(format!("scan of {digest} is {status}")),
+        "INACTIVE" | "SCAN_ELIGIBILITY_EXPIRED" => ScanState::Failed(format!(
+            "scan of {digest}: {status}: Amazon Inspector no longer scans this image (outside its rescan duration) and has closed its findings, so they cannot show it clean; push it again, or lengthen Inspector's ECR rescan duration"
+        )),
+        "FINDINGS_UNAVAILABLE" => ScanState::Failed(format!(
+            "scan of {digest}: FINDINGS_UNAVAILABLE: ECR no longer has this image's findings, so they cannot show it clean; scan it again (`aws ecr start-image-scan`)"
+        )),
+        other => ScanState::Failed(format!("scan of {digest}: {other} {description}")),
+    }
+}
+
 /// What a manifest says about platforms.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Platforms {
@@ -90,6 +115,33 @@ mod tests {
             os: os.into(),
             arch: arch.into(),
             variant: variant.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn only_a_completed_scan_of_an_image_still_scanned_can_show_it_clean() {
+        let clean = || crate::policy::gates::ScanCounts::default();
+        let cases: &[(&str, &str)] = &[
+            ("COMPLETE", "complete"),
+            ("ACTIVE", "complete"),
+            ("IN_PROGRESS", "not yet"),
+            ("PENDING", "not yet"),
+            ("INACTIVE", "no longer scans this image"),
+            ("SCAN_ELIGIBILITY_EXPIRED", "no longer scans this image"),
+            (
+                "FINDINGS_UNAVAILABLE",
+                "no longer has this image's findings",
+            ),
+            ("FAILED", "scan of sha256:d: FAILED"),
+            ("UNSUPPORTED_IMAGE", "UNSUPPORTED_IMAGE"),
+        ];
+        for (status, expected) in cases {
+            let got = match scan_state(status, "why", "sha256:d", clean()) {
+                ScanState::Complete(_) => "complete".to_string(),
+                ScanState::NotYet(_) => "not yet".to_string(),
+                ScanState::Failed(reason) => reason,
+            };
+            assert!(got.contains(expected), "{status}: {got}");
         }
     }
 

@@ -67,6 +67,30 @@ async fn a_gated_push_waits_for_its_scan_and_the_passing_scan_rolls_it_out() {
     assert_eq!(tag(&standins), PUSHED_TAG);
 }
 
+/// Inspector's `INACTIVE` (outside its rescan window, findings closed) and basic scanning's
+/// `FINDINGS_UNAVAILABLE` carry no findings: "no longer scanned", never "clean".
+#[tokio::test]
+async fn an_image_no_longer_scanned_is_not_clean_for_the_gate() {
+    for (status, says) in [
+        ("INACTIVE", "no longer scans this image"),
+        ("SCAN_ELIGIBILITY_EXPIRED", "no longer scans this image"),
+        (
+            "FINDINGS_UNAVAILABLE",
+            "no longer has this image's findings",
+        ),
+    ] {
+        let standins = seeded(&[GATE]).await;
+        standins
+            .aws
+            .set_scan("barun-dev-ecr", SEED_DIGEST, status, &[]);
+        let report = standins
+            .settled(&[], &scan_event(PUSHED_TAG, SEED_DIGEST, json!({})))
+            .await;
+        expect_decision(only(&report), Action::Skipped, says);
+        assert_eq!(tag(&standins), SEED_TAG, "{status}: nothing written");
+    }
+}
+
 #[tokio::test]
 async fn a_scan_over_the_limits_holds_the_image_back_with_the_counts() {
     let standins = seeded(&[GATE]).await;
