@@ -109,6 +109,9 @@ pub struct ImageConfig {
     /// `argocd-ecr-updater.io/<alias>.cosign-key` (or an ImageUpdater object's
     /// `imagesVerification.cosignKey`): roll out only images signed with this key.
     pub cosign_key: Option<crate::appconfig::cosign_key::KeyRef>,
+    /// `min-age` (ours): an image is written only once it has been in ECR this long, by
+    /// ECR's push time.
+    pub min_age: Option<std::time::Duration>,
     pub helm: HelmTarget,
     /// `kustomize.image-name`: the image name Kustomize replaces; defaults to the image.
     pub kustomize_image_name: Option<String>,
@@ -408,6 +411,7 @@ impl Reader<'_> {
         let (helm, kustomize_image_name, plugin) = self.targets(alias)?;
         let scan_gate = self.scan_gate(alias)?;
         let cosign_key = self.cosign_key(alias)?;
+        let min_age = self.min_age(alias)?;
         Ok(ImageConfig {
             alias: alias.map(str::to_string),
             image: ImageRef::parse(image),
@@ -417,6 +421,7 @@ impl Reader<'_> {
             platforms,
             scan_gate,
             cosign_key,
+            min_age,
             helm,
             kustomize_image_name,
             plugin,
@@ -529,6 +534,27 @@ impl Reader<'_> {
                 return crate::policy::gates::ScanGate::parse(value)
                     .map(Some)
                     .map_err(|Refused(problem)| AnnotationError {
+                        annotation: key,
+                        value: value.clone(),
+                        problem,
+                    });
+            }
+        }
+        Ok(None)
+    }
+
+    /// Our own annotation, per alias then for every image (on an ImageUpdater object, in its
+    /// `metadata.annotations`): how long an image soaks in ECR before it is written.
+    fn min_age(&self, alias: Option<&str>) -> Result<Option<std::time::Duration>, AnnotationError> {
+        let keys = alias
+            .map(|a| format!("{OWN_PREFIX}{a}.min-age"))
+            .into_iter()
+            .chain(std::iter::once(format!("{OWN_PREFIX}min-age")));
+        for key in keys {
+            if let Some(value) = self.annotations.get(&key) {
+                return parse_duration(value)
+                    .map(Some)
+                    .map_err(|problem| AnnotationError {
                         annotation: key,
                         value: value.clone(),
                         problem,
@@ -748,6 +774,50 @@ fn parse_bool(key: &str, value: &str) -> Result<bool, AnnotationError> {
     })
 }
 
+/// A duration as Go's `time.ParseDuration` writes the common ones: whole numbers with `h`,
+/// `m` or `s`, in that order, one or more (`30m`, `1h30m`, `90s`); at most 7 days.
+pub fn parse_duration(value: &str) -> Result<std::time::Duration, String> {
+    let text = value.trim();
+    let bad = || {
+        format!(
+            "expected a duration such as `30m`, `2h` or `1h30m` (whole hours, minutes, seconds), not `{}`",
+            crate::redact::scrub(text)
+        )
+    };
+    let mut total: u64 = 0;
+    let mut digits = String::new();
+    let mut last_unit = 0;
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+            continue;
+        }
+        let (rank, seconds) = match c {
+            'h' => (1, 3600),
+            'm' => (2, 60),
+            's' => (3, 1),
+            _ => return Err(bad()),
+        };
+        if digits.is_empty() || rank <= last_unit || digits.len() > 9 {
+            return Err(bad());
+        }
+        let n: u64 = digits.parse().map_err(|_| bad())?;
+        total = total.saturating_add(n.saturating_mul(seconds));
+        digits.clear();
+        last_unit = rank;
+    }
+    if !digits.is_empty() || last_unit == 0 {
+        return Err(bad());
+    }
+    if total > 7 * 24 * 3600 {
+        return Err(format!(
+            "{} is over 7 days: a soak that long is a freeze (`argocd-ecr-updater.io/freeze`)",
+            crate::redact::scrub(text)
+        ));
+    }
+    Ok(std::time::Duration::from_secs(total))
+}
+
 /// Go's `strconv.ParseBool` of the trimmed text; `None` where Go returns an error.
 pub fn go_parse_bool(value: &str) -> Option<bool> {
     match value.trim() {
@@ -832,6 +902,41 @@ mod tests {
     }
 
     const SEED_REGISTRY: &str = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com";
+
+    #[test]
+    fn soak_durations_read_as_go_writes_the_common_ones() {
+        let ok = [
+            ("30m", 1800),
+            ("2h", 7200),
+            ("1h30m", 5400),
+            ("90s", 90),
+            (" 45s ", 45),
+            ("1h0m5s", 3605),
+            ("168h", 604_800),
+        ];
+        for (text, seconds) in ok {
+            assert_eq!(
+                parse_duration(text),
+                Ok(std::time::Duration::from_secs(seconds)),
+                "{text}"
+            );
+        }
+        for bad in [
+            "",
+            "30",
+            "m",
+            "1.5h",
+            "30m1h",
+            "1h1h",
+            "1d",
+            "-5m",
+            "169h",
+            "9999999999s",
+        ] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+        assert!(parse_duration("169h").unwrap_err().contains("is a freeze"));
+    }
 
     #[test]
     fn the_seeds_exact_annotations_parse_into_a_newest_build_helm_image() {

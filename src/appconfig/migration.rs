@@ -171,10 +171,11 @@ fn kept_on_annotations(read: &Reader<'_>, namespace: &str) -> Option<String> {
         .keys()
         .filter(|k| k.starts_with(OWN_PREFIX))
         .collect();
-    if let Some(key) = own_keys
-        .iter()
-        .find(|k| k.ends_with("scan-gate") || k.ends_with("pin-digest"))
-    {
+    if let Some(key) = own_keys.iter().find(|k| {
+        ["scan-gate", "pin-digest", "min-age"]
+            .iter()
+            .any(|own| k.ends_with(own))
+    }) {
         return Some(format!("`{key}` has no ImageUpdater field"));
     }
     for key in own_keys.iter().filter(|k| k.ends_with("cosign-key")) {

@@ -105,6 +105,18 @@ impl ImageOutcome {
 }
 
 impl ImageOutcome {
+    /// Adds a note to the reason of every skip the soak gate made ([`gate_soak`]).
+    pub fn noted_on_soaking(mut self, note: &str) -> Self {
+        for entry in self
+            .entries
+            .iter_mut()
+            .filter(|e| e.action == Action::Skipped && e.reason.starts_with("soaking:"))
+        {
+            entry.reason = format!("{}; {note}", entry.reason);
+        }
+        self
+    }
+
     /// Adds a note to the reason of every update.
     pub fn noted(mut self, note: &str) -> Self {
         for entry in self
@@ -653,6 +665,11 @@ fn ecr_location(image: &ImageConfig, region: &str) -> Option<(String, String)> {
 }
 
 impl ImageCase<'_> {
+    /// The Application this image belongs to.
+    pub fn identity(&self) -> Identity<'_> {
+        self.app.identity
+    }
+
     /// The registry facts this image's strategy needs in this mode.
     pub fn needs(&self, mode: Mode<'_>) -> Needs {
         let policy = &self.config.policy;
@@ -1015,6 +1032,58 @@ pub fn running_since(app: &Value, image: &ImageConfig, current: &TagRef) -> Opti
         })
 }
 
+/// The soak gate (`min-age`): an update stands only once the image it writes has been in ECR
+/// for `min_age`, by ECR's push time (not the event's delivery). Held, it says when it is
+/// written, which is when the caller re-decides (a newer push inside the window is chosen
+/// then instead, and starts its own window).
+pub fn gate_soak(
+    outcome: ImageOutcome,
+    config: &ImageConfig,
+    pushed_at: Option<OffsetDateTime>,
+    now: OffsetDateTime,
+) -> (ImageOutcome, Option<OffsetDateTime>) {
+    let (Some(min_age), Some(update)) = (config.min_age, outcome.update.as_ref()) else {
+        return (outcome, None);
+    };
+    let soak = humantime_of(min_age);
+    let Some(pushed) = pushed_at else {
+        let reason = format!(
+            "min-age {soak}: ECR gave no push time for `{}`, so its age is unknown",
+            update.to
+        );
+        return (outcome.refuse(Action::Skipped, &reason, false), None);
+    };
+    let ripe = pushed + min_age;
+    if now >= ripe {
+        let note = format!("soaked {soak} (pushed {})", rfc3339(pushed));
+        return (outcome.noted(&note), None);
+    }
+    let reason = format!(
+        "soaking: `{}` was pushed {}, min-age {soak}: written from {} on",
+        update.to,
+        rfc3339(pushed),
+        rfc3339(ripe)
+    );
+    (outcome.refuse(Action::Skipped, &reason, false), Some(ripe))
+}
+
+fn rfc3339(time: OffsetDateTime) -> String {
+    time.format(&Rfc3339).unwrap_or_default()
+}
+
+/// `1h30m`, `45s`: a duration as the annotation writes it.
+fn humantime_of(duration: std::time::Duration) -> String {
+    let total = duration.as_secs();
+    let (h, m, s) = (total / 3600, total % 3600 / 60, total % 60);
+    let mut text = String::new();
+    for (n, unit) in [(h, "h"), (m, "m"), (s, "s")] {
+        if n > 0 {
+            text.push_str(&format!("{n}{unit}"));
+        }
+    }
+    if text.is_empty() { "0s".into() } else { text }
+}
+
 /// A manual rollback of an image: our last write moved it to `written`; the spec now says
 /// `current`, which is what that write replaced or ranks below it (someone rolled back with
 /// `argocd app rollback`, `argocd app set`, a Git revert or `kubectl`). `deployed` is when
@@ -1208,6 +1277,89 @@ mod tests {
             })
             .collect();
         app.history(json!(history)).build()
+    }
+
+    #[test]
+    fn a_soak_holds_an_update_until_the_image_is_old_enough_by_ecrs_push_time() {
+        let cfg = config(&[("argocd-ecr-updater.io/app.min-age", "30m")]);
+        let image = cfg.images[0].config.as_ref().unwrap();
+        let pushed = datetime!(2026-12-03 12:00 UTC);
+        let update = || ImageOutcome {
+            entries: vec![
+                Entry::new("argocd", "web", Some("app"), IMAGE).with(Action::Updated, "newer"),
+            ],
+            update: Some(Move {
+                to: TagRef::tag("1.1.0"),
+                sources: vec![0],
+                check_platforms: None,
+            }),
+        };
+        // (case, pushed at, now, held, follow-up at)
+        let cases: &[(
+            &str,
+            Option<OffsetDateTime>,
+            OffsetDateTime,
+            bool,
+            Option<OffsetDateTime>,
+        )] = &[
+            (
+                "just pushed",
+                Some(pushed),
+                pushed,
+                true,
+                Some(datetime!(2026-12-03 12:30 UTC)),
+            ),
+            (
+                "a second before the window ends",
+                Some(pushed),
+                datetime!(2026-12-03 12:29:59 UTC),
+                true,
+                Some(datetime!(2026-12-03 12:30 UTC)),
+            ),
+            (
+                "exactly when it ends",
+                Some(pushed),
+                datetime!(2026-12-03 12:30 UTC),
+                false,
+                None,
+            ),
+            (
+                "long after",
+                Some(pushed),
+                datetime!(2026-12-04 00:00 UTC),
+                false,
+                None,
+            ),
+            ("no push time from ECR", None, pushed, true, None),
+        ];
+        for (case, at, now, held, follow_up) in cases {
+            let (outcome, next) = gate_soak(update(), image, *at, *now);
+            assert_eq!(
+                outcome.update.is_none(),
+                *held,
+                "{case}: {:?}",
+                outcome.entries
+            );
+            assert_eq!(&next, follow_up, "{case}");
+        }
+        let (held, _) = gate_soak(update(), image, Some(pushed), pushed);
+        assert!(
+            held.entries[0].reason.contains("soaking: `1.1.0` was pushed 2026-12-03T12:00:00Z, min-age 30m: written from 2026-12-03T12:30:00Z on"),
+            "{}",
+            held.entries[0].reason
+        );
+        let unset = config(&[]);
+        let (kept, next) = gate_soak(
+            update(),
+            unset.images[0].config.as_ref().unwrap(),
+            Some(pushed),
+            pushed,
+        );
+        assert!(
+            kept.update.is_some() && next.is_none(),
+            "no min-age, no soak"
+        );
+        assert_eq!(humantime_of(std::time::Duration::from_secs(5400)), "1h30m");
     }
 
     #[test]

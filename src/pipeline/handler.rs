@@ -100,6 +100,8 @@ pub(super) struct Work<'a> {
     pub(super) facts: &'a RegistryFacts<'a>,
     pub(super) deadline: Option<Instant>,
     pub(super) kube: &'a KubeClient,
+    /// The cluster's name, which a follow-up shard names.
+    pub(super) cluster: &'a str,
 }
 
 impl Work<'_> {
@@ -323,6 +325,7 @@ impl Handler {
             facts,
             deadline,
             kube,
+            cluster: cluster.name(),
         };
         // The listing sends each Application that concerns the invocation as soon as its
         // page is parsed; they are read, decided and written while later pages are listed.

@@ -106,6 +106,7 @@ impl Handler {
                 Some(digest) => Some(self.ecr.scan_findings(registry, repository, digest).await?),
                 None => None,
             };
+        let pushed_at = tag_now.and_then(|t| t.pushed_at);
         let outcome = decide::gate_push(
             decided,
             case.config,
@@ -113,6 +114,7 @@ impl Handler {
             tag_digest.as_deref(),
             findings.as_ref(),
         );
+        let outcome = self.soaked(outcome, case, pushed_at, work).await;
         let digest = outcome
             .update
             .as_ref()
@@ -161,6 +163,49 @@ impl Handler {
             ),
             _ => outcome,
         };
-        Ok((gated, digest))
+        let pushed_at = choice.chosen.and_then(|t| t.pushed_at);
+        let soaked = self.soaked(gated, case, pushed_at, work).await;
+        Ok((soaked, digest))
+    }
+
+    /// The soak gate; an update it holds is re-decided when its window ends, by a follow-up
+    /// shard of this one Application on the sweep queue (SQS delays a message by 15 minutes
+    /// at most: a longer soak is re-decided then, holds, and sends the next).
+    async fn soaked(
+        &self,
+        outcome: ImageOutcome,
+        case: &ImageCase<'_>,
+        pushed_at: Option<time::OffsetDateTime>,
+        work: &Work<'_>,
+    ) -> ImageOutcome {
+        let now = time::OffsetDateTime::from(self.clock.now());
+        let (outcome, ripe) = decide::gate_soak(outcome, case.config, pushed_at, now);
+        let Some(ripe) = ripe else {
+            return outcome;
+        };
+        if self.config.dry_run {
+            return outcome;
+        }
+        let Some(queue) = &self.sweep_queue else {
+            return outcome.noted_on_soaking(
+                "no sweep queue (SWEEP_QUEUE_URL): the first sweep after the window rolls it out",
+            );
+        };
+        let identity = case.identity();
+        let id = format!("soak-{}", work.event_id());
+        let shard =
+            crate::sweep::shard::follow_up(&id, work.cluster, identity.namespace, identity.name);
+        // A second past the window: the re-decision finds the image old enough.
+        let wait = (ripe - now).whole_seconds().max(0) as u64 + 1;
+        let delay = u32::try_from(wait)
+            .unwrap_or(u32::MAX)
+            .min(crate::sweep::queue::MAX_DELAY_SECONDS);
+        match queue.send_after(&shard, delay).await {
+            Ok(()) => outcome.noted_on_soaking(&format!("re-decided in {delay} s")),
+            Err(e) => {
+                tracing::warn!(error = %e, application = %identity, "the soak's follow-up was not sent; the next sweep decides it");
+                outcome.noted_on_soaking("the follow-up was not sent: the next sweep decides it")
+            }
+        }
     }
 }

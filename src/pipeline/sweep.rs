@@ -160,6 +160,7 @@ impl Handler {
                     facts,
                     deadline,
                     kube: g.kube,
+                    cluster: g.cluster.name(),
                 };
                 let found = match g.found {
                     Kept::Whole(found) => found,
@@ -281,6 +282,7 @@ impl Handler {
             facts,
             deadline,
             kube,
+            cluster: cluster.name(),
         };
         let watched = KubeClient::list_scopes(&cluster.config().namespaces);
         let all_namespaces = watched.iter().any(String::is_empty);

@@ -9,6 +9,9 @@ use super::shard::Shard;
 /// Messages in flight at once while a sweep is sent out.
 const SENDING: usize = 10;
 
+/// The longest `DelaySeconds` SQS takes.
+pub const MAX_DELAY_SECONDS: u32 = 900;
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum QueueError {
     #[error(
@@ -53,6 +56,12 @@ impl ShardQueue {
     }
 
     async fn send_one(&self, shard: &Shard) -> Result<(), QueueError> {
+        self.send_after(shard, 0).await
+    }
+
+    /// Sends one shard that SQS hands out only after `delay_seconds` (at most SQS's 900): a
+    /// follow-up that re-decides its Applications when a soak ends.
+    pub async fn send_after(&self, shard: &Shard, delay_seconds: u32) -> Result<(), QueueError> {
         let body = serde_json::to_string(shard).map_err(|e| QueueError::Refused {
             message: e.to_string(),
         })?;
@@ -60,6 +69,7 @@ impl ShardQueue {
             .send_message()
             .queue_url(&self.url)
             .message_body(body)
+            .delay_seconds(delay_seconds.min(MAX_DELAY_SECONDS) as i32)
             .send()
             .await
             .map(|_| ())

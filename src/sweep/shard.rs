@@ -81,6 +81,21 @@ pub fn plan(sweep: &str, clusters: Vec<(String, Vec<Tracked>)>, size: usize) -> 
     shards
 }
 
+/// A shard of one Application, sent to re-decide it later (when its soak ends): the same
+/// message, bounds and trust as a sweep's shard, since it is one.
+pub fn follow_up(id: &str, cluster: &str, namespace: &str, name: &str) -> Shard {
+    let mut one = shard(
+        id,
+        cluster,
+        vec![AppRef {
+            namespace: namespace.into(),
+            name: name.into(),
+        }],
+    );
+    (one.shard, one.shards) = (1, 1);
+    one
+}
+
 fn shard(sweep: &str, cluster: &str, applications: Vec<AppRef>) -> Shard {
     Shard {
         action: SHARD_ACTION.into(),
@@ -311,6 +326,24 @@ mod tests {
         assert_eq!(
             parse(&at_bound).unwrap().applications.len(),
             MAX_APPLICATIONS
+        );
+    }
+
+    #[test]
+    fn a_follow_up_is_a_shard_of_one_that_reads_back_as_one() {
+        let one = follow_up("soak-e", "dev", "argocd", "web");
+        let body = serde_json::to_string(&one).unwrap();
+        let read = parse(&body).unwrap();
+        assert_eq!(
+            (read.shard, read.shards, read.cluster.as_str()),
+            (1, 1, "dev")
+        );
+        assert_eq!(
+            read.applications,
+            vec![AppRef {
+                namespace: "argocd".into(),
+                name: "web".into()
+            }]
         );
     }
 }

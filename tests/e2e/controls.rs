@@ -229,3 +229,65 @@ async fn a_manual_rollback_sticks_until_an_image_pushed_after_it() {
     expect_decision(only(&report), Action::Updated, "ranks above");
     assert_eq!(seed_tag(&standins).as_deref(), Some("20250827-090000"));
 }
+
+/// `min-age`: an image is written once it has been in ECR that long, by ECR's push time. The
+/// push inside the window is held, and a follow-up on the sweep queue, delayed to the
+/// window's end, re-decides the Application; the same push delivered twice writes once.
+#[tokio::test]
+async fn a_soaking_image_is_held_and_its_follow_up_after_the_window_writes_it_once() {
+    use argocd_ecr_updater_standins::fixtures::{image, push_event};
+    use time::format_description::well_known::Rfc3339;
+    const SWEEP_ARN: &str = "arn:aws:sqs:ap-northeast-2:768157413559:sweep";
+    let standins = Scenario::seeded().await;
+    let queue = standins.aws.create_queue("sweep");
+    let standins = standins
+        .var("SWEEP_QUEUE_URL", &queue)
+        .var("SWEEP_QUEUE_ARN", SWEEP_ARN);
+    standins.annotate(
+        "argocd",
+        SEED_APP,
+        &[("argocd-ecr-updater.io/app.min-age", "4s")],
+    );
+    // Pushed a second ago, by ECR's clock: inside its 4-second window.
+    let pushed_at = time::OffsetDateTime::now_utc() - time::Duration::seconds(1);
+    let tag = "20991231-000000";
+    standins.aws.push(image(
+        "barun-dev-ecr",
+        tag,
+        '6',
+        &pushed_at.format(&Rfc3339).unwrap(),
+    ));
+    let event = push_event("barun-dev-ecr", tag, &pushed_at.format(&Rfc3339).unwrap());
+    for _ in 0..2 {
+        let report = standins.report(&[], &event).await;
+        expect_decision(
+            only(&report),
+            Action::Skipped,
+            "soaking: `20991231-000000` was pushed",
+        );
+        expect_decision(only(&report), Action::Skipped, "min-age 4s");
+    }
+    assert_eq!(seed_tag(&standins).as_deref(), Some(SEED_TAG));
+    let queued = standins.aws.queue(&queue);
+    assert_eq!(queued.len(), 2, "one follow-up per delivery");
+    for message in &queued {
+        let delay = message.delay_seconds;
+        assert!(
+            (1..=5).contains(&delay),
+            "delayed to the window's end: {delay} s"
+        );
+    }
+    // SQS hands the follow-ups out after their delay; by then the image has soaked.
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    for message in queued {
+        let batch = json!({"Records": [{"messageId": message.id, "eventSource": "aws:sqs",
+            "eventSourceARN": SWEEP_ARN, "body": message.body}]});
+        standins.report(&[], &batch).await;
+    }
+    assert_eq!(seed_tag(&standins).as_deref(), Some(tag));
+    assert_eq!(
+        standins.kube_requests("PATCH"),
+        1,
+        "two deliveries, one write"
+    );
+}

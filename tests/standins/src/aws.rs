@@ -128,6 +128,9 @@ pub struct QueueMessage {
     receipt: Option<(String, std::time::Instant)>,
     /// How many times it was received (SQS's `ApproximateReceiveCount`).
     pub receives: u32,
+    /// `DelaySeconds` it was sent with: hidden from receives until then (the queues' clock).
+    pub delay_seconds: u32,
+    hidden_until: Option<std::time::Instant>,
 }
 
 /// A message as one receive handed it out.
@@ -144,7 +147,8 @@ pub struct Received {
 impl QueueMessage {
     /// Whether a receive at `now` (the queue's clock, [`AwsState::queue_now`]) may hand it out.
     fn visible(&self, now: std::time::Instant) -> bool {
-        self.receipt.as_ref().is_none_or(|(_, until)| *until <= now)
+        self.hidden_until.is_none_or(|until| until <= now)
+            && self.receipt.as_ref().is_none_or(|(_, until)| *until <= now)
     }
 }
 
@@ -319,6 +323,20 @@ impl AwsState {
 
     /// Puts a message in a queue as if it had been sent at `sent_ms` (Unix milliseconds).
     pub fn send_message_at(&self, queue_url: &str, body: &str, sent_ms: i64) -> String {
+        self.send_delayed_at(queue_url, body, sent_ms, 0)
+    }
+
+    /// Puts a message in a queue, hidden from receives for `delay_seconds` on the queues'
+    /// clock, as SQS's `DelaySeconds` does.
+    pub fn send_delayed_at(
+        &self,
+        queue_url: &str,
+        body: &str,
+        sent_ms: i64,
+        delay_seconds: u32,
+    ) -> String {
+        let hidden_until = (delay_seconds > 0)
+            .then(|| self.queue_now() + std::time::Duration::from_secs(u64::from(delay_seconds)));
         let mut queues = lock(&self.queues);
         let messages = queues.entry(queue_url.to_string()).or_default();
         let n = MESSAGES.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
@@ -329,6 +347,8 @@ impl AwsState {
             sent_ms,
             receipt: None,
             receives: 0,
+            delay_seconds,
+            hidden_until,
         });
         id
     }
@@ -1076,7 +1096,22 @@ fn send_message_call(state: &AwsState, request: &Value) -> Response {
             "One or more parameters are invalid. Reason: Message must be shorter than 262144 bytes and use only allowed characters.",
         );
     }
-    let id = state.send_message(url, body);
+    // SQS takes 0 to 900 seconds, as a number; anything else is refused with its message.
+    let delay = match &request["DelaySeconds"] {
+        Value::Null => 0,
+        Value::Number(n) if n.as_u64().is_some_and(|d| d <= 900) => n.as_u64().unwrap_or(0) as u32,
+        other => {
+            return aws_error(
+                StatusCode::BAD_REQUEST,
+                "com.amazonaws.sqs#InvalidParameterValue",
+                &format!(
+                    "Value {other} for parameter DelaySeconds is invalid. Reason: must be between 0 and 900, if provided."
+                ),
+            );
+        }
+    };
+    let now_ms = (OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64;
+    let id = state.send_delayed_at(url, body, now_ms, delay);
     axum::Json(json!({"MessageId": id})).into_response()
 }
 
