@@ -371,6 +371,56 @@ pub mod app {
     /// The Kubernetes Event of a write, as Image Updater records one (`reason: ImagesUpdated`,
     /// the per-image annotations it sets), so the update shows in Argo CD's UI and in
     /// `kubectl describe`. `now` is RFC 3339, `nanos` makes the name unique.
+    /// The start of a skip reason [`Rollback::holds`] gives.
+    pub const ROLLBACK_RESPECTED: &str = "respecting a manual rollback";
+
+    /// The `RollbackRespected` Event of a decision that left a rollback alone, or `None`.
+    /// Named after the rollback itself (what was rolled back to what), so that every later
+    /// push or sweep that respects the same rollback finds it recorded (409) instead of adding
+    /// one Event per event.
+    pub fn rollback_event(app: &Value, entries: &[Entry], now: &str) -> Option<Value> {
+        let (namespace, name) = names(app);
+        let held: Vec<&Entry> = entries
+            .iter()
+            .filter(|e| e.action == Action::Skipped && e.reason.starts_with(ROLLBACK_RESPECTED))
+            .collect();
+        let first = held.first()?;
+        // "… from `a` to `b`, deployed …" or "… set `a`, the Application now asks for `b` …":
+        // the part before the first `:` names the rollback.
+        let rollback = first.reason.split(':').next().unwrap_or(&first.reason);
+        let digest = aws_lc_rs::digest::digest(
+            &aws_lc_rs::digest::SHA256,
+            format!("{}|{rollback}", first.image).as_bytes(),
+        );
+        let key: String = digest
+            .as_ref()
+            .iter()
+            .take(4)
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let message: Vec<String> = held
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} {}: {}",
+                    e.alias.as_deref().unwrap_or("-"),
+                    e.image,
+                    e.reason
+                )
+            })
+            .collect();
+        Some(json!({"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": format!("{name}.rollback-{key}"), "namespace": namespace},
+            "involvedObject": {"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "name": name,
+                "namespace": namespace, "uid": app["metadata"]["uid"], "resourceVersion": app["metadata"]["resourceVersion"]},
+            "reason": "RollbackRespected",
+            "message": message.join("; "),
+            "type": "Normal",
+            "source": {"component": "argocd-ecr-updater"},
+            "reportingComponent": "argocd-ecr-updater",
+            "firstTimestamp": now, "lastTimestamp": now, "count": 1}))
+    }
+
     pub fn images_updated_event(app: &Value, entries: &[Entry], now: &str, nanos: i128) -> Value {
         let (namespace, name) = names(app);
         let updated: Vec<&Entry> = entries

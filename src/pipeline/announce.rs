@@ -20,6 +20,29 @@ pub async fn record_event(kube: &KubeClient, app: &Value, entries: &[Entry], now
     }
 }
 
+/// Records the `RollbackRespected` Event of a decision that left a manual rollback alone, once
+/// per rollback: a later decision respecting the same rollback finds it recorded (409).
+/// Returns whether a request was made.
+pub async fn record_rollback(
+    kube: &KubeClient,
+    app: &Value,
+    entries: &[Entry],
+    now: OffsetDateTime,
+) -> bool {
+    let stamp = now.format(&Rfc3339).unwrap_or_default();
+    let Some(event) = decide::app::rollback_event(app, entries, &stamp) else {
+        return false;
+    };
+    let (namespace, name) = decide::app::names(app);
+    match kube.create_event(namespace, &event).await {
+        Ok(()) | Err(crate::cluster::kube::KubeError::Conflict { .. }) => {}
+        Err(e) => {
+            tracing::warn!(application = %format!("{namespace}/{name}"), error = %e, "cannot record the RollbackRespected event");
+        }
+    }
+    true
+}
+
 /// Publishes the report to `topic` when something moved or failed.
 pub async fn publish_report(sns: &aws_sdk_sns::Client, topic: &str, report: &Report) {
     let Some(subject) = report.notification_subject() else {

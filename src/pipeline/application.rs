@@ -335,6 +335,12 @@ impl Handler {
             return None;
         };
         let now = time::OffsetDateTime::from(self.clock.now());
+        if !self.config.dry_run
+            && crate::pipeline::announce::record_rollback(work.kube, app, &decided.entries, now)
+                .await
+        {
+            report.stats.events += 1;
+        }
         let hold = controls::hold(&resolved.freeze_settings(), now);
         if decided.plan.is_some() && hold != Hold::Open {
             report

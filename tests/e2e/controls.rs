@@ -217,6 +217,15 @@ async fn a_manual_rollback_sticks_until_an_image_pushed_after_it() {
         "respecting a manual rollback",
     );
     assert_eq!(standins.kube_requests("PATCH"), 0);
+    // One RollbackRespected Event for the rollback, however often it is respected.
+    let recorded: Vec<_> = standins
+        .kube
+        .events()
+        .into_iter()
+        .filter(|e| e["reason"] == "RollbackRespected")
+        .collect();
+    assert_eq!(recorded.len(), 1, "{recorded:#?}");
+    assert!(recorded[0]["message"].as_str().unwrap().contains(SEED_TAG));
     // The fix, pushed after the rollback, rolls out.
     standins.aws.push(image(
         "barun-dev-ecr",

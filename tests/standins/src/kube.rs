@@ -1339,6 +1339,16 @@ async fn create_event(
             "Event is invalid: metadata.namespace: does not match the namespace of the request",
         );
     }
+    let name = event["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let exists = lock(&state.events).iter().any(|e| {
+        e["metadata"]["namespace"] == namespace.as_str() && e["metadata"]["name"] == name.as_str()
+    });
+    if exists {
+        return status(409, &format!("events \"{name}\" already exists"));
+    }
     // What the API server sets on every create.
     let resource_version = state.next_resource_version();
     event["metadata"]["resourceVersion"] = json!(resource_version.to_string());
