@@ -300,3 +300,64 @@ async fn a_soaking_image_is_held_and_its_follow_up_after_the_window_writes_it_on
         "two deliveries, one write"
     );
 }
+
+/// A newer push inside the soak window supersedes the older one: when the older one's window
+/// ends, the newer is the best candidate, still soaking, so nothing is written until it has
+/// soaked in turn; the older image is never written.
+#[tokio::test]
+async fn a_newer_push_inside_the_window_supersedes_the_soaking_one() {
+    use argocd_ecr_updater_standins::fixtures::{image, push_event};
+    use time::format_description::well_known::Rfc3339;
+    const SWEEP_ARN: &str = "arn:aws:sqs:ap-northeast-2:768157413559:sweep";
+    let standins = Scenario::seeded().await;
+    let queue = standins.aws.create_queue("sweep");
+    let standins = standins
+        .var("SWEEP_QUEUE_URL", &queue)
+        .var("SWEEP_QUEUE_ARN", SWEEP_ARN);
+    standins.annotate(
+        "argocd",
+        SEED_APP,
+        &[("argocd-ecr-updater.io/min-age", "4s")],
+    );
+    let now = time::OffsetDateTime::now_utc();
+    let at = |t: time::OffsetDateTime| t.format(&Rfc3339).unwrap();
+    let (older, newer) = ("20991230-000000", "20991231-000000");
+    let older_at = now - time::Duration::seconds(3);
+    standins
+        .aws
+        .push(image("barun-dev-ecr", older, '4', &at(older_at)));
+    standins
+        .report(&[], &push_event("barun-dev-ecr", older, &at(older_at)))
+        .await;
+    standins
+        .aws
+        .push(image("barun-dev-ecr", newer, '5', &at(now)));
+    standins
+        .report(&[], &push_event("barun-dev-ecr", newer, &at(now)))
+        .await;
+    let follow_up = |message: argocd_ecr_updater_standins::aws::QueueMessage| {
+        json!({"Records": [{"messageId": message.id, "eventSource": "aws:sqs",
+            "eventSourceARN": SWEEP_ARN, "body": message.body}]})
+    };
+    // The older image's window is over, the newer one's is not.
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let first = standins.aws.queue(&queue).remove(0);
+    let report = standins.report(&[], &follow_up(first)).await;
+    expect_decision(
+        only(&report),
+        Action::Skipped,
+        &format!("soaking: `{newer}`"),
+    );
+    assert_eq!(
+        seed_tag(&standins).as_deref(),
+        Some(SEED_TAG),
+        "the older image is never written"
+    );
+    // The newer image's window is over: its follow-up writes it.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    for message in standins.aws.queue(&queue) {
+        standins.report(&[], &follow_up(message)).await;
+    }
+    assert_eq!(seed_tag(&standins).as_deref(), Some(newer));
+    assert_eq!(standins.kube_requests("PATCH"), 1);
+}
