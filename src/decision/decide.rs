@@ -14,7 +14,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::appconfig::annotations::AUDIT_ANNOTATION;
-use crate::appconfig::annotations::{AppConfig, ImageConfig, ImageEntry, Platform};
+use crate::appconfig::annotations::{AppConfig, ImageConfig, ImageEntry, ImageRef, Platform};
 use crate::appconfig::imageupdater::ConfigSource;
 use crate::application::identity::Identity;
 use crate::application::sources::{self, Targets};
@@ -1219,13 +1219,67 @@ pub fn rollback_of(app: &Value, image: &ImageConfig, current: &TagRef) -> Option
     };
     // Only a write that went live can be rolled back: one still in a pull request, or on a
     // branch Argo CD does not read, is not live, and the value it left is no rollback.
-    let live = deployed_after(&to, written_at)?;
-    let deployed = deployed_after(current, live).filter(|deployed| *deployed > live);
+    let deployed = match deployed_after(&to, written_at) {
+        // The patch method: the history's sources carry the values.
+        Some(live) => deployed_after(current, live).filter(|deployed| *deployed > live),
+        // Git write-back: the history names revisions, the values live in the file.
+        None => git_rollback_deployed(app, &audit, image, current, written_at)?,
+    };
     Some(Rollback {
         written: to.to_string(),
         current: current.to_string(),
         deployed,
     })
+}
+
+/// For a Git write-back, `None` unless our commit went live (a sync of exactly that revision
+/// at or after the write); then, if Argo CD now runs `current` for the image, when it was
+/// deployed: the latest sync after ours, the revision running now (a later sync of something
+/// else makes this later than the revert, which only holds more back, never less).
+fn git_rollback_deployed(
+    app: &Value,
+    audit: &Value,
+    image: &ImageConfig,
+    current: &TagRef,
+    written_at: OffsetDateTime,
+) -> Option<Option<OffsetDateTime>> {
+    let git = &audit["git"];
+    // A pull request's commit is live only once merged, under another revision.
+    let commit = git["commit"]
+        .as_str()
+        .filter(|_| git["pullRequest"].is_null())?;
+    let syncs: Vec<(Option<&str>, OffsetDateTime)> = app["status"]["history"]
+        .as_array()?
+        .iter()
+        .filter_map(|entry| {
+            let at = OffsetDateTime::parse(entry["deployedAt"].as_str()?, &Rfc3339).ok()?;
+            Some((entry["revision"].as_str(), at))
+        })
+        .collect();
+    let live = syncs
+        .iter()
+        .filter(|(revision, at)| *revision == Some(commit) && *at >= written_at)
+        .map(|(_, at)| *at)
+        .min()?;
+    let runs_current = app["status"]["summary"]["images"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .any(|running| {
+            let (name, tag, _) = sources::split_reference(running);
+            ImageRef::parse(name) == image.image && tag == Some(current.tag.as_str())
+        });
+    let deployed = runs_current
+        .then(|| {
+            syncs
+                .iter()
+                .map(|(_, at)| *at)
+                .filter(|at| *at > live)
+                .max()
+        })
+        .flatten();
+    Some(deployed)
 }
 
 /// Does a manifest offer a platform the annotation allows? `Err` holds the skip reason.
@@ -1410,6 +1464,68 @@ mod tests {
             "no min-age, no soak"
         );
         assert_eq!(humantime_of(std::time::Duration::from_secs(5400)), "1h30m");
+    }
+
+    #[test]
+    fn a_git_revert_counts_once_our_commit_was_synced_and_the_old_image_runs() {
+        let cfg = config(&[
+            ("app.update-strategy", "semver"),
+            ("app.helm.image-name", "image.name"),
+        ]);
+        let image = cfg.images[0].config.as_ref().unwrap();
+        let app = |pull_request: Value, history: Value, running: &str| {
+            let audit = json!({"time": "2026-12-01T10:00:00Z", "eventId": "e",
+                "images": [{"alias": "app", "image": IMAGE, "from": "1.0.0", "to": "1.1.0"}],
+                "git": {"repository": "acme/deploy", "branch": "main", "file": "f", "commit": "c-ours", "pullRequest": pull_request}});
+            Application::tracking("web", IMAGE, "1.0.0")
+                .annotation(AUDIT_ANNOTATION, &audit.to_string())
+                .history(history)
+                .running(&[&format!("{IMAGE}:{running}")])
+                .build()
+        };
+        let synced = json!([
+            {"revision": "c-ours", "deployedAt": "2026-12-01T10:01:00Z"},
+            {"revision": "c-revert", "deployedAt": "2026-12-02T08:00:00Z"},
+        ]);
+        let current = TagRef::tag("1.0.0");
+        let deployed = |app: &Value| {
+            rollback_of(app, image, &current)
+                .map(|r| r.deployed.map(|d| d.format(&Rfc3339).unwrap()))
+        };
+        // (case, app, expected)
+        let cases: Vec<(&str, Value, Option<Option<String>>)> = vec![
+            (
+                "our commit synced, the revert synced and running",
+                app(Value::Null, synced.clone(), "1.0.0"),
+                Some(Some("2026-12-02T08:00:00Z".into())),
+            ),
+            (
+                "the revert not running yet",
+                app(Value::Null, synced.clone(), "1.1.0"),
+                Some(None),
+            ),
+            (
+                "our commit never synced",
+                app(
+                    Value::Null,
+                    json!([{"revision": "c-other", "deployedAt": "2026-12-02T08:00:00Z"}]),
+                    "1.0.0",
+                ),
+                None,
+            ),
+            (
+                "our commit is a pull request's",
+                app(
+                    json!("https://github.com/acme/deploy/pull/7"),
+                    synced,
+                    "1.0.0",
+                ),
+                None,
+            ),
+        ];
+        for (case, app, expected) in cases {
+            assert_eq!(deployed(&app), expected, "{case}");
+        }
     }
 
     #[test]

@@ -116,6 +116,63 @@ async fn a_pinned_image_is_committed_with_its_digest() {
     );
 }
 
+/// A Git revert of our commit, deployed by Argo CD, sticks: the reverted image is not
+/// committed again, and an image pushed after the revert's deploy is.
+#[tokio::test]
+async fn a_reverted_commit_stays_reverted_until_an_image_pushed_after_the_revert() {
+    use argocd_ecr_updater_standins::fixtures::{image, push_event};
+    let standins = git_standins(&[]).await;
+    let report = push(&standins).await;
+    expect_decision(only(&report), Action::Updated, "committed");
+    let app = standins.kube.get("argocd", SEED_APP).unwrap();
+    let audit: Value = serde_json::from_str(
+        app["metadata"]["annotations"]["argocd-ecr-updater.io/last-update"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    let ours = audit["git"]["commit"].as_str().unwrap().to_string();
+    // Someone reverts the commit; Argo CD synced ours, then the revert, and runs the old tag.
+    let reverted = format!(
+        "helm:\n  parameters:\n  - name: image.repository\n    value: {SEED_IMAGE}\n    forcestring: true\n  - name: image.tag\n    value: {SEED_TAG}\n    forcestring: true\n"
+    );
+    let revert = standins
+        .github
+        .push(REPO, "main", OVERRIDE, &reverted, "Revert the image update")
+        .unwrap();
+    standins
+        .kube
+        .edit("argocd", SEED_APP, |a| {
+            a["status"]["history"] = json!([
+                {"id": 1, "revision": ours, "deployedAt": "2099-01-01T00:00:00Z", "source": a["spec"]["source"].clone()},
+                {"id": 2, "revision": revert, "deployedAt": "2099-01-02T00:00:00Z", "source": a["spec"]["source"].clone()},
+            ]);
+            a["status"]["summary"]["images"] = json!([format!("{SEED_IMAGE}:{SEED_TAG}")]);
+        })
+        .unwrap();
+    let before = commits(&standins, "main");
+    let report = push(&standins).await;
+    expect_decision(
+        only(&report),
+        Action::Skipped,
+        &format!(
+            "respecting a manual rollback from `{PUSHED_TAG}` to `{SEED_TAG}`, deployed 2099-01-02T00:00:00Z"
+        ),
+    );
+    assert_eq!(commits(&standins, "main"), before, "the revert stands");
+    // The fix, pushed after the revert was deployed, is committed.
+    standins.aws.push(image(
+        "barun-dev-ecr",
+        "20990103-000000",
+        '8',
+        "2099-01-03T00:00:00Z",
+    ));
+    let fix = push_event("barun-dev-ecr", "20990103-000000", "2099-01-03T00:00:01Z");
+    let report = standins.report(&[], &fix).await;
+    expect_decision(only(&report), Action::Updated, "committed");
+    assert_eq!(commits(&standins, "main"), before + 1);
+}
+
 /// A freeze holds a Git write-back too: decided on the file, reported, nothing committed.
 #[tokio::test]
 async fn a_frozen_application_written_back_by_git_gets_no_commit() {
