@@ -361,3 +361,49 @@ async fn a_newer_push_inside_the_window_supersedes_the_soaking_one() {
     assert_eq!(seed_tag(&standins).as_deref(), Some(newer));
     assert_eq!(standins.kube_requests("PATCH"), 1);
 }
+
+/// What `plan` runs (the pipeline in a dry run) reports each control as the function would:
+/// a freeze, a soak and a rollback as their skips, a pin as the value it would write.
+#[tokio::test]
+async fn a_dry_run_reports_each_control_as_a_real_run_would_decide() {
+    let dry = [("DRY_RUN", "true")];
+    let frozen = Scenario::seeded().await;
+    frozen.annotate("argocd", SEED_APP, &[(FREEZE, "true")]);
+    let report = frozen.report(&dry, &event("push-date-tag.json")).await;
+    expect_decision(only(&report), Action::Skipped, "frozen by");
+
+    let rolled = Scenario::seeded().await;
+    rolled_back(&rolled);
+    let report = rolled.report(&dry, &event("push-date-tag.json")).await;
+    expect_decision(
+        only(&report),
+        Action::Skipped,
+        "respecting a manual rollback",
+    );
+    assert!(
+        rolled.kube.events().is_empty(),
+        "a dry run records no Event"
+    );
+
+    let pinned = Scenario::seeded().await;
+    pinned.annotate(
+        "argocd",
+        SEED_APP,
+        &[("argocd-ecr-updater.io/pin-digest", "true")],
+    );
+    let report = pinned.report(&dry, &event("push-date-tag.json")).await;
+    let entry = only(&report);
+    expect_decision(entry, Action::Updated, "dry run");
+    assert!(
+        entry
+            .to
+            .as_deref()
+            .is_some_and(|to| to.starts_with(&format!("{PUSHED_TAG}@sha256:"))),
+        "{:?}",
+        entry.to
+    );
+    for standins in [&frozen, &rolled, &pinned] {
+        assert_eq!(standins.kube_requests("PATCH"), 0);
+        assert_eq!(seed_tag(standins).as_deref(), Some(SEED_TAG));
+    }
+}
