@@ -2085,6 +2085,58 @@ mod tests {
         }
     }
 
+    /// A newer push inside the window supersedes a soaking one: when the older image's
+    /// window ends, the best candidate is the newer, still soaking, so the older is not
+    /// written; once the newer has soaked, it is.
+    #[test]
+    fn a_newer_push_inside_the_soak_window_supersedes_the_older_one() {
+        let cfg = config(&[
+            ("app.update-strategy", "newest-build"),
+            ("argocd-ecr-updater.io/app.min-age", "10m"),
+        ]);
+        let app = app("1.0.0", &running("1.0.0"));
+        let view = AppView::of(&app);
+        let case = prepare(&view, &cfg.images[0], REGION).unwrap();
+        let base = datetime!(2026-12-03 12:00 UTC);
+        let tags = vec![
+            tag("1.0.0", Some(base - time::Duration::days(1))),
+            tag("1.1.0", Some(base)),
+            tag("1.2.0", Some(base + time::Duration::minutes(5))),
+        ];
+        let image = cfg.images[0].config.as_ref().unwrap();
+        // (case, now, written, follow-up)
+        let cases = [
+            (
+                "the older window over, the newer soaking",
+                base + time::Duration::minutes(10),
+                None,
+                Some(base + time::Duration::minutes(15)),
+            ),
+            (
+                "the newer soaked too",
+                base + time::Duration::minutes(15),
+                Some("1.2.0"),
+                None,
+            ),
+        ];
+        for (name, now, written, follow_up) in cases {
+            let chosen = case.candidates(&tags).first().copied();
+            assert_eq!(
+                chosen.map(|t| t.name.as_str()),
+                Some("1.2.0"),
+                "{name}: the newest is the candidate"
+            );
+            let outcome = case.decide_reconcile(&tags, chosen, 0);
+            let (outcome, next) = gate_soak(outcome, image, chosen.and_then(|t| t.pushed_at), now);
+            assert_eq!(
+                outcome.update.as_ref().map(|u| u.to.tag.as_str()),
+                written,
+                "{name}"
+            );
+            assert_eq!(next, follow_up, "{name}");
+        }
+    }
+
     #[test]
     fn reconcile_names_the_platforms_when_every_allowed_tag_lacks_one() {
         let cfg = config(&[
