@@ -239,6 +239,20 @@ async fn a_manual_rollback_sticks_until_an_image_pushed_after_it() {
     assert_eq!(seed_tag(&standins).as_deref(), Some("20250827-090000"));
 }
 
+/// The stand-in's `sweep` queue by ARN.
+const SWEEP_ARN: &str = "arn:aws:sqs:ap-northeast-2:768157413559:sweep";
+
+/// The seed with a sweep queue and a 4-second soak set by `key`; the queue's URL.
+async fn soaking(key: &str) -> (Scenario, String) {
+    let standins = Scenario::seeded().await;
+    let queue = standins.aws.create_queue("sweep");
+    let standins = standins
+        .var("SWEEP_QUEUE_URL", &queue)
+        .var("SWEEP_QUEUE_ARN", SWEEP_ARN);
+    standins.annotate("argocd", SEED_APP, &[(key, "4s")]);
+    (standins, queue)
+}
+
 /// `min-age`: an image is written once it has been in ECR that long, by ECR's push time. The
 /// push inside the window is held, and a follow-up on the sweep queue, delayed to the
 /// window's end, re-decides the Application; the same push delivered twice writes once.
@@ -246,17 +260,7 @@ async fn a_manual_rollback_sticks_until_an_image_pushed_after_it() {
 async fn a_soaking_image_is_held_and_its_follow_up_after_the_window_writes_it_once() {
     use argocd_ecr_updater_standins::fixtures::{image, push_event};
     use time::format_description::well_known::Rfc3339;
-    const SWEEP_ARN: &str = "arn:aws:sqs:ap-northeast-2:768157413559:sweep";
-    let standins = Scenario::seeded().await;
-    let queue = standins.aws.create_queue("sweep");
-    let standins = standins
-        .var("SWEEP_QUEUE_URL", &queue)
-        .var("SWEEP_QUEUE_ARN", SWEEP_ARN);
-    standins.annotate(
-        "argocd",
-        SEED_APP,
-        &[("argocd-ecr-updater.io/app.min-age", "4s")],
-    );
+    let (standins, queue) = soaking("argocd-ecr-updater.io/app.min-age").await;
     // Pushed a second ago, by ECR's clock: inside its 4-second window.
     let pushed_at = time::OffsetDateTime::now_utc() - time::Duration::seconds(1);
     let tag = "20991231-000000";
@@ -308,17 +312,7 @@ async fn a_soaking_image_is_held_and_its_follow_up_after_the_window_writes_it_on
 async fn a_newer_push_inside_the_window_supersedes_the_soaking_one() {
     use argocd_ecr_updater_standins::fixtures::{image, push_event};
     use time::format_description::well_known::Rfc3339;
-    const SWEEP_ARN: &str = "arn:aws:sqs:ap-northeast-2:768157413559:sweep";
-    let standins = Scenario::seeded().await;
-    let queue = standins.aws.create_queue("sweep");
-    let standins = standins
-        .var("SWEEP_QUEUE_URL", &queue)
-        .var("SWEEP_QUEUE_ARN", SWEEP_ARN);
-    standins.annotate(
-        "argocd",
-        SEED_APP,
-        &[("argocd-ecr-updater.io/min-age", "4s")],
-    );
+    let (standins, queue) = soaking("argocd-ecr-updater.io/min-age").await;
     let now = time::OffsetDateTime::now_utc();
     let at = |t: time::OffsetDateTime| t.format(&Rfc3339).unwrap();
     let (older, newer) = ("20991230-000000", "20991231-000000");

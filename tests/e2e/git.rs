@@ -394,6 +394,27 @@ async fn a_values_file_target_changes_the_tag_and_keeps_every_other_byte() {
     assert!(standins.github.file(REPO, "main", OVERRIDE).is_none());
 }
 
+/// Commits `values` as the values file that alone holds the image (no Helm parameter in the
+/// spec overrides it), pushes, and returns the file as committed.
+async fn values_file_push(standins: &Scenario, values: &str) -> String {
+    standins
+        .github
+        .push(REPO, "main", "argocd/values.yaml", values, "their values")
+        .unwrap();
+    standins
+        .kube
+        .edit("argocd", SEED_APP, |a| {
+            a["spec"]["source"]["helm"]["parameters"] = json!([]);
+        })
+        .unwrap();
+    let report = push(standins).await;
+    expect_decision(only(&report), Action::Updated, "argocd/values.yaml");
+    standins
+        .github
+        .file(REPO, "main", "argocd/values.yaml")
+        .unwrap()
+}
+
 #[tokio::test]
 async fn helm_keys_with_list_indexes_and_literal_dots_are_written_where_image_updater_writes_them()
 {
@@ -411,23 +432,7 @@ async fn helm_keys_with_list_indexes_and_literal_dots_are_written_where_image_up
             ("app.helm.image-tag", tag_key),
         ])
         .await;
-        standins
-            .github
-            .push(REPO, "main", "argocd/values.yaml", values, "their layout")
-            .unwrap();
-        // The file alone holds the tag: no Helm parameter in the spec overrides it.
-        standins
-            .kube
-            .edit("argocd", SEED_APP, |a| {
-                a["spec"]["source"]["helm"]["parameters"] = json!([]);
-            })
-            .unwrap();
-        let report = push(&standins).await;
-        expect_decision(only(&report), Action::Updated, "argocd/values.yaml");
-        let file = standins
-            .github
-            .file(REPO, "main", "argocd/values.yaml")
-            .unwrap();
+        let file = values_file_push(&standins, values).await;
         // The one value changed in place: no new block, nothing else touched.
         assert_eq!(file, values.replace(SEED_TAG, PUSHED_TAG), "{tag_key}");
         // The next push of the same tag reads it back from the same place.
@@ -462,22 +467,7 @@ async fn a_values_file_gets_the_image_name_in_the_form_image_updater_writes_it()
         let mut annotations = vec![("write-back-target", "helmvalues:values.yaml")];
         annotations.extend(extra);
         let standins = git_standins(&annotations).await;
-        standins
-            .github
-            .push(REPO, "main", "argocd/values.yaml", values, "their values")
-            .unwrap();
-        standins
-            .kube
-            .edit("argocd", SEED_APP, |a| {
-                a["spec"]["source"]["helm"]["parameters"] = json!([]);
-            })
-            .unwrap();
-        let report = push(&standins).await;
-        expect_decision(only(&report), Action::Updated, "argocd/values.yaml");
-        let file = standins
-            .github
-            .file(REPO, "main", "argocd/values.yaml")
-            .unwrap();
+        let file = values_file_push(&standins, values).await;
         assert_eq!(file, expected, "{case}");
     }
 }
