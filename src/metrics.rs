@@ -276,28 +276,26 @@ mod tests {
         }
     }
 
+    /// The metric line of a push that went through, with `report`.
+    fn push_line(report: &Report) -> Value {
+        emf(
+            "fn",
+            Some(InvocationKind::Push),
+            false,
+            Some(report),
+            Duration::ZERO,
+            0,
+        )
+    }
+
     #[test]
     fn clusters_failed_is_a_metric_only_where_there_are_several_clusters() {
         let mut report = Report::new(InvocationKind::Push, "e", false);
         report.add_cluster("dev", Report::new(InvocationKind::Push, "e", false), None);
-        let line = emf(
-            "fn",
-            Some(InvocationKind::Push),
-            false,
-            Some(&report),
-            Duration::ZERO,
-            0,
-        );
+        let line = push_line(&report);
         assert!(!declared(&line).contains(&"ClustersFailed"));
         report.add_cluster("prod", Report::new(InvocationKind::Push, "e", false), None);
-        let line = emf(
-            "fn",
-            Some(InvocationKind::Push),
-            false,
-            Some(&report),
-            Duration::ZERO,
-            0,
-        );
+        let line = push_line(&report);
         assert!(declared(&line).contains(&"ClustersFailed"));
     }
 }

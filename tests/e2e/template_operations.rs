@@ -581,14 +581,7 @@ fn sweeps_that_stop_running_page_after_the_interval_the_stack_sets() {
     assert_eq!(p["ComparisonOperator"], "LessThanThreshold");
     assert_eq!(p["Threshold"], 1);
     let evaluator = evaluator_for(&t, &[("ReconcileMissingAfterSeconds", json!("3600"))]);
-    let line = argocd_ecr_updater::metrics::emf(
-        "fn",
-        Some(InvocationKind::Reconcile),
-        true,
-        None,
-        Duration::ZERO,
-        0,
-    );
+    let line = failed_sweep_line();
     for query in p["Metrics"].as_array().unwrap().iter().skip(1) {
         let stat = &query["MetricStat"];
         assert_eq!(stat["Stat"], "SampleCount");
@@ -616,17 +609,22 @@ fn sweeps_that_stop_running_page_after_the_interval_the_stack_sets() {
     assert!(throttles["Threshold"].as_u64().unwrap() > 1);
 }
 
-#[test]
-fn the_failing_sweep_alarm_watches_the_dimensions_the_function_reports() {
-    let Some(t) = transformed() else { return };
-    let line = argocd_ecr_updater::metrics::emf(
+/// The metric line of a sweep that failed before it decided anything.
+fn failed_sweep_line() -> Value {
+    argocd_ecr_updater::metrics::emf(
         "fn",
         Some(InvocationKind::Reconcile),
         true,
         None,
         Duration::ZERO,
         0,
-    );
+    )
+}
+
+#[test]
+fn the_failing_sweep_alarm_watches_the_dimensions_the_function_reports() {
+    let Some(t) = transformed() else { return };
+    let line = failed_sweep_line();
     let alarm = &t["Resources"]["ReconcileFailingAlarm"]["Properties"];
     assert_eq!(alarm["Namespace"], argocd_ecr_updater::metrics::NAMESPACE);
     let metric = alarm["MetricName"].as_str().unwrap();
