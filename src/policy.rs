@@ -237,6 +237,9 @@ pub struct TagInfo {
     pub name: String,
     pub pushed_at: Option<OffsetDateTime>,
     pub digest: Option<String>,
+    /// ECR's archive storage class (`imageStatus` `ARCHIVED`, or `ACTIVATING` while it is
+    /// restored): no node can pull it, so it is never a candidate.
+    pub archived: bool,
 }
 
 impl TagInfo {
@@ -245,6 +248,7 @@ impl TagInfo {
             name: name.into(),
             pushed_at: None,
             digest: None,
+            archived: false,
         }
     }
 }
@@ -346,6 +350,10 @@ pub enum KeepReason {
     CurrentNotAVersion(String),
     #[error("the registry has no digest for tag `{0}`")]
     NoDigest(String),
+    #[error(
+        "tag `{0}` is in ECR's archive storage class: no node can pull it until it is restored (`aws ecr update-image-storage-class --target-storage-class STANDARD`)"
+    )]
+    Archived(String),
     #[error("none of the {0} tags in the registry satisfies the policy")]
     NoEligibleTag(usize),
 }
@@ -414,6 +422,9 @@ impl TagPolicy {
     /// The filters every candidate passes first, in Image Updater's order.
     fn eligibility<'a>(&self, tag: &'a TagInfo) -> Result<RankKey<'a>, KeepReason> {
         let name = tag.name.as_str();
+        if tag.archived {
+            return Err(KeepReason::Archived(name.to_string()));
+        }
         if !self.allow.allows(name) {
             return Err(KeepReason::NotAllowed(name.to_string()));
         }
@@ -614,6 +625,7 @@ mod tests {
             name: name.into(),
             pushed_at: Some(at),
             digest: None,
+            archived: false,
         }
     }
 
@@ -622,7 +634,45 @@ mod tests {
             name: name.into(),
             pushed_at: None,
             digest: digest.map(str::to_string),
+            archived: false,
         }
+    }
+
+    #[test]
+    fn an_archived_image_is_never_a_candidate_under_any_strategy() {
+        let base = datetime!(2026-12-03 12:00 UTC);
+        let archived = |name: &str, minutes: i64| TagInfo {
+            archived: true,
+            ..pushed(name, base + time::Duration::minutes(minutes))
+        };
+        let tags = vec![
+            pushed("1.0.0", base),
+            archived("1.2.0", 10),
+            pushed("1.1.0", base + time::Duration::minutes(5)),
+        ];
+        for strategy in [
+            Strategy::Semver,
+            Strategy::NewestBuild,
+            Strategy::Alphabetical,
+        ] {
+            let p = policy(strategy, None);
+            let best = p.ranked(&tags).first().map(|t| t.name.clone());
+            assert_eq!(
+                best.as_deref(),
+                Some("1.1.0"),
+                "{strategy}: the best pullable tag"
+            );
+            assert_eq!(
+                p.decide(Some(&TagInfo::named("1.0.0")), &archived("1.2.0", 10)),
+                Decision::Keep(KeepReason::Archived("1.2.0".into())),
+                "{strategy}"
+            );
+        }
+        assert!(
+            KeepReason::Archived("1.2.0".into())
+                .to_string()
+                .contains("archive storage class")
+        );
     }
 
     #[test]
@@ -1105,6 +1155,7 @@ mod tests {
             name: "stable".into(),
             pushed_at: None,
             digest: Some("sha256:old".into()),
+            archived: false,
         };
         let mut now = running.clone();
         now.digest = Some("sha256:new".into());
@@ -1162,6 +1213,7 @@ mod tests {
                 name: name.to_string(),
                 pushed_at: Some(t + time::Duration::minutes(i as i64 % 3)),
                 digest: Some(format!("sha256:{i}")),
+                archived: false,
             })
             .collect();
         for (strategy, constraint) in [

@@ -43,6 +43,7 @@ fn tags(count: usize) -> Vec<TagInfo> {
                 name,
                 pushed_at: Some(base + time::Duration::seconds((i * 7919 % count) as i64)),
                 digest: Some(format!("sha256:{i:064x}")),
+                archived: false,
             }
         })
         .collect()

@@ -117,6 +117,7 @@ fn parse_line(line: usize, text: &str) -> Result<TagInfo, SelectError> {
         name: name.to_string(),
         pushed_at,
         digest,
+        archived: false,
     })
 }
 

@@ -845,6 +845,7 @@ impl ImageCase<'_> {
                 name: push.tag.clone(),
                 pushed_at: Some(push.time),
                 digest: None,
+                archived: false,
             }
         };
         let mut outcome = self.each_target(|target| {
@@ -855,6 +856,7 @@ impl ImageCase<'_> {
                 name: current.tag.clone(),
                 pushed_at: None,
                 digest: current.digest.clone(),
+                archived: false,
             };
             if policy.strategy.needs_push_times() && current.tag != candidate.name {
                 match described.get(&current.tag).cloned().flatten() {
@@ -1621,6 +1623,7 @@ mod tests {
             name: name.into(),
             pushed_at: pushed,
             digest: None,
+            archived: false,
         };
         assert!(
             rollback
@@ -1731,6 +1734,7 @@ mod tests {
             name: name.into(),
             pushed_at: pushed,
             digest: Some(format!("sha256:{name}")),
+            archived: false,
         }
     }
 

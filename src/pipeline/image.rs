@@ -99,6 +99,11 @@ impl Handler {
             let reason = decide::tag_not_in_registry(&push.tag, repository);
             return Ok((decided.refuse(Action::Skipped, &reason, false), None));
         }
+        // A strategy that ranked by name saw the tag only now: an archived image stays put.
+        if decided.update.is_some() && tag_now.is_some_and(|t| t.archived) {
+            let reason = crate::policy::KeepReason::Archived(push.tag.clone()).to_string();
+            return Ok((decided.refuse(Action::Skipped, &reason, false), None));
+        }
         // Where ECR says the tag points now.
         let tag_digest = tag_now.and_then(|d| d.digest.clone());
         let findings =

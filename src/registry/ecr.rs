@@ -63,6 +63,17 @@ pub struct Ecr {
     own_account: Option<String>,
 }
 
+/// Whether ECR keeps the image in its archive storage class (`ARCHIVED`, or `ACTIVATING` while
+/// a restore runs): not pullable.
+fn archived(detail: &aws_sdk_ecr::types::ImageDetail) -> bool {
+    matches!(
+        detail.image_status(),
+        Some(
+            aws_sdk_ecr::types::ImageStatus::Archived | aws_sdk_ecr::types::ImageStatus::Activating
+        )
+    )
+}
+
 fn pushed_at(detail: &ImageDetail) -> Option<OffsetDateTime> {
     let t = detail.image_pushed_at()?;
     OffsetDateTime::from_unix_timestamp(t.secs())
@@ -254,6 +265,7 @@ impl Ecr {
                                 name: t.clone(),
                                 pushed_at: pushed_at(d),
                                 digest: d.image_digest().map(str::to_string),
+                                archived: archived(d),
                             })
                     })
                     .collect(),
@@ -311,6 +323,7 @@ impl Ecr {
                         name: tag.clone(),
                         pushed_at: pushed_at(detail),
                         digest: detail.image_digest().map(str::to_string),
+                        archived: archived(detail),
                     });
                 }
             }

@@ -801,3 +801,47 @@ async fn a_retried_listing_sends_each_application_on_once() {
     assert_eq!(report.stats.applications_matched, 1);
     assert_eq!(standins.kube_requests("PATCH"), 1);
 }
+
+/// ECR's archive storage class: an archived image cannot be pulled until it is restored, so
+/// a push of it is skipped naming the tag, and a sweep rolls out the newest pullable image.
+#[tokio::test]
+async fn an_archived_image_is_never_rolled_out() {
+    let standins = Scenario::seeded().await;
+    let pushed = event("push-date-tag.json");
+    let digest = pushed["detail"]["image-digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    standins.aws.archive("barun-dev-ecr", &digest);
+    let report = standins.report(&[], &pushed).await;
+    expect_decision(
+        only(&report),
+        Action::Skipped,
+        "tag `20250825-153012` is in ECR's archive storage class",
+    );
+    assert_eq!(seed_tag(&standins).as_deref(), Some(SEED_TAG));
+    // A newer pullable image beside it: the sweep takes that one, never the archived one.
+    standins.aws.push(image(
+        "barun-dev-ecr",
+        "20250826-080000",
+        '5',
+        "2025-08-26T08:00:00Z",
+    ));
+    standins.aws.archive("barun-dev-ecr", &D('5'));
+    standins.aws.push(image(
+        "barun-dev-ecr",
+        "20250825-170000",
+        '4',
+        "2025-08-25T17:00:00Z",
+    ));
+    let report = standins
+        .report(&[], &event("scheduled-reconcile.json"))
+        .await;
+    assert_eq!(
+        only(&report).action,
+        Action::Updated,
+        "{}",
+        only(&report).reason
+    );
+    assert_eq!(seed_tag(&standins).as_deref(), Some("20250825-170000"));
+}

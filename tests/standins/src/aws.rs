@@ -39,6 +39,14 @@ pub struct Image {
     /// A manifest served as is (a cosign signature manifest), instead of one made up.
     #[serde(default)]
     pub manifest: Option<String>,
+    /// ECR's `imageStatus`: `ACTIVE` (the default), or `ARCHIVED`/`ACTIVATING` for an image in
+    /// the archive storage class.
+    #[serde(default = "active")]
+    pub status: String,
+}
+
+fn active() -> String {
+    "ACTIVE".into()
 }
 
 impl Image {
@@ -53,6 +61,7 @@ impl Image {
             platforms: Vec::new(),
             size: 0,
             manifest: Some(manifest),
+            status: active(),
         }
     }
 }
@@ -447,6 +456,14 @@ impl AwsState {
             .push(image);
     }
 
+    /// Moves every image of `digest` to the archive storage class (`ARCHIVED`), as
+    /// `aws ecr update-image-storage-class --target-storage-class ARCHIVE` does.
+    pub fn archive(&self, repository: &str, digest: &str) {
+        if let Some(images) = lock(&self.images).get_mut(repository) {
+            images.set_status(digest, "ARCHIVED");
+        }
+    }
+
     /// Deletes a tag, as a lifecycle policy or `aws ecr batch-delete-image` would.
     pub fn remove(&self, repository: &str, tag: &str) {
         if let Some(images) = lock(&self.images).get_mut(repository) {
@@ -496,6 +513,12 @@ impl Repository {
         }
         self.index(self.images.len(), &image);
         self.images.push(image);
+    }
+
+    fn set_status(&mut self, digest: &str, status: &str) {
+        for image in self.images.iter_mut().filter(|i| i.digest == digest) {
+            image.status = status.to_string();
+        }
     }
 
     fn remove_tag(&mut self, tag: &str) {
@@ -1356,6 +1379,7 @@ fn describe_images(state: &AwsState, request: &Value) -> Response {
             "imageSizeInBytes": first.size,
             "imagePushedAt": pushed.unix_timestamp() as f64 + f64::from(pushed.millisecond()) / 1000.0,
             "imageManifestMediaType": first.media_type,
+            "imageStatus": first.status,
         });
         if !tags.is_empty() {
             d["imageTags"] = json!(tags);
