@@ -1044,9 +1044,7 @@ impl Since {
 pub fn running_since(app: &Value, image: &ImageConfig, current: &TagRef) -> Option<Since> {
     let reference = image.image.to_string();
     let current_text = current.to_string();
-    let audited = app["metadata"]["annotations"][AUDIT_ANNOTATION]
-        .as_str()
-        .and_then(|text| serde_json::from_str::<Value>(text).ok())
+    let audited = audit_record(app)
         .filter(|audit| {
             audit["images"].as_array().is_some_and(|images| {
                 images
@@ -1054,34 +1052,48 @@ pub fn running_since(app: &Value, image: &ImageConfig, current: &TagRef) -> Opti
                     .any(|i| i["image"] == reference.as_str() && i["to"] == current_text.as_str())
             })
         })
-        .and_then(|audit| {
-            audit["time"]
-                .as_str()
-                .and_then(|t| OffsetDateTime::parse(t, &Rfc3339).ok())
-        });
+        .and_then(|audit| rfc3339_at(&audit["time"]));
     if let Some(time) = audited {
         return Some(Since {
             time,
             source: "the argocd-ecr-updater.io/last-update annotation",
         });
     }
+    deploys_of(app, image, current).min().map(|time| Since {
+        time,
+        source: "Argo CD's status.history",
+    })
+}
+
+/// Our audit record of the last write, as the Application carries it.
+fn audit_record(app: &Value) -> Option<Value> {
+    app["metadata"]["annotations"][AUDIT_ANNOTATION]
+        .as_str()
+        .and_then(|text| serde_json::from_str(text).ok())
+}
+
+/// An RFC 3339 time held in a JSON string.
+fn rfc3339_at(value: &Value) -> Option<OffsetDateTime> {
+    value
+        .as_str()
+        .and_then(|t| OffsetDateTime::parse(t, &Rfc3339).ok())
+}
+
+/// When Argo CD deployed `value` of `image`, by its sync history's sources.
+fn deploys_of<'a>(
+    app: &'a Value,
+    image: &'a ImageConfig,
+    value: &'a TagRef,
+) -> impl Iterator<Item = OffsetDateTime> + 'a {
     app["status"]["history"]
-        .as_array()?
-        .iter()
-        .filter(|entry| {
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(move |entry| {
             let spec = json!({"source": entry["source"], "sources": entry["sources"]});
-            sources::values_in_spec(&spec, image).contains(current)
+            sources::values_in_spec(&spec, image).contains(value)
         })
-        .filter_map(|entry| {
-            entry["deployedAt"]
-                .as_str()
-                .and_then(|t| OffsetDateTime::parse(t, &Rfc3339).ok())
-        })
-        .min()
-        .map(|time| Since {
-            time,
-            source: "Argo CD's status.history",
-        })
+        .filter_map(|entry| rfc3339_at(&entry["deployedAt"]))
 }
 
 /// The soak gate (`min-age`): an update stands only once the image it writes has been in ECR
@@ -1179,9 +1191,7 @@ impl Rollback {
 /// what the write replaced or ranks below it under the image's strategy.
 pub fn rollback_of(app: &Value, image: &ImageConfig, current: &TagRef) -> Option<Rollback> {
     let reference = image.image.to_string();
-    let audit: Value = app["metadata"]["annotations"][AUDIT_ANNOTATION]
-        .as_str()
-        .and_then(|text| serde_json::from_str(text).ok())?;
+    let audit = audit_record(app)?;
     let written = audit["images"]
         .as_array()?
         .iter()
@@ -1198,24 +1208,10 @@ pub fn rollback_of(app: &Value, image: &ImageConfig, current: &TagRef) -> Option
     if !(replaced || ranks_below) {
         return None;
     }
-    let written_at = audit["time"]
-        .as_str()
-        .and_then(|t| OffsetDateTime::parse(t, &Rfc3339).ok())?;
-    // When Argo CD deployed `value` at or after our write, by its sync history.
+    let written_at = rfc3339_at(&audit["time"])?;
+    // When Argo CD deployed `value` at or after `after`, by its sync history.
     let deployed_after = |value: &TagRef, after: OffsetDateTime| {
-        app["status"]["history"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|entry| {
-                let spec = json!({"source": entry["source"], "sources": entry["sources"]});
-                sources::values_in_spec(&spec, image).contains(value)
-            })
-            .filter_map(|entry| {
-                entry["deployedAt"]
-                    .as_str()
-                    .and_then(|t| OffsetDateTime::parse(t, &Rfc3339).ok())
-            })
+        deploys_of(app, image, value)
             .filter(|deployed| *deployed >= after)
             .min()
     };
@@ -1254,8 +1250,10 @@ fn git_rollback_deployed(
         .as_array()?
         .iter()
         .filter_map(|entry| {
-            let at = OffsetDateTime::parse(entry["deployedAt"].as_str()?, &Rfc3339).ok()?;
-            Some((entry["revision"].as_str(), at))
+            Some((
+                entry["revision"].as_str(),
+                rfc3339_at(&entry["deployedAt"])?,
+            ))
         })
         .collect();
     let live = syncs
