@@ -5,14 +5,20 @@
 //! With `--git`, the Application uses `write-back-method: git`: a GitHub stand-in holds its
 //! repository, Secrets Manager its token, and the example prints the commit and the file.
 //!
+//! The stand-ins include Argo CD's application controller, which syncs a second after the
+//! write; the example then delivers the function's rollout check (SQS would hand it out after
+//! 15 s) and prints the confirmation: the outcome, the lead time from the push, and the
+//! `RolloutConfirmed` Event.
+//!
 //! `cargo run --example local [-- EVENT_FILE] [--dry-run] [--git]`
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use argocd_ecr_updater::cluster::eks_auth::SystemClock;
 use argocd_ecr_updater::config::Config;
 use argocd_ecr_updater::pipeline::handler::{Handler, HandlerError};
-use argocd_ecr_updater_standins::StandIns;
+use argocd_ecr_updater_standins::{StandIns, argocd};
 use serde_json::Value;
 
 const APP: (&str, &str) = ("argocd", "aws-pipeline-test");
@@ -68,8 +74,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if git {
         use_git(&standins)?;
     }
+    let queue = standins.aws.create_queue("sweep");
+    let queue_arn = format!(
+        "arn:aws:sqs:{}:{}:sweep",
+        standins.options.region, standins.options.account
+    );
+    standins.kube.run_controller(controller(&standins, git));
     let config = Config::from_lookup(|name| match name {
         "CLUSTER_NAME" => Some(standins.options.cluster_name.clone()),
+        "SWEEP_QUEUE_URL" => Some(queue.clone()),
+        "SWEEP_QUEUE_ARN" => Some(queue_arn.clone()),
         "DRY_RUN" => Some(dry_run.to_string()),
         "GIT_CREDENTIALS_SECRET_ARNS" if git => Some(GIT_SECRET.into()),
         "GITHUB_API_URL" if git => Some(standins.github_api()),
@@ -139,6 +153,85 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if let Err(e) = outcome {
         return Err(e.to_string().into());
+    }
+    confirm(&standins, &handler, &queue, &queue_arn).await
+}
+
+/// Argo CD's application controller: syncs a second after a write, to Healthy. With Git
+/// write-back it renders the override file committed to the GitHub stand-in.
+fn controller(standins: &StandIns, git: bool) -> argocd::Controller {
+    let synced = argocd::Controller::new(argocd::Script::Healthy, Duration::from_secs(1));
+    if !git {
+        return synced;
+    }
+    let github = standins.github.clone();
+    synced.rendering(Arc::new(move |_| {
+        let revision = github.head(GIT_REPO, "main")?;
+        let source: Value =
+            serde_yaml_ng::from_str(&github.file(GIT_REPO, "main", GIT_FILE)?).ok()?;
+        let images = argocd::images_of_spec(&serde_json::json!({"source": source}));
+        Some(argocd::Rendered { revision, images })
+    }))
+}
+
+/// Delivers the rollout check the write sent, once the controller has synced, and prints
+/// what it confirmed.
+async fn confirm(
+    standins: &StandIns,
+    handler: &Handler,
+    queue: &str,
+    queue_arn: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let Some(check) = standins
+        .aws
+        .queue(queue)
+        .into_iter()
+        .find(|m| m.body.contains("confirm-rollout"))
+    else {
+        println!(
+            "
+No rollout to follow: nothing was written."
+        );
+        return Ok(());
+    };
+    println!(
+        "
+Rollout check sent with a {} s delay; Argo CD's controller stand-in syncs after 1 s.",
+        check.delay_seconds
+    );
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let batch = serde_json::json!({"Records": [{"messageId": check.id, "eventSource": "aws:sqs",
+        "eventSourceARN": queue_arn, "body": check.body}]});
+    let report = handler
+        .handle(&batch, None)
+        .await
+        .map_err(|e| e.to_string())?;
+    for rollout in &report.rollouts {
+        println!(
+            "Rollout {} of {}/{}: {}",
+            rollout.state, rollout.namespace, rollout.name, rollout.reason
+        );
+        for lead in &rollout.lead_seconds {
+            if *lead > 86_400.0 {
+                println!(
+                    "  lead time, ECR push to live: {:.0} days (the sample image was pushed long ago; a fresh push measures seconds)",
+                    lead / 86_400.0
+                );
+            } else {
+                println!("  lead time, ECR push to live: {lead:.0} s");
+            }
+        }
+        if let Some(seconds) = rollout.write_to_live_seconds {
+            println!("  write to live: {seconds:.1} s");
+        }
+    }
+    for event in standins.kube.events() {
+        if event["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("Rollout"))
+        {
+            println!("Event {}: {}", event["reason"], event["message"]);
+        }
     }
     Ok(())
 }

@@ -98,6 +98,60 @@ pub struct Config {
     pub own_account: Option<String>,
     /// How a scheduled sweep of a large fleet fans out over the sweep queue.
     pub sweep: SweepSettings,
+    /// Following writes until they are live (`CONFIRM_ROLLOUTS`, `ROLLOUT_METRIC_APPLICATIONS`).
+    pub rollouts: RolloutSettings,
+}
+
+/// Rollout confirmation: each write followed over the sweep queue until live, failed or out
+/// of time.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RolloutSettings {
+    /// `CONFIRM_ROLLOUTS` (default true): follow writes. Needs the sweep queue.
+    pub confirm: bool,
+    /// `ROLLOUT_METRIC_APPLICATIONS`: `namespace/name` of the Applications whose lead times
+    /// also get a metric of their own (each is a custom metric, billed monthly).
+    pub metric_applications: std::collections::BTreeSet<String>,
+}
+
+/// The most Applications with a lead-time metric of their own.
+pub const MAX_METRIC_APPLICATIONS: usize = 50;
+
+fn rollout_settings(env: &Env<'_>) -> Result<RolloutSettings, ConfigError> {
+    let mut metric_applications = std::collections::BTreeSet::new();
+    for item in env
+        .get("ROLLOUT_METRIC_APPLICATIONS")
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|i| !i.is_empty())
+    {
+        let named = item.split_once('/').is_some_and(|(namespace, name)| {
+            is_namespace(namespace)
+                && !name.is_empty()
+                && name.len() <= 253
+                && name.split('.').all(is_namespace)
+        });
+        if !named {
+            return Err(error(
+                "ROLLOUT_METRIC_APPLICATIONS",
+                format!("`{item}` is not namespace/name"),
+            ));
+        }
+        metric_applications.insert(item.to_string());
+    }
+    if metric_applications.len() > MAX_METRIC_APPLICATIONS {
+        return Err(error(
+            "ROLLOUT_METRIC_APPLICATIONS",
+            format!(
+                "names {} Applications, over {MAX_METRIC_APPLICATIONS}: each is a custom metric; use the log line's application field in Logs Insights for the rest",
+                metric_applications.len()
+            ),
+        ));
+    }
+    Ok(RolloutSettings {
+        confirm: env.flag("CONFIRM_ROLLOUTS", true)?,
+        metric_applications,
+    })
 }
 
 /// The reconcile sweep's fan-out (`SWEEP_*`). Without a queue every sweep runs in one
@@ -853,6 +907,7 @@ impl Config {
         Ok(Self {
             own_account,
             sweep: sweep_settings(&env)?,
+            rollouts: rollout_settings(&env)?,
             git: git_settings(&env, &namespaces)?,
             dry_run: env.flag("DRY_RUN", false)?,
             read_image_updaters: env.flag("READ_IMAGEUPDATERS", true)?,
@@ -1259,6 +1314,17 @@ mod tests {
                 "ARGOCD_NAMESPACES",
             ),
             (&[("CLUSTER_NAME", "c"), ("DRY_RUN", "maybe")], "DRY_RUN"),
+            (
+                &[
+                    ("CLUSTER_NAME", "c"),
+                    ("ROLLOUT_METRIC_APPLICATIONS", "argocd/web,web"),
+                ],
+                "ROLLOUT_METRIC_APPLICATIONS",
+            ),
+            (
+                &[("CLUSTER_NAME", "c"), ("CONFIRM_ROLLOUTS", "sure")],
+                "CONFIRM_ROLLOUTS",
+            ),
             (&[("CLUSTER_NAME", "c"), ("LOG_LEVEL", "loud")], "LOG_LEVEL"),
             (
                 &[("CLUSTER_NAME", "c"), ("KUBE_REQUEST_TIMEOUT_MS", "0")],

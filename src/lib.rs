@@ -18,6 +18,9 @@
 //! - [`sweep`]: a large fleet's sweep in shards: [`sweep::gather`], what the coordinator keeps
 //!   of what it lists; [`sweep::shard`] plans the shards and reads a shard message back, once
 //!   (pure); [`sweep::queue`] sends them.
+//! - [`rollout`]: following a write until it is live: [`rollout::message`], the check the
+//!   sweep queue brings back after a delay; [`rollout::judge`], live, failed, superseded or
+//!   out of time, from the Application alone (pure).
 //! - [`git`]: [`git::hosts`], opening the repository a change goes to on its host
 //!   ([`git::githost`]: [`git::github`], [`git::gitlab`], [`git::codecommit`]) with the
 //!   credentials [`git::gitcreds`] scopes to [`git::repourl`]'s parsed URLs;
@@ -84,6 +87,7 @@ pub(crate) mod decision;
 pub mod git;
 pub mod pipeline;
 pub mod registry;
+pub mod rollout;
 pub mod sweep;
 
 pub mod config;

@@ -83,6 +83,11 @@ async fn invoke(
     let elapsed = started.elapsed();
     let metrics = metrics::emf(function_name, mode, failed, report, elapsed, now_ms);
     println!("{metrics}");
+    for rollout in report.map_or(&[][..], |r| r.rollouts.as_slice()) {
+        if let Some(line) = metrics::rollout_emf(function_name, rollout, now_ms) {
+            println!("{line}");
+        }
+    }
     match result {
         // Lambda's SQS event source mapping reads only the partial batch response.
         Ok(report) if report.mode == InvocationKind::Shard => Ok(report.batch_response()),

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::report::{Action, InvocationKind, Report};
+use crate::report::{Action, InvocationKind, Report, RolloutReport};
 
 pub const NAMESPACE: &str = "ArgocdEcrUpdater";
 
@@ -127,10 +127,114 @@ pub fn emf(
     line
 }
 
+/// The EMF line of a rollout outcome, `None` for a check that reported none. Dimensions stay
+/// cheap at any fleet size: the function and the outcome (`confirmed`, `failed`,
+/// `timed-out`); an Application named in `ROLLOUT_METRIC_APPLICATIONS` also under its own
+/// `Application` dimension. The line carries the Application as a plain field for Logs
+/// Insights. `LeadTimeSeconds` (ECR push to live observed, one value per image) and
+/// `WriteToLiveSeconds` are on confirmed rollouts only.
+pub fn rollout_emf(function: &str, rollout: &RolloutReport, timestamp_ms: i128) -> Option<Value> {
+    if !rollout.is_outcome() {
+        return None;
+    }
+    let application = format!("{}/{}", rollout.namespace, rollout.name);
+    let mut dimensions = vec![json!(["FunctionName", "Outcome"])];
+    if rollout.own_metric {
+        dimensions.push(json!(["FunctionName", "Outcome", "Application"]));
+    }
+    let mut metrics = vec![json!({"Name": "Rollouts", "Unit": "Count"})];
+    let mut line = json!({
+        "FunctionName": function,
+        "Outcome": rollout.state,
+        "Rollouts": 1,
+        "application": application,
+        "images": rollout.images,
+    });
+    if rollout.own_metric {
+        line["Application"] = json!(application);
+    }
+    if !rollout.lead_seconds.is_empty() {
+        metrics.push(json!({"Name": "LeadTimeSeconds", "Unit": "Seconds"}));
+        line["LeadTimeSeconds"] = json!(rollout.lead_seconds);
+    }
+    if let Some(seconds) = rollout.write_to_live_seconds {
+        metrics.push(json!({"Name": "WriteToLiveSeconds", "Unit": "Seconds"}));
+        line["WriteToLiveSeconds"] = json!(seconds);
+    }
+    line["_aws"] = json!({
+        "Timestamp": timestamp_ms,
+        "CloudWatchMetrics": [{"Namespace": NAMESPACE, "Dimensions": dimensions, "Metrics": metrics}],
+    });
+    Some(line)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::report::Entry;
+
+    fn rollout(state: &str, own_metric: bool) -> RolloutReport {
+        RolloutReport {
+            cluster: None,
+            namespace: "argocd".into(),
+            name: "web".into(),
+            images: vec!["r/web:1.1".into()],
+            written_at: "2026-12-03T10:00:00Z".into(),
+            check: 3,
+            state: state.into(),
+            reason: "running and Healthy".into(),
+            lead_seconds: if state == "confirmed" {
+                vec![70.5]
+            } else {
+                vec![]
+            },
+            write_to_live_seconds: (state == "confirmed").then_some(60.0),
+            own_metric,
+        }
+    }
+
+    #[test]
+    fn a_confirmed_rollout_carries_its_lead_times_under_the_outcome_only() {
+        let line = rollout_emf("fn", &rollout("confirmed", false), 1).unwrap();
+        let directive = &line["_aws"]["CloudWatchMetrics"][0];
+        assert_eq!(
+            directive["Dimensions"],
+            json!([["FunctionName", "Outcome"]])
+        );
+        let names: Vec<&str> = directive["Metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["Name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["Rollouts", "LeadTimeSeconds", "WriteToLiveSeconds"]);
+        assert_eq!(line["LeadTimeSeconds"], json!([70.5]));
+        assert_eq!(line["WriteToLiveSeconds"], 60.0);
+        assert_eq!(line["application"], "argocd/web");
+        assert!(
+            line.get("Application").is_none(),
+            "no per-Application dimension by default"
+        );
+    }
+
+    #[test]
+    fn an_application_opted_in_gets_its_own_dimension_and_pending_checks_no_line() {
+        let line = rollout_emf("fn", &rollout("failed", true), 1).unwrap();
+        let directive = &line["_aws"]["CloudWatchMetrics"][0];
+        assert_eq!(
+            directive["Dimensions"],
+            json!([
+                ["FunctionName", "Outcome"],
+                ["FunctionName", "Outcome", "Application"]
+            ])
+        );
+        assert_eq!(line["Application"], "argocd/web");
+        assert_eq!(line["Outcome"], "failed");
+        assert!(line.get("LeadTimeSeconds").is_none());
+        for state in ["pending", "superseded", "already-reported", "unfollowed"] {
+            assert_eq!(rollout_emf("fn", &rollout(state, true), 1), None, "{state}");
+        }
+    }
 
     #[test]
     fn the_line_declares_every_metric_it_carries_under_low_cardinality_dimensions() {

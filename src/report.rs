@@ -231,6 +231,45 @@ pub struct Report {
     /// SQS delivers only those again.
     #[serde(skip)]
     pub failed_messages: Vec<String>,
+    /// Rollout checks this invocation made: writes followed until live, failed or out of
+    /// time.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rollouts: Vec<RolloutReport>,
+}
+
+/// One check of one followed write.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RolloutReport {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
+    pub namespace: String,
+    pub name: String,
+    /// `image:value` of each image the write moved.
+    pub images: Vec<String>,
+    /// The write's time, as its audit record says.
+    pub written_at: String,
+    /// 1 for the first check of the write.
+    pub check: u32,
+    /// `confirmed`, `failed`, `timed-out` (an outcome, reported once); `pending`, `superseded`,
+    /// `already-reported`, `unfollowed`.
+    pub state: String,
+    pub reason: String,
+    /// ECR push to live observed, per image whose push time is known (confirmed only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub lead_seconds: Vec<f64>,
+    /// The write to live observed (confirmed only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub write_to_live_seconds: Option<f64>,
+    /// Whether the Application gets a lead-time metric of its own.
+    #[serde(skip)]
+    pub own_metric: bool,
+}
+
+impl RolloutReport {
+    /// Whether this check reported an outcome (once per write).
+    pub fn is_outcome(&self) -> bool {
+        matches!(self.state.as_str(), "confirmed" | "failed" | "timed-out")
+    }
 }
 
 /// How a sweep was shared out, or how the shards of one invocation went.
@@ -259,6 +298,7 @@ impl Report {
             stats: Stats::default(),
             sweep: None,
             failed_messages: Vec::new(),
+            rollouts: Vec::new(),
         }
     }
 
@@ -330,6 +370,9 @@ impl Report {
             if let Some(failure) = &mut cluster.failure {
                 failure.message = scrub(&failure.message);
             }
+        }
+        for rollout in &mut self.rollouts {
+            rollout.reason = scrub(&rollout.reason);
         }
     }
 
@@ -419,6 +462,30 @@ impl Report {
                 ),
             }
         }
+        for r in &self.rollouts {
+            let cluster = r.cluster.as_deref().unwrap_or("");
+            let images = r.images.join(", ");
+            let lead = r
+                .lead_seconds
+                .iter()
+                .copied()
+                .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+            macro_rules! rollout {
+                ($level:ident) => {
+                    tracing::$level!(
+                        cluster = %cluster, namespace = %r.namespace, application = %r.name,
+                        images = %images, written_at = %r.written_at, check = r.check, state = %r.state,
+                        lead_time_seconds = lead, write_to_live_seconds = r.write_to_live_seconds,
+                        reason = %r.reason, "rollout"
+                    )
+                };
+            }
+            match r.state.as_str() {
+                "failed" | "timed-out" => rollout!(warn),
+                "confirmed" => rollout!(info),
+                _ => rollout!(debug),
+            }
+        }
         let st = &self.stats;
         tracing::info!(
             event_id = %self.event_id, mode = self.mode.as_str(), list_pages = st.list_pages,
@@ -434,6 +501,17 @@ impl Report {
     pub fn notification_subject(&self) -> Option<String> {
         let count = |action: Action| self.entries.iter().filter(|e| e.action == action).count();
         let (updated, failed) = (count(Action::Updated), count(Action::Failed));
+        let outcomes: Vec<&RolloutReport> =
+            self.rollouts.iter().filter(|r| r.is_outcome()).collect();
+        if updated + failed == 0 && !outcomes.is_empty() {
+            let states: Vec<String> = outcomes
+                .iter()
+                .map(|r| format!("{} {}/{}", r.state, r.namespace, r.name))
+                .collect();
+            let mut subject = format!("argocd-ecr-updater: rollout {}", states.join(", "));
+            subject.truncate(99);
+            return Some(subject);
+        }
         (updated + failed > 0).then(|| {
             let what = self.image.as_deref().unwrap_or(self.mode.as_str());
             let mut subject =

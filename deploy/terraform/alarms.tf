@@ -195,6 +195,27 @@ resource "aws_cloudwatch_dashboard" "function" {
           ]
         }
       },
+      {
+        type = "metric", width = 12, height = 6
+        properties = {
+          title = "Rollout lead time: ECR push to live (s)", region = local.region, period = 3600
+          metrics = [
+            ["ArgocdEcrUpdater", "LeadTimeSeconds", "FunctionName", aws_lambda_function.function.function_name, "Outcome", "confirmed", { stat = "p50", label = "lead time p50" }],
+            ["ArgocdEcrUpdater", "LeadTimeSeconds", "FunctionName", aws_lambda_function.function.function_name, "Outcome", "confirmed", { stat = "p90", label = "lead time p90" }],
+            ["ArgocdEcrUpdater", "WriteToLiveSeconds", "FunctionName", aws_lambda_function.function.function_name, "Outcome", "confirmed", { stat = "p50", label = "write to live p50" }],
+          ]
+        }
+      },
+      {
+        type = "metric", width = 12, height = 6
+        properties = {
+          title = "Rollouts by outcome", region = local.region, stat = "Sum", period = 3600
+          metrics = [
+            for outcome in ["confirmed", "failed", "timed-out"] :
+            ["ArgocdEcrUpdater", "Rollouts", "FunctionName", aws_lambda_function.function.function_name, "Outcome", outcome]
+          ]
+        }
+      },
     ]
   })
 }

@@ -96,6 +96,8 @@ resource "aws_lambda_function" "function" {
       SWEEP_SHARD_SIZE            = tostring(var.sweep_shard_size)
       SWEEP_CONCURRENCY           = tostring(var.sweep_concurrency)
       SWEEP_CLUSTER_REQUESTS      = tostring(var.sweep_cluster_requests)
+      CONFIRM_ROLLOUTS            = tostring(var.confirm_rollouts)
+      ROLLOUT_METRIC_APPLICATIONS = join(",", var.rollout_metric_applications)
     }
   }
 

@@ -257,6 +257,22 @@ variable "sweep_cluster_requests" {
   default     = 40
 }
 
+variable "confirm_rollouts" {
+  description = "Follow each write until it is live (synced, running, Healthy), failed or out of time; checks ride the sweep queue with a delay, and each outcome is an Event, a log line, metrics and the SNS report."
+  type        = bool
+  default     = true
+}
+
+variable "rollout_metric_applications" {
+  description = "namespace/name of Applications (at most 50) whose rollout lead times also get a metric dimension of their own (each is a custom metric)."
+  type        = list(string)
+  default     = []
+  validation {
+    condition     = length(var.rollout_metric_applications) <= 50 && alltrue([for a in var.rollout_metric_applications : can(regex("^[a-z0-9][a-z0-9-]{0,62}/[a-z0-9][a-z0-9.-]{0,252}$", a))])
+    error_message = "rollout_metric_applications: at most 50 entries, each namespace/name."
+  }
+}
+
 variable "notification_topic_arn" {
   type    = string
   default = ""

@@ -112,6 +112,9 @@ pub struct ImageConfig {
     /// `min-age` (ours): an image is written only once it has been in ECR this long, by
     /// ECR's push time.
     pub min_age: Option<std::time::Duration>,
+    /// `hold-on-failure` (ours): after a failed rollout of this image, hold further writes
+    /// of it until the Application is Healthy again.
+    pub hold_on_failure: bool,
     pub helm: HelmTarget,
     /// `kustomize.image-name`: the image name Kustomize replaces; defaults to the image.
     pub kustomize_image_name: Option<String>,
@@ -412,6 +415,7 @@ impl Reader<'_> {
         let scan_gate = self.scan_gate(alias)?;
         let cosign_key = self.cosign_key(alias)?;
         let min_age = self.min_age(alias)?;
+        let hold_on_failure = self.own_flag(alias, "hold-on-failure")?;
         Ok(ImageConfig {
             alias: alias.map(str::to_string),
             image: ImageRef::parse(image),
@@ -422,6 +426,7 @@ impl Reader<'_> {
             scan_gate,
             cosign_key,
             min_age,
+            hold_on_failure,
             helm,
             kustomize_image_name,
             plugin,
@@ -567,10 +572,15 @@ impl Reader<'_> {
     /// Our own annotation, per alias then for every image (on an ImageUpdater object, in its
     /// `metadata.annotations`): write the chosen tag with the digest it points to.
     fn pin_digest(&self, alias: Option<&str>) -> Result<bool, AnnotationError> {
+        self.own_flag(alias, "pin-digest")
+    }
+
+    /// One of our boolean annotations, per alias then for every image.
+    fn own_flag(&self, alias: Option<&str>, name: &str) -> Result<bool, AnnotationError> {
         let keys = alias
-            .map(|a| format!("{OWN_PREFIX}{a}.pin-digest"))
+            .map(|a| format!("{OWN_PREFIX}{a}.{name}"))
             .into_iter()
-            .chain(std::iter::once(format!("{OWN_PREFIX}pin-digest")));
+            .chain(std::iter::once(format!("{OWN_PREFIX}{name}")));
         for key in keys {
             if let Some(value) = self.annotations.get(&key) {
                 return parse_bool(&key, value);

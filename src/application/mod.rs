@@ -2,6 +2,7 @@
 //! lives in it. Below the decision, the patch and the Git write-back, which all read it the
 //! same way; it reads only the configuration (`appconfig`) and the tag model (`policy`).
 
+pub(crate) mod audit;
 pub(crate) mod identity;
 pub(crate) mod sources;
 pub(crate) mod view;

@@ -501,8 +501,9 @@ struct ListMeta {
 ///
 /// Kept, with their readers: `sourceType` and `sourceTypes` (which parameters a source takes,
 /// `patch::source_kinds`), `summary.images` (the images Argo CD deployed, `patch`), and
-/// `history` (when the current tag was deployed, `decide`). A new reader of `status` adds its
-/// field to `StatusRead`.
+/// `history` (when the current tag was deployed, `decide`); `sync`, `health` and of
+/// `operationState` all but the synced resources (whether a write is live, `rollout`). A new
+/// reader of `status` adds its field to `StatusRead`.
 pub struct ApplicationRead(pub Value);
 
 /// The fields of an Application's `status` that [`ApplicationRead`] keeps.
@@ -513,11 +514,74 @@ struct StatusRead {
     source_types: Option<Value>,
     summary: Option<SummaryRead>,
     history: Option<Value>,
+    sync: Option<SyncRead>,
+    health: Option<Value>,
+    operation_state: Option<OperationStateRead>,
+}
+
+/// The sync status without the comparison's copy of the sources.
+#[derive(Deserialize)]
+struct SyncRead {
+    status: Option<Value>,
+    revision: Option<Value>,
+    revisions: Option<Value>,
 }
 
 #[derive(Deserialize)]
 struct SummaryRead {
     images: Option<Value>,
+}
+
+/// The last operation, without the per-resource results of its sync (one entry per synced
+/// object: most of it, on a large Application).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct OperationStateRead {
+    phase: Option<Value>,
+    message: Option<Value>,
+    started_at: Option<Value>,
+    finished_at: Option<Value>,
+    operation: Option<Value>,
+    sync_result: Option<SyncResultRead>,
+}
+
+#[derive(Deserialize)]
+struct SyncResultRead {
+    revision: Option<Value>,
+    revisions: Option<Value>,
+    source: Option<Value>,
+    sources: Option<Value>,
+}
+
+/// The `Some` fields, by name, as a JSON object.
+fn object_of(fields: impl IntoIterator<Item = (&'static str, Option<Value>)>) -> Value {
+    Value::Object(
+        fields
+            .into_iter()
+            .filter_map(|(key, value)| Some((key.to_string(), value?)))
+            .collect(),
+    )
+}
+
+impl OperationStateRead {
+    fn into_value(self) -> Value {
+        let result = self.sync_result.map(|r| {
+            object_of([
+                ("revision", r.revision),
+                ("revisions", r.revisions),
+                ("source", r.source),
+                ("sources", r.sources),
+            ])
+        });
+        object_of([
+            ("phase", self.phase),
+            ("message", self.message),
+            ("startedAt", self.started_at),
+            ("finishedAt", self.finished_at),
+            ("operation", self.operation),
+            ("syncResult", result),
+        ])
+    }
 }
 
 impl StatusRead {
@@ -527,6 +591,21 @@ impl StatusRead {
             ("sourceType", self.source_type),
             ("sourceTypes", self.source_types),
             ("history", self.history),
+            (
+                "sync",
+                self.sync.map(|s| {
+                    object_of([
+                        ("status", s.status),
+                        ("revision", s.revision),
+                        ("revisions", s.revisions),
+                    ])
+                }),
+            ),
+            ("health", self.health),
+            (
+                "operationState",
+                self.operation_state.map(OperationStateRead::into_value),
+            ),
         ];
         for (key, value) in kept {
             if let Some(value) = value {
@@ -1573,8 +1652,9 @@ mod tests {
               "summary":{"images":["x/y:1"],"externalURLs":["https://e"]},
               "history":[{"id":1,"deployedAt":"2025-01-01T00:00:00Z","source":{"repoURL":"r"}}],
               "resources":[{"kind":"Deployment","name":"web","status":"Synced"}],
-              "operationState":{"phase":"Succeeded","syncResult":{"resources":[]}},
-              "sync":{"status":"Synced","comparedTo":{"source":{"repoURL":"r"}}},
+              "operationState":{"phase":"Succeeded","finishedAt":"2025-01-01T00:00:01Z",
+                "syncResult":{"revision":"abc","resources":[{"kind":"Deployment"}]}},
+              "sync":{"status":"Synced","revision":"abc","comparedTo":{"source":{"repoURL":"r"}}},
               "health":{"status":"Healthy"}}}"#;
         let read: ApplicationRead = serde_json::from_str(json).unwrap();
         let full: Value = serde_json::from_str(json).unwrap();
@@ -1585,7 +1665,11 @@ mod tests {
             read.0["status"],
             json!({"sourceType": "Helm", "sourceTypes": ["Helm"],
                 "summary": {"images": ["x/y:1"]},
-                "history": [{"id": 1, "deployedAt": "2025-01-01T00:00:00Z", "source": {"repoURL": "r"}}]})
+                "history": [{"id": 1, "deployedAt": "2025-01-01T00:00:00Z", "source": {"repoURL": "r"}}],
+                "sync": {"status": "Synced", "revision": "abc"},
+                "health": {"status": "Healthy"},
+                "operationState": {"phase": "Succeeded", "finishedAt": "2025-01-01T00:00:01Z",
+                    "syncResult": {"revision": "abc"}}})
         );
     }
 

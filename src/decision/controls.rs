@@ -8,6 +8,9 @@
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
+use crate::appconfig::annotations::ImageConfig;
+use crate::application::audit::AuditRecord;
+use crate::decision::decide::ImageOutcome;
 use crate::report::{Action, Entry};
 
 /// The annotation, on an Application or in an ImageUpdater object's `metadata.annotations`.
@@ -107,12 +110,169 @@ pub fn held(entries: Vec<Entry>, hold: &Hold) -> Vec<Entry> {
         .collect()
 }
 
+/// Hold-on-failure (`<alias>.hold-on-failure: "true"`): after a rollout of this image
+/// failed (as our audit record says the last write's did), a further update is decided and
+/// reported but not written while the Application is not Healthy. Healthy again, or the
+/// annotation removed, and the next event or sweep writes.
+pub fn hold_after_failure(
+    outcome: ImageOutcome,
+    config: &ImageConfig,
+    app: &serde_json::Value,
+) -> ImageOutcome {
+    if !config.hold_on_failure || outcome.update.is_none() {
+        return outcome;
+    }
+    let Some(record) = AuditRecord::of(app) else {
+        return outcome;
+    };
+    let image = config.image.to_string();
+    let failed = record
+        .rollout
+        .as_ref()
+        .is_some_and(|r| r.outcome == "failed");
+    let Some(written) = record.images.iter().find(|i| i.image == image) else {
+        return outcome;
+    };
+    let health = app["status"]["health"]["status"]
+        .as_str()
+        .unwrap_or("Unknown");
+    if !failed || health == "Healthy" {
+        return outcome;
+    }
+    let reason = format!(
+        "held after the failed rollout of `{}` (hold-on-failure): the Application is {health}; the next event or sweep writes once Argo CD reports it Healthy or the annotation is removed",
+        written.to
+    );
+    held_outcome(outcome, &reason)
+}
+
+/// An update turned into a skip that says what it would have written.
+fn held_outcome(outcome: ImageOutcome, why: &str) -> ImageOutcome {
+    ImageOutcome {
+        entries: held(outcome.entries, &Hold::Frozen(why.to_string())),
+        update: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use time::macros::datetime;
 
     const NOW: OffsetDateTime = datetime!(2026-12-03 12:00 UTC);
+
+    #[test]
+    fn a_failed_rollout_holds_the_image_until_the_application_is_healthy() {
+        use crate::appconfig::annotations::{AUDIT_ANNOTATION, AppConfig, OWN_PREFIX, PREFIX};
+        use crate::decision::decide::Move;
+        use crate::policy::TagRef;
+        use serde_json::json;
+        const IMAGE: &str = "1.dkr.ecr.r.amazonaws.com/web";
+        let config = |hold: bool| {
+            let mut map = std::collections::BTreeMap::new();
+            map.insert(format!("{PREFIX}image-list"), format!("app={IMAGE}"));
+            if hold {
+                map.insert(format!("{OWN_PREFIX}app.hold-on-failure"), "true".into());
+            }
+            AppConfig::parse(&map).unwrap().images[0]
+                .config
+                .clone()
+                .unwrap()
+        };
+        let update = || {
+            let mut entry =
+                Entry::new("argocd", "web", Some("app"), IMAGE).with(Action::Updated, "newer");
+            (entry.from, entry.to) = (Some("1.1".into()), Some("1.2".into()));
+            ImageOutcome {
+                entries: vec![entry],
+                update: Some(Move {
+                    to: TagRef::tag("1.2"),
+                    sources: vec![0],
+                    check_platforms: None,
+                    pushed_at: None,
+                }),
+            }
+        };
+        let app = |outcome: Option<&str>, image: &str, health: &str| {
+            let mut record = json!({"time": "2026-12-03T10:00:00Z", "eventId": "e",
+                "images": [{"image": image, "from": "1.0", "to": "1.1"}]});
+            if let Some(outcome) = outcome {
+                record["rollout"] = json!({"outcome": outcome, "at": "2026-12-03T10:05:00Z"});
+            }
+            json!({"metadata": {"annotations": {AUDIT_ANNOTATION: record.to_string()}},
+                "status": {"health": {"status": health}}})
+        };
+        let cases = [
+            (
+                "held: failed and still Degraded",
+                true,
+                app(Some("failed"), IMAGE, "Degraded"),
+                true,
+            ),
+            (
+                "held while Progressing after the failure",
+                true,
+                app(Some("failed"), IMAGE, "Progressing"),
+                true,
+            ),
+            (
+                "written: Healthy again",
+                true,
+                app(Some("failed"), IMAGE, "Healthy"),
+                false,
+            ),
+            (
+                "written: the annotation is not set",
+                false,
+                app(Some("failed"), IMAGE, "Degraded"),
+                false,
+            ),
+            (
+                "written: the rollout was confirmed",
+                true,
+                app(Some("confirmed"), IMAGE, "Degraded"),
+                false,
+            ),
+            (
+                "written: a timed-out rollout is not a failure",
+                true,
+                app(Some("timed-out"), IMAGE, "Degraded"),
+                false,
+            ),
+            (
+                "written: not yet judged",
+                true,
+                app(None, IMAGE, "Degraded"),
+                false,
+            ),
+            (
+                "written: the failed write moved another image",
+                true,
+                app(Some("failed"), "1.dkr.ecr.r.amazonaws.com/api", "Degraded"),
+                false,
+            ),
+        ];
+        for (case, hold, app, held) in cases {
+            let outcome = hold_after_failure(update(), &config(hold), &app);
+            assert_eq!(outcome.update.is_none(), held, "{case}");
+            if held {
+                let entry = &outcome.entries[0];
+                assert_eq!(entry.action, Action::Skipped, "{case}");
+                assert!(
+                    entry
+                        .reason
+                        .starts_with("held after the failed rollout of `1.1` (hold-on-failure)"),
+                    "{case}: {}",
+                    entry.reason
+                );
+                assert!(
+                    entry.reason.contains("would update `1.1` to `1.2`"),
+                    "{case}: {}",
+                    entry.reason
+                );
+            }
+        }
+    }
 
     #[test]
     fn freeze_values_read_as_written() {

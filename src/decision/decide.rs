@@ -16,6 +16,7 @@ use time::format_description::well_known::Rfc3339;
 use crate::appconfig::annotations::AUDIT_ANNOTATION;
 use crate::appconfig::annotations::{AppConfig, ImageConfig, ImageEntry, ImageRef, Platform};
 use crate::appconfig::imageupdater::ConfigSource;
+use crate::application::audit::{AuditRecord, rfc3339_at};
 use crate::application::identity::Identity;
 use crate::application::sources::{self, Targets};
 use crate::application::view::AppView;
@@ -77,6 +78,9 @@ pub struct Move {
     pub sources: Vec<usize>,
     /// Tags whose manifests must offer the wanted platforms before the write (push mode).
     pub check_platforms: Option<String>,
+    /// When ECR received the image written, when known: the audit record keeps it, and a
+    /// rollout check measures the lead time from it.
+    pub pushed_at: Option<OffsetDateTime>,
 }
 
 impl ImageOutcome {
@@ -306,7 +310,7 @@ pub fn assemble(
                     .entries
                     .iter()
                     .filter(|e| e.action == Action::Updated)
-                    .map(|e| audit_image(config, e)),
+                    .map(|e| audit_image(config, e, update.pushed_at)),
             );
             updates.push(ImageUpdate {
                 config,
@@ -815,6 +819,7 @@ impl ImageCase<'_> {
                                 to,
                                 sources: vec![source],
                                 check_platforms: None,
+                                pushed_at: None,
                             })
                         }
                     }
@@ -1044,15 +1049,9 @@ impl Since {
 pub fn running_since(app: &Value, image: &ImageConfig, current: &TagRef) -> Option<Since> {
     let reference = image.image.to_string();
     let current_text = current.to_string();
-    let audited = audit_record(app)
-        .filter(|audit| {
-            audit["images"].as_array().is_some_and(|images| {
-                images
-                    .iter()
-                    .any(|i| i["image"] == reference.as_str() && i["to"] == current_text.as_str())
-            })
-        })
-        .and_then(|audit| rfc3339_at(&audit["time"]));
+    let audited = AuditRecord::of(app)
+        .filter(|audit| audit.moved(&reference, &current_text))
+        .map(|audit| audit.time);
     if let Some(time) = audited {
         return Some(Since {
             time,
@@ -1063,20 +1062,6 @@ pub fn running_since(app: &Value, image: &ImageConfig, current: &TagRef) -> Opti
         time,
         source: "Argo CD's status.history",
     })
-}
-
-/// Our audit record of the last write, as the Application carries it.
-fn audit_record(app: &Value) -> Option<Value> {
-    app["metadata"]["annotations"][AUDIT_ANNOTATION]
-        .as_str()
-        .and_then(|text| serde_json::from_str(text).ok())
-}
-
-/// An RFC 3339 time held in a JSON string.
-fn rfc3339_at(value: &Value) -> Option<OffsetDateTime> {
-    value
-        .as_str()
-        .and_then(|t| OffsetDateTime::parse(t, &Rfc3339).ok())
 }
 
 /// When Argo CD deployed `value` of `image`, by its sync history's sources.
@@ -1191,16 +1176,13 @@ impl Rollback {
 /// what the write replaced or ranks below it under the image's strategy.
 pub fn rollback_of(app: &Value, image: &ImageConfig, current: &TagRef) -> Option<Rollback> {
     let reference = image.image.to_string();
-    let audit = audit_record(app)?;
-    let written = audit["images"]
-        .as_array()?
-        .iter()
-        .find(|i| i["image"] == reference.as_str())?;
-    let to = TagRef::parse(written["to"].as_str()?)?;
+    let audit = AuditRecord::of(app)?;
+    let written = audit.images.iter().find(|i| i.image == reference)?;
+    let to = TagRef::parse(&written.to)?;
     if &to == current {
         return None;
     }
-    let replaced = written["from"].as_str() == Some(current.to_string().as_str());
+    let replaced = written.from.as_deref() == Some(current.to_string().as_str());
     let ranks_below = image
         .policy
         .ranks_above(&TagInfo::named(&to.tag), &TagInfo::named(&current.tag))
@@ -1208,7 +1190,7 @@ pub fn rollback_of(app: &Value, image: &ImageConfig, current: &TagRef) -> Option
     if !(replaced || ranks_below) {
         return None;
     }
-    let written_at = rfc3339_at(&audit["time"])?;
+    let written_at = audit.time;
     // When Argo CD deployed `value` at or after `after`, by its sync history.
     let deployed_after = |value: &TagRef, after: OffsetDateTime| {
         deploys_of(app, image, value)
@@ -1236,16 +1218,13 @@ pub fn rollback_of(app: &Value, image: &ImageConfig, current: &TagRef) -> Option
 /// else makes this later than the revert, which only holds more back, never less).
 fn git_rollback_deployed(
     app: &Value,
-    audit: &Value,
+    audit: &AuditRecord,
     image: &ImageConfig,
     current: &TagRef,
     written_at: OffsetDateTime,
 ) -> Option<Option<OffsetDateTime>> {
-    let git = &audit["git"];
     // A pull request's commit is live only once merged, under another revision.
-    let commit = git["commit"]
-        .as_str()
-        .filter(|_| git["pullRequest"].is_null())?;
+    let commit = audit.commit.as_deref().filter(|_| !audit.pull_request)?;
     let syncs: Vec<(Option<&str>, OffsetDateTime)> = app["status"]["history"]
         .as_array()?
         .iter()
@@ -1320,12 +1299,13 @@ fn platform_list(platforms: &[Platform]) -> String {
 }
 
 /// The audit annotation's record of one image's move.
-fn audit_image(image: &ImageConfig, entry: &Entry) -> ImageChange {
+fn audit_image(image: &ImageConfig, entry: &Entry, pushed: Option<OffsetDateTime>) -> ImageChange {
     ImageChange {
         alias: image.alias.clone(),
         image: image.image.clone(),
         from: entry.from.clone(),
         to: entry.to.clone(),
+        pushed,
     }
 }
 
@@ -1396,6 +1376,7 @@ mod tests {
                 to: TagRef::tag("1.1.0"),
                 sources: vec![0],
                 check_platforms: None,
+                pushed_at: None,
             }),
         };
         // (case, pushed at, now, held, follow-up at)

@@ -8,6 +8,7 @@
 //! again; an edit to anything else survives because the patch never mentions it.
 
 use serde_json::{Map, Value, json};
+use time::format_description::well_known::Rfc3339;
 
 use crate::appconfig::annotations::{
     self, AUDIT_ANNOTATION, AppConfig, HelmTarget, ImageConfig, ImageRef, PluginTarget, WriteBack,
@@ -74,6 +75,8 @@ pub struct ImageChange {
     pub image: ImageRef,
     pub from: Option<String>,
     pub to: Option<String>,
+    /// When ECR received the image written, when known.
+    pub pushed: Option<time::OffsetDateTime>,
 }
 
 /// The audit record a plan writes into the Application: when, for which event, and what it
@@ -91,7 +94,10 @@ impl Audit {
         let images: Vec<Value> = self
             .changes
             .iter()
-            .map(|c| json!({"alias": c.alias, "image": c.image.to_string(), "from": c.from, "to": c.to}))
+            .map(|c| {
+                let pushed = c.pushed.and_then(|t| t.format(&Rfc3339).ok());
+                json!({"alias": c.alias, "image": c.image.to_string(), "from": c.from, "to": c.to, "pushed": pushed})
+            })
             .collect();
         json!({"time": self.time, "eventId": self.event_id, "images": images})
     }
@@ -382,6 +388,7 @@ mod tests {
                     image: image.image.clone(),
                     from: None,
                     to: Some(to.to_string()),
+                    pushed: None,
                 }],
                 ..Audit::default()
             },

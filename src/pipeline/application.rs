@@ -293,7 +293,11 @@ impl Handler {
                 crate::pipeline::announce::record_event(work.kube, app, &decided.entries, now)
                     .await;
                 report.stats.events += 1;
-                report.entries.extend(decided.entries);
+                let written = plan.audit["time"].as_str().unwrap_or_default();
+                let notes = self.follow_write(work, app, written, None).await;
+                let mut entries = decided.entries;
+                add_notes(&mut entries, &notes);
+                report.entries.extend(entries);
                 return Attempt::Done;
             }
             Err(WriteError::Race(message)) => (message, true),
@@ -409,13 +413,24 @@ impl Handler {
                     for note in &case.config.notes {
                         tracing::info!(image = %case.config.image, note = %note, "annotation note");
                     }
-                    outcomes.push((case.config, self.decide_image(&case, work).await));
+                    let outcome = self.decide_image(&case, work).await;
+                    let outcome = controls::hold_after_failure(outcome, case.config, app);
+                    outcomes.push((case.config, outcome));
                 }
                 Err(entry) => gated.push(*entry),
             }
         }
         let now = time::OffsetDateTime::from(self.clock.now());
         decide::assemble(&view, gated, outcomes, now, work.event_id())
+    }
+}
+
+/// Notes on what followed a write, on the entries of the images it updated.
+pub(super) fn add_notes(entries: &mut [Entry], notes: &[String]) {
+    for entry in entries.iter_mut().filter(|e| e.action == Action::Updated) {
+        for note in notes {
+            entry.reason.push_str(&format!("; {note}"));
+        }
     }
 }
 

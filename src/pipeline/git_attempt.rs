@@ -212,10 +212,17 @@ impl Handler {
             "commit": commit.oid,
             "pullRequest": pull_request,
         });
-        if let Err(e) = self.request_refresh(app, plan, &record, work).await {
-            notes.push(format!(
-                "refresh not requested ({e}): Argo CD picks the commit up at its next Git poll"
-            ));
+        match self.request_refresh(app, plan, &record, work).await {
+            // A pull request's commit is live only once merged: nothing to follow yet.
+            Ok(()) if pull_request.is_none() => {
+                let written = plan.audit["time"].as_str().unwrap_or_default();
+                let followed = self.follow_write(work, app, written, Some(&commit.oid));
+                notes.extend(followed.await);
+            }
+            Ok(()) => {}
+            Err(e) => notes.push(format!(
+                "refresh not requested ({e}): Argo CD picks the commit up at its next Git poll; the rollout is not followed (the Application carries no record of the commit)"
+            )),
         }
         report.stats.patches += 1;
         let target = location.describe(&branch, &file);

@@ -119,7 +119,11 @@ impl Handler {
             tag_digest.as_deref(),
             findings.as_ref(),
         );
-        let outcome = self.soaked(outcome, case, pushed_at, work).await;
+        let mut outcome = self.soaked(outcome, case, pushed_at, work).await;
+        if let Some(update) = outcome.update.as_mut() {
+            // ECR's push time; the event's when ECR did not say (it follows the push closely).
+            update.pushed_at = pushed_at.or(Some(push.time));
+        }
         let digest = outcome
             .update
             .as_ref()
@@ -169,7 +173,10 @@ impl Handler {
             _ => outcome,
         };
         let pushed_at = choice.chosen.and_then(|t| t.pushed_at);
-        let soaked = self.soaked(gated, case, pushed_at, work).await;
+        let mut soaked = self.soaked(gated, case, pushed_at, work).await;
+        if let Some(update) = soaked.update.as_mut() {
+            update.pushed_at = pushed_at;
+        }
         Ok((soaked, digest))
     }
 

@@ -19,7 +19,7 @@ use crate::pipeline::listing::{self, Found, Listed};
 use crate::report::{Report, SweepSummary};
 use crate::sweep::gather::{self, Kept};
 use crate::sweep::queue::ShardQueue;
-use crate::sweep::shard::{self, Shard};
+use crate::sweep::shard::{self, QueueMessage, Shard};
 
 /// One cluster as the coordinator listed it.
 struct Gathered<'c> {
@@ -218,7 +218,7 @@ impl Handler {
         for record in records {
             let message_id = record.message_id.as_deref().unwrap_or("");
             let parsed = match &record.body {
-                Ok(body) => shard::parse(body).map_err(|e| e.to_string()),
+                Ok(body) => shard::read(body).map_err(|e| e.to_string()),
                 Err(refused) => Err(refused.clone()),
             };
             let failure = match parsed {
@@ -226,7 +226,22 @@ impl Handler {
                     tracing::error!(error = %e, message_id, "not a shard of this function's sweep; it fails on its own, and the queue's redrive policy parks it once SQS gives up on it");
                     Some(e)
                 }
-                Ok(shard) => {
+                Ok(QueueMessage::Check(check)) => {
+                    let failure = self.run_check(report, &check, deadline).await;
+                    if let Some(failure) = &failure {
+                        tracing::error!(
+                            failure,
+                            message_id,
+                            "the rollout check failed; SQS delivers it again, and after the queue's receive limit parks it"
+                        );
+                        failures.push(failure.clone());
+                        if let Some(id) = &record.message_id {
+                            report.failed_messages.push(id.clone());
+                        }
+                    }
+                    continue;
+                }
+                Ok(QueueMessage::Shard(shard)) => {
                     if report.event_id.is_empty() {
                         report.event_id.clone_from(&shard.sweep);
                     }

@@ -62,7 +62,24 @@ impl ShardQueue {
     /// Sends one shard that SQS hands out only after `delay_seconds` (at most SQS's 900): a
     /// follow-up that re-decides its Applications when a soak ends.
     pub async fn send_after(&self, shard: &Shard, delay_seconds: u32) -> Result<(), QueueError> {
-        let body = serde_json::to_string(shard).map_err(|e| QueueError::Refused {
+        self.send_message(shard, delay_seconds).await
+    }
+
+    /// Sends a rollout check, handed out after `delay_seconds`.
+    pub async fn send_check(
+        &self,
+        check: &crate::rollout::message::Confirmation,
+        delay_seconds: u32,
+    ) -> Result<(), QueueError> {
+        self.send_message(check, delay_seconds).await
+    }
+
+    async fn send_message(
+        &self,
+        message: &impl serde::Serialize,
+        delay_seconds: u32,
+    ) -> Result<(), QueueError> {
+        let body = serde_json::to_string(message).map_err(|e| QueueError::Refused {
             message: e.to_string(),
         })?;
         self.client

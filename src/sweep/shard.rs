@@ -119,7 +119,7 @@ pub enum ShardError {
     )]
     TooLarge(usize),
     #[error(
-        "Permanent.NotAShard: the message on the sweep queue is not a shard ({0}); only the function itself sends to that queue"
+        "Permanent.NotAShard: the message on the sweep queue is not a shard or a rollout check ({0}); only the function itself sends to that queue"
     )]
     Malformed(String),
     #[error(
@@ -128,13 +128,45 @@ pub enum ShardError {
     BadName { namespace: String, name: String },
 }
 
-/// A shard read back from its message body, bounded in size before it is parsed.
-pub fn parse(body: &str) -> Result<Shard, ShardError> {
+/// What the sweep queue carries: shards of a sweep, and checks of a rollout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QueueMessage {
+    Shard(Shard),
+    Check(crate::rollout::message::Confirmation),
+}
+
+/// A message read back from its body, bounded in size before it is parsed, once.
+pub fn read(body: &str) -> Result<QueueMessage, ShardError> {
     if body.len() > MAX_MESSAGE_BYTES {
         return Err(ShardError::TooLarge(body.len()));
     }
-    let shard: Shard =
+    let value: serde_json::Value =
         serde_json::from_str(body).map_err(|e| ShardError::Malformed(e.to_string()))?;
+    if value["action"] == crate::rollout::message::CONFIRM_ACTION {
+        let check = serde_json::from_value(value)
+            .map_err(|e| ShardError::Malformed(format!("a rollout check that reads wrong: {e}")))?;
+        return crate::rollout::message::validate(check)
+            .map(QueueMessage::Check)
+            .map_err(
+                |crate::rollout::message::ConfirmationError::Malformed(why)| {
+                    ShardError::Malformed(format!("a rollout check that reads wrong: {why}"))
+                },
+            );
+    }
+    let shard: Shard =
+        serde_json::from_value(value).map_err(|e| ShardError::Malformed(e.to_string()))?;
+    validate(shard).map(QueueMessage::Shard)
+}
+
+/// A shard read back from its message body: a message that is a rollout check is not one.
+pub fn parse(body: &str) -> Result<Shard, ShardError> {
+    match read(body)? {
+        QueueMessage::Shard(shard) => Ok(shard),
+        QueueMessage::Check(_) => Err(ShardError::Malformed("it is a rollout check".into())),
+    }
+}
+
+fn validate(shard: Shard) -> Result<Shard, ShardError> {
     if shard.action != SHARD_ACTION {
         return Err(ShardError::Malformed(format!(
             "its action is `{}`, not `{SHARD_ACTION}`",
@@ -150,22 +182,16 @@ pub fn parse(body: &str) -> Result<Shard, ShardError> {
             shard.applications.len()
         )));
     }
-    if let Some(bad) = shard
-        .applications
-        .iter()
-        .find(|a| !crate::config::is_namespace(&a.namespace) || !is_object_name(&a.name))
-    {
+    if let Some(bad) = shard.applications.iter().find(|a| {
+        !crate::config::is_namespace(&a.namespace)
+            || !crate::rollout::message::is_object_name(&a.name)
+    }) {
         return Err(ShardError::BadName {
             namespace: crate::redact::scrub(&bad.namespace),
             name: crate::redact::scrub(&bad.name),
         });
     }
     Ok(shard)
-}
-
-/// A DNS-1123 subdomain: what an Application's name must be.
-fn is_object_name(name: &str) -> bool {
-    !name.is_empty() && name.len() <= 253 && name.split('.').all(crate::config::is_namespace)
 }
 
 #[cfg(test)]

@@ -10,11 +10,11 @@ use argocd_ecr_updater_standins::fixtures::{
 use argocd_ecr_updater_standins::{FaultAction, Route, Service};
 use serde_json::{Value, json};
 
-const REPO: &str = "barun/invitation";
+pub(crate) const REPO: &str = "barun/invitation";
 const TOKEN: &str = "ghp_standin0write0token0for0invitation";
 const SECRET_ARN: &str =
     "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:argocd-ecr-updater/github-Ab12Cd";
-const OVERRIDE: &str = "argocd/.argocd-source-aws-pipeline-test.yaml";
+pub(crate) const OVERRIDE: &str = "argocd/.argocd-source-aws-pipeline-test.yaml";
 
 /// A values file as people write them: comments, quoting, an anchor, a second document.
 const VALUES: &str = "# Default values for invitation.\n# This is a YAML-formatted file.\n\nreplicaCount: 2\n\nimage:\n  repository: 768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/barun-dev-ecr\n  # Overrides the image tag whose default is the chart appVersion.\n  tag: \"20250825-120000\"\n  pullPolicy: IfNotPresent\n\nresources: &resources\n  limits:\n    cpu: 500m   # half a core\n    memory: 256Mi\n\nsidecar:\n  resources: *resources\n";
@@ -42,6 +42,17 @@ async fn git_standins(extra: &[(&str, &str)]) -> Scenario {
     standins.annotate("argocd", SEED_APP, &[("write-back-method", "git")]);
     standins.annotate("argocd", SEED_APP, extra);
     standins
+}
+
+/// The seed written back by Git, with a sweep queue to follow its commits on; the queue's URL.
+pub(crate) async fn git_following() -> (Scenario, String) {
+    let standins = git_standins(&[]).await;
+    let queue = standins.aws.create_queue("sweep");
+    let standins = standins.var("SWEEP_QUEUE_URL", &queue).var(
+        "SWEEP_QUEUE_ARN",
+        "arn:aws:sqs:ap-northeast-2:768157413559:sweep",
+    );
+    (standins, queue)
 }
 
 /// The scenario's runs with the GitHub stand-in's API and CA, and the token's secret.

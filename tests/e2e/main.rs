@@ -21,6 +21,7 @@ mod layout;
 mod operations;
 mod push;
 mod registries;
+mod rollout;
 mod shipping_features;
 mod sweep;
 mod template;

@@ -47,6 +47,8 @@ fn vars<'a>(queue: &'a str, at: &'a str, size: &'a str) -> Vec<(&'a str, &'a str
         ("SWEEP_QUEUE_ARN", SWEEP_ARN),
         ("SWEEP_FAN_OUT_AT", at),
         ("SWEEP_SHARD_SIZE", size),
+        // The queue carries shards only here: rollout checks have their own tests.
+        ("CONFIRM_ROLLOUTS", "false"),
     ]
 }
 

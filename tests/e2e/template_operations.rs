@@ -656,6 +656,7 @@ fn the_dashboard_shows_every_mode_with_metrics_the_function_reports() {
     let body = evaluator.text(&t["Resources"]["MetricsDashboard"]["Properties"]["DashboardBody"]);
     let body: Value = serde_json::from_str(&body).unwrap();
     let mut modes = BTreeSet::new();
+    let mut rollouts = BTreeSet::new();
     for widget in body["widgets"].as_array().unwrap() {
         for metric in widget["properties"]["metrics"].as_array().unwrap() {
             let fields: Vec<&str> = metric
@@ -667,7 +668,36 @@ fn the_dashboard_shows_every_mode_with_metrics_the_function_reports() {
             if fields[0] != argocd_ecr_updater::metrics::NAMESPACE {
                 continue;
             }
-            let mode = fields[fields.iter().position(|f| *f == "Mode").unwrap() + 1];
+            // A rollout's metrics: by outcome, on the line each outcome reports.
+            let Some(mode_at) = fields.iter().position(|f| *f == "Mode") else {
+                let outcome = fields[fields.iter().position(|f| *f == "Outcome").unwrap() + 1];
+                let rollout = argocd_ecr_updater::report::RolloutReport {
+                    cluster: None,
+                    namespace: "argocd".into(),
+                    name: "web".into(),
+                    images: vec![],
+                    written_at: String::new(),
+                    check: 1,
+                    state: outcome.into(),
+                    reason: String::new(),
+                    lead_seconds: vec![1.0],
+                    write_to_live_seconds: Some(1.0),
+                    own_metric: false,
+                };
+                let line = argocd_ecr_updater::metrics::rollout_emf("fn", &rollout, 0)
+                    .unwrap_or_else(|| {
+                        panic!("the dashboard shows Outcome `{outcome}`, which no rollout reports")
+                    });
+                let declared = line["_aws"]["CloudWatchMetrics"][0]["Metrics"].to_string();
+                assert!(
+                    declared.contains(&format!("\"{}\"", fields[1])),
+                    "{} is not reported for {outcome}",
+                    fields[1]
+                );
+                rollouts.insert(outcome.to_string());
+                continue;
+            };
+            let mode = fields[mode_at + 1];
             let kind = InvocationKind::ALL.into_iter().find(|k| k.as_str() == mode);
             assert!(
                 kind.is_some(),
@@ -690,6 +720,10 @@ fn the_dashboard_shows_every_mode_with_metrics_the_function_reports() {
             "reconcile".into(),
             "shard".into()
         ])
+    );
+    assert_eq!(
+        rollouts,
+        BTreeSet::from(["confirmed".into(), "failed".into(), "timed-out".into()])
     );
 }
 

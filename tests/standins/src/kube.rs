@@ -49,6 +49,10 @@ pub struct KubeState {
     warnings: Mutex<Vec<String>>,
     /// Edits that land just before the next PATCH of an Application is judged.
     races: Mutex<BTreeMap<(String, String), RacingEdit>>,
+    /// Argo CD's application controller, when a test runs one.
+    controller: Mutex<Option<crate::argocd::Controller>>,
+    /// Reconciles the controller ran, by (namespace, name).
+    reconciles: Mutex<BTreeMap<(String, String), usize>>,
 }
 
 type RacingEdit = Box<dyn FnOnce(&mut Value) + Send>;
@@ -101,7 +105,42 @@ impl KubeState {
             config_maps: Mutex::new(BTreeMap::new()),
             warnings: Mutex::new(Vec::new()),
             races: Mutex::new(BTreeMap::new()),
+            controller: Mutex::new(None),
+            reconciles: Mutex::new(BTreeMap::new()),
         })
+    }
+
+    /// Runs Argo CD's application controller: from now on, a write it acts on moves the
+    /// Application's status after the controller's delay ([`crate::argocd`]).
+    pub fn run_controller(&self, controller: crate::argocd::Controller) {
+        *lock(&self.controller) = Some(controller);
+    }
+
+    /// How many times the controller reconciled an Application after a write.
+    pub fn reconciles(&self, namespace: &str, name: &str) -> usize {
+        lock(&self.reconciles)
+            .get(&(namespace.to_string(), name.to_string()))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// After a write the controller acts on: its reconcile, once its delay has passed.
+    fn schedule_reconcile(self: &Arc<Self>, namespace: String, name: String) {
+        let Some(controller) = lock(&self.controller).clone() else {
+            return;
+        };
+        let state = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(controller.delay).await;
+            let reconciled = state.edit(&namespace, &name, |app| {
+                crate::argocd::reconcile(&controller, app)
+            });
+            if reconciled.is_ok() {
+                *lock(&state.reconciles)
+                    .entry((namespace, name))
+                    .or_default() += 1;
+            }
+        });
     }
 
     /// Another client's edit that lands between the function's read and its write: applied,
@@ -862,9 +901,15 @@ async fn patch_one(
         return respond(current_json);
     }
     let spec_before = current["spec"].clone();
+    let controller_acts = crate::argocd::acts_on(current, &updated);
     store.resource_version += 1;
     written(&mut updated, &spec_before, store.resource_version);
-    respond(&store.apps.put(key, updated).json)
+    let response = respond(&store.apps.put(key, updated).json);
+    drop(store);
+    if controller_acts {
+        state.schedule_reconcile(namespace, name);
+    }
+    response
 }
 
 /// A 422 as kube-apiserver words a schema refusal: the object, every field, and the causes.

@@ -5,6 +5,7 @@
 //! stand-in API server's `https://127.0.0.1:PORT` and a CA made for this run, the token is
 //! checked as EKS checks it, and writes are validated against the Argo CD CRD.
 
+pub mod argocd;
 pub mod aws;
 pub mod cloudformation;
 pub mod codecommit;

@@ -1,0 +1,165 @@
+//! Our audit record on an Application (`argocd-ecr-updater.io/last-update`), read back: the
+//! last write we made (when, for which event, which images to what, pushed when, and the
+//! commit when the write was a commit) and, once the write was followed, how its rollout
+//! ended. Only writers of the Application can change it, and they may change the Application
+//! anyway: what it says is what a rollout check trusts about the write it follows (pure).
+
+use serde_json::Value;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use crate::appconfig::annotations::AUDIT_ANNOTATION;
+
+/// One image the write moved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditedImage {
+    pub alias: Option<String>,
+    /// The image as configured: `registry/repository`.
+    pub image: String,
+    pub from: Option<String>,
+    /// What was written: a tag, a digest, or `tag@sha256:…`.
+    pub to: String,
+    /// When ECR received the image written, when it was known at the write.
+    pub pushed: Option<OffsetDateTime>,
+}
+
+/// How a followed rollout ended, as recorded on the Application once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedOutcome {
+    /// `confirmed`, `failed` or `timed-out`.
+    pub outcome: String,
+    pub at: Option<OffsetDateTime>,
+}
+
+/// The audit record as the Application carries it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditRecord {
+    /// The record's text exactly as read: a guarded write tests it unchanged.
+    pub text: String,
+    /// The record as JSON, to be written back with an outcome added.
+    pub json: Value,
+    /// When the write was made.
+    pub time: OffsetDateTime,
+    pub event_id: String,
+    pub images: Vec<AuditedImage>,
+    /// The commit, for a write by Git.
+    pub commit: Option<String>,
+    /// Whether that commit went to a pull request (not live until merged).
+    pub pull_request: bool,
+    pub rollout: Option<RecordedOutcome>,
+}
+
+impl AuditRecord {
+    /// The record on `app`, if it carries one that reads (a record without a time is not one
+    /// of ours).
+    pub fn of(app: &Value) -> Option<Self> {
+        let text = app["metadata"]["annotations"][AUDIT_ANNOTATION].as_str()?;
+        let json: Value = serde_json::from_str(text).ok()?;
+        let time = rfc3339_at(&json["time"])?;
+        let images = json["images"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|i| {
+                Some(AuditedImage {
+                    alias: i["alias"].as_str().map(str::to_string),
+                    image: i["image"].as_str()?.to_string(),
+                    from: i["from"].as_str().map(str::to_string),
+                    to: i["to"].as_str()?.to_string(),
+                    pushed: rfc3339_at(&i["pushed"]),
+                })
+            })
+            .collect();
+        let git = &json["git"];
+        let rollout = json["rollout"]["outcome"]
+            .as_str()
+            .map(|outcome| RecordedOutcome {
+                outcome: outcome.to_string(),
+                at: rfc3339_at(&json["rollout"]["at"]),
+            });
+        Some(Self {
+            text: text.to_string(),
+            time,
+            event_id: json["eventId"].as_str().unwrap_or_default().to_string(),
+            images,
+            commit: git["commit"].as_str().map(str::to_string),
+            pull_request: git["pullRequest"].is_string(),
+            rollout,
+            json,
+        })
+    }
+
+    /// The write's time as it is written in the record, which a rollout check names.
+    pub fn time_text(&self) -> String {
+        self.json["time"].as_str().unwrap_or_default().to_string()
+    }
+
+    /// Whether the record names `image` moved to `value`.
+    pub fn moved(&self, image: &str, value: &str) -> bool {
+        self.images
+            .iter()
+            .any(|i| i.image == image && i.to == value)
+    }
+}
+
+/// An RFC 3339 time held in a JSON string.
+pub fn rfc3339_at(value: &Value) -> Option<OffsetDateTime> {
+    value
+        .as_str()
+        .and_then(|t| OffsetDateTime::parse(t, &Rfc3339).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use time::macros::datetime;
+
+    fn app_with(record: &str) -> Value {
+        json!({"metadata": {"annotations": {AUDIT_ANNOTATION: record}}})
+    }
+
+    #[test]
+    fn a_patch_record_reads_with_its_images_and_push_times() {
+        let record = json!({"time": "2026-12-03T10:00:00Z", "eventId": "e-1", "images": [
+            {"alias": "app", "image": "1.dkr.ecr.r.amazonaws.com/web", "from": "1.0.0",
+             "to": "1.1.0", "pushed": "2026-12-03T09:59:30Z"}]})
+        .to_string();
+        let read = AuditRecord::of(&app_with(&record)).unwrap();
+        assert_eq!(read.time, datetime!(2026-12-03 10:00:00 UTC));
+        assert_eq!(read.time_text(), "2026-12-03T10:00:00Z");
+        assert_eq!(read.text, record);
+        assert_eq!(
+            read.images[0].pushed,
+            Some(datetime!(2026-12-03 9:59:30 UTC))
+        );
+        assert!(read.moved("1.dkr.ecr.r.amazonaws.com/web", "1.1.0"));
+        assert!(!read.moved("1.dkr.ecr.r.amazonaws.com/web", "1.0.0"));
+        assert_eq!(
+            (read.commit, read.pull_request, read.rollout),
+            (None, false, None)
+        );
+    }
+
+    #[test]
+    fn a_git_record_names_its_commit_and_a_recorded_outcome_reads_back() {
+        let record = json!({"time": "2026-12-03T10:00:00Z", "eventId": "e", "images": [],
+            "git": {"commit": "abc", "pullRequest": null},
+            "rollout": {"outcome": "failed", "at": "2026-12-03T10:05:00Z"}})
+        .to_string();
+        let read = AuditRecord::of(&app_with(&record)).unwrap();
+        assert_eq!(read.commit.as_deref(), Some("abc"));
+        assert!(!read.pull_request);
+        let outcome = read.rollout.unwrap();
+        assert_eq!(outcome.outcome, "failed");
+        assert_eq!(outcome.at, Some(datetime!(2026-12-03 10:05:00 UTC)));
+    }
+
+    #[test]
+    fn what_is_not_a_record_of_ours_reads_as_none() {
+        for text in ["", "not json", "{}", r#"{"time":"yesterday"}"#, "[1]"] {
+            assert_eq!(AuditRecord::of(&app_with(text)), None, "{text}");
+        }
+        assert_eq!(AuditRecord::of(&json!({"metadata": {}})), None);
+    }
+}

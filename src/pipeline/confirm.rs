@@ -1,0 +1,348 @@
+//! Following a write until it is live. After a write that moved an image, the function
+//! starts a sync where the Application asks for one and sends the first rollout check to the
+//! sweep queue with a delay; each check reads the Application again, judges the write
+//! ([`crate::rollout::judge`]), and either sends the next check or reports the outcome once:
+//! recorded in our audit record by a guarded patch (of two deliveries of one check, one
+//! records and reports), then the Kubernetes Event, the log line, the metrics and the SNS
+//! report.
+
+use std::time::Instant;
+
+use serde_json::Value;
+use time::OffsetDateTime;
+
+use super::handler::{Handler, Work};
+use crate::application::audit::AuditRecord;
+use crate::cluster::kube::{KubeClient, KubeError, Patch};
+use crate::cluster::retry::retry_transient;
+use crate::decision::decide;
+use crate::decision::patch::escape_pointer;
+use crate::report::{Report, RolloutReport};
+use crate::rollout::judge::{self, Outcome, Verdict};
+use crate::rollout::message::{self, Confirmation};
+
+/// What a check concluded, before it is put in the report.
+struct Checked {
+    state: &'static str,
+    reason: String,
+    record: Option<AuditRecord>,
+    timings: Option<judge::Timings>,
+}
+
+impl Handler {
+    /// After a write recorded at `written` (the audit record's time): a sync started where
+    /// the Application asks for one (`revision`: the commit, for a write by Git), and the
+    /// first rollout check sent. Returns notes for the updated images' entries.
+    pub(super) async fn follow_write(
+        &self,
+        work: &Work<'_>,
+        app: &Value,
+        written: &str,
+        revision: Option<&str>,
+    ) -> Vec<String> {
+        let mut notes = Vec::new();
+        let (namespace, name) = decide::app::names(app);
+        // Asked for on the Application as read before the write: only then is it read again.
+        let sync_asked = app["metadata"]["annotations"][judge::SYNC_ANNOTATION].is_string();
+        if sync_asked
+            && let Some(note) = self
+                .start_sync(work.kube, namespace, name, revision, work.deadline)
+                .await
+        {
+            notes.push(note);
+        }
+        if !self.config.rollouts.confirm {
+            return notes;
+        }
+        let Some(queue) = &self.sweep_queue else {
+            notes.push("rollout not followed: no sweep queue (SWEEP_QUEUE_URL)".into());
+            return notes;
+        };
+        let check = Confirmation::first(work.cluster, namespace, name, written);
+        match queue.send_check(&check, message::FIRST_WAIT_SECONDS).await {
+            Ok(()) => notes.push(format!(
+                "rollout followed until live (first check in {} s)",
+                message::FIRST_WAIT_SECONDS
+            )),
+            Err(e) => {
+                tracing::warn!(application = %format!("{namespace}/{name}"), error = %e, "the rollout check was not sent; the write stands, unfollowed");
+                notes.push("rollout not followed: the check could not be sent".into());
+            }
+        }
+        notes
+    }
+
+    /// Starts a sync as `argocd app sync` does, where the Application asks for it
+    /// (`argocd-ecr-updater.io/sync`) and has no automated sync: read again after our write,
+    /// and patched only as read (never over an operation set or running meanwhile).
+    async fn start_sync(
+        &self,
+        kube: &KubeClient,
+        namespace: &str,
+        name: &str,
+        revision: Option<&str>,
+        deadline: Option<Instant>,
+    ) -> Option<String> {
+        let app = match retry_transient(deadline, || kube.get_application(namespace, name)).await {
+            Ok(app) => app,
+            Err(e) => {
+                return Some(format!(
+                    "sync not started: the Application could not be read again ({e})"
+                ));
+            }
+        };
+        match judge::sync_wanted(&app) {
+            Ok(false) => None,
+            Err(why) => Some(format!("sync not started: {why}")),
+            Ok(true) => {
+                let patch = Patch::Json(judge::start_sync(&app, revision));
+                match kube.patch_application(namespace, name, &patch).await {
+                    Ok(_) => Some("sync started (argocd-ecr-updater.io/sync)".into()),
+                    Err(e @ KubeError::Invalid { .. }) => Some(format!(
+                        "sync not started: the Application changed after the write ({e}); Argo CD or its next sync picks the write up"
+                    )),
+                    Err(e) => Some(format!("sync not started: {e}")),
+                }
+            }
+        }
+    }
+
+    /// One rollout check. Returns why it failed when the message must come back (a retry can
+    /// help) or must be parked (it names a write the Application does not show).
+    pub(super) async fn run_check(
+        &self,
+        report: &mut Report,
+        check: &Confirmation,
+        deadline: Option<Instant>,
+    ) -> Option<String> {
+        let label = format!(
+            "rollout check {} of {}/{} ({})",
+            check.check, check.namespace, check.name, check.cluster
+        );
+        let Some(cluster) = self.clusters.iter().find(|c| c.name() == check.cluster) else {
+            let reason = format!(
+                "{label}: its cluster is not in CLUSTER_NAME or CLUSTERS any more; not followed"
+            );
+            tracing::warn!(reason, "rollout check skipped");
+            report.skipped = Some(reason);
+            return None;
+        };
+        let kube = match self.kube_of(cluster).await {
+            Ok(kube) => kube,
+            Err(e) => return Some(format!("{label}: {e}")),
+        };
+        let checked = match self.check_once(kube, check, deadline).await {
+            Ok(checked) => checked,
+            Err(failure) => return Some(format!("{label}: {failure}")),
+        };
+        let record = checked.record.as_ref();
+        let several = self.clusters.len() > 1;
+        let own_metric = self
+            .config
+            .rollouts
+            .metric_applications
+            .contains(&format!("{}/{}", check.namespace, check.name));
+        report.rollouts.push(RolloutReport {
+            cluster: several.then(|| check.cluster.clone()),
+            namespace: check.namespace.clone(),
+            name: check.name.clone(),
+            images: record.map_or_else(Vec::new, |r| {
+                r.images
+                    .iter()
+                    .map(|i| format!("{}:{}", i.image, i.to))
+                    .collect()
+            }),
+            written_at: check.write.clone(),
+            check: check.check,
+            state: checked.state.into(),
+            reason: checked.reason,
+            lead_seconds: checked
+                .timings
+                .as_ref()
+                .map_or_else(Vec::new, |t| t.lead_seconds.clone()),
+            write_to_live_seconds: checked.timings.map(|t| t.write_to_live_seconds),
+            own_metric,
+        });
+        None
+    }
+
+    /// Reads, judges, and carries the verdict out: the next check sent, or the outcome
+    /// recorded and announced. `Err` when the message must come back or be parked.
+    async fn check_once(
+        &self,
+        kube: &KubeClient,
+        check: &Confirmation,
+        deadline: Option<Instant>,
+    ) -> Result<Checked, String> {
+        let (namespace, name) = (check.namespace.as_str(), check.name.as_str());
+        let Some(written) = check.written_at() else {
+            return Err("the write time does not read".into());
+        };
+        // Two deliveries of one check: the guard lets one record; the other reads it back.
+        for _ in 0..=self.config.conflict_retries {
+            let app =
+                match retry_transient(deadline, || kube.get_application(namespace, name)).await {
+                    Ok(app) => app,
+                    Err(KubeError::NotFound { .. }) => {
+                        return Ok(Checked {
+                            state: "unfollowed",
+                            reason: "the Application was deleted".into(),
+                            record: None,
+                            timings: None,
+                        });
+                    }
+                    Err(e) if e.is_retryable() => return Err(e.to_string()),
+                    Err(e) => {
+                        return Ok(Checked {
+                            state: "unfollowed",
+                            reason: format!("the Application cannot be read: {e}"),
+                            record: None,
+                            timings: None,
+                        });
+                    }
+                };
+            let timeout = judge::timeout(&app).unwrap_or_else(|problem| {
+                tracing::warn!(application = %format!("{namespace}/{name}"), problem, "the confirm-timeout annotation does not read; following for the default 15 minutes");
+                judge::DEFAULT_TIMEOUT
+            });
+            let until = written + timeout;
+            let now = OffsetDateTime::from(self.clock.now());
+            let verdict = judge::judge(&app, written, now, until).map_err(|e| e.to_string())?;
+            let record = AuditRecord::of(&app);
+            let (outcome, reason) = match verdict {
+                Verdict::Pending(awaited) => {
+                    return self.check_later(check, now, until, awaited, record).await;
+                }
+                Verdict::Superseded(at) => {
+                    let at = at
+                        .format(&time::format_description::well_known::Rfc3339)
+                        .unwrap_or_default();
+                    return Ok(Checked {
+                        state: "superseded",
+                        reason: format!("a newer write at {at} is followed instead"),
+                        record,
+                        timings: None,
+                    });
+                }
+                Verdict::Reported(outcome) => {
+                    return Ok(Checked {
+                        state: "already-reported",
+                        reason: format!("reported {outcome} by an earlier check"),
+                        record,
+                        timings: None,
+                    });
+                }
+                Verdict::Unfollowed(reason) => {
+                    return Ok(Checked {
+                        state: "unfollowed",
+                        reason,
+                        record,
+                        timings: None,
+                    });
+                }
+                ref ended => match ended.outcome() {
+                    Some(found) => found,
+                    None => return Err("the verdict has no outcome".into()),
+                },
+            };
+            let Some(record) = record else {
+                return Err("the audit record vanished between two reads".into());
+            };
+            match self
+                .record_outcome(kube, &app, &record, outcome, &reason, now, deadline)
+                .await
+            {
+                Ok(()) => {
+                    let timings =
+                        (outcome == Outcome::Confirmed).then(|| judge::timings(&record, now));
+                    return Ok(Checked {
+                        state: outcome.as_str(),
+                        reason,
+                        record: Some(record),
+                        timings,
+                    });
+                }
+                // Another delivery recorded first, or another write came: judge again.
+                Err(
+                    KubeError::Invalid {
+                        validation: false, ..
+                    }
+                    | KubeError::Conflict { .. },
+                ) => continue,
+                Err(e) if e.is_retryable() => return Err(e.to_string()),
+                Err(e) => {
+                    return Ok(Checked {
+                        state: "unfollowed",
+                        reason: format!(
+                            "the outcome ({}: {reason}) could not be recorded: {e}",
+                            outcome.as_str()
+                        ),
+                        record: Some(record),
+                        timings: None,
+                    });
+                }
+            }
+        }
+        Err("the Application kept changing while the outcome was recorded".into())
+    }
+
+    /// Not yet: the next check, sent with the backoff's delay.
+    async fn check_later(
+        &self,
+        check: &Confirmation,
+        now: OffsetDateTime,
+        until: OffsetDateTime,
+        awaited: String,
+        record: Option<AuditRecord>,
+    ) -> Result<Checked, String> {
+        let next = check.next();
+        let wait = message::wait_until_next(next.check, now, until);
+        let Some(queue) = &self.sweep_queue else {
+            return Err("no sweep queue (SWEEP_QUEUE_URL) to send the next check to".into());
+        };
+        queue
+            .send_check(&next, wait)
+            .await
+            .map_err(|e| format!("the next check was not sent: {e}"))?;
+        Ok(Checked {
+            state: "pending",
+            reason: format!("{awaited}; checked again in {wait} s"),
+            record,
+            timings: None,
+        })
+    }
+
+    /// Records the outcome in our audit record (guarded by the record as read), then sends
+    /// the Kubernetes Event. `Err` only when the record was not written.
+    #[allow(clippy::too_many_arguments)]
+    async fn record_outcome(
+        &self,
+        kube: &KubeClient,
+        app: &Value,
+        record: &AuditRecord,
+        outcome: Outcome,
+        reason: &str,
+        now: OffsetDateTime,
+        deadline: Option<Instant>,
+    ) -> Result<(), KubeError> {
+        let (namespace, name) = decide::app::names(app);
+        let path = format!(
+            "/metadata/annotations/{}",
+            escape_pointer(crate::appconfig::annotations::AUDIT_ANNOTATION)
+        );
+        let recorded = judge::recorded(record, outcome, reason, now);
+        let patch = Patch::Json(serde_json::json!([
+            {"op": "test", "path": path, "value": record.text},
+            {"op": "replace", "path": path, "value": recorded.to_string()},
+        ]));
+        retry_transient(deadline, || kube.patch_application(namespace, name, &patch)).await?;
+        let event = judge::event(app, record, outcome, reason, now);
+        match kube.create_event(namespace, &event).await {
+            Ok(()) | Err(KubeError::Conflict { .. }) => {}
+            Err(e) => {
+                tracing::warn!(application = %format!("{namespace}/{name}"), error = %e, "cannot record the rollout event");
+            }
+        }
+        Ok(())
+    }
+}

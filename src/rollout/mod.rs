@@ -1,0 +1,7 @@
+//! Following a write until it is live: [`message`], the check the sweep queue brings back
+//! with a delay, and when the next is due; [`judge`], whether the write is live, failed,
+//! superseded or out of time, from the Application alone, with what each outcome records and
+//! reports (pure).
+
+pub mod judge;
+pub mod message;

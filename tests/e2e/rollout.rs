@@ -1,0 +1,458 @@
+//! End to end: each write followed until it is live. The real handler writes, sends its
+//! rollout check to the SQS stand-in with a delay, and judges the Application that the Argo CD
+//! controller stand-in moves after the write: synced and Healthy, Degraded, stuck Progressing,
+//! failed to sync, never synced. Each outcome is recorded once on the Application, as an Event,
+//! in the report (log, SNS) and as a metric line.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::common::{Scenario, event, expect_decision, only, seed_tag};
+use argocd_ecr_updater::appconfig::annotations::AUDIT_ANNOTATION;
+use argocd_ecr_updater::report::{Action, Report, RolloutReport};
+use argocd_ecr_updater_standins::argocd::{Controller, Rendered, Script};
+use argocd_ecr_updater_standins::aws::QueueMessage;
+use argocd_ecr_updater_standins::fixtures::{PUSHED_TAG, SEED_APP, SEED_IMAGE, image, push_event};
+use serde_json::{Value, json};
+use time::format_description::well_known::Rfc3339;
+
+const SWEEP_ARN: &str = "arn:aws:sqs:ap-northeast-2:768157413559:sweep";
+
+/// The seed with a sweep queue and the controller stand-in running `script` a second after
+/// each write it acts on; the queue's URL.
+async fn following(script: Script) -> (Scenario, String) {
+    let standins = Scenario::seeded().await;
+    let queue = standins.aws.create_queue("sweep");
+    let standins = standins
+        .var("SWEEP_QUEUE_URL", &queue)
+        .var("SWEEP_QUEUE_ARN", SWEEP_ARN);
+    standins
+        .kube
+        .run_controller(Controller::new(script, Duration::from_secs(1)));
+    (standins, queue)
+}
+
+/// The rollout checks on the queue, oldest first.
+fn checks(standins: &Scenario, queue: &str) -> Vec<QueueMessage> {
+    standins
+        .aws
+        .queue(queue)
+        .into_iter()
+        .filter(|m| m.body.contains("confirm-rollout"))
+        .collect()
+}
+
+/// Delivers one message as Lambda's SQS event source mapping would, once SQS hands it out.
+async fn deliver(standins: &Scenario, message: &QueueMessage) -> Report {
+    let batch = json!({"Records": [{"messageId": message.id, "eventSource": "aws:sqs",
+        "eventSourceARN": SWEEP_ARN, "body": message.body}]});
+    standins.report(&[], &batch).await
+}
+
+fn the_rollout(report: &Report) -> &RolloutReport {
+    assert_eq!(report.rollouts.len(), 1, "{:#?}", report.rollouts);
+    &report.rollouts[0]
+}
+
+/// The Events of one reason.
+fn events(standins: &Scenario, reason: &str) -> Vec<Value> {
+    standins
+        .kube
+        .events()
+        .into_iter()
+        .filter(|e| e["reason"] == reason)
+        .collect()
+}
+
+fn audit(standins: &Scenario) -> Value {
+    let app = standins.kube.get("argocd", SEED_APP).unwrap();
+    serde_json::from_str(
+        app["metadata"]["annotations"][AUDIT_ANNOTATION]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap()
+}
+
+/// A push that updates the seed, its one check on the queue (sent 15 s out), and a wait
+/// until the controller has acted.
+async fn push_and_wait(standins: &Scenario, queue: &str) -> QueueMessage {
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
+    expect_decision(
+        only(&report),
+        Action::Updated,
+        "rollout followed until live",
+    );
+    let sent = checks(standins, queue);
+    assert_eq!(sent.len(), 1, "one check per write");
+    assert_eq!(sent[0].delay_seconds, 15, "the first check waits 15 s");
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    sent.into_iter().next().unwrap()
+}
+
+#[tokio::test]
+async fn a_healthy_rollout_is_confirmed_once_with_its_lead_times() {
+    let (standins, queue) = following(Script::Healthy).await;
+    let check = push_and_wait(&standins, &queue).await;
+    let report = deliver(&standins, &check).await;
+    let rollout = the_rollout(&report);
+    assert_eq!(rollout.state, "confirmed", "{rollout:#?}");
+    assert_eq!(rollout.images, [format!("{SEED_IMAGE}:{PUSHED_TAG}")]);
+    let write_to_live = rollout.write_to_live_seconds.unwrap();
+    assert!((1.0..30.0).contains(&write_to_live), "{write_to_live}");
+    assert_eq!(
+        rollout.lead_seconds.len(),
+        1,
+        "the push time is in the record"
+    );
+    assert!(
+        rollout.lead_seconds[0] > write_to_live,
+        "the push came before the write"
+    );
+    assert_eq!(events(&standins, "RolloutConfirmed").len(), 1);
+    assert_eq!(audit(&standins)["rollout"]["outcome"], "confirmed");
+    let subject = report.notification_subject().unwrap();
+    assert!(
+        subject.contains("rollout confirmed argocd/aws-pipeline-test"),
+        "{subject}"
+    );
+    assert!(
+        checks(&standins, &queue).len() == 1,
+        "no further check once live"
+    );
+
+    // The same check delivered again: nothing reported twice.
+    let again = deliver(&standins, &check).await;
+    assert_eq!(the_rollout(&again).state, "already-reported");
+    assert_eq!(events(&standins, "RolloutConfirmed").len(), 1, "one Event");
+    assert!(!the_rollout(&again).is_outcome(), "one metric line");
+}
+
+#[tokio::test]
+async fn two_deliveries_of_one_check_at_once_report_one_outcome() {
+    let (standins, queue) = following(Script::Healthy).await;
+    let check = push_and_wait(&standins, &queue).await;
+    let (a, b) =
+        futures_util::future::join(deliver(&standins, &check), deliver(&standins, &check)).await;
+    let mut states = vec![the_rollout(&a).state.clone(), the_rollout(&b).state.clone()];
+    states.sort();
+    assert_eq!(states, ["already-reported", "confirmed"]);
+    assert_eq!(events(&standins, "RolloutConfirmed").len(), 1);
+}
+
+#[tokio::test]
+async fn a_check_before_the_sync_waits_and_sends_the_next_one_later() {
+    let (standins, queue) = following(Script::Healthy).await;
+    standins
+        .kube
+        .run_controller(Controller::new(Script::Healthy, Duration::from_secs(30)));
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
+    expect_decision(only(&report), Action::Updated, "rollout followed");
+    let first = checks(&standins, &queue).remove(0);
+    let pending = deliver(&standins, &first).await;
+    let rollout = the_rollout(&pending);
+    assert_eq!(rollout.state, "pending");
+    assert!(
+        rollout.reason.contains("never synced after the write"),
+        "{}",
+        rollout.reason
+    );
+    let sent = checks(&standins, &queue);
+    assert_eq!(sent.len(), 2);
+    assert!(sent[1].body.contains(r#""check":2"#), "{}", sent[1].body);
+    assert_eq!(sent[1].delay_seconds, 15);
+}
+
+#[tokio::test]
+async fn degraded_after_the_sync_is_a_failed_rollout_and_hold_on_failure_holds_the_next_push() {
+    let (standins, queue) = following(Script::DegradedAfterSync).await;
+    standins.annotate(
+        "argocd",
+        SEED_APP,
+        &[("argocd-ecr-updater.io/app.hold-on-failure", "true")],
+    );
+    let check = push_and_wait(&standins, &queue).await;
+    let report = deliver(&standins, &check).await;
+    let rollout = the_rollout(&report);
+    assert_eq!(rollout.state, "failed");
+    assert!(
+        rollout.reason.contains("health is Degraded after the sync of the write: Deployment \"web\" exceeded its progress deadline"),
+        "{}",
+        rollout.reason
+    );
+    let failed = events(&standins, "RolloutFailed");
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0]["type"], "Warning");
+
+    // A newer image while the Application is Degraded: decided, reported, not written.
+    let newer = "20250826-000000";
+    let at = "2025-08-26T00:00:01Z";
+    standins.aws.push(image("barun-dev-ecr", newer, '7', at));
+    let held = standins
+        .report(&[], &push_event("barun-dev-ecr", newer, at))
+        .await;
+    expect_decision(
+        only(&held),
+        Action::Skipped,
+        "held after the failed rollout of `20250825-153012` (hold-on-failure): the Application is Degraded",
+    );
+    expect_decision(
+        only(&held),
+        Action::Skipped,
+        "would update `20250825-153012` to `20250826-000000`",
+    );
+    assert_eq!(seed_tag(&standins).as_deref(), Some(PUSHED_TAG));
+
+    // Healthy again (fixed by hand): the next push writes.
+    standins
+        .kube
+        .edit("argocd", SEED_APP, |app| {
+            app["status"]["health"] = json!({"status": "Healthy"})
+        })
+        .unwrap();
+    let written = standins
+        .report(&[], &push_event("barun-dev-ecr", newer, at))
+        .await;
+    expect_decision(only(&written), Action::Updated, "ranks above");
+}
+
+#[tokio::test]
+async fn a_failed_sync_operation_is_a_failed_rollout() {
+    let (standins, queue) = following(Script::SyncFailed).await;
+    let check = push_and_wait(&standins, &queue).await;
+    let rollout = deliver(&standins, &check).await.rollouts.remove(0);
+    assert_eq!(rollout.state, "failed");
+    assert!(
+        rollout.reason.contains(
+            "the sync operation after the write ended Failed: one or more objects failed to apply"
+        ),
+        "{}",
+        rollout.reason
+    );
+    assert_eq!(events(&standins, "RolloutFailed").len(), 1);
+}
+
+/// Past the Application's deadline (`confirm-timeout`), the check says which condition was
+/// missing: a rollout stuck Progressing, and one never synced.
+#[tokio::test]
+async fn a_rollout_past_its_deadline_times_out_naming_what_was_missing() {
+    for (script, missing) in [
+        (Script::StuckProgressing, "synced, health is Progressing"),
+        (
+            Script::NeverSynced,
+            "never synced after the write (sync status Synced)",
+        ),
+    ] {
+        let (standins, queue) = following(script).await;
+        standins.annotate(
+            "argocd",
+            SEED_APP,
+            &[("argocd-ecr-updater.io/confirm-timeout", "2s")],
+        );
+        let check = push_and_wait(&standins, &queue).await;
+        let first = deliver(&standins, &check).await;
+        assert_eq!(the_rollout(&first).state, "pending", "{script:?}");
+        let next = checks(&standins, &queue).remove(1);
+        assert!(
+            next.delay_seconds <= 2,
+            "the last check lands on the deadline: {}",
+            next.delay_seconds
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let late = deliver(&standins, &next).await;
+        let rollout = the_rollout(&late);
+        assert_eq!(rollout.state, "timed-out", "{script:?}: {rollout:#?}");
+        assert!(
+            rollout.reason.starts_with(missing),
+            "{script:?}: {}",
+            rollout.reason
+        );
+        assert!(
+            rollout.reason.contains("at the deadline"),
+            "{}",
+            rollout.reason
+        );
+        assert_eq!(events(&standins, "RolloutTimedOut").len(), 1, "{script:?}");
+        assert_eq!(
+            checks(&standins, &queue).len(),
+            2,
+            "{script:?}: no check after the outcome"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_newer_write_supersedes_the_one_followed() {
+    let (standins, queue) = following(Script::Healthy).await;
+    let first = push_and_wait(&standins, &queue).await;
+    let newer = "20250826-000000";
+    let at = "2025-08-26T00:00:01Z";
+    standins.aws.push(image("barun-dev-ecr", newer, '7', at));
+    let report = standins
+        .report(&[], &push_event("barun-dev-ecr", newer, at))
+        .await;
+    expect_decision(only(&report), Action::Updated, "rollout followed");
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let superseded = deliver(&standins, &first).await;
+    assert_eq!(the_rollout(&superseded).state, "superseded");
+    let second = checks(&standins, &queue).remove(1);
+    let confirmed = deliver(&standins, &second).await;
+    let rollout = the_rollout(&confirmed);
+    assert_eq!(rollout.state, "confirmed");
+    assert_eq!(rollout.images, [format!("{SEED_IMAGE}:{newer}")]);
+    assert_eq!(events(&standins, "RolloutConfirmed").len(), 1);
+}
+
+/// `argocd-ecr-updater.io/sync`: an Application without automated sync gets a sync started
+/// after the write, as `argocd app sync` starts one; the controller runs it and clears it.
+#[tokio::test]
+async fn an_application_asking_for_a_sync_gets_one_after_the_write_and_is_followed() {
+    let (standins, queue) = following(Script::Healthy).await;
+    standins
+        .kube
+        .edit("argocd", SEED_APP, |app| {
+            app["spec"]["syncPolicy"]
+                .as_object_mut()
+                .unwrap()
+                .remove("automated");
+        })
+        .unwrap();
+    standins.annotate(
+        "argocd",
+        SEED_APP,
+        &[("argocd-ecr-updater.io/sync", "true")],
+    );
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
+    expect_decision(
+        only(&report),
+        Action::Updated,
+        "sync started (argocd-ecr-updater.io/sync)",
+    );
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let app = standins.kube.get("argocd", SEED_APP).unwrap();
+    assert!(
+        app["operation"].is_null(),
+        "the controller ran the operation and cleared it"
+    );
+    assert_eq!(
+        app["status"]["operationState"]["operation"]["initiatedBy"]["username"],
+        "argocd-ecr-updater"
+    );
+    assert_eq!(
+        standins.kube.reconciles("argocd", SEED_APP),
+        1,
+        "one sync, started once"
+    );
+    let check = checks(&standins, &queue).remove(0);
+    assert_eq!(
+        the_rollout(&deliver(&standins, &check).await).state,
+        "confirmed"
+    );
+}
+
+#[tokio::test]
+async fn without_a_sync_asked_for_a_manual_application_is_never_synced_by_us() {
+    let (standins, queue) = following(Script::Healthy).await;
+    standins
+        .kube
+        .edit("argocd", SEED_APP, |app| {
+            app["spec"]["syncPolicy"]
+                .as_object_mut()
+                .unwrap()
+                .remove("automated");
+        })
+        .unwrap();
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
+    assert!(!only(&report).reason.contains("sync started"));
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(standins.kube.reconciles("argocd", SEED_APP), 0);
+    let check = checks(&standins, &queue).remove(0);
+    let rollout = deliver(&standins, &check).await.rollouts.remove(0);
+    assert_eq!(rollout.state, "pending");
+}
+
+/// Anyone who may send to the queue can send a check; one naming a write the Application's
+/// record does not show fails alone (and is parked by the queue's redrive policy), and none
+/// reports anything the Application does not say.
+#[tokio::test]
+async fn a_forged_check_reports_nothing_and_fails_to_the_dead_letter_queue() {
+    let (standins, queue) = following(Script::Healthy).await;
+    let check = push_and_wait(&standins, &queue).await;
+    // A real Application and a well-formed check, naming a write a second after ours.
+    let mut body: Value = serde_json::from_str(&check.body).unwrap();
+    let written = time::OffsetDateTime::parse(body["write"].as_str().unwrap(), &Rfc3339).unwrap();
+    body["write"] = json!(
+        (written + time::Duration::seconds(1))
+            .format(&Rfc3339)
+            .unwrap()
+    );
+    let mut forged = check.clone();
+    forged.body = body.to_string();
+    assert_ne!(forged.body, check.body);
+    let report = deliver(&standins, &forged).await;
+    assert!(report.rollouts.is_empty());
+    assert_eq!(report.failed_messages, [forged.id.clone()]);
+    assert!(
+        report
+            .failure
+            .as_deref()
+            .unwrap()
+            .contains("Permanent.NotOurWrite"),
+        "{:?}",
+        report.failure
+    );
+    assert!(events(&standins, "RolloutConfirmed").is_empty());
+}
+
+#[tokio::test]
+async fn with_confirmation_off_or_no_queue_a_write_is_not_followed() {
+    let (standins, queue) = following(Script::Healthy).await;
+    let report = standins
+        .report(
+            &[("CONFIRM_ROLLOUTS", "false")],
+            &event("push-date-tag.json"),
+        )
+        .await;
+    expect_decision(only(&report), Action::Updated, "ranks above");
+    assert!(
+        !only(&report).reason.contains("rollout"),
+        "{}",
+        only(&report).reason
+    );
+    assert!(checks(&standins, &queue).is_empty());
+}
+
+/// A commit: followed to the revision Argo CD syncs, rendered from the file in Git.
+#[tokio::test]
+async fn a_commit_is_confirmed_once_argo_cd_synced_its_revision() {
+    let (standins, queue) = crate::git::git_following().await;
+    let github = standins.github.clone();
+    let render = move |_: &Value| {
+        let (repo, file) = (crate::git::REPO, crate::git::OVERRIDE);
+        let revision = github.head(repo, "main")?;
+        let text = github.file(repo, "main", file)?;
+        let source: Value = serde_yaml_ng::from_str(&text).ok()?;
+        let images =
+            argocd_ecr_updater_standins::argocd::images_of_spec(&json!({"source": source}));
+        Some(Rendered { revision, images })
+    };
+    standins.kube.run_controller(
+        Controller::new(Script::Healthy, Duration::from_secs(1)).rendering(Arc::new(render)),
+    );
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
+    expect_decision(only(&report), Action::Updated, "committed");
+    expect_decision(
+        only(&report),
+        Action::Updated,
+        "rollout followed until live",
+    );
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let check = checks(&standins, &queue).remove(0);
+    let rollout = deliver(&standins, &check).await.rollouts.remove(0);
+    assert_eq!(rollout.state, "confirmed", "{rollout:#?}");
+    let app = standins.kube.get("argocd", SEED_APP).unwrap();
+    assert_eq!(
+        app["status"]["sync"]["revision"].as_str(),
+        standins.github.head(crate::git::REPO, "main").as_deref()
+    );
+}
