@@ -86,6 +86,7 @@ fn kind_of(r: &argocd_ecr_updater_standins::LoggedRequest) -> &'static str {
         (Service::SecretsManager, _) => "Secrets Manager",
         (Service::Ecr, _) => "ECR",
         (Service::Eks, _) => "EKS",
+        (Service::Sqs, _) => "SQS",
         _ => "other",
     }
 }
@@ -552,6 +553,184 @@ fn image(tag: &str, digest: usize, pushed_at: &str) -> Image {
     image_with_digest(REPOSITORY, Some(tag), &numbered_digest(digest), pushed_at)
 }
 
+const ROLLOUT_RUNS: usize = 20;
+
+/// What following writes costs: per push (three Applications written), the check invocation
+/// that finds them live (one SQS batch of their three checks), and one that finds them not
+/// yet synced; each on a warm process, its requests counted per write.
+struct RolloutRun {
+    confirming: Vec<Duration>,
+    pending: Vec<Duration>,
+    confirming_requests: BTreeMap<&'static str, usize>,
+    pending_requests: BTreeMap<&'static str, usize>,
+    writes_per_push: usize,
+    confirmed: usize,
+}
+
+async fn measure_rollout(
+    standins: &StandIns,
+    env: &[(String, String)],
+    first: usize,
+    deadline: Duration,
+) -> RolloutRun {
+    use argocd_ecr_updater_standins::argocd::{Controller, Script};
+    let queue = standins.aws.create_queue("sweep");
+    let arn = "arn:aws:sqs:ap-northeast-2:768157413559:sweep";
+    let mut env = env.to_vec();
+    env.extend([
+        ("SWEEP_QUEUE_URL".to_string(), queue.clone()),
+        ("SWEEP_QUEUE_ARN".to_string(), arn.to_string()),
+    ]);
+    // The Applications that track the pushed repository sync on their own, as most do.
+    for i in (0..APPLICATIONS).filter(|i| i % (APPLICATIONS / MATCHING) == 7) {
+        standins
+            .kube
+            .edit("argocd", &format!("app-{i:05}"), |app| {
+                app["spec"]["syncPolicy"]["automated"] = json!({"prune": true});
+            })
+            .unwrap();
+    }
+    let synced = Controller::new(Script::Healthy, Duration::from_millis(100));
+    let never = Controller::new(Script::NeverSynced, Duration::from_millis(100));
+    standins.kube.run_controller(synced.clone());
+    let mut function = spawn_warmed(standins, &env, first, deadline).await;
+    let mut seen: std::collections::BTreeSet<String> = standins
+        .aws
+        .queue(&queue)
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    let mut new_checks = |standins: &StandIns| {
+        let fresh: Vec<Value> = standins
+            .aws
+            .queue(&queue)
+            .into_iter()
+            .filter(|m| m.body.contains("confirm-rollout") && seen.insert(m.id.clone()))
+            .map(|m| json!({"messageId": m.id, "eventSource": "aws:sqs", "eventSourceARN": arn, "body": m.body}))
+            .collect();
+        fresh
+    };
+    let mut run = RolloutRun {
+        confirming: Vec::new(),
+        pending: Vec::new(),
+        confirming_requests: BTreeMap::new(),
+        pending_requests: BTreeMap::new(),
+        writes_per_push: 0,
+        confirmed: 0,
+    };
+    for n in first + 1..first + 1 + 2 * ROLLOUT_RUNS {
+        let confirming = n % 2 == 0;
+        standins.kube.run_controller(if confirming {
+            synced.clone()
+        } else {
+            never.clone()
+        });
+        let Outcome::Response(report) = function.invoke(standins, push(n), deadline).await else {
+            panic!("push {n} failed")
+        };
+        run.writes_per_push = updated_in(&report);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let records = new_checks(standins);
+        assert_eq!(records.len(), run.writes_per_push, "one check per write");
+        standins.shared.clear_log();
+        let started = Instant::now();
+        let outcome = function
+            .invoke(standins, json!({"Records": records}), deadline)
+            .await;
+        let latency = started.elapsed();
+        let Outcome::Response(_) = outcome else {
+            panic!("{outcome:?}")
+        };
+        let requests = if confirming {
+            run.confirming.push(latency);
+            &mut run.confirming_requests
+        } else {
+            run.pending.push(latency);
+            &mut run.pending_requests
+        };
+        if requests.is_empty() {
+            for r in standins.shared.requests() {
+                *requests.entry(kind_of(&r)).or_insert(0) += 1;
+            }
+        }
+        if confirming {
+            run.confirmed += standins
+                .kube
+                .events()
+                .iter()
+                .filter(|e| e["reason"] == "RolloutConfirmed")
+                .count()
+                .saturating_sub(run.confirmed);
+        }
+        // The next push's checks only: what this one left pending is not delivered again.
+        new_checks(standins);
+    }
+    function.stop();
+    run.confirming.sort();
+    run.pending.sort();
+    run
+}
+
+/// The checks a write takes at the default backoff when it is live `after` its write, and
+/// what 1,000 writes a day cost a month with them, at `check_ms` per check invocation.
+fn print_rollout(run: &RolloutRun) {
+    let per_write = |map: &BTreeMap<&'static str, usize>| {
+        map.iter()
+            .map(|(kind, n)| format!("{:.1} {kind}", *n as f64 / run.writes_per_push as f64))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let spread = |v: &[Duration]| {
+        format!(
+            "p50 {:.1} ms ({:.1} to {:.1})",
+            ms(percentile(v, 0.5)),
+            ms(v[0]),
+            ms(v[v.len() - 1])
+        )
+    };
+    println!(
+        "rollout checks, {} pushes of {} writes each, one SQS batch of their checks per invocation:          confirming {}, requests per write: {}; pending {}, requests per write: {}; {} writes confirmed",
+        ROLLOUT_RUNS,
+        run.writes_per_push,
+        spread(&run.confirming),
+        per_write(&run.confirming_requests),
+        spread(&run.pending),
+        per_write(&run.pending_requests),
+        run.confirmed,
+    );
+    // When each check comes, after the write, at the default backoff.
+    let mut at = 0;
+    let schedule: Vec<u32> = (1..=40)
+        .map(|check| {
+            at += argocd_ecr_updater::rollout::message::wait_before(check);
+            at
+        })
+        .collect();
+    let checks_by = |seconds: u32| schedule.iter().take_while(|t| **t < seconds).count() + 1;
+    let check_ms = ms(percentile(&run.confirming, 0.5)) / run.writes_per_push as f64;
+    for (what, live_after) in [
+        ("live 10 s after the write (the argocd method)", 10),
+        ("live 60 s after (a commit, Argo CD refreshed)", 60),
+        ("live 4 min after (Argo CD's Git poll)", 240),
+        ("timed out at 15 min", 900),
+    ] {
+        let checks = checks_by(live_after).min(checks_by(900));
+        // Per check: one invocation (128 MB, arm64), SQS send + receive + delete.
+        let writes_a_month = 1_000.0 * 30.0;
+        let invocations = writes_a_month * checks as f64;
+        let lambda = invocations * 0.20 / 1e6
+            + invocations * (check_ms.max(1.0) / 1000.0) * 0.125 * 0.000_013_333_4;
+        let sqs = invocations * 3.0 * 0.40 / 1e6;
+        println!(
+            "rollout cost, {what}: {checks} checks a write; at 1,000 writes a day: {:.0} invocations a month, ${:.4} Lambda + ${:.4} SQS a month (check {:.1} ms each, billed at least 1 ms)",
+            invocations, lambda, sqs, check_ms
+        );
+    }
+    println!(
+        "rollout cost, metrics: Rollouts by 3 outcomes + LeadTimeSeconds + WriteToLiveSeconds = 5 custom metrics, $1.50 a month whatever the volume (each ROLLOUT_METRIC_APPLICATIONS entry adds up to 5 more)"
+    );
+}
+
 /// A function process that has already handled push number `first`: warm.
 async fn spawn_warmed(
     standins: &StandIns,
@@ -815,7 +994,8 @@ async fn main() {
         + GIT_RUNS
         + 4 * (CLUSTER_RUNS + 1)
         + 2 * (RECONCILE_RUNS + 1)
-        + 6
+        + 2 * ROLLOUT_RUNS
+        + 7
     {
         standins.aws.push(image(
             &tag(n),
@@ -889,7 +1069,7 @@ async fn main() {
     // Warm: one process, a new tag each time, so every invocation patches all three.
     let warm = measure_push(&standins, &env, COLD_RUNS + 1, deadline).await;
     // `BENCH_PATHS=push,reconcile` (say) measures only those paths after the push path, for
-    // an A/B or a profile of one path: imageupdaters, clusters, git, reconcile; all by default.
+    // an A/B or a profile of one path: imageupdaters, clusters, git, rollout, reconcile; all by default.
     let paths = std::env::var("BENCH_PATHS").ok();
     let wants = |path: &str| {
         paths
@@ -937,6 +1117,12 @@ async fn main() {
         git = Some(measure_git(&standins, &env, next, deadline).await);
     }
     next += GIT_RUNS + 1;
+    // Rollout checks: a push's writes followed to live, and to not yet.
+    let mut rollout = None;
+    if wants("rollout") {
+        rollout = Some(measure_rollout(&standins, &env, next, deadline).await);
+    }
+    next += 2 * ROLLOUT_RUNS + 1;
     // Scheduled reconcile: every Application's repository's tag list, every Application
     // read; last, since it moves the bench's Applications to tags newer than any push's.
     let mut reconciles = Vec::new();
@@ -964,6 +1150,9 @@ async fn main() {
     }
     if let Some(git) = &git {
         print_budget("push, git write-back (a commit per Application)", git);
+    }
+    if let Some(rollout) = &rollout {
+        print_rollout(rollout);
     }
     for (round_trip, series) in &reconciles {
         print_budget(

@@ -54,7 +54,11 @@ impl AuditRecord {
     /// of ours).
     pub fn of(app: &Value) -> Option<Self> {
         let text = app["metadata"]["annotations"][AUDIT_ANNOTATION].as_str()?;
-        let json: Value = serde_json::from_str(text).ok()?;
+        Self::from_json(text, serde_json::from_str(text).ok()?)
+    }
+
+    /// The record a write plan writes, as it will read back (`text` is its annotation's value).
+    pub fn from_json(text: &str, json: Value) -> Option<Self> {
         let time = rfc3339_at(&json["time"])?;
         let images = json["images"]
             .as_array()

@@ -42,7 +42,7 @@ pub const SDK_CALLS: &[SdkCall] = &[
         "ecr",
         "batch_get_image",
         "ecr:BatchGetImage",
-        "platforms and signatures: manifests",
+        "platforms, signatures and commit statuses: manifests",
     ),
     call(
         "ecr",
@@ -54,7 +54,7 @@ pub const SDK_CALLS: &[SdkCall] = &[
         "ecr",
         "get_download_url_for_layer",
         "ecr:GetDownloadUrlForLayer",
-        "signature payloads",
+        "signature payloads; image configs for commit statuses",
     ),
     call(
         "ecr",

@@ -712,10 +712,15 @@ pub fn reconcile_repositories(config: &AppConfig, region: &str) -> Vec<(String, 
 
 /// The registry id and repository of an ECR image in this region.
 fn ecr_location(image: &ImageConfig, region: &str) -> Option<(String, String)> {
-    let registry = image.image.registry.as_deref()?;
+    ecr_repository(&image.image, region)
+}
+
+/// The registry id and repository of an image reference, when it is ECR's in this region.
+pub fn ecr_repository(image: &ImageRef, region: &str) -> Option<(String, String)> {
+    let registry = image.registry.as_deref()?;
     let account = registry.split('.').next()?;
     (registry == registry_host(account, region))
-        .then(|| (account.to_string(), image.image.repository.clone()))
+        .then(|| (account.to_string(), image.repository.clone()))
 }
 
 impl ImageCase<'_> {

@@ -13,7 +13,7 @@ use aws_smithy_runtime_api::client::result::SdkError;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 
 use crate::aws::aws_error::{self, Cause};
-use crate::git::githost::{Commit, GitHost, HostError, PullRequest};
+use crate::git::githost::{Commit, CommitStatus, GitHost, HostError, PullRequest};
 
 /// What the role needs on a repository, said when CodeCommit refuses.
 const CODECOMMIT_GRANT: &str = "grant the function's role codecommit:GetBranch, GetFile, GetRepository, CreateCommit, CreateBranch, CreatePullRequest, ListPullRequests and GetPullRequest on the repository: list it in the template's CodeCommitRepositories";
@@ -370,6 +370,13 @@ impl GitHost for CodeCommitRepository<'_> {
         Err(HostError::Invalid {
             what: "labels".into(),
             message: "CodeCommit pull requests have no labels".into(),
+        })
+    }
+
+    async fn commit_status(&self, _sha: &str, _status: &CommitStatus) -> Result<(), HostError> {
+        Err(HostError::Invalid {
+            what: "a commit status".into(),
+            message: "CodeCommit has no commit statuses".into(),
         })
     }
 

@@ -196,6 +196,26 @@ impl GitCredentials {
         })
     }
 
+    /// The credentials of `GIT_CREDENTIALS_SECRET_ARNS` whose `url` scope covers `repo_url`
+    /// (the narrowest): for a write to a repository an image's label names, which whoever
+    /// builds the image chooses, a secret without a scope serves nothing.
+    pub async fn scoped_to(&self, repo_url: &str) -> Result<Credentials, Failure> {
+        let repository = RepoUrl::parse(repo_url).map_err(Failure::from)?;
+        let stored = self.stored().await?;
+        stored
+            .iter()
+            .filter_map(|s| Some((s.url.as_ref()?, &s.credentials)))
+            .filter(|(scope, _)| repository.within(scope))
+            .max_by_key(|(scope, _)| scope.segments.len())
+            .map(|(_, credentials)| credentials.clone())
+            .ok_or_else(|| {
+                permanent(format!(
+                    "no secret in GIT_CREDENTIALS_SECRET_ARNS has a `url` scope covering `{}`; a commit status is written only with a credential scoped to its repository",
+                    crate::redact::url(repo_url)
+                ))
+            })
+    }
+
     /// The secrets of `GIT_CREDENTIALS_SECRET_ARNS`, in their order.
     async fn stored(&self) -> Result<Vec<Stored>, Failure> {
         let mut stored = Vec::new();

@@ -306,6 +306,23 @@ pub struct PullRequest {
     pub opened: bool,
 }
 
+/// A commit status: where a rollout of an image built from the commit stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitStatus {
+    pub state: StatusState,
+    /// `argocd-ecr-updater/<cluster>/<namespace>/<app>`: one status per Application.
+    pub context: String,
+    /// At most 140 characters (GitHub's limit).
+    pub description: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusState {
+    Pending,
+    Success,
+    Failure,
+}
+
 /// One repository on one host, with whatever credentials it needs already in hand.
 #[async_trait]
 pub trait GitHost: Send + Sync {
@@ -338,6 +355,8 @@ pub trait GitHost: Send + Sync {
     ) -> Result<PullRequest, HostError>;
     /// Adds labels to a pull request; hosts without labels say so in the error.
     async fn add_labels(&self, number: u64, labels: &[String]) -> Result<(), HostError>;
+    /// Sets a commit status on `sha`; hosts without commit statuses say so in the error.
+    async fn commit_status(&self, sha: &str, status: &CommitStatus) -> Result<(), HostError>;
     /// Requests sent so far through this host's client.
     fn requests(&self) -> usize;
 }

@@ -16,7 +16,8 @@ use tokio::sync::Mutex;
 
 use crate::git::gitcreds::Credentials;
 use crate::git::githost::{
-    Commit, GITHUB_WRITE, GitHost, HostError, HostRefusal, PullRequest, RestCall,
+    Commit, CommitStatus, GITHUB_WRITE, GitHost, HostError, HostRefusal, PullRequest, RestCall,
+    StatusState,
 };
 use crate::git::repourl::Repo;
 
@@ -401,6 +402,35 @@ impl GitHub {
             .map(|_| ())
     }
 
+    /// Sets a commit status (`POST /repos/{owner}/{repo}/statuses/{sha}`).
+    pub async fn set_status(
+        &self,
+        repo: &Repo,
+        token: &str,
+        sha: &str,
+        status: &CommitStatus,
+    ) -> Result<(), HostError> {
+        let url = format!(
+            "{}/repos/{}/statuses/{sha}",
+            self.api(repo),
+            repo.full_name()
+        );
+        let state = match status.state {
+            StatusState::Pending => "pending",
+            StatusState::Success => "success",
+            StatusState::Failure => "failure",
+        };
+        let what = format!(
+            "setting the commit status of {}",
+            sha.get(..12).unwrap_or(sha)
+        );
+        let body =
+            json!({"state": state, "context": status.context, "description": status.description});
+        self.send(RestCall::post(&url, &what, Some(body)), token, repo)
+            .await
+            .map(|_| ())
+    }
+
     async fn send(&self, call: RestCall<'_>, token: &str, repo: &Repo) -> Result<Value, HostError> {
         self.requests
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -549,6 +579,13 @@ impl GitHost for GitHubRepository<'_> {
     async fn add_labels(&self, number: u64, labels: &[String]) -> Result<(), HostError> {
         self.with_token(
             |t| async move { self.client.add_labels(&self.repo, &t, number, labels).await },
+        )
+        .await
+    }
+
+    async fn commit_status(&self, sha: &str, status: &CommitStatus) -> Result<(), HostError> {
+        self.with_token(
+            |t| async move { self.client.set_status(&self.repo, &t, sha, status).await },
         )
         .await
     }

@@ -13,7 +13,9 @@ use std::time::Duration;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::git::githost::{Commit, GitHost, HostError, HostRefusal, PullRequest, RestCall};
+use crate::git::githost::{
+    Commit, CommitStatus, GitHost, HostError, HostRefusal, PullRequest, RestCall, StatusState,
+};
 use crate::git::repourl::Repo;
 
 const GITLAB_WRITE: &str = "give the token the Developer role (Maintainer for protected branches) and the api scope on the project";
@@ -333,7 +335,42 @@ impl GitHost for GitLabProject<'_> {
         .map(|_| ())
     }
 
+    /// GitLab's commit status (`POST /projects/:id/statuses/:sha`). Setting the state a
+    /// status already has is refused as a transition from itself: that is done already.
+    async fn commit_status(&self, sha: &str, status: &CommitStatus) -> Result<(), HostError> {
+        let state = match status.state {
+            StatusState::Pending => "pending",
+            StatusState::Success => "success",
+            StatusState::Failure => "failed",
+        };
+        let what = format!("setting the commit status of {}", short_sha(sha));
+        let body =
+            json!({"state": state, "name": status.context, "description": status.description});
+        match self
+            .send(
+                Method::POST,
+                &format!("/statuses/{sha}"),
+                Some(body),
+                &what,
+                None,
+            )
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(HostError::Invalid { message, .. })
+                if message.contains("Cannot transition status") =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     fn requests(&self) -> usize {
         self.client.requests.load(Ordering::Relaxed)
     }
+}
+
+fn short_sha(sha: &str) -> &str {
+    sha.get(..12).unwrap_or(sha)
 }

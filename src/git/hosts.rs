@@ -19,7 +19,7 @@ use crate::git::githost::GitHost;
 use crate::git::github::{GitHub, GitHubRepository};
 use crate::git::gitlab::GitLab;
 use crate::git::gitwrite::{self, Location};
-use crate::git::repourl::HostKind;
+use crate::git::repourl::{HostKind, Repo};
 
 /// Why an Application's repository cannot be written now: every image it concerns fails
 /// with this.
@@ -102,26 +102,57 @@ impl GitHosts {
                 reason: e.message,
                 retryable: e.retryable,
             })?;
-        let host: Box<dyn GitHost + '_> = match (&location.repo.kind, scoped) {
+        let host = self.host(&location.repo, scoped)?;
+        Ok((location, host))
+    }
+
+    /// The repository an image names as its source (`url`), on GitHub or GitLab, with the
+    /// credentials `GIT_CREDENTIALS_SECRET_ARNS` scopes to it by `url`: a commit status is
+    /// written only where a credential is granted for that repository.
+    pub async fn open_source(&self, url: &str) -> Result<Box<dyn GitHost + '_>, Unavailable> {
+        let refused = |reason: String| Unavailable {
+            reason,
+            retryable: false,
+        };
+        let repo = Repo::parse(url, &self.enterprise_hosts).map_err(|e| refused(e.0))?;
+        if matches!(repo.kind, HostKind::CodeCommit { .. }) {
+            return Err(refused(format!(
+                "{} is on CodeCommit, which has no commit statuses",
+                repo.full_name()
+            )));
+        }
+        let scoped = self
+            .credentials
+            .scoped_to(url)
+            .await
+            .map_err(|e| Unavailable {
+                reason: e.message,
+                retryable: e.retryable,
+            })?;
+        self.host(&repo, scoped)
+    }
+
+    /// A GitHub or GitLab repository with its credentials.
+    fn host(&self, repo: &Repo, scoped: Credentials) -> Result<Box<dyn GitHost + '_>, Unavailable> {
+        Ok(match (&repo.kind, scoped) {
             (HostKind::GitLab, Credentials::Token(token)) => {
-                Box::new(self.gitlab.project(location.repo.clone(), token))
+                Box::new(self.gitlab.project(repo.clone(), token))
             }
             (HostKind::GitLab, Credentials::App { .. }) => {
                 return Err(Unavailable {
                     reason: format!(
                         "{} is on GitLab, which takes a project or group access token, not GitHub App credentials",
-                        location.repo.full_name()
+                        repo.full_name()
                     ),
                     retryable: false,
                 });
             }
             (_, scoped) => Box::new(GitHubRepository {
                 client: &self.github,
-                repo: location.repo.clone(),
+                repo: repo.clone(),
                 credentials: scoped,
             }),
-        };
-        Ok((location, host))
+        })
     }
 
     /// The lock Applications committing to `repository` take turns on.

@@ -293,8 +293,7 @@ impl Handler {
                 crate::pipeline::announce::record_event(work.kube, app, &decided.entries, now)
                     .await;
                 report.stats.events += 1;
-                let written = plan.audit["time"].as_str().unwrap_or_default();
-                let notes = self.follow_write(work, app, written, None).await;
+                let notes = self.follow_write(work, app, &plan.audit, None).await;
                 let mut entries = decided.entries;
                 add_notes(&mut entries, &notes);
                 report.entries.extend(entries);

@@ -20,6 +20,15 @@ use crate::decision::patch::escape_pointer;
 use crate::report::{Report, RolloutReport};
 use crate::rollout::judge::{self, Outcome, Verdict};
 use crate::rollout::message::{self, Confirmation};
+use crate::rollout::status;
+
+fn state_name(status: &crate::git::githost::CommitStatus) -> &'static str {
+    match status.state {
+        crate::git::githost::StatusState::Pending => "pending",
+        crate::git::githost::StatusState::Success => "success",
+        crate::git::githost::StatusState::Failure => "failure",
+    }
+}
 
 /// What a check concluded, before it is put in the report.
 struct Checked {
@@ -37,10 +46,21 @@ impl Handler {
         &self,
         work: &Work<'_>,
         app: &Value,
-        written: &str,
+        audit: &Value,
         revision: Option<&str>,
     ) -> Vec<String> {
         let mut notes = Vec::new();
+        let written = audit["time"].as_str().unwrap_or_default();
+        if let Some(record) = AuditRecord::from_json(&audit.to_string(), audit.clone()) {
+            let (namespace, name) = decide::app::names(app);
+            let context = status::context(work.cluster, namespace, name);
+            let statuses = self
+                .commit_statuses(app, &record, |image, _| {
+                    status::pending(context.clone(), image)
+                })
+                .await;
+            notes.extend(statuses);
+        }
         let (namespace, name) = decide::app::names(app);
         // Asked for on the Application as read before the write: only then is it read again.
         let sync_asked = app["metadata"]["annotations"][judge::SYNC_ANNOTATION].is_string();
@@ -253,6 +273,16 @@ impl Handler {
                 .await
             {
                 Ok(()) => {
+                    let context = status::context(&check.cluster, namespace, name);
+                    let notes = self
+                        .commit_statuses(&app, &record, |_, pushed| {
+                            let lead = pushed.map(|p| (now - p).as_seconds_f64());
+                            status::outcome(context.clone(), outcome, &reason, lead)
+                        })
+                        .await;
+                    for note in notes {
+                        tracing::info!(application = %format!("{namespace}/{name}"), note, "commit status");
+                    }
                     let timings =
                         (outcome == Outcome::Confirmed).then(|| judge::timings(&record, now));
                     return Ok(Checked {
@@ -310,6 +340,72 @@ impl Handler {
             record,
             timings: None,
         })
+    }
+
+    /// Where the Application asks for them, sets `status_of(image:value, pushed)` on the
+    /// commit each image of `record` names as its source. Returns a note per image: where
+    /// the status was set, or why not (no labels, no credential scoped to the repository).
+    /// Never fails the write or the check: a status is a report.
+    async fn commit_statuses(
+        &self,
+        app: &Value,
+        record: &AuditRecord,
+        status_of: impl Fn(&str, Option<OffsetDateTime>) -> crate::git::githost::CommitStatus,
+    ) -> Vec<String> {
+        match status::wanted(app) {
+            Ok(true) => {}
+            Ok(false) => return Vec::new(),
+            Err(problem) => return vec![format!("no commit status: {problem}")],
+        }
+        let mut notes = Vec::new();
+        for image in &record.images {
+            let reference = format!("{}:{}", image.image, image.to);
+            let note = match self.source_of(&image.image, &image.to).await {
+                Err(why) => format!("no commit status for {reference}: {why}"),
+                Ok(source) => match self.git.open_source(&source.url).await {
+                    Err(stop) => format!("no commit status for {reference}: {}", stop.reason),
+                    Ok(host) => {
+                        let short = &source.revision[..12.min(source.revision.len())];
+                        let wanted = status_of(&reference, image.pushed);
+                        match host.commit_status(&source.revision, &wanted).await {
+                            Ok(()) => format!(
+                                "commit status {} on {}@{short}",
+                                state_name(&wanted),
+                                host.name()
+                            ),
+                            Err(e) => format!("no commit status for {reference}: {e}"),
+                        }
+                    }
+                },
+            };
+            notes.push(crate::redact::scrub(&note));
+        }
+        notes
+    }
+
+    /// The commit an image names as its source, from its labels in ECR.
+    async fn source_of(
+        &self,
+        image: &str,
+        value: &str,
+    ) -> Result<crate::registry::provenance::SourceCommit, String> {
+        let image_ref = crate::appconfig::annotations::ImageRef::parse(image);
+        let Some((registry, repository)) = decide::ecr_repository(&image_ref, &self.region) else {
+            return Err(format!("`{image}` is not in this region's ECR"));
+        };
+        // The digest decides which image it is, when the value carries one.
+        let reference = value.split_once('@').map_or(value, |(_, digest)| digest);
+        let read = crate::registry::provenance::read(
+            &self.ecr,
+            &self.blobs,
+            &registry,
+            &repository,
+            reference,
+        );
+        match read.await {
+            Ok(found) => found,
+            Err(failure) => Err(failure.message),
+        }
     }
 
     /// Records the outcome in our audit record (guarded by the record as read), then sends

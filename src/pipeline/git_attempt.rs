@@ -215,8 +215,7 @@ impl Handler {
         match self.request_refresh(app, plan, &record, work).await {
             // A pull request's commit is live only once merged: nothing to follow yet.
             Ok(()) if pull_request.is_none() => {
-                let written = plan.audit["time"].as_str().unwrap_or_default();
-                let followed = self.follow_write(work, app, written, Some(&commit.oid));
+                let followed = self.follow_write(work, app, &plan.audit, Some(&commit.oid));
                 notes.extend(followed.await);
             }
             Ok(()) => {}

@@ -83,6 +83,8 @@ pub struct Handler {
     pub(super) signatures: crate::registry::signatures::Signatures,
     /// The Git hosts and their credentials, for Applications written back by commit.
     pub(super) git: GitHosts,
+    /// Downloads image configs (their source labels) from the URLs ECR hands out.
+    pub(super) blobs: crate::http::LazyClient,
 }
 
 /// Matched Applications are read, decided and written this many at a time.
@@ -136,6 +138,7 @@ impl Handler {
         let git = GitHosts::new(&config, eks_sdk, &region, secrets);
         let own_account = config.own_account.clone();
         Ok(Self {
+            blobs: crate::http::LazyClient::new(None, config.timeouts.request, false),
             signatures,
             git,
             config,

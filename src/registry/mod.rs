@@ -3,4 +3,5 @@
 pub(crate) mod cosign;
 pub mod ecr;
 pub mod manifest;
+pub(crate) mod provenance;
 pub(crate) mod signatures;

@@ -456,3 +456,129 @@ async fn a_commit_is_confirmed_once_argo_cd_synced_its_revision() {
         standins.github.head(crate::git::REPO, "main").as_deref()
     );
 }
+
+const SOURCE_TOKEN: &str = "ghp_source0status0token";
+const SOURCE_SECRET: &str =
+    "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:argocd-ecr-updater/source-Zz99";
+const BUILT_TAG: &str = "20250901-000000";
+
+#[derive(Clone, Copy, Debug)]
+enum SourceHost {
+    GitHub,
+    GitLab,
+}
+
+/// The seed followed, asking for commit statuses, and a pushed image whose labels name the
+/// commit it was built from in `acme/web` on `host`, where a token scoped to that repository
+/// (by the secret's `url`) may write; the queue and the commit.
+async fn built_from_source(host: SourceHost, scoped: bool) -> (Scenario, String, String) {
+    let (standins, queue) = following(Script::Healthy).await;
+    let (url, api) = match host {
+        SourceHost::GitHub => (
+            "https://github.com/acme/web",
+            ("GITHUB_API_URL", standins.github_api()),
+        ),
+        SourceHost::GitLab => (
+            "https://gitlab.com/acme/web",
+            ("GITLAB_API_URL", standins.gitlab_api()),
+        ),
+    };
+    let store = source_store(&standins, host);
+    store.create_repository("acme/web", "main", &[("main.go", "package main\n")]);
+    let sha = store.head("acme/web", "main").unwrap();
+    store.grant_token(SOURCE_TOKEN, &["acme/web"], true);
+    let secret = if scoped {
+        json!({"token": SOURCE_TOKEN, "url": url})
+    } else {
+        json!({"token": SOURCE_TOKEN})
+    };
+    standins
+        .aws
+        .put_secret(SOURCE_SECRET, &secret.to_string(), true);
+    let at = "2025-09-01T00:00:01Z";
+    standins.aws.push_labelled(
+        image("barun-dev-ecr", BUILT_TAG, '8', at),
+        &json!({"org.opencontainers.image.source": url, "org.opencontainers.image.revision": sha}),
+    );
+    standins.annotate(
+        "argocd",
+        SEED_APP,
+        &[("argocd-ecr-updater.io/commit-status", "true")],
+    );
+    let ca = standins.ca_pem.clone();
+    let standins = standins
+        .var("GIT_CREDENTIALS_SECRET_ARNS", SOURCE_SECRET)
+        .var(api.0, &api.1)
+        .var("GIT_CA_BUNDLE", &ca);
+    (standins, queue, sha)
+}
+
+fn source_store(
+    standins: &Scenario,
+    host: SourceHost,
+) -> &argocd_ecr_updater_standins::github::GitHubState {
+    match host {
+        SourceHost::GitHub => &standins.github,
+        SourceHost::GitLab => &standins.gitlab,
+    }
+}
+
+/// A status on the application's own commit: `pending` at the write, `success` with the lead
+/// time once live, on the commit the image's labels name, under one context per Application.
+#[tokio::test]
+async fn the_images_own_commit_gets_a_pending_then_a_success_status_on_github_and_gitlab() {
+    for host in [SourceHost::GitHub, SourceHost::GitLab] {
+        let (standins, queue, sha) = built_from_source(host, true).await;
+        let push = push_event("barun-dev-ecr", BUILT_TAG, "2025-09-01T00:00:01Z");
+        let report = standins.report(&[], &push).await;
+        let pending = format!("commit status pending on acme/web@{}", &sha[..12]);
+        expect_decision(only(&report), Action::Updated, &pending);
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        let check = checks(&standins, &queue).remove(0);
+        assert_eq!(
+            the_rollout(&deliver(&standins, &check).await).state,
+            "confirmed",
+            "{host:?}"
+        );
+        let statuses = source_store(&standins, host).statuses("acme/web");
+        let states: Vec<&str> = statuses
+            .iter()
+            .map(|s| s["state"].as_str().unwrap())
+            .collect();
+        assert_eq!(states, ["pending", "success"], "{host:?}");
+        for status in &statuses {
+            assert_eq!(status["sha"], sha.as_str());
+            assert_eq!(
+                status["context"],
+                "argocd-ecr-updater/barun-dev/argocd/aws-pipeline-test"
+            );
+        }
+        let done = statuses[1]["description"].as_str().unwrap();
+        assert!(
+            done.starts_with("live and Healthy") && done.ends_with("s after the ECR push"),
+            "{host:?}: {done}"
+        );
+    }
+}
+
+/// The repository is the image builder's to name: without a secret scoped to it by `url`, no
+/// status is written, and the rollout is followed all the same.
+#[tokio::test]
+async fn no_status_is_written_without_a_credential_scoped_to_the_source_repository() {
+    let (standins, queue, _) = built_from_source(SourceHost::GitHub, false).await;
+    let push = push_event("barun-dev-ecr", BUILT_TAG, "2025-09-01T00:00:01Z");
+    let report = standins.report(&[], &push).await;
+    expect_decision(only(&report), Action::Updated, "no commit status for");
+    expect_decision(
+        only(&report),
+        Action::Updated,
+        "has a `url` scope covering `https://github.com/acme/web`",
+    );
+    expect_decision(
+        only(&report),
+        Action::Updated,
+        "rollout followed until live",
+    );
+    assert!(standins.github.statuses("acme/web").is_empty());
+    assert_eq!(checks(&standins, &queue).len(), 1);
+}

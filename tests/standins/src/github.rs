@@ -53,6 +53,8 @@ pub(crate) struct Repository {
     pub(crate) race_next: Option<(String, String)>,
     /// Labels the repository refuses (to test that a labelling failure is only a note).
     refuse_labels: bool,
+    /// Commit statuses set, oldest first: `{sha, state, context, description}`.
+    pub(crate) statuses: Vec<Value>,
 }
 
 /// What a token may do.
@@ -262,6 +264,15 @@ impl GitHubState {
             .unwrap_or_default()
     }
 
+    /// The commit statuses set on the repository, oldest first (GitHub's and GitLab's
+    /// alike: `state` in the host's own words, `context` GitLab's `name`).
+    pub fn statuses(&self, full_name: &str) -> Vec<Value> {
+        lock(&self.repositories)
+            .get(full_name)
+            .map(|r| r.statuses.clone())
+            .unwrap_or_default()
+    }
+
     pub fn pull_requests(&self, full_name: &str) -> Vec<PullRequest> {
         lock(&self.repositories)
             .get(full_name)
@@ -284,6 +295,7 @@ pub fn router(state: Arc<GitHubState>) -> Router {
             "/repos/{owner}/{name}/issues/{number}/labels",
             post(add_labels),
         )
+        .route("/repos/{owner}/{name}/statuses/{sha}", post(create_status))
         .route("/graphql", post(graphql))
         .route("/app/installations/{id}/access_tokens", post(access_token))
         .fallback(|| async { message(StatusCode::NOT_FOUND, "Not Found") })
@@ -301,6 +313,52 @@ fn message(status: StatusCode, text: &str) -> Response {
 enum Access {
     Read,
     Write,
+}
+
+/// `POST /repos/{owner}/{repo}/statuses/{sha}`: as GitHub, a write grant on the repository,
+/// an existing commit, one of GitHub's four states, and a description of at most 140
+/// characters.
+async fn create_status(
+    State(state): State<Arc<GitHubState>>,
+    Path((owner, name, sha)): Path<(String, String, String)>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let full = format!("{owner}/{name}");
+    if let Err(r) = authorize(&state, &headers, &full, Access::Write) {
+        return r;
+    }
+    let Ok(request) = serde_json::from_slice::<Value>(&body) else {
+        return message(StatusCode::BAD_REQUEST, "Problems parsing JSON");
+    };
+    let state_name = request["state"].as_str().unwrap_or_default();
+    if !["error", "failure", "pending", "success"].contains(&state_name) {
+        return message(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Validation Failed: state is not included in the list",
+        );
+    }
+    let description = request["description"].as_str().unwrap_or_default();
+    if description.chars().count() > 140 {
+        return message(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Validation Failed: description is too long (maximum is 140 characters)",
+        );
+    }
+    let mut repos = lock(&state.repositories);
+    let Some(repo) = repos.get_mut(&full) else {
+        return message(StatusCode::NOT_FOUND, "Not Found");
+    };
+    if !repo.commits.contains_key(&sha) {
+        return message(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            &format!("No commit found for SHA: {sha}"),
+        );
+    }
+    let status = json!({"sha": sha, "state": state_name, "context": request["context"].as_str().unwrap_or("default"),
+        "description": description});
+    repo.statuses.push(status.clone());
+    (StatusCode::CREATED, axum::Json(status)).into_response()
 }
 
 /// The bearer's grant on `repository`, or GitHub's answer: 401 for an unknown or expired

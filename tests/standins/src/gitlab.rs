@@ -33,6 +33,7 @@ pub fn router(state: Arc<GitHubState>) -> Router {
         )
         .route("/api/v4/projects/{id}/repository/files/{path}", get(file))
         .route("/api/v4/projects/{id}/repository/commits", post(commit))
+        .route("/api/v4/projects/{id}/statuses/{sha}", post(create_status))
         .route(
             "/api/v4/projects/{id}/merge_requests",
             get(list_merge_requests).post(create_merge_request),
@@ -74,6 +75,63 @@ fn authorize(
         return Err(message(StatusCode::FORBIDDEN, "403 Forbidden"));
     }
     Ok(())
+}
+
+/// `POST /projects/:id/statuses/:sha`: as GitLab, a write grant (Developer), an existing
+/// commit, GitLab's states, and a state machine per `name`: the state a status already has is
+/// refused as a transition from itself (`Cannot transition status via :enqueue from
+/// :pending`), and a finished status may start again.
+async fn create_status(
+    State(state): State<Arc<GitHubState>>,
+    Path((id, sha)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    if let Err(r) = authorize(&state, &headers, &id, true) {
+        return r;
+    }
+    let Ok(request) = serde_json::from_slice::<Value>(&body) else {
+        return message(
+            StatusCode::BAD_REQUEST,
+            "400 Bad request - body is not JSON",
+        );
+    };
+    let wanted = request["state"].as_str().unwrap_or_default();
+    if !["pending", "running", "success", "failed", "canceled"].contains(&wanted) {
+        return message(
+            StatusCode::BAD_REQUEST,
+            "400 Bad request - state does not have a valid value",
+        );
+    }
+    let name = request["name"].as_str().unwrap_or("default").to_string();
+    let mut repos = lock(&state.repositories);
+    let Some(repo) = repos.get_mut(&id) else {
+        return message(StatusCode::NOT_FOUND, "404 Project Not Found");
+    };
+    if !repo.commits.contains_key(&sha) {
+        return message(StatusCode::NOT_FOUND, "404 References for commit Not Found");
+    }
+    let current = repo
+        .statuses
+        .iter()
+        .rev()
+        .find(|s| s["sha"] == sha.as_str() && s["context"] == name.as_str())
+        .and_then(|s| s["state"].as_str().map(str::to_string));
+    if current.as_deref() == Some(wanted) && matches!(wanted, "pending" | "running") {
+        let event = if wanted == "pending" {
+            "enqueue"
+        } else {
+            "run"
+        };
+        return message(
+            StatusCode::BAD_REQUEST,
+            &format!("Cannot transition status via :{event} from :{wanted}"),
+        );
+    }
+    let status = json!({"sha": sha, "state": wanted, "context": name,
+        "description": request["description"].as_str().unwrap_or_default()});
+    repo.statuses.push(status.clone());
+    (StatusCode::CREATED, axum::Json(status)).into_response()
 }
 
 async fn project(
