@@ -689,7 +689,10 @@ fn print_rollout(run: &RolloutRun) {
         )
     };
     println!(
-        "rollout checks, {} pushes of {} writes each, one SQS batch of their checks per invocation:          confirming {}, requests per write: {}; pending {}, requests per write: {}; {} writes confirmed",
+        concat!(
+            "rollout checks, {} pushes of {} writes each, one SQS batch of their checks per invocation: ",
+            "confirming {}, requests per write: {}; pending {}, requests per write: {}; {} writes confirmed"
+        ),
         ROLLOUT_RUNS,
         run.writes_per_push,
         spread(&run.confirming),
@@ -722,7 +725,7 @@ fn print_rollout(run: &RolloutRun) {
             + invocations * (check_ms.max(1.0) / 1000.0) * 0.125 * 0.000_013_333_4;
         let sqs = invocations * 3.0 * 0.40 / 1e6;
         println!(
-            "rollout cost, {what}: {checks} checks a write; at 1,000 writes a day: {:.0} invocations a month, ${:.4} Lambda + ${:.4} SQS a month (check {:.1} ms each, billed at least 1 ms)",
+            "rollout cost, {what}: {checks} check(s) a write; at 1,000 writes a day: {:.0} invocations a month, ${:.4} Lambda + ${:.4} SQS a month (check {:.1} ms each, billed at least 1 ms)",
             invocations, lambda, sqs, check_ms
         );
     }

@@ -10,6 +10,7 @@
 pub mod constraint;
 pub mod gates;
 pub mod go_glob;
+pub mod signing;
 
 use std::cmp::Ordering;
 use std::collections::HashMap;

@@ -33,7 +33,7 @@ locals {
       {
         Sid       = "ReadTrackedRepositories"
         Effect    = "Allow"
-        Action    = ["ecr:DescribeImages", "ecr:BatchGetImage"]
+        Action    = ["ecr:DescribeImages", "ecr:BatchGetImage", "ecr:DescribeImageSigningStatus"]
         Resource  = local.repository_resources
         Condition = local.registry_condition
       },

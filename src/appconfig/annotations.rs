@@ -115,6 +115,9 @@ pub struct ImageConfig {
     /// `hold-on-failure` (ours): after a failed rollout of this image, hold further writes
     /// of it until the Application is Healthy again.
     pub hold_on_failure: bool,
+    /// `signing-profile` (ours): roll out only a digest ECR managed signing has signed with
+    /// this AWS Signer profile.
+    pub signing_profile: Option<crate::policy::signing::SigningProfile>,
     pub helm: HelmTarget,
     /// `kustomize.image-name`: the image name Kustomize replaces; defaults to the image.
     pub kustomize_image_name: Option<String>,
@@ -416,6 +419,7 @@ impl Reader<'_> {
         let cosign_key = self.cosign_key(alias)?;
         let min_age = self.min_age(alias)?;
         let hold_on_failure = self.own_flag(alias, "hold-on-failure")?;
+        let signing_profile = self.signing_profile(alias)?;
         Ok(ImageConfig {
             alias: alias.map(str::to_string),
             image: ImageRef::parse(image),
@@ -427,6 +431,7 @@ impl Reader<'_> {
             cosign_key,
             min_age,
             hold_on_failure,
+            signing_profile,
             helm,
             kustomize_image_name,
             plugin,
@@ -537,6 +542,31 @@ impl Reader<'_> {
         for key in keys {
             if let Some(value) = self.annotations.get(&key) {
                 return crate::policy::gates::ScanGate::parse(value)
+                    .map(Some)
+                    .map_err(|Refused(problem)| AnnotationError {
+                        annotation: key,
+                        value: value.clone(),
+                        problem,
+                    });
+            }
+        }
+        Ok(None)
+    }
+
+    /// Our own annotation, per alias then for every image (on an ImageUpdater object, in its
+    /// `metadata.annotations`): the AWS Signer profile ECR managed signing must have signed
+    /// a digest with.
+    fn signing_profile(
+        &self,
+        alias: Option<&str>,
+    ) -> Result<Option<crate::policy::signing::SigningProfile>, AnnotationError> {
+        let keys = alias
+            .map(|a| format!("{OWN_PREFIX}{a}.signing-profile"))
+            .into_iter()
+            .chain(std::iter::once(format!("{OWN_PREFIX}signing-profile")));
+        for key in keys {
+            if let Some(value) = self.annotations.get(&key) {
+                return crate::policy::signing::SigningProfile::parse(value)
                     .map(Some)
                     .map_err(|Refused(problem)| AnnotationError {
                         annotation: key,

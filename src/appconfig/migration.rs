@@ -172,9 +172,15 @@ fn kept_on_annotations(read: &Reader<'_>, namespace: &str) -> Option<String> {
         .filter(|k| k.starts_with(OWN_PREFIX))
         .collect();
     if let Some(key) = own_keys.iter().find(|k| {
-        ["scan-gate", "pin-digest", "min-age", "hold-on-failure"]
-            .iter()
-            .any(|own| k.ends_with(own))
+        [
+            "scan-gate",
+            "pin-digest",
+            "min-age",
+            "hold-on-failure",
+            "signing-profile",
+        ]
+        .iter()
+        .any(|own| k.ends_with(own))
     }) {
         return Some(format!("`{key}` has no ImageUpdater field"));
     }

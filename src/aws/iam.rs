@@ -52,6 +52,12 @@ pub const SDK_CALLS: &[SdkCall] = &[
     ),
     call(
         "ecr",
+        "describe_image_signing_status",
+        "ecr:DescribeImageSigningStatus",
+        "a managed-signing gate",
+    ),
+    call(
+        "ecr",
         "get_download_url_for_layer",
         "ecr:GetDownloadUrlForLayer",
         "signature payloads; image configs for commit statuses",

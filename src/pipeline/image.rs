@@ -8,11 +8,21 @@ use crate::failure::Failure;
 use crate::failure::Refused;
 use crate::report::Action;
 
+/// How long after its push an image whose signing is in progress is re-checked by a
+/// follow-up; past it, ECR's signing has stalled and the next push or sweep decides.
+const SIGNING_WAIT: time::Duration = time::Duration::minutes(30);
+
+/// A signature takes seconds to minutes: a minute between checks.
+const SIGNING_RECHECK_SECONDS: u32 = 60;
+
 impl Handler {
     /// Fetches what the image's strategy needs from ECR, lets `decide` answer, then holds an
     /// update back unless the image is signed with its cosign key (when it has one).
     pub(super) async fn decide_image(&self, case: &ImageCase<'_>, work: &Work<'_>) -> ImageOutcome {
         let (outcome, digest) = self.decide_image_facts(case, work).await;
+        let outcome = self
+            .managed_signing(outcome, case, digest.as_deref(), work)
+            .await;
         let Some(key) = &case.config.cosign_key else {
             return outcome;
         };
@@ -45,6 +55,82 @@ impl Handler {
                 false,
             ),
             Err(e) => outcome.refuse(Action::Failed, &e.message, e.retryable),
+        }
+    }
+
+    /// The managed-signing gate (`signing-profile`): an update goes through only once ECR
+    /// managed signing has signed its digest with the profile. In progress, it is held and
+    /// decided again a minute later by a follow-up on the sweep queue, for as long as the
+    /// image is under [`SIGNING_WAIT`] old (then by the next push or sweep); failed, refused.
+    async fn managed_signing(
+        &self,
+        outcome: ImageOutcome,
+        case: &ImageCase<'_>,
+        digest: Option<&str>,
+        work: &Work<'_>,
+    ) -> ImageOutcome {
+        use crate::policy::signing::{SigningVerdict, verdict};
+        let (Some(profile), Some(update)) = (&case.config.signing_profile, &outcome.update) else {
+            return outcome;
+        };
+        let pushed_at = update.pushed_at;
+        let Some(digest) = digest else {
+            return outcome.refuse(
+                Action::Skipped,
+                "managed signing: ECR named no digest for the image to roll out",
+                false,
+            );
+        };
+        let states = match self
+            .ecr
+            .signing_statuses(&case.registry, &case.repository, digest)
+            .await
+        {
+            Ok(states) => states,
+            Err(e) => {
+                let failure = Failure::from(e);
+                return outcome.refuse(Action::Failed, &failure.message, failure.retryable);
+            }
+        };
+        match verdict(profile, digest, &states) {
+            SigningVerdict::Signed(note) => outcome.noted(&note),
+            SigningVerdict::Refused(reason) => outcome.refuse(Action::Skipped, &reason, false),
+            SigningVerdict::InProgress(reason) => {
+                let now = time::OffsetDateTime::from(self.clock.now());
+                let young = pushed_at.is_none_or(|at| now - at < SIGNING_WAIT);
+                let next = if young && !self.config.dry_run {
+                    self.decide_again_later(case, work, "signing", SIGNING_RECHECK_SECONDS)
+                        .await
+                } else {
+                    "the next push of the image or the next sweep decides it".to_string()
+                };
+                outcome.refuse(Action::Skipped, &format!("{reason}: held; {next}"), false)
+            }
+        }
+    }
+
+    /// Sends a one-Application shard that re-decides `case`'s Application in `delay` seconds;
+    /// says when, or why it will be decided otherwise.
+    async fn decide_again_later(
+        &self,
+        case: &ImageCase<'_>,
+        work: &Work<'_>,
+        why: &str,
+        delay: u32,
+    ) -> String {
+        let Some(queue) = &self.sweep_queue else {
+            return "no sweep queue (SWEEP_QUEUE_URL): the next sweep decides it".into();
+        };
+        let identity = case.identity();
+        let id = format!("{why}-{}", work.event_id());
+        let shard =
+            crate::sweep::shard::follow_up(&id, work.cluster, identity.namespace, identity.name);
+        match queue.send_after(&shard, delay).await {
+            Ok(()) => format!("re-decided in {delay} s"),
+            Err(e) => {
+                tracing::warn!(error = %e, application = %identity, "the follow-up was not sent; the next sweep decides it");
+                "the follow-up was not sent: the next sweep decides it".into()
+            }
         }
     }
 
@@ -198,26 +284,17 @@ impl Handler {
         if self.config.dry_run {
             return outcome;
         }
-        let Some(queue) = &self.sweep_queue else {
+        if self.sweep_queue.is_none() {
             return outcome.noted_on_soaking(
                 "no sweep queue (SWEEP_QUEUE_URL): the first sweep after the window rolls it out",
             );
-        };
-        let identity = case.identity();
-        let id = format!("soak-{}", work.event_id());
-        let shard =
-            crate::sweep::shard::follow_up(&id, work.cluster, identity.namespace, identity.name);
+        }
         // A second past the window: the re-decision finds the image old enough.
         let wait = (ripe - now).whole_seconds().max(0) as u64 + 1;
         let delay = u32::try_from(wait)
             .unwrap_or(u32::MAX)
             .min(crate::sweep::queue::MAX_DELAY_SECONDS);
-        match queue.send_after(&shard, delay).await {
-            Ok(()) => outcome.noted_on_soaking(&format!("re-decided in {delay} s")),
-            Err(e) => {
-                tracing::warn!(error = %e, application = %identity, "the soak's follow-up was not sent; the next sweep decides it");
-                outcome.noted_on_soaking("the follow-up was not sent: the next sweep decides it")
-            }
-        }
+        let note = self.decide_again_later(case, work, "soak", delay).await;
+        outcome.noted_on_soaking(&note)
     }
 }

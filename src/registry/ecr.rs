@@ -461,6 +461,44 @@ impl Ecr {
         }
     }
 
+    /// ECR managed signing's status of `digest`, per signing profile
+    /// (`DescribeImageSigningStatus`); empty when no signing rule covers the image.
+    pub async fn signing_statuses(
+        &self,
+        registry: &str,
+        repository: &str,
+        digest: &str,
+    ) -> Result<Vec<crate::policy::signing::SigningState>, EcrError> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let result = self
+            .client
+            .describe_image_signing_status()
+            .registry_id(registry)
+            .repository_name(repository)
+            .image_id(ImageIdentifier::builder().image_digest(digest).build())
+            .send()
+            .await;
+        match result {
+            Ok(output) => Ok(output
+                .signing_statuses()
+                .iter()
+                .map(|s| crate::policy::signing::SigningState {
+                    profile_arn: s.signing_profile_arn().unwrap_or_default().to_string(),
+                    status: s
+                        .status()
+                        .map(|s| s.as_str().to_string())
+                        .unwrap_or_default(),
+                    failure_code: s.failure_code().map(str::to_string),
+                    failure_reason: s.failure_reason().map(str::to_string),
+                })
+                .collect()),
+            Err(e) => {
+                self.classify("DescribeImageSigningStatus", repository, registry, e)?;
+                Ok(Vec::new())
+            }
+        }
+    }
+
     /// What one tag's manifest says about platforms; `None` if the tag does not exist.
     pub async fn platforms(
         &self,

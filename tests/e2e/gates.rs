@@ -630,3 +630,148 @@ async fn a_referrers_index_over_its_cap_is_refused_unread() {
     );
     assert_eq!(tag(&standins), SEED_TAG);
 }
+
+// ECR managed signing: AWS Signer signs a pushed image after the push.
+
+const PROFILE_ARN: &str =
+    "arn:aws:signer:ap-northeast-2:768157413559:/signing-profiles/release_prod";
+const SIGNING: (&str, &str) = ("argocd-ecr-updater.io/app.signing-profile", "release_prod");
+
+#[tokio::test]
+async fn a_digest_signed_by_the_profile_rolls_out_and_one_refused_says_why() {
+    let other = "arn:aws:signer:ap-northeast-2:768157413559:/signing-profiles/nightly";
+    let cases: [(&[(&str, &str)], Action, &str); 4] = [
+        (
+            &[(PROFILE_ARN, "COMPLETE")],
+            Action::Updated,
+            "is signed by `arn:aws:signer:ap-northeast-2:768157413559:/signing-profiles/release_prod` (ECR managed signing)",
+        ),
+        (
+            &[(PROFILE_ARN, "FAILED")],
+            Action::Skipped,
+            "failed (SigningProfileRevoked: The signing profile was revoked.)",
+        ),
+        (
+            &[(other, "COMPLETE")],
+            Action::Skipped,
+            "has no managed signature by signing profile `release_prod` (ECR lists arn:aws:signer:ap-northeast-2:768157413559:/signing-profiles/nightly)",
+        ),
+        (
+            &[],
+            Action::Skipped,
+            "(ECR lists no profile): add the profile to the registry's signing rules",
+        ),
+    ];
+    for (statuses, action, says) in cases {
+        let standins = seeded(&[SIGNING]).await;
+        standins
+            .aws
+            .set_signing("barun-dev-ecr", SEED_DIGEST, statuses);
+        let report = standins.report(&[], &event("push-date-tag.json")).await;
+        expect_decision(only(&report), action, says);
+        let written = tag(&standins) == PUSHED_TAG;
+        assert_eq!(written, action == Action::Updated, "{statuses:?}");
+    }
+}
+
+/// A push races its own signature: in progress, the push is held and a follow-up on the sweep
+/// queue decides it again a minute later, when the signature is complete.
+#[tokio::test]
+async fn a_push_whose_signing_is_in_progress_is_held_and_rolled_out_once_signed() {
+    use argocd_ecr_updater_standins::fixtures::{image, push_event};
+    let standins = seeded(&[SIGNING]).await;
+    let queue = standins.aws.create_queue("sweep");
+    let arn = "arn:aws:sqs:ap-northeast-2:768157413559:sweep";
+    let standins = standins
+        .var("SWEEP_QUEUE_URL", &queue)
+        .var("SWEEP_QUEUE_ARN", arn)
+        .var("CONFIRM_ROLLOUTS", "false");
+    let now = time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    let fresh = "20991231-000000";
+    let digest = format!("sha256:{}", "9".repeat(64));
+    standins.aws.push(image("barun-dev-ecr", fresh, '9', &now));
+    standins
+        .aws
+        .set_signing("barun-dev-ecr", &digest, &[(PROFILE_ARN, "IN_PROGRESS")]);
+    let push = push_event("barun-dev-ecr", fresh, &now);
+    let held = standins.report(&[], &push).await;
+    expect_decision(
+        only(&held),
+        Action::Skipped,
+        "managed signing of sha256:9999",
+    );
+    expect_decision(
+        only(&held),
+        Action::Skipped,
+        "is in progress: held; re-decided in 60 s",
+    );
+    let follow_ups = standins.aws.queue(&queue);
+    assert_eq!(follow_ups.len(), 1);
+    assert_eq!(follow_ups[0].delay_seconds, 60);
+    assert_ne!(tag(&standins), fresh);
+    standins
+        .aws
+        .set_signing("barun-dev-ecr", &digest, &[(PROFILE_ARN, "COMPLETE")]);
+    let batch = json!({"Records": [{"messageId": follow_ups[0].id, "eventSource": "aws:sqs",
+        "eventSourceARN": arn, "body": follow_ups[0].body}]});
+    let written = standins.report(&[], &batch).await;
+    expect_decision(only(&written), Action::Updated, "(ECR managed signing)");
+    assert_eq!(tag(&standins), fresh);
+}
+
+/// An image pushed long ago whose signing is still in progress is not re-checked for ever:
+/// the next push or sweep decides it.
+#[tokio::test]
+async fn a_signing_stalled_past_half_an_hour_is_left_to_the_next_push_or_sweep() {
+    let standins = seeded(&[SIGNING]).await;
+    standins.aws.set_signing(
+        "barun-dev-ecr",
+        SEED_DIGEST,
+        &[(PROFILE_ARN, "IN_PROGRESS")],
+    );
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
+    expect_decision(
+        only(&report),
+        Action::Skipped,
+        "held; the next push of the image or the next sweep decides it",
+    );
+}
+
+#[tokio::test]
+async fn a_sweep_rolls_out_only_a_candidate_signed_by_the_profile() {
+    let standins = seeded(&[SIGNING]).await;
+    standins.aws.set_signing(
+        "barun-dev-ecr",
+        SEED_DIGEST,
+        &[(PROFILE_ARN, "IN_PROGRESS")],
+    );
+    let held = standins
+        .report(&[], &event("scheduled-reconcile.json"))
+        .await;
+    expect_decision(only(&held), Action::Skipped, "is in progress: held");
+    standins
+        .aws
+        .set_signing("barun-dev-ecr", SEED_DIGEST, &[(PROFILE_ARN, "COMPLETE")]);
+    let written = standins
+        .report(&[], &event("scheduled-reconcile.json"))
+        .await;
+    expect_decision(only(&written), Action::Updated, "(ECR managed signing)");
+}
+
+#[tokio::test]
+async fn a_signing_profile_that_is_neither_an_arn_nor_a_name_is_a_configuration_error() {
+    let standins = seeded(&[("argocd-ecr-updater.io/app.signing-profile", "release-prod!")]).await;
+    let report = standins.settled(&[], &event("push-date-tag.json")).await;
+    expect_decision(
+        only(&report),
+        Action::Failed,
+        "argocd-ecr-updater.io/app.signing-profile",
+    );
+    expect_decision(
+        only(&report),
+        Action::Failed,
+        "neither a signing profile ARN nor a profile name",
+    );
+}

@@ -1071,7 +1071,11 @@ fn layer_downloads_and_scan_findings_are_granted_only_with_the_gate_that_needs_t
     assert_eq!(always, None);
     assert_eq!(
         strings(&base["Action"]),
-        ["ecr:DescribeImages", "ecr:BatchGetImage"]
+        [
+            "ecr:DescribeImages",
+            "ecr:BatchGetImage",
+            "ecr:DescribeImageSigningStatus"
+        ]
     );
     for (sid, condition, action) in [
         (

@@ -98,6 +98,9 @@ pub struct AwsState {
     pub codecommit: crate::github::GitHubState,
     /// Layer blobs by (repository, digest), served at the URL `GetDownloadUrlForLayer` gives.
     blobs: Mutex<BTreeMap<(String, String), Vec<u8>>>,
+    /// ECR managed signing's statuses by (repository, digest): `{signingProfileArn, status,
+    /// failureCode?, failureReason?}` per profile.
+    signing: Mutex<BTreeMap<(String, String), Vec<Value>>>,
     /// Filled in once the AWS stand-in is listening: the base of blob URLs.
     pub endpoint: Mutex<String>,
     /// The stack as `doctor` reads it: function, rules, access entries, repositories.
@@ -249,6 +252,7 @@ impl AwsState {
             scans: Mutex::new(BTreeMap::new()),
             registries: Mutex::new(BTreeMap::new()),
             blobs: Mutex::new(BTreeMap::new()),
+            signing: Mutex::new(BTreeMap::new()),
             endpoint: Mutex::new(String::new()),
             deployment: Mutex::new(crate::deployment::Deployment::seed(
                 account,
@@ -293,6 +297,23 @@ impl AwsState {
         );
         self.put_blob(&image.repository, &config_digest, config);
         self.push(image);
+    }
+
+    /// Sets what `DescribeImageSigningStatus` answers for `digest`: one `(profile ARN,
+    /// IN_PROGRESS | COMPLETE | FAILED)` per signing profile, as ECR managed signing moves it.
+    pub fn set_signing(&self, repository: &str, digest: &str, statuses: &[(&str, &str)]) {
+        let statuses = statuses
+            .iter()
+            .map(|(profile, status)| {
+                let mut s = json!({"signingProfileArn": profile, "status": status});
+                if *status == "FAILED" {
+                    s["failureCode"] = json!("SigningProfileRevoked");
+                    s["failureReason"] = json!("The signing profile was revoked.");
+                }
+                s
+            })
+            .collect();
+        lock(&self.signing).insert((repository.to_string(), digest.to_string()), statuses);
     }
 
     pub fn put_blob(&self, repository: &str, digest: &str, bytes: Vec<u8>) {
@@ -831,6 +852,7 @@ async fn ecr(State(state): State<Arc<AwsState>>, headers: HeaderMap, body: Bytes
             describe_secret(&state, &request)
         }
         "DescribeImageScanFindings" => describe_image_scan_findings(&state, &request),
+        "DescribeImageSigningStatus" => describe_image_signing_status(&state, &request),
         "GetDownloadUrlForLayer" => download_url(&state, &request),
         "GetAuthorizationToken" => authorization_token(&state),
         "DescribeImages" => describe_images(&state, &request),
@@ -960,6 +982,44 @@ async fn blob(
 }
 
 /// ECR's `DescribeImageScanFindings` for one digest: the status and the severity counts.
+/// ECR's `DescribeImageSigningStatus`: the image must exist (`ImageNotFoundException`); an
+/// image no signing rule covers has no statuses.
+fn describe_image_signing_status(state: &AwsState, request: &Value) -> Response {
+    let repository = match repository_checked(state, request) {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    let Some(digest) = request["imageId"]["imageDigest"].as_str() else {
+        return aws_error(
+            StatusCode::BAD_REQUEST,
+            "InvalidParameterException",
+            "imageId.imageDigest is required by the stand-in",
+        );
+    };
+    let exists = lock(&state.images)
+        .get(&repository)
+        .is_some_and(|images| images.by_digest.contains_key(digest));
+    if !exists {
+        return aws_error(
+            StatusCode::BAD_REQUEST,
+            "ImageNotFoundException",
+            &format!(
+                "The image with imageId {{imageDigest:'{digest}'}} does not exist within the repository with name '{repository}' in the registry with id '{}'",
+                state.account
+            ),
+        );
+    }
+    let statuses = lock(&state.signing)
+        .get(&(repository.clone(), digest.to_string()))
+        .cloned()
+        .unwrap_or_default();
+    axum::Json(
+        json!({"registryId": state.account, "repositoryName": repository,
+        "imageId": {"imageDigest": digest}, "signingStatuses": statuses}),
+    )
+    .into_response()
+}
+
 fn describe_image_scan_findings(state: &AwsState, request: &Value) -> Response {
     let repository = request["repositoryName"].as_str().unwrap_or_default();
     let Some(digest) = request["imageId"]["imageDigest"].as_str() else {
