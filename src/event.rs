@@ -213,6 +213,11 @@ fn parse_event(event: &Value) -> Result<Invocation, EventError> {
     // A replicated image arrives in the destination region as `ECR Replication Action`
     // (with `source-account`/`source-region`); its tag is then pullable here, as a push.
     let replication = detail_type == "ECR Replication Action";
+    if matches!(detail_type, "ECR Referrer Action" | "ECR Artifact Action") {
+        return skip(format!(
+            "`{detail_type}` (an artifact attached to a digest, or its storage class changed) rolls nothing out: a signing-profile gate asks ECR for the signing status instead"
+        ));
+    }
     if detail_type != "ECR Image Action" && !replication {
         return skip(format!(
             "detail-type `{detail_type}` is not `ECR Image Action` or `ECR Replication Action`"
@@ -237,6 +242,12 @@ fn parse_event(event: &Value) -> Result<Invocation, EventError> {
     let tag = field("image-tag")?.filter(|t| !t.is_empty());
     let digest = field("image-digest")?.map(str::to_string);
 
+    if action == "UPDATE_STORAGE_CLASS" {
+        let class = field("target-storage-class")?.unwrap_or_default();
+        return skip(format!(
+            "an image of `{repository}` moved to the {class} storage class: nothing to roll out (an archived image is never a candidate; a restored one is again, at the next push or sweep)"
+        ));
+    }
     if action != "PUSH" && !replication {
         return skip(format!("action-type `{action}` is not PUSH"));
     }
@@ -704,6 +715,36 @@ mod tests {
         assert_eq!(pushes.len(), 2);
         assert_eq!(pushes[0].repository, "barun-dev-ecr");
         assert!(pushes[0].scan_completed);
+    }
+
+    #[test]
+    fn aws_samples_of_storage_class_changes_and_referrers_are_skipped_saying_why() {
+        let samples = [
+            (
+                include_str!("../events/aws-sample-image-archive.json"),
+                "moved to the ARCHIVE storage class",
+            ),
+            (
+                include_str!("../events/aws-sample-image-restore.json"),
+                "moved to the STANDARD storage class",
+            ),
+            (
+                include_str!("../events/aws-sample-referrer-restore.json"),
+                "`ECR Referrer Action` (an artifact attached to a digest",
+            ),
+        ];
+        for (text, says) in samples {
+            let event: Value = serde_json::from_str(text).unwrap();
+            match parse(&event, &NO_QUEUE) {
+                Ok(Invocation::Skip { reason, .. }) => assert!(reason.contains(says), "{reason}"),
+                other => panic!("{says}: {other:?}"),
+            }
+        }
+        let artifact = json!({"version": "0", "id": "a", "detail-type": "ECR Artifact Action", "source": "aws.ecr",
+            "detail": {"repository-name": "r", "action-type": "PUSH", "result": "SUCCESS"}});
+        assert!(
+            matches!(parse(&artifact, &NO_QUEUE), Ok(Invocation::Skip { reason, .. }) if reason.contains("rolls nothing out"))
+        );
     }
 
     #[test]

@@ -163,6 +163,62 @@ fn the_ecr_rules_match_the_documented_events_of_tracked_repositories_only() {
     assert!(event_matches(&pattern("FunctionEcrScan"), &scan));
 }
 
+/// AWS's published samples of the events the function does not act on (a storage-class
+/// change of an image or a referrer): no rule of the stack invokes it for them, even for a
+/// tracked repository, and the function skips each with a reason if one is sent anyway.
+#[test]
+fn no_rule_invokes_the_function_for_a_storage_class_change_or_a_referrer() {
+    let Some(t) = transformed() else { return };
+    let evaluator = evaluator_for(
+        &t,
+        &[
+            ("ScanEvents", json!("true")),
+            ("ReplicationEvents", json!("true")),
+        ],
+    );
+    let rules: Vec<(String, Value)> = t["Resources"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, r)| r["Type"] == "AWS::Events::Rule")
+        .filter_map(|(name, r)| {
+            let pattern = &r["Properties"]["EventPattern"];
+            // A pattern built with Fn::Sub is JSON text.
+            let evaluated = match evaluator.eval(pattern) {
+                Value::String(_) => serde_json::from_str(&evaluator.text(pattern)).unwrap(),
+                object => object,
+            };
+            (!pattern.is_null()).then(|| (name.clone(), evaluated))
+        })
+        .collect();
+    assert!(rules.len() >= 2, "{rules:?}");
+    for sample in [
+        "aws-sample-image-archive.json",
+        "aws-sample-image-restore.json",
+        "aws-sample-referrer-restore.json",
+    ] {
+        let path = format!("{}/events/{sample}", env!("CARGO_MANIFEST_DIR"));
+        let mut event: Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        event["detail"]["repository-name"] = json!("barun-dev-ecr");
+        for (name, pattern) in &rules {
+            assert!(!event_matches(pattern, &event), "{name} matches {sample}");
+        }
+        let intake = argocd_ecr_updater::event::Intake {
+            sweep_queue_arn: None,
+        };
+        match argocd_ecr_updater::event::parse(&event, &intake) {
+            Ok(argocd_ecr_updater::event::Invocation::Skip { reason, .. }) => {
+                assert!(
+                    reason.contains("storage class") || reason.contains("rolls nothing out"),
+                    "{sample}: {reason}"
+                )
+            }
+            other => panic!("{sample}: {other:?}"),
+        }
+    }
+}
+
 #[test]
 fn the_architecture_is_chosen_in_one_place_that_sam_build_and_sam_deploy_both_read() {
     let Some(t) = transformed() else { return };
