@@ -559,6 +559,8 @@ const ROLLOUT_RUNS: usize = 20;
 /// that finds them live (one SQS batch of their three checks), and one that finds them not
 /// yet synced; each on a warm process, its requests counted per write.
 struct RolloutRun {
+    /// The push invocations, each writing three Applications and sending their checks.
+    pushes: Vec<Duration>,
     confirming: Vec<Duration>,
     pending: Vec<Duration>,
     confirming_requests: BTreeMap<&'static str, usize>,
@@ -611,6 +613,7 @@ async fn measure_rollout(
         fresh
     };
     let mut run = RolloutRun {
+        pushes: Vec::new(),
         confirming: Vec::new(),
         pending: Vec::new(),
         confirming_requests: BTreeMap::new(),
@@ -625,9 +628,11 @@ async fn measure_rollout(
         } else {
             never.clone()
         });
+        let pushed = Instant::now();
         let Outcome::Response(report) = function.invoke(standins, push(n), deadline).await else {
             panic!("push {n} failed")
         };
+        run.pushes.push(pushed.elapsed());
         run.writes_per_push = updated_in(&report);
         tokio::time::sleep(Duration::from_millis(300)).await;
         let records = new_checks(standins);
@@ -666,6 +671,7 @@ async fn measure_rollout(
         new_checks(standins);
     }
     function.stop();
+    run.pushes.sort();
     run.confirming.sort();
     run.pending.sort();
     run
@@ -688,6 +694,11 @@ fn print_rollout(run: &RolloutRun) {
             ms(v[v.len() - 1])
         )
     };
+    println!(
+        "rollout, the push that writes and sends the checks: {} over {} pushes",
+        spread(&run.pushes),
+        run.pushes.len()
+    );
     println!(
         concat!(
             "rollout checks, {} pushes of {} writes each, one SQS batch of their checks per invocation: ",
