@@ -35,19 +35,22 @@
 //!   [`decision::appset`], whether an ApplicationSet keeps a write (pure).
 //! - [`registry`]: [`registry::ecr`], tags, push times and manifests; [`registry::manifest`],
 //!   what they say about scans and platforms (pure); [`registry::signatures`] and
-//!   [`registry::cosign`], signatures found in ECR and checked in Rust.
+//!   [`registry::cosign`], signatures found in ECR and checked in Rust;
+//!   [`registry::provenance`], the commit an image's labels name.
 //! - [`cluster`]: [`cluster::connect`], one way to reach a cluster; [`cluster::kube`], the
 //!   Kubernetes client; [`cluster::objects`], ImageUpdater objects per warm container;
 //!   [`cluster::eks_auth`], the IAM-signed token and DescribeCluster; [`cluster::retry`],
 //!   retries within the deadline.
 //! - [`application`]: the Application as everything above reads it: [`application::view`],
 //!   one view of it as read; [`application::identity`], its namespace and name;
-//!   [`application::sources`], where each image lives and what it runs (pure).
+//!   [`application::sources`], where each image lives and what it runs;
+//!   [`application::audit`], our audit record read back; [`application::event`], the
+//!   Kubernetes Events about it (pure).
 //! - [`appconfig`]: [`appconfig::annotations`] and [`appconfig::imageupdater`], Image
 //!   Updater's configuration into one typed value; [`appconfig::cosign_key`], the key it
 //!   names; [`appconfig::migration`], annotations into an equivalent object.
 //! - [`policy`]: strategies, filters and ranking of tags, Masterminds constraints, Go globs,
-//!   and the scan [`policy::gates`] (pure).
+//!   the scan [`policy::gates`] and the managed-signing gate [`policy::signing`] (pure).
 //! - [`aws`]: [`aws::sdk_env`] and [`aws::aws_http`], the SDK configuration Lambda provides and
 //!   the HTTP client; [`aws::aws_error`], errors by cause; [`aws::assume_role`];
 //!   [`aws::secrets`], Secrets Manager texts read once; [`aws::iam`], the IAM action of every

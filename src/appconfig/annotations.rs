@@ -535,19 +535,30 @@ impl Reader<'_> {
         &self,
         alias: Option<&str>,
     ) -> Result<Option<crate::policy::gates::ScanGate>, AnnotationError> {
+        self.own_setting(alias, "scan-gate", |value| {
+            crate::policy::gates::ScanGate::parse(value).map_err(|Refused(problem)| problem)
+        })
+    }
+
+    /// One of our own settings, per alias then for every image, read with `parse`; an
+    /// unreadable value names the annotation it is in.
+    fn own_setting<T>(
+        &self,
+        alias: Option<&str>,
+        name: &str,
+        parse: impl Fn(&str) -> Result<T, String>,
+    ) -> Result<Option<T>, AnnotationError> {
         let keys = alias
-            .map(|a| format!("{OWN_PREFIX}{a}.scan-gate"))
+            .map(|a| format!("{OWN_PREFIX}{a}.{name}"))
             .into_iter()
-            .chain(std::iter::once(format!("{OWN_PREFIX}scan-gate")));
+            .chain(std::iter::once(format!("{OWN_PREFIX}{name}")));
         for key in keys {
             if let Some(value) = self.annotations.get(&key) {
-                return crate::policy::gates::ScanGate::parse(value)
-                    .map(Some)
-                    .map_err(|Refused(problem)| AnnotationError {
-                        annotation: key,
-                        value: value.clone(),
-                        problem,
-                    });
+                return parse(value).map(Some).map_err(|problem| AnnotationError {
+                    annotation: key,
+                    value: value.clone(),
+                    problem,
+                });
             }
         }
         Ok(None)
@@ -560,43 +571,15 @@ impl Reader<'_> {
         &self,
         alias: Option<&str>,
     ) -> Result<Option<crate::policy::signing::SigningProfile>, AnnotationError> {
-        let keys = alias
-            .map(|a| format!("{OWN_PREFIX}{a}.signing-profile"))
-            .into_iter()
-            .chain(std::iter::once(format!("{OWN_PREFIX}signing-profile")));
-        for key in keys {
-            if let Some(value) = self.annotations.get(&key) {
-                return crate::policy::signing::SigningProfile::parse(value)
-                    .map(Some)
-                    .map_err(|Refused(problem)| AnnotationError {
-                        annotation: key,
-                        value: value.clone(),
-                        problem,
-                    });
-            }
-        }
-        Ok(None)
+        self.own_setting(alias, "signing-profile", |value| {
+            crate::policy::signing::SigningProfile::parse(value).map_err(|Refused(problem)| problem)
+        })
     }
 
     /// Our own annotation, per alias then for every image (on an ImageUpdater object, in its
     /// `metadata.annotations`): how long an image soaks in ECR before it is written.
     fn min_age(&self, alias: Option<&str>) -> Result<Option<std::time::Duration>, AnnotationError> {
-        let keys = alias
-            .map(|a| format!("{OWN_PREFIX}{a}.min-age"))
-            .into_iter()
-            .chain(std::iter::once(format!("{OWN_PREFIX}min-age")));
-        for key in keys {
-            if let Some(value) = self.annotations.get(&key) {
-                return parse_duration(value)
-                    .map(Some)
-                    .map_err(|problem| AnnotationError {
-                        annotation: key,
-                        value: value.clone(),
-                        problem,
-                    });
-            }
-        }
-        Ok(None)
+        self.own_setting(alias, "min-age", parse_duration)
     }
 
     /// Our own annotation, per alias then for every image (on an ImageUpdater object, in its
@@ -607,16 +590,10 @@ impl Reader<'_> {
 
     /// One of our boolean annotations, per alias then for every image.
     fn own_flag(&self, alias: Option<&str>, name: &str) -> Result<bool, AnnotationError> {
-        let keys = alias
-            .map(|a| format!("{OWN_PREFIX}{a}.{name}"))
-            .into_iter()
-            .chain(std::iter::once(format!("{OWN_PREFIX}{name}")));
-        for key in keys {
-            if let Some(value) = self.annotations.get(&key) {
-                return parse_bool(&key, value);
-            }
-        }
-        Ok(false)
+        let flag = self.own_setting(alias, name, |value| {
+            go_parse_bool(value).ok_or_else(|| BOOL_PROBLEM.to_string())
+        })?;
+        Ok(flag.unwrap_or(false))
     }
 
     /// Our own annotation; from an ImageUpdater object, its `imagesVerification` arrives
@@ -810,9 +787,12 @@ fn parse_bool(key: &str, value: &str) -> Result<bool, AnnotationError> {
     go_parse_bool(value).ok_or_else(|| AnnotationError {
         annotation: key.to_string(),
         value: value.to_string(),
-        problem: "expected a boolean as Image Updater reads it: true or false (also 1/0, t/f, T/F, TRUE/FALSE, True/False)".into(),
+        problem: BOOL_PROBLEM.into(),
     })
 }
+
+/// What a value that is not a boolean is told.
+const BOOL_PROBLEM: &str = "expected a boolean as Image Updater reads it: true or false (also 1/0, t/f, T/F, TRUE/FALSE, True/False)";
 
 /// A duration as Go's `time.ParseDuration` writes the common ones: whole numbers with `h`,
 /// `m` or `s`, in that order, one or more (`30m`, `1h30m`, `90s`); at most 7 days.

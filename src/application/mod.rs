@@ -3,6 +3,7 @@
 //! same way; it reads only the configuration (`appconfig`) and the tag model (`policy`).
 
 pub(crate) mod audit;
+pub(crate) mod event;
 pub(crate) mod identity;
 pub(crate) mod sources;
 pub(crate) mod view;

@@ -17,6 +17,7 @@ use crate::appconfig::annotations::AUDIT_ANNOTATION;
 use crate::appconfig::annotations::{AppConfig, ImageConfig, ImageEntry, ImageRef, Platform};
 use crate::appconfig::imageupdater::ConfigSource;
 use crate::application::audit::{AuditRecord, rfc3339_at};
+use crate::application::event;
 use crate::application::identity::Identity;
 use crate::application::sources::{self, Targets};
 use crate::application::view::AppView;
@@ -383,7 +384,6 @@ pub mod app {
     /// push or sweep that respects the same rollback finds it recorded (409) instead of adding
     /// one Event per event.
     pub fn rollback_event(app: &Value, entries: &[Entry], now: &str) -> Option<Value> {
-        let (namespace, name) = names(app);
         let held: Vec<&Entry> = entries
             .iter()
             .filter(|e| e.action == Action::Skipped && e.reason.starts_with(ROLLBACK_RESPECTED))
@@ -392,16 +392,7 @@ pub mod app {
         // "… from `a` to `b`, deployed …" or "… set `a`, the Application now asks for `b` …":
         // the part before the first `:` names the rollback.
         let rollback = first.reason.split(':').next().unwrap_or(&first.reason);
-        let digest = aws_lc_rs::digest::digest(
-            &aws_lc_rs::digest::SHA256,
-            format!("{}|{rollback}", first.image).as_bytes(),
-        );
-        let key: String = digest
-            .as_ref()
-            .iter()
-            .take(4)
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let key = event::short_key(&format!("{}|{rollback}", first.image));
         let message: Vec<String> = held
             .iter()
             .map(|e| {
@@ -413,20 +404,18 @@ pub mod app {
                 )
             })
             .collect();
-        Some(json!({"apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": format!("{name}.rollback-{key}"), "namespace": namespace},
-            "involvedObject": {"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "name": name,
-                "namespace": namespace, "uid": app["metadata"]["uid"], "resourceVersion": app["metadata"]["resourceVersion"]},
-            "reason": "RollbackRespected",
-            "message": message.join("; "),
-            "type": "Normal",
-            "source": {"component": "argocd-ecr-updater"},
-            "reportingComponent": "argocd-ecr-updater",
-            "firstTimestamp": now, "lastTimestamp": now, "count": 1}))
+        let text = event::EventText {
+            suffix: format!("rollback-{key}"),
+            reason: "RollbackRespected",
+            message: message.join("; "),
+            kind: "Normal",
+            annotations: Default::default(),
+        };
+        Some(event::about(app, text, now))
     }
 
     pub fn images_updated_event(app: &Value, entries: &[Entry], now: &str, nanos: i128) -> Value {
-        let (namespace, name) = names(app);
+        let (_, name) = names(app);
         let updated: Vec<&Entry> = entries
             .iter()
             .filter(|e| e.action == Action::Updated)
@@ -456,16 +445,17 @@ pub mod app {
                 )
             })
             .collect();
-        json!({"apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": format!("{name}.{nanos:x}"), "namespace": namespace, "annotations": annotations},
-            "involvedObject": {"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "name": name,
-                "namespace": namespace, "uid": app["metadata"]["uid"], "resourceVersion": app["metadata"]["resourceVersion"]},
-            "reason": "ImagesUpdated",
-            "message": format!("Successfully updated application '{name}': {}", changes.join("; ")),
-            "type": "Normal",
-            "source": {"component": "argocd-ecr-updater"},
-            "reportingComponent": "argocd-ecr-updater",
-            "firstTimestamp": now, "lastTimestamp": now, "count": 1})
+        let text = event::EventText {
+            suffix: format!("{nanos:x}"),
+            reason: "ImagesUpdated",
+            message: format!(
+                "Successfully updated application '{name}': {}",
+                changes.join("; ")
+            ),
+            kind: "Normal",
+            annotations,
+        };
+        event::about(app, text, now)
     }
 
     /// A push in another region than the function's: not ours to handle.

@@ -308,31 +308,30 @@ pub fn event(
     reason: &str,
     now: OffsetDateTime,
 ) -> Value {
-    let namespace = app["metadata"]["namespace"].as_str().unwrap_or_default();
-    let name = app["metadata"]["name"].as_str().unwrap_or_default();
-    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, record.text.as_bytes());
-    let key: String = digest
-        .as_ref()
-        .iter()
-        .take(4)
-        .map(|b| format!("{b:02x}"))
-        .collect();
     let images: Vec<String> = record
         .images
         .iter()
         .map(|i| format!("{}:{}", i.image, i.to))
         .collect();
-    let at = stamp(now);
-    json!({"apiVersion": "v1", "kind": "Event",
-        "metadata": {"name": format!("{name}.rollout-{key}"), "namespace": namespace},
-        "involvedObject": {"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "name": name,
-            "namespace": namespace, "uid": app["metadata"]["uid"], "resourceVersion": app["metadata"]["resourceVersion"]},
-        "reason": outcome.event_reason(),
-        "message": format!("{} written at {}: {reason}", images.join(", "), stamp(record.time)),
-        "type": if outcome == Outcome::Confirmed { "Normal" } else { "Warning" },
-        "source": {"component": "argocd-ecr-updater"},
-        "reportingComponent": "argocd-ecr-updater",
-        "firstTimestamp": at, "lastTimestamp": at, "count": 1})
+    let text = crate::application::event::EventText {
+        suffix: format!(
+            "rollout-{}",
+            crate::application::event::short_key(&record.text)
+        ),
+        reason: outcome.event_reason(),
+        message: format!(
+            "{} written at {}: {reason}",
+            images.join(", "),
+            stamp(record.time)
+        ),
+        kind: if outcome == Outcome::Confirmed {
+            "Normal"
+        } else {
+            "Warning"
+        },
+        annotations: Default::default(),
+    };
+    crate::application::event::about(app, text, &stamp(now))
 }
 
 /// Whether to start a sync of `app` after our write, and why not when not: only when the

@@ -32,6 +32,19 @@ async fn following(script: Script) -> (Scenario, String) {
     (standins, queue)
 }
 
+/// The seed's Application without automated sync: Argo CD waits for someone to sync it.
+fn manual_sync(standins: &Scenario) {
+    standins
+        .kube
+        .edit("argocd", SEED_APP, |app| {
+            app["spec"]["syncPolicy"]
+                .as_object_mut()
+                .unwrap()
+                .remove("automated");
+        })
+        .unwrap();
+}
+
 /// The rollout checks on the queue, oldest first.
 fn checks(standins: &Scenario, queue: &str) -> Vec<QueueMessage> {
     standins
@@ -308,15 +321,7 @@ async fn a_newer_write_supersedes_the_one_followed() {
 #[tokio::test]
 async fn an_application_asking_for_a_sync_gets_one_after_the_write_and_is_followed() {
     let (standins, queue) = following(Script::Healthy).await;
-    standins
-        .kube
-        .edit("argocd", SEED_APP, |app| {
-            app["spec"]["syncPolicy"]
-                .as_object_mut()
-                .unwrap()
-                .remove("automated");
-        })
-        .unwrap();
+    manual_sync(&standins);
     standins.annotate(
         "argocd",
         SEED_APP,
@@ -353,15 +358,7 @@ async fn an_application_asking_for_a_sync_gets_one_after_the_write_and_is_follow
 #[tokio::test]
 async fn without_a_sync_asked_for_a_manual_application_is_never_synced_by_us() {
     let (standins, queue) = following(Script::Healthy).await;
-    standins
-        .kube
-        .edit("argocd", SEED_APP, |app| {
-            app["spec"]["syncPolicy"]
-                .as_object_mut()
-                .unwrap()
-                .remove("automated");
-        })
-        .unwrap();
+    manual_sync(&standins);
     let report = standins.report(&[], &event("push-date-tag.json")).await;
     assert!(!only(&report).reason.contains("sync started"));
     tokio::time::sleep(Duration::from_millis(1_500)).await;

@@ -1,0 +1,78 @@
+//! A Kubernetes Event about an Application, in one shape for every reason the function
+//! records (`ImagesUpdated`, `RollbackRespected`, the rollout outcomes): involving the
+//! Application by uid and resourceVersion, reported by `argocd-ecr-updater` (pure).
+
+use serde_json::{Value, json};
+
+use crate::application::identity::Identity;
+
+/// What an Event says.
+pub struct EventText<'a> {
+    /// Appended to the Application's name: `<app>.<suffix>`. A suffix derived from what the
+    /// Event records names the same thing the same way, so the API server refuses it twice.
+    pub suffix: String,
+    pub reason: &'a str,
+    pub message: String,
+    /// `Normal` or `Warning`.
+    pub kind: &'a str,
+    /// Annotations on the Event itself (Image Updater's, for `ImagesUpdated`).
+    pub annotations: serde_json::Map<String, Value>,
+}
+
+/// The Event about `app`, stamped `now` (RFC 3339).
+pub fn about(app: &Value, text: EventText<'_>, now: &str) -> Value {
+    let Identity { namespace, name } = Identity::of(app);
+    let mut metadata = json!({"name": format!("{name}.{}", text.suffix), "namespace": namespace});
+    if !text.annotations.is_empty() {
+        metadata["annotations"] = Value::Object(text.annotations);
+    }
+    json!({"apiVersion": "v1", "kind": "Event",
+        "metadata": metadata,
+        "involvedObject": {"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "name": name,
+            "namespace": namespace, "uid": app["metadata"]["uid"], "resourceVersion": app["metadata"]["resourceVersion"]},
+        "reason": text.reason,
+        "message": text.message,
+        "type": text.kind,
+        "source": {"component": "argocd-ecr-updater"},
+        "reportingComponent": "argocd-ecr-updater",
+        "firstTimestamp": now, "lastTimestamp": now, "count": 1})
+}
+
+/// Eight hex digits of the SHA-256 of `text`: a short name part that is the same for the same
+/// thing recorded.
+pub fn short_key(text: &str) -> String {
+    aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, text.as_bytes())
+        .as_ref()
+        .iter()
+        .take(4)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_involves_its_application_and_is_named_after_it() {
+        let app = json!({"metadata": {"namespace": "argocd", "name": "web", "uid": "u-1", "resourceVersion": "7"}});
+        let text = EventText {
+            suffix: format!("rollout-{}", short_key("x")),
+            reason: "RolloutConfirmed",
+            message: "live".into(),
+            kind: "Normal",
+            annotations: Default::default(),
+        };
+        let event = about(&app, text, "2026-12-03T10:00:00Z");
+        assert_eq!(
+            event["metadata"]["name"],
+            format!("web.rollout-{}", short_key("x"))
+        );
+        assert_eq!(event["involvedObject"]["uid"], "u-1");
+        assert_eq!(event["involvedObject"]["resourceVersion"], "7");
+        assert!(event["metadata"].get("annotations").is_none());
+        assert_eq!(short_key("x"), short_key("x"));
+        assert_ne!(short_key("x"), short_key("y"));
+        assert_eq!(short_key("x").len(), 8);
+    }
+}
