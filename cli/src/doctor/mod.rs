@@ -11,6 +11,7 @@ mod alarms;
 mod cluster;
 mod ec2;
 mod function;
+mod images;
 mod network;
 mod policy;
 mod queues;
@@ -252,6 +253,9 @@ async fn diagnose(clients: &Clients, request: &DoctorRequest) -> Vec<Check> {
         )
         .await;
         let Some(view) = view else { continue };
+        if let Some(kube) = &view.operator {
+            images::archived(clients, config, spec, &function.region, kube, &mut list).await;
+        }
         if let Some(role) = &role {
             let provider =
                 aws_credential_types::provider::SharedCredentialsProvider::new(role.clone());

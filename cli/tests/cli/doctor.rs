@@ -138,6 +138,7 @@ async fn a_healthy_deployment_passes_every_check() {
         "barun-dev endpoint and CA",
         "namespace argocd",
         "on-failure destination",
+        "archived running images in barun-dev",
         QUEUE.as_str(),
     ] {
         assert_eq!(
@@ -1350,5 +1351,29 @@ async fn an_ec2_read_the_operator_is_refused_is_reported_as_that_call() {
     assert!(
         fix(&failed).contains("ec2:DescribeSecurityGroups"),
         "{failed:#}"
+    );
+}
+
+/// An image archived after Argo CD deployed it: the Application still runs it, and a Pod
+/// started again cannot pull it. doctor names the Application, the image and the restore.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_application_running_an_archived_image_is_a_warning_with_the_restore() {
+    let standins = deployed().await;
+    // The seed Application runs 20250825-120000.
+    standins.aws.archive(
+        "barun-dev-ecr",
+        "sha256:2222222222222222222222222222222222222222222222222222222222222222",
+    );
+    let (ok, checks) = doctor(&standins);
+    assert!(ok, "a warning does not fail doctor: {checks:#?}");
+    let archived = named(&checks, "archived running images in barun-dev");
+    assert_eq!(archived["status"], "warn", "{archived:#}");
+    assert!(
+        detail(archived).starts_with("argocd/aws-pipeline-test runs 768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/barun-dev-ecr:20250825-120000: archived in ECR"),
+        "{archived:#}"
+    );
+    assert!(
+        fix(archived).contains("update-image-storage-class"),
+        "{archived:#}"
     );
 }
