@@ -558,6 +558,36 @@ async fn the_images_own_commit_gets_a_pending_then_a_success_status_on_github_an
     }
 }
 
+/// A rollout that fails marks the commit `failure` with the reason, on the same context.
+#[tokio::test]
+async fn a_failed_rollout_marks_the_images_commit_failed_with_the_reason() {
+    let (standins, queue, sha) = built_from_source(SourceHost::GitHub, true).await;
+    standins.kube.run_controller(Controller::new(
+        Script::DegradedAfterSync,
+        Duration::from_secs(1),
+    ));
+    let push = push_event("barun-dev-ecr", BUILT_TAG, "2025-09-01T00:00:01Z");
+    standins.report(&[], &push).await;
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let check = checks(&standins, &queue).remove(0);
+    assert_eq!(
+        the_rollout(&deliver(&standins, &check).await).state,
+        "failed"
+    );
+    let statuses = standins.github.statuses("acme/web");
+    let last = statuses.last().unwrap();
+    assert_eq!(
+        (last["sha"].as_str(), last["state"].as_str()),
+        (Some(sha.as_str()), Some("failure"))
+    );
+    let description = last["description"].as_str().unwrap();
+    assert!(
+        description.starts_with("rollout failed: health is Degraded"),
+        "{description}"
+    );
+    assert!(description.chars().count() <= 140, "{description}");
+}
+
 /// The repository is the image builder's to name: without a secret scoped to it by `url`, no
 /// status is written, and the rollout is followed all the same.
 #[tokio::test]
