@@ -323,6 +323,17 @@ pub enum StatusState {
     Failure,
 }
 
+impl StatusState {
+    /// As GitHub names it, and reports say it (GitLab calls a failure `failed`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Success => "success",
+            Self::Failure => "failure",
+        }
+    }
+}
+
 /// One repository on one host, with whatever credentials it needs already in hand.
 #[async_trait]
 pub trait GitHost: Send + Sync {

@@ -17,7 +17,6 @@ use tokio::sync::Mutex;
 use crate::git::gitcreds::Credentials;
 use crate::git::githost::{
     Commit, CommitStatus, GITHUB_WRITE, GitHost, HostError, HostRefusal, PullRequest, RestCall,
-    StatusState,
 };
 use crate::git::repourl::Repo;
 
@@ -415,11 +414,7 @@ impl GitHub {
             self.api(repo),
             repo.full_name()
         );
-        let state = match status.state {
-            StatusState::Pending => "pending",
-            StatusState::Success => "success",
-            StatusState::Failure => "failure",
-        };
+        let state = status.state.as_str();
         let what = format!(
             "setting the commit status of {}",
             sha.get(..12).unwrap_or(sha)

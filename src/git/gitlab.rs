@@ -339,9 +339,8 @@ impl GitHost for GitLabProject<'_> {
     /// status already has is refused as a transition from itself: that is done already.
     async fn commit_status(&self, sha: &str, status: &CommitStatus) -> Result<(), HostError> {
         let state = match status.state {
-            StatusState::Pending => "pending",
-            StatusState::Success => "success",
             StatusState::Failure => "failed",
+            other => other.as_str(),
         };
         let what = format!("setting the commit status of {}", short_sha(sha));
         let body =

@@ -22,14 +22,6 @@ use crate::rollout::judge::{self, Outcome, Verdict};
 use crate::rollout::message::{self, Confirmation};
 use crate::rollout::status;
 
-fn state_name(status: &crate::git::githost::CommitStatus) -> &'static str {
-    match status.state {
-        crate::git::githost::StatusState::Pending => "pending",
-        crate::git::githost::StatusState::Success => "success",
-        crate::git::githost::StatusState::Failure => "failure",
-    }
-}
-
 /// What a check concluded, before it is put in the report.
 struct Checked {
     state: &'static str,
@@ -51,7 +43,11 @@ impl Handler {
     ) -> Vec<String> {
         let mut notes = Vec::new();
         let written = audit["time"].as_str().unwrap_or_default();
-        if let Some(record) = AuditRecord::from_json(&audit.to_string(), audit.clone()) {
+        // The record is read back only for an Application that asks for commit statuses.
+        let statuses_asked = app["metadata"]["annotations"][status::ANNOTATION].is_string();
+        if statuses_asked
+            && let Some(record) = AuditRecord::from_json(&audit.to_string(), audit.clone())
+        {
             let (namespace, name) = decide::app::names(app);
             let context = status::context(work.cluster, namespace, name);
             let statuses = self
@@ -370,7 +366,7 @@ impl Handler {
                         match host.commit_status(&source.revision, &wanted).await {
                             Ok(()) => format!(
                                 "commit status {} on {}@{short}",
-                                state_name(&wanted),
+                                wanted.state.as_str(),
                                 host.name()
                             ),
                             Err(e) => format!("no commit status for {reference}: {e}"),
