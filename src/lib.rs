@@ -27,12 +27,14 @@
 //!   [`git::commit`], the read before deciding and the conditional commit, the `git` method's
 //!   [`apply::writeback::Writer`]; [`git::gitwrite`], where a change is committed and the
 //!   file's new text; [`git::yamledit`], editing YAML in place; [`git::readback`], reading it
-//!   back as Helm does (pure).
+//!   back as Helm does; [`git::appmanifest`], the Application manifest a chart's version is
+//!   committed to (pure).
 //! - [`apply`]: [`apply::writeback`], the [`apply::writeback::Writer`] seam every write-back
 //!   method plugs into, and the `argocd` method's guarded Application patch.
 //! - [`decision`]: [`decision::decide`], per image and source, update or keep and why;
 //!   [`decision::patch`], the guarded JSON patch that carries an update out;
-//!   [`decision::appset`], whether an ApplicationSet keeps a write (pure).
+//!   [`decision::appset`], whether an ApplicationSet keeps a write; [`decision::chart`], a
+//!   Helm chart pushed to ECR: its sources, its best version, its guarded patch (pure).
 //! - [`registry`]: [`registry::ecr`], tags, push times and manifests; [`registry::manifest`],
 //!   what they say about scans and platforms (pure); [`registry::signatures`] and
 //!   [`registry::cosign`], signatures found in ECR and checked in Rust;
@@ -47,8 +49,9 @@
 //!   [`application::audit`], our audit record read back; [`application::event`], the
 //!   Kubernetes Events about it (pure).
 //! - [`appconfig`]: [`appconfig::annotations`] and [`appconfig::imageupdater`], Image
-//!   Updater's configuration into one typed value; [`appconfig::cosign_key`], the key it
-//!   names; [`appconfig::migration`], annotations into an equivalent object.
+//!   Updater's configuration into one typed value; [`appconfig::charts`], our `chart-list`
+//!   of Helm charts; [`appconfig::cosign_key`], the key it names; [`appconfig::migration`],
+//!   annotations into an equivalent object.
 //! - [`policy`]: strategies, filters and ranking of tags, Masterminds constraints, Go globs,
 //!   the scan [`policy::gates`] and the managed-signing gate [`policy::signing`] (pure).
 //! - [`aws`]: [`aws::sdk_env`] and [`aws::aws_http`], the SDK configuration Lambda provides and

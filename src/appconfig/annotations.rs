@@ -279,7 +279,7 @@ fn split_image_list(list: &str) -> impl Iterator<Item = &str> {
 
 /// `[alias=]image[:constraint]`. The constraint is whatever follows the first `:` after the
 /// last `/`, kept verbatim: `~1.2`, `^0.1`, `1.x` are constraints, not tags.
-fn split_entry(entry: &str) -> (Option<&str>, &str, Option<&str>) {
+pub fn split_entry(entry: &str) -> (Option<&str>, &str, Option<&str>) {
     let (alias, rest) = match entry.split_once('=') {
         Some((a, r)) => (Some(a.trim()), r.trim()),
         None => (None, entry),
@@ -346,6 +346,17 @@ impl AppConfig {
             .collect();
         Some(Self { images, write_back })
     }
+}
+
+/// The write-back method an Application's own annotations name (`write-back-method`,
+/// `git-branch`, `git-repository`, the pull-request settings), whether or not it has an
+/// `image-list`: its charts are written back the same way.
+pub fn write_back_of(annotations: &BTreeMap<String, String>) -> Result<WriteBack, AnnotationError> {
+    Reader {
+        annotations,
+        synthesized: false,
+    }
+    .write_back()
 }
 
 struct Reader<'a> {

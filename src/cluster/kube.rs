@@ -174,9 +174,14 @@ impl ListedMeta<'_> {
 
     /// The `image-list` annotation (the last, if a key is repeated, as a map would keep).
     pub fn image_list(&self) -> Option<&str> {
+        self.annotation(crate::appconfig::annotations::IMAGE_LIST)
+    }
+
+    /// One of the annotations configuration is read from (the last, if a key is repeated).
+    pub fn annotation(&self, name: &str) -> Option<&str> {
         self.annotations
             .iter()
-            .rfind(|(key, _)| key == crate::appconfig::annotations::IMAGE_LIST)
+            .rfind(|(key, _)| key == name)
             .map(|(_, value)| value.as_ref())
     }
 

@@ -601,6 +601,18 @@ impl Concern {
             .map(|(_, repository)| repository.as_str())
     }
 
+    /// Does an Application's `chart-list` concern this invocation: naming the pushed
+    /// repository, or for a reconcile, being there at all?
+    pub fn concerns_chart_list(&self, chart_list: Option<&str>) -> bool {
+        match (&self.pushed, chart_list) {
+            (_, None) => false,
+            (Some((registry, repository)), Some(list)) => {
+                crate::appconfig::charts::list_names(list, registry, repository)
+            }
+            (None, Some(_)) => true,
+        }
+    }
+
     /// [`Self::concerns`] for an Application configured by its annotations, which only its
     /// `image-list` decides: asked of metadata still borrowed from its list page.
     pub fn concerns_image_list(&self, image_list: Option<&str>) -> bool {

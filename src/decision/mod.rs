@@ -1,8 +1,9 @@
 //! Pure decisions: per image and source, update or keep and why ([`decide`]); the guarded
 //! JSON patch that carries an update out ([`patch`]); whether an ApplicationSet keeps a write
-//! ([`appset`]).
+//! ([`appset`]); a Helm chart's sources, version and patch ([`chart`]).
 
 pub(crate) mod appset;
+pub(crate) mod chart;
 pub(crate) mod controls;
 pub(crate) mod decide;
 pub(crate) mod patch;

@@ -87,23 +87,46 @@ impl GitHosts {
                     retryable: false,
                 },
             )?;
-        if let HostKind::CodeCommit { region } = &location.repo.kind {
-            let repository = self.codecommit.repository(region, &location.repo.name);
-            return Ok((location, Box::new(repository)));
+        let host = self
+            .open_repository(app, &location.repo, &location.url, credentials, kube)
+            .await?;
+        Ok((location, host))
+    }
+
+    /// The repository `url` (parsed as `repo`) with the credentials `credentials` name for
+    /// `app`: its own method's Secret, Argo CD's repository credentials, or for CodeCommit
+    /// the function's role.
+    pub async fn open_repository(
+        &self,
+        app: &Value,
+        repo: &Repo,
+        url: &str,
+        credentials: &str,
+        kube: &KubeClient,
+    ) -> Result<Box<dyn GitHost + '_>, Unavailable> {
+        if let HostKind::CodeCommit { region } = &repo.kind {
+            return Ok(Box::new(self.codecommit.repository(region, &repo.name)));
         }
         let namespace = Identity::of(app).namespace;
         // Argo CD's AppProject: a project-scoped repository credential serves only its own.
         let project = app["spec"]["project"].as_str().unwrap_or("default");
         let scoped = self
             .credentials
-            .for_repository(credentials, &location.url, namespace, project, kube)
+            .for_repository(credentials, url, namespace, project, kube)
             .await
             .map_err(|e| Unavailable {
                 reason: e.message,
                 retryable: e.retryable,
             })?;
-        let host = self.host(&location.repo, scoped)?;
-        Ok((location, host))
+        self.host(repo, scoped)
+    }
+
+    /// A Git repository URL parsed as the hosts this function knows read it.
+    pub fn parse_repository(&self, url: &str) -> Result<Repo, Unavailable> {
+        Repo::parse(url, &self.enterprise_hosts).map_err(|e| Unavailable {
+            reason: format!("git write-back: {}", e.0),
+            retryable: false,
+        })
     }
 
     /// The repository an image names as its source (`url`), on GitHub or GitLab, with the

@@ -2,8 +2,10 @@
 //! change goes to ([`hosts`]), their credentials ([`gitcreds`]), where a change is committed
 //! and the file's new text ([`gitwrite`]), the read before deciding and the conditional
 //! commit ([`commit`]), editing the YAML in place ([`yamledit`]) and reading it back as Helm
-//! does ([`readback`]).
+//! does ([`readback`]); the Application manifest a chart's version is committed to
+//! ([`appmanifest`]).
 
+pub(crate) mod appmanifest;
 pub(crate) mod codecommit;
 pub(crate) mod commit;
 pub mod gitcreds;

@@ -39,12 +39,34 @@ pub(super) enum Concerned {
     Listed {
         meta: AppMeta,
         resolution: Option<Resolution>,
+        /// What the listing found it concerned by: its images, its charts, or both.
+        concerns: Concerns,
     },
     /// By name only (a shard names Applications it did not list now): resolved from the read.
     Named { namespace: String, name: String },
 }
 
+/// What of an Application an invocation concerns.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Concerns {
+    /// Its `image-list` or ImageUpdater object.
+    pub images: bool,
+    /// Its `chart-list`.
+    pub charts: bool,
+}
+
 impl Concerned {
+    /// What the invocation concerns of it; by name only, both (the read tells).
+    pub(super) fn concerns(&self) -> Concerns {
+        match self {
+            Self::Listed { concerns, .. } => *concerns,
+            Self::Named { .. } => Concerns {
+                images: true,
+                charts: true,
+            },
+        }
+    }
+
     pub(super) fn names(&self) -> (&str, &str) {
         match self {
             Self::Listed { meta, .. } => (&meta.namespace, &meta.name),
@@ -171,20 +193,22 @@ pub(super) enum Attempt {
 }
 
 impl Handler {
-    /// One Application: read, decide, write; re-read and re-decide after a race.
+    /// One Application: read, decide, write; re-read and re-decide after a race. Returns
+    /// the Application as last read, when it was read and selected (its charts are decided
+    /// on it).
     pub(super) async fn process(
         &self,
         concerned: &Concerned,
         objects: &[ImageUpdaterObject],
         work: &Work<'_>,
         report: &mut Report,
-    ) {
+    ) -> Option<Value> {
         let (ns, name) = concerned.names();
         let kube = work.kube;
         let mut resolved = match concerned {
-            Concerned::Listed { meta, resolution } => {
-                Some(Resolved::of_listed(meta, resolution.as_ref(), objects))
-            }
+            Concerned::Listed {
+                meta, resolution, ..
+            } => Some(Resolved::of_listed(meta, resolution.as_ref(), objects)),
             Concerned::Named { .. } => None,
         };
         let mut last_refused: Option<Value> = None;
@@ -208,12 +232,12 @@ impl Handler {
                 Ok(app) => app,
                 Err(KubeError::NotFound { .. }) => {
                     report.entries.push(decide::app::deleted(ns, name));
-                    return;
+                    return None;
                 }
                 Err(e) => {
                     let entry = decide::app::unreadable(ns, name, &e.to_string(), e.is_retryable());
                     report.entries.push(entry);
-                    return;
+                    return None;
                 }
             };
             // The listing sent the selector, but a shard names Applications it did not list
@@ -223,7 +247,7 @@ impl Handler {
                 report
                     .entries
                     .push(decide::app::unselected(ns, name, selector));
-                return;
+                return None;
             }
             let current = match resolved.take() {
                 Some(listed) => listed.for_read(&app, objects),
@@ -241,7 +265,7 @@ impl Handler {
                 }
             };
             let Attempt::Raced { race, decided } = ended else {
-                return;
+                return Some(app);
             };
             report.stats.conflicts += 1;
             if attempt == self.config.conflict_retries {
@@ -249,10 +273,11 @@ impl Handler {
                 report
                     .entries
                     .extend(decided.refused(Action::Failed, &reason, true));
-                return;
+                return Some(app);
             }
             tokio::time::sleep(backoff(attempt, None)).await;
         }
+        None
     }
 
     /// One attempt with Image Updater's `argocd` method: decide on the Application as read,
@@ -333,8 +358,11 @@ impl Handler {
         report: &mut Report,
     ) -> Option<(AppDecision, crate::decision::patch::WritePlan)> {
         let Some(decided) = self.decide_app(app, resolved, work).await else {
-            let (ns, name) = decide::app::names(app);
-            report.entries.push(decide::app::not_annotated(ns, name));
+            // An Application that names charts only is decided by its charts' path.
+            if !annotations::of(app).contains_key(crate::appconfig::charts::CHART_LIST) {
+                let (ns, name) = decide::app::names(app);
+                report.entries.push(decide::app::not_annotated(ns, name));
+            }
             return None;
         };
         let now = time::OffsetDateTime::from(self.clock.now());

@@ -16,7 +16,7 @@ use crate::decision::decide::{self, DescribedTags, ImageCase};
 use crate::failure::Failure;
 use crate::failure::Refused;
 use crate::policy::TagInfo;
-use crate::registry::ecr::{Ecr, EcrError};
+use crate::registry::ecr::{ArtifactTag, Ecr, EcrError};
 
 /// Reconcile with a platforms annotation reads candidates' manifests this many at a time,
 /// best first, and stops at the first batch holding one that passes.
@@ -37,6 +37,7 @@ pub struct Choice<'t> {
 }
 
 type TagList = Result<Arc<Vec<TagInfo>>, Failure>;
+type ArtifactList = Result<Arc<Vec<ArtifactTag>>, Failure>;
 
 /// One value per key, made on first use: a caller for a key that is being made waits for it,
 /// callers for other keys do not. The map's own lock is held only to find a key's slot.
@@ -72,6 +73,7 @@ pub struct RegistryFacts<'a> {
     /// Per repository, what ECR said of each tag asked about.
     described: Slots<AsyncMutex<HashMap<String, Option<TagInfo>>>>,
     tag_lists: Slots<OnceCell<TagList>>,
+    artifact_lists: Slots<OnceCell<ArtifactList>>,
 }
 
 impl<'a> RegistryFacts<'a> {
@@ -80,6 +82,7 @@ impl<'a> RegistryFacts<'a> {
             ecr,
             described: Slots::new(),
             tag_lists: Slots::new(),
+            artifact_lists: Slots::new(),
         }
     }
 
@@ -123,6 +126,20 @@ impl<'a> RegistryFacts<'a> {
             .get_or_make(format!("{registry}/{repository}"), || async {
                 self.ecr
                     .list_tags(registry, repository)
+                    .await
+                    .map(Arc::new)
+                    .map_err(Failure::from)
+            })
+            .await
+    }
+
+    /// A repository's tags with the artifact each names (for Helm charts), fetched at most
+    /// once per invocation.
+    pub async fn artifact_tags(&self, registry: &str, repository: &str) -> ArtifactList {
+        self.artifact_lists
+            .get_or_make(format!("{registry}/{repository}"), || async {
+                self.ecr
+                    .list_artifact_tags(registry, repository)
                     .await
                     .map(Arc::new)
                     .map_err(Failure::from)

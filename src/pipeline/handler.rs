@@ -375,7 +375,18 @@ impl Handler {
                         .entries
                         .push(decide::app::not_reached(namespace, name));
                 } else {
-                    self.process(&concerned, &objects, work, &mut outcome).await;
+                    let concerns = concerned.concerns();
+                    let read = match concerns.images {
+                        true => self.process(&concerned, &objects, work, &mut outcome).await,
+                        false => None,
+                    };
+                    // By name, the image path's read tells whether it has charts at all.
+                    let unread = !concerns.images;
+                    if concerns.charts && (read.is_some() || unread) {
+                        let (namespace, name) = concerned.names();
+                        self.process_charts(namespace, name, read, work, &mut outcome)
+                            .await;
+                    }
                 }
                 outcome
             })

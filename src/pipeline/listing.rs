@@ -18,7 +18,7 @@ use crate::cluster::objects::{ObjectCache, Objects, Tally};
 use crate::cluster::retry::retry_transient;
 use crate::config::Config;
 use crate::decision::decide::{self, Mode};
-use crate::pipeline::application::Concerned;
+use crate::pipeline::application::{Concerned, Concerns};
 use crate::report::Stats;
 
 /// An Application to read, with the ImageUpdater objects of its namespace.
@@ -30,6 +30,10 @@ pub struct Found {
     /// Handed on so that the read resolves nothing again while the labels and annotations
     /// it was resolved from are unchanged; `None` only if it could not be (never, in practice).
     pub resolution: Option<Resolution>,
+    /// Whether its images (`image-list`, an ImageUpdater object) concern the invocation.
+    pub images: bool,
+    /// Whether its `chart-list` does.
+    pub charts: bool,
 }
 
 impl Found {
@@ -38,6 +42,10 @@ impl Found {
         let concerned = Concerned::Listed {
             meta: self.meta,
             resolution: self.resolution,
+            concerns: Concerns {
+                images: self.images,
+                charts: self.charts,
+            },
         };
         (concerned, self.objects)
     }
@@ -106,8 +114,11 @@ pub async fn concerned(
             // hand) is configured by its annotations, and its `image-list` alone decides:
             // asked while it is borrowed, so the Applications that do not concern the event
             // are never copied out of their page nor resolved against every object.
+            let charts = concern
+                .concerns_chart_list(listed.annotation(crate::appconfig::charts::CHART_LIST));
             if !prefixes.may_select(listed.name())
                 && !concern.concerns_image_list(listed.image_list())
+                && !charts
             {
                 return;
             }
@@ -121,7 +132,7 @@ pub async fn concerned(
             );
             let concerned = concern.concerns(&source, &meta.annotations);
             let counted = matches!(source, ConfigSource::Object { .. });
-            if !(concerned || counted)
+            if !(concerned || counted || charts)
                 || !handled
                     .borrow_mut()
                     .insert((meta.namespace.clone(), meta.name.clone()))
@@ -129,10 +140,10 @@ pub async fn concerned(
                 return;
             }
             tally.count(&source, &meta);
-            if !concerned {
+            if !(concerned || charts) {
                 return;
             }
-            if let ConfigSource::Object { object, .. } = &source {
+            if concerned && let ConfigSource::Object { object, .. } = &source {
                 tally.involve(object);
             }
             // The receiver is dropped only once the listing is over; a failed send cannot
@@ -142,6 +153,8 @@ pub async fn concerned(
                 meta,
                 objects: objects.clone(),
                 resolution,
+                images: concerned,
+                charts,
             };
             if found.send(found_one).is_ok() {
                 sent.set(sent.get() + 1);

@@ -54,6 +54,24 @@ impl EcrError {
     }
 }
 
+/// A tag with what ECR says its artifact is: `artifactMediaType`, the manifest's config media
+/// type (a Helm chart's is `application/vnd.cncf.helm.config.v1+json`).
+#[derive(Debug, Clone)]
+pub struct ArtifactTag {
+    pub info: TagInfo,
+    pub artifact_media_type: Option<String>,
+}
+
+/// One tag of an image ECR described.
+fn tag_info(detail: &aws_sdk_ecr::types::ImageDetail, tag: &str) -> TagInfo {
+    TagInfo {
+        name: tag.to_string(),
+        pushed_at: pushed_at(detail),
+        digest: detail.image_digest().map(str::to_string),
+        archived: archived(detail),
+    }
+}
+
 #[derive(Debug)]
 pub struct Ecr {
     client: aws_sdk_ecr::Client,
@@ -261,12 +279,7 @@ impl Ecr {
                         d.image_tags()
                             .iter()
                             .filter(|t| tags.contains(t))
-                            .map(move |t| TagInfo {
-                                name: t.clone(),
-                                pushed_at: pushed_at(d),
-                                digest: d.image_digest().map(str::to_string),
-                                archived: archived(d),
-                            })
+                            .map(move |t| tag_info(d, t))
                     })
                     .collect(),
             )),
@@ -282,6 +295,30 @@ impl Ecr {
         registry: &str,
         repository: &str,
     ) -> Result<Vec<TagInfo>, EcrError> {
+        self.list_tagged(registry, repository, tag_info).await
+    }
+
+    /// Every tag in the repository with the artifact it names (a Helm chart's config media
+    /// type, an image's), following `nextToken`.
+    pub async fn list_artifact_tags(
+        &self,
+        registry: &str,
+        repository: &str,
+    ) -> Result<Vec<ArtifactTag>, EcrError> {
+        self.list_tagged(registry, repository, |detail, tag| ArtifactTag {
+            info: tag_info(detail, tag),
+            artifact_media_type: detail.artifact_media_type().map(str::to_string),
+        })
+        .await
+    }
+
+    /// Every tagged image of the repository, one `T` per tag, following `nextToken`.
+    async fn list_tagged<T>(
+        &self,
+        registry: &str,
+        repository: &str,
+        each: impl Fn(&aws_sdk_ecr::types::ImageDetail, &str) -> T,
+    ) -> Result<Vec<T>, EcrError> {
         let mut tags = Vec::new();
         let mut next: Option<String> = None;
         loop {
@@ -319,12 +356,7 @@ impl Ecr {
             };
             for detail in output.image_details() {
                 for tag in detail.image_tags() {
-                    tags.push(TagInfo {
-                        name: tag.clone(),
-                        pushed_at: pushed_at(detail),
-                        digest: detail.image_digest().map(str::to_string),
-                        archived: archived(detail),
-                    });
+                    tags.push(each(detail, tag));
                 }
             }
             match output.next_token() {

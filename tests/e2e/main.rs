@@ -3,6 +3,7 @@
 //! module per area; one binary links the crate once instead of once per file.
 
 mod aws_errors;
+mod charts;
 mod clusters;
 mod common;
 mod configs;

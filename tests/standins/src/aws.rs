@@ -43,6 +43,11 @@ pub struct Image {
     /// the archive storage class.
     #[serde(default = "active")]
     pub status: String,
+    /// ECR's `artifactMediaType`, the manifest's config media type: a Helm chart's
+    /// (`application/vnd.cncf.helm.config.v1+json`). `None` for an image: ECR then answers
+    /// an image config's type for a manifest and nothing for an index.
+    #[serde(default)]
+    pub artifact_media_type: Option<String>,
 }
 
 fn active() -> String {
@@ -62,6 +67,7 @@ impl Image {
             size: 0,
             manifest: Some(manifest),
             status: active(),
+            artifact_media_type: None,
         }
     }
 }
@@ -1462,6 +1468,20 @@ fn describe_images(state: &AwsState, request: &Value) -> Response {
             "imageManifestMediaType": first.media_type,
             "imageStatus": first.status,
         });
+        let artifact = match (&first.artifact_media_type, first.media_type.as_str()) {
+            (Some(artifact), _) => Some(artifact.as_str()),
+            (
+                None,
+                INDEX_MEDIA_TYPE | "application/vnd.docker.distribution.manifest.list.v2+json",
+            ) => None,
+            (None, "application/vnd.docker.distribution.manifest.v2+json") => {
+                Some("application/vnd.docker.container.image.v1+json")
+            }
+            (None, _) => Some("application/vnd.oci.image.config.v1+json"),
+        };
+        if let Some(artifact) = artifact {
+            d["artifactMediaType"] = json!(artifact);
+        }
         if !tags.is_empty() {
             d["imageTags"] = json!(tags);
         }
@@ -1564,8 +1584,12 @@ fn manifest_for(image: &Image) -> String {
         json!({"schemaVersion": 2, "mediaType": INDEX_MEDIA_TYPE, "manifests": manifests})
             .to_string()
     } else {
+        let config = image
+            .artifact_media_type
+            .as_deref()
+            .unwrap_or("application/vnd.oci.image.config.v1+json");
         json!({"schemaVersion": 2, "mediaType": image.media_type,
-               "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": "sha256:".to_string() + &"0".repeat(64), "size": 100},
+               "config": {"mediaType": config, "digest": "sha256:".to_string() + &"0".repeat(64), "size": 100},
                "layers": []})
         .to_string()
     }

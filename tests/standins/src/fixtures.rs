@@ -113,6 +113,17 @@ pub fn multi_arch_image(
     .unwrap_or_else(|e| panic!("fixture image {repository}:{tag}: {e}"))
 }
 
+/// A Helm chart pushed to ECR as an OCI artifact (`helm push`): `tag` is the chart version
+/// with Helm's `+` written `_`.
+pub fn chart(repository: &str, tag: &str, digest_char: char, pushed_at: &str) -> Image {
+    Image::deserialize(
+        json!({"repository": repository, "tag": tag, "digest": digest(digest_char),
+        "pushedAt": pushed_at, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "artifactMediaType": "application/vnd.cncf.helm.config.v1+json"}),
+    )
+    .unwrap_or_else(|e| panic!("fixture chart {repository}:{tag}: {e}"))
+}
+
 /// A Helm source with these parameters.
 pub fn helm_source(parameters: &[(&str, &str)]) -> Value {
     json!({"repoURL": "https://git.example.com/web.git", "path": "chart", "helm": {

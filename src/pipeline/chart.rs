@@ -1,0 +1,560 @@
+//! One Application's Helm charts, from its read to its entries in the report: each chart its
+//! `chart-list` names that the invocation concerns is decided against the versions ECR holds,
+//! and the moved `targetRevision`s are written by one guarded patch, or committed to the file
+//! holding the Application's manifest; read and decided again after a race.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::handler::{Handler, Work};
+use crate::appconfig::annotations;
+use crate::appconfig::charts::{ChartConfig, ChartEntry, ChartWriteBack};
+use crate::application::identity::Identity;
+use crate::apply::writeback::{ApplicationPatch, WriteError, Writer};
+use crate::cluster::kube::KubeError;
+use crate::cluster::retry::{backoff, retry_transient};
+use crate::decision::chart::{self, ChartOutcome};
+use crate::decision::controls::{self, Hold};
+use crate::decision::decide::{self, Mode};
+use crate::git::appmanifest;
+use crate::git::commit::short;
+use crate::git::githost::{GitHost, HostError};
+use crate::policy::TagPolicy;
+use crate::report::{Action, Entry, Report};
+
+/// One chart source decided: the entry, and what to write to it.
+struct Decided {
+    entry: Entry,
+    write: Option<(chart::ChartSource, String)>,
+}
+
+/// Where an Application's chart versions are committed.
+struct GitTarget<'a> {
+    credentials: &'a str,
+    repository: &'a str,
+    branch: Option<&'a str>,
+}
+
+/// A write a guard refused because the Application or the branch moved since the read:
+/// what moved, and the entries decided before it.
+type Race = (String, Vec<Entry>);
+
+impl Handler {
+    /// The charts of the Application `namespace/name`: read (unless `first` is its read
+    /// already), decide, write; re-read and re-decide after a race.
+    pub(super) async fn process_charts(
+        &self,
+        namespace: &str,
+        name: &str,
+        mut first: Option<Value>,
+        work: &Work<'_>,
+        report: &mut Report,
+    ) {
+        for attempt in 0..=self.config.conflict_retries {
+            let read = match first.take() {
+                Some(app) => Ok(app),
+                None => {
+                    report.stats.gets += 1;
+                    retry_transient(work.deadline, || work.kube.get_application(namespace, name))
+                        .await
+                }
+            };
+            let app = match read {
+                Ok(app) => app,
+                Err(KubeError::NotFound { .. }) => {
+                    report.entries.push(decide::app::deleted(namespace, name));
+                    return;
+                }
+                Err(e) => {
+                    let entry =
+                        decide::app::unreadable(namespace, name, &e.to_string(), e.is_retryable());
+                    report.entries.push(entry);
+                    return;
+                }
+            };
+            // The image path reports an Application the selector no longer selects.
+            if !self.config.selects.matches(&annotations::labels_of(&app)) {
+                return;
+            }
+            let Some(config) = ChartConfig::parse(&annotations::configuring(&app)) else {
+                return;
+            };
+            let written = match &config.write_back {
+                Err(e) => {
+                    let reason = format!("configuration error: {e}");
+                    let failed =
+                        |c: &ChartEntry| decide::failed_entry(base_entry(&app, c), &reason, false);
+                    report
+                        .entries
+                        .extend(concerned(&config, work.mode).map(failed));
+                    None
+                }
+                Ok(ChartWriteBack::Patch) => {
+                    let decided = self.decide_charts(&app, &config, work).await;
+                    self.write_charts(&app, decided, work, report).await
+                }
+                Ok(ChartWriteBack::Git {
+                    credentials,
+                    repository,
+                    branch,
+                }) => {
+                    let git = GitTarget {
+                        credentials,
+                        repository,
+                        branch: branch.as_deref(),
+                    };
+                    self.commit_charts(&app, &config, &git, work, report).await
+                }
+            };
+            let Some(race) = written else {
+                return;
+            };
+            report.stats.conflicts += 1;
+            if attempt == self.config.conflict_retries {
+                let reason = decide::app::kept_changing(attempt + 1, &race.0);
+                let failure = WriteError::Failed(crate::failure::Failure::new(reason, true));
+                report.entries.extend(refused(race.1, &failure));
+                return;
+            }
+            tokio::time::sleep(backoff(attempt, None)).await;
+        }
+    }
+
+    /// Every chart of `config` this invocation concerns, decided on `app` as read.
+    async fn decide_charts(
+        &self,
+        app: &Value,
+        config: &ChartConfig,
+        work: &Work<'_>,
+    ) -> Vec<Decided> {
+        let mut decided = Vec::new();
+        for entry in concerned(config, work.mode) {
+            decided.extend(self.decide_chart(app, app, entry, work).await);
+        }
+        decided
+    }
+
+    /// One chart decided on the sources of `declared` (the Application as read, or its
+    /// manifest in Git), reported as `app`'s.
+    async fn decide_chart(
+        &self,
+        app: &Value,
+        declared: &Value,
+        entry: &ChartEntry,
+        work: &Work<'_>,
+    ) -> Vec<Decided> {
+        let base = base_entry(app, entry);
+        let only = |entry: Entry| vec![Decided { entry, write: None }];
+        let policy = match &entry.policy {
+            Ok(policy) => policy,
+            Err(e) => {
+                let reason = format!("configuration error: {e}");
+                return only(decide::failed_entry(base, &reason, false));
+            }
+        };
+        let reference = entry.chart.to_string();
+        let Some((registry, repository)) = decide::ecr_repository(&entry.chart, &self.region)
+        else {
+            let reason = format!(
+                "`{reference}` is not an ECR repository of this account's registry in {}",
+                self.region
+            );
+            return only(base.with(Action::Skipped, reason));
+        };
+        let host = entry.chart.registry.as_deref().unwrap_or_default();
+        let sources = chart::sources_of(declared, host, &repository);
+        if sources.is_empty() {
+            return only(base.with(
+                Action::Skipped,
+                format!(
+                    "no source of the Application is the chart `{reference}` (repoURL `{host}/<path>` with chart `<name>`, or repoURL `oci://{reference}`)"
+                ),
+            ));
+        }
+        let tags = match work.facts.artifact_tags(&registry, &repository).await {
+            Ok(tags) => tags,
+            Err(failure) => {
+                return only(decide::failed_entry(
+                    base,
+                    &failure.message,
+                    failure.retryable,
+                ));
+            }
+        };
+        let versions = chart::versions(&tags);
+        sources
+            .into_iter()
+            .map(|source| decided(&base, source, policy, &versions))
+            .collect()
+    }
+
+    /// A write's `ChartUpdated` Event; a failure to record it is logged, never the write's.
+    async fn record_chart_event(
+        &self,
+        app: &Value,
+        entries: &[Entry],
+        work: &Work<'_>,
+        report: &mut Report,
+    ) {
+        let now = time::OffsetDateTime::from(self.clock.now());
+        let stamp = now
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap_or_default();
+        let event = chart::updated_event(app, entries, &stamp, now.unix_timestamp_nanos());
+        let (namespace, name) = decide::app::names(app);
+        if let Err(e) = work.kube.create_event(namespace, &event).await {
+            tracing::warn!(application = %format!("{namespace}/{name}"), error = %e, "cannot record the ChartUpdated event");
+        }
+        report.stats.events += 1;
+    }
+
+    /// `entries` back when nothing holds the Application's writes; otherwise they are
+    /// reported as held (a freeze) and `None` comes back.
+    fn unless_frozen(
+        &self,
+        app: &Value,
+        entries: Vec<Entry>,
+        report: &mut Report,
+    ) -> Option<Vec<Entry>> {
+        let own = annotations::of(app);
+        let freeze = own
+            .get(controls::FREEZE)
+            .map(|value| vec![("the Application".to_string(), value.as_str())])
+            .unwrap_or_default();
+        let now = time::OffsetDateTime::from(self.clock.now());
+        let hold = controls::hold(&freeze, now);
+        if hold == Hold::Open {
+            return Some(entries);
+        }
+        report.entries.extend(controls::held(entries, &hold));
+        None
+    }
+
+    /// Commits the charts' new versions to the files holding the Application's manifest,
+    /// deciding on what Git holds; `Some` when the branch moved under the commit.
+    async fn commit_charts(
+        &self,
+        app: &Value,
+        config: &ChartConfig,
+        git: &GitTarget<'_>,
+        work: &Work<'_>,
+        report: &mut Report,
+    ) -> Option<Race> {
+        let chosen: Vec<&ChartEntry> = concerned(config, work.mode).collect();
+        if chosen.is_empty() {
+            return None;
+        }
+        let opened = match self.git.parse_repository(git.repository) {
+            Ok(repo) => {
+                self.git
+                    .open_repository(app, &repo, git.repository, git.credentials, work.kube)
+                    .await
+            }
+            Err(unavailable) => Err(unavailable),
+        };
+        let host = match opened {
+            Ok(host) => host,
+            Err(stop) => {
+                let failed = |c: &&ChartEntry| {
+                    decide::failed_entry(base_entry(app, c), &stop.reason, stop.retryable)
+                };
+                report.entries.extend(chosen.iter().map(failed));
+                return None;
+            }
+        };
+        // Applications of one invocation that commit to the same repository take turns.
+        let lock = self.git.lock(&host.name());
+        let _turn = lock.lock().await;
+        let before = host.requests();
+        let outcome = self
+            .commit_on(app, &chosen, git, host.as_ref(), work, report)
+            .await;
+        report.stats.git_requests += (host.requests() - before) as u32;
+        outcome
+    }
+
+    async fn commit_on(
+        &self,
+        app: &Value,
+        chosen: &[&ChartEntry],
+        git: &GitTarget<'_>,
+        host: &dyn GitHost,
+        work: &Work<'_>,
+        report: &mut Report,
+    ) -> Option<Race> {
+        let fail_all = |report: &mut Report, reason: &str, retryable: bool| {
+            let failed =
+                |c: &&ChartEntry| decide::failed_entry(base_entry(app, c), reason, retryable);
+            report.entries.extend(chosen.iter().map(failed));
+        };
+        let branch = match git.branch {
+            Some(branch) => Ok(branch.to_string()),
+            None => host.default_branch().await,
+        };
+        let head = match branch {
+            Ok(branch) => host.branch_head(&branch).await.map(|head| (branch, head)),
+            Err(e) => Err(e),
+        };
+        let (branch, head) = match head {
+            Ok((branch, Some(head))) => (branch, head),
+            Ok((branch, None)) => {
+                let reason = format!(
+                    "branch `{branch}` of {} does not exist: set git-branch to the branch the parent Application follows",
+                    host.name()
+                );
+                fail_all(report, &reason, false);
+                return None;
+            }
+            Err(e) => {
+                fail_all(report, &e.to_string(), e.is_retryable());
+                return None;
+            }
+        };
+        let name = Identity::of(app).name;
+        let mut originals: BTreeMap<String, String> = BTreeMap::new();
+        let mut texts: BTreeMap<String, String> = BTreeMap::new();
+        let mut entries = Vec::new();
+        for entry in chosen {
+            let base = base_entry(app, entry);
+            let Some(file) = entry.write_back_target.as_deref() else {
+                let reason = format!(
+                    "configuration error: the Application is written back by Git: set argocd-ecr-updater.io/chart.write-back-target to the file in {} that holds its manifest",
+                    host.name()
+                );
+                entries.push(decide::failed_entry(base, &reason, false));
+                continue;
+            };
+            let text = match texts.get(file) {
+                Some(text) => text.clone(),
+                None => match host.file(file, &head).await {
+                    Ok(Some(text)) => {
+                        originals.insert(file.to_string(), text.clone());
+                        text
+                    }
+                    Ok(None) => {
+                        let reason = format!(
+                            "`{file}` does not exist on branch `{branch}` of {}: set chart.write-back-target to the file holding the Application's manifest",
+                            host.name()
+                        );
+                        entries.push(decide::failed_entry(base, &reason, false));
+                        continue;
+                    }
+                    Err(e) => {
+                        entries.push(decide::failed_entry(base, &e.to_string(), e.is_retryable()));
+                        continue;
+                    }
+                },
+            };
+            let manifest = match appmanifest::application(file, &text, name) {
+                Ok(manifest) => manifest,
+                Err(e) => {
+                    entries.push(decide::failed_entry(base, &e.to_string(), false));
+                    continue;
+                }
+            };
+            let mut text = text;
+            for Decided { mut entry, write } in self.decide_chart(app, &manifest, entry, work).await
+            {
+                let target = format!("{} {branch} {file}", host.name());
+                entry.sources = entry
+                    .sources
+                    .iter()
+                    .map(|s| format!("{target} ({s})"))
+                    .collect();
+                if let Some((source, to)) = write {
+                    match appmanifest::set_target_revision(file, &text, &source.pointer, &to) {
+                        Ok(edited) => text = edited,
+                        Err(e) => entry = decide::failed_entry(entry, &e.to_string(), false),
+                    }
+                }
+                entries.push(entry);
+            }
+            texts.insert(file.to_string(), text);
+        }
+        let changed: Vec<(String, String)> = texts
+            .into_iter()
+            .filter(|(file, text)| originals.get(file) != Some(text))
+            .collect();
+        if changed.is_empty() {
+            report.entries.extend(entries);
+            return None;
+        }
+        let entries = self.unless_frozen(app, entries, report)?;
+        if self.config.dry_run {
+            let would = entries.into_iter().map(|mut e| {
+                if e.action == Action::Updated {
+                    e.reason = format!(
+                        "dry run: {} (would commit to {})",
+                        e.reason,
+                        e.sources.join(", ")
+                    );
+                }
+                e
+            });
+            report.entries.extend(would);
+            return None;
+        }
+        let message = commit_message(name, &entries);
+        match host.commit(&branch, &head, &message, &changed).await {
+            Ok(commit) => {
+                report.stats.git_commits += 1;
+                let files: Vec<&str> = changed.iter().map(|(f, _)| f.as_str()).collect();
+                let record = json!({"repository": host.name(), "branch": branch,
+                    "file": files.join(", "), "commit": commit.oid});
+                let mut entries = entries;
+                for entry in entries.iter_mut().filter(|e| e.action == Action::Updated) {
+                    entry.reason = format!(
+                        "{}; committed {} to {}: the Application that renders this manifest takes it at its next sync",
+                        entry.reason,
+                        short(&commit.oid),
+                        entry.sources.join(", ")
+                    );
+                    entry.git = Some(record.clone());
+                }
+                self.record_chart_event(app, &entries, work, report).await;
+                report.entries.extend(entries);
+                None
+            }
+            Err(e @ HostError::HeadMoved { .. }) => Some((e.to_string(), entries)),
+            Err(e) => {
+                let failure = WriteError::Failed(crate::failure::Failure::new(
+                    e.to_string(),
+                    e.is_retryable(),
+                ));
+                report.entries.extend(refused(entries, &failure));
+                None
+            }
+        }
+    }
+
+    /// Writes what was decided; `Some((race, entries))` when a guard found the Application
+    /// changed since the read, so it is read and decided again.
+    async fn write_charts(
+        &self,
+        app: &Value,
+        decided: Vec<Decided>,
+        work: &Work<'_>,
+        report: &mut Report,
+    ) -> Option<Race> {
+        let writes: Vec<(&chart::ChartSource, &str)> = decided
+            .iter()
+            .filter_map(|d| d.write.as_ref().map(|(s, to)| (s, to.as_str())))
+            .collect();
+        if writes.is_empty() {
+            report.entries.extend(decided.into_iter().map(|d| d.entry));
+            return None;
+        }
+        let plan = chart::plan(&writes);
+        let entries: Vec<Entry> = decided.into_iter().map(|d| d.entry).collect();
+        let entries = self.unless_frozen(app, entries, report)?;
+        let writer = ApplicationPatch {
+            kube: work.kube,
+            deadline: work.deadline,
+        };
+        if let Err(refusal) = writer.check(app, &plan).await {
+            report.entries.extend(refused(entries, &refusal));
+            return None;
+        }
+        if self.config.dry_run {
+            report
+                .entries
+                .extend(entries.into_iter().map(|e| decide::app::dry_run(e, &plan)));
+            return None;
+        }
+        report.stats.patches += 1;
+        match writer.write(app, &plan).await {
+            Ok(()) => {
+                self.record_chart_event(app, &entries, work, report).await;
+                report.entries.extend(entries);
+                None
+            }
+            Err(WriteError::Race(race) | WriteError::Conflict(race)) => Some((race, entries)),
+            Err(refusal) => {
+                report.entries.extend(refused(entries, &refusal));
+                None
+            }
+        }
+    }
+}
+
+/// The entries of a decision whose write did not happen: the updates take the refusal, the
+/// rest keep their own reasons.
+fn refused(entries: Vec<Entry>, error: &WriteError) -> Vec<Entry> {
+    let (action, reason, retryable) = error.as_entry();
+    entries
+        .into_iter()
+        .map(|entry| {
+            if entry.action != Action::Updated {
+                return entry;
+            }
+            let mut entry = entry.with(action, reason.clone());
+            entry.retryable = retryable;
+            entry
+        })
+        .collect()
+}
+
+/// A chart source decided: updated to the best version, or kept with the reason.
+fn decided(
+    base: &Entry,
+    source: chart::ChartSource,
+    policy: &TagPolicy,
+    versions: &chart::Versions,
+) -> Decided {
+    let mut entry = base.clone();
+    entry.sources = vec![source.label.clone()];
+    entry.from = Some(source.target_revision.clone());
+    match chart::decide(&source, policy, versions) {
+        ChartOutcome::Update { to, .. } => {
+            entry.to = Some(to.clone());
+            let reason = format!("chart version {to} is the newest under {}", policy.strategy);
+            Decided {
+                entry: entry.with(Action::Updated, reason),
+                write: Some((source, to)),
+            }
+        }
+        ChartOutcome::Keep(reason) => Decided {
+            entry: entry.with(Action::Unchanged, reason),
+            write: None,
+        },
+    }
+}
+
+/// The commit message, in the shape of Image Updater's default: a title naming the
+/// Application, a line per chart moved.
+fn commit_message(app: &str, entries: &[Entry]) -> String {
+    let lines: Vec<String> = entries
+        .iter()
+        .filter(|e| e.action == Action::Updated)
+        .map(|e| {
+            format!(
+                "updates chart {} version '{}' to '{}'",
+                e.image,
+                e.from.as_deref().unwrap_or_default(),
+                e.to.as_deref().unwrap_or_default()
+            )
+        })
+        .collect();
+    format!("build: automatic update of {app}\n\n{}\n", lines.join("\n"))
+}
+
+/// The chart entries of `config` this invocation concerns: those naming the pushed
+/// repository, or every one for a reconcile.
+fn concerned<'c>(config: &'c ChartConfig, mode: Mode<'c>) -> impl Iterator<Item = &'c ChartEntry> {
+    config.charts.iter().filter(move |entry| match mode {
+        Mode::Push(push) => entry.chart.is(&push.registry(), &push.repository),
+        Mode::Reconcile => true,
+    })
+}
+
+/// The report entry a chart of `app` starts from.
+fn base_entry(app: &Value, entry: &ChartEntry) -> Entry {
+    let (namespace, name) = decide::app::names(app);
+    Entry::new(
+        namespace,
+        name,
+        entry.alias.as_deref(),
+        &entry.chart.to_string(),
+    )
+}
