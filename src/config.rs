@@ -100,6 +100,35 @@ pub struct Config {
     pub sweep: SweepSettings,
     /// Following writes until they are live (`CONFIRM_ROLLOUTS`, `ROLLOUT_METRIC_APPLICATIONS`).
     pub rollouts: RolloutSettings,
+    /// `NOTATION_TRUST_ROOTS`: base64 of the PEM root certificates (the AWS Signer root) a
+    /// managed signature's chain must lead to; set, a `signing-profile` gate also verifies
+    /// the Notation signature itself.
+    pub notation_trust_roots: Option<Vec<u8>>,
+}
+
+/// The most `NOTATION_TRUST_ROOTS` may hold, decoded: a few root certificates.
+pub const MAX_TRUST_ROOTS: usize = 32 << 10;
+
+fn notation_trust_roots(env: &Env<'_>) -> Result<Option<Vec<u8>>, ConfigError> {
+    let Some(value) = env.get("NOTATION_TRUST_ROOTS") else {
+        return Ok(None);
+    };
+    let pem = decode_ca(&value).map_err(|Refused(problem)| {
+        error(
+            "NOTATION_TRUST_ROOTS",
+            format!("{problem}: give base64 of the PEM root certificate (`base64 -w0 root.pem`)"),
+        )
+    })?;
+    if pem.len() > MAX_TRUST_ROOTS {
+        return Err(error(
+            "NOTATION_TRUST_ROOTS",
+            format!(
+                "holds {} bytes, over {MAX_TRUST_ROOTS}: give the root certificates only",
+                pem.len()
+            ),
+        ));
+    }
+    Ok(Some(pem))
 }
 
 /// Rollout confirmation: each write followed over the sweep queue until live, failed or out
@@ -908,6 +937,7 @@ impl Config {
             own_account,
             sweep: sweep_settings(&env)?,
             rollouts: rollout_settings(&env)?,
+            notation_trust_roots: notation_trust_roots(&env)?,
             git: git_settings(&env, &namespaces)?,
             dry_run: env.flag("DRY_RUN", false)?,
             read_image_updaters: env.flag("READ_IMAGEUPDATERS", true)?,
@@ -1324,6 +1354,18 @@ mod tests {
             (
                 &[("CLUSTER_NAME", "c"), ("CONFIRM_ROLLOUTS", "sure")],
                 "CONFIRM_ROLLOUTS",
+            ),
+            // Not base64, and base64 of something that is no PEM certificate.
+            (
+                &[
+                    ("CLUSTER_NAME", "c"),
+                    ("NOTATION_TRUST_ROOTS", "-----BEGIN"),
+                ],
+                "NOTATION_TRUST_ROOTS",
+            ),
+            (
+                &[("CLUSTER_NAME", "c"), ("NOTATION_TRUST_ROOTS", "aGVsbG8=")],
+                "NOTATION_TRUST_ROOTS",
             ),
             (&[("CLUSTER_NAME", "c"), ("LOG_LEVEL", "loud")], "LOG_LEVEL"),
             (

@@ -15,7 +15,7 @@ locals {
   use_prefix        = var.ecr_repository_prefix != ""
   in_vpc            = length(var.subnet_ids) > 0
   same_region       = concat([var.cluster_name], var.additional_cluster_names)
-  verify_signatures = var.signature_verification || length(var.cosign_key_secret_arns) > 0 || var.signature_referrers || var.commit_statuses
+  verify_signatures = var.signature_verification || length(var.cosign_key_secret_arns) > 0 || var.signature_referrers || var.commit_statuses || var.notation_trust_roots != ""
 }
 
 resource "aws_cloudwatch_log_group" "function" {
@@ -98,6 +98,7 @@ resource "aws_lambda_function" "function" {
       SWEEP_CLUSTER_REQUESTS      = tostring(var.sweep_cluster_requests)
       CONFIRM_ROLLOUTS            = tostring(var.confirm_rollouts)
       ROLLOUT_METRIC_APPLICATIONS = join(",", var.rollout_metric_applications)
+      NOTATION_TRUST_ROOTS        = var.notation_trust_roots
     }
   }
 

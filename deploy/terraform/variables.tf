@@ -166,6 +166,16 @@ variable "commit_statuses" {
   default     = false
 }
 
+variable "notation_trust_roots" {
+  description = "Base64 of the PEM root certificates (the AWS Signer root) that the Notation signature of an image under a signing-profile gate must chain to: set, the gate verifies the signature itself, and the function may download the envelopes (ecr:GetDownloadUrlForLayer)."
+  type        = string
+  default     = ""
+  validation {
+    condition     = can(regex("^[A-Za-z0-9+/=]*$", var.notation_trust_roots))
+    error_message = "notation_trust_roots: base64 of PEM certificates (base64 -w0 root.pem)."
+  }
+}
+
 variable "signature_referrers" {
   type    = bool
   default = false

@@ -60,7 +60,13 @@ pub const SDK_CALLS: &[SdkCall] = &[
         "ecr",
         "get_download_url_for_layer",
         "ecr:GetDownloadUrlForLayer",
-        "signature payloads; image configs for commit statuses",
+        "signature payloads and Notation envelopes; image configs for commit statuses",
+    ),
+    call(
+        "ecr",
+        "list_image_referrers",
+        "ecr:BatchGetImage",
+        "a signing-profile gate with NOTATION_TRUST_ROOTS: the digest's Notation signatures",
     ),
     call(
         "ecr",
@@ -203,9 +209,18 @@ pub fn required_actions() -> std::collections::BTreeSet<&'static str> {
 mod tests {
     use super::*;
 
+    /// Operations IAM authorizes with another operation's action, as the API reference says:
+    /// "The IAM principal invoking this operation must have the ecr:BatchGetImage permission"
+    /// (ECR `ListImageReferrers`).
+    const AUTHORIZED_AS: [(&str, &str); 1] = [("list_image_referrers", "ecr:BatchGetImage")];
+
     #[test]
     fn each_action_is_the_operation_named_as_iam_names_it() {
         for call in SDK_CALLS {
+            if let Some((_, action)) = AUTHORIZED_AS.iter().find(|(op, _)| *op == call.operation) {
+                assert_eq!(call.action, *action, "{call:?}");
+                continue;
+            }
             let camel: String = call
                 .operation
                 .split('_')

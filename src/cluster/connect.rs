@@ -23,6 +23,9 @@ pub enum StartError {
     NoRegion,
     #[error("{}", crate::aws::aws_error::NO_CREDENTIALS)]
     NoCredentials,
+    /// `NOTATION_TRUST_ROOTS` decodes, but its certificates are not a trust store.
+    #[error("NOTATION_TRUST_ROOTS: {0}")]
+    TrustRoots(String),
 }
 
 /// Why one cluster cannot be reached now.

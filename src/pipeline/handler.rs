@@ -83,8 +83,11 @@ pub struct Handler {
     pub(super) signatures: crate::registry::signatures::Signatures,
     /// The Git hosts and their credentials, for Applications written back by commit.
     pub(super) git: GitHosts,
-    /// Downloads image configs (their source labels) from the URLs ECR hands out.
+    /// Downloads image configs (their source labels) and signature envelopes from the URLs
+    /// ECR hands out.
     pub(super) blobs: crate::http::LazyClient,
+    /// The roots a managed signature's Notation chain must lead to (`NOTATION_TRUST_ROOTS`).
+    pub(super) notation_trust: Option<crate::registry::notation::TrustStore>,
 }
 
 /// Matched Applications are read, decided and written this many at a time.
@@ -137,7 +140,17 @@ impl Handler {
             crate::registry::signatures::Signatures::new(secrets.clone(), config.timeouts.request);
         let git = GitHosts::new(&config, eks_sdk, &region, secrets);
         let own_account = config.own_account.clone();
+        let notation_trust = match &config.notation_trust_roots {
+            None => None,
+            Some(pem) => {
+                let text = String::from_utf8_lossy(pem);
+                let store = crate::registry::notation::TrustStore::from_pem(&text)
+                    .map_err(|e| StartError::TrustRoots(e.to_string()))?;
+                Some(store)
+            }
+        };
         Ok(Self {
+            notation_trust,
             blobs: crate::http::LazyClient::new(None, config.timeouts.request, false),
             signatures,
             git,

@@ -93,7 +93,45 @@ impl Handler {
             }
         };
         match verdict(profile, digest, &states) {
-            SigningVerdict::Signed(note) => outcome.noted(&note),
+            SigningVerdict::Signed { note, profile_arn } => {
+                let Some(store) = &self.notation_trust else {
+                    return outcome.noted(&note);
+                };
+                let expected = crate::registry::managed_signing::Expected {
+                    registry: &case.registry,
+                    repository: &case.repository,
+                    digest,
+                    profile: &profile_arn,
+                };
+                let now = time::OffsetDateTime::from(self.clock.now());
+                match crate::registry::managed_signing::verify(
+                    &self.ecr,
+                    &self.blobs,
+                    &expected,
+                    store,
+                    now,
+                )
+                .await
+                {
+                    Ok(Ok(verified)) => outcome.noted(&format!(
+                        "{note}; its Notation signature verifies: made by `{}` at {}, chain to `{}` (NOTATION_TRUST_ROOTS)",
+                        verified.profile_version,
+                        verified
+                            .signed_at
+                            .format(&time::format_description::well_known::Rfc3339)
+                            .unwrap_or_default(),
+                        verified.root
+                    )),
+                    Ok(Err(reason)) => outcome.refuse(
+                        Action::Skipped,
+                        &format!(
+                            "ECR reports {digest} signed by `{profile_arn}`, but no Notation signature of it verifies against NOTATION_TRUST_ROOTS: {reason}; not rolled out"
+                        ),
+                        false,
+                    ),
+                    Err(e) => outcome.refuse(Action::Failed, &e.message, e.retryable),
+                }
+            }
             SigningVerdict::Refused(reason) => outcome.refuse(Action::Skipped, &reason, false),
             SigningVerdict::InProgress(reason) => {
                 let now = time::OffsetDateTime::from(self.clock.now());

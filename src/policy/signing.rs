@@ -87,7 +87,8 @@ pub struct SigningState {
 /// What the gate says of a digest.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SigningVerdict {
-    Signed(String),
+    /// Signed: the note, and the ARN of the profile ECR says signed.
+    Signed { note: String, profile_arn: String },
     /// Not yet: held, and decided again.
     InProgress(String),
     /// Not to be rolled out: the reason.
@@ -108,10 +109,13 @@ pub fn verdict(profile: &SigningProfile, digest: &str, states: &[SigningState]) 
         ));
     };
     match state.status.as_str() {
-        "COMPLETE" => SigningVerdict::Signed(format!(
-            "{digest} is signed by `{}` (ECR managed signing)",
-            state.profile_arn
-        )),
+        "COMPLETE" => SigningVerdict::Signed {
+            note: format!(
+                "{digest} is signed by `{}` (ECR managed signing)",
+                state.profile_arn
+            ),
+            profile_arn: state.profile_arn.clone(),
+        },
         "IN_PROGRESS" => SigningVerdict::InProgress(format!(
             "managed signing of {digest} by `{}` is in progress",
             state.profile_arn
@@ -231,7 +235,7 @@ mod tests {
         ];
         for (case, states, expected) in cases {
             let got = match verdict(&profile, "sha256:d", &states) {
-                SigningVerdict::Signed(r) => format!("signed: {r}"),
+                SigningVerdict::Signed { note, .. } => format!("signed: {note}"),
                 SigningVerdict::InProgress(r) => format!("held: {r}"),
                 SigningVerdict::Refused(r) => format!("refused: {r}"),
             };

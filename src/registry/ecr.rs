@@ -72,6 +72,10 @@ fn tag_info(detail: &aws_sdk_ecr::types::ImageDetail, tag: &str) -> TagInfo {
     }
 }
 
+/// The most Notation signatures of one digest read: a digest signed again on every
+/// re-push still has a handful.
+pub const MAX_REFERRERS: usize = 20;
+
 #[derive(Debug)]
 pub struct Ecr {
     client: aws_sdk_ecr::Client,
@@ -489,6 +493,68 @@ impl Ecr {
             Err(e) => {
                 self.classify("GetDownloadUrlForLayer", repository, registry, e)?;
                 Ok(None)
+            }
+        }
+    }
+
+    /// The digests of the Notation signatures ECR lists as referrers of `digest`
+    /// (`ListImageReferrers`, artifact type `application/vnd.cncf.notary.signature`): at most
+    /// [`MAX_REFERRERS`], newest pages first as ECR gives them.
+    pub async fn signature_referrers(
+        &self,
+        registry: &str,
+        repository: &str,
+        digest: &str,
+    ) -> Result<Vec<String>, EcrError> {
+        let mut digests = Vec::new();
+        let mut next: Option<String> = None;
+        loop {
+            self.calls.fetch_add(1, Ordering::Relaxed);
+            let result = self
+                .client
+                .list_image_referrers()
+                .registry_id(registry)
+                .repository_name(repository)
+                .set_subject_id(
+                    aws_sdk_ecr::types::SubjectIdentifier::builder()
+                        .image_digest(digest)
+                        .build()
+                        .ok(),
+                )
+                .filter(
+                    aws_sdk_ecr::types::ListImageReferrersFilter::builder()
+                        .artifact_types(crate::registry::notation::SIGNATURE_ARTIFACT_TYPE)
+                        .build(),
+                )
+                .max_results(50)
+                .set_next_token(next.take())
+                .send()
+                .await;
+            let output = match result {
+                Ok(output) => output,
+                Err(e) => {
+                    self.classify("ListImageReferrers", repository, registry, e)?;
+                    return Ok(digests);
+                }
+            };
+            digests.extend(
+                output
+                    .referrers()
+                    .iter()
+                    .filter(|r| {
+                        r.artifact_type()
+                            == Some(crate::registry::notation::SIGNATURE_ARTIFACT_TYPE)
+                    })
+                    .map(|r| r.digest().to_string()),
+            );
+            match output.next_token() {
+                Some(token) if !token.is_empty() && digests.len() < MAX_REFERRERS => {
+                    next = Some(token.to_string());
+                }
+                _ => {
+                    digests.truncate(MAX_REFERRERS);
+                    return Ok(digests);
+                }
             }
         }
     }

@@ -6,6 +6,7 @@
 use serde_json::Value;
 
 use crate::failure::Failure;
+use crate::registry::blob::download;
 use crate::registry::ecr::Ecr;
 
 /// An image config is a few kilobytes; one larger than this is not one.
@@ -130,46 +131,9 @@ async fn config(
     repository: &str,
     digest: &str,
 ) -> Result<Result<SourceCommit, String>, Failure> {
-    let failed = |message: String| Failure {
-        message,
-        retryable: true,
-    };
-    let Some(url) = ecr
-        .layer_url(registry, repository, digest)
-        .await
-        .map_err(|e| failed(e.to_string()))?
-    else {
-        return Ok(Err(format!("the image config {digest} is missing")));
-    };
-    let client = http.get().map_err(Failure::from)?;
-    let response = client
-        .get(&url)
-        .send()
-        .await
-        .and_then(|r| r.error_for_status())
-        .map_err(|e| {
-            failed(format!(
-                "cannot download the image config: {}",
-                crate::redact::http_error(&e)
-            ))
-        })?;
-    let bytes = match crate::redact::read_capped(response, MAX_CONFIG).await {
-        Ok(bytes) => bytes,
-        Err(crate::redact::ReadError::TooLarge { .. }) => {
-            return Ok(Err(format!(
-                "the image config is larger than {MAX_CONFIG} bytes"
-            )));
-        }
-        Err(e) => return Err(failed(format!("cannot download the image config: {e}"))),
-    };
-    let actual = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &bytes);
-    let hex: String = actual.as_ref().iter().map(|b| format!("{b:02x}")).collect();
-    if digest != format!("sha256:{hex}") {
-        return Ok(Err(format!(
-            "the image config's bytes do not match {digest}"
-        )));
-    }
-    Ok(source_commit(&bytes))
+    let place = (registry, repository);
+    let downloaded = download(ecr, http, place, digest, MAX_CONFIG, "image config").await?;
+    Ok(downloaded.and_then(|bytes| source_commit(&bytes)))
 }
 
 #[cfg(test)]

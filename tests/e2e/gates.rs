@@ -775,3 +775,118 @@ async fn a_signing_profile_that_is_neither_an_arn_nor_a_name_is_a_configuration_
         "neither a signing profile ARN nor a profile name",
     );
 }
+
+// Full verification of the managed signature: NOTATION_TRUST_ROOTS set.
+
+mod notation {
+    use super::*;
+    use argocd_ecr_updater_standins::notary::{Envelope, Signer};
+    use base64::Engine;
+
+    const VERSION: &str =
+        "arn:aws:signer:ap-northeast-2:768157413559:/signing-profiles/release_prod/2oCN6RHYVI";
+
+    /// The seed, signed COMPLETE by the profile in ECR's status, trusting `trusted`'s root.
+    async fn verifying(trusted: &Signer) -> Scenario {
+        let standins = seeded(&[SIGNING]).await;
+        standins
+            .aws
+            .set_signing("barun-dev-ecr", SEED_DIGEST, &[(PROFILE_ARN, "COMPLETE")]);
+        let roots = base64::engine::general_purpose::STANDARD.encode(&trusted.root_pem);
+        standins.var("NOTATION_TRUST_ROOTS", &roots)
+    }
+
+    #[tokio::test]
+    async fn a_signature_that_verifies_against_the_trusted_root_rolls_out_naming_what_it_checked() {
+        let signer = Signer::new(|_| {}).unwrap();
+        let standins = verifying(&signer).await;
+        let envelope = signer.envelope(&Envelope::of(SEED_DIGEST, VERSION));
+        standins
+            .aws
+            .attach_notation_signature("barun-dev-ecr", SEED_DIGEST, envelope);
+        let report = standins.report(&[], &event("push-date-tag.json")).await;
+        expect_decision(
+            only(&report),
+            Action::Updated,
+            &format!(
+                "its Notation signature verifies: made by `{VERSION}` at 2026-12-01T10:00:00Z, chain to `CN=Test Signer Root`"
+            ),
+        );
+        assert_eq!(tag(&standins), PUSHED_TAG);
+        let operations: Vec<String> = standins
+            .shared
+            .requests()
+            .into_iter()
+            .map(|r| r.operation)
+            .filter(|o| {
+                [
+                    "ListImageReferrers",
+                    "BatchGetImage",
+                    "GetDownloadUrlForLayer",
+                ]
+                .contains(&o.as_str())
+            })
+            .collect();
+        assert_eq!(
+            operations,
+            [
+                "ListImageReferrers",
+                "BatchGetImage",
+                "GetDownloadUrlForLayer"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn ecrs_complete_status_alone_is_not_enough_once_roots_are_trusted() {
+        let trusted = Signer::new(|_| {}).unwrap();
+        let stranger = Signer::new(|_| {}).unwrap();
+        let other_version =
+            "arn:aws:signer:ap-northeast-2:210987654321:/signing-profiles/release_prod/2oCN6RHYVI";
+        let cases: [(&str, Option<Vec<u8>>, &str); 4] = [
+            (
+                "no signature attached",
+                None,
+                "ECR lists no Notation signature of",
+            ),
+            (
+                "a chain to a root not trusted",
+                Some(stranger.envelope(&Envelope::of(SEED_DIGEST, VERSION))),
+                "which is not in the trust store",
+            ),
+            (
+                "the profile's name in another account",
+                Some(trusted.envelope(&Envelope::of(SEED_DIGEST, other_version))),
+                "not by signing profile",
+            ),
+            (
+                "a signature of another image",
+                Some(trusted.envelope(&Envelope::of(
+                    "sha256:1111111111111111111111111111111111111111111111111111111111111111",
+                    VERSION,
+                ))),
+                "the signature is for sha256:1111",
+            ),
+        ];
+        for (case, envelope, says) in cases {
+            let standins = verifying(&trusted).await;
+            if let Some(envelope) = envelope {
+                standins
+                    .aws
+                    .attach_notation_signature("barun-dev-ecr", SEED_DIGEST, envelope);
+            }
+            let report = standins.report(&[], &event("push-date-tag.json")).await;
+            let entry = only(&report);
+            assert_eq!(entry.action, Action::Skipped, "{case}: {}", entry.reason);
+            assert!(
+                entry
+                    .reason
+                    .contains("no Notation signature of it verifies against NOTATION_TRUST_ROOTS")
+                    && entry.reason.contains(says),
+                "{case}: {}",
+                entry.reason
+            );
+            assert_eq!(tag(&standins), SEED_TAG, "{case}");
+        }
+    }
+}

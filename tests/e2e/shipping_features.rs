@@ -145,9 +145,6 @@ const DIFFERING: &[(&str, &str)] = &[
         "serde for the stand-ins; serde_json's preserve_order is on in both (checked above)",
     ),
     ("log", "std, for the stand-ins' logging"),
-    ("num-bigint", "std, for jsonwebtoken's dev use"),
-    ("num-integer", "std, as num-bigint"),
-    ("num-traits", "std, as num-bigint"),
     (
         "regex",
         "Unicode tables the function leaves out: it builds tag patterns with unicode(false) and its constraint grammar from ASCII classes; the Lambda tests run the shipped build's patterns (lambda.rs)",

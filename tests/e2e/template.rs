@@ -1097,7 +1097,13 @@ fn layer_downloads_and_scan_findings_are_granted_only_with_the_gate_that_needs_t
         assert_eq!(statement["Condition"], base["Condition"], "{sid}");
     }
     let verify = serde_yaml_ng::to_string(&t["Conditions"]["VerifySignatures"]).unwrap();
-    for part in ["SignatureVerification", "HasCosignKeys", "ReferrersOn"] {
+    for part in [
+        "SignatureVerification",
+        "HasCosignKeys",
+        "ReferrersOn",
+        "CommitStatuses",
+        "NotationTrustRoots",
+    ] {
         assert!(verify.contains(part), "{verify}");
     }
 }

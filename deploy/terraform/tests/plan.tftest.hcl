@@ -356,6 +356,37 @@ run "a_key_of_your_own" {
   }
 }
 
+run "notation_trust_roots_let_the_function_download_signature_envelopes" {
+  command = plan
+  variables {
+    notation_trust_roots = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg=="
+  }
+  assert {
+    condition     = one([for s in jsondecode(aws_iam_role_policy.function.policy).Statement : s if s.Sid == "DownloadSignaturePayloads"]).Action == "ecr:GetDownloadUrlForLayer"
+    error_message = "the envelopes are downloaded with ecr:GetDownloadUrlForLayer"
+  }
+  assert {
+    condition     = aws_lambda_function.function.environment[0].variables["NOTATION_TRUST_ROOTS"] == "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg=="
+    error_message = "the roots reach the function"
+  }
+}
+
+run "notation_trust_roots_that_are_not_base64_are_refused" {
+  command = plan
+  variables {
+    notation_trust_roots = "-----BEGIN CERTIFICATE-----"
+  }
+  expect_failures = [var.notation_trust_roots]
+}
+
+run "without_trust_roots_nothing_is_downloaded" {
+  command = plan
+  assert {
+    condition     = length([for s in jsondecode(aws_iam_role_policy.function.policy).Statement : s if s.Sid == "DownloadSignaturePayloads"]) == 0
+    error_message = "no download grant without a feature that needs it"
+  }
+}
+
 # The role's statements, exactly, for two sets of inputs. The same files are what the SAM
 # template's statements evaluate to for the same parameters (tests/e2e/terraform.rs), so the
 # two deploy paths grant the same, statement by statement, checked in one place.

@@ -322,6 +322,36 @@ impl AwsState {
         lock(&self.signing).insert((repository.to_string(), digest.to_string()), statuses);
     }
 
+    /// Attaches a Notation signature to `subject` as ECR managed signing does: an untagged
+    /// OCI manifest of artifact type `application/vnd.cncf.notary.signature` whose one layer
+    /// is the COSE `envelope` (a blob served at the URL `GetDownloadUrlForLayer` gives) and
+    /// whose `subject` is the image. Returns the signature manifest's digest.
+    pub fn attach_notation_signature(
+        &self,
+        repository: &str,
+        subject: &str,
+        envelope: Vec<u8>,
+    ) -> String {
+        let sha256 = |bytes: &[u8]| {
+            let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, bytes);
+            let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+            format!("sha256:{hex}")
+        };
+        let layer = sha256(&envelope);
+        let manifest = json!({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "artifactType": "application/vnd.cncf.notary.signature",
+            "config": {"mediaType": "application/vnd.oci.empty.v1+json",
+                "digest": "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a", "size": 2},
+            "layers": [{"mediaType": "application/cose", "digest": layer, "size": envelope.len()}],
+            "subject": {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": subject, "size": 1000},
+            "annotations": {"io.cncf.notary.x509chain.thumbprint#S256": "[]"}})
+        .to_string();
+        let digest = sha256(manifest.as_bytes());
+        self.put_blob(repository, &layer, envelope);
+        self.push(Image::with_manifest(repository, "", &digest, manifest));
+        digest
+    }
+
     pub fn put_blob(&self, repository: &str, digest: &str, bytes: Vec<u8>) {
         lock(&self.blobs).insert((repository.to_string(), digest.to_string()), bytes);
     }
@@ -859,6 +889,7 @@ async fn ecr(State(state): State<Arc<AwsState>>, headers: HeaderMap, body: Bytes
         }
         "DescribeImageScanFindings" => describe_image_scan_findings(&state, &request),
         "DescribeImageSigningStatus" => describe_image_signing_status(&state, &request),
+        "ListImageReferrers" => list_image_referrers(&state, &request),
         "GetDownloadUrlForLayer" => download_url(&state, &request),
         "GetAuthorizationToken" => authorization_token(&state),
         "DescribeImages" => describe_images(&state, &request),
@@ -987,7 +1018,64 @@ async fn blob(
     }
 }
 
-/// ECR's `DescribeImageScanFindings` for one digest: the status and the severity counts.
+/// ECR's `ListImageReferrers`: the manifests whose `subject` is the digest, filtered by
+/// artifact type; the subject must exist (`ImageNotFoundException`) and `maxResults` is 1 to
+/// 50, as ECR documents.
+fn list_image_referrers(state: &AwsState, request: &Value) -> Response {
+    let repository = match repository_checked(state, request) {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    let Some(subject) = request["subjectId"]["imageDigest"].as_str() else {
+        return aws_error(
+            StatusCode::BAD_REQUEST,
+            "InvalidParameterException",
+            "subjectId.imageDigest is required",
+        );
+    };
+    if let Some(max) = request["maxResults"].as_i64()
+        && !(1..=50).contains(&max)
+    {
+        return aws_error(
+            StatusCode::BAD_REQUEST,
+            "InvalidParameterException",
+            "maxResults must be between 1 and 50",
+        );
+    }
+    let wanted: Vec<&str> = request["filter"]["artifactTypes"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let store = lock(&state.images);
+    let empty = Repository::default();
+    let images = store.get(&repository).unwrap_or(&empty);
+    if !images.by_digest.contains_key(subject) {
+        return aws_error(
+            StatusCode::BAD_REQUEST,
+            "ImageNotFoundException",
+            &format!(
+                "The subject image {subject} does not exist within the repository with name '{repository}'"
+            ),
+        );
+    }
+    let referrers: Vec<Value> = images
+        .images
+        .iter()
+        .filter_map(|image| {
+            let manifest: Value = serde_json::from_str(image.manifest.as_deref()?).ok()?;
+            let artifact = manifest["artifactType"].as_str()?.to_string();
+            (manifest["subject"]["digest"] == subject
+                && (wanted.is_empty() || wanted.contains(&artifact.as_str())))
+            .then(|| {
+                json!({"digest": image.digest, "mediaType": image.media_type,
+                "artifactType": artifact, "size": image.manifest.as_ref().map_or(0, String::len),
+                "artifactStatus": "ACTIVE"})
+            })
+        })
+        .collect();
+    axum::Json(json!({"referrers": referrers})).into_response()
+}
+
 /// ECR's `DescribeImageSigningStatus`: the image must exist (`ImageNotFoundException`); an
 /// image no signing rule covers has no statuses.
 fn describe_image_signing_status(state: &AwsState, request: &Value) -> Response {

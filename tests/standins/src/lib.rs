@@ -18,6 +18,7 @@ pub mod gitlab;
 pub mod imageupdaters;
 pub mod kube;
 pub mod mapping;
+pub mod notary;
 mod resources;
 pub mod runtime;
 pub mod schema_rules;
