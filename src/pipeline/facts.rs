@@ -16,7 +16,9 @@ use crate::decision::decide::{self, DescribedTags, ImageCase};
 use crate::failure::Failure;
 use crate::failure::Refused;
 use crate::policy::TagInfo;
+use crate::policy::signing::SigningState;
 use crate::registry::ecr::{ArtifactTag, Ecr, EcrError};
+use crate::registry::notation::Verified;
 
 /// Reconcile with a platforms annotation reads candidates' manifests this many at a time,
 /// best first, and stops at the first batch holding one that passes.
@@ -38,6 +40,8 @@ pub struct Choice<'t> {
 
 type TagList = Result<Arc<Vec<TagInfo>>, Failure>;
 type ArtifactList = Result<Arc<Vec<ArtifactTag>>, Failure>;
+type SigningStates = Result<Arc<Vec<SigningState>>, Failure>;
+type NotationVerdict = Result<Result<Verified, String>, Failure>;
 
 /// One value per key, made on first use: a caller for a key that is being made waits for it,
 /// callers for other keys do not. The map's own lock is held only to find a key's slot.
@@ -74,6 +78,10 @@ pub struct RegistryFacts<'a> {
     described: Slots<AsyncMutex<HashMap<String, Option<TagInfo>>>>,
     tag_lists: Slots<OnceCell<TagList>>,
     artifact_lists: Slots<OnceCell<ArtifactList>>,
+    /// Per digest: ECR managed signing's statuses, and whether a Notation signature of a
+    /// profile verifies; the Applications of one image share one answer.
+    signing: Slots<OnceCell<SigningStates>>,
+    notation: Slots<OnceCell<NotationVerdict>>,
 }
 
 impl<'a> RegistryFacts<'a> {
@@ -83,6 +91,8 @@ impl<'a> RegistryFacts<'a> {
             described: Slots::new(),
             tag_lists: Slots::new(),
             artifact_lists: Slots::new(),
+            signing: Slots::new(),
+            notation: Slots::new(),
         }
     }
 
@@ -143,6 +153,44 @@ impl<'a> RegistryFacts<'a> {
                     .await
                     .map(Arc::new)
                     .map_err(Failure::from)
+            })
+            .await
+    }
+
+    /// ECR managed signing's statuses of `digest`, asked at most once per invocation.
+    pub async fn signing_statuses(
+        &self,
+        registry: &str,
+        repository: &str,
+        digest: &str,
+    ) -> SigningStates {
+        self.signing
+            .get_or_make(format!("{registry}/{repository}@{digest}"), || async {
+                self.ecr
+                    .signing_statuses(registry, repository, digest)
+                    .await
+                    .map(Arc::new)
+                    .map_err(Failure::from)
+            })
+            .await
+    }
+
+    /// Whether a Notation signature of `expected` verifies, found out at most once per
+    /// digest and profile in an invocation.
+    pub async fn notation(
+        &self,
+        http: &crate::http::LazyClient,
+        expected: &crate::registry::managed_signing::Expected<'_>,
+        store: &crate::registry::notation::TrustStore,
+        now: time::OffsetDateTime,
+    ) -> NotationVerdict {
+        let key = format!(
+            "{}/{}@{}#{}",
+            expected.registry, expected.repository, expected.digest, expected.profile
+        );
+        self.notation
+            .get_or_make(key, || {
+                crate::registry::managed_signing::verify(self.ecr, http, expected, store, now)
             })
             .await
     }

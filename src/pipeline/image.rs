@@ -81,14 +81,13 @@ impl Handler {
                 false,
             );
         };
-        let states = match self
-            .ecr
+        let states = match work
+            .facts
             .signing_statuses(&case.registry, &case.repository, digest)
             .await
         {
             Ok(states) => states,
-            Err(e) => {
-                let failure = Failure::from(e);
+            Err(failure) => {
                 return outcome.refuse(Action::Failed, &failure.message, failure.retryable);
             }
         };
@@ -104,15 +103,7 @@ impl Handler {
                     profile: &profile_arn,
                 };
                 let now = time::OffsetDateTime::from(self.clock.now());
-                match crate::registry::managed_signing::verify(
-                    &self.ecr,
-                    &self.blobs,
-                    &expected,
-                    store,
-                    now,
-                )
-                .await
-                {
+                match work.facts.notation(&self.blobs, &expected, store, now).await {
                     Ok(Ok(verified)) => outcome.noted(&format!(
                         "{note}; its Notation signature verifies: made by `{}` at {}, chain to `{}` (NOTATION_TRUST_ROOTS)",
                         verified.profile_version,

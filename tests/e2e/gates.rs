@@ -804,14 +804,22 @@ mod notation {
         standins
             .aws
             .attach_notation_signature("barun-dev-ecr", SEED_DIGEST, envelope);
+        // A second Application of the same image: one verification serves both.
+        let mut twin = standins.kube.get("argocd", SEED_APP).unwrap();
+        twin["metadata"]["name"] = json!("aws-pipeline-test-twin");
+        argocd_ecr_updater_standins::fixtures::strip_server_fields(&mut twin);
+        standins.kube.insert(twin).unwrap();
         let report = standins.report(&[], &event("push-date-tag.json")).await;
-        expect_decision(
-            only(&report),
-            Action::Updated,
-            &format!(
-                "its Notation signature verifies: made by `{VERSION}` at 2026-12-01T10:00:00Z, chain to `CN=Test Signer Root`"
-            ),
-        );
+        assert_eq!(report.entries.len(), 2, "{:#?}", report.entries);
+        for entry in &report.entries {
+            expect_decision(
+                entry,
+                Action::Updated,
+                &format!(
+                    "its Notation signature verifies: made by `{VERSION}` at 2026-12-01T10:00:00Z, chain to `CN=Test Signer Root`"
+                ),
+            );
+        }
         assert_eq!(tag(&standins), PUSHED_TAG);
         let operations: Vec<String> = standins
             .shared
@@ -835,6 +843,13 @@ mod notation {
                 "GetDownloadUrlForLayer"
             ]
         );
+        let statuses = standins
+            .shared
+            .requests()
+            .into_iter()
+            .filter(|r| r.operation == "DescribeImageSigningStatus")
+            .count();
+        assert_eq!(statuses, 1);
     }
 
     #[tokio::test]
