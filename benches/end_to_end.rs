@@ -340,6 +340,135 @@ async fn measure_git(
     series
 }
 
+const CHART_RUNS: usize = 50;
+const CHART_REPOSITORY: &str = "charts/web";
+
+/// A chart pushed to ECR: three Applications (among the 2,000) deploy `charts/web` and name it
+/// in their `chart-list`; each event pushes a new version, which moves all three
+/// `targetRevision`s by patch. Afterwards their `chart-list` is removed, so the paths after
+/// this one are measured as before.
+async fn measure_charts(
+    standins: &StandIns,
+    env: &[(String, String)],
+    first: usize,
+    deadline: Duration,
+) -> Series {
+    let chart = |version: &str, digest: usize| {
+        let mut image = image_with_digest(
+            CHART_REPOSITORY,
+            Some(version),
+            &numbered_digest(digest),
+            "2025-01-01T00:00:00Z",
+        );
+        image.artifact_media_type = Some("application/vnd.cncf.helm.config.v1+json".into());
+        image
+    };
+    standins.aws.push(chart("1.0.0", 900_000));
+    let names: Vec<String> = (0..MATCHING).map(|k| format!("chart-app-{k}")).collect();
+    for name in &names {
+        let app = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+            "metadata": {"name": name, "namespace": "argocd", "annotations": {
+                "argocd-ecr-updater.io/chart-list": format!("web={REGISTRY}/{CHART_REPOSITORY}")}},
+            "spec": {"project": "default",
+                "source": {"repoURL": format!("{REGISTRY}/charts"), "chart": "web", "targetRevision": "1.0.0"},
+                "destination": {"server": "https://kubernetes.default.svc", "namespace": "web"}}});
+        standins.kube.insert(app).unwrap();
+    }
+    let event = |n: usize| {
+        let time = format!("2025-01-03T00:{:02}:{:02}Z", (n / 60) % 60, n % 60);
+        push_event(CHART_REPOSITORY, &format!("1.0.{n}"), &time)
+    };
+    let before = |n: usize| standins.aws.push(chart(&format!("1.0.{n}"), 900_000 + n));
+    let series = measure_series(standins, env, first, CHART_RUNS, deadline, event, before).await;
+    for name in &names {
+        standins
+            .kube
+            .edit("argocd", name, |app| {
+                if let Some(map) = app["metadata"]["annotations"].as_object_mut() {
+                    map.remove("argocd-ecr-updater.io/chart-list");
+                }
+            })
+            .unwrap();
+    }
+    series
+}
+
+const SIGNING_RUNS: usize = 50;
+
+/// The managed-signing gate on the three Applications the pushes move: first as ECR's
+/// signing status alone, then with `NOTATION_TRUST_ROOTS`, each Notation signature listed,
+/// downloaded and verified. Every pushed digest is signed (status `COMPLETE` and an envelope
+/// of an AWS-Signer-shaped P-384 chain); the gate is removed afterwards.
+async fn measure_signing(
+    standins: &StandIns,
+    env: &[(String, String)],
+    first: usize,
+    deadline: Duration,
+) -> (Series, Series) {
+    use argocd_ecr_updater_standins::notary::{Envelope, Signer};
+    use base64::Engine;
+    const PROFILE: &str =
+        "arn:aws:signer:ap-northeast-2:768157413559:/signing-profiles/release_prod";
+    const VERSION: &str =
+        "arn:aws:signer:ap-northeast-2:768157413559:/signing-profiles/release_prod/2oCN6RHYVI";
+    let signer = Signer::new(|_| {}).unwrap();
+    for n in first..=first + 2 * (SIGNING_RUNS + 1) {
+        let digest = numbered_digest(n);
+        standins
+            .aws
+            .set_signing(REPOSITORY, &digest, &[(PROFILE, "COMPLETE")]);
+        let envelope = signer.envelope(&Envelope::of(&digest, VERSION));
+        standins
+            .aws
+            .attach_notation_signature(REPOSITORY, &digest, envelope);
+    }
+    let gated = gated_applications(standins);
+    for name in &gated {
+        standins
+            .kube
+            .edit("argocd", name, |app| {
+                app["metadata"]["annotations"]["argocd-ecr-updater.io/signing-profile"] =
+                    json!("release_prod");
+            })
+            .unwrap();
+    }
+    let status_only =
+        measure_series(standins, env, first, SIGNING_RUNS, deadline, push, |_| {}).await;
+    let mut env = env.to_vec();
+    env.push((
+        "NOTATION_TRUST_ROOTS".to_string(),
+        base64::engine::general_purpose::STANDARD.encode(&signer.root_pem),
+    ));
+    let next = first + SIGNING_RUNS + 1;
+    let verified = measure_series(standins, &env, next, SIGNING_RUNS, deadline, push, |_| {}).await;
+    for name in &gated {
+        standins
+            .kube
+            .edit("argocd", name, |app| {
+                if let Some(map) = app["metadata"]["annotations"].as_object_mut() {
+                    map.remove("argocd-ecr-updater.io/signing-profile");
+                }
+            })
+            .unwrap();
+    }
+    (status_only, verified)
+}
+
+/// The Applications whose `image-list` names the bench's pushed repository.
+fn gated_applications(standins: &StandIns) -> Vec<String> {
+    (0..APPLICATIONS)
+        .map(|i| format!("app-{i:05}"))
+        .filter(|name| {
+            standins.kube.get("argocd", name).is_some_and(|app| {
+                app["metadata"]["annotations"]["argocd-image-updater.argoproj.io/image-list"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .ends_with(REPOSITORY)
+            })
+        })
+        .collect()
+}
+
 const RECONCILE_RUNS: usize = 5;
 /// Tags in each repository of an Application that does not track the bench's.
 const RECONCILE_TAGS: usize = 5;
@@ -1009,7 +1138,9 @@ async fn main() {
         + 4 * (CLUSTER_RUNS + 1)
         + 2 * (RECONCILE_RUNS + 1)
         + 2 * ROLLOUT_RUNS
-        + 7
+        + CHART_RUNS
+        + 2 * (SIGNING_RUNS + 1)
+        + 9
     {
         standins.aws.push(image(
             &tag(n),
@@ -1137,6 +1268,18 @@ async fn main() {
         rollout = Some(measure_rollout(&standins, &env, next, deadline).await);
     }
     next += 2 * ROLLOUT_RUNS + 1;
+    // A chart pushed to ECR, moving three Applications' targetRevision.
+    let mut charts = None;
+    if wants("charts") {
+        charts = Some(measure_charts(&standins, &env, next, deadline).await);
+    }
+    next += CHART_RUNS + 1;
+    // The managed-signing gate: ECR's status alone, then the Notation signature verified.
+    let mut signing = None;
+    if wants("signing") {
+        signing = Some(measure_signing(&standins, &env, next, deadline).await);
+    }
+    next += 2 * (SIGNING_RUNS + 1) + 1;
     // Scheduled reconcile: every Application's repository's tag list, every Application
     // read; last, since it moves the bench's Applications to tags newer than any push's.
     let mut reconciles = Vec::new();
@@ -1167,6 +1310,19 @@ async fn main() {
     }
     if let Some(rollout) = &rollout {
         print_rollout(rollout);
+    }
+    if let Some(charts) = &charts {
+        print_budget(
+            "push of a chart (a targetRevision patch per Application)",
+            charts,
+        );
+    }
+    if let Some((status_only, verified)) = &signing {
+        print_budget("push, signing-profile gate on ECR's status", status_only);
+        print_budget(
+            "push, signing-profile gate with each Notation signature verified",
+            verified,
+        );
     }
     for (round_trip, series) in &reconciles {
         print_budget(
