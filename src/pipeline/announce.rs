@@ -14,9 +14,27 @@ use crate::report::{Entry, Report};
 pub async fn record_event(kube: &KubeClient, app: &Value, entries: &[Entry], now: OffsetDateTime) {
     let stamp = now.format(&Rfc3339).unwrap_or_default();
     let event = decide::app::images_updated_event(app, entries, &stamp, now.unix_timestamp_nanos());
+    send(kube, app, &event, "ImagesUpdated").await;
+}
+
+/// Records the `ChartUpdated` Event of a write of chart versions on the Application.
+pub async fn record_chart_event(
+    kube: &KubeClient,
+    app: &Value,
+    entries: &[Entry],
+    now: OffsetDateTime,
+) {
+    let stamp = now.format(&Rfc3339).unwrap_or_default();
+    let event =
+        crate::decision::chart::updated_event(app, entries, &stamp, now.unix_timestamp_nanos());
+    send(kube, app, &event, "ChartUpdated").await;
+}
+
+/// Creates `event` about `app`; a failure is logged, never the write's.
+async fn send(kube: &KubeClient, app: &Value, event: &Value, reason: &str) {
     let (namespace, name) = decide::app::names(app);
-    if let Err(e) = kube.create_event(namespace, &event).await {
-        tracing::warn!(application = %format!("{namespace}/{name}"), error = %e, "cannot record the ImagesUpdated event");
+    if let Err(e) = kube.create_event(namespace, event).await {
+        tracing::warn!(application = %format!("{namespace}/{name}"), error = %e, "cannot record the {reason} event");
     }
 }
 

@@ -198,14 +198,7 @@ impl Handler {
         report: &mut Report,
     ) {
         let now = time::OffsetDateTime::from(self.clock.now());
-        let stamp = now
-            .format(&time::format_description::well_known::Rfc3339)
-            .unwrap_or_default();
-        let event = chart::updated_event(app, entries, &stamp, now.unix_timestamp_nanos());
-        let (namespace, name) = decide::app::names(app);
-        if let Err(e) = work.kube.create_event(namespace, &event).await {
-            tracing::warn!(application = %format!("{namespace}/{name}"), error = %e, "cannot record the ChartUpdated event");
-        }
+        crate::pipeline::announce::record_chart_event(work.kube, app, entries, now).await;
         report.stats.events += 1;
     }
 
@@ -482,17 +475,7 @@ impl Handler {
 /// rest keep their own reasons.
 fn refused(entries: Vec<Entry>, error: &WriteError) -> Vec<Entry> {
     let (action, reason, retryable) = error.as_entry();
-    entries
-        .into_iter()
-        .map(|entry| {
-            if entry.action != Action::Updated {
-                return entry;
-            }
-            let mut entry = entry.with(action, reason.clone());
-            entry.retryable = retryable;
-            entry
-        })
-        .collect()
+    decide::AppDecision::skipped(entries).refused(action, &reason, retryable)
 }
 
 /// A chart source decided: updated to the best version, or kept with the reason.
