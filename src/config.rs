@@ -18,6 +18,16 @@ pub enum NamespaceScope {
     Only(Vec<String>),
 }
 
+impl NamespaceScope {
+    /// Whether Applications in `namespace` are the function's to consider.
+    pub fn contains(&self, namespace: &str) -> bool {
+        match self {
+            Self::All => true,
+            Self::Only(namespaces) => namespaces.iter().any(|n| n == namespace),
+        }
+    }
+}
+
 /// Timeouts for the API server connection; they must fit inside the Lambda timeout.
 #[derive(Debug, Clone, Copy)]
 pub struct KubeTimeouts {

@@ -64,7 +64,8 @@
 //!   [`label_selector`], `APPLICATION_LABEL_SELECTOR` read as the API server reads it;
 //!   [`metrics`] and [`report`], what happened and why; [`partition`], AWS host names in every
 //!   partition; [`redact`], what may leave in a message and how much may come in;
-//!   [`telemetry`], how logs are written.
+//!   [`telemetry`], how logs are written; [`yaml`], YAML from outside read only when what its
+//!   aliases expand to is bounded.
 //!
 //! The laptop commands (`select`, `token`, `plan`, `migrate`, `redrive`, `doctor`) are the
 //! `argocd-ecr-updater-cli` package (`cli/`), built on this crate.
@@ -107,3 +108,4 @@ pub mod policy;
 pub mod redact;
 pub mod report;
 pub mod telemetry;
+pub mod yaml;

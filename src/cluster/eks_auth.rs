@@ -115,13 +115,31 @@ pub trait TokenSource: Send + Sync + std::fmt::Debug {
 }
 
 /// IAM-signed tokens, cached for [`TOKEN_REUSE`].
-#[derive(Debug)]
 pub struct IamTokenSource {
     cluster: String,
     region: String,
     credentials: SharedCredentialsProvider,
     clock: Arc<dyn Clock>,
     cached: Mutex<Option<(String, SystemTime)>>,
+}
+
+impl std::fmt::Debug for IamTokenSource {
+    /// Never prints the cached token: a bearer token is the cluster's credential for its
+    /// 15 minutes, and a `{:?}` can end up in a log line or an error.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let cached = match self.cached.try_lock() {
+            Ok(cached) => match cached.as_ref() {
+                Some(_) => "a token (redacted)",
+                None => "none",
+            },
+            Err(_) => "(in use)",
+        };
+        f.debug_struct("IamTokenSource")
+            .field("cluster", &self.cluster)
+            .field("region", &self.region)
+            .field("cached", &cached)
+            .finish_non_exhaustive()
+    }
 }
 
 impl IamTokenSource {
@@ -189,11 +207,22 @@ pub struct ExecCredential {
     pub status: ExecCredentialStatus,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ExecCredentialStatus {
     pub expiration_timestamp: String,
     pub token: String,
+}
+
+impl std::fmt::Debug for ExecCredentialStatus {
+    /// Never prints the token (it is the cluster's credential); `Serialize` alone writes it,
+    /// for `kubectl`'s exec plugin protocol.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecCredentialStatus")
+            .field("expiration_timestamp", &self.expiration_timestamp)
+            .field("token", &"(redacted)")
+            .finish()
+    }
 }
 
 pub fn exec_credential(token: String, signed_at: SystemTime) -> ExecCredential {
@@ -487,6 +516,29 @@ mod tests {
         let first = source.token().await.unwrap();
         *clock.0.lock().unwrap() = at(SIGNED_AT - 30);
         assert_ne!(source.token().await.unwrap(), first);
+    }
+
+    #[tokio::test]
+    async fn debug_output_never_shows_a_token_or_the_keys_it_was_signed_with() {
+        let (source, _clock) = source();
+        let token = source.token().await.unwrap();
+        let credential = exec_credential(token.clone(), at(SIGNED_AT));
+        let printed = [
+            format!("{source:?}"),
+            format!("{credential:?}"),
+            format!("{:?}", credential.status),
+        ];
+        for text in &printed {
+            assert!(!text.contains(&token), "{text}");
+            assert!(!text.contains("k8s-aws-v1."), "{text}");
+            assert!(!text.contains(SECRET), "{text}");
+        }
+        assert!(printed[0].contains("a token (redacted)"), "{}", printed[0]);
+        assert!(
+            printed[1].contains("2025-08-25T15:44:12Z"),
+            "{}",
+            printed[1]
+        );
     }
 
     #[test]

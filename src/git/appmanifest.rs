@@ -7,7 +7,6 @@
 //! Application. The editor changes the first document only, so the Application must be the
 //! file's first document.
 
-use serde::Deserialize;
 use serde_json::Value;
 
 use crate::git::readback::{self, Edit, ReadBackError};
@@ -18,10 +17,11 @@ pub enum ManifestError {
     #[error("`{file}` is not readable YAML: {message}")]
     Unreadable { file: String, message: String },
     #[error(
-        "`{file}` does not begin with the Application `{name}` ({found}): put its manifest first in the file, or name the file that holds it in chart.write-back-target"
+        "`{file}` does not begin with the Application `{namespace}/{name}` ({found}): put its manifest first in the file, or name the file that holds it in chart.write-back-target"
     )]
     NotTheApplication {
         file: String,
+        namespace: String,
         name: String,
         found: String,
     },
@@ -35,32 +35,46 @@ pub enum ManifestError {
     ReadBack(#[from] ReadBackError),
 }
 
-/// The first document of `text` as JSON, if it is the Application `name`: read with libyaml's
-/// rules (YAML 1.1), as Argo CD's Go YAML reader reads the manifest.
-pub fn application(file: &str, text: &str, name: &str) -> Result<Value, ManifestError> {
+/// The first document of `text` as JSON, if it is the Application `namespace`/`name`: read
+/// with libyaml's rules (YAML 1.1), as Argo CD's Go YAML reader reads the manifest, and only
+/// if what its aliases expand to is bounded ([`crate::yaml`]). A manifest that names another
+/// namespace is another Application of the same name; one that names none is taken to be this
+/// one (it lands in the namespace the Application that applies it deploys to, which is not
+/// read here).
+pub fn application(
+    file: &str,
+    text: &str,
+    namespace: &str,
+    name: &str,
+) -> Result<Value, ManifestError> {
     let unreadable = |message: String| ManifestError::Unreadable {
         file: file.to_string(),
         message,
     };
-    let first = serde_yaml_ng::Deserializer::from_str(text)
-        .next()
+    let manifest = crate::yaml::first_document::<Value>(text)
+        .map_err(|e| unreadable(e.to_string()))?
         .ok_or_else(|| unreadable("the file is empty".into()))?;
-    let manifest = Value::deserialize(first).map_err(|e| unreadable(e.to_string()))?;
     if manifest.is_null() {
         return Err(unreadable("the file is empty".into()));
     }
-    let (kind, found_name) = (
+    let (kind, found_name, found_namespace) = (
         manifest["kind"].as_str(),
         manifest["metadata"]["name"].as_str(),
+        manifest["metadata"]["namespace"].as_str(),
     );
-    if kind != Some("Application") || found_name != Some(name) {
-        let found = match (kind, found_name) {
-            (Some(kind), Some(found)) => format!("its first document is {kind} `{found}`"),
-            (Some(kind), None) => format!("its first document is a {kind} without a name"),
-            (None, _) => "its first document has no kind".to_string(),
+    let same_namespace = found_namespace.is_none_or(|found| found == namespace);
+    if kind != Some("Application") || found_name != Some(name) || !same_namespace {
+        let found = match (kind, found_name, found_namespace) {
+            (Some(kind), Some(found), Some(ns)) if !same_namespace => {
+                format!("its first document is {kind} `{ns}/{found}`")
+            }
+            (Some(kind), Some(found), _) => format!("its first document is {kind} `{found}`"),
+            (Some(kind), None, _) => format!("its first document is a {kind} without a name"),
+            (None, _, _) => "its first document has no kind".to_string(),
         };
         return Err(ManifestError::NotTheApplication {
             file: file.to_string(),
+            namespace: namespace.to_string(),
             name: name.to_string(),
             found,
         });
@@ -137,20 +151,75 @@ metadata:
 
     #[test]
     fn the_first_document_is_read_only_if_it_is_the_application_named() {
-        let app = application("apps/web.yaml", MANIFEST, "web").unwrap();
+        let app = application("apps/web.yaml", MANIFEST, "argocd", "web").unwrap();
         assert_eq!(app["spec"]["sources"][1]["targetRevision"], "1.2.0");
+        let without_namespace = MANIFEST.replace("  namespace: argocd\n", "");
         let cases = [
-            ("db", "its first document is Application `web`"),
-            ("api", "its first document is Application `web`"),
+            (
+                "another name is refused",
+                MANIFEST.to_string(),
+                "argocd",
+                "db",
+                Some("its first document is Application `web`"),
+            ),
+            (
+                "the same name in another namespace is refused",
+                MANIFEST.to_string(),
+                "team-b",
+                "web",
+                Some("its first document is Application `argocd/web`"),
+            ),
+            (
+                "a manifest naming no namespace is taken as the Application's",
+                without_namespace.clone(),
+                "team-b",
+                "web",
+                None,
+            ),
+            (
+                "a manifest naming no namespace still needs the name",
+                without_namespace,
+                "team-b",
+                "api",
+                Some("its first document is Application `web`"),
+            ),
+            (
+                "an alias bomb is refused before it is read",
+                format!(
+                    "kind: Application\nmetadata: {{name: web}}\n{}",
+                    crate::yaml::alias_bomb(100, 1, 20_000)
+                ),
+                "argocd",
+                "web",
+                Some("expands to more than"),
+            ),
+            (
+                "broken YAML is unreadable",
+                "kind: [".into(),
+                "argocd",
+                "web",
+                Some("not readable YAML"),
+            ),
+            (
+                "an empty file is unreadable",
+                String::new(),
+                "argocd",
+                "web",
+                Some("the file is empty"),
+            ),
         ];
-        for (name, expected) in cases {
-            let error = application("apps/web.yaml", MANIFEST, name).unwrap_err();
-            assert!(error.to_string().contains(expected), "{name}: {error}");
+        for (case, text, namespace, name, expected) in cases {
+            match (
+                application("apps/web.yaml", &text, namespace, name),
+                expected,
+            ) {
+                (Ok(_), None) => {}
+                (Err(error), Some(words)) => {
+                    assert!(error.to_string().contains(words), "{case}: {error}")
+                }
+                (got, want) => panic!("{case}: got {got:?}, want {want:?}"),
+            }
         }
-        let error = application("a.yaml", "kind: [", "web").unwrap_err();
-        assert!(matches!(error, ManifestError::Unreadable { .. }), "{error}");
-        let error = application("a.yaml", "", "web").unwrap_err();
-        assert!(error.to_string().contains("not readable YAML"), "{error}");
     }
 
     #[test]

@@ -174,11 +174,16 @@ impl GitCredentials {
                     ),
                 )
             })?;
-            return Credentials::from_fields(
-                &secret_fields(&secret),
-                &format!("Secret {namespace}/{name}"),
-            )
-            .map_err(Failure::from);
+            let fields = secret_fields(&secret);
+            let label = format!("Secret {namespace}/{name}");
+            if let Some(refusal) =
+                secret_scope_refusal(&secret, &fields, (&repository, repo_url), project)
+            {
+                return Err(permanent(format!(
+                    "{label} named by write-back-method {refusal}"
+                )));
+            }
+            return Credentials::from_fields(&fields, &label).map_err(Failure::from);
         }
         if method == "git:repocreds" {
             return self.repocreds(&repository, repo_url, project, kube).await;
@@ -333,6 +338,52 @@ fn pick(stored: &[Stored], repository: &RepoUrl) -> Option<Credentials> {
         .map(|s| s.credentials.clone())
 }
 
+/// Why a Secret named by `git:secret:` may not serve `repository` for an Application of the
+/// AppProject `project`, as Argo CD scopes its own repository Secrets: a `project` field serves
+/// that project's Applications only; a `url` field serves that repository (a `repository`
+/// Secret) or the repositories under it (any other), on whole path segments of the parsed URL.
+/// A Secret with neither serves every repository, as Image Updater's `git:secret:` does.
+fn secret_scope_refusal(
+    secret: &Value,
+    fields: &HashMap<String, String>,
+    (repository, repo_url): (&RepoUrl, &str),
+    project: &str,
+) -> Option<String> {
+    if let Some(scoped_to) = fields
+        .get("project")
+        .map(|p| p.trim())
+        .filter(|p| !p.is_empty())
+        && scoped_to != project
+    {
+        return Some(format!(
+            "is scoped to AppProject `{scoped_to}` (its `project` field) and the Application is in `{project}`: name a Secret of the Application's own project, or one without `project`"
+        ));
+    }
+    let url = fields
+        .get("url")
+        .map(|u| u.trim())
+        .filter(|u| !u.is_empty())?;
+    let Ok(scope) = RepoUrl::parse(url) else {
+        return Some(
+            "has a `url` field that is not a repository URL this function can match: fix the Secret's `url`".into(),
+        );
+    };
+    let exact = secret["metadata"]["labels"]["argocd.argoproj.io/secret-type"] == "repository";
+    let serves = if exact {
+        repository.same_repository(&scope)
+    } else {
+        repository.within(&scope)
+    };
+    (!serves).then(|| {
+        format!(
+            "serves `{}` (its `url` field){}, not `{}`: name a Secret whose `url` covers the repository, or remove the Secret's `url`",
+            crate::redact::url(url),
+            if exact { " alone" } else { " and the repositories under it" },
+            crate::redact::url(repo_url),
+        )
+    })
+}
+
 /// The Secret `git:secret:<namespace>/<name>` names, if the function may read it for an
 /// Application in `app_namespace`: the Application's own namespace, Argo CD's, or one the
 /// operator listed. Without the limit, anyone who may edit an Application's annotations could
@@ -400,6 +451,105 @@ mod tests {
             url: url.map(|u| RepoUrl::parse(u).unwrap()),
             credentials: Credentials::Token(token.into()),
         }
+    }
+
+    #[test]
+    fn a_secret_named_by_git_secret_serves_only_its_project_and_its_url() {
+        let repo = "https://github.com/acme/deploy.git";
+        let secret = |kind: Option<&str>| match kind {
+            Some(kind) => json!({"metadata": {"labels": {"argocd.argoproj.io/secret-type": kind}}}),
+            None => json!({"metadata": {}}),
+        };
+        let table: [(&str, Option<&str>, &[(&str, &str)], Option<&str>); 10] = [
+            (
+                "a secret with neither project nor url serves any repository",
+                None,
+                &[],
+                None,
+            ),
+            (
+                "a secret of the application's project serves it",
+                None,
+                &[("project", "default")],
+                None,
+            ),
+            (
+                "a blank project is no scope",
+                None,
+                &[("project", "  ")],
+                None,
+            ),
+            (
+                "a secret of another project is refused",
+                None,
+                &[("project", "team-b")],
+                Some("scoped to AppProject `team-b`"),
+            ),
+            (
+                "a url above the repository serves it",
+                None,
+                &[("url", "https://github.com/acme")],
+                None,
+            ),
+            (
+                "a url of another owner is refused",
+                None,
+                &[("url", "https://github.com/acme-evil")],
+                Some("serves `https://github.com/acme-evil`"),
+            ),
+            (
+                "a url on another host is refused",
+                None,
+                &[("url", "https://gitlab.com/acme")],
+                Some("and the repositories under it, not"),
+            ),
+            (
+                "a repository secret serves exactly its repository",
+                Some("repository"),
+                &[("url", "https://github.com/acme/deploy")],
+                None,
+            ),
+            (
+                "a repository secret does not serve the repositories under its url",
+                Some("repository"),
+                &[("url", "https://github.com/acme")],
+                Some("alone, not"),
+            ),
+            (
+                "an unparsable url is refused",
+                None,
+                &[("url", "::nonsense::")],
+                Some("not a repository URL"),
+            ),
+        ];
+        for (case, kind, fields, refused) in table {
+            let fields: HashMap<String, String> = fields
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            let parsed = RepoUrl::parse(repo).unwrap();
+            let got = secret_scope_refusal(&secret(kind), &fields, (&parsed, repo), "default");
+            match (got, refused) {
+                (None, None) => {}
+                (Some(reason), Some(words)) => assert!(reason.contains(words), "{case}: {reason}"),
+                (got, want) => panic!("{case}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn debug_output_never_shows_a_token_or_a_private_key() {
+        let token = Credentials::Token("ghp_secret123".into());
+        let app = Credentials::App {
+            app_id: "42".into(),
+            installation_id: "7".into(),
+            private_key_pem: "-----BEGIN RSA PRIVATE KEY-----\nsecretkey\n".into(),
+        };
+        let printed = format!("{token:?} {app:?} {:?}", stored(None, "ghp_other456"));
+        for secret in ["ghp_secret123", "secretkey", "PRIVATE KEY", "ghp_other456"] {
+            assert!(!printed.contains(secret), "{printed}");
+        }
+        assert!(printed.contains("app_id: 42"), "{printed}");
     }
 
     #[test]

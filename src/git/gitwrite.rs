@@ -529,8 +529,8 @@ pub fn effective_app(
     if let Some(text) = file {
         match location.kind {
             FileKind::Override => {
-                let overlay: Value = serde_yaml_ng::from_str(text)
-                    .map_err(|e| format!("`{}` is not valid YAML: {e}", location.path))?;
+                let overlay: Value = crate::yaml::from_str(text)
+                    .map_err(|e| format!("`{}` is not read: {e}", location.path))?;
                 match overlay {
                     Value::Null => {}
                     Value::Object(_) => json_patch::merge(&mut source, &overlay),
@@ -865,9 +865,19 @@ fn render_override(
     kind: SourceKind,
     images: &[&ImageConfig],
 ) -> Result<(String, Meant), String> {
-    // What the file held; unreadable as YAML, it is replaced, as Image Updater does.
-    let mut file: Value = existing
-        .and_then(|t| serde_yaml_ng::from_str::<Value>(t).ok())
+    // What the file held; unreadable as YAML, it is replaced, as Image Updater does. A file
+    // that reads but would expand past the bound is refused instead: replacing it would drop
+    // whatever else it says, and reading it would exhaust the function.
+    let read = match existing.map(crate::yaml::from_str::<Value>) {
+        Some(Err(
+            refused @ (crate::yaml::YamlError::Expands { .. } | crate::yaml::YamlError::TooDeep),
+        )) => {
+            return Err(format!("the override file is not read: {refused}"));
+        }
+        Some(read) => read.ok(),
+        None => None,
+    };
+    let mut file: Value = read
         .filter(Value::is_object)
         .unwrap_or_else(|| Value::Object(Map::new()));
     let plugin_images: Vec<&&ImageConfig> = images.iter().filter(|i| i.plugin.is_some()).collect();

@@ -7,9 +7,11 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use super::application::Resolved;
 use super::handler::{Handler, Work};
 use crate::appconfig::annotations;
 use crate::appconfig::charts::{ChartConfig, ChartEntry, ChartWriteBack};
+use crate::appconfig::imageupdater::ImageUpdaterObject;
 use crate::application::identity::Identity;
 use crate::apply::writeback::{ApplicationPatch, WriteError, Writer};
 use crate::cluster::kube::KubeError;
@@ -34,6 +36,9 @@ struct GitTarget<'a> {
     credentials: &'a str,
     repository: &'a str,
     branch: Option<&'a str>,
+    /// The ImageUpdater objects of the Application's namespace: a freeze on the one that
+    /// configures it holds the commit.
+    objects: &'a [ImageUpdaterObject],
 }
 
 /// A write a guard refused because the Application or the branch moved since the read:
@@ -48,6 +53,7 @@ impl Handler {
         namespace: &str,
         name: &str,
         mut first: Option<Value>,
+        objects: &[ImageUpdaterObject],
         work: &Work<'_>,
         report: &mut Report,
     ) {
@@ -92,7 +98,8 @@ impl Handler {
                 }
                 Ok(ChartWriteBack::Patch) => {
                     let decided = self.decide_charts(&app, &config, work).await;
-                    self.write_charts(&app, decided, work, report).await
+                    self.write_charts(&app, decided, objects, work, report)
+                        .await
                 }
                 Ok(ChartWriteBack::Git {
                     credentials,
@@ -103,6 +110,7 @@ impl Handler {
                         credentials,
                         repository,
                         branch: branch.as_deref(),
+                        objects,
                     };
                     self.commit_charts(&app, &config, &git, work, report).await
                 }
@@ -204,19 +212,18 @@ impl Handler {
 
     /// `entries` back when nothing holds the Application's writes; otherwise they are
     /// reported as held (a freeze) and `None` comes back.
+    /// A freeze is read where the image path reads it: on the Application, and on the
+    /// ImageUpdater object that configures it.
     fn unless_frozen(
         &self,
         app: &Value,
+        objects: &[ImageUpdaterObject],
         entries: Vec<Entry>,
         report: &mut Report,
     ) -> Option<Vec<Entry>> {
-        let own = annotations::of(app);
-        let freeze = own
-            .get(controls::FREEZE)
-            .map(|value| vec![("the Application".to_string(), value.as_str())])
-            .unwrap_or_default();
+        let resolved = Resolved::of_read(app, objects);
         let now = time::OffsetDateTime::from(self.clock.now());
-        let hold = controls::hold(&freeze, now);
+        let hold = controls::hold(&resolved.freeze_settings(), now);
         if hold == Hold::Open {
             return Some(entries);
         }
@@ -304,7 +311,7 @@ impl Handler {
                 return None;
             }
         };
-        let name = Identity::of(app).name;
+        let Identity { namespace, name } = Identity::of(app);
         let mut originals: BTreeMap<String, String> = BTreeMap::new();
         let mut texts: BTreeMap<String, String> = BTreeMap::new();
         let mut entries = Vec::new();
@@ -339,7 +346,7 @@ impl Handler {
                     }
                 },
             };
-            let manifest = match appmanifest::application(file, &text, name) {
+            let manifest = match appmanifest::application(file, &text, namespace, name) {
                 Ok(manifest) => manifest,
                 Err(e) => {
                     entries.push(decide::failed_entry(base, &e.to_string(), false));
@@ -373,7 +380,7 @@ impl Handler {
             report.entries.extend(entries);
             return None;
         }
-        let entries = self.unless_frozen(app, entries, report)?;
+        let entries = self.unless_frozen(app, git.objects, entries, report)?;
         if self.config.dry_run {
             let would = entries.into_iter().map(|mut e| {
                 if e.action == Action::Updated {
@@ -427,6 +434,7 @@ impl Handler {
         &self,
         app: &Value,
         decided: Vec<Decided>,
+        objects: &[ImageUpdaterObject],
         work: &Work<'_>,
         report: &mut Report,
     ) -> Option<Race> {
@@ -440,7 +448,7 @@ impl Handler {
         }
         let plan = chart::plan(&writes);
         let entries: Vec<Entry> = decided.into_iter().map(|d| d.entry).collect();
-        let entries = self.unless_frozen(app, entries, report)?;
+        let entries = self.unless_frozen(app, objects, entries, report)?;
         let writer = ApplicationPatch {
             kube: work.kube,
             deadline: work.deadline,

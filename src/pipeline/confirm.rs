@@ -12,6 +12,7 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use super::handler::{Handler, Work};
+use crate::appconfig::annotations;
 use crate::application::audit::AuditRecord;
 use crate::cluster::kube::{KubeClient, KubeError, Patch};
 use crate::cluster::retry::retry_transient;
@@ -143,6 +144,16 @@ impl Handler {
             report.skipped = Some(reason);
             return None;
         };
+        // Every record from the queue passes the scope checks a shard passes: a check for an
+        // Application outside the watched namespaces is not read, whoever sent it.
+        if !cluster.config().namespaces.contains(&check.namespace) {
+            let reason = format!(
+                "{label}: its namespace is outside ARGOCD_NAMESPACES; not followed (the function follows only its own writes in the namespaces it watches)"
+            );
+            tracing::warn!(reason, "rollout check skipped");
+            report.skipped = Some(reason);
+            return None;
+        }
         let kube = match self.kube_of(cluster).await {
             Ok(kube) => kube,
             Err(e) => return Some(format!("{label}: {e}")),
@@ -217,6 +228,18 @@ impl Handler {
                         });
                     }
                 };
+            // ...and one that APPLICATION_LABEL_SELECTOR does not select is left as read.
+            if !self.config.selects.matches(&annotations::labels_of(&app)) {
+                return Ok(Checked {
+                    state: "unfollowed",
+                    reason: format!(
+                        "its labels as read now do not match APPLICATION_LABEL_SELECTOR `{}`; nothing recorded or announced",
+                        self.config.label_selector.as_deref().unwrap_or_default()
+                    ),
+                    record: None,
+                    timings: None,
+                });
+            }
             let timeout = judge::timeout(&app).unwrap_or_else(|problem| {
                 tracing::warn!(application = %format!("{namespace}/{name}"), problem, "the confirm-timeout annotation does not read; following for the default 15 minutes");
                 judge::DEFAULT_TIMEOUT

@@ -397,7 +397,7 @@ impl Handler {
                     let unread = !concerns.images;
                     if concerns.charts && (read.is_some() || unread) {
                         let (namespace, name) = concerned.names();
-                        self.process_charts(namespace, name, read, work, &mut outcome)
+                        self.process_charts(namespace, name, read, &objects, work, &mut outcome)
                             .await;
                     }
                 }

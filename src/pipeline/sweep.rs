@@ -306,7 +306,7 @@ impl Handler {
         let mut scopes: std::collections::BTreeMap<String, Option<Objects>> = Default::default();
         let mut found = Vec::new();
         for app in &shard.applications {
-            if !all_namespaces && !watched.contains(&app.namespace) {
+            if !cluster.config().namespaces.contains(&app.namespace) {
                 part.entries
                     .push(decide::app::unwatched(&app.namespace, &app.name));
                 continue;

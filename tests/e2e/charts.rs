@@ -229,6 +229,43 @@ async fn a_range_a_freeze_and_a_missing_source_each_say_why_nothing_was_written(
     assert_eq!(standins.kube_requests("PATCH"), 0);
 }
 
+/// An ImageUpdater object in `argocd` configuring the Application `web`, frozen.
+fn frozen_image_updater() -> Value {
+    let mut object = argocd_ecr_updater_standins::fixtures::image_updater(
+        "frozen-team",
+        json!([{"namePattern": "web",
+                "images": [{"alias": "api", "imageName": format!("{}/services/api", registry())}]}]),
+    );
+    object["metadata"]["annotations"] = json!({"argocd-ecr-updater.io/freeze": "true"});
+    object
+}
+
+#[tokio::test]
+async fn a_freeze_on_the_imageupdater_object_configuring_the_application_holds_its_chart_patch() {
+    let app = chart_app("web", helm_chart_source("1.2.0"), &[]);
+    let standins = with_charts(&[app]).await;
+    standins
+        .kube
+        .insert_image_updater(frozen_image_updater())
+        .unwrap();
+    let push = push_event("charts/web", "1.3.0", "2026-12-01T10:00:05Z");
+    let report = standins.report(&[], &push).await;
+    let entry = one(&report, "web");
+    assert_eq!(entry.action, Action::Skipped, "{}", entry.reason);
+    assert!(
+        entry.reason.contains(
+            "frozen by `argocd-ecr-updater.io/freeze` on ImageUpdater argocd/frozen-team"
+        ),
+        "{}",
+        entry.reason
+    );
+    assert_eq!(standins.kube_requests("PATCH"), 0);
+    assert_eq!(
+        stored(&standins, "web")["spec"]["source"]["targetRevision"],
+        "1.2.0"
+    );
+}
+
 #[tokio::test]
 async fn a_bad_setting_fails_the_chart_permanently_naming_the_annotation() {
     let app = chart_app(
@@ -421,6 +458,73 @@ mod git_write_back {
         assert!(!entry.retryable);
         assert!(
             entry.reason.contains("its first document is ConfigMap `x`"),
+            "{}",
+            entry.reason
+        );
+        assert_eq!(standins.github.history(APPS, "main").len(), before);
+    }
+
+    #[tokio::test]
+    async fn a_freeze_on_the_imageupdater_object_holds_the_chart_commit() {
+        let standins = committing("1.2.0", "1.2.0", &[]).await;
+        standins
+            .kube
+            .insert_image_updater(frozen_image_updater())
+            .unwrap();
+        let before = standins.github.history(APPS, "main").len();
+        let report = standins.report(&[], &push()).await;
+        let entry = one(&report, "web");
+        assert_eq!(entry.action, Action::Skipped, "{}", entry.reason);
+        assert!(
+            entry.reason.contains("on ImageUpdater argocd/frozen-team"),
+            "{}",
+            entry.reason
+        );
+        assert_eq!(standins.github.history(APPS, "main").len(), before);
+    }
+
+    #[tokio::test]
+    async fn a_manifest_of_the_same_name_in_another_namespace_is_never_edited() {
+        let standins = committing("1.2.0", "1.2.0", &[]).await;
+        let other_team = manifest("1.2.0").replacen("namespace: argocd", "namespace: team-b", 1);
+        standins
+            .github
+            .push(APPS, "main", FILE, &other_team, "team-b's web");
+        let before = standins.github.history(APPS, "main").len();
+        let report = standins.settled(&[], &push()).await;
+        let entry = one(&report, "web");
+        assert_eq!(entry.action, Action::Failed, "{}", entry.reason);
+        assert!(!entry.retryable);
+        assert!(
+            entry
+                .reason
+                .contains("does not begin with the Application `argocd/web` (its first document is Application `team-b/web`)"),
+            "{}",
+            entry.reason
+        );
+        assert_eq!(standins.github.history(APPS, "main").len(), before);
+    }
+
+    #[tokio::test]
+    async fn a_manifest_whose_aliases_expand_past_the_bound_is_refused_unread() {
+        let standins = committing("1.2.0", "1.2.0", &[]).await;
+        // The Application first, then a billion laughs inside its own document.
+        let bomb = format!(
+            "{}x-bomb:\n{}",
+            manifest("1.2.0").split("---").next().unwrap(),
+            argocd_ecr_updater::yaml::alias_bomb(100, 1, 20_000)
+                .lines()
+                .map(|line| format!("  {line}\n"))
+                .collect::<String>()
+        );
+        standins.github.push(APPS, "main", FILE, &bomb, "laughs");
+        let before = standins.github.history(APPS, "main").len();
+        let report = standins.settled(&[], &push()).await;
+        let entry = one(&report, "web");
+        assert_eq!(entry.action, Action::Failed, "{}", entry.reason);
+        assert!(!entry.retryable);
+        assert!(
+            entry.reason.contains("expands to more than 20 MiB"),
             "{}",
             entry.reason
         );

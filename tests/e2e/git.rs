@@ -526,6 +526,36 @@ async fn a_values_file_nested_thousands_deep_fails_its_application_and_not_the_p
 }
 
 #[tokio::test]
+async fn an_override_file_whose_aliases_expand_past_the_bound_fails_its_application_unread() {
+    let standins = git_standins(&[]).await;
+    // 80 KB that serde_yaml_ng reads into two million nodes (its alias limit counts jumps,
+    // not what they bring in); a few more aliases and it is a gigabyte.
+    let bomb = argocd_ecr_updater::yaml::alias_bomb(100, 1, 20_000);
+    assert!(bomb.len() < 90_000, "{}", bomb.len());
+    standins
+        .github
+        .push(REPO, "main", OVERRIDE, &bomb, "laughs")
+        .unwrap();
+    let before = commits(&standins, "main");
+    for trigger in ["push-date-tag.json", "scheduled-reconcile.json"] {
+        let report = report_of(standins.outcome(&[], &event(trigger)).await);
+        let entry = only(&report);
+        expect_decision(entry, Action::Failed, "expands to more than 20 MiB");
+        assert!(!entry.retryable, "{trigger}: {}", entry.reason);
+        assert!(
+            entry.reason.contains(OVERRIDE),
+            "{trigger}: {}",
+            entry.reason
+        );
+    }
+    assert_eq!(commits(&standins, "main"), before, "nothing committed");
+    assert_eq!(
+        standins.github.file(REPO, "main", OVERRIDE).as_deref(),
+        Some(bomb.as_str())
+    );
+}
+
+#[tokio::test]
 async fn git_branch_base_and_target_creates_the_target_branch_from_the_base() {
     let standins = git_standins(&[("git-branch", "main:image-updates")]).await;
     let report = push(&standins).await;
@@ -1103,6 +1133,109 @@ async fn git_secret_reads_the_one_named_kubernetes_secret() {
             .await,
     );
     expect_decision(only(&refused), Action::Failed, "resourceNames: [other-git]");
+}
+
+/// A Secret named by `git:secret:` is held to its `project` and `url` as Argo CD holds its
+/// repository Secrets: an Application of `default` cannot borrow team-b's token, nor send a
+/// token scoped to one repository to another.
+#[tokio::test]
+async fn git_secret_honours_the_project_and_url_of_the_secret_it_names() {
+    let standins = with_git_vars(
+        Scenario::seeded_with_grants(vec![
+            argocd_ecr_updater_standins::Grant::new(&["get", "list", "patch"], "argocd"),
+            argocd_ecr_updater_standins::Grant::on("events", &["create"], "argocd"),
+            argocd_ecr_updater_standins::Grant::named(
+                "secrets",
+                &["get"],
+                "argocd",
+                &["team-b-git", "elsewhere-git", "this-repo-git"],
+            ),
+        ])
+        .await,
+    );
+    standins
+        .github
+        .create_repository(REPO, "main", &[("argocd/values.yaml", VALUES)]);
+    standins.github.grant_token(TOKEN, &[REPO], true);
+    let repository = json!({"argocd.argoproj.io/secret-type": "repository"});
+    standins.kube.insert_secret(
+        "argocd",
+        "team-b-git",
+        repository.clone(),
+        &[
+            ("project", "team-b"),
+            ("url", "https://github.com/barun/invitation.git"),
+            ("password", "ghp_team_b"),
+        ],
+    );
+    standins.kube.insert_secret(
+        "argocd",
+        "elsewhere-git",
+        json!({}),
+        &[
+            ("url", "https://github.com/someone-else"),
+            ("password", "ghp_elsewhere"),
+        ],
+    );
+    standins.kube.insert_secret(
+        "argocd",
+        "this-repo-git",
+        repository,
+        &[
+            ("project", "default"),
+            ("url", "https://github.com/barun/invitation"),
+            ("password", TOKEN),
+        ],
+    );
+    let vars = [
+        ("GITHUB_API_URL", standins.github_api()),
+        ("GIT_CA_BUNDLE", standins.ca_pem.clone()),
+        ("READ_IMAGEUPDATERS", "false".into()),
+    ];
+    let borrowed: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let cases = [
+        ("argocd/team-b-git", "is scoped to AppProject `team-b`"),
+        (
+            "argocd/elsewhere-git",
+            "serves `https://github.com/someone-else`",
+        ),
+    ];
+    for (secret, refusal) in cases {
+        standins.annotate(
+            "argocd",
+            SEED_APP,
+            &[("write-back-method", &format!("git:secret:{secret}"))],
+        );
+        let report = report_of(
+            standins
+                .handler(&borrowed)
+                .handle(&event("push-date-tag.json"), None)
+                .await,
+        );
+        let entry = only(&report);
+        expect_decision(entry, Action::Failed, refusal);
+        assert!(!entry.retryable, "{secret}: {}", entry.reason);
+    }
+    // No refused token ever left for GitHub.
+    let used: Vec<String> = standins
+        .shared
+        .requests()
+        .into_iter()
+        .filter(|r| r.service == Service::GitHub)
+        .map(|r| r.authorization)
+        .collect();
+    assert!(used.is_empty(), "{used:?}");
+    standins.annotate(
+        "argocd",
+        SEED_APP,
+        &[("write-back-method", "git:secret:argocd/this-repo-git")],
+    );
+    let report = standins
+        .handler(&borrowed)
+        .handle(&event("push-date-tag.json"), None)
+        .await
+        .unwrap();
+    expect_decision(only(&report), Action::Updated, "committed");
 }
 
 #[tokio::test]

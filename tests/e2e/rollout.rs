@@ -401,6 +401,60 @@ async fn a_forged_check_reports_nothing_and_fails_to_the_dead_letter_queue() {
     assert!(events(&standins, "RolloutConfirmed").is_empty());
 }
 
+/// A check passes the scope checks a shard passes: for an Application outside
+/// `ARGOCD_NAMESPACES` or `APPLICATION_LABEL_SELECTOR` (as configured when it is delivered),
+/// nothing is patched, no Event created, no status set, whoever sent it.
+#[tokio::test]
+async fn a_check_for_an_application_outside_the_functions_scope_touches_nothing() {
+    let (standins, queue) = following(Script::Healthy).await;
+    let check = push_and_wait(&standins, &queue).await;
+    let batch = json!({"Records": [{"messageId": check.id, "eventSource": "aws:sqs",
+        "eventSourceARN": SWEEP_ARN, "body": check.body}]});
+    let record_before = audit(&standins);
+    let patches_before = standins.kube_requests("PATCH");
+    let outside_namespaces = standins
+        .report(&[("ARGOCD_NAMESPACES", "team-a,team-b")], &batch)
+        .await;
+    assert!(
+        outside_namespaces.rollouts.is_empty(),
+        "{:#?}",
+        outside_namespaces.rollouts
+    );
+    assert!(
+        outside_namespaces
+            .skipped
+            .as_deref()
+            .is_some_and(|s| s.contains("outside ARGOCD_NAMESPACES")),
+        "{:?}",
+        outside_namespaces.skipped
+    );
+    let unselected = standins
+        .report(&[("APPLICATION_LABEL_SELECTOR", "team=payments")], &batch)
+        .await;
+    let rollout = the_rollout(&unselected);
+    assert_eq!(rollout.state, "unfollowed", "{rollout:#?}");
+    assert!(
+        rollout
+            .reason
+            .contains("APPLICATION_LABEL_SELECTOR `team=payments`"),
+        "{}",
+        rollout.reason
+    );
+    assert!(unselected.failed_messages.is_empty());
+    assert_eq!(
+        standins.kube_requests("PATCH"),
+        patches_before,
+        "nothing patched"
+    );
+    assert_eq!(audit(&standins), record_before, "the record as it was");
+    assert!(events(&standins, "RolloutConfirmed").is_empty());
+    // In scope again, the same check reports the rollout.
+    assert_eq!(
+        the_rollout(&deliver(&standins, &check).await).state,
+        "confirmed"
+    );
+}
+
 #[tokio::test]
 async fn with_confirmation_off_or_no_queue_a_write_is_not_followed() {
     let (standins, queue) = following(Script::Healthy).await;

@@ -459,7 +459,8 @@ fn mapped_role(map_roles: &str, role: &str) -> Option<(Option<String>, Vec<Strin
         groups: Vec<String>,
     }
     let wanted = role_key(role)?;
-    let entries: Vec<Entry> = serde_yaml_ng::from_str(map_roles).ok()?;
+    // The ConfigMap is the cluster's: read only when its aliases expand to a bounded size.
+    let entries: Vec<Entry> = argocd_ecr_updater::yaml::from_str(map_roles).ok()?;
     entries
         .into_iter()
         .find(|e| role_key(&e.rolearn).as_ref() == Some(&wanted))
