@@ -72,9 +72,18 @@ fn tag_info(detail: &aws_sdk_ecr::types::ImageDetail, tag: &str) -> TagInfo {
     }
 }
 
-/// The most Notation signatures of one digest read: a digest signed again on every
-/// re-push still has a handful.
-pub const MAX_REFERRERS: usize = 20;
+/// The most bytes of referrer digests listed for one image (about 14,000 referrers): every
+/// page is read, so a pusher cannot hide the genuine signature behind newer ones, and the
+/// list stays bounded in memory whatever was pushed.
+pub const MAX_REFERRER_LIST_BYTES: usize = 1 << 20;
+
+/// The Notation signatures of a digest as listed: their digests, and whether the list is
+/// whole (`false`: it stopped at [`MAX_REFERRER_LIST_BYTES`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Referrers {
+    pub digests: Vec<String>,
+    pub complete: bool,
+}
 
 #[derive(Debug)]
 pub struct Ecr {
@@ -498,15 +507,16 @@ impl Ecr {
     }
 
     /// The digests of the Notation signatures ECR lists as referrers of `digest`
-    /// (`ListImageReferrers`, artifact type `application/vnd.cncf.notary.signature`): at most
-    /// [`MAX_REFERRERS`], newest pages first as ECR gives them.
+    /// (`ListImageReferrers`, artifact type `application/vnd.cncf.notary.signature`), every
+    /// page, up to [`MAX_REFERRER_LIST_BYTES`] of digests.
     pub async fn signature_referrers(
         &self,
         registry: &str,
         repository: &str,
         digest: &str,
-    ) -> Result<Vec<String>, EcrError> {
-        let mut digests = Vec::new();
+    ) -> Result<Referrers, EcrError> {
+        let mut digests: Vec<String> = Vec::new();
+        let mut listed_bytes = 0;
         let mut next: Option<String> = None;
         loop {
             self.calls.fetch_add(1, Ordering::Relaxed);
@@ -534,26 +544,31 @@ impl Ecr {
                 Ok(output) => output,
                 Err(e) => {
                     self.classify("ListImageReferrers", repository, registry, e)?;
-                    return Ok(digests);
+                    return Ok(Referrers {
+                        digests,
+                        complete: true,
+                    });
                 }
             };
-            digests.extend(
-                output
-                    .referrers()
-                    .iter()
-                    .filter(|r| {
-                        r.artifact_type()
-                            == Some(crate::registry::notation::SIGNATURE_ARTIFACT_TYPE)
-                    })
-                    .map(|r| r.digest().to_string()),
-            );
-            match output.next_token() {
-                Some(token) if !token.is_empty() && digests.len() < MAX_REFERRERS => {
-                    next = Some(token.to_string());
+            for referrer in output.referrers().iter().filter(|r| {
+                r.artifact_type() == Some(crate::registry::notation::SIGNATURE_ARTIFACT_TYPE)
+            }) {
+                listed_bytes += referrer.digest().len();
+                if listed_bytes > MAX_REFERRER_LIST_BYTES {
+                    return Ok(Referrers {
+                        digests,
+                        complete: false,
+                    });
                 }
+                digests.push(referrer.digest().to_string());
+            }
+            match output.next_token() {
+                Some(token) if !token.is_empty() => next = Some(token.to_string()),
                 _ => {
-                    digests.truncate(MAX_REFERRERS);
-                    return Ok(digests);
+                    return Ok(Referrers {
+                        digests,
+                        complete: true,
+                    });
                 }
             }
         }

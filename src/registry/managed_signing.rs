@@ -34,17 +34,30 @@ pub async fn verify(
         digest,
         profile,
     } = *expected;
-    let referrers = ecr
+    let listed = ecr
         .signature_referrers(registry, repository, digest)
         .await
         .map_err(Failure::from)?;
-    if referrers.is_empty() {
+    if listed.digests.is_empty() {
         return Ok(Err(format!(
             "ECR lists no Notation signature of {digest} to verify"
         )));
     }
+    // Every signature listed is a candidate, in the order ECR lists them: a pusher who adds
+    // signatures cannot push the genuine one out of reach, only make the search longer, and
+    // the search is bounded by the envelope bytes it downloads and by time.
+    let started = std::time::Instant::now();
+    let mut examined_bytes = 0;
     let mut reasons = Vec::new();
-    for referrer in &referrers {
+    for (examined, referrer) in listed.digests.iter().enumerate() {
+        if examined_bytes >= MAX_EXAMINED_BYTES || started.elapsed() >= MAX_EXAMINING {
+            return Ok(Err(format!(
+                "none of the first {examined} of {} Notation signatures of {digest} verifies, and the rest were not examined ({} MiB of envelopes or {} s is the bound): remove the signatures that are not the signing profile's from the repository",
+                listed.digests.len(),
+                MAX_EXAMINED_BYTES >> 20,
+                MAX_EXAMINING.as_secs()
+            )));
+        }
         let manifest = ecr
             .manifest_by_digest(registry, repository, referrer)
             .await
@@ -63,6 +76,9 @@ pub async fn verify(
             .await?
             .map_err(|reason| format!("signature {referrer}: {reason}")),
         };
+        if let Ok(bytes) = &envelope {
+            examined_bytes += bytes.len();
+        }
         let verified = envelope.and_then(|bytes| {
             notation::verify(&bytes, digest, profile, store, now)
                 .map_err(|e| format!("signature {referrer}: {e}"))
@@ -72,8 +88,28 @@ pub async fn verify(
             Err(reason) => reasons.push(reason),
         }
     }
+    if !listed.complete {
+        reasons.push(format!(
+            "ECR lists more Notation signatures of {digest} than are read ({} MiB of digests); the rest were not examined",
+            crate::registry::ecr::MAX_REFERRER_LIST_BYTES >> 20
+        ));
+    }
+    // One reason a signature is enough to say why: thousands would fill the report.
+    if reasons.len() > MAX_REASONS {
+        let more = reasons.len() - MAX_REASONS;
+        reasons.truncate(MAX_REASONS);
+        reasons.push(format!("and {more} more"));
+    }
     Ok(Err(reasons.join("; ")))
 }
+
+/// The most envelope bytes downloaded to find the signature that verifies: 128 envelopes of
+/// the largest size, thousands of the usual few kilobytes.
+const MAX_EXAMINED_BYTES: usize = 8 << 20;
+/// The longest the search for a verifying signature may take.
+const MAX_EXAMINING: std::time::Duration = std::time::Duration::from_secs(20);
+/// The most per-signature reasons a refusal names.
+const MAX_REASONS: usize = 5;
 
 /// The digest of a signature manifest's COSE envelope, if the manifest is a Notation
 /// signature of `subject` (pure).

@@ -852,6 +852,42 @@ mod notation {
         assert_eq!(statuses, 1);
     }
 
+    /// Anyone who may push to the repository can attach signatures: sixty of a stranger's,
+    /// listed before the genuine one, neither hide it (every page of ECR's list is read) nor
+    /// pass the gate themselves.
+    #[tokio::test]
+    async fn signatures_pushed_to_crowd_out_the_genuine_one_do_not_hide_it() {
+        let trusted = Signer::new(|_| {}).unwrap();
+        let stranger = Signer::new(|_| {}).unwrap();
+        let standins = verifying(&trusted).await;
+        for _ in 0..60 {
+            standins.aws.attach_notation_signature(
+                "barun-dev-ecr",
+                SEED_DIGEST,
+                stranger.envelope(&Envelope::of(SEED_DIGEST, VERSION)),
+            );
+        }
+        standins.aws.attach_notation_signature(
+            "barun-dev-ecr",
+            SEED_DIGEST,
+            trusted.envelope(&Envelope::of(SEED_DIGEST, VERSION)),
+        );
+        let report = standins.report(&[], &event("push-date-tag.json")).await;
+        expect_decision(
+            only(&report),
+            Action::Updated,
+            "its Notation signature verifies",
+        );
+        assert_eq!(tag(&standins), PUSHED_TAG);
+        let pages = standins
+            .shared
+            .requests()
+            .into_iter()
+            .filter(|r| r.operation == "ListImageReferrers")
+            .count();
+        assert_eq!(pages, 2, "61 signatures are two pages of 50");
+    }
+
     #[tokio::test]
     async fn ecrs_complete_status_alone_is_not_enough_once_roots_are_trusted() {
         let trusted = Signer::new(|_| {}).unwrap();

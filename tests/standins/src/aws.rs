@@ -1019,8 +1019,9 @@ async fn blob(
 }
 
 /// ECR's `ListImageReferrers`: the manifests whose `subject` is the digest, filtered by
-/// artifact type; the subject must exist (`ImageNotFoundException`) and `maxResults` is 1 to
-/// 50, as ECR documents.
+/// artifact type, with their annotations; the subject must exist (`ImageNotFoundException`)
+/// and `maxResults` is 1 to 50, as ECR documents. Pages of `maxResults` (50 when not given)
+/// follow each other by `nextToken`, as every paginated ECR list does.
 fn list_image_referrers(state: &AwsState, request: &Value) -> Response {
     let repository = match repository_checked(state, request) {
         Ok(r) => r,
@@ -1067,13 +1068,39 @@ fn list_image_referrers(state: &AwsState, request: &Value) -> Response {
             (manifest["subject"]["digest"] == subject
                 && (wanted.is_empty() || wanted.contains(&artifact.as_str())))
             .then(|| {
-                json!({"digest": image.digest, "mediaType": image.media_type,
+                let mut referrer = json!({"digest": image.digest, "mediaType": image.media_type,
                 "artifactType": artifact, "size": image.manifest.as_ref().map_or(0, String::len),
-                "artifactStatus": "ACTIVE"})
+                "artifactStatus": "ACTIVE"});
+                if manifest["annotations"].is_object() {
+                    referrer["annotations"] = manifest["annotations"].clone();
+                }
+                referrer
             })
         })
         .collect();
-    axum::Json(json!({"referrers": referrers})).into_response()
+    let page = request["maxResults"].as_u64().unwrap_or(50) as usize;
+    let start = match request["nextToken"].as_str() {
+        None => 0,
+        Some(token) => match token
+            .strip_prefix("referrers-")
+            .and_then(|n| n.parse().ok())
+        {
+            Some(start) if start < referrers.len() => start,
+            _ => {
+                return aws_error(
+                    StatusCode::BAD_REQUEST,
+                    "InvalidParameterException",
+                    "Invalid parameter at 'nextToken' failed to satisfy constraint: 'Invalid NextToken'",
+                );
+            }
+        },
+    };
+    let end = (start + page).min(referrers.len());
+    let mut answer = json!({"referrers": referrers[start..end]});
+    if end < referrers.len() {
+        answer["nextToken"] = json!(format!("referrers-{end}"));
+    }
+    axum::Json(answer).into_response()
 }
 
 /// ECR's `DescribeImageSigningStatus`: the image must exist (`ImageNotFoundException`); an
