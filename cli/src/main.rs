@@ -12,6 +12,7 @@ mod doctor;
 mod migrate;
 mod plan;
 mod redrive;
+mod run_as;
 mod select;
 mod token;
 
@@ -101,17 +102,31 @@ enum Command {
     /// (asynchronously, as EventBridge does), run them here (--local), or delete them
     /// (--discard). A dry run unless --apply; a message is deleted only once its event was
     /// accepted, succeeded, or is discarded.
+    ///
+    /// Credentials: the queue is read and emptied, and the function invoked, with your AWS
+    /// credentials. --local runs the pipeline as the function's role (--function), assumed
+    /// with your credentials, so the Applications' references (git:secret:, git:repocreds,
+    /// cosign secret: and secretsmanager: keys, CodeCommit and ECR repositories) reach no more
+    /// than the function's IAM and RBAC allow.
     Redrive {
         /// The queue's URL (the stack's DeadLetterQueueUrl or SweepDeadLetterQueueUrl output).
         #[arg(long)]
         queue: String,
-        /// The deployed function to invoke with each event (the stack's FunctionName output).
-        #[arg(long, required_unless_present_any = ["local", "discard"], conflicts_with_all = ["local", "discard"])]
+        /// The deployed function (the stack's FunctionName output): invoked with each event,
+        /// or with --local, the function whose role the events run as (assumed: its trust
+        /// policy must let you, see OperatorRoleArns).
+        #[arg(long, required_unless_present_any = ["local", "discard"], conflicts_with = "discard")]
         function: Option<String>,
-        /// Run the events on this machine, with your credentials and the environment's
-        /// configuration, instead of invoking the function.
+        /// Run the events on this machine through the pipeline, as the function's role
+        /// (--function) and with the environment's configuration, instead of invoking the
+        /// function.
         #[arg(long, conflicts_with = "discard")]
         local: bool,
+        /// With --local, instead of --function: run with YOUR credentials and Kubernetes
+        /// access. The Applications' references then reach whatever you may reach, not what
+        /// the function's IAM and RBAC allow; a warning says so on every run.
+        #[arg(long, requires = "local", conflicts_with = "function")]
+        operator_credentials: bool,
         /// Delete the messages (a superseded push; a sweep shard, whose work the next sweep
         /// does again).
         #[arg(long)]
@@ -161,7 +176,22 @@ enum Command {
         output: String,
     },
     /// Run the function's pipeline from a laptop: dry-run unless --apply.
+    ///
+    /// Credentials: the pipeline runs as the deployed function's role (--function), assumed
+    /// with your AWS credentials (or used as they are when they are a session of that role),
+    /// so the Applications' references (git:secret:, git:repocreds, cosign secret: and
+    /// secretsmanager: keys, CodeCommit and ECR repositories) reach no more than the
+    /// function's IAM and RBAC allow. The configuration is the environment's.
     Plan {
+        /// The deployed function whose role the run acts as (the stack's FunctionName
+        /// output); its trust policy must let you assume it (OperatorRoleArns).
+        #[arg(long, required_unless_present = "operator_credentials")]
+        function: Option<String>,
+        /// Instead of --function: run with YOUR credentials and Kubernetes access. The
+        /// Applications' references then reach whatever you may reach, not what the
+        /// function's IAM and RBAC allow; a warning says so on every run.
+        #[arg(long, conflicts_with = "function")]
+        operator_credentials: bool,
         /// An event file (EventBridge JSON), or `-` for stdin.
         #[arg(
             long,
@@ -218,17 +248,27 @@ fn main() -> ExitCode {
         }
         Command::Token { cluster, region } => runtime().block_on(token::run(cluster, region)),
         Command::Plan {
+            function,
+            operator_credentials,
             event,
             reconcile,
             apply,
             cluster,
-        } => runtime().block_on(plan::run(PlanRequest {
-            event,
-            reconcile,
-            apply,
-            cluster,
-            log_format: cli.log_format.into(),
-        })),
+        } => {
+            let run_as = match (function, operator_credentials) {
+                (Some(function), false) => run_as::RunAs::FunctionRole(function),
+                (None, true) => run_as::RunAs::Operator,
+                _ => return usage_error(RUN_AS_CHOICE.into()),
+            };
+            runtime().block_on(plan::run(PlanRequest {
+                event,
+                reconcile,
+                apply,
+                cluster,
+                run_as,
+                log_format: cli.log_format.into(),
+            }))
+        }
         Command::Migrate {
             namespace,
             name,
@@ -265,6 +305,7 @@ fn main() -> ExitCode {
             queue,
             function,
             local,
+            operator_credentials,
             discard,
             apply,
             max,
@@ -273,7 +314,14 @@ fn main() -> ExitCode {
         } => {
             let how = match (function, local, discard) {
                 (_, _, true) => redrive::How::Discard,
-                (_, true, _) => redrive::How::Local { cluster },
+                (function, true, _) => redrive::How::Local {
+                    cluster,
+                    run_as: match (function, operator_credentials) {
+                        (Some(function), false) => run_as::RunAs::FunctionRole(function),
+                        (None, true) => run_as::RunAs::Operator,
+                        _ => return usage_error(RUN_AS_CHOICE.into()),
+                    },
+                },
                 (Some(function), _, _) => redrive::How::Invoke { function },
                 (None, false, false) => {
                     return usage_error(
@@ -292,6 +340,9 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// What a local run needs to be told: whose credentials the pipeline runs with.
+const RUN_AS_CHOICE: &str = "a local run needs --function <FunctionName> (the pipeline runs as the function's role, limited as the function is) or --operator-credentials (your own credentials: the Applications' references then reach whatever you may reach)";
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()

@@ -1,5 +1,6 @@
-//! `argocd-ecr-updater-cli plan`: the function's pipeline from a laptop, with the caller's AWS
-//! credentials; a dry run unless `--apply`. Prints the report.
+//! `argocd-ecr-updater-cli plan`: the function's pipeline from a laptop, as the deployed
+//! function's role (or, with `--operator-credentials`, the caller's own credentials; see
+//! [`crate::run_as`]); a dry run unless `--apply`. Prints the report.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -8,6 +9,7 @@ use serde_json::Value;
 
 use crate::common::config_from_env;
 use crate::common::{print_json, read_input, sdk_config, usage_error};
+use crate::run_as::{RunAs, pipeline_sdk};
 use argocd_ecr_updater::cluster::eks_auth::SystemClock;
 use argocd_ecr_updater::pipeline::handler::{Handler, HandlerError};
 use argocd_ecr_updater::telemetry::{LogFormat, init_tracing};
@@ -20,6 +22,8 @@ pub struct PlanRequest {
     pub apply: bool,
     /// One cluster only (`CLUSTER_NAME`, or one of `CLUSTERS`).
     pub cluster: Option<String>,
+    /// Whose credentials the pipeline runs with.
+    pub run_as: RunAs,
     pub log_format: LogFormat,
 }
 
@@ -29,6 +33,7 @@ pub async fn run(request: PlanRequest) -> ExitCode {
         reconcile,
         apply,
         cluster,
+        run_as,
         log_format,
     } = request;
     let payload: Value = if reconcile {
@@ -50,7 +55,10 @@ pub async fn run(request: PlanRequest) -> ExitCode {
         Err(e) => return usage_error(e.to_string()),
     };
     init_tracing(&config.log_level, log_format);
-    let sdk = sdk_config(None).await;
+    let sdk = match pipeline_sdk(&sdk_config(None).await, &run_as).await {
+        Ok(sdk) => sdk,
+        Err(e) => return usage_error(e.to_string()),
+    };
     let handler = match Handler::from_sdk(config, &sdk, Arc::new(SystemClock)) {
         Ok(h) => h,
         Err(e) => return usage_error(e.to_string()),

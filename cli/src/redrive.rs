@@ -4,8 +4,10 @@
 //! - by default, each parked event is handed to the deployed function, asynchronously, as
 //!   EventBridge hands it: the function's own role, configuration, selector and dead-letter
 //!   path decide, so an event that fails again is parked again by Lambda;
-//! - `--local` runs the events on the laptop through the pipeline, with the operator's
-//!   credentials and the environment's configuration (for when the function cannot run them);
+//! - `--local` runs the events on the laptop through the pipeline, as the function's role
+//!   (or the operator's own credentials, `--operator-credentials`; see [`crate::run_as`]) and
+//!   with the environment's configuration, for when the function cannot run them; the queue
+//!   itself is read and emptied with the operator's credentials;
 //! - `--discard` deletes them (a superseded push; a sweep shard, whose work the next sweep
 //!   does again).
 //!
@@ -21,6 +23,7 @@ use serde_json::Value;
 
 use crate::common::config_from_env;
 use crate::common::{sdk_config, usage_error};
+use crate::run_as::{RunAs, pipeline_sdk};
 use argocd_ecr_updater::aws::aws_error::{Described, describe};
 use argocd_ecr_updater::cluster::eks_auth::SystemClock;
 use argocd_ecr_updater::pipeline::handler::Handler;
@@ -44,8 +47,11 @@ pub struct RedriveRequest {
 pub enum How {
     /// Invoke the deployed function (its name or ARN) with each event.
     Invoke { function: String },
-    /// Run each event here; `cluster` narrows to one cluster.
-    Local { cluster: Option<String> },
+    /// Run each event here, as `run_as`; `cluster` narrows to one cluster.
+    Local {
+        cluster: Option<String>,
+        run_as: RunAs,
+    },
     /// Delete each message.
     Discard,
 }
@@ -70,13 +76,17 @@ pub async fn run(request: RedriveRequest) -> ExitCode {
                 function,
             }
         }
-        How::Local { cluster } => {
+        How::Local { cluster, run_as } => {
             let config = match config_from_env(cluster.as_deref(), Some(!request.apply)) {
                 Ok(c) => c,
                 Err(e) => return usage_error(e.to_string()),
             };
             init_tracing(&config.log_level, request.log_format);
-            handler = match Handler::from_sdk(config, &sdk, Arc::new(SystemClock)) {
+            let pipeline = match pipeline_sdk(&sdk, run_as).await {
+                Ok(pipeline) => pipeline,
+                Err(e) => return usage_error(e.to_string()),
+            };
+            handler = match Handler::from_sdk(config, &pipeline, Arc::new(SystemClock)) {
                 Ok(h) => h,
                 Err(e) => return usage_error(e.to_string()),
             };

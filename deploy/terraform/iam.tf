@@ -164,11 +164,21 @@ resource "aws_iam_role" "function" {
   tags                 = var.tags
   assume_role_policy = jsonencode({
     Version = "2012-10-17"
-    Statement = [{
-      Effect    = "Allow"
-      Principal = { Service = "lambda.amazonaws.com" }
-      Action    = "sts:AssumeRole"
-    }]
+    Statement = concat(
+      [{
+        Effect    = "Allow"
+        Principal = { Service = "lambda.amazonaws.com" }
+        Action    = "sts:AssumeRole"
+      }],
+      # The operators' local runs (plan, redrive --local) act as the function, so an
+      # Application's references reach no more than the function's grants.
+      length(var.operator_role_arns) > 0 ? [{
+        Sid       = "OperatorsRunLocally"
+        Effect    = "Allow"
+        Principal = { AWS = var.operator_role_arns }
+        Action    = "sts:AssumeRole"
+      }] : [],
+    )
   })
 }
 

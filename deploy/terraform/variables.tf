@@ -70,6 +70,16 @@ variable "cluster_role_arns" {
   }
 }
 
+variable "operator_role_arns" {
+  description = "Roles of the operators who run the CLI's plan and redrive --local (and doctor --assume-role): the function's role trusts them, so a local run acts as the function. Whoever may use them may act as the function (whole ARNs)."
+  type        = list(string)
+  default     = []
+  validation {
+    condition     = alltrue([for arn in var.operator_role_arns : can(regex("^arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/-]+$", arn))])
+    error_message = "operator_role_arns: whole IAM role ARNs, no wildcards."
+  }
+}
+
 variable "argocd_namespaces" {
   description = "Comma-separated namespaces holding Applications, or * for all."
   type        = string

@@ -110,7 +110,7 @@ pub(super) async fn assume_function_role(
             ))
         }
         Err(e) => {
-            list.skip(AREA, "function's role", format!("--assume-role: cannot assume {}: {} (the template's trust policy allows Lambda alone)", function.role, argocd_ecr_updater::aws::aws_error::describe(&e)),
+            list.skip(AREA, "function's role", format!("--assume-role: cannot assume {}: {} (the role trusts Lambda alone unless your role is listed in the template parameter OperatorRoleArns, Terraform's operator_role_arns)", function.role, argocd_ecr_updater::aws::aws_error::describe(&e)),
                 "run doctor without --assume-role: it asks the API server about the role's user and groups instead".into());
             None
         }

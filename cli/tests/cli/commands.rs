@@ -18,6 +18,15 @@ fn json_output(env: &[(String, String)], args: &[&str]) -> serde_json::Value {
     serde_json::from_slice(&output.stdout).unwrap()
 }
 
+/// The environment of a laptop whose credentials are a session of the function's role (a
+/// profile of it), as `plan --function` runs: Lambda and STS at the stand-ins too.
+fn as_function(standins: &StandIns) -> (Vec<(String, String)>, String) {
+    let mut env = standins.function_env();
+    env.push(("AWS_ENDPOINT_URL_LAMBDA".into(), standins.aws_endpoint()));
+    env.push(("AWS_ENDPOINT_URL_STS".into(), standins.aws_endpoint()));
+    (env, standins.aws.deployed().function_name)
+}
+
 fn command(env: &[(String, String)]) -> Command {
     let mut command = Command::new(BINARY);
     command
@@ -123,10 +132,10 @@ fn version_names_the_commit_the_binary_was_built_from() {
 async fn logs_written_to_a_pipe_carry_no_colour_and_json_is_one_object_per_line() {
     let standins = StandIns::start_seeded().await.unwrap();
     let event = concat!(env!("CARGO_MANIFEST_DIR"), "/../events/push-date-tag.json");
-    let mut env = standins.function_env();
+    let (mut env, function) = as_function(&standins);
     env.push(("LOG_LEVEL".into(), "info".into()));
     let text = command(&env)
-        .args(["plan", "--event", event])
+        .args(["plan", "--event", event, "--function", &function])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&text.stderr);
@@ -136,7 +145,15 @@ async fn logs_written_to_a_pipe_carry_no_colour_and_json_is_one_object_per_line(
         "escape codes in a pipe: {stderr:?}"
     );
     let json = command(&env)
-        .args(["--log-format", "json", "plan", "--event", event])
+        .args([
+            "--log-format",
+            "json",
+            "plan",
+            "--event",
+            event,
+            "--function",
+            &function,
+        ])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&json.stderr);
@@ -153,7 +170,8 @@ async fn logs_written_to_a_pipe_carry_no_colour_and_json_is_one_object_per_line(
 async fn plan_is_a_dry_run_unless_asked_to_apply() {
     let standins = StandIns::start_seeded().await.unwrap();
     let event = concat!(env!("CARGO_MANIFEST_DIR"), "/../events/push-date-tag.json");
-    let report = json_output(&standins.function_env(), &["plan", "--event", event]);
+    let (env, function) = as_function(&standins);
+    let report = json_output(&env, &["plan", "--event", event, "--function", &function]);
     assert_eq!(report["dry_run"], true);
     assert_eq!(report["entries"][0]["to"], "20250825-153012");
     assert_eq!(report["entries"][0]["configured_by"], "annotations");
@@ -161,8 +179,8 @@ async fn plan_is_a_dry_run_unless_asked_to_apply() {
     assert_eq!(standins.kube.seed_tag().as_deref(), Some("20250825-120000"));
 
     let report = json_output(
-        &standins.function_env(),
-        &["plan", "--reconcile", "--apply"],
+        &env,
+        &["plan", "--reconcile", "--apply", "--function", &function],
     );
     assert_eq!(report["mode"], "reconcile");
     assert_eq!(standins.kube.seed_tag().as_deref(), Some("20250825-153012"));
@@ -172,11 +190,11 @@ async fn plan_is_a_dry_run_unless_asked_to_apply() {
 async fn plan_shows_every_cluster_and_cluster_picks_one_with_its_listed_settings() {
     let standins = StandIns::start_seeded().await.unwrap();
     let staging = standins.add_seeded_cluster("staging").await.unwrap();
-    let mut env = standins.function_env();
+    let (mut env, function) = as_function(&standins);
     env.push(("CLUSTERS".into(), "staging".into()));
     let event = concat!(env!("CARGO_MANIFEST_DIR"), "/../events/push-date-tag.json");
 
-    let report = json_output(&env, &["plan", "--event", event]);
+    let report = json_output(&env, &["plan", "--event", event, "--function", &function]);
     let clusters: Vec<&str> = report["entries"]
         .as_array()
         .unwrap()
@@ -185,7 +203,18 @@ async fn plan_shows_every_cluster_and_cluster_picks_one_with_its_listed_settings
         .collect();
     assert_eq!(clusters, ["barun-dev", "staging"]);
 
-    let report = json_output(&env, &["plan", "--event", event, "--cluster", "staging"]);
+    let report = json_output(
+        &env,
+        &[
+            "plan",
+            "--event",
+            event,
+            "--cluster",
+            "staging",
+            "--function",
+            &function,
+        ],
+    );
     let entries = report["entries"].as_array().unwrap();
     assert_eq!(entries.len(), 1, "{report:#}");
     assert_eq!(entries[0]["to"], "20250825-153012");
@@ -202,7 +231,7 @@ fn plan_rejects_an_event_that_is_not_json() {
     let path = dir.path().join("bad.json");
     std::fs::write(&path, "{not json").unwrap();
     let output = command(&[("CLUSTER_NAME".into(), "c".into())])
-        .args(["plan", "--event", path.to_str().unwrap()])
+        .args(["plan", "--event", path.to_str().unwrap(), "--function", "f"])
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
@@ -222,7 +251,12 @@ fn plan_exits_2_for_an_event_that_is_json_but_malformed() {
         ("CLUSTER_NAME".into(), "c".into()),
         ("AWS_REGION".into(), "ap-northeast-2".into()),
     ])
-    .args(["plan", "--event", path.to_str().unwrap()])
+    .args([
+        "plan",
+        "--event",
+        path.to_str().unwrap(),
+        "--operator-credentials",
+    ])
     .output()
     .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -254,9 +288,10 @@ async fn migrate_prints_an_imageupdater_object_that_decides_like_the_annotations
         })
         .unwrap();
     let event = concat!(env!("CARGO_MANIFEST_DIR"), "/../events/push-date-tag.json");
+    let (env, function) = as_function(&standins);
     let report = json_output(
-        &standins.function_env(),
-        &["plan", "--event", event, "--apply"],
+        &env,
+        &["plan", "--event", event, "--apply", "--function", &function],
     );
     assert_eq!(report["entries"][0]["action"], "updated");
     assert_eq!(

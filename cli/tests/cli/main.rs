@@ -4,6 +4,7 @@
 
 mod commands;
 mod doctor;
+mod local_credentials;
 mod moto;
 mod redrive;
 mod select;

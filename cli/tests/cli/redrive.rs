@@ -12,11 +12,20 @@ use serde_json::json;
 const BINARY: &str = env!("CARGO_BIN_EXE_argocd-ecr-updater-cli");
 
 fn redrive(standins: &StandIns, args: &[&str]) -> (bool, String) {
+    let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    // A local run acts as the function's role: name the function.
+    if args.iter().any(|a| a == "--local")
+        && !args.iter().any(|a| a == "--function" || a == "--discard")
+    {
+        args.extend(["--function".into(), function(standins)]);
+    }
     let output = Command::new(BINARY)
         .env_clear()
         .envs(standins.function_env())
-        // The operator's laptop reaches Lambda too (the function's environment does not).
+        // The operator's laptop reaches Lambda and STS too (the function's environment does
+        // not); its credentials are a session of the function's role (a profile of it).
         .env("AWS_ENDPOINT_URL_LAMBDA", standins.aws_endpoint())
+        .env("AWS_ENDPOINT_URL_STS", standins.aws_endpoint())
         .env("AWS_CONFIG_FILE", "/nonexistent/config")
         .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials")
         .env("AWS_EC2_METADATA_DISABLED", "true")

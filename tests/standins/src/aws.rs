@@ -686,6 +686,9 @@ async fn signed(
         }
         Err(refusal) => return aws_error(refusal.status, refusal.code, &refusal.message),
     };
+    // The API answering may need to know who asks (GetCallerIdentity).
+    let mut parts = parts;
+    parts.extensions.insert(Caller(caller.clone()));
     let mut response = next
         .run(axum::extract::Request::from_parts(
             parts,
@@ -850,7 +853,12 @@ async fn describe_cluster(
     axum::Json(json!({ "cluster": cluster })).into_response()
 }
 
-async fn ecr(State(state): State<Arc<AwsState>>, headers: HeaderMap, body: Bytes) -> Response {
+async fn ecr(
+    State(state): State<Arc<AwsState>>,
+    caller: Option<axum::Extension<Caller>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let target = headers
         .get("x-amz-target")
         .and_then(|v| v.to_str().ok())
@@ -862,6 +870,13 @@ async fn ecr(State(state): State<Arc<AwsState>>, headers: HeaderMap, body: Bytes
     if form {
         if body.starts_with(b"Action=AssumeRole&") {
             return assume_role(&state, &body);
+        }
+        let action = url::form_urlencoded::parse(&body)
+            .find(|(k, _)| k == "Action")
+            .map(|(_, v)| v.into_owned());
+        if action.as_deref() == Some("GetCallerIdentity") {
+            let arn = caller.map(|c| c.0.0).unwrap_or_default();
+            return caller_identity(&state, &arn);
         }
         let fields: BTreeMap<String, String> =
             url::form_urlencoded::parse(&body).into_owned().collect();
@@ -1237,6 +1252,21 @@ fn describe_secret(state: &AwsState, request: &Value) -> Response {
 }
 
 /// SNS speaks the AWS query protocol: a form in, XML out. Only `Publish`.
+/// STS GetCallerIdentity (query protocol, XML answer): who signed the request.
+fn caller_identity(state: &AwsState, arn: &str) -> Response {
+    (
+        StatusCode::OK,
+        [("content-type", "text/xml")],
+        format!(
+            "<GetCallerIdentityResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\"><GetCallerIdentityResult>\
+             <Arn>{arn}</Arn><UserId>AROASTANDIN:caller</UserId><Account>{}</Account>\
+             </GetCallerIdentityResult><ResponseMetadata><RequestId>r-1</RequestId></ResponseMetadata></GetCallerIdentityResponse>",
+            state.account
+        ),
+    )
+        .into_response()
+}
+
 /// STS AssumeRole (query protocol, XML answer): the role's credentials, or AccessDenied.
 fn assume_role(state: &AwsState, body: &[u8]) -> Response {
     let form: BTreeMap<String, String> = url::form_urlencoded::parse(body).into_owned().collect();
