@@ -7,6 +7,11 @@
 //! size, each printed as median (range); with the process's peak after a push to a small file
 //! beside them, and what happens past the cap.
 //!
+//! Then the same for YAML that expands: the Application on the default write-back target, its
+//! `.argocd-source-<app>.yaml` an alias bomb that the bound refuses, and the texts that expand
+//! the most while staying under it (`yaml::MAX_EXPANDED`): many aliases of a list of
+//! one-letter strings, of a mapping, and of a long string.
+//!
 //! `cargo bench --bench git_file`. Prints figures; asserts nothing.
 
 use std::time::Duration;
@@ -54,14 +59,27 @@ fn values(shape: &str, bytes: usize) -> String {
 
 /// One push against a fresh function process; its peak RSS (KiB) and what it did.
 async fn run(standins: &StandIns, env: &[(String, String)], file: &str) -> (u64, String) {
-    standins.gitlab.create_repository(
-        PROJECT,
-        "main",
-        &[
-            ("argocd/values.yaml", file),
-            ("argocd/Chart.yaml", "name: invitation\n"),
-        ],
-    );
+    run_with(standins, env, "argocd/values.yaml", file).await
+}
+
+/// One push with `path` holding `file`, against a fresh function process.
+async fn run_with(
+    standins: &StandIns,
+    env: &[(String, String)],
+    path: &str,
+    file: &str,
+) -> (u64, String) {
+    let files = [
+        (path, file),
+        ("argocd/Chart.yaml", "name: invitation\n"),
+        ("argocd/values.yaml", HEAD),
+    ];
+    let files = if path == "argocd/values.yaml" {
+        &files[..2]
+    } else {
+        &files[..]
+    };
+    standins.gitlab.create_repository(PROJECT, "main", files);
     standins.gitlab.grant_token(TOKEN, &[PROJECT], true);
     // The Application back on the old tag, so the push moves it.
     let mut app = standins.kube.get("argocd", SEED_APP).unwrap();
@@ -172,5 +190,60 @@ async fn main() {
                 mib(peaks[RUNS - 1]),
             );
         }
+    }
+    expanding(&standins, &env).await;
+}
+
+/// Override files that expand: refused past the bound, read under it.
+async fn expanding(standins: &StandIns, env: &[(String, String)]) {
+    use argocd_ecr_updater::yaml::alias_bomb;
+    let mut app = standins.kube.get("argocd", SEED_APP).unwrap();
+    if let Some(annotations) = app["metadata"]["annotations"].as_object_mut() {
+        annotations.remove("argocd-image-updater.argoproj.io/write-back-target");
+    }
+    argocd_ecr_updater_standins::fixtures::strip_server_fields(&mut app);
+    standins.kube.insert(app).unwrap();
+    let path = format!("argocd/.argocd-source-{SEED_APP}.yaml");
+    let mapping_fan = |entries: usize, aliases: usize| {
+        let keys: Vec<String> = (0..entries).map(|i| format!("k{i}: x")).collect();
+        format!(
+            "m: &m {{{}}}\nl: [{}]\n",
+            keys.join(", "),
+            vec!["*m"; aliases].join(",")
+        )
+    };
+    let string_fan = |bytes: usize, aliases: usize| {
+        format!(
+            "s: &s \"{}\"\nl: [{}]\n",
+            "x".repeat(bytes),
+            vec!["*s"; aliases].join(",")
+        )
+    };
+    let cases = [
+        ("alias bomb, 2 million nodes (refused)", alias_bomb(100, 1, 20_000)),
+        ("billion laughs (refused)", alias_bomb(1, 9, 10)),
+        ("list of 1,000 aliased 310 times (under the bound)", alias_bomb(1_000, 1, 310)),
+        ("mapping of 1,000 aliased 150 times (under the bound)", mapping_fan(1_000, 150)),
+        ("4 KiB string aliased 4,900 times (under the bound)", string_fan(4 << 10, 4_900)),
+    ];
+    println!();
+    println!("override file | text | peak RSS, median (range) of {RUNS} | outcome");
+    println!("---|---|---|---");
+    for (shape, file) in cases {
+        let mut peaks = Vec::new();
+        let mut said = String::new();
+        for _ in 0..RUNS {
+            let (peak, outcome) = run_with(standins, env, &path, &file).await;
+            peaks.push(peak);
+            said = outcome;
+        }
+        peaks.sort_unstable();
+        println!(
+            "{shape} | {} bytes | {:.1} MiB ({:.1}–{:.1}) | {said}",
+            file.len(),
+            mib(peaks[RUNS / 2]),
+            mib(peaks[0]),
+            mib(peaks[RUNS - 1]),
+        );
     }
 }
