@@ -220,11 +220,23 @@ async fn expanding(standins: &StandIns, env: &[(String, String)]) {
         )
     };
     let cases = [
-        ("alias bomb, 2 million nodes (refused)", alias_bomb(100, 1, 20_000)),
+        (
+            "alias bomb, 2 million nodes (refused)",
+            alias_bomb(100, 1, 20_000),
+        ),
         ("billion laughs (refused)", alias_bomb(1, 9, 10)),
-        ("list of 1,000 aliased 310 times (under the bound)", alias_bomb(1_000, 1, 310)),
-        ("mapping of 1,000 aliased 150 times (under the bound)", mapping_fan(1_000, 150)),
-        ("4 KiB string aliased 4,900 times (under the bound)", string_fan(4 << 10, 4_900)),
+        (
+            "list of 1,000 aliased 310 times (under the bound)",
+            alias_bomb(1_000, 1, 310),
+        ),
+        (
+            "mapping of 1,000 aliased 150 times (under the bound)",
+            mapping_fan(1_000, 150),
+        ),
+        (
+            "4 KiB string aliased 4,900 times (under the bound)",
+            string_fan(4 << 10, 4_900),
+        ),
     ];
     println!();
     println!("override file | text | peak RSS, median (range) of {RUNS} | outcome");
