@@ -228,6 +228,16 @@ resource "aws_sqs_queue_redrive_allow_policy" "dead_letters" {
   })
 }
 
+# No queue may park its messages in the sweep queue through a redrive policy of its own: a
+# redriven message is no SendMessage call, so the queue policy's deny does not stop it, and it
+# would arrive with the sweep queue's ARN as its source, trusted as a shard or a check.
+resource "aws_sqs_queue_redrive_allow_policy" "sweep" {
+  queue_url = aws_sqs_queue.sweep.id
+  redrive_allow_policy = jsonencode({
+    redrivePermission = "denyAll"
+  })
+}
+
 # Shards are run by the function as they come: only the function's own role may send them.
 resource "aws_sqs_queue_policy" "sweep" {
   queue_url = aws_sqs_queue.sweep.id

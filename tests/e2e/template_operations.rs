@@ -483,6 +483,60 @@ fn only_the_function_and_the_stacks_rules_may_send_to_its_queues() {
     );
 }
 
+/// SQS lets any queue of the account and region name a queue as its dead-letter queue unless
+/// the queue's `RedriveAllowPolicy` says otherwise, and a redriven message is no `SendMessage`
+/// call: the queue policies' denies do not stop it, and it arrives with the queue's own ARN as
+/// its source. So every queue of the stack, a future one too, says which queues may redrive into
+/// it: exactly the stack's queues whose `RedrivePolicy` names it, or none (`denyAll`).
+#[test]
+fn every_queue_admits_redrives_from_exactly_the_stacks_queues_that_name_it() {
+    use argocd_ecr_updater_standins::cloudformation::physical_resources;
+    let Some(t) = transformed() else { return };
+    let mut evaluator = evaluator_for(&t, &[]);
+    let site = Site {
+        account: "123456789012".into(),
+        region: "ap-northeast-2".into(),
+        stack_name: "argocd-ecr-updater".into(),
+    };
+    evaluator.resources = physical_resources(
+        &t,
+        &evaluator,
+        &site,
+        "argocd-ecr-updater-Function-Q3N7X2",
+        "arn:aws:iam::123456789012:role/argocd-ecr-updater-role",
+    );
+    let queues = of_type(&t, "AWS::SQS::Queue");
+    assert!(queues.len() >= 3, "{queues:?}");
+    let arn = |logical: &str| evaluator.text(&json!({"Fn::GetAtt": [logical, "Arn"]}));
+    for (id, queue) in &queues {
+        let sources: BTreeSet<String> = queues
+            .iter()
+            .filter(|(_, q)| {
+                let target = &q["Properties"]["RedrivePolicy"]["deadLetterTargetArn"];
+                !target.is_null() && evaluator.text(target) == arn(id)
+            })
+            .map(|(source, _)| arn(source))
+            .collect();
+        let allow = evaluator.eval(&queue["Properties"]["RedriveAllowPolicy"]);
+        assert!(
+            allow.is_object(),
+            "{id} has no RedriveAllowPolicy: SQS's default, allowAll, lets any queue of the account redrive into it"
+        );
+        if sources.is_empty() {
+            assert_eq!(allow, json!({"redrivePermission": "denyAll"}), "{id}");
+        } else {
+            assert_eq!(allow["redrivePermission"], "byQueue", "{id}");
+            let allowed: BTreeSet<String> = allow["sourceQueueArns"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap().to_string())
+                .collect();
+            assert_eq!(allowed, sources, "{id}");
+        }
+    }
+}
+
 #[test]
 fn clusters_in_other_regions_are_described_by_arn_in_this_account_only() {
     let Some(t) = transformed() else { return };

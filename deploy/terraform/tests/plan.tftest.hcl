@@ -142,6 +142,22 @@ run "names_only" {
     error_message = "only the sweep queue redrives into the shards' dead-letter queue"
   }
   assert {
+    condition     = jsondecode(aws_sqs_queue_redrive_allow_policy.sweep.redrive_allow_policy) == { redrivePermission = "denyAll" }
+    error_message = "no queue redrives into the sweep queue: its messages would be trusted as shards and checks"
+  }
+  assert {
+    # Each queue of the module (tests/e2e/terraform.rs finds every aws_sqs_queue block, so a
+    # new queue cannot be left out) has its own redrive allow policy: SQS's default allows
+    # every queue of the account and region to redrive into it.
+    condition = {
+      for name, queue in { dead_letters = aws_sqs_queue.dead_letters, sweep = aws_sqs_queue.sweep, sweep_dead_letters = aws_sqs_queue.sweep_dead_letters } :
+      name => [for p in [aws_sqs_queue_redrive_allow_policy.dead_letters, aws_sqs_queue_redrive_allow_policy.sweep, aws_sqs_queue_redrive_allow_policy.sweep_dead_letters] : jsondecode(p.redrive_allow_policy).redrivePermission if p.queue_url == queue.id]
+      } == {
+      dead_letters = ["denyAll"], sweep = ["denyAll"], sweep_dead_letters = ["byQueue"]
+    }
+    error_message = "every queue says which queues may redrive into it"
+  }
+  assert {
     condition     = length(aws_cloudwatch_metric_alarm.alarm) == 9 && length(aws_cloudwatch_metric_alarm.rules) == 2 && length(aws_cloudwatch_metric_alarm.sweeps_stopped) == 1 && alltrue([for a in concat(values(aws_cloudwatch_metric_alarm.alarm), values(aws_cloudwatch_metric_alarm.rules), aws_cloudwatch_metric_alarm.sweeps_stopped) : length(coalesce(a.alarm_actions, [])) == 0 && length(coalesce(a.ok_actions, [])) == 0])
     error_message = "the template's twelve alarms, paging nobody without alarm_topic_arn"
   }
