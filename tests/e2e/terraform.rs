@@ -324,6 +324,12 @@ fn the_module_grants_the_templates_statements_sid_for_sid() {
                     "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:cosign-pub-AbCdEf"
                 ]),
             ),
+            (
+                "NotationTrustRootsSecretArn",
+                json!(
+                    "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:notation-roots-AbCdEf"
+                ),
+            ),
             ("CodeCommitRepositories", json!(["invitation"])),
             ("SubnetIds", json!(["subnet-0123456789abcdef0"])),
             ("SecurityGroupIds", json!(["sg-0123456789abcdef0"])),
