@@ -58,9 +58,16 @@ def main():
 
     for queue in d["queues"]:
         url = sqs.create_queue(QueueName=arn_name(queue))["QueueUrl"]
+        # One call: moto forgets a queue's Policy on any call that does not repeat it.
+        attributes = {}
         policy = d["queue_policies"].get(queue)
         if policy is not None:
-            sqs.set_queue_attributes(QueueUrl=url, Attributes={"Policy": json.dumps(policy)})
+            attributes["Policy"] = json.dumps(policy)
+        allow = d["redrive_allow_policies"].get(queue)
+        if allow is not None:
+            attributes["RedriveAllowPolicy"] = json.dumps(allow)
+        if attributes:
+            sqs.set_queue_attributes(QueueUrl=url, Attributes=attributes)
     destination = d.get("on_failure") or ""
     if destination.startswith("arn:aws:sns:") and case.get("topic", True):
         sns.create_topic(Name=arn_name(destination))

@@ -114,10 +114,60 @@ pub struct Config {
     /// managed signature's chain must lead to; set, a `signing-profile` gate also verifies
     /// the Notation signature itself.
     pub notation_trust_roots: Option<Vec<u8>>,
+    /// `NOTATION_TRUST_ROOTS_SECRET_ARN`: a Secrets Manager secret holding the roots instead
+    /// (PEM, or base64 of it), for roots that do not fit Lambda's 4 KB of environment beside
+    /// the rest of the configuration. `Handler::start` reads it once at cold start into
+    /// `notation_trust_roots`.
+    pub notation_trust_roots_secret_arn: Option<String>,
 }
 
 /// The most `NOTATION_TRUST_ROOTS` may hold, decoded: a few root certificates.
 pub const MAX_TRUST_ROOTS: usize = 32 << 10;
+
+/// The roots a `NOTATION_TRUST_ROOTS_SECRET_ARN` secret holds: the PEM text itself, or base64
+/// of it, at most [`MAX_TRUST_ROOTS`] bytes once decoded.
+pub fn trust_roots_from_secret_text(text: &str) -> Result<Vec<u8>, Refused> {
+    let pem = if text.contains("-----BEGIN CERTIFICATE-----") {
+        text.as_bytes().to_vec()
+    } else {
+        decode_ca(text).map_err(|Refused(problem)| {
+            Refused(format!(
+                "{problem}: store the PEM root certificates as the secret's text (--secret-string file://root.pem)"
+            ))
+        })?
+    };
+    if pem.len() > MAX_TRUST_ROOTS {
+        return Err(Refused(format!(
+            "holds {} bytes, over {MAX_TRUST_ROOTS}: keep the root certificates only",
+            pem.len()
+        )));
+    }
+    Ok(pem)
+}
+
+/// `NOTATION_TRUST_ROOTS_SECRET_ARN`: one whole secret ARN, and not beside
+/// `NOTATION_TRUST_ROOTS` (which of the two would be trusted would be a guess).
+fn notation_trust_roots_secret_arn(env: &Env<'_>) -> Result<Option<String>, ConfigError> {
+    const VAR: &str = "NOTATION_TRUST_ROOTS_SECRET_ARN";
+    let Some(arn) = env.get(VAR) else {
+        return Ok(None);
+    };
+    if !is_whole_secret_arn(&arn) {
+        return Err(error(
+            VAR,
+            format!(
+                "`{arn}` is not one whole Secrets Manager secret ARN (arn:aws:secretsmanager:region:account:secret:name, no `*` or `?`)"
+            ),
+        ));
+    }
+    if env.get("NOTATION_TRUST_ROOTS").is_some() {
+        return Err(error(
+            VAR,
+            "is set beside NOTATION_TRUST_ROOTS: keep one (the secret, when the roots do not fit Lambda's 4 KB of environment)",
+        ));
+    }
+    Ok(Some(arn))
+}
 
 fn notation_trust_roots(env: &Env<'_>) -> Result<Option<Vec<u8>>, ConfigError> {
     let Some(value) = env.get("NOTATION_TRUST_ROOTS") else {
@@ -948,6 +998,7 @@ impl Config {
             sweep: sweep_settings(&env)?,
             rollouts: rollout_settings(&env)?,
             notation_trust_roots: notation_trust_roots(&env)?,
+            notation_trust_roots_secret_arn: notation_trust_roots_secret_arn(&env)?,
             git: git_settings(&env, &namespaces)?,
             dry_run: env.flag("DRY_RUN", false)?,
             read_image_updaters: env.flag("READ_IMAGEUPDATERS", true)?,
@@ -992,6 +1043,59 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         Config::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn trust_roots_come_from_one_whole_secret_arn_never_beside_the_variable() {
+        let arn = "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:notation-roots-AbCdEf";
+        let c = config(&[
+            ("CLUSTER_NAME", "c"),
+            ("NOTATION_TRUST_ROOTS_SECRET_ARN", arn),
+        ])
+        .unwrap();
+        assert_eq!(c.notation_trust_roots_secret_arn.as_deref(), Some(arn));
+        assert_eq!(c.notation_trust_roots, None);
+        let pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+        for (vars, problem) in [
+            (
+                vec![
+                    ("NOTATION_TRUST_ROOTS_SECRET_ARN", arn.to_string()),
+                    ("NOTATION_TRUST_ROOTS", STANDARD.encode(pem)),
+                ],
+                "keep one",
+            ),
+            (
+                vec![(
+                    "NOTATION_TRUST_ROOTS_SECRET_ARN",
+                    "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:notation-*".into(),
+                )],
+                "whole Secrets Manager secret ARN",
+            ),
+        ] {
+            let mut all: Vec<(&str, &str)> = vec![("CLUSTER_NAME", "c")];
+            all.extend(vars.iter().map(|(k, v)| (*k, v.as_str())));
+            let e = config(&all).unwrap_err();
+            assert_eq!(e.variable, "NOTATION_TRUST_ROOTS_SECRET_ARN");
+            assert!(e.to_string().contains(problem), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_trust_roots_secret_holds_pem_or_base64_of_it_within_the_bound() {
+        let pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+        assert_eq!(trust_roots_from_secret_text(pem).unwrap(), pem.as_bytes());
+        assert_eq!(
+            trust_roots_from_secret_text(&STANDARD.encode(pem)).unwrap(),
+            pem.as_bytes()
+        );
+        let e = trust_roots_from_secret_text("a password").unwrap_err();
+        assert!(e.contains("--secret-string file://root.pem"), "{e}");
+        let large = pem.repeat(MAX_TRUST_ROOTS / pem.len() + 1);
+        assert!(
+            trust_roots_from_secret_text(&large)
+                .unwrap_err()
+                .contains("keep the root certificates only")
+        );
     }
 
     #[test]

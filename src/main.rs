@@ -133,7 +133,7 @@ async fn lambda() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let handler = match Handler::from_sdk(config, &sdk, Arc::new(SystemClock)) {
+    let handler = match Handler::start(config, &sdk, Arc::new(SystemClock)).await {
         Ok(h) => h,
         Err(e) => {
             tracing::error!(error = %e, "cannot start");

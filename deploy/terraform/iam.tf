@@ -98,6 +98,12 @@ locals {
       Action   = "secretsmanager:GetSecretValue"
       Resource = var.git_credentials_secret_arns
     }] : [],
+    var.notation_trust_roots_secret_arn != "" ? [{
+      Sid      = "ReadNotationTrustRoots"
+      Effect   = "Allow"
+      Action   = "secretsmanager:GetSecretValue"
+      Resource = var.notation_trust_roots_secret_arn
+    }] : [],
     length(var.cosign_key_secret_arns) > 0 ? [{
       Sid      = "ReadCosignKeys"
       Effect   = "Allow"

@@ -15,7 +15,7 @@ locals {
   use_prefix        = var.ecr_repository_prefix != ""
   in_vpc            = length(var.subnet_ids) > 0
   same_region       = concat([var.cluster_name], var.additional_cluster_names)
-  verify_signatures = var.signature_verification || length(var.cosign_key_secret_arns) > 0 || var.signature_referrers || var.commit_statuses || var.notation_trust_roots != ""
+  verify_signatures = var.signature_verification || length(var.cosign_key_secret_arns) > 0 || var.signature_referrers || var.commit_statuses || var.notation_trust_roots != "" || var.notation_trust_roots_secret_arn != ""
 }
 
 resource "aws_cloudwatch_log_group" "function" {
@@ -70,35 +70,36 @@ resource "aws_lambda_function" "function" {
 
   environment {
     variables = {
-      CLUSTER_NAME                = var.cluster_name
-      CLUSTERS                    = var.clusters != "" ? var.clusters : (length(var.additional_cluster_names) > 0 ? join(",", local.same_region) : "")
-      FUNCTION_ACCOUNT_ID         = local.account
-      ARGOCD_NAMESPACES           = var.argocd_namespaces
-      APPLICATION_LABEL_SELECTOR  = var.application_label_selector
-      DRY_RUN                     = tostring(var.dry_run)
-      READ_IMAGEUPDATERS          = tostring(var.read_image_updaters)
-      LOG_LEVEL                   = var.log_level
-      KUBE_API_ENDPOINT           = var.kube_api_endpoint
-      KUBE_CA_DATA                = var.kube_ca_data
-      KUBE_CONNECT_TIMEOUT_MS     = tostring(var.kube_connect_timeout_ms)
-      KUBE_REQUEST_TIMEOUT_MS     = tostring(var.kube_request_timeout_ms)
-      LIST_PAGE_SIZE              = tostring(var.list_page_size)
-      CONFLICT_RETRIES            = tostring(var.conflict_retries)
-      NOTIFICATION_TOPIC_ARN      = var.notification_topic_arn
-      GIT_CREDENTIALS_SECRET_ARNS = join(",", var.git_credentials_secret_arns)
-      GITHUB_ENTERPRISE_HOSTS     = var.github_enterprise_hosts
-      GITLAB_HOSTS                = var.gitlab_hosts
-      GIT_REPOCREDS               = tostring(var.git_repo_creds)
-      GIT_SECRET_NAMESPACES       = var.git_secret_namespaces
-      SWEEP_QUEUE_URL             = aws_sqs_queue.sweep.url
-      SWEEP_QUEUE_ARN             = aws_sqs_queue.sweep.arn
-      SWEEP_FAN_OUT_AT            = tostring(var.sweep_fan_out_at)
-      SWEEP_SHARD_SIZE            = tostring(var.sweep_shard_size)
-      SWEEP_CONCURRENCY           = tostring(var.sweep_concurrency)
-      SWEEP_CLUSTER_REQUESTS      = tostring(var.sweep_cluster_requests)
-      CONFIRM_ROLLOUTS            = tostring(var.confirm_rollouts)
-      ROLLOUT_METRIC_APPLICATIONS = join(",", var.rollout_metric_applications)
-      NOTATION_TRUST_ROOTS        = var.notation_trust_roots
+      CLUSTER_NAME                    = var.cluster_name
+      CLUSTERS                        = var.clusters != "" ? var.clusters : (length(var.additional_cluster_names) > 0 ? join(",", local.same_region) : "")
+      FUNCTION_ACCOUNT_ID             = local.account
+      ARGOCD_NAMESPACES               = var.argocd_namespaces
+      APPLICATION_LABEL_SELECTOR      = var.application_label_selector
+      DRY_RUN                         = tostring(var.dry_run)
+      READ_IMAGEUPDATERS              = tostring(var.read_image_updaters)
+      LOG_LEVEL                       = var.log_level
+      KUBE_API_ENDPOINT               = var.kube_api_endpoint
+      KUBE_CA_DATA                    = var.kube_ca_data
+      KUBE_CONNECT_TIMEOUT_MS         = tostring(var.kube_connect_timeout_ms)
+      KUBE_REQUEST_TIMEOUT_MS         = tostring(var.kube_request_timeout_ms)
+      LIST_PAGE_SIZE                  = tostring(var.list_page_size)
+      CONFLICT_RETRIES                = tostring(var.conflict_retries)
+      NOTIFICATION_TOPIC_ARN          = var.notification_topic_arn
+      GIT_CREDENTIALS_SECRET_ARNS     = join(",", var.git_credentials_secret_arns)
+      GITHUB_ENTERPRISE_HOSTS         = var.github_enterprise_hosts
+      GITLAB_HOSTS                    = var.gitlab_hosts
+      GIT_REPOCREDS                   = tostring(var.git_repo_creds)
+      GIT_SECRET_NAMESPACES           = var.git_secret_namespaces
+      SWEEP_QUEUE_URL                 = aws_sqs_queue.sweep.url
+      SWEEP_QUEUE_ARN                 = aws_sqs_queue.sweep.arn
+      SWEEP_FAN_OUT_AT                = tostring(var.sweep_fan_out_at)
+      SWEEP_SHARD_SIZE                = tostring(var.sweep_shard_size)
+      SWEEP_CONCURRENCY               = tostring(var.sweep_concurrency)
+      SWEEP_CLUSTER_REQUESTS          = tostring(var.sweep_cluster_requests)
+      CONFIRM_ROLLOUTS                = tostring(var.confirm_rollouts)
+      ROLLOUT_METRIC_APPLICATIONS     = join(",", var.rollout_metric_applications)
+      NOTATION_TRUST_ROOTS            = var.notation_trust_roots
+      NOTATION_TRUST_ROOTS_SECRET_ARN = var.notation_trust_roots_secret_arn
     }
   }
 
@@ -223,6 +224,16 @@ resource "aws_sqs_queue_policy" "dead_letters" {
 # (which would pass the deny on SendMessage): shards park in their own queue.
 resource "aws_sqs_queue_redrive_allow_policy" "dead_letters" {
   queue_url = aws_sqs_queue.dead_letters.id
+  redrive_allow_policy = jsonencode({
+    redrivePermission = "denyAll"
+  })
+}
+
+# No queue may park its messages in the sweep queue through a redrive policy of its own: a
+# redriven message is no SendMessage call, so the queue policy's deny does not stop it, and it
+# would arrive with the sweep queue's ARN as its source, trusted as a shard or a check.
+resource "aws_sqs_queue_redrive_allow_policy" "sweep" {
+  queue_url = aws_sqs_queue.sweep.id
   redrive_allow_policy = jsonencode({
     redrivePermission = "denyAll"
   })

@@ -191,6 +191,20 @@ variable "signature_referrers" {
   default = false
 }
 
+variable "notation_trust_roots_secret_arn" {
+  description = "Instead of notation_trust_roots: a Secrets Manager secret whose text is the PEM root certificates (aws secretsmanager create-secret --secret-string file://root.pem), read once at cold start; the role may read exactly this secret. Lambda holds all environment variables to 4 KB together, which roots beside the rest of the configuration may not fit."
+  type        = string
+  default     = ""
+  validation {
+    condition     = var.notation_trust_roots_secret_arn == "" || can(regex("^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[A-Za-z0-9/_+=.@-]+$", var.notation_trust_roots_secret_arn))
+    error_message = "notation_trust_roots_secret_arn: a whole Secrets Manager secret ARN, no wildcards."
+  }
+  validation {
+    condition     = var.notation_trust_roots_secret_arn == "" || var.notation_trust_roots == ""
+    error_message = "Set notation_trust_roots or notation_trust_roots_secret_arn, not both."
+  }
+}
+
 variable "cosign_key_secret_arns" {
   type    = list(string)
   default = []

@@ -90,7 +90,7 @@ pub const SDK_CALLS: &[SdkCall] = &[
         "secretsmanager",
         "get_secret_value",
         "secretsmanager:GetSecretValue",
-        "git tokens, cosign keys",
+        "git tokens, cosign keys, NOTATION_TRUST_ROOTS_SECRET_ARN at cold start",
     ),
     call(
         "sts",

@@ -26,6 +26,9 @@ pub enum StartError {
     /// `NOTATION_TRUST_ROOTS` decodes, but its certificates are not a trust store.
     #[error("NOTATION_TRUST_ROOTS: {0}")]
     TrustRoots(String),
+    /// `NOTATION_TRUST_ROOTS_SECRET_ARN` could not be read at cold start, or holds no roots.
+    #[error("NOTATION_TRUST_ROOTS_SECRET_ARN `{arn}`: {problem}")]
+    TrustRootsSecret { arn: String, problem: String },
 }
 
 /// Why one cluster cannot be reached now.

@@ -119,6 +119,41 @@ impl Work<'_> {
 }
 
 impl Handler {
+    /// The handler as a cold start makes it: the trust roots a `NOTATION_TRUST_ROOTS_SECRET_ARN`
+    /// secret holds read once (they stay for the container's life, as the variable's would),
+    /// then [`Handler::from_sdk`]. A secret that cannot be read stops the cold start: a
+    /// signing-profile gate must not quietly fall back to ECR's status alone.
+    pub async fn start(
+        mut config: Config,
+        eks_sdk: &aws_config::SdkConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, StartError> {
+        if let Some(arn) = config.notation_trust_roots_secret_arn.clone() {
+            let reader = crate::aws::secrets::SecretReader::new(
+                aws_sdk_secretsmanager::Client::new(eks_sdk),
+            );
+            let problem = |problem: String| StartError::TrustRootsSecret {
+                arn: arn.clone(),
+                problem,
+            };
+            let text = reader.text(&arn).await.map_err(|e| {
+                problem(if e.is_denied() {
+                    format!("{e}: the function's role needs secretsmanager:GetSecretValue on it (NotationTrustRootsSecretArn in the template, notation_trust_roots_secret_arn in the Terraform module, grant it)")
+                } else if e.is_missing() {
+                    format!("{e}: no such secret; create it with the PEM roots (aws secretsmanager create-secret --secret-string file://root.pem) or fix the ARN")
+                } else if e.is_transient() {
+                    format!("{e}: Lambda starts the function again on the next event")
+                } else {
+                    format!("{e}: store the PEM root certificates as the secret's text")
+                })
+            })?;
+            let pem = crate::config::trust_roots_from_secret_text(&text)
+                .map_err(|crate::failure::Refused(p)| problem(p))?;
+            config.notation_trust_roots = Some(pem);
+        }
+        Self::from_sdk(config, eks_sdk, clock)
+    }
+
     /// Builds the handler from the SDK configuration `main` loads once per container.
     pub fn from_sdk(
         config: Config,
@@ -141,6 +176,13 @@ impl Handler {
         let git = GitHosts::new(&config, eks_sdk, &region, secrets);
         let own_account = config.own_account.clone();
         let notation_trust = match &config.notation_trust_roots {
+            // The secret's roots are read by `start`; without them the gate would check ECR's
+            // status only, while the configuration asks for the signature verified.
+            None if config.notation_trust_roots_secret_arn.is_some() => {
+                return Err(StartError::TrustRoots(
+                    "NOTATION_TRUST_ROOTS_SECRET_ARN is set but its roots were not read: build the handler with Handler::start".into(),
+                ));
+            }
             None => None,
             Some(pem) => {
                 let text = String::from_utf8_lossy(pem);

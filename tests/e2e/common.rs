@@ -214,6 +214,30 @@ impl Scenario {
         handler_for(&self.standins, &all)
     }
 
+    /// The handler as the function's cold start makes it (`Handler::start`, which reads what
+    /// the configuration keeps in Secrets Manager), with the scenario's variables and `vars`.
+    pub async fn started(
+        &self,
+        vars: &[(&str, &str)],
+    ) -> Result<
+        argocd_ecr_updater::pipeline::handler::Handler,
+        argocd_ecr_updater::cluster::connect::StartError,
+    > {
+        let mut map: std::collections::HashMap<String, String> =
+            self.vars.iter().cloned().collect();
+        map.extend(vars.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        map.entry("CLUSTER_NAME".into())
+            .or_insert_with(|| self.standins.options.cluster_name.clone());
+        let config =
+            argocd_ecr_updater::config::Config::from_lookup(|k| map.get(k).cloned()).unwrap();
+        argocd_ecr_updater::pipeline::handler::Handler::start(
+            config,
+            &self.standins.sdk_config(),
+            Arc::new(SystemClock),
+        )
+        .await
+    }
+
     /// An environment variable for every run.
     pub fn var(mut self, name: &str, value: &str) -> Self {
         self.vars.push((name.to_string(), value.to_string()));

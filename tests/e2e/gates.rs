@@ -888,6 +888,110 @@ mod notation {
         assert_eq!(pages, 2, "61 signatures are two pages of 50");
     }
 
+    const ROOTS_SECRET: &str =
+        "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:notation-roots-AbCdEf";
+
+    /// Roots too large for Lambda's 4 KB of environment live in a secret, read once at cold
+    /// start: the same verification as the variable's.
+    #[tokio::test]
+    async fn roots_kept_in_a_secret_are_read_at_cold_start_and_verify_as_the_variables_would() {
+        let signer = Signer::new(|_| {}).unwrap();
+        let standins = seeded(&[SIGNING]).await;
+        standins
+            .aws
+            .set_signing("barun-dev-ecr", SEED_DIGEST, &[(PROFILE_ARN, "COMPLETE")]);
+        standins
+            .aws
+            .put_secret(ROOTS_SECRET, &signer.root_pem, true);
+        let envelope = signer.envelope(&Envelope::of(SEED_DIGEST, VERSION));
+        standins
+            .aws
+            .attach_notation_signature("barun-dev-ecr", SEED_DIGEST, envelope);
+        let handler = standins
+            .started(&[("NOTATION_TRUST_ROOTS_SECRET_ARN", ROOTS_SECRET)])
+            .await
+            .unwrap();
+        let report = handler
+            .handle(&event("push-date-tag.json"), None)
+            .await
+            .unwrap();
+        expect_decision(
+            only(&report),
+            Action::Updated,
+            "its Notation signature verifies",
+        );
+        assert_eq!(tag(&standins), PUSHED_TAG);
+        // Read once, at the cold start, not per invocation.
+        let reads = || {
+            standins
+                .shared
+                .requests()
+                .into_iter()
+                .filter(|r| r.operation == "GetSecretValue")
+                .count()
+        };
+        assert_eq!(reads(), 1);
+        handler
+            .handle(&event("push-date-tag.json"), None)
+            .await
+            .unwrap();
+        assert_eq!(reads(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_roots_secret_that_cannot_be_had_stops_the_cold_start_saying_what_to_do() {
+        let signer = Signer::new(|_| {}).unwrap();
+        let standins = seeded(&[SIGNING]).await;
+        let root = signer.root_pem.clone();
+        for (text, readable, says) in [
+            (None, true, "no such secret"),
+            (
+                Some(root.as_str()),
+                false,
+                "needs secretsmanager:GetSecretValue on it",
+            ),
+            (
+                Some("not a certificate"),
+                true,
+                "--secret-string file://root.pem",
+            ),
+        ] {
+            if let Some(text) = text {
+                standins.aws.put_secret(ROOTS_SECRET, text, readable);
+            }
+            let Err(e) = standins
+                .started(&[("NOTATION_TRUST_ROOTS_SECRET_ARN", ROOTS_SECRET)])
+                .await
+            else {
+                panic!("{says}: the cold start went on");
+            };
+            let message = e.to_string();
+            assert!(
+                message.starts_with(&format!(
+                    "NOTATION_TRUST_ROOTS_SECRET_ARN `{ROOTS_SECRET}`: "
+                )) && message.contains(says),
+                "{message}"
+            );
+        }
+        // The handler built without the cold start's read refuses, rather than gate on ECR's
+        // status alone.
+        standins.aws.put_secret(ROOTS_SECRET, &root, true);
+        let mut map = std::collections::HashMap::new();
+        map.insert("CLUSTER_NAME".to_string(), "barun-dev".to_string());
+        map.insert(
+            "NOTATION_TRUST_ROOTS_SECRET_ARN".to_string(),
+            ROOTS_SECRET.to_string(),
+        );
+        let config =
+            argocd_ecr_updater::config::Config::from_lookup(|k| map.get(k).cloned()).unwrap();
+        let refused = argocd_ecr_updater::pipeline::handler::Handler::from_sdk(
+            config,
+            &standins.sdk_config(),
+            std::sync::Arc::new(argocd_ecr_updater::cluster::eks_auth::SystemClock),
+        );
+        assert!(refused.is_err());
+    }
+
     #[tokio::test]
     async fn ecrs_complete_status_alone_is_not_enough_once_roots_are_trusted() {
         let trusted = Signer::new(|_| {}).unwrap();

@@ -266,10 +266,10 @@ fn every_resource_is_scoped_and_only_vpc_networking_and_the_registry_token_use_a
             // Exactly the secrets listed, and only behind the condition that some are.
             "secretsmanager" => {
                 assert!(conditional, "{sid} must sit behind its condition");
-                if sid == "ReadCosignKeys" {
-                    "CosignKeySecretArns"
-                } else {
-                    "GitCredentialsSecretArns"
+                match sid.as_str() {
+                    "ReadCosignKeys" => "CosignKeySecretArns",
+                    "ReadNotationTrustRoots" => "NotationTrustRootsSecretArn",
+                    _ => "GitCredentialsSecretArns",
                 }
             }
             // Exactly the repositories named, in this account.

@@ -483,6 +483,60 @@ fn only_the_function_and_the_stacks_rules_may_send_to_its_queues() {
     );
 }
 
+/// SQS lets any queue of the account and region name a queue as its dead-letter queue unless
+/// the queue's `RedriveAllowPolicy` says otherwise, and a redriven message is no `SendMessage`
+/// call: the queue policies' denies do not stop it, and it arrives with the queue's own ARN as
+/// its source. So every queue of the stack, a future one too, says which queues may redrive into
+/// it: exactly the stack's queues whose `RedrivePolicy` names it, or none (`denyAll`).
+#[test]
+fn every_queue_admits_redrives_from_exactly_the_stacks_queues_that_name_it() {
+    use argocd_ecr_updater_standins::cloudformation::physical_resources;
+    let Some(t) = transformed() else { return };
+    let mut evaluator = evaluator_for(&t, &[]);
+    let site = Site {
+        account: "123456789012".into(),
+        region: "ap-northeast-2".into(),
+        stack_name: "argocd-ecr-updater".into(),
+    };
+    evaluator.resources = physical_resources(
+        &t,
+        &evaluator,
+        &site,
+        "argocd-ecr-updater-Function-Q3N7X2",
+        "arn:aws:iam::123456789012:role/argocd-ecr-updater-role",
+    );
+    let queues = of_type(&t, "AWS::SQS::Queue");
+    assert!(queues.len() >= 3, "{queues:?}");
+    let arn = |logical: &str| evaluator.text(&json!({"Fn::GetAtt": [logical, "Arn"]}));
+    for (id, queue) in &queues {
+        let sources: BTreeSet<String> = queues
+            .iter()
+            .filter(|(_, q)| {
+                let target = &q["Properties"]["RedrivePolicy"]["deadLetterTargetArn"];
+                !target.is_null() && evaluator.text(target) == arn(id)
+            })
+            .map(|(source, _)| arn(source))
+            .collect();
+        let allow = evaluator.eval(&queue["Properties"]["RedriveAllowPolicy"]);
+        assert!(
+            allow.is_object(),
+            "{id} has no RedriveAllowPolicy: SQS's default, allowAll, lets any queue of the account redrive into it"
+        );
+        if sources.is_empty() {
+            assert_eq!(allow, json!({"redrivePermission": "denyAll"}), "{id}");
+        } else {
+            assert_eq!(allow["redrivePermission"], "byQueue", "{id}");
+            let allowed: BTreeSet<String> = allow["sourceQueueArns"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap().to_string())
+                .collect();
+            assert_eq!(allowed, sources, "{id}");
+        }
+    }
+}
+
 #[test]
 fn clusters_in_other_regions_are_described_by_arn_in_this_account_only() {
     let Some(t) = transformed() else { return };
@@ -940,5 +994,110 @@ fn a_private_cluster_deploy_puts_the_function_in_the_subnets_with_lambdas_networ
             .unwrap()
             .iter()
             .all(|a| a.as_str().unwrap().starts_with("ec2:"))
+    );
+}
+
+/// Lambda holds all of a function's environment variables to 4 KB together (their JSON, keys
+/// and values). A full configuration of the stack, measured as CloudFormation would set it,
+/// with AWS Signer's real Notation root (`tests/fixtures/aws-signer-notation-root.pem`, DER
+/// SHA-256 90a87d05…473f, ECDSA P-384) and a private endpoint's CA shaped as EKS makes them
+/// (RSA-2048): inline, the roots take the function over the limit; in
+/// `NotationTrustRootsSecretArn`, a kilobyte stays free. `plan.tftest.hcl` measures the
+/// Terraform module's the same way.
+#[test]
+fn a_full_configuration_fits_lambdas_environment_only_with_the_roots_in_a_secret() {
+    use argocd_ecr_updater_standins::cloudformation::physical_resources;
+    use base64::Engine;
+    let Some(t) = transformed() else { return };
+    let fixture = |name: &str| {
+        std::fs::read(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures")
+                .join(name),
+        )
+        .unwrap()
+    };
+    let base64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+    let root = base64(&fixture("aws-signer-notation-root.pem"));
+    let ca = base64(&fixture("eks-cluster-ca.pem"));
+    assert_eq!((root.len(), ca.len()), (1168, 1500));
+    let size = |roots: (&str, Value)| -> usize {
+        let given = [
+            ("ClusterName", json!("platform-prod-apne2")),
+            ("EcrRepositoryNames", json!(["payments-api", "search-api"])),
+            (
+                "ArgoCdNamespaces",
+                json!("argocd,team-payments,team-search"),
+            ),
+            (
+                "ApplicationLabelSelector",
+                json!("argocd-ecr-updater.io/enabled=true,env in (prod,staging)"),
+            ),
+            (
+                "KubeApiEndpoint",
+                json!(
+                    "https://0F4A2C9E7B1D3F5A8C6E0B2D4F6A8C0E.gr7.ap-northeast-2.eks.amazonaws.com"
+                ),
+            ),
+            ("KubeCaData", json!(ca)),
+            (
+                "NotificationTopicArn",
+                json!("arn:aws:sns:ap-northeast-2:768157413559:argocd-ecr-updater-reports"),
+            ),
+            (
+                "GitCredentialsSecretArns",
+                json!([
+                    "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:argocd-ecr-updater/github-app-AbCdEf",
+                    "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:argocd-ecr-updater/gitlab-token-GhIjKl"
+                ]),
+            ),
+            ("GitLabHosts", json!("gitlab.example.com")),
+            (
+                "RolloutMetricApplications",
+                json!("argocd/payments-api,argocd/search-api"),
+            ),
+            roots,
+        ];
+        let mut evaluator = evaluator_for(&t, &given);
+        let site = Site {
+            account: "768157413559".into(),
+            region: "ap-northeast-2".into(),
+            stack_name: "argocd-ecr-updater".into(),
+        };
+        evaluator.resources = physical_resources(
+            &t,
+            &evaluator,
+            &site,
+            "argocd-ecr-updater-Function-Q3N7X2",
+            "arn:aws:iam::768157413559:role/argocd-ecr-updater-role",
+        );
+        let variables =
+            evaluator.eval(&t["Resources"]["Function"]["Properties"]["Environment"]["Variables"]);
+        let variables = variables.as_object().unwrap();
+        // Every value a string, as Lambda takes them (a parameter's number is a string too).
+        assert!(variables.values().all(Value::is_string), "{variables:?}");
+        assert!(
+            variables["SWEEP_QUEUE_URL"]
+                .as_str()
+                .unwrap()
+                .ends_with(&evaluator.text(&json!({"Fn::GetAtt": ["SweepQueue", "QueueName"]}))),
+        );
+        serde_json::to_string(variables).unwrap().len()
+    };
+    const LIMIT: usize = 4096;
+    let inline = size(("NotationTrustRoots", json!(root)));
+    assert!(
+        inline > LIMIT,
+        "the roots inline fit after all: {inline} bytes"
+    );
+    let secret = size((
+        "NotationTrustRootsSecretArn",
+        json!(
+            "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:argocd-ecr-updater/notation-roots-MnOpQr"
+        ),
+    ));
+    assert!(
+        secret <= LIMIT - 1000,
+        "{secret} bytes: no kilobyte left of {LIMIT}"
     );
 }

@@ -324,6 +324,12 @@ fn the_module_grants_the_templates_statements_sid_for_sid() {
                     "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:cosign-pub-AbCdEf"
                 ]),
             ),
+            (
+                "NotationTrustRootsSecretArn",
+                json!(
+                    "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:notation-roots-AbCdEf"
+                ),
+            ),
             ("CodeCommitRepositories", json!(["invitation"])),
             ("SubnetIds", json!(["subnet-0123456789abcdef0"])),
             ("SecurityGroupIds", json!(["sg-0123456789abcdef0"])),
@@ -530,6 +536,87 @@ fn the_modules_sweep_queue_and_its_mapping_match_the_templates() {
         json!({"Fn::GetAtt": ["SweepQueue", "Arn"]})
     );
     assert_eq!(module_env["SWEEP_QUEUE_ARN"], "${aws_sqs_queue.sweep.arn}");
+}
+
+/// SQS lets any queue of the account and region name a queue as its dead-letter queue unless
+/// the queue's redrive allow policy says otherwise, and a redriven message passes the queue
+/// policies' denies on `SendMessage`. Every `aws_sqs_queue` of the module, a future one too,
+/// has one (inline or its own `aws_sqs_queue_redrive_allow_policy`): `byQueue` naming exactly
+/// the module's queues whose `redrive_policy` names it, else `denyAll`; and the module's queues
+/// are the template's, permission for permission.
+#[test]
+fn every_module_queue_admits_redrives_from_exactly_the_modules_queues_that_name_it() {
+    let Some(files) = parsed("deploy/terraform") else {
+        return;
+    };
+    let all = blocks(&files);
+    let queues: Vec<&(String, String, Value)> = all
+        .iter()
+        .filter(|(kind, _, _)| kind == "aws_sqs_queue")
+        .collect();
+    assert!(queues.len() >= 3, "{queues:?}");
+    let text = |v: &Value| v[0].as_str().map(str::to_string);
+    // The queues an expression names by ARN: `${aws_sqs_queue.<label>.arn}`.
+    let named_arns = |expression: &str| -> BTreeSet<String> {
+        expression
+            .split("aws_sqs_queue.")
+            .skip(1)
+            .filter_map(|rest| rest.split_once(".arn").map(|(label, _)| label.to_string()))
+            .collect()
+    };
+    let mut permissions = Vec::new();
+    for (_, label, body) in &queues {
+        let mut policies: Vec<String> = all
+            .iter()
+            .filter(|(kind, _, b)| {
+                kind == "aws_sqs_queue_redrive_allow_policy"
+                    && [".id}", ".url}"].iter().any(|end| {
+                        text(&b["queue_url"]) == Some(format!("${{aws_sqs_queue.{label}{end}"))
+                    })
+            })
+            .filter_map(|(_, _, b)| text(&b["redrive_allow_policy"]))
+            .collect();
+        policies.extend(text(&body["redrive_allow_policy"]));
+        assert_eq!(
+            policies.len(),
+            1,
+            "aws_sqs_queue.{label} needs exactly one redrive allow policy: SQS's default, allowAll, lets any queue of the account redrive into it ({policies:?})"
+        );
+        let policy = &policies[0];
+        let sources: BTreeSet<String> = queues
+            .iter()
+            .filter(|(_, _, q)| {
+                text(&q["redrive_policy"]).is_some_and(|r| named_arns(&r).contains(label))
+            })
+            .map(|(_, source, _)| source.clone())
+            .collect();
+        if sources.is_empty() {
+            assert_eq!(
+                policy, "${jsonencode({'redrivePermission': 'denyAll'})}",
+                "aws_sqs_queue.{label}"
+            );
+            permissions.push("denyAll");
+        } else {
+            assert!(
+                policy.contains("'redrivePermission': 'byQueue'"),
+                "aws_sqs_queue.{label}: {policy}"
+            );
+            assert_eq!(named_arns(policy), sources, "aws_sqs_queue.{label}");
+            permissions.push("byQueue");
+        }
+    }
+    let Some(t) = transformed() else { return };
+    let mut template_permissions: Vec<&str> = of_type(&t, "AWS::SQS::Queue")
+        .iter()
+        .map(|(_, q)| {
+            q["Properties"]["RedriveAllowPolicy"]["redrivePermission"]
+                .as_str()
+                .unwrap_or("allowAll")
+        })
+        .collect();
+    template_permissions.sort_unstable();
+    permissions.sort_unstable();
+    assert_eq!(permissions, template_permissions, "the template's queues");
 }
 
 /// Lambda checks at creation that the role may do what the function, its event source

@@ -1,4 +1,5 @@
-//! The sweep's fan-out: an event source mapping reads the sweep queue into the function,
+//! The sweep's fan-out: the sweep queue admits redrives from no queue (its messages are
+//! trusted as the function's own), an event source mapping reads it into the function,
 //! enabled, processing without a problem, and with room to run: `MaximumConcurrency` below
 //! the function's reserved concurrency (else pushes wait behind shards), or within the
 //! account's unreserved concurrency.
@@ -24,6 +25,9 @@ pub(super) async fn sweep(
         );
         return;
     };
+    if let Some(url) = &config.sweep.queue_url {
+        redrive_allowed(clients, url, list).await;
+    }
     // By name: AWS takes a name or an ARN here, and moto only a name.
     let mappings = clients
         .lambda
@@ -119,6 +123,66 @@ pub(super) async fn sweep(
             "aws lambda get-account-settings --query AccountLimit.UnreservedConcurrentExecutions"
                 .into(),
         ),
+    }
+}
+
+/// The sweep queue's redrive allow policy, which must be `denyAll`: SQS's default lets any
+/// queue of the account and region name it as a dead-letter queue, and what such a queue
+/// redrives here is no `SendMessage` call (the queue policy's deny does not stop it) and comes
+/// with the sweep queue's own ARN, which the function trusts as a shard or a rollout check.
+async fn redrive_allowed(clients: &Clients, url: &str, list: &mut Checklist) {
+    use aws_sdk_sqs::types::QueueAttributeName;
+    let read = clients
+        .sqs
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(QueueAttributeName::RedriveAllowPolicy)
+        .send()
+        .await;
+    match read {
+        Ok(out) => {
+            let policy = out
+                .attributes()
+                .and_then(|a| a.get(&QueueAttributeName::RedriveAllowPolicy))
+                .map(String::as_str);
+            match redrive_verdict(policy, url) {
+                Ok(detail) => list.add(AREA, "sweep queue redrive", Ok(detail)),
+                Err((risk, fix)) => list.warn(AREA, "sweep queue redrive", risk, fix),
+            }
+        }
+        Err(e) => list.add(
+            AREA,
+            "sweep queue redrive",
+            Err(failed_call(
+                "GetQueueAttributes",
+                "sqs:GetQueueAttributes",
+                &describe(&e),
+            )),
+        ),
+    }
+}
+
+/// `denyAll` passes; anything else (no policy is SQS's `allowAll`) is a risk, with the call
+/// that removes it.
+fn redrive_verdict(policy: Option<&str>, url: &str) -> Result<String, Failure> {
+    let permission = policy
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(text).ok())
+        .and_then(|p| p["redrivePermission"].as_str().map(str::to_string));
+    let fix = format!(
+        "aws sqs set-queue-attributes --queue-url {url} --attributes '{{\"RedriveAllowPolicy\":\"{{\\\"redrivePermission\\\":\\\"denyAll\\\"}}\"}}' (the template and the Terraform module set it: a deploy of the current version puts it back)"
+    );
+    match permission.as_deref() {
+        Some("denyAll") => Ok("no queue may redrive into it (denyAll)".into()),
+        Some(other) => Err((
+            format!(
+                "its redrive allow policy is {other}: a queue it admits can redrive messages into it past the queue policy, and the function trusts them as shards and rollout checks"
+            ),
+            fix,
+        )),
+        None => Err((
+            "it has no redrive allow policy, so SQS allows every queue of the account and region to redrive into it: such messages pass the queue policy, and the function trusts them as shards and rollout checks".into(),
+            fix,
+        )),
     }
 }
 
@@ -222,6 +286,32 @@ mod tests {
             fix,
             "aws lambda update-event-source-mapping --uuid u-1 --enabled"
         );
+    }
+
+    #[test]
+    fn only_a_sweep_queue_that_admits_no_redrive_passes() {
+        let url = "https://sqs.ap-northeast-2.amazonaws.com/123456789012/q";
+        assert!(redrive_verdict(Some(r#"{"redrivePermission":"denyAll"}"#), url).is_ok());
+        for policy in [
+            None,
+            Some(r#"{"redrivePermission":"allowAll"}"#),
+            Some(
+                r#"{"redrivePermission":"byQueue","sourceQueueArns":["arn:aws:sqs:ap-northeast-2:123456789012:other"]}"#,
+            ),
+            Some("not json"),
+        ] {
+            let (_, fix) = redrive_verdict(policy, url).unwrap_err();
+            assert!(
+                fix.starts_with(&format!("aws sqs set-queue-attributes --queue-url {url} ")),
+                "{fix}"
+            );
+            // The attribute value is JSON text inside JSON: what the shell hands the CLI parses.
+            let attributes = fix.split('\'').nth(1).unwrap();
+            let outer: serde_json::Value = serde_json::from_str(attributes).unwrap();
+            let inner: serde_json::Value =
+                serde_json::from_str(outer["RedriveAllowPolicy"].as_str().unwrap()).unwrap();
+            assert_eq!(inner, serde_json::json!({"redrivePermission": "denyAll"}));
+        }
     }
 
     #[test]

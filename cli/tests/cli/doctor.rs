@@ -971,6 +971,47 @@ async fn the_sweep_queue_is_read_into_the_function_with_room_left_for_pushes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_queue_other_queues_may_redrive_into_warns_with_the_call_that_denies_them() {
+    // As deployed, the template's denyAll passes.
+    let standins = deployed().await;
+    let (ok, checks) = doctor(&standins);
+    assert!(ok, "{checks:#?}");
+    let line = named(&checks, "sweep queue redrive");
+    assert_eq!(line["status"], "ok", "{line:#}");
+    // Without the policy (SQS's default, allowAll): a warning, not a failure, with the fix.
+    let queue = standins.aws.deployed().environment["SWEEP_QUEUE_ARN"].clone();
+    standins.aws.deployment(|d| {
+        assert!(d.redrive_allow_policies.remove(&queue).is_some());
+    });
+    let (ok, checks) = doctor(&standins);
+    assert!(ok, "a warning does not fail the run: {checks:#?}");
+    let line = named(&checks, "sweep queue redrive");
+    assert_eq!(line["status"], "warn", "{line:#}");
+    assert!(
+        detail(line).contains("no redrive allow policy")
+            && detail(line).contains("trusts them as shards"),
+        "{line:#}"
+    );
+    let url = &standins.aws.deployed().environment["SWEEP_QUEUE_URL"];
+    assert!(
+        fix(line).starts_with(&format!("aws sqs set-queue-attributes --queue-url {url} "))
+            && fix(line).contains("denyAll"),
+        "{line:#}"
+    );
+    // Admitting some queue is the same risk.
+    standins.aws.deployment(|d| {
+        d.redrive_allow_policies.insert(
+            queue.clone(),
+            serde_json::json!({"redrivePermission": "byQueue", "sourceQueueArns": ["arn:aws:sqs:ap-northeast-2:123456789012:other"]}),
+        );
+    });
+    let (_, checks) = doctor(&standins);
+    let line = named(&checks, "sweep queue redrive");
+    assert_eq!(line["status"], "warn", "{line:#}");
+    assert!(detail(line).contains("is byQueue"), "{line:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_disabled_sweep_mapping_fails_with_the_command_that_enables_it() {
     let failed = failing(
         |d| d.event_source_mappings[0].state = "Disabled".into(),

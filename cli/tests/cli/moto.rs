@@ -8,7 +8,8 @@
 //! asserted here, so a moto that closes it shows up: EKS access entries are not implemented
 //! (DescribeAccessEntry answers 404 "Not yet implemented"); DescribeCluster drops
 //! `accessConfig` and hands out random text as the CA; a function's `State` is always
-//! `Active`; ECR ignores paging; no call can be refused to the caller.
+//! `Active`; ECR ignores paging; SQS stores a queue's `RedriveAllowPolicy` but refuses to
+//! return it (`InvalidAttributeName`); no call can be refused to the caller.
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
@@ -191,8 +192,8 @@ fn named<'c>(checks: &'c [Value], name: &str) -> &'c Value {
 }
 
 /// Where moto differs from AWS, the checks that fail on moto's healthy deployment: its CA
-/// data is random text.
-const MOTO_GAPS: [&str; 1] = ["barun-dev endpoint and CA"];
+/// data is random text, and it does not return the sweep queue's redrive allow policy.
+const MOTO_GAPS: [&str; 2] = ["barun-dev endpoint and CA", "sweep queue redrive"];
 
 /// One broken deployment: what it changes, and the checks that must fail beyond moto's gaps.
 struct Case {
@@ -404,6 +405,16 @@ fn doctor_against_moto_finds_each_break_of_the_deployment_the_template_makes() {
     assert!(
         ca["detail"].as_str().unwrap().contains("does not decode"),
         "{ca:#}"
+    );
+    // moto refuses to return RedriveAllowPolicy: the check says so as the call failing, not
+    // as the policy missing.
+    let redrive = named(&checks, "sweep queue redrive");
+    assert!(
+        redrive["detail"]
+            .as_str()
+            .unwrap()
+            .contains("Unknown Attribute RedriveAllowPolicy"),
+        "{redrive:#}"
     );
     for rule in &rules {
         for line in [

@@ -142,6 +142,22 @@ run "names_only" {
     error_message = "only the sweep queue redrives into the shards' dead-letter queue"
   }
   assert {
+    condition     = jsondecode(aws_sqs_queue_redrive_allow_policy.sweep.redrive_allow_policy) == { redrivePermission = "denyAll" }
+    error_message = "no queue redrives into the sweep queue: its messages would be trusted as shards and checks"
+  }
+  assert {
+    # Each queue of the module (tests/e2e/terraform.rs finds every aws_sqs_queue block, so a
+    # new queue cannot be left out) has its own redrive allow policy: SQS's default allows
+    # every queue of the account and region to redrive into it.
+    condition = {
+      for name, queue in { dead_letters = aws_sqs_queue.dead_letters, sweep = aws_sqs_queue.sweep, sweep_dead_letters = aws_sqs_queue.sweep_dead_letters } :
+      name => [for p in [aws_sqs_queue_redrive_allow_policy.dead_letters, aws_sqs_queue_redrive_allow_policy.sweep, aws_sqs_queue_redrive_allow_policy.sweep_dead_letters] : jsondecode(p.redrive_allow_policy).redrivePermission if p.queue_url == queue.id]
+      } == {
+      dead_letters = ["denyAll"], sweep = ["denyAll"], sweep_dead_letters = ["byQueue"]
+    }
+    error_message = "every queue says which queues may redrive into it"
+  }
+  assert {
     condition     = length(aws_cloudwatch_metric_alarm.alarm) == 9 && length(aws_cloudwatch_metric_alarm.rules) == 2 && length(aws_cloudwatch_metric_alarm.sweeps_stopped) == 1 && alltrue([for a in concat(values(aws_cloudwatch_metric_alarm.alarm), values(aws_cloudwatch_metric_alarm.rules), aws_cloudwatch_metric_alarm.sweeps_stopped) : length(coalesce(a.alarm_actions, [])) == 0 && length(coalesce(a.ok_actions, [])) == 0])
     error_message = "the template's twelve alarms, paging nobody without alarm_topic_arn"
   }
@@ -401,23 +417,87 @@ run "the_role_is_the_templates_with_names" {
 run "the_role_is_the_templates_with_every_option" {
   command = plan
   variables {
-    ecr_repository_names        = []
-    ecr_repository_prefix       = "team/"
-    registry_accounts           = ["210987654321"]
-    additional_cluster_names    = ["staging"]
-    cluster_arns                = ["arn:aws:eks:eu-west-1:768157413559:cluster/prod-eu"]
-    cluster_role_arns           = ["arn:aws:iam::123456789012:role/argocd-ecr-updater-access"]
-    scan_events                 = true
-    signature_referrers         = true
-    notification_topic_arn      = "arn:aws:sns:ap-northeast-2:768157413559:argocd-reports"
-    git_credentials_secret_arns = ["arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:argocd-ecr-updater/github-AbCdEf"]
-    cosign_key_secret_arns      = ["arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:cosign-pub-AbCdEf"]
-    code_commit_repositories    = ["invitation"]
-    subnet_ids                  = ["subnet-0123456789abcdef0"]
-    security_group_ids          = ["sg-0123456789abcdef0"]
+    ecr_repository_names            = []
+    ecr_repository_prefix           = "team/"
+    registry_accounts               = ["210987654321"]
+    additional_cluster_names        = ["staging"]
+    cluster_arns                    = ["arn:aws:eks:eu-west-1:768157413559:cluster/prod-eu"]
+    cluster_role_arns               = ["arn:aws:iam::123456789012:role/argocd-ecr-updater-access"]
+    scan_events                     = true
+    signature_referrers             = true
+    notification_topic_arn          = "arn:aws:sns:ap-northeast-2:768157413559:argocd-reports"
+    git_credentials_secret_arns     = ["arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:argocd-ecr-updater/github-AbCdEf"]
+    cosign_key_secret_arns          = ["arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:cosign-pub-AbCdEf"]
+    notation_trust_roots_secret_arn = "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:notation-roots-AbCdEf"
+    code_commit_repositories        = ["invitation"]
+    subnet_ids                      = ["subnet-0123456789abcdef0"]
+    security_group_ids              = ["sg-0123456789abcdef0"]
   }
   assert {
     condition     = jsondecode(aws_iam_role_policy.function.policy).Statement == jsondecode(file("tests/expected/role-every-option.json")).Statement
     error_message = "the role differs from tests/expected/role-every-option.json"
   }
+}
+
+# Lambda holds all of a function's environment variables to 4 KB together (their JSON, keys
+# and values). A full configuration measured with real values: AWS Signer's Notation root
+# (tests/fixtures/aws-signer-notation-root.pem, DER SHA-256 90a87d05…473f, an ECDSA P-384
+# certificate: 1,168 characters of base64) and a private endpoint's CA shaped as EKS makes
+# them (RSA-2048: 1,500 characters). Inline, the roots leave too little room for anything
+# more (a second root, a longer selector); in a secret, a kilobyte stays free.
+run "a_full_configuration_with_the_roots_inline_is_at_lambdas_environment_limit" {
+  command = plan
+  variables {
+    cluster_name                = "platform-prod-apne2"
+    argocd_namespaces           = "argocd,team-payments,team-search"
+    application_label_selector  = "argocd-ecr-updater.io/enabled=true,env in (prod,staging)"
+    kube_api_endpoint           = "https://0F4A2C9E7B1D3F5A8C6E0B2D4F6A8C0E.gr7.ap-northeast-2.eks.amazonaws.com"
+    kube_ca_data                = filebase64("../../tests/fixtures/eks-cluster-ca.pem")
+    notification_topic_arn      = "arn:aws:sns:ap-northeast-2:768157413559:argocd-ecr-updater-reports"
+    git_credentials_secret_arns = ["arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:argocd-ecr-updater/github-app-AbCdEf", "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:argocd-ecr-updater/gitlab-token-GhIjKl"]
+    gitlab_hosts                = "gitlab.example.com"
+    rollout_metric_applications = ["argocd/payments-api", "argocd/search-api"]
+    notation_trust_roots        = filebase64("../../tests/fixtures/aws-signer-notation-root.pem")
+  }
+  assert {
+    condition     = length(aws_lambda_function.function.environment[0].variables["NOTATION_TRUST_ROOTS"]) == 1168 && length(aws_lambda_function.function.environment[0].variables["KUBE_CA_DATA"]) == 1500
+    error_message = "the real AWS Signer root and an EKS-shaped CA"
+  }
+  assert {
+    condition     = length(jsonencode(aws_lambda_function.function.environment[0].variables)) > 4096 - 100
+    error_message = "the roots inline leave room after all: ${nonsensitive(length(jsonencode(aws_lambda_function.function.environment[0].variables)))} bytes of 4096"
+  }
+}
+
+run "a_full_configuration_with_the_roots_in_a_secret_leaves_a_kilobyte" {
+  command = plan
+  variables {
+    cluster_name                    = "platform-prod-apne2"
+    argocd_namespaces               = "argocd,team-payments,team-search"
+    application_label_selector      = "argocd-ecr-updater.io/enabled=true,env in (prod,staging)"
+    kube_api_endpoint               = "https://0F4A2C9E7B1D3F5A8C6E0B2D4F6A8C0E.gr7.ap-northeast-2.eks.amazonaws.com"
+    kube_ca_data                    = filebase64("../../tests/fixtures/eks-cluster-ca.pem")
+    notification_topic_arn          = "arn:aws:sns:ap-northeast-2:768157413559:argocd-ecr-updater-reports"
+    git_credentials_secret_arns     = ["arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:argocd-ecr-updater/github-app-AbCdEf", "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:argocd-ecr-updater/gitlab-token-GhIjKl"]
+    gitlab_hosts                    = "gitlab.example.com"
+    rollout_metric_applications     = ["argocd/payments-api", "argocd/search-api"]
+    notation_trust_roots_secret_arn = "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:argocd-ecr-updater/notation-roots-MnOpQr"
+  }
+  assert {
+    condition     = length(jsonencode(aws_lambda_function.function.environment[0].variables)) <= 4096 - 1000
+    error_message = "over Lambda's 4 KB less a kilobyte: ${nonsensitive(length(jsonencode(aws_lambda_function.function.environment[0].variables)))} bytes"
+  }
+  assert {
+    condition     = one([for s in jsondecode(aws_iam_role_policy.function.policy).Statement : s if s.Sid == "ReadNotationTrustRoots"]).Resource == "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:argocd-ecr-updater/notation-roots-MnOpQr"
+    error_message = "the role reads exactly the roots' secret"
+  }
+}
+
+run "the_roots_inline_and_in_a_secret_are_refused" {
+  command = plan
+  variables {
+    notation_trust_roots            = filebase64("../../tests/fixtures/aws-signer-notation-root.pem")
+    notation_trust_roots_secret_arn = "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:notation-roots-AbCdEf"
+  }
+  expect_failures = [var.notation_trust_roots_secret_arn]
 }

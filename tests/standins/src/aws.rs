@@ -1451,7 +1451,8 @@ fn queue_url(state: &AwsState, request: &Value) -> Response {
     }
 }
 
-/// SQS's `GetQueueAttributes` for the counts: visible, and received but not yet deleted.
+/// SQS's `GetQueueAttributes`: the counts (visible, and received but not yet deleted), the
+/// queue policy and the redrive allow policy.
 fn queue_attributes(state: &AwsState, request: &Value) -> Response {
     let url = request["QueueUrl"].as_str().unwrap_or_default();
     let queues = lock(&state.queues);
@@ -1461,11 +1462,16 @@ fn queue_attributes(state: &AwsState, request: &Value) -> Response {
     let now = state.queue_now();
     let visible = messages.iter().filter(|m| m.visible(now)).count();
     let name = url.rsplit('/').next().unwrap_or_default();
-    let policy = lock(&state.deployment)
-        .queue_policies
-        .iter()
-        .find(|(arn, _)| arn.ends_with(&format!(":{name}")))
-        .map(|(_, policy)| policy.to_string());
+    let deployment = lock(&state.deployment);
+    let of_this_queue = |policies: &BTreeMap<String, Value>| {
+        policies
+            .iter()
+            .find(|(arn, _)| arn.ends_with(&format!(":{name}")))
+            .map(|(_, policy)| policy.to_string())
+    };
+    let policy = of_this_queue(&deployment.queue_policies);
+    let redrive_allow = of_this_queue(&deployment.redrive_allow_policies);
+    drop(deployment);
     let mut attributes = json!({
         "ApproximateNumberOfMessages": visible.to_string(),
         "ApproximateNumberOfMessagesNotVisible": (messages.len() - visible).to_string(),
@@ -1474,6 +1480,9 @@ fn queue_attributes(state: &AwsState, request: &Value) -> Response {
     });
     if let Some(policy) = policy {
         attributes["Policy"] = Value::String(policy);
+    }
+    if let Some(policy) = redrive_allow {
+        attributes["RedriveAllowPolicy"] = Value::String(policy);
     }
     let wanted: Vec<&str> = request["AttributeNames"]
         .as_array()

@@ -44,6 +44,9 @@ pub struct Deployment {
     pub queues: Vec<String>,
     /// The stack's queue policies, by queue ARN (`GetQueueAttributes`' `Policy`).
     pub queue_policies: BTreeMap<String, Value>,
+    /// The queues' redrive allow policies, by queue ARN (`RedriveAllowPolicy`); a queue
+    /// without one has SQS's default, `allowAll`.
+    pub redrive_allow_policies: BTreeMap<String, Value>,
     /// Where Lambda sends an event that failed its retries: a queue, topic, function or
     /// event bus ARN.
     pub on_failure: Option<String>,
@@ -562,6 +565,14 @@ impl Deployment {
             .filter(|(logical, _)| made(logical))
             .map(|(logical, _)| arn_of(logical))
             .collect();
+        let redrive_allow_policies: BTreeMap<String, Value> = of_type(template, "AWS::SQS::Queue")
+            .into_iter()
+            .filter(|(logical, _)| made(logical))
+            .filter_map(|(logical, queue)| {
+                let policy = evaluator.eval(&queue["Properties"]["RedriveAllowPolicy"]);
+                policy.is_object().then(|| (arn_of(logical), policy))
+            })
+            .collect();
         let mut queue_policies = BTreeMap::new();
         for (logical, policy) in of_type(template, "AWS::SQS::QueuePolicy") {
             if !made(logical) {
@@ -599,6 +610,7 @@ impl Deployment {
             dead_letter_queue: arn_of("DeadLetterQueue"),
             queues,
             queue_policies,
+            redrive_allow_policies,
             on_failure,
             rules,
             permissions,
