@@ -1,7 +1,8 @@
 //! Notation signatures made by ECR managed signing (AWS Signer), verified in Rust: the COSE
 //! envelope's signature by its leaf certificate, the chain up to a root the operator trusts
-//! at the signature's authentic signing time, the signed payload naming exactly the image's
-//! digest, and the signing profile in the envelope's critical attributes (pure).
+//! at the signature's authentic signing time (RFC 5280 path validation by webpki, under
+//! Notation's algorithm policy), the signed payload naming exactly the image's digest, and the
+//! signing profile in the envelope's critical attributes (pure).
 //!
 //! The envelope is Notation's COSE_Sign1 (`application/cose`, the Notary Project's
 //! signature envelope specification): protected headers `alg`, `crit`, content type
@@ -17,6 +18,7 @@ use coset::{
     CborSerializable, CoseSign1, Label, RegisteredLabel, RegisteredLabelWithPrivate,
     TaggedCborSerializable, iana,
 };
+use rustls_pki_types::{CertificateDer, SignatureVerificationAlgorithm, TrustAnchor, UnixTime};
 use time::OffsetDateTime;
 use x509_parser::certificate::X509Certificate;
 use x509_parser::prelude::FromDer;
@@ -83,7 +85,7 @@ pub struct TrustStore {
 }
 
 impl TrustStore {
-    /// One or more PEM certificates. Each must be a CA certificate.
+    /// One or more PEM certificates. Each must be a CA certificate with a key Notation accepts.
     pub fn from_pem(text: &str) -> Result<Self, NotationError> {
         let mut roots = Vec::new();
         for pem in x509_parser::pem::Pem::iter_from_buffer(text.as_bytes()) {
@@ -103,6 +105,12 @@ impl TrustStore {
                     cert.subject()
                 )));
             }
+            // A root's key is held to Notation's policy here: path validation would only say
+            // that some signature does not verify.
+            key_within_policy(&cert).map_err(|e| match e {
+                NotationError::Untrusted(why) => NotationError::TrustStore(why),
+                other => other,
+            })?;
             roots.push(pem.contents);
         }
         if roots.is_empty() {
@@ -325,23 +333,80 @@ fn is_ca(cert: &X509Certificate<'_>) -> bool {
     matches!(cert.basic_constraints(), Ok(Some(bc)) if bc.value.ca)
 }
 
-/// Each certificate issued by the next and valid at `at`, the last issued by (or being) a
-/// root of `store`; no critical extension this verifier does not know. The root's subject.
+/// Notation's algorithm policy for the signatures in a certificate chain (the signature
+/// specification's algorithm selection and certificate requirements): ECDSA on P-256, P-384
+/// and P-521 with SHA-256, SHA-384 or SHA-512; RSA PKCS#1 v1.5 and RSASSA-PSS with SHA-256,
+/// SHA-384 or SHA-512 by keys of 2048 bits or more. Nothing with SHA-1, no Ed25519.
+static CHAIN_ALGORITHMS: &[&dyn SignatureVerificationAlgorithm] = &[
+    webpki::aws_lc_rs::ECDSA_P256_SHA256,
+    webpki::aws_lc_rs::ECDSA_P256_SHA384,
+    webpki::aws_lc_rs::ECDSA_P256_SHA512,
+    webpki::aws_lc_rs::ECDSA_P384_SHA256,
+    webpki::aws_lc_rs::ECDSA_P384_SHA384,
+    webpki::aws_lc_rs::ECDSA_P384_SHA512,
+    webpki::aws_lc_rs::ECDSA_P521_SHA256,
+    webpki::aws_lc_rs::ECDSA_P521_SHA384,
+    webpki::aws_lc_rs::ECDSA_P521_SHA512,
+    webpki::aws_lc_rs::RSA_PKCS1_2048_8192_SHA256,
+    webpki::aws_lc_rs::RSA_PKCS1_2048_8192_SHA384,
+    webpki::aws_lc_rs::RSA_PKCS1_2048_8192_SHA512,
+    // The same signatures, their AlgorithmIdentifier written without its NULL parameters.
+    webpki::aws_lc_rs::RSA_PKCS1_2048_8192_SHA256_ABSENT_PARAMS,
+    webpki::aws_lc_rs::RSA_PKCS1_2048_8192_SHA384_ABSENT_PARAMS,
+    webpki::aws_lc_rs::RSA_PKCS1_2048_8192_SHA512_ABSENT_PARAMS,
+    webpki::aws_lc_rs::RSA_PSS_2048_8192_SHA256_LEGACY_KEY,
+    webpki::aws_lc_rs::RSA_PSS_2048_8192_SHA384_LEGACY_KEY,
+    webpki::aws_lc_rs::RSA_PSS_2048_8192_SHA512_LEGACY_KEY,
+];
+/// The certificate signature algorithms of the policy, by OID, so a certificate outside it is
+/// named before path building (which would only say that some signature is unsupported):
+/// sha256/384/512WithRSAEncryption, RSASSA-PSS (its hash is held to the policy by webpki),
+/// ecdsa-with-SHA256/384/512.
+const SIGNATURE_OIDS: [&str; 7] = [
+    "1.2.840.113549.1.1.11",
+    "1.2.840.113549.1.1.12",
+    "1.2.840.113549.1.1.13",
+    "1.2.840.113549.1.1.10",
+    "1.2.840.10045.4.3.2",
+    "1.2.840.10045.4.3.3",
+    "1.2.840.10045.4.3.4",
+];
+/// Signature algorithms hashing with SHA-1: sha1WithRSAEncryption (PKCS#1 and OIW),
+/// ecdsa-with-SHA1, dsa-with-sha1.
+const SHA1_SIGNATURE_OIDS: [&str; 4] = [
+    "1.2.840.113549.1.1.5",
+    "1.3.14.3.2.29",
+    "1.2.840.10045.4.1",
+    "1.2.840.10040.4.3",
+];
+/// `id-kp-codeSigning`, DER contents of the OID, for webpki's extended key usage check.
+const CODE_SIGNING_DER: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x03];
+/// Notation's least RSA key.
+const MIN_RSA_BITS: usize = 2048;
+
+/// The path from the leaf through the envelope's CAs to a root of `store`, validated at the
+/// authentic signing time `at` by webpki (RFC 5280: signatures under Notation's algorithm
+/// policy, validity, basicConstraints and pathLenConstraint, name constraints, the leaf's
+/// extended key usage, unknown critical extensions), and what webpki leaves to its caller:
+/// each key within the policy, each CA's keyUsage allowing keyCertSign, the root's own validity,
+/// and the envelope's chain being that path in order. The root's subject.
 fn verify_chain(
     chain: &[X509Certificate<'_>],
     store: &TrustStore,
     at: OffsetDateTime,
 ) -> Result<String, NotationError> {
-    let untrusted = |why: String| NotationError::Untrusted(why);
+    let untrusted = NotationError::Untrusted;
     let when = ASN1Time::from_timestamp(at.unix_timestamp())
         .map_err(|e| untrusted(format!("signing time out of range: {e}")))?;
+    let (leaf, above) = chain
+        .split_first()
+        .ok_or_else(|| untrusted("no certificate".into()))?;
+    // Keys first: a weak key is the cause of whatever it signed.
     for cert in chain {
-        if !cert.validity().is_valid_at(when) {
-            return Err(untrusted(format!(
-                "`{}` was not valid at the signing time {at}",
-                cert.subject()
-            )));
-        }
+        key_within_policy(cert)?;
+    }
+    for cert in chain {
+        signature_within_policy(cert)?;
         if let Some(ext) = cert.extensions().iter().find(|e| {
             e.critical
                 && matches!(
@@ -350,66 +415,248 @@ fn verify_chain(
                 )
         }) {
             return Err(untrusted(format!(
-                "`{}` has the unknown critical extension {}",
+                "`{}` has the critical extension {}, which this verifier does not know",
                 cert.subject(),
                 ext.oid
             )));
         }
     }
-    for pair in chain.windows(2) {
-        let (child, issuer) = (&pair[0], &pair[1]);
-        issued_by(child, issuer)?;
-    }
-    let last = chain
-        .last()
-        .ok_or_else(|| untrusted("no certificate".into()))?;
-    for root in &store.roots {
-        let Ok((_, root_cert)) = X509Certificate::from_der(root) else {
-            continue;
+    let roots = store
+        .roots
+        .iter()
+        .map(|der| X509Certificate::from_der(der).map(|(_, cert)| cert))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| NotationError::TrustStore(format!("a certificate does not parse: {e}")))?;
+    // A copy of a trusted root in the envelope is the root, not a CA to build through.
+    let is_root = |cert: &X509Certificate<'_>| roots.iter().any(|root| same_entity(cert, root));
+    let intermediates: Vec<CertificateDer<'_>> = above
+        .iter()
+        .filter(|cert| !is_root(cert))
+        .map(|cert| CertificateDer::from(cert.as_ref()))
+        .collect();
+    let leaf_der = CertificateDer::from(leaf.as_ref());
+    let end_entity = webpki::EndEntityCert::try_from(&leaf_der)
+        .map_err(|e| untrusted(format!("`{}` is not usable: {e}", leaf.subject())))?;
+    let root_ders: Vec<CertificateDer<'_>> = store
+        .roots
+        .iter()
+        .map(|der| CertificateDer::from(der.as_slice()))
+        .collect();
+    let anchors = |valid: bool| -> Result<Vec<(usize, TrustAnchor<'_>)>, NotationError> {
+        roots
+            .iter()
+            .zip(&root_ders)
+            .enumerate()
+            .filter(|(_, (root, _))| root.validity().is_valid_at(when) == valid)
+            .map(|(index, (_, der))| {
+                webpki::anchor_from_trusted_cert(der)
+                    .map(|anchor| (index, anchor))
+                    .map_err(|e| NotationError::TrustStore(format!("a root is not usable: {e}")))
+            })
+            .collect()
+    };
+    let time = UnixTime::since_unix_epoch(std::time::Duration::from_secs(
+        u64::try_from(at.unix_timestamp())
+            .map_err(|_| untrusted(format!("signing time {at} is before 1970")))?,
+    ));
+    // Notation: if the leaf has extended key usages, code signing is one of them.
+    let usage = webpki::KeyUsage::required_if_present(CODE_SIGNING_DER);
+    let build =
+        |anchors: &[(usize, TrustAnchor<'_>)]| -> Result<(Option<usize>, Vec<Vec<u8>>), webpki::Error> {
+            let trusted: Vec<TrustAnchor<'_>> = anchors.iter().map(|(_, a)| a.clone()).collect();
+            let path = end_entity.verify_for_usage(
+                CHAIN_ALGORITHMS,
+                &trusted,
+                &intermediates,
+                time,
+                usage,
+                None,
+                None,
+            )?;
+            // The anchor webpki returns is one of `trusted`: which root of the store it is.
+            let anchor = trusted
+                .iter()
+                .position(|a| std::ptr::eq(a, path.anchor()))
+                .and_then(|at| anchors.get(at))
+                .map(|(index, _)| *index);
+            let cas = path
+                .intermediate_certificates()
+                .map(|ca| ca.der().to_vec())
+                .collect();
+            Ok((anchor, cas))
         };
-        if last.as_ref() == root.as_slice() || issued_by(last, &root_cert).is_ok() {
-            return Ok(root_cert.subject().to_string());
+    let (root_index, path) = match build(&anchors(true)?) {
+        Ok(found) => found,
+        Err(webpki::Error::UnknownIssuer) => {
+            // No root valid at the signing time anchors the chain: one that was not would?
+            if let Ok((Some(index), _)) = build(&anchors(false)?)
+                && let Some(root) = roots.get(index)
+            {
+                return Err(untrusted(format!(
+                    "the trusted root `{}` was not valid at the signing time {at} (valid {} to {}): trust the root the image was signed under",
+                    root.subject(),
+                    root.validity().not_before,
+                    root.validity().not_after
+                )));
+            }
+            return Err(refused(webpki::Error::UnknownIssuer, chain, &is_root, at));
+        }
+        Err(e) => return Err(refused(e, chain, &is_root, at)),
+    };
+    let root = root_index
+        .and_then(|index| roots.get(index))
+        .ok_or_else(|| untrusted("the path ends at no root of the trust store".into()))?;
+    // Notation: the envelope carries the path itself, leaf to root, nothing else.
+    let given: Vec<&[u8]> = above
+        .iter()
+        .filter(|cert| !is_root(cert))
+        .map(|cert| cert.as_ref())
+        .collect();
+    if given != path.iter().map(Vec::as_slice).collect::<Vec<_>>() {
+        return Err(untrusted(
+            "the envelope's certificates are not the path from the signing certificate to the root, in order: Notation requires exactly that path".into(),
+        ));
+    }
+    // webpki leaves keyUsage to its caller; Notation requires keyCertSign of every CA.
+    for ca in above.iter().chain(std::iter::once(root)) {
+        let may_sign = matches!(ca.key_usage(), Ok(Some(ku)) if ku.value.key_cert_sign());
+        if !may_sign {
+            return Err(untrusted(format!(
+                "`{}` is not a CA allowed to sign certificates: its keyUsage lacks keyCertSign",
+                ca.subject()
+            )));
         }
     }
-    Err(untrusted(format!(
-        "`{}` was issued by `{}`, which is not in the trust store",
-        last.subject(),
-        last.issuer()
-    )))
+    Ok(root.subject().to_string())
 }
 
-/// `child` names `issuer` as its issuer, `issuer` is a CA allowed to sign certificates, and
-/// `child`'s signature verifies with `issuer`'s key.
-fn issued_by(
-    child: &X509Certificate<'_>,
-    issuer: &X509Certificate<'_>,
-) -> Result<(), NotationError> {
-    let untrusted = |why: String| NotationError::Untrusted(why);
-    if child.issuer().as_raw() != issuer.subject().as_raw() {
+/// `cert`'s key within Notation's algorithm policy.
+fn key_within_policy(cert: &X509Certificate<'_>) -> Result<(), NotationError> {
+    use x509_parser::public_key::PublicKey;
+    let untrusted = NotationError::Untrusted;
+    let subject = cert.subject();
+    let spki = cert.public_key();
+    match spki.parsed() {
+        Ok(PublicKey::RSA(rsa)) if rsa.key_size() >= MIN_RSA_BITS => {}
+        Ok(PublicKey::RSA(rsa)) => {
+            return Err(untrusted(format!(
+                "`{subject}` has a {}-bit RSA key, and Notation requires {MIN_RSA_BITS} bits or more: its CA must issue it a stronger key",
+                rsa.key_size()
+            )));
+        }
+        Ok(PublicKey::EC(_)) => {
+            let curve = spki
+                .algorithm
+                .parameters
+                .as_ref()
+                .and_then(|p| p.as_oid().ok())
+                .map(|oid| oid.to_id_string())
+                .unwrap_or_default();
+            // P-256, P-384, P-521.
+            if !["1.2.840.10045.3.1.7", "1.3.132.0.34", "1.3.132.0.35"].contains(&curve.as_str()) {
+                return Err(untrusted(format!(
+                    "`{subject}` has an EC key on curve {curve}, and Notation accepts P-256, P-384 and P-521 only"
+                )));
+            }
+        }
+        _ => {
+            return Err(untrusted(format!(
+                "`{subject}` has a {} key, and Notation accepts RSA and ECDSA keys only",
+                name_of(&spki.algorithm.algorithm)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `cert`'s signature algorithm within Notation's algorithm policy.
+fn signature_within_policy(cert: &X509Certificate<'_>) -> Result<(), NotationError> {
+    let untrusted = NotationError::Untrusted;
+    let subject = cert.subject();
+    let algorithm = &cert.signature_algorithm.algorithm;
+    let id = algorithm.to_id_string();
+    if SHA1_SIGNATURE_OIDS.contains(&id.as_str()) {
         return Err(untrusted(format!(
-            "`{}` is issued by `{}`, not `{}`",
-            child.subject(),
-            child.issuer(),
-            issuer.subject()
+            "`{subject}` is signed with SHA-1 ({}), which Notation refuses: its CA must re-issue it with SHA-256 or stronger",
+            name_of(algorithm)
         )));
     }
-    let may_sign =
-        is_ca(issuer) && matches!(issuer.key_usage(), Ok(Some(ku)) if ku.value.key_cert_sign());
-    if !may_sign {
+    if !SIGNATURE_OIDS.contains(&id.as_str()) {
         return Err(untrusted(format!(
-            "`{}` is not a CA allowed to sign certificates",
-            issuer.subject()
+            "`{subject}` is signed with {}, outside Notation's algorithm policy (ECDSA or RSA with SHA-256, SHA-384 or SHA-512)",
+            name_of(algorithm)
         )));
     }
-    child
-        .verify_signature(Some(issuer.public_key()))
-        .map_err(|e| {
-            untrusted(format!(
-                "`{}`'s signature by `{}` does not verify: {e}",
-                child.subject(),
-                issuer.subject()
-            ))
-        })
+    Ok(())
+}
+
+/// An OID's short name where x509-parser knows it, else the OID.
+fn name_of(oid: &x509_parser::der_parser::oid::Oid<'_>) -> String {
+    x509_parser::objects::oid2sn(oid, x509_parser::objects::oid_registry())
+        .map(str::to_string)
+        .unwrap_or_else(|_| oid.to_id_string())
+}
+
+/// The same subject with the same key: a root and its copy in an envelope.
+fn same_entity(a: &X509Certificate<'_>, b: &X509Certificate<'_>) -> bool {
+    a.subject().as_raw() == b.subject().as_raw() && a.public_key().raw == b.public_key().raw
+}
+
+/// webpki's refusal of `chain` at `at`, said as what is wrong and what to do.
+fn refused(
+    error: webpki::Error,
+    chain: &[X509Certificate<'_>],
+    is_root: &dyn Fn(&X509Certificate<'_>) -> bool,
+    at: OffsetDateTime,
+) -> NotationError {
+    use webpki::Error as E;
+    let when = ASN1Time::from_timestamp(at.unix_timestamp()).ok();
+    let why = match error {
+        E::CertExpired { .. } | E::CertNotValidYet { .. } | E::InvalidCertValidity => {
+            match chain
+                .iter()
+                .find(|cert| when.is_none_or(|when| !cert.validity().is_valid_at(when)))
+            {
+                Some(cert) => format!(
+                    "`{}` was not valid at the signing time {at} (valid {} to {}): the image must be signed again",
+                    cert.subject(),
+                    cert.validity().not_before,
+                    cert.validity().not_after
+                ),
+                None => format!("a certificate was not valid at the signing time {at}"),
+            }
+        }
+        E::UnknownIssuer => match chain.iter().rev().find(|cert| !is_root(cert)) {
+            Some(last) => format!(
+                "`{}` was issued by `{}`, which is not in the trust store: add that root to NOTATION_TRUST_ROOTS if it is the signer's",
+                last.subject(),
+                last.issuer()
+            ),
+            None => "no certificate chains to the trust store".into(),
+        },
+        E::PathLenConstraintViolated => "a CA's pathLenConstraint allows fewer CAs below it than the chain holds: the chain was issued against its CA's constraints".into(),
+        E::NameConstraintViolation => "a CA's name constraints exclude a certificate below it (directoryName constraints are not evaluated and so never satisfied): the chain was issued against its CA's constraints".into(),
+        E::EndEntityUsedAsCa => "a certificate that issues another is not a CA certificate (basicConstraints)".into(),
+        E::CaUsedAsEndEntity => "the signing certificate is a CA certificate".into(),
+        E::RequiredEkuNotFoundContext(_) | E::EmptyEkuExtension => {
+            "the signing certificate is not for code signing".into()
+        }
+        E::UnsupportedSignatureAlgorithmContext(_)
+        | E::UnsupportedSignatureAlgorithmForPublicKeyContext(_) => "a certificate's signature is outside Notation's algorithm policy (ECDSA or RSA of 2048 bits or more, with SHA-256, SHA-384 or SHA-512)".into(),
+        E::InvalidSignatureForPublicKey => match chain.iter().rev().find(|cert| !is_root(cert)) {
+            Some(last) => format!(
+                "`{}` is issued by `{}` by name, yet a signature in the chain does not verify: the chain comes from another root of that name, which is not in the trust store, or a certificate was altered",
+                last.subject(),
+                last.issuer()
+            ),
+            None => "a certificate's signature by its issuer does not verify".into(),
+        },
+        E::UnsupportedCriticalExtension => {
+            "a certificate has a critical extension this verifier does not know".into()
+        }
+        other => format!("path validation failed: {other}"),
+    };
+    NotationError::Untrusted(why)
 }
 
 /// The digest the payload's `targetArtifact` names.
@@ -448,9 +695,10 @@ fn identity_matches(signed_version: &str, trusted: &str) -> bool {
 mod tests {
     use super::*;
     use argocd_ecr_updater_standins::notary::rcgen::{
-        BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, KeyUsagePurpose,
+        BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose,
+        GeneralSubtree, IsCa, KeyUsagePurpose, NameConstraints,
     };
-    use argocd_ecr_updater_standins::notary::{Envelope, Signer};
+    use argocd_ecr_updater_standins::notary::{Authority, Envelope, IssuerKey, Signer};
     use time::macros::datetime;
 
     const DIGEST: &str = "sha256:4f53cda18c2baa0c0354bb5f9a3ecbe5ed12ab4d8e11ba873c2f11161202b945";
@@ -639,9 +887,19 @@ mod tests {
             "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
             base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &signer.chain[0])
         );
+        let weak = Signer::with(
+            Authority {
+                cas: vec![],
+                leaf_issuer: IssuerKey::Rsa1024Sha1,
+                ..Authority::default()
+            },
+            |_| {},
+        )
+        .unwrap();
         let cases = [
             ("", "no certificate"),
             (leaf_pem.as_str(), "is not a CA certificate"),
+            (weak.root_pem.as_str(), "has a 1024-bit RSA key"),
             (
                 "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
                 "PRIVATE KEY",
@@ -650,6 +908,230 @@ mod tests {
         for (text, expected) in cases {
             let error = TrustStore::from_pem(text).unwrap_err();
             assert!(error.to_string().contains(expected), "{expected}: {error}");
+        }
+    }
+
+    /// A distinguished name of one common name.
+    fn named(name: &str) -> DistinguishedName {
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, name);
+        dn
+    }
+
+    /// `signer`'s envelope, verified against its own root.
+    fn verified(signer: &Signer) -> Result<Verified, NotationError> {
+        verify(
+            &signer.envelope(&spec()),
+            DIGEST,
+            PROFILE,
+            &store(signer),
+            NOW,
+        )
+    }
+
+    #[test]
+    fn a_chain_that_breaks_rfc_5280_or_notations_algorithm_policy_is_refused_with_its_reason() {
+        let cases: Vec<(&str, Authority, &str)> = vec![
+            (
+                "a sub-CA under a CA that allows none below it (pathLen=0)",
+                Authority {
+                    cas: vec![
+                        |p| p.is_ca = IsCa::Ca(BasicConstraints::Constrained(0)),
+                        |_| {},
+                    ],
+                    ..Authority::default()
+                },
+                "pathLenConstraint",
+            ),
+            (
+                "a CA whose name constraints exclude the leaf's subject",
+                Authority {
+                    cas: vec![|p| {
+                        p.name_constraints = Some(NameConstraints {
+                            permitted_subtrees: vec![],
+                            excluded_subtrees: vec![GeneralSubtree::DirectoryName(named(
+                                "Test Signer signing profile",
+                            ))],
+                        })
+                    }],
+                    ..Authority::default()
+                },
+                "name constraints",
+            ),
+            (
+                "a CA whose name constraints permit only another subject",
+                Authority {
+                    cas: vec![|p| {
+                        p.name_constraints = Some(NameConstraints {
+                            permitted_subtrees: vec![GeneralSubtree::DirectoryName(named(
+                                "Someone else",
+                            ))],
+                            excluded_subtrees: vec![],
+                        })
+                    }],
+                    ..Authority::default()
+                },
+                "name constraints",
+            ),
+            (
+                "a root whose name constraints exclude the leaf's subject",
+                Authority {
+                    root: |p| {
+                        p.name_constraints = Some(NameConstraints {
+                            permitted_subtrees: vec![],
+                            excluded_subtrees: vec![GeneralSubtree::DirectoryName(named(
+                                "Test Signer signing profile",
+                            ))],
+                        })
+                    },
+                    ..Authority::default()
+                },
+                "name constraints",
+            ),
+            (
+                "a leaf signed with SHA-1",
+                Authority {
+                    leaf_issuer: IssuerKey::Rsa2048Sha1,
+                    ..Authority::default()
+                },
+                "`CN=Test Signer signing profile` is signed with SHA-1 (sha1WithRSAEncryption)",
+            ),
+            (
+                "a CA with a 1024-bit RSA key",
+                Authority {
+                    leaf_issuer: IssuerKey::Rsa1024Sha1,
+                    ..Authority::default()
+                },
+                "`CN=Test Signer Issuing CA` has a 1024-bit RSA key",
+            ),
+            (
+                "a root that expired before the signing time",
+                Authority {
+                    root: |p| p.not_after = datetime!(2026-06-01 0:00 UTC),
+                    ..Authority::default()
+                },
+                "the trusted root `CN=Test Signer Root` was not valid at the signing time",
+            ),
+            (
+                "a root not yet valid at the signing time",
+                Authority {
+                    root: |p| p.not_before = datetime!(2026-12-01 11:00 UTC),
+                    ..Authority::default()
+                },
+                "the trusted root `CN=Test Signer Root` was not valid at the signing time",
+            ),
+        ];
+        // Every case is tried and every wrong outcome named, not only the first.
+        let mut wrong = Vec::new();
+        for (case, authority, expected) in cases {
+            let signer = Signer::with(authority, |_| {}).unwrap();
+            match verified(&signer) {
+                Err(error @ NotationError::Untrusted(_))
+                    if error.to_string().contains(expected) => {}
+                outcome => wrong.push(format!("{case}: {outcome:?}")),
+            }
+        }
+        assert!(wrong.is_empty(), "{wrong:#?}");
+    }
+
+    #[test]
+    fn a_chain_verifies_whatever_its_depth_with_or_without_the_root_in_the_envelope() {
+        let deep = || Authority {
+            cas: vec![|_| {}, |_| {}, |_| {}],
+            ..Authority::default()
+        };
+        let mut with_root = Signer::with(deep(), |_| {}).unwrap();
+        let root = x509_parser::pem::Pem::iter_from_buffer(with_root.root_pem.as_bytes())
+            .next()
+            .unwrap()
+            .unwrap();
+        with_root.chain.push(root.contents);
+        // A name constraint of a form the leaf carries no name of does not concern it (RFC 5280
+        // 4.2.1.10): a code-signing leaf has no DNS names.
+        let dns_constrained = Authority {
+            cas: vec![|p| {
+                p.name_constraints = Some(NameConstraints {
+                    permitted_subtrees: vec![GeneralSubtree::DnsName("example.com".into())],
+                    excluded_subtrees: vec![],
+                })
+            }],
+            ..Authority::default()
+        };
+        let cases = [
+            (
+                "three CAs below the root",
+                Signer::with(deep(), |_| {}).unwrap(),
+            ),
+            ("the root's copy last in the envelope", with_root),
+            (
+                "a DNS name constraint",
+                Signer::with(dns_constrained, |_| {}).unwrap(),
+            ),
+        ];
+        for (case, signer) in cases {
+            let verified = verified(&signer).unwrap_or_else(|e| panic!("{case}: {e}"));
+            assert_eq!(verified.root, "CN=Test Signer Root", "{case}");
+        }
+    }
+
+    #[test]
+    fn a_directory_name_constraint_is_refused_even_when_the_leaf_satisfies_it() {
+        // webpki evaluates no directoryName constraint and so fails closed on every one; AWS
+        // Signer's chain carries none, and a chain that does is refused rather than trusted
+        // unexamined.
+        let authority = Authority {
+            cas: vec![|p| {
+                p.name_constraints = Some(NameConstraints {
+                    permitted_subtrees: vec![GeneralSubtree::DirectoryName(named(
+                        "Test Signer signing profile",
+                    ))],
+                    excluded_subtrees: vec![],
+                })
+            }],
+            ..Authority::default()
+        };
+        let error = verified(&Signer::with(authority, |_| {}).unwrap()).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("directoryName constraints are not evaluated"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn the_envelope_carries_the_path_in_order_through_cas_allowed_to_sign_certificates() {
+        let mut reversed = Signer::with(
+            Authority {
+                cas: vec![|_| {}, |_| {}],
+                ..Authority::default()
+            },
+            |_| {},
+        )
+        .unwrap();
+        reversed.chain[1..].reverse();
+        let mut stray = Signer::with(Authority::default(), |_| {}).unwrap();
+        stray.chain.push(self::signer().chain[1].clone());
+        let no_cert_sign = Signer::with(
+            Authority {
+                cas: vec![|p| p.key_usages = vec![KeyUsagePurpose::CrlSign]],
+                ..Authority::default()
+            },
+            |_| {},
+        )
+        .unwrap();
+        let cases = [
+            ("the CAs out of order", reversed, "in order"),
+            ("a CA off the path", stray, "in order"),
+            (
+                "an issuing CA without keyCertSign",
+                no_cert_sign,
+                "`CN=Test Signer Issuing CA` is not a CA allowed to sign certificates",
+            ),
+        ];
+        for (case, signer, expected) in cases {
+            let error = verified(&signer).unwrap_err();
+            assert!(error.to_string().contains(expected), "{case}: {error}");
         }
     }
 }
