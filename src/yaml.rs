@@ -48,6 +48,10 @@ pub enum YamlError {
     Expands { limit_mib: u64, read: usize },
     #[error("it nests deeper than {MAX_DEPTH} levels, counting what its aliases bring in")]
     TooDeep,
+    #[error(
+        "the alias `*{0}` is inside the node anchored `&{0}`, which would hold itself without end; name an anchor defined before that node"
+    )]
+    HoldsItself(String),
     #[error("it is not the shape expected: {0}")]
     Shape(String),
 }
@@ -97,10 +101,22 @@ struct Open {
 /// than [`MAX_EXPANDED`] or nests deeper than [`MAX_DEPTH`]. `Ok(false)`: the text holds no
 /// document at all (empty, or comments only).
 pub fn check(text: &str, documents: Documents) -> Result<bool, YamlError> {
+    walk(text, documents).map(|(documents_seen, _)| documents_seen)
+}
+
+/// [`check`]'s walk, also giving the cost it counted.
+///
+/// An anchor is taken when its node *starts*, as libyaml's loader, go-yaml and
+/// `serde_yaml_ng` take it: from there on, an alias of that name is this node, not an earlier
+/// node of the same name. An alias inside the node it names would be the node holding itself;
+/// `serde_yaml_ng` follows it down to its recursion limit, rebuilding the node at every level,
+/// so it is refused here rather than priced as the earlier node.
+fn walk(text: &str, documents: Documents) -> Result<(bool, u64), YamlError> {
     let mut bytes = text.as_bytes();
     let mut parser = Parser::new();
     parser.set_input_string(&mut bytes);
-    let mut anchors: HashMap<String, Size> = HashMap::new();
+    // `None`: the anchor's node is still open.
+    let mut anchors: HashMap<String, Option<Size>> = HashMap::new();
     let mut stack: Vec<Open> = Vec::new();
     let mut total: u64 = 0;
     let mut documents_seen = false;
@@ -111,8 +127,10 @@ pub fn check(text: &str, documents: Documents) -> Result<bool, YamlError> {
         let offset = event.start_mark.index as usize;
         // A node complete at this event: a scalar, an alias, or a collection just closed.
         let done = match event.data {
-            EventData::StreamEnd => return Ok(documents_seen),
-            EventData::DocumentEnd { .. } if documents == Documents::First => return Ok(true),
+            EventData::StreamEnd => return Ok((documents_seen, total)),
+            EventData::DocumentEnd { .. } if documents == Documents::First => {
+                return Ok((true, total));
+            }
             EventData::StreamStart { .. }
             | EventData::DocumentStart { .. }
             | EventData::DocumentEnd { .. } => {
@@ -128,14 +146,20 @@ pub fn check(text: &str, documents: Documents) -> Result<bool, YamlError> {
                 };
                 total = add(total, size.cost, offset)?;
                 if let Some(anchor) = anchor {
-                    anchors.insert(anchor, size);
+                    anchors.insert(anchor, Some(size));
                 }
                 size
             }
             EventData::Alias { anchor } => {
-                let size = *anchors.get(&anchor).ok_or_else(|| {
-                    YamlError::Syntax(format!("the alias `*{anchor}` names no anchor before it"))
-                })?;
+                let size = match anchors.get(&anchor) {
+                    Some(Some(size)) => *size,
+                    Some(None) => return Err(YamlError::HoldsItself(anchor)),
+                    None => {
+                        return Err(YamlError::Syntax(format!(
+                            "the alias `*{anchor}` names no anchor before it"
+                        )));
+                    }
+                };
                 if stack.len() + size.height > MAX_DEPTH {
                     return Err(YamlError::TooDeep);
                 }
@@ -147,6 +171,9 @@ pub fn check(text: &str, documents: Documents) -> Result<bool, YamlError> {
                     return Err(YamlError::TooDeep);
                 }
                 total = add(total, NODE_COST, offset)?;
+                if let Some(anchor) = &anchor {
+                    anchors.insert(anchor.clone(), None);
+                }
                 stack.push(Open {
                     anchor,
                     size: Size {
@@ -163,7 +190,7 @@ pub fn check(text: &str, documents: Documents) -> Result<bool, YamlError> {
                     ));
                 };
                 if let Some(anchor) = open.anchor {
-                    anchors.insert(anchor, open.size);
+                    anchors.insert(anchor, Some(open.size));
                 }
                 open.size
             }
@@ -233,7 +260,7 @@ mod tests {
             let aliases = vec!["*s"; 400].join(", ");
             format!("s: &s \"{long}\"\nl: [{aliases}]\n")
         };
-        let table: [(&str, String, Result<(), &str>); 9] = [
+        let table: [(&str, String, Result<(), &str>); 11] = [
             (
                 "a billion laughs (9 levels of 10 aliases) is refused",
                 alias_bomb(1, 9, 10),
@@ -270,6 +297,16 @@ mod tests {
                 Err("deeper"),
             ),
             (
+                "an anchor redefined on a collection that aliases it is refused",
+                format!("a: &x 0\nb: &x [{}*x]\n", "0,".repeat(20_000)),
+                Err("would hold itself"),
+            ),
+            (
+                "an alias after an inner node of the same anchor names that inner node",
+                "a: &x [&x [1, 2], *x]\n".into(),
+                Ok(()),
+            ),
+            (
                 "an alias naming no anchor is refused",
                 "a: *nothing\n".into(),
                 Err("names no anchor"),
@@ -288,6 +325,90 @@ mod tests {
                 }
                 (got, want) => panic!("{case}: got {got:?}, want {want:?}"),
             }
+        }
+    }
+
+    thread_local! {
+        static VISITED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
+
+    /// Counts every node `serde_yaml_ng` hands a reader, keeping none of them.
+    struct Counted;
+
+    impl<'de> serde::Deserialize<'de> for Counted {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            d.deserialize_any(CountedVisitor)
+        }
+    }
+
+    struct CountedVisitor;
+
+    impl CountedVisitor {
+        fn one<E>(self) -> Result<Counted, E> {
+            VISITED.with(|n| n.set(n.get() + 1));
+            Ok(Counted)
+        }
+    }
+
+    impl<'de> serde::de::Visitor<'de> for CountedVisitor {
+        type Value = Counted;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("any node")
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<Counted, E> {
+            self.one()
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Counted, E> {
+            self.one()
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Counted, E> {
+            self.one()
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Counted, E> {
+            self.one()
+        }
+        fn visit_str<E>(self, _: &str) -> Result<Counted, E> {
+            self.one()
+        }
+        fn visit_unit<E>(self) -> Result<Counted, E> {
+            self.one()
+        }
+        fn visit_none<E>(self) -> Result<Counted, E> {
+            self.one()
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Counted, A::Error> {
+            while seq.next_element::<Counted>()?.is_some() {}
+            self.one()
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Counted, A::Error> {
+            while map.next_entry::<Counted, Counted>()?.is_some() {}
+            self.one()
+        }
+    }
+
+    /// The walk's promise, held against the reader it guards: whatever the walk accepts,
+    /// `serde_yaml_ng` hands over no more nodes than the walk priced.
+    #[test]
+    fn serde_yaml_ng_builds_no_more_nodes_than_the_walk_counted() {
+        let texts = [
+            alias_bomb(10, 3, 4),
+            alias_bomb(100, 1, 2_000),
+            "a: &x [&x [1, 2], *x, *x]\nb: [*x, *x]\n".into(),
+            "a: &x 0\nb: &x [1, 2]\nc: [*x, *x, *x]\n".into(),
+            "base: &b {image: web, tag: v1}\nother: *b\nlist: [*b, *b, {<<: *b}]\n".into(),
+            densest(64 << 10),
+        ];
+        for text in texts {
+            let (_, cost) = walk(&text, Documents::All).unwrap();
+            VISITED.with(|n| n.set(0));
+            serde_yaml_ng::from_str::<Counted>(&text).unwrap();
+            let visited = VISITED.with(std::cell::Cell::get);
+            assert!(
+                visited <= cost / NODE_COST,
+                "{visited} nodes built, {} priced: {}",
+                cost / NODE_COST,
+                &text[..text.len().min(80)]
+            );
         }
     }
 

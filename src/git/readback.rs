@@ -104,9 +104,11 @@ pub enum ReadBackError {
 /// How deep a file may nest (serde_yaml_ng's and go-yaml's readers stop near here too).
 const MAX_DEPTH: usize = 128;
 
-/// The most mapping entries merge keys (`<<`) may add to a file, all together: a few merges
-/// of anchored mappings into each other would otherwise multiply without end (an entry is a
-/// few dozen bytes: this bounds them to a few megabytes).
+/// The most mapping entries merge keys (`<<`) may bring to a file, all together, whether they
+/// are added or already present: a few merges of anchored mappings into each other would
+/// otherwise multiply without end (an entry is a few dozen bytes: this bounds them to a few
+/// megabytes), and one mapping merging the same large anchor thousands of times would cost a
+/// lookup per entry per alias (quadratic in the file's size) while adding nothing.
 const MAX_MERGED: usize = 100_000;
 
 /// The process's hash keys: both trees of one comparison must hash alike.
@@ -212,7 +214,10 @@ enum Key {
 
 /// What a file is, read as libyaml reads it.
 struct Reader {
-    anchors: HashMap<String, Node>,
+    /// Each anchor's node; `None` while it is still open. An anchor is taken when its node
+    /// starts, as go-yaml takes it, so an alias inside the node it names is that node holding
+    /// itself, which go-yaml refuses ("anchor … value contains itself").
+    anchors: HashMap<String, Option<Node>>,
     merged: usize,
 }
 
@@ -234,11 +239,15 @@ impl Reader {
                 EventData::StreamStart { .. }
                 | EventData::DocumentStart { .. }
                 | EventData::DocumentEnd { .. } => None,
-                EventData::Alias { anchor } => {
-                    Some(reader.anchors.get(&anchor).cloned().ok_or_else(|| {
-                        format!("the alias `*{anchor}` names no anchor before it")
-                    })?)
-                }
+                EventData::Alias { anchor } => match reader.anchors.get(&anchor) {
+                    Some(Some(node)) => Some(node.clone()),
+                    Some(None) => {
+                        return Err(format!(
+                            "the alias `*{anchor}` is inside the node anchored `&{anchor}`, which would hold itself"
+                        ));
+                    }
+                    None => return Err(format!("the alias `*{anchor}` names no anchor before it")),
+                },
                 EventData::Scalar {
                     anchor,
                     tag,
@@ -279,6 +288,7 @@ impl Reader {
                     if stack.len() >= MAX_DEPTH {
                         return Err(format!("it nests deeper than {MAX_DEPTH} levels"));
                     }
+                    reader.open(&anchor);
                     stack.push(Open::Seq {
                         anchor,
                         items: Vec::new(),
@@ -289,6 +299,7 @@ impl Reader {
                     if stack.len() >= MAX_DEPTH {
                         return Err(format!("it nests deeper than {MAX_DEPTH} levels"));
                     }
+                    reader.open(&anchor);
                     stack.push(Open::Map {
                         anchor,
                         read: Vec::new(),
@@ -321,9 +332,15 @@ impl Reader {
         }
     }
 
+    fn open(&mut self, anchor: &Option<String>) {
+        if let Some(anchor) = anchor {
+            self.anchors.insert(anchor.clone(), None);
+        }
+    }
+
     fn anchor(&mut self, anchor: Option<String>, node: &Node) {
         if let Some(anchor) = anchor {
-            self.anchors.insert(anchor, node.clone());
+            self.anchors.insert(anchor, Some(node.clone()));
         }
     }
 
@@ -377,13 +394,13 @@ impl Reader {
         }
         for source in sources {
             for merged in source.iter() {
+                self.merged += 1;
+                if self.merged > MAX_MERGED {
+                    return Err(format!(
+                        "merge keys (`<<`) bring more than {MAX_MERGED} entries into it; write the merged values out"
+                    ));
+                }
                 if seen.insert(merged.key_hash, ()).is_none() {
-                    self.merged += 1;
-                    if self.merged > MAX_MERGED {
-                        return Err(format!(
-                            "merge keys (`<<`) add more than {MAX_MERGED} entries"
-                        ));
-                    }
                     own.push(merged.clone());
                 }
             }
@@ -783,6 +800,47 @@ mod tests {
         }
         let error = check("values.yaml", Some(&wide), &wide, &[]).unwrap_err();
         assert!(error.to_string().contains("merge keys"), "{error}");
+    }
+
+    #[test]
+    fn merging_one_anchor_thousands_of_times_is_stopped_at_the_bound() {
+        // 4 000 keys merged 20 000 times add nothing after the first, but each would be
+        // looked up again: 80 million lookups for 400 KB.
+        let mut text = String::from("base: &a {");
+        for i in 0..4_000 {
+            text.push_str(&format!("k{i}: 0, "));
+        }
+        text.push_str("}\nimage:\n  tag: \"1.0\"\n  <<: [");
+        text.push_str(&"*a, ".repeat(20_000));
+        text.push_str("]\n");
+        let new = text.replace("\"1.0\"", "\"1.1\"");
+        let error = check("values.yaml", Some(&text), &new, &[tag_edit()]).unwrap_err();
+        assert!(
+            error.to_string().contains("bring more than 100000 entries"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn an_alias_inside_the_node_it_names_is_refused_as_go_yaml_refuses_it() {
+        let text = "a: &x 0\nb: &x [1, *x]\nimage: {tag: \"1.0\"}\n";
+        let new = text.replace("\"1.0\"", "\"1.1\"");
+        let error = check("values.yaml", Some(text), &new, &[tag_edit()]).unwrap_err();
+        assert!(error.to_string().contains("would hold itself"), "{error}");
+        // An alias after an inner node of the same name is that inner node.
+        let text = "a: &x [&x [1], *x]\nimage: {tag: \"1.0\"}\n";
+        let new = text.replace("\"1.0\"", "\"1.1\"");
+        assert_eq!(
+            check("values.yaml", Some(text), &new, &[tag_edit()]),
+            Ok(())
+        );
+    }
+
+    fn tag_edit() -> Edit {
+        Edit::Set(
+            vec![Step::Key("image".into()), Step::Key("tag".into())],
+            "1.1".into(),
+        )
     }
 
     #[test]
