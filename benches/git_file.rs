@@ -226,6 +226,10 @@ async fn expanding(standins: &StandIns, env: &[(String, String)]) {
         ),
         ("billion laughs (refused)", alias_bomb(1, 9, 10)),
         (
+            "anchor redefined on a list of 100,000 that aliases it (refused)",
+            format!("a: &x 0\nb: &x [{}*x]\n", "0,".repeat(100_000)),
+        ),
+        (
             "list of 1,000 aliased 310 times (under the bound)",
             alias_bomb(1_000, 1, 310),
         ),

@@ -29,7 +29,7 @@ const NODE_COST: u64 = 64;
 /// alias costs at most about 17 MiB this way (a flow sequence of one-digit numbers, two bytes a
 /// node), so no file that could be written out in full is refused; what is refused would build
 /// a tree larger than any such file. Measured in the release build (`cargo bench --bench
-/// hostile_input`), reading up to this bound keeps the function's peak RSS under half its
+/// git_file`), reading up to this bound keeps the function's peak RSS under half its
 /// 128 MB.
 pub const MAX_EXPANDED: u64 = 20 << 20;
 
