@@ -223,6 +223,23 @@ fn parse_event(event: &Value) -> Result<Invocation, EventError> {
             "detail-type `{detail_type}` is not `ECR Image Action` or `ECR Replication Action`"
         ));
     }
+    image_action(object, id, replication)
+}
+
+/// An `ECR Image Action` (or a replication, which is one in the destination region): a
+/// successful push of a tag is a [`PushEvent`]; anything else is skipped with its reason.
+fn image_action(
+    object: &serde_json::Map<String, Value>,
+    id: String,
+    replication: bool,
+) -> Result<Invocation, EventError> {
+    let malformed = |m: String| EventError::Malformed(m);
+    let skip = |reason: String| {
+        Ok(Invocation::Skip {
+            id: id.clone(),
+            reason,
+        })
+    };
     let detail = object
         .get("detail")
         .and_then(Value::as_object)

@@ -191,39 +191,8 @@ impl Selector {
                         if tokens.get(at + 1) != Some(&Token::Open) {
                             return Err(fail(format!("`{operator}` needs a `(`")));
                         }
-                        at += 2;
-                        let mut values = Vec::new();
-                        loop {
-                            match tokens.get(at) {
-                                Some(Token::Close) if values.is_empty() => {
-                                    return Err(fail(format!(
-                                        "`{operator} ()` needs at least one value"
-                                    )));
-                                }
-                                Some(Token::Close) => {
-                                    at += 1;
-                                    break;
-                                }
-                                Some(Token::Word(value)) if is_value(value) => {
-                                    values.push(value.clone());
-                                    at += 1;
-                                    match tokens.get(at) {
-                                        Some(Token::Comma) => at += 1,
-                                        Some(Token::Close) => {}
-                                        other => {
-                                            return Err(fail(format!(
-                                                "expected `,` or `)`, found {other:?}"
-                                            )));
-                                        }
-                                    }
-                                }
-                                other => {
-                                    return Err(fail(format!(
-                                        "expected a label value in `{operator} (…)`, found {other:?}"
-                                    )));
-                                }
-                            }
-                        }
+                        let (values, next) = value_set(&tokens, at + 2, operator).map_err(fail)?;
+                        at = next;
                         if set {
                             Requirement::In(key, values)
                         } else {
@@ -264,6 +233,38 @@ impl Selector {
                 .and_then(|v| v.parse::<i64>().ok())
                 .is_some_and(|v| v < *n),
         })
+    }
+}
+
+/// The values of `in (…)` or `notin (…)` from `tokens[at]`, just after the `(`, and where
+/// the tokens go on after the `)`.
+fn value_set(
+    tokens: &[Token],
+    mut at: usize,
+    operator: &str,
+) -> Result<(Vec<String>, usize), String> {
+    let mut values = Vec::new();
+    loop {
+        match tokens.get(at) {
+            Some(Token::Close) if values.is_empty() => {
+                return Err(format!("`{operator} ()` needs at least one value"));
+            }
+            Some(Token::Close) => return Ok((values, at + 1)),
+            Some(Token::Word(value)) if is_value(value) => {
+                values.push(value.clone());
+                at += 1;
+                match tokens.get(at) {
+                    Some(Token::Comma) => at += 1,
+                    Some(Token::Close) => {}
+                    other => return Err(format!("expected `,` or `)`, found {other:?}")),
+                }
+            }
+            other => {
+                return Err(format!(
+                    "expected a label value in `{operator} (…)`, found {other:?}"
+                ));
+            }
+        }
     }
 }
 

@@ -25,13 +25,15 @@ use serde::de::DeserializeOwned;
 const NODE_COST: u64 = 64;
 
 /// The most a text may expand to, in the cost [`check`] counts (text plus [`NODE_COST`] a
-/// node). The largest file the write-back reads (`MAX_FILE`, 512 KiB) written out without any
-/// alias costs at most about 17 MiB this way (a flow sequence of one-digit numbers, two bytes a
-/// node), so no file that could be written out in full is refused; what is refused would build
-/// a tree larger than any such file. Measured in the release build (`cargo bench --bench
-/// git_file`), reading up to this bound keeps the function's peak RSS under half its
-/// 128 MB.
-pub const MAX_EXPANDED: u64 = 20 << 20;
+/// node). What is read this way is held several times over once read (the tree, the
+/// Application it is laid over, the text rendered from it), so the bound is set by what the
+/// function's peak RSS reaches, measured in the release build (`cargo bench --bench
+/// git_file`): a text at the bound keeps it under half of the function's 128 MB. Override
+/// files and Application manifests are a few KiB; written the usual way (block mappings of
+/// short keys and values, about 13 units of cost a byte) one is read up to about 300 KiB, and
+/// the densest text without aliases (a flow list of one-digit numbers, two bytes a node) up
+/// to about 120 KiB.
+pub const MAX_EXPANDED: u64 = 4 << 20;
 
 /// How deep a text may nest, counting what its aliases bring in (`serde_yaml_ng`'s own limit
 /// is 128; Argo CD's and Helm's go-yaml readers stop near here too).
@@ -244,6 +246,18 @@ mod tests {
         text
     }
 
+    /// A file as override files and manifests are written, as long as `bytes`: block
+    /// mappings of short keys and values.
+    fn block_mappings(bytes: usize) -> String {
+        let mut text = String::with_capacity(bytes + 64);
+        let mut i = 0;
+        while text.len() < bytes {
+            text.push_str(&format!("p{i}:\n  name: a.b\n  value: \"1\"\n"));
+            i += 1;
+        }
+        text
+    }
+
     #[test]
     fn each_hostile_text_is_refused_or_read_within_its_bound() {
         let deep_aliases = {
@@ -260,7 +274,7 @@ mod tests {
             let aliases = vec!["*s"; 400].join(", ");
             format!("s: &s \"{long}\"\nl: [{aliases}]\n")
         };
-        let table: [(&str, String, Result<(), &str>); 11] = [
+        let table: [(&str, String, Result<(), &str>); 12] = [
             (
                 "a billion laughs (9 levels of 10 aliases) is refused",
                 alias_bomb(1, 9, 10),
@@ -282,8 +296,13 @@ mod tests {
                 Ok(()),
             ),
             (
-                "the densest alias-free 512 KiB file is read",
-                densest(512 << 10),
+                "the densest alias-free 120 KiB file is read",
+                densest(120 << 10),
+                Ok(()),
+            ),
+            (
+                "a 256 KiB file of block mappings is read",
+                block_mappings(256 << 10),
                 Ok(()),
             ),
             (
@@ -392,7 +411,7 @@ mod tests {
     fn serde_yaml_ng_builds_no_more_nodes_than_the_walk_counted() {
         let texts = [
             alias_bomb(10, 3, 4),
-            alias_bomb(100, 1, 2_000),
+            alias_bomb(100, 1, 500),
             "a: &x [&x [1, 2], *x, *x]\nb: [*x, *x]\n".into(),
             "a: &x 0\nb: &x [1, 2]\nc: [*x, *x, *x]\n".into(),
             "base: &b {image: web, tag: v1}\nother: *b\nlist: [*b, *b, {<<: *b}]\n".into(),
@@ -416,7 +435,7 @@ mod tests {
     fn a_refused_text_is_never_deserialized() {
         let error = from_str::<Value>(&alias_bomb(1, 9, 10)).unwrap_err();
         assert!(
-            matches!(error, YamlError::Expands { limit_mib: 20, .. }),
+            matches!(error, YamlError::Expands { limit_mib: 4, .. }),
             "{error}"
         );
     }

@@ -311,6 +311,72 @@ impl Handler {
                 return None;
             }
         };
+        let (changed, entries) = self
+            .edit_manifests(app, chosen, host, &branch, &head, work)
+            .await;
+        if changed.is_empty() {
+            report.entries.extend(entries);
+            return None;
+        }
+        let entries = self.unless_frozen(app, git.objects, entries, report)?;
+        if self.config.dry_run {
+            let would = entries.into_iter().map(|mut e| {
+                if e.action == Action::Updated {
+                    e.reason = format!(
+                        "dry run: {} (would commit to {})",
+                        e.reason,
+                        e.sources.join(", ")
+                    );
+                }
+                e
+            });
+            report.entries.extend(would);
+            return None;
+        }
+        let message = commit_message(Identity::of(app).name, &entries);
+        match host.commit(&branch, &head, &message, &changed).await {
+            Ok(commit) => {
+                report.stats.git_commits += 1;
+                let files: Vec<&str> = changed.iter().map(|(f, _)| f.as_str()).collect();
+                let record = json!({"repository": host.name(), "branch": branch,
+                    "file": files.join(", "), "commit": commit.oid});
+                let mut entries = entries;
+                for entry in entries.iter_mut().filter(|e| e.action == Action::Updated) {
+                    entry.reason = format!(
+                        "{}; committed {} to {}: the Application that renders this manifest takes it at its next sync",
+                        entry.reason,
+                        short(&commit.oid),
+                        entry.sources.join(", ")
+                    );
+                    entry.git = Some(record.clone());
+                }
+                self.record_chart_event(app, &entries, work, report).await;
+                report.entries.extend(entries);
+                None
+            }
+            Err(e @ HostError::HeadMoved { .. }) => Some((e.to_string(), entries)),
+            Err(e) => {
+                let failure = WriteError::Failed(crate::failure::Failure::new(
+                    e.to_string(),
+                    e.is_retryable(),
+                ));
+                report.entries.extend(refused(entries, &failure));
+                None
+            }
+        }
+    }
+
+    /// Each chosen chart's manifest file read at `head`, decided and edited in memory: the
+    /// files whose text changed, and every chart's entry.
+    async fn edit_manifests(
+        &self,
+        app: &Value,
+        chosen: &[&ChartEntry],
+        host: &dyn GitHost,
+        branch: &str,
+        head: &str,
+        work: &Work<'_>,
+    ) -> (Vec<(String, String)>, Vec<Entry>) {
         let Identity { namespace, name } = Identity::of(app);
         let mut originals: BTreeMap<String, String> = BTreeMap::new();
         let mut texts: BTreeMap<String, String> = BTreeMap::new();
@@ -327,7 +393,7 @@ impl Handler {
             };
             let text = match texts.get(file) {
                 Some(text) => text.clone(),
-                None => match host.file(file, &head).await {
+                None => match host.file(file, head).await {
                     Ok(Some(text)) => {
                         originals.insert(file.to_string(), text.clone());
                         text
@@ -372,60 +438,11 @@ impl Handler {
             }
             texts.insert(file.to_string(), text);
         }
-        let changed: Vec<(String, String)> = texts
+        let changed = texts
             .into_iter()
             .filter(|(file, text)| originals.get(file) != Some(text))
             .collect();
-        if changed.is_empty() {
-            report.entries.extend(entries);
-            return None;
-        }
-        let entries = self.unless_frozen(app, git.objects, entries, report)?;
-        if self.config.dry_run {
-            let would = entries.into_iter().map(|mut e| {
-                if e.action == Action::Updated {
-                    e.reason = format!(
-                        "dry run: {} (would commit to {})",
-                        e.reason,
-                        e.sources.join(", ")
-                    );
-                }
-                e
-            });
-            report.entries.extend(would);
-            return None;
-        }
-        let message = commit_message(name, &entries);
-        match host.commit(&branch, &head, &message, &changed).await {
-            Ok(commit) => {
-                report.stats.git_commits += 1;
-                let files: Vec<&str> = changed.iter().map(|(f, _)| f.as_str()).collect();
-                let record = json!({"repository": host.name(), "branch": branch,
-                    "file": files.join(", "), "commit": commit.oid});
-                let mut entries = entries;
-                for entry in entries.iter_mut().filter(|e| e.action == Action::Updated) {
-                    entry.reason = format!(
-                        "{}; committed {} to {}: the Application that renders this manifest takes it at its next sync",
-                        entry.reason,
-                        short(&commit.oid),
-                        entry.sources.join(", ")
-                    );
-                    entry.git = Some(record.clone());
-                }
-                self.record_chart_event(app, &entries, work, report).await;
-                report.entries.extend(entries);
-                None
-            }
-            Err(e @ HostError::HeadMoved { .. }) => Some((e.to_string(), entries)),
-            Err(e) => {
-                let failure = WriteError::Failed(crate::failure::Failure::new(
-                    e.to_string(),
-                    e.is_retryable(),
-                ));
-                report.entries.extend(refused(entries, &failure));
-                None
-            }
-        }
+        (changed, entries)
     }
 
     /// Writes what was decided; `Some((race, entries))` when a guard found the Application

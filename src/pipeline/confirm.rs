@@ -31,6 +31,22 @@ struct Checked {
     timings: Option<judge::Timings>,
 }
 
+impl Checked {
+    /// Concluded without an outcome of ours to record.
+    fn ended(state: &'static str, reason: String, record: Option<AuditRecord>) -> Self {
+        Checked {
+            state,
+            reason,
+            record,
+            timings: None,
+        }
+    }
+
+    fn unfollowed(reason: String, record: Option<AuditRecord>) -> Self {
+        Checked::ended("unfollowed", reason, record)
+    }
+}
+
 impl Handler {
     /// After a write recorded at `written` (the audit record's time): a sync started where
     /// the Application asks for one (`revision`: the commit, for a write by Git), and the
@@ -207,39 +223,10 @@ impl Handler {
         };
         // Two deliveries of one check: the guard lets one record; the other reads it back.
         for _ in 0..=self.config.conflict_retries {
-            let app =
-                match retry_transient(deadline, || kube.get_application(namespace, name)).await {
-                    Ok(app) => app,
-                    Err(KubeError::NotFound { .. }) => {
-                        return Ok(Checked {
-                            state: "unfollowed",
-                            reason: "the Application was deleted".into(),
-                            record: None,
-                            timings: None,
-                        });
-                    }
-                    Err(e) if e.is_retryable() => return Err(e.to_string()),
-                    Err(e) => {
-                        return Ok(Checked {
-                            state: "unfollowed",
-                            reason: format!("the Application cannot be read: {e}"),
-                            record: None,
-                            timings: None,
-                        });
-                    }
-                };
-            // ...and one that APPLICATION_LABEL_SELECTOR does not select is left as read.
-            if !self.config.selects.matches(&annotations::labels_of(&app)) {
-                return Ok(Checked {
-                    state: "unfollowed",
-                    reason: format!(
-                        "its labels as read now do not match APPLICATION_LABEL_SELECTOR `{}`; nothing recorded or announced",
-                        self.config.label_selector.as_deref().unwrap_or_default()
-                    ),
-                    record: None,
-                    timings: None,
-                });
-            }
+            let app = match self.read_followed(kube, check, deadline).await? {
+                Ok(app) => app,
+                Err(left) => return Ok(left),
+            };
             let timeout = judge::timeout(&app).unwrap_or_else(|problem| {
                 tracing::warn!(application = %format!("{namespace}/{name}"), problem, "the confirm-timeout annotation does not read; following for the default 15 minutes");
                 judge::DEFAULT_TIMEOUT
@@ -256,29 +243,14 @@ impl Handler {
                     let at = at
                         .format(&time::format_description::well_known::Rfc3339)
                         .unwrap_or_default();
-                    return Ok(Checked {
-                        state: "superseded",
-                        reason: format!("a newer write at {at} is followed instead"),
-                        record,
-                        timings: None,
-                    });
+                    let reason = format!("a newer write at {at} is followed instead");
+                    return Ok(Checked::ended("superseded", reason, record));
                 }
                 Verdict::Reported(outcome) => {
-                    return Ok(Checked {
-                        state: "already-reported",
-                        reason: format!("reported {outcome} by an earlier check"),
-                        record,
-                        timings: None,
-                    });
+                    let reason = format!("reported {outcome} by an earlier check");
+                    return Ok(Checked::ended("already-reported", reason, record));
                 }
-                Verdict::Unfollowed(reason) => {
-                    return Ok(Checked {
-                        state: "unfollowed",
-                        reason,
-                        record,
-                        timings: None,
-                    });
-                }
+                Verdict::Unfollowed(reason) => return Ok(Checked::unfollowed(reason, record)),
                 ref ended => match ended.outcome() {
                     Some(found) => found,
                     None => return Err("the verdict has no outcome".into()),
@@ -292,24 +264,9 @@ impl Handler {
                 .await
             {
                 Ok(()) => {
-                    let context = status::context(&check.cluster, namespace, name);
-                    let notes = self
-                        .commit_statuses(&app, &record, |_, pushed| {
-                            let lead = pushed.map(|p| (now - p).as_seconds_f64());
-                            status::outcome(context.clone(), outcome, &reason, lead)
-                        })
-                        .await;
-                    for note in notes {
-                        tracing::info!(application = %format!("{namespace}/{name}"), note, "commit status");
-                    }
-                    let timings =
-                        (outcome == Outcome::Confirmed).then(|| judge::timings(&record, now));
-                    return Ok(Checked {
-                        state: outcome.as_str(),
-                        reason,
-                        record: Some(record),
-                        timings,
-                    });
+                    return Ok(self
+                        .announce(check, &app, record, outcome, reason, now)
+                        .await);
                 }
                 // Another delivery recorded first, or another write came: judge again.
                 Err(
@@ -320,19 +277,77 @@ impl Handler {
                 ) => continue,
                 Err(e) if e.is_retryable() => return Err(e.to_string()),
                 Err(e) => {
-                    return Ok(Checked {
-                        state: "unfollowed",
-                        reason: format!(
-                            "the outcome ({}: {reason}) could not be recorded: {e}",
-                            outcome.as_str()
-                        ),
-                        record: Some(record),
-                        timings: None,
-                    });
+                    let reason = format!(
+                        "the outcome ({}: {reason}) could not be recorded: {e}",
+                        outcome.as_str()
+                    );
+                    return Ok(Checked::unfollowed(reason, Some(record)));
                 }
             }
         }
         Err("the Application kept changing while the outcome was recorded".into())
+    }
+
+    /// The checked Application as read now, or why it is no longer followed (deleted,
+    /// unreadable, or no longer selected by APPLICATION_LABEL_SELECTOR, which leaves it as
+    /// read). `Err`: a retryable failure, for the queue to deliver the check again.
+    async fn read_followed(
+        &self,
+        kube: &KubeClient,
+        check: &Confirmation,
+        deadline: Option<Instant>,
+    ) -> Result<Result<Value, Checked>, String> {
+        let (namespace, name) = (check.namespace.as_str(), check.name.as_str());
+        let app = match retry_transient(deadline, || kube.get_application(namespace, name)).await {
+            Ok(app) => app,
+            Err(KubeError::NotFound { .. }) => {
+                let reason = "the Application was deleted".to_string();
+                return Ok(Err(Checked::unfollowed(reason, None)));
+            }
+            Err(e) if e.is_retryable() => return Err(e.to_string()),
+            Err(e) => {
+                let reason = format!("the Application cannot be read: {e}");
+                return Ok(Err(Checked::unfollowed(reason, None)));
+            }
+        };
+        if !self.config.selects.matches(&annotations::labels_of(&app)) {
+            let reason = format!(
+                "its labels as read now do not match APPLICATION_LABEL_SELECTOR `{}`; nothing recorded or announced",
+                self.config.label_selector.as_deref().unwrap_or_default()
+            );
+            return Ok(Err(Checked::unfollowed(reason, None)));
+        }
+        Ok(Ok(app))
+    }
+
+    /// A recorded outcome, announced on the commits the write made.
+    async fn announce(
+        &self,
+        check: &Confirmation,
+        app: &Value,
+        record: AuditRecord,
+        outcome: Outcome,
+        reason: String,
+        now: OffsetDateTime,
+    ) -> Checked {
+        let (namespace, name) = (check.namespace.as_str(), check.name.as_str());
+        let context = status::context(&check.cluster, namespace, name);
+        let notes = self
+            .commit_statuses(app, &record, |_, pushed| {
+                let lead = pushed.map(|p| (now - p).as_seconds_f64());
+                status::outcome(context.clone(), outcome, &reason, lead)
+            })
+            .await;
+        for note in notes {
+            tracing::info!(application = %format!("{namespace}/{name}"), note, "commit status");
+        }
+        let timings = (outcome == Outcome::Confirmed).then(|| judge::timings(&record, now));
+        Checked {
+            state: outcome.as_str(),
+            reason,
+            record: Some(record),
+            timings,
+        }
     }
 
     /// Not yet: the next check, sent with the backoff's delay.

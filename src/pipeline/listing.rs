@@ -13,7 +13,7 @@ use std::time::Instant;
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::appconfig::imageupdater::{self, ConfigSource, Resolution};
-use crate::cluster::kube::{AppMeta, KubeClient, KubeError, ListOptions, ListedMeta};
+use crate::cluster::kube::{AppMeta, KubeClient, KubeError, ListOptions, ListPage, ListedMeta};
 use crate::cluster::objects::{ObjectCache, Objects, Tally};
 use crate::cluster::retry::retry_transient;
 use crate::config::Config;
@@ -83,24 +83,14 @@ pub async fn concerned(
     let mut matched = 0;
     let mut unlisted = Vec::new();
     for namespace in &scopes {
-        // The objects decide which Applications concern us, so they are needed before the
-        // first page is parsed, not before it is asked for: both requests travel together.
-        let (objects, mut first_page) = if config.read_image_updaters {
-            let (objects, first) = futures_util::future::join(
-                cache.load(kube, namespace, &mut stats.image_updater_requests),
-                kube.first_application_page(namespace, options),
-            )
-            .await;
-            match objects {
-                Ok(objects) => (objects, Some(first)),
+        let (objects, mut first_page) =
+            match objects_and_first_page(kube, config, cache, namespace, options, stats).await {
+                Ok(both) => both,
                 Err(e) => {
                     unlisted.push((namespace.clone(), decide::app::Listing::ImageUpdaters, e));
                     continue;
                 }
-            }
-        } else {
-            (Objects::default(), None)
-        };
+            };
         if let Mode::Reconcile = mode {
             objects.iter().for_each(|o| tally.involve(o));
         }
@@ -187,4 +177,27 @@ pub async fn concerned(
         tally,
         scopes: scopes.len(),
     }
+}
+
+/// A namespace's ImageUpdater objects (none when they are not read) and, when they are, the
+/// first page of its Applications, fetched alongside: the objects decide which Applications
+/// concern us, so they are needed before the first page is parsed, not before it is asked
+/// for. `Err`: the objects could not be listed.
+async fn objects_and_first_page(
+    kube: &KubeClient,
+    config: &Config,
+    cache: &ObjectCache,
+    namespace: &str,
+    options: ListOptions<'_>,
+    stats: &mut Stats,
+) -> Result<(Objects, Option<Result<ListPage, KubeError>>), KubeError> {
+    if !config.read_image_updaters {
+        return Ok((Objects::default(), None));
+    }
+    let (objects, first) = futures_util::future::join(
+        cache.load(kube, namespace, &mut stats.image_updater_requests),
+        kube.first_application_page(namespace, options),
+    )
+    .await;
+    Ok((objects?, Some(first)))
 }

@@ -524,7 +524,7 @@ mod git_write_back {
         assert_eq!(entry.action, Action::Failed, "{}", entry.reason);
         assert!(!entry.retryable);
         assert!(
-            entry.reason.contains("expands to more than 20 MiB"),
+            entry.reason.contains("expands to more than 4 MiB"),
             "{}",
             entry.reason
         );

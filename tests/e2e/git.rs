@@ -540,7 +540,7 @@ async fn an_override_file_whose_aliases_expand_past_the_bound_fails_its_applicat
     for trigger in ["push-date-tag.json", "scheduled-reconcile.json"] {
         let report = report_of(standins.outcome(&[], &event(trigger)).await);
         let entry = only(&report);
-        expect_decision(entry, Action::Failed, "expands to more than 20 MiB");
+        expect_decision(entry, Action::Failed, "expands to more than 4 MiB");
         assert!(!entry.retryable, "{trigger}: {}", entry.reason);
         assert!(
             entry.reason.contains(OVERRIDE),
