@@ -677,6 +677,17 @@ pub fn render(
     if Some(text.as_str()) == existing {
         return Ok(None);
     }
+    // A file past the cap could not be read again, by this function or by a host that
+    // stops at it: a file that grows there (an override file whose aliases are written out)
+    // is refused, not committed.
+    if text.len() > crate::git::githost::MAX_FILE {
+        return Err(Refused::from(format!(
+            "`{}` would be {} bytes written out, over the {} bytes (512 KiB) the Git write-back reads: keep the file small (an override file's aliases are written out in full)",
+            location.path,
+            text.len(),
+            crate::git::githost::MAX_FILE
+        )));
+    }
     // Read back as Helm and kustomize will read it: nothing but what was meant may change.
     let file = location.path.as_str();
     match meant {
@@ -970,12 +981,17 @@ fn emit(value: &Value, column: usize, in_item: bool) -> String {
             }
         }
         Value::Array(items) => {
-            for item in items {
+            for (i, item) in items.iter().enumerate() {
+                // An item that is itself a list starts on its parent's dash (`- - a`).
+                let lead = if in_item && i == 0 { "" } else { pad.as_str() };
                 match item {
                     Value::Object(m) if !m.is_empty() => {
-                        out.push_str(&format!("{pad}- {}", emit(item, column + 2, true)));
+                        out.push_str(&format!("{lead}- {}", emit(item, column + 2, true)));
                     }
-                    scalar => out.push_str(&format!("{pad}- {}\n", scalar_text(scalar))),
+                    Value::Array(a) if !a.is_empty() => {
+                        out.push_str(&format!("{lead}- {}", emit(item, column + 2, true)));
+                    }
+                    scalar => out.push_str(&format!("{lead}- {}\n", scalar_text(scalar))),
                 }
             }
         }
@@ -1834,5 +1850,55 @@ mod tests {
         );
         assert!(!text.contains("forcestring: false"), "{text}");
         assert!(text.contains("valueFiles:\n  - values-prod.yaml"), "{text}");
+    }
+
+    #[test]
+    fn the_override_file_keeps_lists_of_lists_as_written() {
+        let app = Application::seed().build();
+        let config = seed_config(&[]);
+        let images = images_of(&config);
+        let at = locate(&app, &config.write_back.clone().unwrap(), "argocd", &[]).unwrap();
+        let existing = "extra:\n  matrix:\n  - - a\n    - b\n  - []\n  - - - c\n    - d\n";
+        let effective = effective_app(&app, &at, Some(existing), &images).unwrap();
+        let text = render(
+            &at,
+            Some(existing),
+            &moved(&effective, "20250825-153012"),
+            &images,
+        )
+        .unwrap()
+        .unwrap();
+        let read: Value = crate::yaml::from_str(&text).unwrap();
+        assert_eq!(
+            read["extra"]["matrix"],
+            json!([["a", "b"], [], [["c"], "d"]]),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn an_override_file_that_would_grow_past_the_cap_written_out_is_refused() {
+        let app = Application::seed().build();
+        let config = seed_config(&[]);
+        let images = images_of(&config);
+        let at = locate(&app, &config.write_back.clone().unwrap(), "argocd", &[]).unwrap();
+        // 700 KiB of string behind seven aliases of a 100 KiB anchor: small as written.
+        let existing = format!(
+            "s: &s \"{}\"\nl: [{}]\n",
+            "x".repeat(100 << 10),
+            ["*s"; 7].join(", ")
+        );
+        let effective = effective_app(&app, &at, Some(&existing), &images).unwrap();
+        let refused = render(
+            &at,
+            Some(&existing),
+            &moved(&effective, "20250825-153012"),
+            &images,
+        )
+        .unwrap_err();
+        assert!(
+            refused.to_string().contains("over the 524288 bytes (512 KiB)"),
+            "{refused}"
+        );
     }
 }
