@@ -90,7 +90,7 @@ pub(crate) mod application;
 pub(crate) mod apply;
 pub mod aws;
 pub mod cluster;
-pub(crate) mod decision;
+pub mod decision;
 pub mod git;
 pub mod pipeline;
 pub mod registry;

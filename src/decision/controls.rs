@@ -154,6 +154,49 @@ fn held_outcome(outcome: ImageOutcome, why: &str) -> ImageOutcome {
     }
 }
 
+/// What a held soak does about the re-decision at its window's end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FollowUp {
+    /// Send a follow-up hop, delayed this many seconds.
+    Send(u32),
+    /// Send none: says what re-decides the Application instead.
+    Leave(&'static str),
+}
+
+/// Who is deciding a soaking candidate, for [`soak_follow_up`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decider {
+    /// The push of the candidate itself.
+    ItsPush,
+    /// A follow-up hop sent for this same image and candidate.
+    ItsChain,
+    /// Anything else: a sweep, a push of another image or tag, a hop for another candidate.
+    Other,
+}
+
+/// One chain of follow-ups per Application, image and candidate, however many pushes and
+/// sweeps see it soak (SQS delays a message by `max_delay` at most, so a long soak is a chain
+/// of hops, each sending the next). The candidate's push starts the chain and each of its
+/// hops continues it; a hop for a candidate since superseded ends. Anything else sends a
+/// follow-up only for the window's last hop (`remaining` within `max_delay`): the sweep that
+/// runs then lands on the window's end even when the chain was never started (the soak was
+/// set after the push, or the push's follow-up could not be sent), and at most a few such
+/// last hops exist, where a chain per sweep made a soak of days cost the square of its
+/// sweeps.
+pub fn soak_follow_up(decider: Decider, remaining_seconds: i64, max_delay: u32) -> FollowUp {
+    // A second past the window: the re-decision finds the image old enough.
+    let wait = u64::try_from(remaining_seconds.max(0)).unwrap_or(0) + 1;
+    let delay = u32::try_from(wait).unwrap_or(u32::MAX).min(max_delay);
+    let last_hop = wait <= u64::from(max_delay);
+    match decider {
+        Decider::ItsPush | Decider::ItsChain => FollowUp::Send(delay),
+        Decider::Other if last_hop => FollowUp::Send(delay),
+        Decider::Other => FollowUp::Leave(
+            "the chain its push started re-decides it, or the sweep in the window's last 15 minutes",
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -389,5 +432,66 @@ mod tests {
             "the user's to fix: a retry cannot help"
         );
         assert!(unreadable[0].reason.starts_with("configuration error: bad"));
+    }
+
+    #[test]
+    fn one_chain_of_follow_ups_per_candidate_whoever_sees_it_soak() {
+        let table = [
+            (
+                "its push starts the chain with a full hop",
+                Decider::ItsPush,
+                3_600,
+                FollowUp::Send(900),
+            ),
+            (
+                "its chain continues with the next hop",
+                Decider::ItsChain,
+                3_600,
+                FollowUp::Send(900),
+            ),
+            (
+                "its chain's last hop lands a second past the window",
+                Decider::ItsChain,
+                120,
+                FollowUp::Send(121),
+            ),
+            (
+                "a sweep early in a long window sends nothing",
+                Decider::Other,
+                7 * 24 * 3_600,
+                FollowUp::Leave(
+                    "the chain its push started re-decides it, or the sweep in the window's last 15 minutes",
+                ),
+            ),
+            (
+                "a sweep in the window's last hop sends it",
+                Decider::Other,
+                600,
+                FollowUp::Send(601),
+            ),
+            (
+                "a sweep a second before the last hop's reach sends it",
+                Decider::Other,
+                899,
+                FollowUp::Send(900),
+            ),
+            (
+                "a sweep a second too early for the last hop sends nothing",
+                Decider::Other,
+                900,
+                FollowUp::Leave(
+                    "the chain its push started re-decides it, or the sweep in the window's last 15 minutes",
+                ),
+            ),
+            (
+                "a window already over still waits a second",
+                Decider::Other,
+                -5,
+                FollowUp::Send(1),
+            ),
+        ];
+        for (case, decider, remaining, expected) in table {
+            assert_eq!(soak_follow_up(decider, remaining, 900), expected, "{case}");
+        }
     }
 }

@@ -107,6 +107,8 @@ pub(super) struct Work<'a> {
     pub(super) kube: &'a KubeClient,
     /// The cluster's name, which a follow-up shard names.
     pub(super) cluster: &'a str,
+    /// The soak hop this invocation runs, when it is one (a follow-up shard's mark).
+    pub(super) soak_hop: Option<&'a crate::sweep::shard::SoakHop>,
 }
 
 impl Work<'_> {
@@ -384,6 +386,7 @@ impl Handler {
             deadline,
             kube,
             cluster: cluster.name(),
+            soak_hop: None,
         };
         // The listing sends each Application that concerns the invocation as soon as its
         // page is parsed; they are read, decided and written while later pages are listed.

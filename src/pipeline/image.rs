@@ -2,11 +2,14 @@
 //! the signature check before an update is let through.
 
 use super::handler::{Handler, Work};
+use crate::decision::controls::{self, Decider, FollowUp};
 use crate::decision::decide::{self, DescribedTags, ImageCase, ImageOutcome, Mode};
 use crate::event::PushEvent;
 use crate::failure::Failure;
 use crate::failure::Refused;
 use crate::report::Action;
+use crate::sweep::queue::MAX_DELAY_SECONDS;
+use crate::sweep::shard::SoakHop;
 
 /// How long after its push an image whose signing is in progress is re-checked by a
 /// follow-up; past it, ECR's signing has stalled and the next push or sweep decides.
@@ -128,7 +131,7 @@ impl Handler {
                 let now = time::OffsetDateTime::from(self.clock.now());
                 let young = pushed_at.is_none_or(|at| now - at < SIGNING_WAIT);
                 let next = if young && !self.config.dry_run {
-                    self.decide_again_later(case, work, "signing", SIGNING_RECHECK_SECONDS)
+                    self.decide_again_later(case, work, "signing", SIGNING_RECHECK_SECONDS, None)
                         .await
                 } else {
                     "the next push of the image or the next sweep decides it".to_string()
@@ -146,14 +149,20 @@ impl Handler {
         work: &Work<'_>,
         why: &str,
         delay: u32,
+        soak: Option<SoakHop>,
     ) -> String {
         let Some(queue) = &self.sweep_queue else {
             return "no sweep queue (SWEEP_QUEUE_URL): the next sweep decides it".into();
         };
         let identity = case.identity();
         let id = format!("{why}-{}", work.event_id());
-        let shard =
-            crate::sweep::shard::follow_up(&id, work.cluster, identity.namespace, identity.name);
+        let shard = crate::sweep::shard::follow_up(
+            &id,
+            work.cluster,
+            identity.namespace,
+            identity.name,
+            soak,
+        );
         match queue.send_after(&shard, delay).await {
             Ok(()) => format!("re-decided in {delay} s"),
             Err(e) => {
@@ -297,7 +306,8 @@ impl Handler {
 
     /// The soak gate; an update it holds is re-decided when its window ends, by a follow-up
     /// shard of this one Application on the sweep queue (SQS delays a message by 15 minutes
-    /// at most: a longer soak is re-decided then, holds, and sends the next).
+    /// at most: a longer soak is a chain of hops). One chain per image and candidate: see
+    /// [`controls::soak_follow_up`] for who sends a hop.
     async fn soaked(
         &self,
         outcome: ImageOutcome,
@@ -306,8 +316,13 @@ impl Handler {
         work: &Work<'_>,
     ) -> ImageOutcome {
         let now = time::OffsetDateTime::from(self.clock.now());
+        // A candidate is its tag and, under the digest strategy, the digest it points at.
+        let held = outcome
+            .update
+            .as_ref()
+            .map(|u| (u.to.tag.clone(), u.to.to_string()));
         let (outcome, ripe) = decide::gate_soak(outcome, case.config, pushed_at, now);
-        let Some(ripe) = ripe else {
+        let (Some(ripe), Some((tag, candidate))) = (ripe, held) else {
             return outcome;
         };
         if self.config.dry_run {
@@ -318,12 +333,25 @@ impl Handler {
                 "no sweep queue (SWEEP_QUEUE_URL): the first sweep after the window rolls it out",
             );
         }
-        // A second past the window: the re-decision finds the image old enough.
-        let wait = (ripe - now).whole_seconds().max(0) as u64 + 1;
-        let delay = u32::try_from(wait)
-            .unwrap_or(u32::MAX)
-            .min(crate::sweep::queue::MAX_DELAY_SECONDS);
-        let note = self.decide_again_later(case, work, "soak", delay).await;
+        let hop = SoakHop {
+            image: format!("{}/{}", case.registry, case.repository),
+            candidate,
+        };
+        let decider = match work.mode {
+            _ if work.soak_hop == Some(&hop) => Decider::ItsChain,
+            Mode::Push(push) if push.tag == tag && push.repository == case.repository => {
+                Decider::ItsPush
+            }
+            _ => Decider::Other,
+        };
+        let remaining = (ripe - now).whole_seconds();
+        let note = match controls::soak_follow_up(decider, remaining, MAX_DELAY_SECONDS) {
+            FollowUp::Send(delay) => {
+                self.decide_again_later(case, work, "soak", delay, Some(hop))
+                    .await
+            }
+            FollowUp::Leave(why) => format!("no follow-up sent: {why}"),
+        };
         outcome.noted_on_soaking(&note)
     }
 }

@@ -161,6 +161,7 @@ impl Handler {
                     deadline,
                     kube: g.kube,
                     cluster: g.cluster.name(),
+                    soak_hop: None,
                 };
                 let found = match g.found {
                     Kept::Whole(found) => found,
@@ -298,6 +299,7 @@ impl Handler {
             deadline,
             kube,
             cluster: cluster.name(),
+            soak_hop: shard.soak.as_ref(),
         };
         let watched = KubeClient::list_scopes(&cluster.config().namespaces);
         let all_namespaces = watched.iter().any(String::is_empty);

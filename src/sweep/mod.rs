@@ -5,5 +5,5 @@
 //! pipeline's work, in `pipeline::sweep`, over these parts.
 
 pub(crate) mod gather;
-pub(crate) mod queue;
+pub mod queue;
 pub mod shard;

@@ -43,6 +43,21 @@ pub struct Shard {
     pub shard: u32,
     pub shards: u32,
     pub applications: Vec<AppRef>,
+    /// A soak's follow-up: the image and the candidate it was sent for. The run that finds
+    /// that same candidate still soaking sends the next hop; any other leaves the chain to
+    /// end ([`crate::decision::controls::soak_follow_up`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soak: Option<SoakHop>,
+}
+
+/// What a soak's follow-up was sent for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SoakHop {
+    /// `<registry id>/<repository>` of the image held.
+    pub image: String,
+    /// The tag held.
+    pub candidate: String,
 }
 
 /// The shards of one sweep, cluster by cluster in the order given: each cluster's
@@ -81,9 +96,16 @@ pub fn plan(sweep: &str, clusters: Vec<(String, Vec<Tracked>)>, size: usize) -> 
     shards
 }
 
-/// A shard of one Application, sent to re-decide it later (when its soak ends): the same
-/// message, bounds and trust as a sweep's shard, since it is one.
-pub fn follow_up(id: &str, cluster: &str, namespace: &str, name: &str) -> Shard {
+/// A shard of one Application, sent to re-decide it later (when its soak ends, or its
+/// signing completes): the same message, bounds and trust as a sweep's shard, since it is
+/// one; `soak` marks a soak's hop.
+pub fn follow_up(
+    id: &str,
+    cluster: &str,
+    namespace: &str,
+    name: &str,
+    soak: Option<SoakHop>,
+) -> Shard {
     let mut one = shard(
         id,
         cluster,
@@ -93,6 +115,7 @@ pub fn follow_up(id: &str, cluster: &str, namespace: &str, name: &str) -> Shard 
         }],
     );
     (one.shard, one.shards) = (1, 1);
+    one.soak = soak;
     one
 }
 
@@ -104,6 +127,7 @@ fn shard(sweep: &str, cluster: &str, applications: Vec<AppRef>) -> Shard {
         shard: 0,
         shards: 0,
         applications,
+        soak: None,
     }
 }
 
@@ -357,7 +381,7 @@ mod tests {
 
     #[test]
     fn a_follow_up_is_a_shard_of_one_that_reads_back_as_one() {
-        let one = follow_up("soak-e", "dev", "argocd", "web");
+        let one = follow_up("soak-e", "dev", "argocd", "web", None);
         let body = serde_json::to_string(&one).unwrap();
         let read = parse(&body).unwrap();
         assert_eq!(
@@ -371,5 +395,19 @@ mod tests {
                 name: "web".into()
             }]
         );
+    }
+
+    #[test]
+    fn a_soak_hop_rides_in_the_follow_up_and_a_sweeps_shard_carries_none() {
+        let hop = SoakHop {
+            image: "r.example/web".into(),
+            candidate: "1.4.0".into(),
+        };
+        let one = follow_up("soak-e", "dev", "argocd", "web", Some(hop.clone()));
+        let body = serde_json::to_string(&one).unwrap();
+        assert_eq!(parse(&body).unwrap().soak, Some(hop));
+        let plain = serde_json::to_string(&follow_up("e", "dev", "argocd", "web", None)).unwrap();
+        assert!(!plain.contains("soak"), "{plain}");
+        assert_eq!(parse(&plain).unwrap().soak, None);
     }
 }

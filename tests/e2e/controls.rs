@@ -5,7 +5,7 @@
 use crate::common::{Scenario, event, expect_decision, only, seed_tag};
 use argocd_ecr_updater::report::Action;
 use argocd_ecr_updater_standins::fixtures::{PUSHED_TAG, SEED_APP, SEED_TAG, seed_image_updater};
-use serde_json::json;
+use serde_json::{Value, json};
 
 const FREEZE: &str = "argocd-ecr-updater.io/freeze";
 
@@ -303,6 +303,82 @@ async fn a_soaking_image_is_held_and_its_follow_up_after_the_window_writes_it_on
         1,
         "two deliveries, one write"
     );
+}
+
+/// One chain of follow-ups per candidate, however many pushes and sweeps see it soak: its
+/// push starts the chain, sweeps early in a long window send nothing, each hop of the chain
+/// sends the next, and a sweep in the window's last 15 minutes sends the last hop (it lands
+/// on the window's end even where no chain was started). A chain per sweep made a 7-day soak
+/// cost the square of its sweeps.
+#[tokio::test]
+async fn one_push_and_three_sweeps_leave_one_chain_of_follow_ups() {
+    use argocd_ecr_updater_standins::fixtures::{image, push_event};
+    use time::format_description::well_known::Rfc3339;
+    let (standins, queue) = soaking("argocd-ecr-updater.io/min-age").await;
+    standins.annotate(
+        "argocd",
+        SEED_APP,
+        &[("argocd-ecr-updater.io/min-age", "2h")],
+    );
+    let at = |t: time::OffsetDateTime| t.format(&Rfc3339).unwrap();
+    let tag = "20991231-000000";
+    let pushed = time::OffsetDateTime::now_utc();
+    standins
+        .aws
+        .push(image("barun-dev-ecr", tag, '6', &at(pushed)));
+    let report = standins
+        .report(&[], &push_event("barun-dev-ecr", tag, &at(pushed)))
+        .await;
+    expect_decision(only(&report), Action::Skipped, "re-decided in 900 s");
+    for _ in 0..3 {
+        let report = standins
+            .report(&[], &event("scheduled-reconcile.json"))
+            .await;
+        expect_decision(
+            only(&report),
+            Action::Skipped,
+            "no follow-up sent: the chain its push started re-decides it",
+        );
+    }
+    let sent = standins.aws.queue(&queue);
+    assert_eq!(sent.len(), 1, "one chain, started by the push");
+    let hop: Value = serde_json::from_str(&sent[0].body).unwrap();
+    assert_eq!(
+        hop["soak"],
+        json!({"image": "768157413559/barun-dev-ecr", "candidate": tag})
+    );
+    assert_eq!(sent[0].delay_seconds, 900);
+    // The hop, delivered: still soaking, it sends the next hop, and only that.
+    let record = json!({"Records": [{"messageId": sent[0].id, "eventSource": "aws:sqs",
+        "eventSourceARN": SWEEP_ARN, "body": sent[0].body}]});
+    let report = standins.report(&[], &record).await;
+    expect_decision(only(&report), Action::Skipped, "re-decided in 900 s");
+    assert_eq!(standins.aws.queue(&queue).len(), 2);
+    // A hop for a candidate no longer held ends its chain.
+    let mut stale: Value = serde_json::from_str(&sent[0].body).unwrap();
+    stale["soak"]["candidate"] = json!("20991230-000000");
+    let record = json!({"Records": [{"messageId": "stale-hop", "eventSource": "aws:sqs",
+        "eventSourceARN": SWEEP_ARN, "body": stale.to_string()}]});
+    let report = standins.report(&[], &record).await;
+    expect_decision(only(&report), Action::Skipped, "no follow-up sent");
+    assert_eq!(standins.aws.queue(&queue).len(), 2);
+    // In the window's last 15 minutes a sweep sends the last hop, to a second past its end.
+    standins.annotate(
+        "argocd",
+        SEED_APP,
+        &[("argocd-ecr-updater.io/min-age", "10m")],
+    );
+    standins
+        .report(&[], &event("scheduled-reconcile.json"))
+        .await;
+    let sent = standins.aws.queue(&queue);
+    assert_eq!(sent.len(), 3);
+    assert!(
+        (595..=601).contains(&sent[2].delay_seconds),
+        "{}",
+        sent[2].delay_seconds
+    );
+    assert_eq!(seed_tag(&standins).as_deref(), Some(SEED_TAG));
 }
 
 /// A newer push inside the soak window supersedes the older one: when the older one's window
