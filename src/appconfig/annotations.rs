@@ -224,10 +224,17 @@ pub fn of(app: &serde_json::Value) -> BTreeMap<String, String> {
 /// The annotation our audit record of the last update is kept in: ours, but no configuration.
 pub const AUDIT_ANNOTATION: &str = "argocd-ecr-updater.io/last-update";
 
+/// The annotation the failed rollouts hold-on-failure remembers are kept in
+/// (`application::failures`): ours, but no configuration.
+pub const FAILED_ROLLOUTS_ANNOTATION: &str = "argocd-ecr-updater.io/failed-rollouts";
+
 /// Whether an annotation is one an Application's configuration is read from: Image
-/// Updater's, and ours (gates, keys, pull requests) but the audit record.
+/// Updater's, and ours (gates, keys, pull requests) but the records we keep.
 pub fn is_configuring(key: &str) -> bool {
-    key.starts_with(PREFIX) || (key.starts_with(OWN_PREFIX) && key != AUDIT_ANNOTATION)
+    key.starts_with(PREFIX)
+        || (key.starts_with(OWN_PREFIX)
+            && key != AUDIT_ANNOTATION
+            && key != FAILED_ROLLOUTS_ANNOTATION)
 }
 
 /// The annotations of an Application object its configuration is read from

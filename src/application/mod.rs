@@ -4,6 +4,7 @@
 
 pub(crate) mod audit;
 pub(crate) mod event;
+pub(crate) mod failures;
 pub(crate) mod identity;
 pub(crate) mod sources;
 pub(crate) mod view;

@@ -9,7 +9,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::appconfig::annotations::ImageConfig;
-use crate::application::audit::AuditRecord;
+use crate::application::failures;
 use crate::decision::decide::ImageOutcome;
 use crate::report::{Action, Entry};
 
@@ -110,38 +110,42 @@ pub fn held(entries: Vec<Entry>, hold: &Hold) -> Vec<Entry> {
         .collect()
 }
 
-/// Hold-on-failure (`<alias>.hold-on-failure: "true"`): after a rollout of this image
-/// failed (as our audit record says the last write's did), a further update is decided and
-/// reported but not written while the Application is not Healthy. Healthy again, or the
-/// annotation removed, and the next event or sweep writes.
+/// Hold-on-failure (`<alias>.hold-on-failure: "true"`): after a rollout of this image failed
+/// (failed sync, Degraded or Missing after it, or timed out; remembered per image in
+/// `argocd-ecr-updater.io/failed-rollouts`, which other images' writes leave alone), a further
+/// update is decided and reported but not written, until one of: a candidate pushed after the
+/// failure (a fix, by ECR's push time), the annotation removed, or a person deleting the
+/// image's failure (or the whole `failed-rollouts` annotation). Health does not release it:
+/// a failed sync leaves the Application Healthy on the old image.
 pub fn hold_after_failure(
     outcome: ImageOutcome,
     config: &ImageConfig,
     app: &serde_json::Value,
 ) -> ImageOutcome {
-    if !config.hold_on_failure || outcome.update.is_none() {
+    if !config.hold_on_failure {
         return outcome;
     }
-    let Some(record) = AuditRecord::of(app) else {
+    let Some(update) = &outcome.update else {
         return outcome;
     };
-    let image = config.image.to_string();
-    let failed = record
-        .rollout
-        .as_ref()
-        .is_some_and(|r| r.outcome == "failed");
-    let Some(written) = record.images.iter().find(|i| i.image == image) else {
+    let failures = failures::of(app);
+    let Some(failure) = failures.get(&config.image.to_string()) else {
         return outcome;
     };
-    let health = app["status"]["health"]["status"]
-        .as_str()
-        .unwrap_or("Unknown");
-    if !failed || health == "Healthy" {
+    let fixed = match (update.pushed_at, failure.time()) {
+        (Some(pushed), Some(failed)) => pushed > failed,
+        _ => false,
+    };
+    if fixed {
         return outcome;
     }
     let reason = format!(
-        "held after the failed rollout of `{}` (hold-on-failure): the Application is {health}; the next event or sweep writes once Argo CD reports it Healthy or the annotation is removed",
-        written.to
+        "held after the {} rollout of `{}` at {} (hold-on-failure): a push after it, removing hold-on-failure, or deleting `{}` from the {} annotation releases it",
+        failure.outcome,
+        failure.to,
+        failure.at,
+        config.image,
+        crate::appconfig::annotations::FAILED_ROLLOUTS_ANNOTATION
     );
     held_outcome(outcome, &reason)
 }
@@ -205,11 +209,14 @@ mod tests {
     const NOW: OffsetDateTime = datetime!(2026-12-03 12:00 UTC);
 
     #[test]
-    fn a_failed_rollout_holds_the_image_until_the_application_is_healthy() {
-        use crate::appconfig::annotations::{AUDIT_ANNOTATION, AppConfig, OWN_PREFIX, PREFIX};
+    fn a_failed_rollout_holds_the_image_until_a_newer_push_or_a_person_releases_it() {
+        use crate::appconfig::annotations::{
+            AUDIT_ANNOTATION, AppConfig, FAILED_ROLLOUTS_ANNOTATION, OWN_PREFIX, PREFIX,
+        };
         use crate::decision::decide::Move;
         use crate::policy::TagRef;
         use serde_json::json;
+        use time::macros::datetime;
         const IMAGE: &str = "1.dkr.ecr.r.amazonaws.com/web";
         let config = |hold: bool| {
             let mut map = std::collections::BTreeMap::new();
@@ -222,7 +229,8 @@ mod tests {
                 .clone()
                 .unwrap()
         };
-        let update = || {
+        // The candidate `1.2`, pushed at `pushed` (ECR's time), if known.
+        let update = |pushed: Option<OffsetDateTime>| {
             let mut entry =
                 Entry::new("argocd", "web", Some("app"), IMAGE).with(Action::Updated, "newer");
             (entry.from, entry.to) = (Some("1.1".into()), Some("1.2".into()));
@@ -232,71 +240,49 @@ mod tests {
                     to: TagRef::tag("1.2"),
                     sources: vec![0],
                     check_platforms: None,
-                    pushed_at: None,
+                    pushed_at: pushed,
                 }),
             }
         };
-        let app = |outcome: Option<&str>, image: &str, health: &str| {
-            let mut record = json!({"time": "2026-12-03T10:00:00Z", "eventId": "e",
-                "images": [{"image": image, "from": "1.0", "to": "1.1"}]});
-            if let Some(outcome) = outcome {
-                record["rollout"] = json!({"outcome": outcome, "at": "2026-12-03T10:05:00Z"});
+        // `1.1` failed at 10:05 (or timed out); the audit record's last write moved `last`,
+        // and the Application is `health`.
+        let app = |failures: Option<&str>, last: &str, health: &str| {
+            let record = json!({"time": "2026-12-03T11:00:00Z", "eventId": "e",
+                "images": [{"image": last, "from": "2.0", "to": "2.1"}],
+                "rollout": {"outcome": "confirmed", "at": "2026-12-03T11:02:00Z"}});
+            let mut annotations = json!({AUDIT_ANNOTATION: record.to_string()});
+            if let Some(failures) = failures {
+                annotations[FAILED_ROLLOUTS_ANNOTATION] = json!(failures);
             }
-            json!({"metadata": {"annotations": {AUDIT_ANNOTATION: record.to_string()}},
-                "status": {"health": {"status": health}}})
+            json!({"metadata": {"annotations": annotations}, "status": {"health": {"status": health}}})
         };
+        let failed = |outcome: &str| {
+            json!({IMAGE: {"to": "1.1", "outcome": outcome, "at": "2026-12-03T10:05:00Z", "reason": "Degraded"}})
+                .to_string()
+        };
+        let before = Some(datetime!(2026-12-03 10:00 UTC));
+        let after = Some(datetime!(2026-12-03 10:30 UTC));
+        let api = "1.dkr.ecr.r.amazonaws.com/api";
         let cases = [
+            ("held: a candidate pushed before the failure", true, app(Some(&failed("failed")), IMAGE, "Degraded"), before, true),
+            ("held though the Application is Healthy again (a failed sync leaves it Healthy)", true, app(Some(&failed("failed")), IMAGE, "Healthy"), before, true),
+            ("held after a timed-out rollout", true, app(Some(&failed("timed-out")), IMAGE, "Progressing"), before, true),
+            ("held after another image's write and confirmed rollout", true, app(Some(&failed("failed")), api, "Healthy"), before, true),
+            ("held when ECR gave no push time for the candidate", true, app(Some(&failed("failed")), IMAGE, "Healthy"), None, true),
+            ("written: a candidate pushed after the failure", true, app(Some(&failed("failed")), IMAGE, "Degraded"), after, false),
+            ("written: hold-on-failure is not set", false, app(Some(&failed("failed")), IMAGE, "Degraded"), before, false),
+            ("written: a person deleted the failures", true, app(None, IMAGE, "Degraded"), before, false),
+            ("written: a person edited the failures into something else", true, app(Some("released"), IMAGE, "Degraded"), before, false),
             (
-                "held: failed and still Degraded",
+                "written: only another image failed",
                 true,
-                app(Some("failed"), IMAGE, "Degraded"),
-                true,
-            ),
-            (
-                "held while Progressing after the failure",
-                true,
-                app(Some("failed"), IMAGE, "Progressing"),
-                true,
-            ),
-            (
-                "written: Healthy again",
-                true,
-                app(Some("failed"), IMAGE, "Healthy"),
-                false,
-            ),
-            (
-                "written: the annotation is not set",
-                false,
-                app(Some("failed"), IMAGE, "Degraded"),
-                false,
-            ),
-            (
-                "written: the rollout was confirmed",
-                true,
-                app(Some("confirmed"), IMAGE, "Degraded"),
-                false,
-            ),
-            (
-                "written: a timed-out rollout is not a failure",
-                true,
-                app(Some("timed-out"), IMAGE, "Degraded"),
-                false,
-            ),
-            (
-                "written: not yet judged",
-                true,
-                app(None, IMAGE, "Degraded"),
-                false,
-            ),
-            (
-                "written: the failed write moved another image",
-                true,
-                app(Some("failed"), "1.dkr.ecr.r.amazonaws.com/api", "Degraded"),
+                app(Some(&json!({api: {"to": "2.1", "outcome": "failed", "at": "2026-12-03T10:05:00Z", "reason": "x"}}).to_string()), IMAGE, "Degraded"),
+                before,
                 false,
             ),
         ];
-        for (case, hold, app, held) in cases {
-            let outcome = hold_after_failure(update(), &config(hold), &app);
+        for (case, hold, app, pushed, held) in cases {
+            let outcome = hold_after_failure(update(pushed), &config(hold), &app);
             assert_eq!(outcome.update.is_none(), held, "{case}");
             if held {
                 let entry = &outcome.entries[0];
@@ -304,7 +290,7 @@ mod tests {
                 assert!(
                     entry
                         .reason
-                        .starts_with("held after the failed rollout of `1.1` (hold-on-failure)"),
+                        .contains("rollout of `1.1` at 2026-12-03T10:05:00Z (hold-on-failure)"),
                     "{case}: {}",
                     entry.reason
                 );

@@ -14,6 +14,7 @@ use time::OffsetDateTime;
 use super::handler::{Handler, Work};
 use crate::appconfig::annotations;
 use crate::application::audit::AuditRecord;
+use crate::application::failures;
 use crate::cluster::kube::{KubeClient, KubeError, Patch};
 use crate::cluster::retry::retry_transient;
 use crate::decision::decide;
@@ -461,10 +462,19 @@ impl Handler {
             escape_pointer(crate::appconfig::annotations::AUDIT_ANNOTATION)
         );
         let recorded = judge::recorded(record, outcome, reason, now);
-        let patch = Patch::Json(serde_json::json!([
-            {"op": "test", "path": path, "value": record.text},
-            {"op": "replace", "path": path, "value": recorded.to_string()},
-        ]));
+        let mut ops = vec![
+            serde_json::json!({"op": "test", "path": path, "value": record.text}),
+            serde_json::json!({"op": "replace", "path": path, "value": recorded.to_string()}),
+        ];
+        // Each image's failure outlives this record (another image's write replaces it),
+        // for hold-on-failure; the same guarded patch keeps both in step.
+        let at = recorded["rollout"]["at"].as_str().unwrap_or_default();
+        if let Some(next) =
+            failures::after_outcome(&failures::of(app), record, outcome.as_str(), reason, at)
+        {
+            ops.extend(failures::patch_ops(app, &next));
+        }
+        let patch = Patch::Json(Value::Array(ops));
         retry_transient(deadline, || kube.patch_application(namespace, name, &patch)).await?;
         let event = judge::event(app, record, outcome, reason, now);
         match kube.create_event(namespace, &event).await {

@@ -197,7 +197,19 @@ async fn degraded_after_the_sync_is_a_failed_rollout_and_hold_on_failure_holds_t
     assert_eq!(failed.len(), 1);
     assert_eq!(failed[0]["type"], "Warning");
 
-    // A newer image while the Application is Degraded: decided, reported, not written.
+    // The failure is remembered per image, beside our audit record.
+    let app = standins.kube.get("argocd", SEED_APP).unwrap();
+    let remembered: Value = serde_json::from_str(
+        app["metadata"]["annotations"]["argocd-ecr-updater.io/failed-rollouts"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    let reference = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/barun-dev-ecr";
+    assert_eq!(remembered[reference]["to"], PUSHED_TAG);
+    assert_eq!(remembered[reference]["outcome"], "failed");
+
+    // A newer tag, pushed (by ECR's clock) before the failure: decided, reported, not written.
     let newer = "20250826-000000";
     let at = "2025-08-26T00:00:01Z";
     standins.aws.push(image("barun-dev-ecr", newer, '7', at));
@@ -207,7 +219,7 @@ async fn degraded_after_the_sync_is_a_failed_rollout_and_hold_on_failure_holds_t
     expect_decision(
         only(&held),
         Action::Skipped,
-        "held after the failed rollout of `20250825-153012` (hold-on-failure): the Application is Degraded",
+        "held after the failed rollout of `20250825-153012` at ",
     );
     expect_decision(
         only(&held),
@@ -216,15 +228,27 @@ async fn degraded_after_the_sync_is_a_failed_rollout_and_hold_on_failure_holds_t
     );
     assert_eq!(seed_tag(&standins).as_deref(), Some(PUSHED_TAG));
 
-    // Healthy again (fixed by hand): the next push writes.
+    // Healthy again is no release (a failed sync leaves the old image Healthy)...
     standins
         .kube
         .edit("argocd", SEED_APP, |app| {
             app["status"]["health"] = json!({"status": "Healthy"})
         })
         .unwrap();
-    let written = standins
+    let still = standins
         .report(&[], &push_event("barun-dev-ecr", newer, at))
+        .await;
+    expect_decision(only(&still), Action::Skipped, "(hold-on-failure)");
+    // ...a push after the failure is: the fix.
+    let fix = "20991231-000000";
+    let fixed_at = time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    standins
+        .aws
+        .push(image("barun-dev-ecr", fix, '8', &fixed_at));
+    let written = standins
+        .report(&[], &push_event("barun-dev-ecr", fix, &fixed_at))
         .await;
     expect_decision(only(&written), Action::Updated, "ranks above");
 }
