@@ -178,7 +178,9 @@ fn parse_event(event: &Value) -> Result<Invocation, EventError> {
 
     match object.get("action").and_then(Value::as_str) {
         Some("reconcile") => return Ok(Invocation::Reconcile { id }),
-        Some(SHARD_ACTION) => {
+        // A shard or a rollout check sent directly (`redrive` of one parked in the sweep
+        // dead-letter queue): read as the sweep queue's records are, and as bounded.
+        Some(SHARD_ACTION | crate::rollout::message::CONFIRM_ACTION) => {
             return Ok(Invocation::Shards(vec![ShardRecord {
                 message_id: None,
                 body: Ok(event.to_string()),

@@ -209,6 +209,8 @@ enum Parked {
     },
     /// A sweep shard, which the function takes from its sweep queue only.
     Shard(Value),
+    /// A rollout check (`confirm-rollout`), parked in the sweep dead-letter queue.
+    Check(Value),
     NotJson(String),
 }
 
@@ -220,6 +222,9 @@ impl Parked {
         };
         if value["action"] == "reconcile-shard" {
             return Self::Shard(value);
+        }
+        if value["action"] == argocd_ecr_updater::rollout::message::CONFIRM_ACTION {
+            return Self::Check(value);
         }
         if value.get("requestContext").is_some() && value.get("requestPayload").is_some() {
             let response = &value["responsePayload"];
@@ -239,6 +244,45 @@ impl Parked {
             error: None,
         }
     }
+}
+
+/// Hands `payload` to the function asynchronously, as EventBridge does; `Err`: why it was
+/// not accepted.
+async fn invoke(
+    lambda: &aws_sdk_lambda::Client,
+    function: &str,
+    payload: &Value,
+) -> Result<(), String> {
+    let invoked = lambda
+        .invoke()
+        .function_name(function)
+        .invocation_type(aws_sdk_lambda::types::InvocationType::Event)
+        .payload(aws_sdk_lambda::primitives::Blob::new(payload.to_string()))
+        .send()
+        .await;
+    match invoked {
+        Ok(out) if out.status_code() == 202 => Ok(()),
+        Ok(out) => Err(format!(
+            "{function} answered {} instead of accepting it",
+            out.status_code()
+        )),
+        Err(e) => Err(format!("invoking {function} failed: {}", describe(&e))),
+    }
+}
+
+/// What discarding a rollout check gives up.
+const CHECK_DISCARD_LOSES: &str = "whose outcome is then never reported (no RolloutConfirmed/Failed/TimedOut Event, no rollout metric, a pending commit status left pending, no failure for hold-on-failure); the next write of the Application is followed anew";
+
+/// `rollout check 3 of argocd/web (barun-dev), write 2026-12-03T10:00:00Z`.
+fn check_summary(check: &Value) -> String {
+    format!(
+        "rollout check {} of {}/{} ({}), write {}",
+        check["check"].as_u64().unwrap_or(0),
+        check["namespace"].as_str().unwrap_or("?"),
+        check["name"].as_str().unwrap_or("?"),
+        check["cluster"].as_str().unwrap_or("?"),
+        check["write"].as_str().unwrap_or("?")
+    )
 }
 
 /// `push barun-dev-ecr:20250825-153012`, or what else the event is.
@@ -318,6 +362,9 @@ impl Redrive<'_> {
                 let what = match &parked {
                     Parked::Event { event, .. } => describe_event(event),
                     Parked::Shard(shard) => shard_summary(shard),
+                    Parked::Check(check) => {
+                        format!("{}, {CHECK_DISCARD_LOSES}", check_summary(check))
+                    }
                     Parked::NotJson(_) => "a message that is not JSON".into(),
                 };
                 if !self.apply {
@@ -354,39 +401,29 @@ impl Redrive<'_> {
                         true,
                     );
                 }
-                let invoked = lambda
-                    .invoke()
-                    .function_name(*function)
-                    .invocation_type(aws_sdk_lambda::types::InvocationType::Event)
-                    .payload(aws_sdk_lambda::primitives::Blob::new(event.to_string()))
-                    .send()
-                    .await;
-                match invoked {
-                    Ok(out) if out.status_code() == 202 => {
-                        format!("{what}{failed_with} -> invoked {function} (accepted)")
-                    }
-                    Ok(out) => {
-                        return kept(
-                            format!(
-                                "{what} -> {function} answered {} instead of accepting it -> kept",
-                                out.status_code()
-                            ),
-                            false,
-                        );
-                    }
-                    Err(e) => {
-                        return kept(
-                            format!(
-                                "{what} -> invoking {function} failed: {} -> kept",
-                                describe(&e)
-                            ),
-                            false,
-                        );
-                    }
+                match invoke(lambda, function, &event).await {
+                    Ok(()) => format!("{what}{failed_with} -> invoked {function} (accepted)"),
+                    Err(why) => return kept(format!("{what} -> {why} -> kept"), false),
+                }
+            }
+            (Mode::Invoke { lambda, function }, Parked::Check(check)) => {
+                let what = check_summary(&check);
+                if !self.apply {
+                    return kept(
+                        format!(
+                            "{what} -> would invoke {function}, which judges it and sends the next check itself (add --apply to invoke and delete)"
+                        ),
+                        true,
+                    );
+                }
+                match invoke(lambda, function, &check).await {
+                    Ok(()) => format!("{what} -> invoked {function} (accepted)"),
+                    Err(why) => return kept(format!("{what} -> {why} -> kept"), false),
                 }
             }
             (Mode::Local { handler }, Parked::Event { event, .. })
-            | (Mode::Local { handler }, Parked::Shard(event)) => {
+            | (Mode::Local { handler }, Parked::Shard(event))
+            | (Mode::Local { handler }, Parked::Check(event)) => {
                 let report = match handler.handle(&event, None).await {
                     Ok(report) => report,
                     Err(e) => {
@@ -455,6 +492,16 @@ fn shard_summary(shard: &Value) -> String {
 /// `push 6f0c…: 1 updated, 0 unchanged, 0 skipped`.
 fn summary(report: &Report) -> String {
     let count = |action: Action| report.entries.iter().filter(|e| e.action == action).count();
+    // A rollout check reports its rollout, not entries.
+    if let Some(rollout) = report.rollouts.first() {
+        return format!(
+            "rollout of {}/{}: {} ({})",
+            rollout.namespace, rollout.name, rollout.state, rollout.reason
+        );
+    }
+    if let Some(skipped) = &report.skipped {
+        return format!("{} {}: skipped: {skipped}", report.mode, report.event_id);
+    }
     format!(
         "{} {}: {} updated, {} unchanged, {} skipped",
         report.mode,

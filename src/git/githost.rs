@@ -321,6 +321,9 @@ pub enum StatusState {
     Pending,
     Success,
     Failure,
+    /// The outcome will not be known: the rollout is not followed (GitHub's `error`,
+    /// GitLab's `canceled`), so no status is left `pending` for ever.
+    Unknown,
 }
 
 impl StatusState {
@@ -330,6 +333,7 @@ impl StatusState {
             Self::Pending => "pending",
             Self::Success => "success",
             Self::Failure => "failure",
+            Self::Unknown => "error",
         }
     }
 }

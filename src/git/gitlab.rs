@@ -340,6 +340,7 @@ impl GitHost for GitLabProject<'_> {
     async fn commit_status(&self, sha: &str, status: &CommitStatus) -> Result<(), HostError> {
         let state = match status.state {
             StatusState::Failure => "failed",
+            StatusState::Unknown => "canceled",
             other => other.as_str(),
         };
         let what = format!("setting the commit status of {}", short_sha(sha));

@@ -61,20 +61,6 @@ impl Handler {
     ) -> Vec<String> {
         let mut notes = Vec::new();
         let written = audit["time"].as_str().unwrap_or_default();
-        // The record is read back only for an Application that asks for commit statuses.
-        let statuses_asked = app["metadata"]["annotations"][status::ANNOTATION].is_string();
-        if statuses_asked
-            && let Some(record) = AuditRecord::from_json(&audit.to_string(), audit.clone())
-        {
-            let (namespace, name) = decide::app::names(app);
-            let context = status::context(work.cluster, namespace, name);
-            let statuses = self
-                .commit_statuses(app, &record, |image, _| {
-                    status::pending(context.clone(), image)
-                })
-                .await;
-            notes.extend(statuses);
-        }
         let (namespace, name) = decide::app::names(app);
         // Asked for on the Application as read before the write: only then is it read again.
         let sync_asked = app["metadata"]["annotations"][judge::SYNC_ANNOTATION].is_string();
@@ -85,25 +71,71 @@ impl Handler {
         {
             notes.push(note);
         }
-        if !self.config.rollouts.confirm {
-            return notes;
-        }
-        let Some(queue) = &self.sweep_queue else {
-            notes.push("rollout not followed: no sweep queue (SWEEP_QUEUE_URL)".into());
-            return notes;
-        };
-        let check = Confirmation::first(work.cluster, namespace, name, written);
-        match queue.send_check(&check, message::FIRST_WAIT_SECONDS).await {
+        let followed = self.send_first_check(work, namespace, name, written).await;
+        match &followed {
             Ok(()) => notes.push(format!(
                 "rollout followed until live (first check in {} s)",
                 message::FIRST_WAIT_SECONDS
             )),
-            Err(e) => {
-                tracing::warn!(application = %format!("{namespace}/{name}"), error = %e, "the rollout check was not sent; the write stands, unfollowed");
-                notes.push("rollout not followed: the check could not be sent".into());
-            }
+            // Turned off on purpose: the entries need not say so each time.
+            Err(_) if !self.config.rollouts.confirm => {}
+            Err(why) => notes.push(format!("rollout not followed: {why}")),
+        }
+        // The record is read back only for an Application that asks for commit statuses:
+        // `pending` when an outcome will follow, else a status that says why none will.
+        let statuses_asked = app["metadata"]["annotations"][status::ANNOTATION].is_string();
+        if !statuses_asked {
+            return notes;
+        }
+        let context = status::context(work.cluster, namespace, name);
+        // The write before this one, still followed: its check will find it superseded,
+        // with no record left of what it wrote, so its statuses are settled now.
+        if let Some(previous) = AuditRecord::of(app)
+            && previous.rollout.is_none()
+            && !previous.pull_request
+        {
+            let settled = self
+                .commit_statuses(app, &previous, |image, _| {
+                    status::superseded(context.clone(), image, written)
+                })
+                .await;
+            notes.extend(settled);
+        }
+        if let Some(record) = AuditRecord::from_json(&audit.to_string(), audit.clone()) {
+            let statuses = self
+                .commit_statuses(app, &record, |image, _| match &followed {
+                    Ok(()) => status::pending(context.clone(), image),
+                    Err(why) => status::unfollowed(context.clone(), image, why),
+                })
+                .await;
+            notes.extend(statuses);
         }
         notes
+    }
+
+    /// Sends the first rollout check of the write at `written`; `Err`: why the rollout is not
+    /// followed.
+    async fn send_first_check(
+        &self,
+        work: &Work<'_>,
+        namespace: &str,
+        name: &str,
+        written: &str,
+    ) -> Result<(), String> {
+        if !self.config.rollouts.confirm {
+            return Err("rollout confirmation is off (CONFIRM_ROLLOUTS)".into());
+        }
+        let Some(queue) = &self.sweep_queue else {
+            return Err("no sweep queue (SWEEP_QUEUE_URL)".into());
+        };
+        let check = Confirmation::first(work.cluster, namespace, name, written);
+        queue
+            .send_check(&check, message::FIRST_WAIT_SECONDS)
+            .await
+            .map_err(|e| {
+                tracing::warn!(application = %format!("{namespace}/{name}"), error = %e, "the rollout check was not sent; the write stands, unfollowed");
+                "the check could not be sent".to_string()
+            })
     }
 
     /// Starts a sync as `argocd app sync` does, where the Application asks for it

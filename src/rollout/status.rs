@@ -1,6 +1,8 @@
 //! The commit status a rollout sets on the commit its image was built from (opt-in,
 //! `argocd-ecr-updater.io/commit-status: "true"`): `pending` at the write, `success` or
-//! `failure` at the outcome, one context per Application so that each cluster and
+//! `failure` at the outcome (or, for a write that will not be followed or was superseded
+//! first, GitHub's `error` / GitLab's `canceled` saying why: no status stays `pending` for
+//! ever), one context per Application so that each cluster and
 //! Application a commit reaches shows on its own line (pure).
 
 use serde_json::Value;
@@ -43,6 +45,34 @@ pub fn pending(context: String, image: &str) -> CommitStatus {
         state: StatusState::Pending,
         context,
         description: cap(&format!("rolling out {short}"), MAX_DESCRIPTION),
+    }
+}
+
+/// The status of a write whose rollout is not followed (`why`): its outcome will not be
+/// reported, so the status says so instead of staying `pending`.
+pub fn unfollowed(context: String, image: &str, why: &str) -> CommitStatus {
+    let short = image.rsplit('/').next().unwrap_or(image);
+    CommitStatus {
+        state: StatusState::Unknown,
+        context,
+        description: cap(
+            &format!("{short} written, not followed: {why}"),
+            MAX_DESCRIPTION,
+        ),
+    }
+}
+
+/// The status of a write replaced by a newer one (written at `at`) before its rollout was
+/// judged: the newer write is followed instead.
+pub fn superseded(context: String, image: &str, at: &str) -> CommitStatus {
+    let short = image.rsplit('/').next().unwrap_or(image);
+    CommitStatus {
+        state: StatusState::Unknown,
+        context,
+        description: cap(
+            &format!("{short} superseded by a newer write at {at} before it was live"),
+            MAX_DESCRIPTION,
+        ),
     }
 }
 
@@ -120,6 +150,24 @@ mod tests {
                 pending(context(), "1.dkr.ecr.r.amazonaws.com/team/web:1.2"),
                 StatusState::Pending,
                 "rolling out web:1.2",
+            ),
+            (
+                unfollowed(
+                    context(),
+                    "1.dkr.ecr.r.amazonaws.com/team/web:1.2",
+                    "no sweep queue (SWEEP_QUEUE_URL)",
+                ),
+                StatusState::Unknown,
+                "web:1.2 written, not followed: no sweep queue (SWEEP_QUEUE_URL)",
+            ),
+            (
+                superseded(
+                    context(),
+                    "1.dkr.ecr.r.amazonaws.com/team/web:1.2",
+                    "2026-12-03T10:00:00Z",
+                ),
+                StatusState::Unknown,
+                "web:1.2 superseded by a newer write at 2026-12-03T10:00:00Z before it was live",
             ),
         ];
         for (status, state, description) in cases {

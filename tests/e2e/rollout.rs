@@ -636,6 +636,66 @@ async fn the_images_own_commit_gets_a_pending_then_a_success_status_on_github_an
     }
 }
 
+/// No status is left `pending` for ever: a write whose rollout will not be followed says so
+/// at once (GitHub's `error`, GitLab's `canceled`), and a followed write replaced before it
+/// was judged is settled by the write that replaced it.
+#[tokio::test]
+async fn a_status_is_never_left_pending_when_the_rollout_is_not_followed_or_superseded() {
+    for (host, state) in [
+        (SourceHost::GitHub, "error"),
+        (SourceHost::GitLab, "canceled"),
+    ] {
+        let (standins, _queue, sha) = built_from_source(host, true).await;
+        let push = push_event("barun-dev-ecr", BUILT_TAG, "2025-09-01T00:00:01Z");
+        let report = standins
+            .report(&[("CONFIRM_ROLLOUTS", "false")], &push)
+            .await;
+        expect_decision(only(&report), Action::Updated, "ranks above");
+        let statuses = source_store(&standins, host).statuses("acme/web");
+        assert_eq!(statuses.len(), 1, "{host:?}");
+        assert_eq!(statuses[0]["state"], state, "{host:?}");
+        assert_eq!(statuses[0]["sha"], sha.as_str());
+        assert_eq!(
+            statuses[0]["description"],
+            "barun-dev-ecr:20250901-000000 written, not followed: rollout confirmation is off (CONFIRM_ROLLOUTS)"
+        );
+    }
+    let (standins, queue, sha) = built_from_source(SourceHost::GitHub, true).await;
+    let push = push_event("barun-dev-ecr", BUILT_TAG, "2025-09-01T00:00:01Z");
+    standins.report(&[], &push).await;
+    let newer = "20250902-000000";
+    standins.aws.push_labelled(
+        image("barun-dev-ecr", newer, '9', "2025-09-02T00:00:01Z"),
+        &json!({"org.opencontainers.image.source": "https://github.com/acme/web",
+            "org.opencontainers.image.revision": sha}),
+    );
+    let report = standins
+        .report(
+            &[],
+            &push_event("barun-dev-ecr", newer, "2025-09-02T00:00:01Z"),
+        )
+        .await;
+    expect_decision(only(&report), Action::Updated, "ranks above");
+    let statuses = standins.github.statuses("acme/web");
+    let states: Vec<&str> = statuses
+        .iter()
+        .map(|s| s["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, ["pending", "error", "pending"]);
+    let settled = statuses[1]["description"].as_str().unwrap();
+    assert!(
+        settled.starts_with("barun-dev-ecr:20250901-000000 superseded by a newer write at "),
+        "{settled}"
+    );
+    // The first write's check, when it comes, finds it superseded and reports nothing more.
+    let first = checks(&standins, &queue).remove(0);
+    assert_eq!(
+        the_rollout(&deliver(&standins, &first).await).state,
+        "superseded"
+    );
+    assert_eq!(standins.github.statuses("acme/web").len(), 3);
+}
+
 /// A rollout that fails marks the commit `failure` with the reason, on the same context.
 #[tokio::test]
 async fn a_failed_rollout_marks_the_images_commit_failed_with_the_reason() {

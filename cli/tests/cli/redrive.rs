@@ -374,3 +374,64 @@ async fn redrive_without_a_way_to_handle_the_events_says_which_to_choose() {
     assert!(!ok);
     assert!(out.contains("cannot be used with"), "{out}");
 }
+
+/// A rollout check parked in the sweep dead-letter queue is known for what it is: handed to
+/// the function (which takes a check sent directly as from its queue), run here, or
+/// discarded saying what is lost; never read as a malformed event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_rollout_check_is_redriven_as_a_check_and_its_discard_says_what_is_lost() {
+    let standins = StandIns::start_seeded().await.unwrap();
+    let queue = standins.aws.create_queue("argocd-ecr-updater-sweep-dlq");
+    let check = json!({"action": "confirm-rollout", "cluster": "barun-dev",
+        "namespace": "argocd", "name": "aws-pipeline-test",
+        "write": "2026-12-03T10:00:00Z", "check": 3});
+    standins.aws.send_message(&queue, &check.to_string());
+    let (ok, out) = redrive(
+        &standins,
+        &["--queue", &queue, "--discard", "--wait-seconds", "1"],
+    );
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("rollout check 3 of argocd/aws-pipeline-test (barun-dev), write 2026-12-03T10:00:00Z, whose outcome is then never reported"),
+        "{out}"
+    );
+    // Run here: judged as a check (the Application carries no record of ours), not refused as
+    // an event.
+    let (_, out) = redrive(
+        &standins,
+        &[
+            "--queue",
+            &queue,
+            "--local",
+            "--apply",
+            "--wait-seconds",
+            "1",
+        ],
+    );
+    assert!(!out.contains("MalformedEvent"), "{out}");
+    assert!(
+        out.contains("rollout of argocd/aws-pipeline-test: unfollowed"),
+        "{out}"
+    );
+    // Handed to the deployed function as it is.
+    standins.aws.send_message(&queue, &check.to_string());
+    let function = function(&standins);
+    let (ok, out) = redrive(
+        &standins,
+        &[
+            "--queue",
+            &queue,
+            "--function",
+            &function,
+            "--apply",
+            "--wait-seconds",
+            "1",
+        ],
+    );
+    assert!(ok, "{out}");
+    assert!(out.contains("-> invoked"), "{out}");
+    let invoked = standins.aws.invocations();
+    assert_eq!(invoked.len(), 1);
+    assert_eq!(invoked[0].2, check);
+    assert!(standins.aws.queue(&queue).is_empty());
+}
