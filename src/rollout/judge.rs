@@ -1,13 +1,20 @@
 //! Whether a write of ours is live, from the Application alone (pure). The write followed is
-//! the one our audit record names; Argo CD's status says the rest: the sync operation and
-//! the revision it synced, `status.summary.images` (what the rendered manifests run), and the
-//! Application's health (Argo CD 3.x keeps health per Application, not per resource).
+//! the one our audit record names; Argo CD's status says the rest, read as Argo CD's
+//! application controller writes it (argoproj/argo-cd `controller/appcontroller.go`,
+//! `controller/sync.go`, `controller/state.go`): the sync operation and what it synced,
+//! `status.reconciledAt`, `status.summary.images` (the images of the Pods Argo CD sees,
+//! `controller/cache/info.go` `populatePodInfo`), and the Application's health (Argo CD 3.x
+//! keeps health per Application, not per resource).
 //!
-//! Live: our images are in `summary.images`, the Application is `Synced` by an operation
-//! that finished after our write (for a commit: at our revision, or later with our images
-//! running), and it is `Healthy`. Failed: that operation ended `Failed`/`Error`, or the
-//! Application is `Degraded`/`Missing` after it. A newer write of ours supersedes the one
-//! followed; past the deadline, the check says which condition was missing.
+//! The write's sync is an operation (or a `status.history` entry) that started after the write
+//! and synced the spec as written, or for a commit its revision: one started before the write
+//! synced the spec before it, however late it ended (`autoSync` copies the spec into the
+//! operation). Live: that sync `Succeeded`, Argo CD compared the Application after it finished
+//! (the operation worker never writes health: `setOperationState` only asks for a refresh),
+//! and it is `Synced` and `Healthy` with our images running and the replaced ones gone.
+//! Failed: that operation ended `Failed`/`Error`, or a comparison after it says
+//! `Degraded`/`Missing`. A newer write of ours supersedes the one followed; past the
+//! deadline, the check says which condition was missing.
 
 use std::time::Duration;
 
@@ -443,7 +450,7 @@ fn running_images(status: &Value) -> Vec<&str> {
         .collect()
 }
 
-/// Whether the rendered manifests run `image` at what was written: `name:tag`,
+/// Whether a Pod runs `image` at what was written: `name:tag`,
 /// `name:tag@sha256:…`, or `name@sha256:…` for a written digest.
 fn runs(running: &[&str], image: &AuditedImage) -> bool {
     let name = image.image.as_str();
@@ -538,8 +545,8 @@ pub fn event(
 }
 
 /// Whether to start a sync of `app` after our write, and why not when not: only when the
-/// Application asks for it, has no automated sync (Argo CD syncs those itself), and no
-/// operation is set or running.
+/// Application asks for it, has no automated sync enabled (Argo CD syncs those itself), and
+/// no operation is set or running.
 pub fn sync_wanted(app: &Value) -> Result<bool, String> {
     let asked = match app["metadata"]["annotations"][SYNC_ANNOTATION].as_str() {
         None => return Ok(false),

@@ -905,22 +905,10 @@ async fn patch_one(
         }
         other => return status(415, &format!("unsupported patch type {other}")),
     }
-    if updated["metadata"]["name"] != current["metadata"]["name"]
-        || updated["metadata"]["namespace"] != current["metadata"]["namespace"]
-    {
+    if let Some(field) = immutable_changed(current, &updated) {
         return status(
             422,
-            &format!(
-                "Application.argoproj.io \"{name}\" is invalid: metadata.name: field is immutable"
-            ),
-        );
-    }
-    if updated["apiVersion"] != current["apiVersion"] || updated["kind"] != current["kind"] {
-        return status(
-            422,
-            &format!(
-                "Application.argoproj.io \"{name}\" is invalid: apiVersion/kind: field is immutable"
-            ),
+            &format!("Application.argoproj.io \"{name}\" is invalid: {field}: field is immutable"),
         );
     }
     let dropped = state.prune(&mut updated);
@@ -955,6 +943,17 @@ async fn patch_one(
     drop(store);
     state.observed(&namespace, &name, &before, &after);
     response
+}
+
+/// The immutable field a patch changed, as the API server names it.
+fn immutable_changed(current: &Value, updated: &Value) -> Option<&'static str> {
+    if updated["metadata"]["name"] != current["metadata"]["name"]
+        || updated["metadata"]["namespace"] != current["metadata"]["namespace"]
+    {
+        return Some("metadata.name");
+    }
+    (updated["apiVersion"] != current["apiVersion"] || updated["kind"] != current["kind"])
+        .then_some("apiVersion/kind")
 }
 
 /// A 422 as kube-apiserver words a schema refusal: the object, every field, and the causes.
