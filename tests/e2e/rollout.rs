@@ -286,6 +286,43 @@ async fn a_failed_sync_operation_is_a_failed_rollout() {
     assert_eq!(events(&standins, "RolloutFailed").len(), 1);
 }
 
+/// A failed attempt Argo CD retries stays `Running` with `finishedAt` set: the check waits,
+/// and the rollout fails only once the retries are spent (`Failed`).
+#[tokio::test]
+async fn a_sync_being_retried_is_not_yet_failed() {
+    let timeline = Timeline {
+        retries: 1,
+        ..Timeline::typical()
+    };
+    let (standins, queue) = following_on(Script::SyncFailed, timeline).await;
+    let check = push(&standins, &queue).await;
+    pass(&standins, 8);
+    let app = standins.kube.get("argocd", SEED_APP).unwrap();
+    let state = &app["status"]["operationState"];
+    assert_eq!(
+        (state["phase"].as_str(), state["retryCount"].as_i64()),
+        (Some("Running"), Some(1))
+    );
+    let retrying = deliver(&standins, &check).await;
+    let rollout = the_rollout(&retrying);
+    assert_eq!(rollout.state, "pending", "{rollout:#?}");
+    assert!(
+        rollout
+            .reason
+            .contains("is retrying after a failed attempt: Retrying attempt #1"),
+        "{}",
+        rollout.reason
+    );
+    let failed = next_check_after(&standins, &queue, ROLLED_OUT).await;
+    let rollout = the_rollout(&failed);
+    assert_eq!(rollout.state, "failed", "{rollout:#?}");
+    assert!(
+        rollout.reason.contains("(retried 1 times)"),
+        "{}",
+        rollout.reason
+    );
+}
+
 /// Past the Application's deadline (`confirm-timeout`), the check says which condition was
 /// missing: a rollout stuck Progressing, one paused (Suspended), and one never synced.
 #[tokio::test]

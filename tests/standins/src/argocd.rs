@@ -30,7 +30,7 @@
 //! - **Stale status** (`appcontroller.go` `setOperationState` requests a refresh; the
 //!   operation worker never writes health): `sync` and `health` stay as last compared from
 //!   `finishedAt` until the post-sync refresh [`Timeline::post_sync_refresh`] later.
-//! - **Health** (gitops-engine `pkg/health/health_deployment.go`; `health.go`
+//! - **Health** (gitops-engine `pkg/health/health_deployment.go`; `controller/health.go`
 //!   `setApplicationHealth`): from the post-sync refresh the workload is Progressing while it
 //!   rolls ([`Timeline::rollout`]), then Healthy, or Degraded at its progress deadline;
 //!   Suspended for a paused rollout. Those later changes come from resource events (level 1):
