@@ -119,6 +119,13 @@ impl KubeState {
         }
     }
 
+    /// The clock the controller runs on, when one runs.
+    pub fn controller_clock(&self) -> Option<Arc<crate::clock::SimClock>> {
+        lock(&self.controller)
+            .as_ref()
+            .map(|run| run.controller.clock.clone())
+    }
+
     /// How many sync operations the controller ran on an Application.
     pub fn syncs(&self, namespace: &str, name: &str) -> usize {
         lock(&self.controller).as_ref().map_or(0, |run| {
