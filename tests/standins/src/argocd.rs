@@ -241,8 +241,9 @@ impl Run {
         self.apps.get(key).map_or(0, |t| t.operations)
     }
 
-    /// A write by anyone but the controller, from `before` to `after`, at `now`: a spec or
-    /// refresh-annotation change is compared at the next refresh; an operation set is run.
+    /// A write by anyone but the controller, from `before` to `after`, at the clock's now: a
+    /// spec or refresh-annotation change is compared at the next refresh; an operation set is
+    /// run.
     pub fn observe(&mut self, key: (String, String), before: &Value, after: &Value) {
         if self.controller.script(0) == Script::NeverSynced {
             return;
