@@ -5,23 +5,37 @@
 //! With `--git`, the Application uses `write-back-method: git`: a GitHub stand-in holds its
 //! repository, Secrets Manager its token, and the example prints the commit and the file.
 //!
-//! The stand-ins include Argo CD's application controller, which syncs a second after the
-//! write; the example then delivers the function's rollout check (SQS would hand it out after
-//! 15 s) and prints the confirmation: the outcome, the lead time from the push, and the
-//! `RolloutConfirmed` Event.
+//! The stand-ins include Argo CD's application controller, which moves the Application as
+//! Argo CD does after the write: compared, an operation Running then Succeeded, status stale
+//! until compared again, Progressing while the Pods roll, then Healthy. It runs on a clock the
+//! example moves (the function's clock too), so no time is waited: the example prints each
+//! state as the clock passes it, delivers each rollout check when SQS would hand it out, and
+//! prints what it found, up to the confirmation: the outcome, the lead time from the push, and
+//! the `RolloutConfirmed` Event.
 //!
 //! `cargo run --example local [-- EVENT_FILE] [--dry-run] [--git]`
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use argocd_ecr_updater::cluster::eks_auth::SystemClock;
+use argocd_ecr_updater::cluster::eks_auth::Clock;
 use argocd_ecr_updater::config::Config;
 use argocd_ecr_updater::pipeline::handler::{Handler, HandlerError};
+use argocd_ecr_updater_standins::clock::SimClock;
 use argocd_ecr_updater_standins::{StandIns, argocd};
 use serde_json::Value;
 
 const APP: (&str, &str) = ("argocd", "aws-pipeline-test");
+
+/// The stand-ins' clock as the function's: both read the time the example sets.
+#[derive(Debug)]
+struct Scripted(Arc<SimClock>);
+
+impl Clock for Scripted {
+    fn now(&self) -> std::time::SystemTime {
+        self.0.now().into()
+    }
+}
 
 fn parameters(standins: &StandIns) -> String {
     let app = standins.kube.get(APP.0, APP.1).unwrap_or_default();
@@ -79,7 +93,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "arn:aws:sqs:{}:{}:sweep",
         standins.options.region, standins.options.account
     );
-    standins.kube.run_controller(controller(&standins, git));
+    let clock = Arc::new(SimClock::scripted());
+    standins
+        .kube
+        .run_controller(controller(&standins, git, clock.clone()));
     let config = Config::from_lookup(|name| match name {
         "CLUSTER_NAME" => Some(standins.options.cluster_name.clone()),
         "SWEEP_QUEUE_URL" => Some(queue.clone()),
@@ -90,7 +107,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "GIT_CA_BUNDLE" if git => Some(standins.ca_pem.clone()),
         _ => None,
     })?;
-    let handler = Handler::from_sdk(config, &standins.sdk_config(), Arc::new(SystemClock))?;
+    let handler = Handler::from_sdk(config, &standins.sdk_config(), Arc::new(Scripted(clock)))?;
     let outcome = handler.handle(&event, None).await;
 
     println!("\nHelm parameters after:\n{}", parameters(&standins));
@@ -157,10 +174,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     confirm(&standins, &handler, &queue, &queue_arn).await
 }
 
-/// Argo CD's application controller: syncs a second after a write, to Healthy. With Git
-/// write-back it renders the override file committed to the GitHub stand-in.
-fn controller(standins: &StandIns, git: bool) -> argocd::Controller {
-    let synced = argocd::Controller::new(argocd::Script::Healthy, Duration::from_secs(1));
+/// Argo CD's application controller on `clock`, a typical one rolling out to Healthy. With
+/// Git write-back it renders the override file committed to the GitHub stand-in.
+fn controller(standins: &StandIns, git: bool, clock: Arc<SimClock>) -> argocd::Controller {
+    let synced =
+        argocd::Controller::timed(argocd::Script::Healthy, argocd::Timeline::typical(), clock);
     if !git {
         return synced;
     }
@@ -174,42 +192,91 @@ fn controller(standins: &StandIns, git: bool) -> argocd::Controller {
     }))
 }
 
-/// Delivers the rollout check the write sent, once the controller has synced, and prints
-/// what it confirmed.
+/// Delivers each rollout check the write sent when SQS would hand it out, printing the
+/// Application's states as the controller moves it meanwhile, until an outcome.
 async fn confirm(
     standins: &StandIns,
     handler: &Handler,
     queue: &str,
     queue_arn: &str,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let Some(check) = standins
-        .aws
-        .queue(queue)
-        .into_iter()
-        .find(|m| m.body.contains("confirm-rollout"))
-    else {
-        println!(
-            "
-No rollout to follow: nothing was written."
-        );
-        return Ok(());
+    let checks = || -> Vec<argocd_ecr_updater_standins::aws::QueueMessage> {
+        standins
+            .aws
+            .queue(queue)
+            .into_iter()
+            .filter(|m| m.body.contains("confirm-rollout"))
+            .collect()
     };
+    if checks().is_empty() {
+        println!("\nNo rollout to follow: nothing was written.");
+        return Ok(());
+    }
+    let clock = standins
+        .kube
+        .controller_clock()
+        .ok_or("no controller runs")?;
+    let written = clock.now();
     println!(
-        "
-Rollout check sent with a {} s delay; Argo CD's controller stand-in syncs after 1 s.",
-        check.delay_seconds
+        "\nArgo CD, as the controller stand-in moves the Application (seconds after the write):"
     );
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
-    let batch = serde_json::json!({"Records": [{"messageId": check.id, "eventSource": "aws:sqs",
-        "eventSourceARN": queue_arn, "body": check.body}]});
-    let report = handler
-        .handle(&batch, None)
-        .await
-        .map_err(|e| e.to_string())?;
-    for rollout in &report.rollouts {
+    let mut seen = String::new();
+    for _ in 0..12 {
+        let Some(check) = checks().pop() else { break };
+        for _ in 0..check.delay_seconds {
+            standins.kube.step_to(clock.now() + Duration::from_secs(1));
+            let state = status_line(&standins.kube.get(APP.0, APP.1).unwrap_or_default());
+            if state != seen {
+                println!(
+                    "  {:>3} s  {state}",
+                    (clock.now() - written).whole_seconds()
+                );
+                seen = state;
+            }
+        }
+        let batch = serde_json::json!({"Records": [{"messageId": check.id, "eventSource": "aws:sqs",
+            "eventSourceARN": queue_arn, "body": check.body}]});
+        let report = handler
+            .handle(&batch, None)
+            .await
+            .map_err(|e| e.to_string())?;
+        let ended = report.rollouts.iter().any(|r| r.state != "pending");
+        print_rollouts(&report.rollouts);
+        if ended {
+            break;
+        }
+    }
+    for event in standins.kube.events() {
+        if event["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("Rollout"))
+        {
+            println!("Event {}: {}", event["reason"], event["message"]);
+        }
+    }
+    Ok(())
+}
+
+/// One line of what Argo CD's status says now.
+fn status_line(app: &Value) -> String {
+    let status = &app["status"];
+    let text = |v: &Value| v.as_str().unwrap_or("-").to_string();
+    format!(
+        "sync {}, operation {}, health {}, reconciledAt {}, images {}",
+        text(&status["sync"]["status"]),
+        text(&status["operationState"]["phase"]),
+        text(&status["health"]["status"]),
+        text(&status["reconciledAt"]),
+        status["summary"]["images"]
+    )
+}
+
+/// What each rollout check found.
+fn print_rollouts(rollouts: &[argocd_ecr_updater::report::RolloutReport]) {
+    for rollout in rollouts {
         println!(
-            "Rollout {} of {}/{}: {}",
-            rollout.state, rollout.namespace, rollout.name, rollout.reason
+            "Rollout check {}: {} of {}/{}: {}",
+            rollout.check, rollout.state, rollout.namespace, rollout.name, rollout.reason
         );
         for lead in &rollout.lead_seconds {
             if *lead > 86_400.0 {
@@ -225,15 +292,6 @@ Rollout check sent with a {} s delay; Argo CD's controller stand-in syncs after 
             println!("  write to live: {seconds:.1} s");
         }
     }
-    for event in standins.kube.events() {
-        if event["reason"]
-            .as_str()
-            .is_some_and(|r| r.starts_with("Rollout"))
-        {
-            println!("Event {}: {}", event["reason"], event["message"]);
-        }
-    }
-    Ok(())
 }
 
 const GIT_REPO: &str = "barun/invitation";

@@ -506,9 +506,9 @@ struct ListMeta {
 ///
 /// Kept, with their readers: `sourceType` and `sourceTypes` (which parameters a source takes,
 /// `patch::source_kinds`), `summary.images` (the images Argo CD deployed, `patch`), and
-/// `history` (when the current tag was deployed, `decide`); `sync`, `health` and of
-/// `operationState` all but the synced resources (whether a write is live, `rollout`). A new
-/// reader of `status` adds its field to `StatusRead`.
+/// `history` (when the current tag was deployed, `decide`); `sync`, `health`, `reconciledAt`
+/// and of `operationState` all but the synced resources (whether a write is live, `rollout`).
+/// A new reader of `status` adds its field to `StatusRead`.
 pub struct ApplicationRead(pub Value);
 
 /// The fields of an Application's `status` that [`ApplicationRead`] keeps.
@@ -521,6 +521,7 @@ struct StatusRead {
     history: Option<Value>,
     sync: Option<SyncRead>,
     health: Option<Value>,
+    reconciled_at: Option<Value>,
     operation_state: Option<OperationStateRead>,
 }
 
@@ -607,6 +608,7 @@ impl StatusRead {
                 }),
             ),
             ("health", self.health),
+            ("reconciledAt", self.reconciled_at),
             (
                 "operationState",
                 self.operation_state.map(OperationStateRead::into_value),
@@ -1660,7 +1662,7 @@ mod tests {
               "operationState":{"phase":"Succeeded","finishedAt":"2025-01-01T00:00:01Z",
                 "syncResult":{"revision":"abc","resources":[{"kind":"Deployment"}]}},
               "sync":{"status":"Synced","revision":"abc","comparedTo":{"source":{"repoURL":"r"}}},
-              "health":{"status":"Healthy"}}}"#;
+              "health":{"status":"Healthy"},"reconciledAt":"2025-01-01T00:00:02Z"}}"#;
         let read: ApplicationRead = serde_json::from_str(json).unwrap();
         let full: Value = serde_json::from_str(json).unwrap();
         for key in ["apiVersion", "kind", "metadata", "spec", "operation"] {
@@ -1673,6 +1675,7 @@ mod tests {
                 "history": [{"id": 1, "deployedAt": "2025-01-01T00:00:00Z", "source": {"repoURL": "r"}}],
                 "sync": {"status": "Synced", "revision": "abc"},
                 "health": {"status": "Healthy"},
+                "reconciledAt": "2025-01-01T00:00:02Z",
                 "operationState": {"phase": "Succeeded", "finishedAt": "2025-01-01T00:00:01Z",
                     "syncResult": {"revision": "abc"}}})
         );

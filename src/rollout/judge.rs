@@ -1,13 +1,20 @@
 //! Whether a write of ours is live, from the Application alone (pure). The write followed is
-//! the one our audit record names; Argo CD's status says the rest: the sync operation and
-//! the revision it synced, `status.summary.images` (what the rendered manifests run), and the
-//! Application's health (Argo CD 3.x keeps health per Application, not per resource).
+//! the one our audit record names; Argo CD's status says the rest, read as Argo CD's
+//! application controller writes it (argoproj/argo-cd `controller/appcontroller.go`,
+//! `controller/sync.go`, `controller/state.go`): the sync operation and what it synced,
+//! `status.reconciledAt`, `status.summary.images` (the images of the Pods Argo CD sees,
+//! `controller/cache/info.go` `populatePodInfo`), and the Application's health (Argo CD 3.x
+//! keeps health per Application, not per resource).
 //!
-//! Live: our images are in `summary.images`, the Application is `Synced` by an operation
-//! that finished after our write (for a commit: at our revision, or later with our images
-//! running), and it is `Healthy`. Failed: that operation ended `Failed`/`Error`, or the
-//! Application is `Degraded`/`Missing` after it. A newer write of ours supersedes the one
-//! followed; past the deadline, the check says which condition was missing.
+//! The write's sync is an operation (or a `status.history` entry) that started after the write
+//! and synced the spec as written, or for a commit its revision: one started before the write
+//! synced the spec before it, however late it ended (`autoSync` copies the spec into the
+//! operation). Live: that sync `Succeeded`, Argo CD compared the Application after it finished
+//! (the operation worker never writes health: `setOperationState` only asks for a refresh),
+//! and it is `Synced` and `Healthy` with our images running and the replaced ones gone.
+//! Failed: that operation ended `Failed`/`Error`, or a comparison after it says
+//! `Degraded`/`Missing`. A newer write of ours supersedes the one followed; past the
+//! deadline, the check says which condition was missing.
 
 use std::time::Duration;
 
@@ -150,20 +157,8 @@ fn status_verdict(
     deadline: OffsetDateTime,
 ) -> Verdict {
     let status = &app["status"];
-    // Argo CD's times are whole seconds: a sync a fraction after our write carries the
-    // write's own second.
-    let since = whole_second(record.time);
     let operation = &status["operationState"];
     let phase = operation["phase"].as_str().unwrap_or("");
-    let started = rfc3339_at(&operation["startedAt"]).filter(|t| *t >= since);
-    let finished = rfc3339_at(&operation["finishedAt"]).filter(|t| *t >= since);
-    if started.is_some() && matches!(phase, "Failed" | "Error") {
-        let message = operation["message"].as_str().unwrap_or("no message");
-        return Verdict::Failed(format!(
-            "the sync operation after the write ended {phase}: {}",
-            crate::redact::scrub(message)
-        ));
-    }
     let running = running_images(status);
     let missing: Vec<String> = record
         .images
@@ -171,41 +166,27 @@ fn status_verdict(
         .filter(|image| !runs(&running, image))
         .map(|image| format!("{}:{}", image.image, image.to))
         .collect();
-    let synced_by_operation = phase == "Succeeded" && finished.is_some();
-    let ours_synced = match record.commit.as_deref() {
-        Some(commit) => {
-            synced_at_revision(status, commit, since) || (synced_by_operation && missing.is_empty())
-        }
-        None => synced_by_operation,
-    };
-    let sync_status = status["sync"]["status"].as_str().unwrap_or("Unknown");
-    let health = status["health"]["status"].as_str().unwrap_or("Unknown");
-    if ours_synced && matches!(health, "Degraded" | "Missing") {
-        let message = status["health"]["message"]
-            .as_str()
-            .map(|m| format!(": {}", crate::redact::scrub(m)))
-            .unwrap_or_default();
+    let spec = spec_sources(app);
+    let current = Synced::of_operation(operation);
+    let current_ours = current.carries(record, &spec, missing.is_empty());
+    // Failed or Error only: a failed attempt being retried stays Running (with `finishedAt`).
+    if current_ours && matches!(phase, "Failed" | "Error") {
+        let message = operation["message"].as_str().unwrap_or("no message");
         return Verdict::Failed(format!(
-            "health is {health} after the sync of the write{message}"
+            "the sync operation after the write ended {phase}: {}",
+            crate::redact::scrub(message)
         ));
     }
-    if ours_synced && missing.is_empty() && sync_status == "Synced" && health == "Healthy" {
-        return Verdict::Live { observed: now };
-    }
-    let awaited = if !ours_synced {
-        match (phase, started) {
-            ("Running", Some(at)) => format!("the sync started at {} is still running", stamp(at)),
-            _ => format!("never synced after the write (sync status {sync_status})"),
-        }
-    } else if !missing.is_empty() {
-        format!(
-            "synced, but status.summary.images does not show {}",
-            missing.join(", ")
-        )
-    } else if sync_status != "Synced" {
-        format!("synced after the write, now {sync_status}")
-    } else {
-        format!("synced, health is {health}")
+    let synced = match (phase, rfc3339_at(&operation["finishedAt"])) {
+        ("Succeeded", Some(finished)) if current_ours => Some(finished),
+        _ => history_sync(status, record, &spec, missing.is_empty()),
+    };
+    let awaited = match synced {
+        Some(finished) => match synced_verdict(status, record, &running, &missing, finished, now) {
+            Ok(verdict) => return verdict,
+            Err(awaited) => awaited,
+        },
+        None => unsynced(app, &current, record, phase),
     };
     if now >= deadline {
         Verdict::TimedOut(format!("{awaited} at the deadline {}", stamp(deadline)))
@@ -214,21 +195,250 @@ fn status_verdict(
     }
 }
 
-/// A commit is synced when Argo CD synced exactly that revision at or after the write.
-fn synced_at_revision(status: &Value, commit: &str, since: OffsetDateTime) -> bool {
-    let synced_now = status["sync"]["revision"].as_str() == Some(commit)
-        && status["sync"]["status"] == "Synced"
-        && status["operationState"]["syncResult"]["revision"].as_str() == Some(commit)
-        && status["operationState"]["phase"] == "Succeeded";
-    let in_history = status["history"]
+/// What one operation, or one history entry, synced: when it started, the source(s) it
+/// synced, and the revision(s).
+struct Synced {
+    started: Option<OffsetDateTime>,
+    sources: Option<Value>,
+    revisions: Vec<String>,
+}
+
+impl Synced {
+    /// `status.operationState`: its `syncResult` once Argo CD has written one (`sync.go`
+    /// `SyncAppState` copies the operation's source and pins the revisions), else the
+    /// operation as set.
+    fn of_operation(state: &Value) -> Self {
+        let result = &state["syncResult"];
+        let sync = &state["operation"]["sync"];
+        let from = if result.is_object() { result } else { sync };
+        Self {
+            started: rfc3339_at(&state["startedAt"]),
+            sources: sources_of(from),
+            revisions: revisions_of(from),
+        }
+    }
+
+    /// A `status.history` entry: `deployStartedAt` is the operation's `startedAt`.
+    fn of_history(entry: &Value) -> Self {
+        Self {
+            started: rfc3339_at(&entry["deployStartedAt"]),
+            sources: sources_of(entry),
+            revisions: revisions_of(entry),
+        }
+    }
+
+    /// Whether this sync contains the write. A commit: the sync is at its revision (in any
+    /// source), or at a later one started after the write with our images running. A spec
+    /// write: the sync started after the write and synced the spec as it is now. Argo CD
+    /// writes times in whole seconds, so in the write's own second an operation may have
+    /// started before the write: there only the synced source(s) decide.
+    fn carries(&self, record: &AuditRecord, spec: &Value, ours_running: bool) -> bool {
+        let second = whole_second(record.time);
+        if let Some(commit) = record.commit.as_deref() {
+            if self.revisions.iter().any(|r| r == commit) {
+                return true;
+            }
+            return !self.revisions.is_empty()
+                && self.started.is_some_and(|s| s > second)
+                && ours_running;
+        }
+        match self.started {
+            Some(started) if started < second => false,
+            Some(started) if started == second => self.sources.as_ref() == Some(spec),
+            Some(_) => self.sources.as_ref().is_none_or(|s| s == spec),
+            None => false,
+        }
+    }
+}
+
+/// `source` or `sources` (multi-source), as Argo CD's Go omits empty fields.
+fn sources_of(from: &Value) -> Option<Value> {
+    match (&from["sources"], &from["source"]) {
+        (Value::Array(sources), _) if !sources.is_empty() => Some(go_normalised(&from["sources"])),
+        (_, source) if source.is_object() => Some(go_normalised(source)),
+        _ => None,
+    }
+}
+
+/// `revision`, or `revisions` (multi-source, `revision` then empty).
+fn revisions_of(from: &Value) -> Vec<String> {
+    let many = from["revisions"].as_array().into_iter().flatten();
+    many.chain(std::iter::once(&from["revision"]))
+        .filter_map(Value::as_str)
+        .filter(|r| !r.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// The Application's `spec.source`, or `spec.sources`, as compared with a synced one.
+fn spec_sources(app: &Value) -> Value {
+    let spec = &app["spec"];
+    sources_of(spec).unwrap_or(Value::Null)
+}
+
+/// A value with what Go's `omitempty` leaves out dropped (null, false, 0, "", [], {}): the
+/// spec as stored and the copy Argo CD writes back then compare equal.
+fn go_normalised(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), go_normalised(v)))
+                .filter(|(_, v)| !go_empty(v))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(go_normalised).collect()),
+        other => other.clone(),
+    }
+}
+
+fn go_empty(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+    }
+}
+
+/// The latest `status.history` entry that contains the write, by its `deployedAt`: the
+/// operation that synced it may since have been replaced by another.
+fn history_sync(
+    status: &Value,
+    record: &AuditRecord,
+    spec: &Value,
+    ours_running: bool,
+) -> Option<OffsetDateTime> {
+    status["history"]
         .as_array()
         .into_iter()
         .flatten()
-        .any(|entry| {
-            entry["revision"].as_str() == Some(commit)
-                && rfc3339_at(&entry["deployedAt"]).is_some_and(|at| at >= since)
-        });
-    synced_now || in_history
+        .filter(|entry| Synced::of_history(entry).carries(record, spec, ours_running))
+        .filter_map(|entry| rfc3339_at(&entry["deployedAt"]))
+        .max()
+}
+
+/// A sync containing the write finished at `finished`: live, failed, or what is awaited.
+fn synced_verdict(
+    status: &Value,
+    record: &AuditRecord,
+    running: &[&str],
+    missing: &[String],
+    finished: OffsetDateTime,
+    now: OffsetDateTime,
+) -> Result<Verdict, String> {
+    let sync_status = status["sync"]["status"].as_str().unwrap_or("Unknown");
+    let health = status["health"]["status"].as_str().unwrap_or("Unknown");
+    if !reconciled_after(status, finished) {
+        let at = status["reconciledAt"].as_str().unwrap_or("never");
+        return Err(format!(
+            "synced at {}, not yet compared again by Argo CD (status.reconciledAt {at}): health {health} is from before the sync",
+            stamp(finished)
+        ));
+    }
+    if matches!(health, "Degraded" | "Missing") {
+        let message = status["health"]["message"]
+            .as_str()
+            .map(|m| format!(": {}", crate::redact::scrub(m)))
+            .unwrap_or_default();
+        return Ok(Verdict::Failed(format!(
+            "health is {health} after the sync of the write{message}"
+        )));
+    }
+    if health == "Suspended" {
+        return Err("synced, the rollout is paused (health Suspended): a paused Deployment or Argo Rollout waits for someone to resume it".into());
+    }
+    if !missing.is_empty() {
+        return Err(format!(
+            "synced, but status.summary.images does not show {}",
+            missing.join(", ")
+        ));
+    }
+    if sync_status != "Synced" {
+        return Err(format!("synced after the write, now {sync_status}"));
+    }
+    if health != "Healthy" {
+        return Err(format!("synced, health is {health}"));
+    }
+    let replaced = still_running_replaced(record, running);
+    if !replaced.is_empty() {
+        return Err(format!(
+            "Healthy, but Pods of the replaced {} still run (status.summary.images lists the images of every Pod Argo CD sees, old ones until they are gone)",
+            replaced.join(", ")
+        ));
+    }
+    Ok(Verdict::Live { observed: now })
+}
+
+/// Whether Argo CD compared the Application after the sync finished at `finished`: a later
+/// `reconciledAt`, or one in the same second showing the result (Synced). Until then health
+/// and sync status are as compared before the sync: the operation worker never writes them
+/// (`appcontroller.go` `setOperationState` only asks for a refresh).
+fn reconciled_after(status: &Value, finished: OffsetDateTime) -> bool {
+    match rfc3339_at(&status["reconciledAt"]) {
+        Some(at) if at > finished => true,
+        Some(at) if at == finished => status["sync"]["status"] == "Synced",
+        _ => false,
+    }
+}
+
+/// The images the write replaced that Pods still run: `summary.images` lists the images of
+/// live Pods (`controller/cache/info.go` `populatePodInfo`), so the old ones stay listed until
+/// their Pods are gone, after the Deployment is already Healthy.
+fn still_running_replaced(record: &AuditRecord, running: &[&str]) -> Vec<String> {
+    record
+        .images
+        .iter()
+        .filter_map(|image| {
+            let from = image.from.as_deref().filter(|from| *from != image.to)?;
+            let replaced = AuditedImage {
+                to: from.to_string(),
+                ..image.clone()
+            };
+            let only_old: Vec<&str> = running
+                .iter()
+                .copied()
+                .filter(|r| !runs(&[r], image))
+                .collect();
+            runs(&only_old, &replaced).then(|| format!("{}:{from}", image.image))
+        })
+        .collect()
+}
+
+/// What is awaited when no sync containing the write has finished.
+fn unsynced(app: &Value, current: &Synced, record: &AuditRecord, phase: &str) -> String {
+    let status = &app["status"];
+    let sync_status = status["sync"]["status"].as_str().unwrap_or("Unknown");
+    let second = whole_second(record.time);
+    let state = &status["operationState"];
+    match (phase, current.started) {
+        ("Running", Some(at)) if at < second => format!(
+            "the operation started at {}, before the write, is still running: Argo CD syncs the write after it",
+            stamp(at)
+        ),
+        ("Running", Some(at)) if rfc3339_at(&state["finishedAt"]).is_some() => format!(
+            "the sync started at {} is retrying after a failed attempt: {}",
+            stamp(at),
+            crate::redact::scrub(state["message"].as_str().unwrap_or("no message"))
+        ),
+        ("Running", Some(at)) => format!("the sync started at {} is still running", stamp(at)),
+        (_, Some(at)) if at <= second => format!(
+            "the last operation started at {}, before the write, and synced what was there before it; no sync of the write yet (sync status {sync_status})",
+            stamp(at)
+        ),
+        _ if !automated_sync(app) => format!(
+            "never synced after the write (sync status {sync_status}); the Application has no automated sync: it waits for someone to sync it"
+        ),
+        _ => format!("never synced after the write (sync status {sync_status})"),
+    }
+}
+
+/// Whether Argo CD syncs the Application by itself: `syncPolicy.automated` set and its
+/// `enabled` not false (`types.go` `IsAutomatedSyncEnabled`; `enabled` since Argo CD 3.1).
+pub fn automated_sync(app: &Value) -> bool {
+    let automated = &app["spec"]["syncPolicy"]["automated"];
+    automated.is_object() && automated["enabled"] != json!(false)
 }
 
 fn running_images(status: &Value) -> Vec<&str> {
@@ -240,7 +450,7 @@ fn running_images(status: &Value) -> Vec<&str> {
         .collect()
 }
 
-/// Whether the rendered manifests run `image` at what was written: `name:tag`,
+/// Whether a Pod runs `image` at what was written: `name:tag`,
 /// `name:tag@sha256:…`, or `name@sha256:…` for a written digest.
 fn runs(running: &[&str], image: &AuditedImage) -> bool {
     let name = image.image.as_str();
@@ -335,8 +545,8 @@ pub fn event(
 }
 
 /// Whether to start a sync of `app` after our write, and why not when not: only when the
-/// Application asks for it, has no automated sync (Argo CD syncs those itself), and no
-/// operation is set or running.
+/// Application asks for it, has no automated sync enabled (Argo CD syncs those itself), and
+/// no operation is set or running.
 pub fn sync_wanted(app: &Value) -> Result<bool, String> {
     let asked = match app["metadata"]["annotations"][SYNC_ANNOTATION].as_str() {
         None => return Ok(false),
@@ -347,7 +557,7 @@ pub fn sync_wanted(app: &Value) -> Result<bool, String> {
             )
         })?,
     };
-    if !asked || !app["spec"]["syncPolicy"]["automated"].is_null() {
+    if !asked || automated_sync(app) {
         return Ok(false);
     }
     if !app["operation"].is_null() || app["status"]["operationState"]["phase"] == "Running" {
@@ -379,6 +589,8 @@ mod tests {
     use time::macros::datetime;
 
     const IMAGE: &str = "1.dkr.ecr.r.amazonaws.com/web";
+    const NEW: &str = "1.dkr.ecr.r.amazonaws.com/web:1.1";
+    const OLD: &str = "1.dkr.ecr.r.amazonaws.com/web:1.0";
     const WRITE: OffsetDateTime = datetime!(2026-12-03 10:00:00.600 UTC);
     const DEADLINE: OffsetDateTime = datetime!(2026-12-03 10:15:00.600 UTC);
     const NOW: OffsetDateTime = datetime!(2026-12-03 10:01:00 UTC);
@@ -395,15 +607,48 @@ mod tests {
         record.to_string()
     }
 
-    fn app(record: &str, status: Value) -> Value {
-        json!({"metadata": {"namespace": "argocd", "name": "web", "uid": "u", "resourceVersion": "7",
-            "annotations": {AUDIT_ANNOTATION: record}}, "spec": {}, "status": status})
+    /// The Application's source with the tag at `tag` (ours is 1.1), with an empty Kustomize
+    /// section and a false `forceString` that Argo CD's copy leaves out.
+    fn source(tag: &str) -> Value {
+        json!({"repoURL": "https://git.example/web", "targetRevision": "main", "kustomize": {},
+            "helm": {"parameters": [{"name": "image.tag", "value": tag, "forceString": false}]}})
     }
 
-    fn synced(phase: &str, finished: &str, images: &[&str], health: &str) -> Value {
-        json!({"operationState": {"phase": phase, "startedAt": "2026-12-03T10:00:00Z",
-                "finishedAt": finished, "message": "one or more objects failed to apply"},
-            "sync": {"status": "Synced"}, "summary": {"images": images}, "health": {"status": health}})
+    fn app(record: &str, status: Value) -> Value {
+        json!({"metadata": {"namespace": "argocd", "name": "web", "uid": "u", "resourceVersion": "7",
+            "annotations": {AUDIT_ANNOTATION: record}}, "spec": {"source": source("1.1")}, "status": status})
+    }
+
+    /// An operation as Argo CD leaves it, syncing the source at `tag`.
+    fn operation(phase: &str, started: &str, finished: Option<&str>, tag: &str) -> Value {
+        let mut state = json!({"phase": phase, "startedAt": started,
+            "message": "one or more objects failed to apply",
+            "operation": {"sync": {"source": source(tag)}}});
+        if let Some(finished) = finished {
+            state["finishedAt"] = json!(finished);
+            state["syncResult"] = json!({"revision": "c0",
+                "source": {"repoURL": "https://git.example/web", "targetRevision": "main",
+                    "helm": {"parameters": [{"name": "image.tag", "value": tag}]}}});
+        }
+        state
+    }
+
+    /// A status: the operation, the last comparison, health and the images Pods run.
+    fn status(op: Value, reconciled: &str, sync: &str, health: &str, images: &[&str]) -> Value {
+        json!({"operationState": op, "reconciledAt": reconciled, "sync": {"status": sync},
+            "summary": {"images": images}, "health": {"status": health,
+                "message": "Deployment \"web\" exceeded its progress deadline"}})
+    }
+
+    /// Our sync: started in the write's own second, finished at 10:00:20, compared at 10:00:22.
+    fn ours(health: &str, images: &[&str]) -> Value {
+        let op = operation(
+            "Succeeded",
+            "2026-12-03T10:00:00Z",
+            Some("2026-12-03T10:00:20Z"),
+            "1.1",
+        );
+        status(op, "2026-12-03T10:00:22Z", "Synced", health, images)
     }
 
     fn verdict(app: &Value, now: OffsetDateTime) -> String {
@@ -419,67 +664,90 @@ mod tests {
         }
     }
 
+    fn judged(cases: Vec<(&str, Value, OffsetDateTime, &str)>) {
+        let ours = record(json!({}));
+        for (case, status, now, expected) in cases {
+            let got = verdict(&app(&ours, status), now);
+            assert!(got.starts_with(expected), "{case}: {got}");
+        }
+    }
+
     #[test]
     fn a_write_is_judged_by_argo_cds_status() {
-        let ours = record(json!({}));
-        let running = ["1.dkr.ecr.r.amazonaws.com/web:1.1"];
-        let cases: Vec<(&str, Value, OffsetDateTime, &str)> = vec![
+        judged(vec![
             (
-                "synced in the write's own second, running, healthy: live",
-                synced("Succeeded", "2026-12-03T10:00:00Z", &running, "Healthy"),
+                "synced in the write's own second, our source, compared after, running, healthy: live",
+                ours("Healthy", &[NEW]),
                 NOW,
                 "live",
             ),
             (
                 "the last sync finished before the write: not yet",
-                synced("Succeeded", "2026-12-03T09:59:59Z", &running, "Healthy"),
+                status(
+                    operation(
+                        "Succeeded",
+                        "2026-12-03T09:59:58Z",
+                        Some("2026-12-03T09:59:59Z"),
+                        "1.0",
+                    ),
+                    "2026-12-03T10:00:01Z",
+                    "OutOfSync",
+                    "Healthy",
+                    &[OLD],
+                ),
                 NOW,
-                "pending: never synced after the write (sync status Synced)",
+                "pending: the last operation started at 2026-12-03T09:59:58Z, before the write, and synced what was there before it; no sync of the write yet (sync status OutOfSync)",
             ),
             (
                 "synced but still progressing",
-                synced("Succeeded", "2026-12-03T10:00:20Z", &running, "Progressing"),
+                ours("Progressing", &[OLD, NEW]),
                 NOW,
                 "pending: synced, health is Progressing",
             ),
             (
-                "synced but the old image still renders",
-                synced(
-                    "Succeeded",
-                    "2026-12-03T10:00:20Z",
-                    &["1.dkr.ecr.r.amazonaws.com/web:1.0"],
-                    "Healthy",
-                ),
+                "synced but the new image not yet in a Pod",
+                ours("Healthy", &[OLD]),
                 NOW,
                 "pending: synced, but status.summary.images does not show 1.dkr.ecr.r.amazonaws.com/web:1.1",
             ),
             (
                 "degraded after the sync: failed with Argo CD's message",
-                {
-                    let mut s = synced("Succeeded", "2026-12-03T10:00:20Z", &running, "Degraded");
-                    s["health"]["message"] =
-                        json!("Deployment \"web\" exceeded its progress deadline");
-                    s
-                },
+                ours("Degraded", &[OLD, NEW]),
                 NOW,
                 "failed: health is Degraded after the sync of the write: Deployment \"web\" exceeded its progress deadline",
             ),
             (
                 "missing after the sync: failed",
-                synced("Succeeded", "2026-12-03T10:00:20Z", &running, "Missing"),
+                ours("Missing", &[]),
                 NOW,
                 "failed: health is Missing",
             ),
             (
-                "the sync operation after the write failed",
-                synced("Failed", "2026-12-03T10:00:20Z", &[], "Healthy"),
+                "the sync operation of the write failed",
+                status(
+                    operation(
+                        "Failed",
+                        "2026-12-03T10:00:05Z",
+                        Some("2026-12-03T10:00:20Z"),
+                        "1.1",
+                    ),
+                    "2026-12-03T10:00:01Z",
+                    "OutOfSync",
+                    "Healthy",
+                    &[OLD],
+                ),
                 NOW,
                 "failed: the sync operation after the write ended Failed: one or more objects failed to apply",
             ),
             (
                 "a sync still running",
-                json!({"operationState": {"phase": "Running", "startedAt": "2026-12-03T10:00:05Z"},
-                    "sync": {"status": "OutOfSync"}, "health": {"status": "Healthy"}}),
+                status(
+                    operation("Running", "2026-12-03T10:00:05Z", None, "1.1"),
+                    "2026-12-03T10:00:01Z",
+                    "OutOfSync",
+                    "Healthy",
+                    &[OLD],
+                ),
                 NOW,
                 "pending: the sync started at 2026-12-03T10:00:05Z is still running",
             ),
@@ -493,29 +761,188 @@ mod tests {
                 "never synced, at the deadline: timed out naming what was missing",
                 json!({"sync": {"status": "OutOfSync"}, "health": {"status": "Healthy"}}),
                 DEADLINE,
-                "timed out: never synced after the write (sync status OutOfSync) at the deadline 2026-12-03T10:15:00.6Z",
+                "timed out: never synced after the write (sync status OutOfSync); the Application has no automated sync: it waits for someone to sync it at the deadline 2026-12-03T10:15:00.6Z",
             ),
             (
                 "stuck progressing at the deadline",
-                synced("Succeeded", "2026-12-03T10:00:20Z", &running, "Progressing"),
+                ours("Progressing", &[OLD, NEW]),
                 DEADLINE,
                 "timed out: synced, health is Progressing at the deadline",
             ),
-        ];
-        for (case, status, now, expected) in cases {
-            let got = verdict(&app(&ours, status), now);
-            assert!(got.starts_with(expected), "{case}: {got}");
-        }
+        ]);
+    }
+
+    /// Argo CD's `startedAt` is in whole seconds; our write is at 10:00:00.6. An operation
+    /// started before the write synced what was there before it, whatever it ended as.
+    #[test]
+    fn an_operation_contains_the_write_only_if_it_started_after_it_and_synced_it() {
+        let straddling = |phase: &str, finished: Option<&str>, health: &str| {
+            let op = operation(phase, "2026-12-03T09:59:50Z", finished, "1.0");
+            status(op, "2026-12-03T10:00:25Z", "OutOfSync", health, &[OLD])
+        };
+        let in_second = |phase: &str, tag: &str| {
+            let op = operation(
+                phase,
+                "2026-12-03T10:00:00Z",
+                Some("2026-12-03T10:00:04Z"),
+                tag,
+            );
+            status(
+                op,
+                "2026-12-03T10:00:05Z",
+                "Synced",
+                "Degraded",
+                &[OLD, NEW],
+            )
+        };
+        let mut unsourced = ours("Healthy", &[NEW]);
+        unsourced["operationState"]["startedAt"] = json!("2026-12-03T10:00:01Z");
+        unsourced["operationState"]["operation"] = json!({"sync": {"revision": "c0"}});
+        unsourced["operationState"]["syncResult"] = json!({"revision": "c0"});
+        let mut same_second_unsourced = unsourced.clone();
+        same_second_unsourced["operationState"]["startedAt"] = json!("2026-12-03T10:00:00Z");
+        let mut later_spec = ours("Healthy", &[NEW]);
+        later_spec["operationState"]["startedAt"] = json!("2026-12-03T10:00:03Z");
+        later_spec["operationState"]["syncResult"]["source"] = source("1.2");
+        judged(vec![
+            (
+                "started before the write, Succeeded after it, the Application Degraded: not ours",
+                straddling("Succeeded", Some("2026-12-03T10:00:20Z"), "Degraded"),
+                NOW,
+                "pending: the last operation started at 2026-12-03T09:59:50Z, before the write",
+            ),
+            (
+                "started before the write, Failed after it: not ours",
+                straddling("Failed", Some("2026-12-03T10:00:20Z"), "Healthy"),
+                NOW,
+                "pending: the last operation started at 2026-12-03T09:59:50Z, before the write",
+            ),
+            (
+                "started before the write, still running: Argo CD syncs the write after it",
+                straddling("Running", None, "Healthy"),
+                NOW,
+                "pending: the operation started at 2026-12-03T09:59:50Z, before the write, is still running",
+            ),
+            (
+                "in the write's own second, our source, Failed: ours",
+                in_second("Failed", "1.1"),
+                NOW,
+                "failed: the sync operation after the write ended Failed",
+            ),
+            (
+                "in the write's own second, the old source, Failed: started before the write",
+                in_second("Failed", "1.0"),
+                NOW,
+                "pending: the last operation started at 2026-12-03T10:00:00Z",
+            ),
+            (
+                "in the write's own second, the old source, Succeeded and Degraded: not ours",
+                in_second("Succeeded", "1.0"),
+                NOW,
+                "pending: the last operation started at 2026-12-03T10:00:00Z",
+            ),
+            (
+                "in the write's own second without a source to tell: not ours",
+                same_second_unsourced,
+                NOW,
+                "pending: the last operation started at 2026-12-03T10:00:00Z",
+            ),
+            (
+                "a second after the write, no source recorded: ours",
+                unsourced,
+                NOW,
+                "live",
+            ),
+            (
+                "after the write but of a spec changed since: not this write's sync",
+                later_spec,
+                NOW,
+                "pending: never synced after the write",
+            ),
+        ]);
+    }
+
+    /// Health and sync status are as Argo CD last compared them: from the sync's end until
+    /// the next comparison (`reconciledAt`) they describe the Application before the sync.
+    #[test]
+    fn health_counts_only_from_a_comparison_after_the_sync_finished() {
+        let compared = |at: &str, sync: &str, health: &str| {
+            let mut s = ours(health, &[OLD, NEW]);
+            s["reconciledAt"] = json!(at);
+            s["sync"]["status"] = json!(sync);
+            s
+        };
+        let mut retrying = status(
+            operation("Running", "2026-12-03T10:00:05Z", None, "1.1"),
+            "2026-12-03T10:00:01Z",
+            "OutOfSync",
+            "Healthy",
+            &[OLD],
+        );
+        retrying["operationState"]["finishedAt"] = json!("2026-12-03T10:00:09Z");
+        retrying["operationState"]["message"] =
+            json!("Retrying attempt #1: one or more objects failed to apply");
+        judged(vec![
+            (
+                "Degraded, last compared before the sync finished: stale",
+                compared("2026-12-03T10:00:01Z", "OutOfSync", "Degraded"),
+                NOW,
+                "pending: synced at 2026-12-03T10:00:20Z, not yet compared again by Argo CD (status.reconciledAt 2026-12-03T10:00:01Z): health Degraded is from before the sync",
+            ),
+            (
+                "Healthy, last compared before the sync finished: stale too",
+                compared("2026-12-03T10:00:01Z", "OutOfSync", "Healthy"),
+                NOW,
+                "pending: synced at 2026-12-03T10:00:20Z, not yet compared again",
+            ),
+            (
+                "compared in the sync's last second, still OutOfSync: before the sync",
+                compared("2026-12-03T10:00:20Z", "OutOfSync", "Degraded"),
+                NOW,
+                "pending: synced at 2026-12-03T10:00:20Z, not yet compared again",
+            ),
+            (
+                "compared in the sync's last second, Synced: after it",
+                compared("2026-12-03T10:00:20Z", "Synced", "Degraded"),
+                NOW,
+                "failed: health is Degraded after the sync of the write",
+            ),
+            (
+                "compared after the sync: Degraded fails",
+                compared("2026-12-03T10:00:21Z", "Synced", "Degraded"),
+                NOW,
+                "failed: health is Degraded",
+            ),
+            (
+                "a failed attempt being retried is Running with finishedAt: not a failure",
+                retrying,
+                NOW,
+                "pending: the sync started at 2026-12-03T10:00:05Z is retrying after a failed attempt: Retrying attempt #1",
+            ),
+            (
+                "a paused rollout says so",
+                compared("2026-12-03T10:00:21Z", "Synced", "Suspended"),
+                NOW,
+                "pending: synced, the rollout is paused (health Suspended)",
+            ),
+            (
+                "a paused rollout at the deadline says so",
+                compared("2026-12-03T10:00:21Z", "Synced", "Suspended"),
+                DEADLINE,
+                "timed out: synced, the rollout is paused (health Suspended): a paused Deployment or Argo Rollout waits for someone to resume it at the deadline",
+            ),
+            (
+                "Healthy while Pods of the old image are still there: not yet",
+                compared("2026-12-03T10:00:21Z", "Synced", "Healthy"),
+                NOW,
+                "pending: Healthy, but Pods of the replaced 1.dkr.ecr.r.amazonaws.com/web:1.0 still run",
+            ),
+        ]);
     }
 
     #[test]
     fn the_record_decides_which_write_a_check_follows() {
-        let live = synced(
-            "Succeeded",
-            "2026-12-03T10:00:20Z",
-            &["1.dkr.ecr.r.amazonaws.com/web:1.1"],
-            "Healthy",
-        );
+        let live = ours("Healthy", &[NEW]);
         let later = record(json!({"time": "2026-12-03T10:05:00Z"}));
         let earlier = record(json!({"time": "2026-12-03T09:00:00Z"}));
         let reported =
@@ -557,24 +984,97 @@ mod tests {
     #[test]
     fn a_commit_is_live_once_its_revision_or_a_later_one_with_our_images_synced() {
         let ours = record(json!({"git": {"commit": "c1", "pullRequest": null}}));
-        let running = json!(["1.dkr.ecr.r.amazonaws.com/web:1.1"]);
         let at_revision = json!({"operationState": {"phase": "Succeeded", "startedAt": "2026-12-03T10:00:30Z",
                 "finishedAt": "2026-12-03T10:00:31Z", "syncResult": {"revision": "c1"}},
-            "sync": {"status": "Synced", "revision": "c1"}, "summary": {"images": running}, "health": {"status": "Healthy"}});
+            "reconciledAt": "2026-12-03T10:00:32Z",
+            "sync": {"status": "Synced", "revision": "c1"}, "summary": {"images": [NEW]}, "health": {"status": "Healthy"}});
         assert_eq!(verdict(&app(&ours, at_revision.clone()), NOW), "live");
         let mut later_revision = at_revision.clone();
         later_revision["sync"]["revision"] = json!("c2");
         later_revision["operationState"]["syncResult"]["revision"] = json!("c2");
         assert_eq!(verdict(&app(&ours, later_revision.clone()), NOW), "live");
         let mut other_image = later_revision;
-        other_image["summary"]["images"] = json!(["1.dkr.ecr.r.amazonaws.com/web:1.0"]);
+        other_image["summary"]["images"] = json!([OLD]);
         assert!(verdict(&app(&ours, other_image), NOW).starts_with("pending: never synced"));
         // Synced at the old revision, before the commit: not ours.
         let mut old = at_revision;
         old["sync"]["revision"] = json!("c0");
         old["operationState"]["syncResult"]["revision"] = json!("c0");
+        old["operationState"]["startedAt"] = json!("2026-12-03T09:58:59Z");
         old["operationState"]["finishedAt"] = json!("2026-12-03T09:59:00Z");
-        assert!(verdict(&app(&ours, old), NOW).starts_with("pending: never synced"));
+        assert!(verdict(&app(&ours, old), NOW).starts_with("pending: the last operation started"));
+    }
+
+    /// Multi-source: `syncResult.revisions`/`sources` (with `revision` empty) and
+    /// `history[].revisions`, in `spec.sources` order.
+    #[test]
+    fn a_multi_source_sync_is_read_from_its_revisions_and_sources() {
+        let commit = record(json!({"git": {"commit": "c1", "pullRequest": null}}));
+        let sources = json!([source("1.1"), {"repoURL": "https://charts.example", "chart": "db", "targetRevision": "1.2.0"}]);
+        let multi = |revisions: Value, health: &str, images: &[&str]| {
+            json!({"operationState": {"phase": "Succeeded", "startedAt": "2026-12-03T10:00:30Z",
+                    "finishedAt": "2026-12-03T10:00:31Z",
+                    "syncResult": {"revision": "", "revisions": revisions, "sources": sources}},
+                "reconciledAt": "2026-12-03T10:00:32Z",
+                "sync": {"status": "Synced", "revisions": revisions},
+                "summary": {"images": images}, "health": {"status": health,
+                    "message": "Deployment \"web\" exceeded its progress deadline"}})
+        };
+        let with_sources = |record: &str, status: Value| {
+            let mut app = app(record, status);
+            app["spec"] = json!({"sources": sources});
+            app
+        };
+        let cases: Vec<(&str, Value, &str)> = vec![
+            (
+                "at our commit, running, Healthy",
+                with_sources(&commit, multi(json!(["c1", "1.2.0"]), "Healthy", &[NEW])),
+                "live",
+            ),
+            (
+                "at our commit, its Pods refused, Degraded: failed, not never synced",
+                with_sources(&commit, multi(json!(["c1", "1.2.0"]), "Degraded", &[OLD])),
+                "failed: health is Degraded after the sync of the write",
+            ),
+            (
+                "at an older commit started before the write",
+                with_sources(&commit, {
+                    let mut s = multi(json!(["c0", "1.2.0"]), "Healthy", &[OLD]);
+                    s["operationState"]["startedAt"] = json!("2026-12-03T09:59:00Z");
+                    s
+                }),
+                "pending: the last operation started at 2026-12-03T09:59:00Z",
+            ),
+            (
+                "a spec write synced by its sources",
+                with_sources(
+                    &record(json!({})),
+                    multi(json!(["c0", "1.2.0"]), "Healthy", &[NEW]),
+                ),
+                "live",
+            ),
+            (
+                "a spec write, the sources synced not the spec's",
+                with_sources(&record(json!({})), {
+                    let mut s = multi(json!(["c0", "1.2.0"]), "Healthy", &[NEW]);
+                    s["operationState"]["syncResult"]["sources"][1]["targetRevision"] =
+                        json!("1.1.0");
+                    s
+                }),
+                "pending: never synced after the write",
+            ),
+        ];
+        for (case, app, expected) in cases {
+            let got = verdict(&app, NOW);
+            assert!(got.starts_with(expected), "{case}: {got}");
+        }
+        // The history keeps what an operation replaced since synced.
+        let mut replaced = multi(json!(["c1", "1.2.0"]), "Healthy", &[NEW]);
+        replaced["operationState"] =
+            json!({"phase": "Running", "startedAt": "2026-12-03T10:00:50Z"});
+        replaced["history"] = json!([{"id": 3, "revisions": ["c1", "1.2.0"], "sources": sources,
+            "deployStartedAt": "2026-12-03T10:00:30Z", "deployedAt": "2026-12-03T10:00:31Z"}]);
+        assert_eq!(verdict(&with_sources(&commit, replaced), NOW), "live");
     }
 
     #[test]
@@ -690,6 +1190,15 @@ mod tests {
                 "automated sync does it itself",
                 base(Some("true"), true, "Succeeded"),
                 Ok(false),
+            ),
+            (
+                "automated sync turned off (`enabled: false`, Argo CD 3.1+) syncs nothing",
+                {
+                    let mut app = base(Some("true"), true, "Succeeded");
+                    app["spec"]["syncPolicy"]["automated"]["enabled"] = json!(false);
+                    app
+                },
+                Ok(true),
             ),
             (
                 "an operation is running",

@@ -4,9 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use argocd_ecr_updater::cluster::eks_auth::{IamTokenSource, SystemClock};
+use argocd_ecr_updater::cluster::eks_auth::{Clock, IamTokenSource, SystemClock};
 use argocd_ecr_updater::cluster::kube::KubeClient;
 use argocd_ecr_updater::config::{ClusterAccess, KubeTimeouts};
+use argocd_ecr_updater_standins::clock::SimClock;
 use argocd_ecr_updater_standins::{
     FUNCTION_ACCESS_KEY, FUNCTION_SECRET_KEY, FUNCTION_SESSION_TOKEN, StandIns,
 };
@@ -50,6 +51,7 @@ pub fn kube_client(standins: &StandIns) -> KubeClient {
 fn handler_for(
     standins: &StandIns,
     vars: &[(&str, &str)],
+    clock: Arc<dyn Clock>,
 ) -> argocd_ecr_updater::pipeline::handler::Handler {
     let mut map: std::collections::HashMap<String, String> = vars
         .iter()
@@ -58,12 +60,8 @@ fn handler_for(
     map.entry("CLUSTER_NAME".into())
         .or_insert_with(|| standins.options.cluster_name.clone());
     let config = argocd_ecr_updater::config::Config::from_lookup(|k| map.get(k).cloned()).unwrap();
-    argocd_ecr_updater::pipeline::handler::Handler::from_sdk(
-        config,
-        &standins.sdk_config(),
-        Arc::new(SystemClock),
-    )
-    .unwrap()
+    argocd_ecr_updater::pipeline::handler::Handler::from_sdk(config, &standins.sdk_config(), clock)
+        .unwrap()
 }
 
 /// The repository's root.
@@ -165,6 +163,21 @@ pub struct Scenario {
     pub standins: StandIns,
     /// Environment variables every run gets (a run's own come after, and win).
     vars: Vec<(String, String)>,
+    /// The function's clock: the wall clock, or the test's ([`Scenario::on_clock`]).
+    clock: Arc<dyn Clock>,
+    /// That clock, when it is the test's.
+    test_clock: Option<Arc<SimClock>>,
+}
+
+/// The stand-ins' test clock as the function's injected `Clock`: the function and the Argo CD
+/// controller stand-in read one time, which only the test moves.
+#[derive(Debug)]
+pub struct Scripted(pub Arc<SimClock>);
+
+impl Clock for Scripted {
+    fn now(&self) -> std::time::SystemTime {
+        self.0.now().into()
+    }
 }
 
 impl std::ops::Deref for Scenario {
@@ -180,6 +193,8 @@ impl From<StandIns> for Scenario {
         Self {
             standins,
             vars: Vec::new(),
+            clock: Arc::new(SystemClock),
+            test_clock: None,
         }
     }
 }
@@ -211,7 +226,7 @@ impl Scenario {
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
         all.extend_from_slice(vars);
-        handler_for(&self.standins, &all)
+        handler_for(&self.standins, &all, self.clock.clone())
     }
 
     /// The handler as the function's cold start makes it (`Handler::start`, which reads what
@@ -233,9 +248,24 @@ impl Scenario {
         argocd_ecr_updater::pipeline::handler::Handler::start(
             config,
             &self.standins.sdk_config(),
-            Arc::new(SystemClock),
+            self.clock.clone(),
         )
         .await
+    }
+
+    /// The function runs on `clock` (the test's): its writes, checks and deadlines are
+    /// stamped with the time the test sets.
+    pub fn on_clock(mut self, clock: Arc<SimClock>) -> Self {
+        self.clock = Arc::new(Scripted(clock.clone()));
+        self.test_clock = Some(clock);
+        self
+    }
+
+    /// The test's clock ([`Scenario::on_clock`]).
+    pub fn test_clock(&self) -> Arc<SimClock> {
+        self.test_clock
+            .clone()
+            .expect("the scenario runs on the wall clock")
     }
 
     /// An environment variable for every run.

@@ -1,8 +1,9 @@
 //! End to end: each write followed until it is live. The real handler writes, sends its
 //! rollout check to the SQS stand-in with a delay, and judges the Application that the Argo CD
-//! controller stand-in moves after the write: synced and Healthy, Degraded, stuck Progressing,
-//! failed to sync, never synced. Each outcome is recorded once on the Application, as an Event,
-//! in the report (log, SNS) and as a metric line.
+//! controller stand-in moves after the write, step by step on the test's clock (the function's
+//! clock too): compared, synced, stale until compared again, rolling, then Healthy, Degraded,
+//! stuck Progressing, Suspended, failed to sync, or never synced. Each outcome is recorded once
+//! on the Application, as an Event, in the report (log, SNS) and as a metric line.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,26 +11,60 @@ use std::time::Duration;
 use crate::common::{Scenario, event, expect_decision, only, seed_tag};
 use argocd_ecr_updater::appconfig::annotations::AUDIT_ANNOTATION;
 use argocd_ecr_updater::report::{Action, Report, RolloutReport};
-use argocd_ecr_updater_standins::argocd::{Controller, Rendered, Script};
+use argocd_ecr_updater_standins::argocd::{Controller, Rendered, Script, Timeline};
 use argocd_ecr_updater_standins::aws::QueueMessage;
-use argocd_ecr_updater_standins::fixtures::{PUSHED_TAG, SEED_APP, SEED_IMAGE, image, push_event};
+use argocd_ecr_updater_standins::clock::SimClock;
+use argocd_ecr_updater_standins::fixtures::{
+    PUSHED_TAG, SEED_APP, SEED_IMAGE, SEED_TAG, image, push_event,
+};
 use serde_json::{Value, json};
 use time::format_description::well_known::Rfc3339;
 
 const SWEEP_ARN: &str = "arn:aws:sqs:ap-northeast-2:768157413559:sweep";
 
-/// The seed with a sweep queue and the controller stand-in running `script` a second after
-/// each write it acts on; the queue's URL.
-async fn following(script: Script) -> (Scenario, String) {
-    let standins = Scenario::seeded().await;
+/// Long enough for [`Timeline::typical`] to end: compared, synced and rolled out in 28 s.
+const ROLLED_OUT: u64 = 40;
+
+/// The seed with a sweep queue, on a test clock, and the controller stand-in running
+/// `script` on `timeline`; the queue's URL.
+async fn following_on(script: Script, timeline: Timeline) -> (Scenario, String) {
+    let clock = Arc::new(SimClock::scripted());
+    let standins = Scenario::seeded().await.on_clock(clock.clone());
     let queue = standins.aws.create_queue("sweep");
     let standins = standins
         .var("SWEEP_QUEUE_URL", &queue)
         .var("SWEEP_QUEUE_ARN", SWEEP_ARN);
     standins
         .kube
-        .run_controller(Controller::new(script, Duration::from_secs(1)));
+        .run_controller(Controller::timed(script, timeline, clock));
     (standins, queue)
+}
+
+/// [`following_on`] a typical controller.
+async fn following(script: Script) -> (Scenario, String) {
+    following_on(script, Timeline::typical()).await
+}
+
+/// The controller stand-in on the scenario's clock, a typical one.
+fn controller(standins: &Scenario, script: Script) -> Controller {
+    Controller::timed(script, Timeline::typical(), standins.test_clock())
+}
+
+/// Lets `seconds` pass on the test's clock: the controller takes every step due in them.
+fn pass(standins: &Scenario, seconds: u64) {
+    let until = standins.test_clock().now() + Duration::from_secs(seconds);
+    standins.kube.step_to(until);
+}
+
+/// The Application already Degraded on the image it runs, as Argo CD last compared it.
+fn degraded_before(standins: &Scenario) {
+    standins
+        .kube
+        .edit("argocd", SEED_APP, |app| {
+            app["status"]["health"] = json!({"status": "Degraded",
+                "message": "Deployment \"web\" exceeded its progress deadline"});
+        })
+        .unwrap();
 }
 
 /// The seed's Application without automated sync: Argo CD waits for someone to sync it.
@@ -87,9 +122,16 @@ fn audit(standins: &Scenario) -> Value {
     .unwrap()
 }
 
-/// A push that updates the seed, its one check on the queue (sent 15 s out), and a wait
-/// until the controller has acted.
+/// A push that updates the seed, its one check on the queue (sent 15 s out), and the
+/// controller's time to roll the write out.
 async fn push_and_wait(standins: &Scenario, queue: &str) -> QueueMessage {
+    let check = push(standins, queue).await;
+    pass(standins, ROLLED_OUT);
+    check
+}
+
+/// A push that updates the seed, and its one check on the queue (sent 15 s out).
+async fn push(standins: &Scenario, queue: &str) -> QueueMessage {
     let report = standins.report(&[], &event("push-date-tag.json")).await;
     expect_decision(
         only(&report),
@@ -99,7 +141,6 @@ async fn push_and_wait(standins: &Scenario, queue: &str) -> QueueMessage {
     let sent = checks(standins, queue);
     assert_eq!(sent.len(), 1, "one check per write");
     assert_eq!(sent[0].delay_seconds, 15, "the first check waits 15 s");
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
     sent.into_iter().next().unwrap()
 }
 
@@ -112,7 +153,10 @@ async fn a_healthy_rollout_is_confirmed_once_with_its_lead_times() {
     assert_eq!(rollout.state, "confirmed", "{rollout:#?}");
     assert_eq!(rollout.images, [format!("{SEED_IMAGE}:{PUSHED_TAG}")]);
     let write_to_live = rollout.write_to_live_seconds.unwrap();
-    assert!((1.0..30.0).contains(&write_to_live), "{write_to_live}");
+    assert_eq!(
+        write_to_live, ROLLED_OUT as f64,
+        "observed when the check ran"
+    );
     assert_eq!(
         rollout.lead_seconds.len(),
         1,
@@ -156,9 +200,6 @@ async fn two_deliveries_of_one_check_at_once_report_one_outcome() {
 #[tokio::test]
 async fn a_check_before_the_sync_waits_and_sends_the_next_one_later() {
     let (standins, queue) = following(Script::Healthy).await;
-    standins
-        .kube
-        .run_controller(Controller::new(Script::Healthy, Duration::from_secs(30)));
     let report = standins.report(&[], &event("push-date-tag.json")).await;
     expect_decision(only(&report), Action::Updated, "rollout followed");
     let first = checks(&standins, &queue).remove(0);
@@ -269,12 +310,53 @@ async fn a_failed_sync_operation_is_a_failed_rollout() {
     assert_eq!(events(&standins, "RolloutFailed").len(), 1);
 }
 
+/// A failed attempt Argo CD retries stays `Running` with `finishedAt` set: the check waits,
+/// and the rollout fails only once the retries are spent (`Failed`).
+#[tokio::test]
+async fn a_sync_being_retried_is_not_yet_failed() {
+    let timeline = Timeline {
+        retries: 1,
+        ..Timeline::typical()
+    };
+    let (standins, queue) = following_on(Script::SyncFailed, timeline).await;
+    let check = push(&standins, &queue).await;
+    pass(&standins, 8);
+    let app = standins.kube.get("argocd", SEED_APP).unwrap();
+    let state = &app["status"]["operationState"];
+    assert_eq!(
+        (state["phase"].as_str(), state["retryCount"].as_i64()),
+        (Some("Running"), Some(1))
+    );
+    let retrying = deliver(&standins, &check).await;
+    let rollout = the_rollout(&retrying);
+    assert_eq!(rollout.state, "pending", "{rollout:#?}");
+    assert!(
+        rollout
+            .reason
+            .contains("is retrying after a failed attempt: Retrying attempt #1"),
+        "{}",
+        rollout.reason
+    );
+    let failed = next_check_after(&standins, &queue, ROLLED_OUT).await;
+    let rollout = the_rollout(&failed);
+    assert_eq!(rollout.state, "failed", "{rollout:#?}");
+    assert!(
+        rollout.reason.contains("(retried 1 times)"),
+        "{}",
+        rollout.reason
+    );
+}
+
 /// Past the Application's deadline (`confirm-timeout`), the check says which condition was
-/// missing: a rollout stuck Progressing, and one never synced.
+/// missing: a rollout stuck Progressing, one paused (Suspended), and one never synced.
 #[tokio::test]
 async fn a_rollout_past_its_deadline_times_out_naming_what_was_missing() {
     for (script, missing) in [
         (Script::StuckProgressing, "synced, health is Progressing"),
+        (
+            Script::Suspended,
+            "synced, the rollout is paused (health Suspended)",
+        ),
         (
             Script::NeverSynced,
             "never synced after the write (sync status Synced)",
@@ -284,19 +366,31 @@ async fn a_rollout_past_its_deadline_times_out_naming_what_was_missing() {
         standins.annotate(
             "argocd",
             SEED_APP,
-            &[("argocd-ecr-updater.io/confirm-timeout", "2s")],
+            &[("argocd-ecr-updater.io/confirm-timeout", "1m")],
         );
         let check = push_and_wait(&standins, &queue).await;
         let first = deliver(&standins, &check).await;
         assert_eq!(the_rollout(&first).state, "pending", "{script:?}");
-        let next = checks(&standins, &queue).remove(1);
         assert!(
-            next.delay_seconds <= 2,
-            "the last check lands on the deadline: {}",
-            next.delay_seconds
+            the_rollout(&first).reason.starts_with(missing),
+            "{script:?}: {}",
+            the_rollout(&first).reason
         );
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        let late = deliver(&standins, &next).await;
+        // Each check waits at most until the deadline; the one that lands on it times out.
+        let mut late = first;
+        let mut sent = checks(&standins, &queue).len();
+        while the_rollout(&late).state == "pending" {
+            sent = checks(&standins, &queue).len();
+            let next = checks(&standins, &queue).pop().unwrap();
+            let left = 60 - (standins.test_clock().now() - written_at(&next)).whole_seconds();
+            assert!(
+                i64::from(next.delay_seconds) <= left + 1,
+                "a check lands on the deadline at the latest: {} s of {left} s",
+                next.delay_seconds
+            );
+            pass(&standins, next.delay_seconds.into());
+            late = deliver(&standins, &next).await;
+        }
         let rollout = the_rollout(&late);
         assert_eq!(rollout.state, "timed-out", "{script:?}: {rollout:#?}");
         assert!(
@@ -312,7 +406,7 @@ async fn a_rollout_past_its_deadline_times_out_naming_what_was_missing() {
         assert_eq!(events(&standins, "RolloutTimedOut").len(), 1, "{script:?}");
         assert_eq!(
             checks(&standins, &queue).len(),
-            2,
+            sent,
             "{script:?}: no check after the outcome"
         );
     }
@@ -329,7 +423,7 @@ async fn a_newer_write_supersedes_the_one_followed() {
         .report(&[], &push_event("barun-dev-ecr", newer, at))
         .await;
     expect_decision(only(&report), Action::Updated, "rollout followed");
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    pass(&standins, ROLLED_OUT);
     let superseded = deliver(&standins, &first).await;
     assert_eq!(the_rollout(&superseded).state, "superseded");
     let second = checks(&standins, &queue).remove(1);
@@ -357,7 +451,7 @@ async fn an_application_asking_for_a_sync_gets_one_after_the_write_and_is_follow
         Action::Updated,
         "sync started (argocd-ecr-updater.io/sync)",
     );
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    pass(&standins, ROLLED_OUT);
     let app = standins.kube.get("argocd", SEED_APP).unwrap();
     assert!(
         app["operation"].is_null(),
@@ -368,7 +462,7 @@ async fn an_application_asking_for_a_sync_gets_one_after_the_write_and_is_follow
         "argocd-ecr-updater"
     );
     assert_eq!(
-        standins.kube.reconciles("argocd", SEED_APP),
+        standins.kube.syncs("argocd", SEED_APP),
         1,
         "one sync, started once"
     );
@@ -385,11 +479,18 @@ async fn without_a_sync_asked_for_a_manual_application_is_never_synced_by_us() {
     manual_sync(&standins);
     let report = standins.report(&[], &event("push-date-tag.json")).await;
     assert!(!only(&report).reason.contains("sync started"));
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
-    assert_eq!(standins.kube.reconciles("argocd", SEED_APP), 0);
+    pass(&standins, ROLLED_OUT);
+    assert_eq!(standins.kube.syncs("argocd", SEED_APP), 0);
     let check = checks(&standins, &queue).remove(0);
     let rollout = deliver(&standins, &check).await.rollouts.remove(0);
     assert_eq!(rollout.state, "pending");
+    assert!(
+        rollout
+            .reason
+            .contains("OutOfSync); the Application has no automated sync"),
+        "Argo CD compared the write: {}",
+        rollout.reason
+    );
 }
 
 /// Anyone who may send to the queue can send a check; one naming a write the Application's
@@ -501,6 +602,7 @@ async fn with_confirmation_off_or_no_queue_a_write_is_not_followed() {
 #[tokio::test]
 async fn a_commit_is_confirmed_once_argo_cd_synced_its_revision() {
     let (standins, queue) = crate::git::git_following().await;
+    let standins = standins.on_clock(Arc::new(SimClock::scripted()));
     let github = standins.github.clone();
     let render = move |_: &Value| {
         let (repo, file) = (crate::git::REPO, crate::git::OVERRIDE);
@@ -511,9 +613,9 @@ async fn a_commit_is_confirmed_once_argo_cd_synced_its_revision() {
             argocd_ecr_updater_standins::argocd::images_of_spec(&json!({"source": source}));
         Some(Rendered { revision, images })
     };
-    standins.kube.run_controller(
-        Controller::new(Script::Healthy, Duration::from_secs(1)).rendering(Arc::new(render)),
-    );
+    standins
+        .kube
+        .run_controller(controller(&standins, Script::Healthy).rendering(Arc::new(render)));
     let report = standins.report(&[], &event("push-date-tag.json")).await;
     expect_decision(only(&report), Action::Updated, "committed");
     expect_decision(
@@ -521,7 +623,7 @@ async fn a_commit_is_confirmed_once_argo_cd_synced_its_revision() {
         Action::Updated,
         "rollout followed until live",
     );
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    pass(&standins, ROLLED_OUT);
     let check = checks(&standins, &queue).remove(0);
     let rollout = deliver(&standins, &check).await.rollouts.remove(0);
     assert_eq!(rollout.state, "confirmed", "{rollout:#?}");
@@ -608,7 +710,7 @@ async fn the_images_own_commit_gets_a_pending_then_a_success_status_on_github_an
         let report = standins.report(&[], &push).await;
         let pending = format!("commit status pending on acme/web@{}", &sha[..12]);
         expect_decision(only(&report), Action::Updated, &pending);
-        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        pass(&standins, ROLLED_OUT);
         let check = checks(&standins, &queue).remove(0);
         assert_eq!(
             the_rollout(&deliver(&standins, &check).await).state,
@@ -700,13 +802,12 @@ async fn a_status_is_never_left_pending_when_the_rollout_is_not_followed_or_supe
 #[tokio::test]
 async fn a_failed_rollout_marks_the_images_commit_failed_with_the_reason() {
     let (standins, queue, sha) = built_from_source(SourceHost::GitHub, true).await;
-    standins.kube.run_controller(Controller::new(
-        Script::DegradedAfterSync,
-        Duration::from_secs(1),
-    ));
+    standins
+        .kube
+        .run_controller(controller(&standins, Script::DegradedAfterSync));
     let push = push_event("barun-dev-ecr", BUILT_TAG, "2025-09-01T00:00:01Z");
     standins.report(&[], &push).await;
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    pass(&standins, ROLLED_OUT);
     let check = checks(&standins, &queue).remove(0);
     assert_eq!(
         the_rollout(&deliver(&standins, &check).await).state,
@@ -746,4 +847,235 @@ async fn no_status_is_written_without_a_credential_scoped_to_the_source_reposito
     );
     assert!(standins.github.statuses("acme/web").is_empty());
     assert_eq!(checks(&standins, &queue).len(), 1);
+}
+
+/// The write a check follows.
+fn written_at(check: &QueueMessage) -> time::OffsetDateTime {
+    let body: Value = serde_json::from_str(&check.body).unwrap();
+    time::OffsetDateTime::parse(body["write"].as_str().unwrap(), &Rfc3339).unwrap()
+}
+
+/// The check delivered after `seconds` more of the controller's time: the next one sent.
+async fn next_check_after(standins: &Scenario, queue: &str, seconds: u64) -> Report {
+    pass(standins, seconds);
+    let next = checks(standins, queue).pop().unwrap();
+    deliver(standins, &next).await
+}
+
+/// Someone else's spec change, synced by an operation that starts before our write and ends
+/// after it, on an Application already Degraded on its image: that operation synced the spec
+/// before our write, so its success and the Degraded health say nothing of our write. Argo CD
+/// then syncs our write, which rolls out Healthy.
+#[tokio::test]
+async fn an_operation_started_before_the_write_and_ended_after_it_is_not_its_sync() {
+    let timeline = Timeline {
+        sync: Duration::from_secs(20),
+        post_sync_refresh: Duration::from_secs(3),
+        ..Timeline::typical()
+    };
+    let (standins, queue) = following_on(Script::Healthy, timeline).await;
+    degraded_before(&standins);
+    standins
+        .kube
+        .edit_as_user("argocd", SEED_APP, |app| {
+            let parameters = app["spec"]["source"]["helm"]["parameters"]
+                .as_array_mut()
+                .unwrap();
+            parameters.push(json!({"name": "replicaCount", "value": "3"}));
+        })
+        .unwrap();
+    pass(&standins, 5);
+    let app = standins.kube.get("argocd", SEED_APP).unwrap();
+    assert_eq!(app["status"]["operationState"]["phase"], "Running");
+    let check = push(&standins, &queue).await;
+    // The other operation has ended (Succeeded) and Argo CD has not compared since.
+    pass(&standins, 18);
+    let app = standins.kube.get("argocd", SEED_APP).unwrap();
+    assert_eq!(app["status"]["operationState"]["phase"], "Succeeded");
+    assert_eq!(app["status"]["health"]["status"], "Degraded");
+    let straddled = deliver(&standins, &check).await;
+    let rollout = the_rollout(&straddled);
+    assert_eq!(rollout.state, "pending", "{rollout:#?}");
+    assert!(
+        rollout
+            .reason
+            .contains("before the write, and synced what was there before it"),
+        "{}",
+        rollout.reason
+    );
+    assert!(events(&standins, "RolloutFailed").is_empty());
+    let later = next_check_after(&standins, &queue, 60).await;
+    assert_eq!(
+        the_rollout(&later).state,
+        "confirmed",
+        "{:#?}",
+        later.rollouts
+    );
+    assert_eq!(standins.kube.syncs("argocd", SEED_APP), 2);
+}
+
+/// Our sync succeeds on an Application Degraded before it; until Argo CD compares it again
+/// (`reconciledAt` after `finishedAt`), that Degraded is from before the sync.
+#[tokio::test]
+async fn a_degraded_health_not_compared_since_the_sync_is_not_a_failed_rollout() {
+    let timeline = Timeline {
+        post_sync_refresh: Duration::from_secs(3),
+        ..Timeline::typical()
+    };
+    let (standins, queue) = following_on(Script::Healthy, timeline).await;
+    degraded_before(&standins);
+    let check = push(&standins, &queue).await;
+    pass(&standins, 7);
+    let app = standins.kube.get("argocd", SEED_APP).unwrap();
+    assert_eq!(app["status"]["operationState"]["phase"], "Succeeded");
+    assert_eq!(app["status"]["health"]["status"], "Degraded");
+    let stale = deliver(&standins, &check).await;
+    let rollout = the_rollout(&stale);
+    assert_eq!(rollout.state, "pending", "{rollout:#?}");
+    assert!(
+        rollout.reason.contains("not yet compared again by Argo CD"),
+        "{}",
+        rollout.reason
+    );
+    assert!(events(&standins, "RolloutFailed").is_empty());
+    let later = next_check_after(&standins, &queue, ROLLED_OUT).await;
+    assert_eq!(
+        the_rollout(&later).state,
+        "confirmed",
+        "{:#?}",
+        later.rollouts
+    );
+}
+
+/// `syncPolicy.automated.enabled: false` (Argo CD 3.1+) turns automated sync off: Argo CD
+/// does not sync the write, so an Application asking for a sync gets one from us.
+#[tokio::test]
+async fn automated_sync_turned_off_is_synced_by_us_where_asked() {
+    let (standins, queue) = following(Script::Healthy).await;
+    standins
+        .kube
+        .edit("argocd", SEED_APP, |app| {
+            app["spec"]["syncPolicy"]["automated"]["enabled"] = json!(false);
+        })
+        .unwrap();
+    standins.annotate(
+        "argocd",
+        SEED_APP,
+        &[("argocd-ecr-updater.io/sync", "true")],
+    );
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
+    expect_decision(
+        only(&report),
+        Action::Updated,
+        "sync started (argocd-ecr-updater.io/sync)",
+    );
+    pass(&standins, ROLLED_OUT);
+    assert_eq!(standins.kube.syncs("argocd", SEED_APP), 1);
+    let check = checks(&standins, &queue).remove(0);
+    assert_eq!(
+        the_rollout(&deliver(&standins, &check).await).state,
+        "confirmed"
+    );
+}
+
+/// A commit to a multi-source Application: Argo CD reports `revisions` per source
+/// (`syncResult.revision` empty). The new Pods are refused (a quota), so only the old image
+/// runs and the Deployment goes Degraded: a failed rollout of the commit, not "never synced".
+#[tokio::test]
+async fn a_multi_source_commit_is_judged_by_its_revisions() {
+    let (standins, queue) = crate::git::git_following().await;
+    let standins = standins.on_clock(Arc::new(SimClock::scripted()));
+    standins
+        .kube
+        .edit("argocd", SEED_APP, |app| {
+            let source = app["spec"]["source"].take();
+            app["spec"].as_object_mut().unwrap().remove("source");
+            app["spec"]["sources"] = json!([source, {"repoURL": "https://charts.example.com",
+                "chart": "redis", "targetRevision": "19.0.1"}]);
+            app["status"]["sourceTypes"] = json!(["Helm", "Helm"]);
+        })
+        .unwrap();
+    let github = standins.github.clone();
+    let render = move |_: &Value| {
+        let (repo, file) = (crate::git::REPO, crate::git::OVERRIDE);
+        let revision = github.head(repo, "main")?;
+        let source: Value = serde_yaml_ng::from_str(&github.file(repo, "main", file)?).ok()?;
+        let images =
+            argocd_ecr_updater_standins::argocd::images_of_spec(&json!({"source": source}));
+        Some(Rendered { revision, images })
+    };
+    standins
+        .kube
+        .run_controller(controller(&standins, Script::PodsRefused).rendering(Arc::new(render)));
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
+    expect_decision(only(&report), Action::Updated, "committed");
+    pass(&standins, ROLLED_OUT);
+    let app = standins.kube.get("argocd", SEED_APP).unwrap();
+    let head = standins.github.head(crate::git::REPO, "main").unwrap();
+    assert_eq!(
+        app["status"]["operationState"]["syncResult"]["revisions"],
+        json!([head, "19.0.1"])
+    );
+    let check = checks(&standins, &queue).remove(0);
+    let rollout = deliver(&standins, &check).await.rollouts.remove(0);
+    assert_eq!(rollout.state, "failed", "{rollout:#?}");
+    assert!(
+        rollout
+            .reason
+            .contains("health is Degraded after the sync of the write"),
+        "{}",
+        rollout.reason
+    );
+}
+
+/// A paused rollout (Suspended) is reported as one while it waits.
+#[tokio::test]
+async fn a_paused_rollout_is_reported_as_suspended() {
+    let (standins, queue) = following(Script::Suspended).await;
+    let check = push_and_wait(&standins, &queue).await;
+    let rollout = deliver(&standins, &check).await.rollouts.remove(0);
+    assert_eq!(rollout.state, "pending");
+    assert!(
+        rollout
+            .reason
+            .starts_with("synced, the rollout is paused (health Suspended)"),
+        "{}",
+        rollout.reason
+    );
+}
+
+/// `summary.images` lists the images of the Pods Argo CD sees: after the Deployment is
+/// Healthy, old Pods shutting down still run the old image. Live once they are gone.
+#[tokio::test]
+async fn a_rollout_is_live_only_once_the_old_pods_are_gone() {
+    let timeline = Timeline {
+        termination: Duration::from_secs(10),
+        ..Timeline::typical()
+    };
+    let (standins, queue) = following_on(Script::Healthy, timeline).await;
+    let check = push(&standins, &queue).await;
+    pass(&standins, 30);
+    let app = standins.kube.get("argocd", SEED_APP).unwrap();
+    assert_eq!(app["status"]["health"]["status"], "Healthy");
+    assert_eq!(
+        app["status"]["summary"]["images"].as_array().unwrap().len(),
+        2
+    );
+    let both = deliver(&standins, &check).await;
+    let rollout = the_rollout(&both);
+    assert_eq!(rollout.state, "pending", "{rollout:#?}");
+    assert!(
+        rollout.reason.starts_with(&format!(
+            "Healthy, but Pods of the replaced {SEED_IMAGE}:{SEED_TAG} still run"
+        )),
+        "{}",
+        rollout.reason
+    );
+    let later = next_check_after(&standins, &queue, 15).await;
+    assert_eq!(
+        the_rollout(&later).state,
+        "confirmed",
+        "{:#?}",
+        later.rollouts
+    );
 }

@@ -50,9 +50,7 @@ pub struct KubeState {
     /// Edits that land just before the next PATCH of an Application is judged.
     races: Mutex<BTreeMap<(String, String), RacingEdit>>,
     /// Argo CD's application controller, when a test runs one.
-    controller: Mutex<Option<crate::argocd::Controller>>,
-    /// Reconciles the controller ran, by (namespace, name).
-    reconciles: Mutex<BTreeMap<(String, String), usize>>,
+    controller: Mutex<Option<crate::argocd::Run>>,
 }
 
 type RacingEdit = Box<dyn FnOnce(&mut Value) + Send>;
@@ -106,39 +104,94 @@ impl KubeState {
             warnings: Mutex::new(Vec::new()),
             races: Mutex::new(BTreeMap::new()),
             controller: Mutex::new(None),
-            reconciles: Mutex::new(BTreeMap::new()),
         })
     }
 
     /// Runs Argo CD's application controller: from now on, a write it acts on moves the
-    /// Application's status after the controller's delay ([`crate::argocd`]).
+    /// Application's status as [`crate::argocd`] says. A controller on the wall clock steps
+    /// itself; one on a test's clock moves only with [`KubeState::step_to`]. Running another
+    /// script keeps what the controller knows of each Application.
     pub fn run_controller(&self, controller: crate::argocd::Controller) {
-        *lock(&self.controller) = Some(controller);
+        let mut run = lock(&self.controller);
+        match run.as_mut() {
+            Some(run) => run.controller = controller,
+            None => *run = Some(crate::argocd::Run::new(controller)),
+        }
     }
 
-    /// How many times the controller reconciled an Application after a write.
-    pub fn reconciles(&self, namespace: &str, name: &str) -> usize {
-        lock(&self.reconciles)
-            .get(&(namespace.to_string(), name.to_string()))
-            .copied()
-            .unwrap_or(0)
+    /// The clock the controller runs on, when one runs.
+    pub fn controller_clock(&self) -> Option<Arc<crate::clock::SimClock>> {
+        lock(&self.controller)
+            .as_ref()
+            .map(|run| run.controller.clock.clone())
     }
 
-    /// After a write the controller acts on: its reconcile, once its delay has passed.
-    fn schedule_reconcile(self: &Arc<Self>, namespace: String, name: String) {
-        let Some(controller) = lock(&self.controller).clone() else {
+    /// How many sync operations the controller ran on an Application.
+    pub fn syncs(&self, namespace: &str, name: &str) -> usize {
+        lock(&self.controller).as_ref().map_or(0, |run| {
+            run.operations(&(namespace.to_string(), name.to_string()))
+        })
+    }
+
+    /// Runs every controller step due up to `until`, in time order, each stamped with its own
+    /// time, then moves the controller's clock to `until`.
+    pub fn step_to(&self, until: time::OffsetDateTime) {
+        let mut guard = lock(&self.controller);
+        let Some(run) = guard.as_mut() else {
             return;
         };
+        while let Some((key, at)) = run.next_due(until) {
+            run.controller.clock.set(at);
+            let stepped = self.edit(&key.0, &key.1, |app| run.step(&key, app));
+            if stepped.is_err() {
+                // The Application is gone: its steps go with it.
+                run.forget(&key);
+            }
+        }
+        run.controller.clock.set(until);
+    }
+
+    /// An edit by a person or another tool (`kubectl edit`): the controller sees it as it
+    /// sees the function's writes.
+    pub fn edit_as_user(
+        self: &Arc<Self>,
+        namespace: &str,
+        name: &str,
+        change: impl FnOnce(&mut Value),
+    ) -> Result<(), String> {
+        let before = self.get(namespace, name).ok_or("no such application")?;
+        self.edit(namespace, name, change)?;
+        let after = self.get(namespace, name).ok_or("no such application")?;
+        self.observed(namespace, name, &before, &after);
+        Ok(())
+    }
+
+    /// A write the controller watches: it schedules what it does about it, and steps itself
+    /// when it runs on the wall clock.
+    fn observed(self: &Arc<Self>, namespace: &str, name: &str, before: &Value, after: &Value) {
+        let wall = {
+            let mut guard = lock(&self.controller);
+            let Some(run) = guard.as_mut() else {
+                return;
+            };
+            run.observe((namespace.to_string(), name.to_string()), before, after);
+            !run.controller.clock.is_scripted()
+        };
+        if !wall {
+            return;
+        }
         let state = self.clone();
         tokio::spawn(async move {
-            tokio::time::sleep(controller.delay).await;
-            let reconciled = state.edit(&namespace, &name, |app| {
-                crate::argocd::reconcile(&controller, app)
-            });
-            if reconciled.is_ok() {
-                *lock(&state.reconciles)
-                    .entry((namespace, name))
-                    .or_default() += 1;
+            loop {
+                let next = lock(&state.controller)
+                    .as_ref()
+                    .and_then(|run| run.next_at());
+                let Some(at) = next else { break };
+                let wait = at - time::OffsetDateTime::now_utc();
+                if wait.is_positive() {
+                    tokio::time::sleep(wait.unsigned_abs()).await;
+                }
+                state.step_to(time::OffsetDateTime::now_utc());
             }
         });
     }
@@ -859,22 +912,10 @@ async fn patch_one(
         }
         other => return status(415, &format!("unsupported patch type {other}")),
     }
-    if updated["metadata"]["name"] != current["metadata"]["name"]
-        || updated["metadata"]["namespace"] != current["metadata"]["namespace"]
-    {
+    if let Some(field) = immutable_changed(current, &updated) {
         return status(
             422,
-            &format!(
-                "Application.argoproj.io \"{name}\" is invalid: metadata.name: field is immutable"
-            ),
-        );
-    }
-    if updated["apiVersion"] != current["apiVersion"] || updated["kind"] != current["kind"] {
-        return status(
-            422,
-            &format!(
-                "Application.argoproj.io \"{name}\" is invalid: apiVersion/kind: field is immutable"
-            ),
+            &format!("Application.argoproj.io \"{name}\" is invalid: {field}: field is immutable"),
         );
     }
     let dropped = state.prune(&mut updated);
@@ -901,15 +942,25 @@ async fn patch_one(
         return respond(current_json);
     }
     let spec_before = current["spec"].clone();
-    let controller_acts = crate::argocd::acts_on(current, &updated);
+    let before = current.clone();
     store.resource_version += 1;
     written(&mut updated, &spec_before, store.resource_version);
+    let after = updated.clone();
     let response = respond(&store.apps.put(key, updated).json);
     drop(store);
-    if controller_acts {
-        state.schedule_reconcile(namespace, name);
-    }
+    state.observed(&namespace, &name, &before, &after);
     response
+}
+
+/// The immutable field a patch changed, as the API server names it.
+fn immutable_changed(current: &Value, updated: &Value) -> Option<&'static str> {
+    if updated["metadata"]["name"] != current["metadata"]["name"]
+        || updated["metadata"]["namespace"] != current["metadata"]["namespace"]
+    {
+        return Some("metadata.name");
+    }
+    (updated["apiVersion"] != current["apiVersion"] || updated["kind"] != current["kind"])
+        .then_some("apiVersion/kind")
 }
 
 /// A 422 as kube-apiserver words a schema refusal: the object, every field, and the causes.

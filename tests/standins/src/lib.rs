@@ -7,6 +7,7 @@
 
 pub mod argocd;
 pub mod aws;
+pub mod clock;
 pub mod cloudformation;
 pub mod codecommit;
 pub mod cosign;
