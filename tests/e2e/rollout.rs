@@ -765,6 +765,8 @@ async fn a_status_is_never_left_pending_when_the_rollout_is_not_followed_or_supe
     let (standins, queue, sha) = built_from_source(SourceHost::GitHub, true).await;
     let push = push_event("barun-dev-ecr", BUILT_TAG, "2025-09-01T00:00:01Z");
     standins.report(&[], &push).await;
+    // The newer write comes a few seconds later, before the first was judged.
+    pass(&standins, 5);
     let newer = "20250902-000000";
     standins.aws.push_labelled(
         image("barun-dev-ecr", newer, '9', "2025-09-02T00:00:01Z"),
