@@ -21,9 +21,30 @@ use serde_json::{Value, json};
 
 use crate::common::function_credentials;
 
-/// A difference the stand-in keeps, in the cases it shows in: the case (`*` for any), the
-/// body path it starts at, and why it does not matter and to whom.
-const KNOWN: &[(&str, &str, &str)] = &[];
+/// A difference the stand-in keeps, in the cases it shows in: the case (`*` for any), where
+/// it starts (a body path, `status`, a header; empty for the whole answer), and why it does
+/// not matter and to whom.
+const KNOWN: &[(&str, &str, &str)] = &[
+    (
+        "get-application-table",
+        "body",
+        "the stand-in serves no Table, so kubectl (the only client that asks, with JSON as its \
+         next choice) gets the object and prints its own columns: people reading `kubectl get` \
+         output in the kubectl tests see other columns; neither the function nor the CLI asks",
+    ),
+    (
+        "create-events-k8s-io",
+        "",
+        "`events.k8s.io/v1` is not served: the function and the CLI write and read core `v1` \
+         Events only, and kubectl's `get events` and `describe` read core Events too",
+    ),
+    (
+        "*",
+        "body.status.reason",
+        "an access review's `reason` names the RoleBinding that allowed it, which the stand-in's \
+         grants do not model; `doctor` and the function read only `status.allowed`",
+    ),
+];
 
 fn fixture(name: &str) -> Value {
     let path = fixtures::repository_root()
@@ -83,7 +104,13 @@ async fn tokens(standins: &StandIns) -> [(String, String); 2] {
             Arc::new(SystemClock),
         )
     };
-    let operator = Credentials::new(OPERATOR_ACCESS_KEY, OPERATOR_SECRET_KEY, None, None, "tests");
+    let operator = Credentials::new(
+        OPERATOR_ACCESS_KEY,
+        OPERATOR_SECRET_KEY,
+        None,
+        None,
+        "tests",
+    );
     [
         (
             "function".to_string(),
@@ -128,10 +155,12 @@ async fn send(
     tokens: &[(String, String)],
     query: &[(String, String)],
 ) -> Answer {
-    let method = reqwest::Method::from_bytes(request["method"].as_str().unwrap().as_bytes()).unwrap();
+    let method =
+        reqwest::Method::from_bytes(request["method"].as_str().unwrap().as_bytes()).unwrap();
     let identity = request["identity"].as_str().unwrap();
     let token = &tokens.iter().find(|(who, _)| who == identity).unwrap().1;
-    let mut url = url::Url::parse(&format!("{endpoint}{}", request["path"].as_str().unwrap())).unwrap();
+    let mut url =
+        url::Url::parse(&format!("{endpoint}{}", request["path"].as_str().unwrap())).unwrap();
     if !query.is_empty() {
         url.query_pairs_mut().extend_pairs(query);
     }
@@ -263,16 +292,19 @@ fn short(value: &Value) -> String {
 }
 
 fn known(case: &str, difference: &str) -> bool {
-    KNOWN.iter().any(|(c, path, _)| {
-        (*c == "*" || *c == case) && difference.starts_with(path)
-    })
+    KNOWN
+        .iter()
+        .any(|(c, path, _)| (*c == "*" || *c == case) && difference.starts_with(path))
 }
 
 /// The differences of one case that [`KNOWN`] does not explain.
 fn judge(case: &str, recorded: &Answer, got: &Answer, generated: &[String]) -> Vec<String> {
     let mut out = Vec::new();
     if recorded.status != got.status {
-        out.push(format!("status: recorded {}, stand-in {}", recorded.status, got.status));
+        out.push(format!(
+            "status: recorded {}, stand-in {}",
+            recorded.status, got.status
+        ));
     }
     let essence = |t: &str| t.split(';').next().unwrap_or_default().trim().to_string();
     if essence(&recorded.content_type) != essence(&got.content_type) {
@@ -357,19 +389,36 @@ async fn the_stand_in_answers_every_recorded_request_as_the_real_api_server_did(
     let setup = fixture("setup.json");
     set_up(&standins, setup.as_array().unwrap());
     let recordings = fixture("recordings.json");
-    let failed = replay(&standins, recordings.as_array().unwrap()).await;
-    assert!(failed.is_empty(), "{} cases differ:\n{}", failed.len(), report(&failed));
+    let mut failed = replay(&standins, recordings.as_array().unwrap()).await;
+    // As recorded: the same cluster, its ImageUpdater CRD then replaced by v1.3.0's.
+    standins
+        .kube
+        .image_updaters
+        .use_crd(argocd_ecr_updater_standins::imageupdaters::V1_3_0_CRD)
+        .unwrap();
+    let under_v130 = fixture("recordings-imageupdater-v1.3.0.json");
+    failed.extend(replay(&standins, under_v130.as_array().unwrap()).await);
+    assert!(
+        failed.is_empty(),
+        "{} cases differ:\n{}",
+        failed.len(),
+        report(&failed)
+    );
 }
 
 #[test]
 fn every_known_difference_names_why_it_does_not_matter() {
     for (case, path, why) in KNOWN {
+        // An empty path is the whole answer.
         let places = ["body", "status", "warning", "content-type"];
         assert!(
-            !case.is_empty() && places.iter().any(|p| path.starts_with(p)),
+            !case.is_empty() && (path.is_empty() || places.iter().any(|p| path.starts_with(p))),
             "{case}: {path}"
         );
-        assert!(why.len() > 40, "{case} {path}: say why it does not matter, and to whom");
+        assert!(
+            why.len() > 40,
+            "{case} {path}: say why it does not matter, and to whom"
+        );
     }
 }
 

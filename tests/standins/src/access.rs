@@ -161,23 +161,83 @@ mod tests {
     use super::*;
 
     fn info(method: Method, path: &str, query: &str) -> Option<(String, String, Option<String>)> {
-        RequestInfo::of(&method, path, query).map(|i| (i.verb, i.rbac_resource(), i.name))
+        RequestInfo::of(&method, path, query).map(|i| (i.verb.clone(), i.rbac_resource(), i.name))
     }
 
     #[test]
     fn a_request_is_read_into_verb_resource_and_name_from_its_method_and_path() {
         let apps = "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications";
         let cases = [
-            ("a list", Method::GET, apps.to_string(), "", Some(("list", "applications", None))),
-            ("a watch", Method::GET, apps.to_string(), "watch=true", Some(("watch", "applications", None))),
-            ("a get", Method::GET, format!("{apps}/a"), "", Some(("get", "applications", Some("a")))),
-            ("a delete", Method::DELETE, format!("{apps}/a"), "", Some(("delete", "applications", Some("a")))),
-            ("a status patch", Method::PATCH, format!("{apps}/a/status"), "", Some(("patch", "applications/status", Some("a")))),
-            ("an Event create", Method::POST, "/api/v1/namespaces/argocd/events".to_string(), "", Some(("create", "events", None))),
-            ("behind the proxy prefix", Method::GET, format!("{PROXY_PREFIX}{apps}"), "", Some(("list", "applications", None))),
-            ("discovery", Method::GET, "/apis/argoproj.io/v1alpha1".to_string(), "", None),
-            ("a namespace", Method::GET, "/api/v1/namespaces/argocd".to_string(), "", None),
-            ("an access review", Method::POST, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews".to_string(), "", None),
+            (
+                "a list",
+                Method::GET,
+                apps.to_string(),
+                "",
+                Some(("list", "applications", None)),
+            ),
+            (
+                "a watch",
+                Method::GET,
+                apps.to_string(),
+                "watch=true",
+                Some(("watch", "applications", None)),
+            ),
+            (
+                "a get",
+                Method::GET,
+                format!("{apps}/a"),
+                "",
+                Some(("get", "applications", Some("a"))),
+            ),
+            (
+                "a delete",
+                Method::DELETE,
+                format!("{apps}/a"),
+                "",
+                Some(("delete", "applications", Some("a"))),
+            ),
+            (
+                "a status patch",
+                Method::PATCH,
+                format!("{apps}/a/status"),
+                "",
+                Some(("patch", "applications/status", Some("a"))),
+            ),
+            (
+                "an Event create",
+                Method::POST,
+                "/api/v1/namespaces/argocd/events".to_string(),
+                "",
+                Some(("create", "events", None)),
+            ),
+            (
+                "behind the proxy prefix",
+                Method::GET,
+                format!("{PROXY_PREFIX}{apps}"),
+                "",
+                Some(("list", "applications", None)),
+            ),
+            (
+                "discovery",
+                Method::GET,
+                "/apis/argoproj.io/v1alpha1".to_string(),
+                "",
+                None,
+            ),
+            (
+                "a namespace",
+                Method::GET,
+                "/api/v1/namespaces/argocd".to_string(),
+                "",
+                None,
+            ),
+            (
+                "an access review",
+                Method::POST,
+                "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews".to_string(),
+                "",
+                None,
+            ),
         ];
         for (case, method, path, query, expected) in cases {
             let expected = expected.map(|(v, r, n): (&str, &str, Option<&str>)| {

@@ -101,7 +101,8 @@ mod tests {
     use super::*;
 
     fn schema() -> Defaults {
-        Defaults::of(&json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        Defaults::of(
+            &json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
             "common": {"type": "object", "properties": {
                 "strategy": {"type": "string", "default": "semver"},
                 "force": {"type": "boolean", "default": false}}},
@@ -110,7 +111,8 @@ mod tests {
                 "common": {"type": "object", "properties": {
                     "strategy": {"type": "string", "default": "semver"}}}}}},
             "enabled": {"type": "boolean", "default": true},
-            "labels": {"type": "object", "nullable": true, "default": {"a": "b"}}}}}}))
+            "labels": {"type": "object", "nullable": true, "default": {"a": "b"}}}}}}),
+        )
     }
 
     fn defaulted(mut object: Value) -> Value {
@@ -129,7 +131,8 @@ mod tests {
 
     #[test]
     fn a_default_under_an_object_the_writer_left_out_is_not_used() {
-        let object = defaulted(json!({"spec": {"images": [{"name": "a"}, {"name": "b", "common": {}}]}}));
+        let object =
+            defaulted(json!({"spec": {"images": [{"name": "a"}, {"name": "b", "common": {}}]}}));
         assert_eq!(object["spec"]["images"][0], json!({"name": "a"}));
         assert_eq!(
             object["spec"]["images"][1]["common"],

@@ -13,6 +13,7 @@ pub mod codecommit;
 pub mod cosign;
 pub mod defaults;
 pub mod deployment;
+pub mod events;
 pub mod faults;
 pub mod fixtures;
 pub mod github;
@@ -29,6 +30,7 @@ pub mod seed;
 pub mod sigv4;
 pub mod tls;
 pub mod token;
+pub mod writes;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -25,11 +25,18 @@ impl FieldSet {
     fn insert(&mut self, path: &[String]) {
         match path.split_first() {
             None => self.member = true,
-            Some((first, rest)) => self
-                .children
-                .entry(first.clone())
-                .or_default()
-                .insert(rest),
+            Some((first, rest)) => self.children.entry(first.clone()).or_default().insert(rest),
+        }
+    }
+
+    /// Only the leaves and the items of keyed lists and sets: what a configuration applied
+    /// with server-side apply sets (the maps and objects holding them are not its own).
+    fn leaves(&mut self) {
+        for (key, child) in &mut self.children {
+            if !child.children.is_empty() && !key.starts_with("k:") && !key.starts_with("v:") {
+                child.member = false;
+            }
+            child.leaves();
         }
     }
 
@@ -88,9 +95,11 @@ impl FieldSet {
         }
     }
 
+    /// A node that is a member with nothing under it is written `{}`; one with fields
+    /// under it says it is a member itself with `"."`.
     pub fn to_json(&self) -> Value {
         let mut out = Map::new();
-        if self.member {
+        if self.member && !self.children.is_empty() {
             out.insert(".".into(), json!({}));
         }
         for (key, child) in &self.children {
@@ -99,13 +108,24 @@ impl FieldSet {
         Value::Object(out)
     }
 
+    /// A `fieldsV1` read back (its root is never a member itself).
     pub fn from_json(value: &Value) -> Self {
-        let mut set = FieldSet::default();
+        let mut set = Self::node_from_json(value);
+        set.member = false;
+        set
+    }
+
+    fn node_from_json(value: &Value) -> Self {
+        let mut set = FieldSet {
+            member: value.as_object().is_some_and(|m| m.is_empty()),
+            ..FieldSet::default()
+        };
         for (key, child) in value.as_object().into_iter().flatten() {
             if key == "." {
                 set.member = true;
             } else {
-                set.children.insert(key.clone(), Self::from_json(child));
+                set.children
+                    .insert(key.clone(), Self::node_from_json(child));
             }
         }
         set
@@ -136,7 +156,8 @@ impl FieldSchema {
     /// From a CRD's `openAPIV3Schema`, with `metadata` as ObjectMeta's own schema.
     pub fn of_crd(schema: &Value) -> Self {
         let mut out = Self::of(schema);
-        out.properties.insert("metadata".into(), Self::object_meta());
+        out.properties
+            .insert("metadata".into(), Self::object_meta());
         out
     }
 
@@ -377,7 +398,13 @@ pub fn manager_of(query: &str, user_agent: Option<&str>) -> String {
         .map(|(_, v)| v.into_owned())
         .unwrap_or_else(|| {
             let agent = user_agent.unwrap_or_default();
-            agent.split('/').next().unwrap_or_default().chars().take(128).collect()
+            agent
+                .split('/')
+                .next()
+                .unwrap_or_default()
+                .chars()
+                .take(128)
+                .collect()
         })
 }
 
@@ -386,7 +413,10 @@ fn now() -> String {
     time::OffsetDateTime::now_utc()
         .replace_nanosecond(0)
         .ok()
-        .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
         .unwrap_or_default()
 }
 
@@ -429,6 +459,7 @@ pub fn record_with(
         Some(config) => {
             let mut set = Comparison::of(schema, Some(&empty), Some(config)).changed;
             strip_server_fields(&mut set, writer.part);
+            set.leaves();
             Some(set)
         }
         None if comparison.changed.is_empty() => None,
@@ -506,7 +537,12 @@ mod tests {
     #[test]
     fn a_create_gives_its_writer_every_field_it_set_but_the_servers_own() {
         let mut created = app("1");
-        record(&schema(), None, &mut created, &writer("kubectl-client-side-apply"));
+        record(
+            &schema(),
+            None,
+            &mut created,
+            &writer("kubectl-client-side-apply"),
+        );
         let entries = created["metadata"]["managedFields"].as_array().unwrap();
         assert_eq!(entries.len(), 1);
         assert_eq!(
@@ -520,30 +556,50 @@ mod tests {
     fn a_later_writer_takes_the_fields_it_changed_and_an_empty_entry_goes() {
         let schema = schema();
         let mut created = app("1");
-        record(&schema, None, &mut created, &writer("kubectl-client-side-apply"));
+        record(
+            &schema,
+            None,
+            &mut created,
+            &writer("kubectl-client-side-apply"),
+        );
         let mut patched = created.clone();
         patched["spec"]["source"]["helm"]["parameters"][0]["value"] = json!("2");
-        record(&schema, Some(&created), &mut patched, &writer("argocd-ecr-updater"));
+        record(
+            &schema,
+            Some(&created),
+            &mut patched,
+            &writer("argocd-ecr-updater"),
+        );
         let entries = patched["metadata"]["managedFields"].as_array().unwrap();
-        let managers: Vec<&str> = entries
-            .iter()
-            .map(|e| e["manager"].as_str().unwrap())
-            .collect();
-        assert_eq!(managers, ["kubectl-client-side-apply", "argocd-ecr-updater"]);
+        let of = |manager: &str| {
+            entries
+                .iter()
+                .find(|e| e["manager"] == manager)
+                .map(|e| e["fieldsV1"].clone())
+                .unwrap()
+        };
+        assert_eq!(entries.len(), 2);
         assert_eq!(
-            entries[1]["fieldsV1"],
+            of("argocd-ecr-updater"),
             json!({"f:spec": {"f:source": {"f:helm": {"f:parameters": {}}}}})
         );
-        assert!(entries[0]["fieldsV1"]["f:spec"]["f:source"]["f:helm"]
-            .get("f:parameters")
-            .is_none());
+        // Left with the Helm source itself, which it still set: a member with nothing under.
+        assert_eq!(
+            of("kubectl-client-side-apply")["f:spec"]["f:source"]["f:helm"],
+            json!({})
+        );
     }
 
     #[test]
     fn a_write_that_changes_nothing_leaves_the_entries_alone() {
         let schema = schema();
         let mut created = app("1");
-        record(&schema, None, &mut created, &writer("kubectl-client-side-apply"));
+        record(
+            &schema,
+            None,
+            &mut created,
+            &writer("kubectl-client-side-apply"),
+        );
         let mut same = created.clone();
         record(&schema, Some(&created), &mut same, &writer("someone-else"));
         assert_eq!(same, created);
@@ -552,7 +608,11 @@ mod tests {
     #[test]
     fn the_manager_is_the_field_manager_else_the_user_agent_up_to_its_first_slash() {
         for (query, agent, manager) in [
-            ("fieldManager=kubectl-edit", Some("kubectl/v1.36"), "kubectl-edit"),
+            (
+                "fieldManager=kubectl-edit",
+                Some("kubectl/v1.36"),
+                "kubectl-edit",
+            ),
             ("", Some("argocd-ecr-updater/0.1.0"), "argocd-ecr-updater"),
             ("limit=1", None, ""),
         ] {
