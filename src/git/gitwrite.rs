@@ -1897,7 +1897,9 @@ mod tests {
         )
         .unwrap_err();
         assert!(
-            refused.to_string().contains("over the 524288 bytes (512 KiB)"),
+            refused
+                .to_string()
+                .contains("over the 524288 bytes (512 KiB)"),
             "{refused}"
         );
     }
