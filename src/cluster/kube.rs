@@ -1584,6 +1584,32 @@ mod tests {
         ));
     }
 
+    /// What a real kube-apiserver answered (tests/fixtures/kube-apiserver): a JSON patch that
+    /// does not apply, whether its `test` failed or a path is missing, is the same bare 422,
+    /// so a lost race is told from a refusal by what a refusal has (causes, " is invalid: ").
+    #[test]
+    fn the_422s_a_real_api_server_sent_are_told_apart_by_what_it_sends() {
+        let recordings: Vec<Value> = serde_json::from_str(include_str!(
+            "../../tests/fixtures/kube-apiserver/recordings.json"
+        ))
+        .unwrap();
+        let cases = [
+            ("patch-json-test-fails", false),
+            ("patch-json-replace-missing-path", false),
+            ("patch-merge-schema-invalid", true),
+            ("patch-merge-unknown-field-strict", true),
+        ];
+        for (case, validation) in cases {
+            let recorded = recordings.iter().find(|r| r["name"] == case).unwrap();
+            assert_eq!(recorded["response"]["status"], 422, "{case}");
+            let body = recorded["response"]["body"].to_string();
+            assert!(
+                matches!(error_for(422, &body), KubeError::Invalid { validation: v, .. } if v == validation),
+                "{case}"
+            );
+        }
+    }
+
     #[test]
     fn a_403_at_the_cluster_scope_says_so_and_names_the_all_namespaces_manifest() {
         let body = r#"{"kind":"Status","message":"applications.argoproj.io is forbidden: User \"arn:aws:sts::1:assumed-role/u/f\" cannot list resource \"applications\" in API group \"argoproj.io\" at the cluster scope","code":403}"#;

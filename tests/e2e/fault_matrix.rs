@@ -145,7 +145,8 @@ fn unchanged_or_exactly_updated(before: &Value, after: &Value) {
             .as_object_mut()
             .unwrap()
             .remove("argocd-ecr-updater.io/last-update");
-        for key in ["resourceVersion", "generation"] {
+        // The write's own traces: a new version, and our entry in the managed fields.
+        for key in ["resourceVersion", "generation", "managedFields"] {
             normalised["metadata"][key] = before["metadata"][key].clone();
         }
     } else {

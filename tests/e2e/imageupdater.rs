@@ -93,6 +93,8 @@ async fn the_objects_status_shows_what_it_matched_and_what_moved() {
         .kube
         .insert_image_updater(seed_image_updater())
         .unwrap();
+    // As stored: the CRD's defaults filled in.
+    let spec_before = standins.kube.image_updater("argocd", "invitation").unwrap()["spec"].clone();
     push(&standins).await;
     let status = status(&standins, "invitation");
     assert_eq!(status["applicationsMatched"], 1);
@@ -108,7 +110,7 @@ async fn the_objects_status_shows_what_it_matched_and_what_moved() {
     assert_eq!(status["conditions"][0]["status"], "True");
     // Status writes never touch the spec, nor bump the generation.
     let stored = standins.kube.image_updater("argocd", "invitation").unwrap();
-    assert_eq!(stored["spec"], seed_image_updater()["spec"]);
+    assert_eq!(stored["spec"], spec_before);
     assert_eq!(stored["metadata"]["generation"], 1);
 }
 
@@ -320,4 +322,63 @@ async fn without_the_crd_installed_annotations_work_and_cost_nothing_after_the_f
         .await
         .unwrap();
     assert_eq!(report.stats.image_updater_requests, 0);
+}
+
+/// The tag `web` runs after a sweep over 1.0.0, 2.0.0 and 1.9.0 (built last), configured by an object with
+/// a spec-level `newest-build` and an image-level `commonUpdateSettings` that names no
+/// strategy, served with `crd` (the vendored CRD when `None`).
+async fn web_after_a_push_under(crd: Option<&str>) -> (Action, Option<String>) {
+    let standins = Scenario::start(argocd_ecr_updater_standins::Options::default()).await;
+    if let Some(crd) = crd {
+        standins.kube.image_updaters.use_crd(crd).unwrap();
+    }
+    let repository = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/web";
+    for (tag, digest, pushed_at) in [
+        ("1.0.0", '1', "2025-01-01T00:00:00Z"),
+        ("2.0.0", '2', "2025-02-01T00:00:00Z"),
+        ("1.9.0", '3', "2025-03-01T00:00:00Z"),
+    ] {
+        standins
+            .aws
+            .push(argocd_ecr_updater_standins::fixtures::image(
+                "web", tag, digest, pushed_at,
+            ));
+    }
+    let app = Application::tracking("web", repository, "1.0.0")
+        .with(|a| {
+            if let Some(map) = a["metadata"]["annotations"].as_object_mut() {
+                map.clear();
+            }
+        })
+        .build();
+    standins.kube.insert(app).unwrap();
+    let mut object = image_updater(
+        "web",
+        json!([{"namePattern": "web", "images": [{"alias": "app", "imageName": repository,
+            "commonUpdateSettings": {"allowTags": "regexp:^[0-9]+[.][0-9]+[.][0-9]+$"},
+            "manifestTargets": {"helm": {"name": "image.name", "tag": "image.tag"}}}]}]),
+    );
+    object["spec"]["commonUpdateSettings"] = json!({"updateStrategy": "newest-build"});
+    standins.kube.insert_image_updater(object).unwrap();
+    let sweep = argocd_ecr_updater_standins::fixtures::reconcile_event();
+    let report = standins.report(&[], &sweep).await;
+    let action = for_app(&report, "web")[0].action;
+    (
+        action,
+        standins.kube.helm_parameter("argocd", "web", "image.tag"),
+    )
+}
+
+#[tokio::test]
+async fn image_updater_v1_3_0_crd_defaults_make_an_image_semver_over_the_specs_newest_build() {
+    // The vendored CRD (Image Updater's main branch) has no defaults: the spec's newest-build
+    // decides, and 1.9.0, the newest build, is taken.
+    let (action, tag) = web_after_a_push_under(None).await;
+    assert_eq!((action, tag.as_deref()), (Action::Updated, Some("1.9.0")));
+    // v1.3.0's CRD fills `updateStrategy: semver` into the image's `commonUpdateSettings`
+    // (docs/compatibility.md): the image's semver outranks the spec, and 2.0.0 is taken, as
+    // Image Updater reading the same object decides.
+    let v130 = argocd_ecr_updater_standins::imageupdaters::V1_3_0_CRD;
+    let (action, tag) = web_after_a_push_under(Some(v130)).await;
+    assert_eq!((action, tag.as_deref()), (Action::Updated, Some("2.0.0")));
 }

@@ -16,6 +16,7 @@ mod git;
 mod git_hosts;
 mod imageupdater;
 mod kube_api;
+mod kube_conformance;
 mod kubectl;
 mod lambda;
 mod layout;

@@ -13,31 +13,58 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
 
+use crate::defaults::Defaults;
 use crate::faults::lock;
 use crate::kube::{
     FieldPath, KubeState, ListQuery, StructuralSchema, authorize_on, negotiate, status,
 };
+use crate::managed_fields::{self, FieldSchema, Part, Writer};
 use crate::resources::{Kind, Resources, json_response, written};
 
 const CRD_YAML: &str = include_str!("../crd/imageupdater-crd.yaml");
 pub const API_VERSION: &str = "argocd-image-updater.argoproj.io/v1alpha1";
 const RESOURCE: &str = "imageupdaters";
 
-/// The stored objects and their schema.
-pub struct ImageUpdaterStore {
-    objects: Mutex<Resources>,
+/// Image Updater v1.3.0's CRD, whose schema defaults `updateStrategy` to `semver` and
+/// `forceUpdate` to false wherever `commonUpdateSettings` is written (the vendored, newer CRD
+/// has no such defaults): for tests of what those defaults decide.
+pub const V1_3_0_CRD: &str = include_str!("../crd/imageupdater-crd-v1.3.0.yaml");
+
+/// What the API server reads of the CRD: its schema, for validation, pruning, defaulting and
+/// managed fields.
+struct Crd {
     schema: jsonschema::Validator,
     /// The schema itself, for the CEL rules and list-map keys the validator does not check.
     schema_value: Value,
     structure: StructuralSchema,
+    defaults: Defaults,
+    fields: FieldSchema,
+}
+
+impl Crd {
+    fn of(yaml: &str) -> Result<Self, String> {
+        let crd: Value =
+            serde_yaml_ng::from_str(yaml).map_err(|e| format!("ImageUpdater CRD: {e}"))?;
+        let schema_value = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone();
+        let schema = jsonschema::validator_for(&schema_value).map_err(|e| e.to_string())?;
+        Ok(Self {
+            schema,
+            structure: StructuralSchema::of(&schema_value),
+            defaults: Defaults::of(&schema_value),
+            fields: FieldSchema::of_crd(&schema_value),
+            schema_value,
+        })
+    }
+}
+
+/// The stored objects and their CRD.
+pub struct ImageUpdaterStore {
+    objects: Mutex<Resources>,
+    crd: Mutex<Arc<Crd>>,
 }
 
 impl ImageUpdaterStore {
     pub fn new() -> Result<Self, String> {
-        let crd: Value =
-            serde_yaml_ng::from_str(CRD_YAML).map_err(|e| format!("ImageUpdater CRD: {e}"))?;
-        let schema_value = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone();
-        let schema = jsonschema::validator_for(&schema_value).map_err(|e| e.to_string())?;
         Ok(Self {
             objects: Mutex::new(Resources::new(Kind {
                 group: "argocd-image-updater.argoproj.io",
@@ -45,23 +72,42 @@ impl ImageUpdaterStore {
                 plural: RESOURCE,
                 list_kind: "ImageUpdaterList",
             })),
-            schema,
-            structure: StructuralSchema::of(&schema_value),
-            schema_value,
+            crd: Mutex::new(Arc::new(Crd::of(CRD_YAML)?)),
         })
     }
 
-    /// Prunes unknown fields and checks the object as the API server would: the schema, the
-    /// CEL rules and unique list-map keys.
+    fn crd(&self) -> Arc<Crd> {
+        lock(&self.crd).clone()
+    }
+
+    /// Serves the objects with another version of the CRD (`V1_3_0_CRD`), as a cluster that
+    /// installed it does: the objects stored are read with its defaults from now on.
+    pub fn use_crd(&self, yaml: &str) -> Result<(), String> {
+        let crd = Crd::of(yaml)?;
+        let mut objects = lock(&self.objects);
+        for key in objects.keys() {
+            if let Some(mut object) = objects.get(&key.0, &key.1).map(|s| s.object()) {
+                crd.defaults.apply(&mut object);
+                objects.put(key, object);
+            }
+        }
+        *lock(&self.crd) = Arc::new(crd);
+        Ok(())
+    }
+
+    /// Prunes unknown fields, fills the schema's defaults and checks the object as the API
+    /// server would: the schema, the CEL rules and unique list-map keys.
     pub fn validate(&self, object: &mut Value) -> Result<(), String> {
+        let crd = self.crd();
         let mut dropped = Vec::new();
-        self.structure.prune(object, FieldPath::Root, &mut dropped);
-        let mut problems: Vec<String> = self
+        crd.structure.prune(object, FieldPath::Root, &mut dropped);
+        crd.defaults.apply(object);
+        let mut problems: Vec<String> = crd
             .schema
             .iter_errors(object)
             .map(|e| format!("{}: Invalid value: {e}", e.instance_path()))
             .collect();
-        problems.extend(crate::schema_rules::violations(&self.schema_value, object));
+        problems.extend(crate::schema_rules::violations(&crd.schema_value, object));
         if problems.is_empty() {
             Ok(())
         } else {
@@ -84,7 +130,13 @@ impl ImageUpdaterStore {
 impl KubeState {
     /// Creates an ImageUpdater object as `kubectl apply` would: validated, with a uid,
     /// `generation` 1 and a fresh resourceVersion.
-    pub fn insert_image_updater(&self, mut object: Value) -> Result<(), String> {
+    pub fn insert_image_updater(&self, object: Value) -> Result<(), String> {
+        self.create_image_updater(object, "kubectl-client-side-apply")
+            .map(|_| ())
+    }
+
+    /// Creates an ImageUpdater object written by `manager`; the object as stored.
+    fn create_image_updater(&self, mut object: Value, manager: &str) -> Result<Value, String> {
         let name = object["metadata"]["name"]
             .as_str()
             .ok_or("imageupdater without metadata.name")?
@@ -103,8 +155,20 @@ impl KubeState {
         object["metadata"]["resourceVersion"] = json!(version.to_string());
         object["metadata"]["generation"] = json!(1);
         object["metadata"]["uid"] = json!(format!("00000000-0000-0000-1111-{version:012}"));
-        lock(&self.image_updaters.objects).put((namespace, name), object);
-        Ok(())
+        object["metadata"]["creationTimestamp"] = json!(crate::kube::creation_timestamp());
+        let writer = Writer {
+            manager,
+            operation: "Update",
+            part: Some(managed_fields::Part::Object),
+        };
+        managed_fields::record(
+            &self.image_updaters.crd().fields,
+            None,
+            &mut object,
+            &writer,
+        );
+        lock(&self.image_updaters.objects).put((namespace, name), object.clone());
+        Ok(object)
     }
 
     /// Changes an object's spec as a user would: `generation` moves, status stays.
@@ -138,7 +202,7 @@ pub fn router(state: Arc<KubeState>) -> Router {
         .route(&format!("{base}/imageupdaters"), get(list_route))
         .route(
             &format!("{base}/namespaces/{{namespace}}/imageupdaters"),
-            get(list_route),
+            get(list_route).post(create),
         )
         .route(
             &format!("{base}/namespaces/{{namespace}}/imageupdaters/{{name}}"),
@@ -221,39 +285,90 @@ async fn get_one(
     lock(&state.image_updaters.objects).get_response(&namespace, &name)
 }
 
-/// Which part of the object a write may change.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Part {
-    Object,
-    Status,
+/// `POST` of an ImageUpdater object (`kubectl create`), in the namespace of its path.
+async fn create(
+    State(state): State<Arc<KubeState>>,
+    Path(namespace): Path<String>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+    body: Bytes,
+) -> Response {
+    let Ok(mut object) = serde_json::from_slice::<Value>(&body) else {
+        return status(400, "the body of the request was in an unknown format");
+    };
+    object["metadata"]["namespace"] = json!(namespace);
+    let name = object["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    if state.image_updater(&namespace, &name).is_some() {
+        return crate::access::failure(
+            409,
+            "AlreadyExists",
+            &format!("imageupdaters.argocd-image-updater.argoproj.io \"{name}\" already exists"),
+            crate::access::details(Some(&name), "argocd-image-updater.argoproj.io", RESOURCE),
+        );
+    }
+    let agent = headers.get("user-agent").and_then(|v| v.to_str().ok());
+    let manager = managed_fields::manager_of(query.as_deref().unwrap_or_default(), agent);
+    match state.create_image_updater(object, &manager) {
+        Ok(created) => (axum::http::StatusCode::CREATED, axum::Json(created)).into_response(),
+        Err(problems) => status(
+            422,
+            &format!(
+                "ImageUpdater.argocd-image-updater.argoproj.io \"{name}\" is invalid: {problems}"
+            ),
+        ),
+    }
 }
 
 async fn patch_object(
     State(state): State<Arc<KubeState>>,
     Path((namespace, name)): Path<(String, String)>,
     headers: HeaderMap,
+    RawQuery(query): RawQuery,
     body: Bytes,
 ) -> Response {
-    patch(&state, &headers, &namespace, &name, &body, Part::Object)
+    let request = Request {
+        namespace: &namespace,
+        name: &name,
+        query: query.as_deref().unwrap_or_default(),
+        part: Part::Object,
+    };
+    patch(&state, &headers, &request, &body)
 }
 
 async fn patch_status(
     State(state): State<Arc<KubeState>>,
     Path((namespace, name)): Path<(String, String)>,
     headers: HeaderMap,
+    RawQuery(query): RawQuery,
     body: Bytes,
 ) -> Response {
-    patch(&state, &headers, &namespace, &name, &body, Part::Status)
+    let request = Request {
+        namespace: &namespace,
+        name: &name,
+        query: query.as_deref().unwrap_or_default(),
+        part: Part::Status,
+    };
+    patch(&state, &headers, &request, &body)
 }
 
-fn patch(
-    state: &KubeState,
-    headers: &HeaderMap,
-    namespace: &str,
-    name: &str,
-    body: &[u8],
+/// A PATCH: of which object, with which query, to which part.
+struct Request<'a> {
+    namespace: &'a str,
+    name: &'a str,
+    query: &'a str,
     part: Part,
-) -> Response {
+}
+
+fn patch(state: &KubeState, headers: &HeaderMap, request: &Request, body: &[u8]) -> Response {
+    let Request {
+        namespace,
+        name,
+        part,
+        ..
+    } = *request;
     let resource = match part {
         Part::Object => RESOURCE,
         Part::Status => "imageupdaters/status",
@@ -315,6 +430,15 @@ fn patch(
     if updated == current {
         return axum::Json(updated).into_response();
     }
+    let user_agent = headers.get("user-agent").and_then(|v| v.to_str().ok());
+    let manager = managed_fields::manager_of(request.query, user_agent);
+    let writer = Writer {
+        manager: &manager,
+        operation: "Update",
+        part: Some(part),
+    };
+    let fields = &state.image_updaters.crd().fields;
+    managed_fields::record(fields, Some(&current), &mut updated, &writer);
     written(
         &mut updated,
         &current["spec"],

@@ -224,6 +224,11 @@ impl KubeState {
         lock(&self.events).clone()
     }
 
+    /// Where Events are kept, for [`crate::events`].
+    pub(crate) fn events_store(&self) -> &Mutex<Vec<Value>> {
+        &self.events
+    }
+
     /// The `Warning` headers sent so far.
     pub fn warnings(&self) -> Vec<String> {
         lock(&self.warnings).clone()
@@ -244,7 +249,12 @@ impl KubeState {
         set["kind"] = json!("ApplicationSet");
         let mut store = lock(&self.apps);
         store.resource_version += 1;
-        set["metadata"]["resourceVersion"] = json!(store.resource_version.to_string());
+        let version = store.resource_version;
+        set["metadata"]["resourceVersion"] = json!(version.to_string());
+        set["metadata"]["uid"] = json!(format!("00000000-0000-0000-4444-{version:012}"));
+        set["metadata"]["generation"] = json!(1);
+        set["metadata"]["creationTimestamp"] = json!(creation_timestamp());
+        crate::events::created(&mut set, &json!({}), "kubectl-client-side-apply");
         store.application_sets.insert((namespace, name), set);
         Ok(())
     }
@@ -285,6 +295,7 @@ impl KubeState {
             "00000000-0000-0000-0000-{:012}",
             store.resource_version
         ));
+        crate::writes::created_by_kubectl_apply(&mut app);
         store.apps.put((namespace, name), app);
         Ok(())
     }
@@ -350,23 +361,19 @@ impl KubeState {
         } else {
             Err(causes
                 .iter()
-                .map(|(field, message)| format!("{field}: Invalid value: {message}"))
+                .map(|c| format!("{}: {}", c.field, c.message))
                 .collect::<Vec<_>>()
                 .join(", "))
         }
     }
 
-    /// Each violation as `(field, message)`, the `details.causes` of a 422.
-    fn causes(&self, app: &Value) -> Vec<(String, String)> {
+    /// Each violation, the `details.causes` of a 422.
+    fn causes(&self, app: &Value) -> Vec<crate::writes::Cause> {
         self.schema
             .iter_errors(app)
-            .map(|e| (dotted(&e.instance_path().to_string()), e.to_string()))
+            .map(|e| crate::writes::cause(&e))
             .collect()
     }
-}
-
-fn dotted(pointer: &str) -> String {
-    pointer.trim_start_matches('/').replace('/', ".")
 }
 
 /// Where a value sits in the object being pruned, kept as a chain of borrowed steps and
@@ -484,7 +491,12 @@ impl StructuralSchema {
 pub const PROXY_PREFIX: &str = "/k8s/clusters/c-1";
 
 pub fn router(state: Arc<KubeState>) -> Router {
-    let api = api_router(state.clone()).merge(crate::imageupdaters::router(state));
+    let api = api_router(state.clone())
+        .merge(crate::imageupdaters::router(state.clone()))
+        .layer(axum::middleware::from_fn_with_state(
+            state,
+            crate::access::authorize_first,
+        ));
     Router::new()
         .nest(PROXY_PREFIX, api.clone())
         .merge(api)
@@ -546,7 +558,7 @@ fn api_router(state: Arc<KubeState>) -> Router {
         )
         .route(
             "/api/v1/namespaces/{namespace}/events",
-            axum::routing::post(create_event).get(list_namespace_events),
+            axum::routing::post(crate::events::create).get(list_namespace_events),
         )
         .route("/api/v1/events", get(list_all_events))
         .route("/apis", get(group_list))
@@ -712,7 +724,7 @@ fn list(state: &KubeState, headers: &HeaderMap, namespace: Option<&str>, query: 
 }
 
 /// Now, as the API server writes `creationTimestamp`: RFC 3339, whole seconds.
-fn creation_timestamp() -> String {
+pub(crate) fn creation_timestamp() -> String {
     time::OffsetDateTime::now_utc()
         .replace_nanosecond(0)
         .ok()
@@ -762,6 +774,9 @@ pub(crate) fn negotiate(headers: &HeaderMap) -> Result<bool, Response> {
 /// `labelSelector`, `limit` or `continue` is a 400, `limit=0` means no limit.
 pub(crate) struct ListQuery {
     selector: Option<LabelSelector>,
+    /// `fieldSelector` on `metadata.name`/`metadata.namespace`, the fields every custom
+    /// resource can be selected by.
+    fields: Vec<FieldRequirement>,
     pub limit: Option<usize>,
     /// Where the page starts: after the last key of the previous page.
     pub after: std::ops::Bound<(String, String)>,
@@ -788,11 +803,21 @@ impl ListQuery {
                 decode_continue(token).ok_or_else(|| status(400, "continue key is not valid"))?,
             ),
         };
+        let fields = field_requirements(
+            params.get("fieldSelector").map_or("", String::as_str),
+            &["metadata.name", "metadata.namespace"],
+        )?;
         Ok(Self {
             selector,
+            fields,
             limit,
             after,
         })
+    }
+
+    /// Whether a selector narrows the list (the API server then does not count what remains).
+    pub(crate) fn selects(&self) -> bool {
+        self.selector.as_ref().is_some_and(|s| !s.0.is_empty()) || !self.fields.is_empty()
     }
 
     /// Whether an object keyed `(namespace, name)` belongs in a list of `namespace`
@@ -805,6 +830,14 @@ impl ListQuery {
     ) -> bool {
         namespace.is_none_or(|wanted| wanted == key.0)
             && self.selector.as_ref().is_none_or(|s| s.matches(labels))
+            && self.fields.iter().all(|(field, value, equal)| {
+                let actual = if field == "metadata.name" {
+                    &key.1
+                } else {
+                    &key.0
+                };
+                (actual == value) == *equal
+            })
     }
 }
 
@@ -835,13 +868,17 @@ async fn get_one(
     if let Err(denied) = authorize(&state, &headers, "get", Some(&namespace), Some(&name)) {
         return denied;
     }
-    lock(&state.apps).apps.get_response(&namespace, &name)
+    let metadata_only = crate::resources::wants_metadata_object(&headers);
+    lock(&state.apps)
+        .apps
+        .get_response_as(&namespace, &name, metadata_only)
 }
 
 async fn patch_one(
     State(state): State<Arc<KubeState>>,
     Path((namespace, name)): Path<(String, String)>,
     headers: HeaderMap,
+    RawQuery(query): RawQuery,
     body: Bytes,
 ) -> Response {
     if let Err(denied) = authorize(&state, &headers, "patch", Some(&namespace), Some(&name)) {
@@ -869,49 +906,12 @@ async fn patch_one(
         return store.apps.not_found(&name);
     };
     let (current, current_json) = (&stored.object(), &stored.json);
-    let Ok(patch_value) = serde_json::from_slice::<Value>(&body) else {
-        return status(400, "the body of the request was in an unknown format");
+    let query = query.unwrap_or_default();
+    let patched = match crate::writes::apply_patch(&content_type, current, &body, &query, &name) {
+        Ok(patched) => patched,
+        Err(refused) => return refused,
     };
-    let mut updated = current.clone();
-    match content_type.as_str() {
-        "application/merge-patch+json" => {
-            if let Some(rv) = patch_value["metadata"]["resourceVersion"].as_str()
-                && current["metadata"]["resourceVersion"].as_str() != Some(rv)
-            {
-                return status(409, &conflict_message(&name));
-            }
-            json_patch::merge(&mut updated, &patch_value);
-        }
-        "application/json-patch+json" => {
-            let Ok(patch) = serde_json::from_value::<json_patch::Patch>(patch_value) else {
-                return status(
-                    400,
-                    "the server rejected our request due to an error in our request: malformed JSON patch",
-                );
-            };
-            if let Err(e) = json_patch::patch(&mut updated, &patch) {
-                let message = match e.kind {
-                    json_patch::PatchErrorKind::TestFailed => {
-                        format!(
-                            "the server rejected our request due to an error in our request: test operation {} failed at {}",
-                            e.operation, e.path
-                        )
-                    }
-                    _ => format!(
-                        "the server rejected our request due to an error in our request: {e}"
-                    ),
-                };
-                return status(422, &message);
-            }
-        }
-        "application/strategic-merge-patch+json" => {
-            return status(
-                415,
-                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
-            );
-        }
-        other => return status(415, &format!("unsupported patch type {other}")),
-    }
+    let mut updated = patched.object.clone();
     if let Some(field) = immutable_changed(current, &updated) {
         return status(
             422,
@@ -919,9 +919,12 @@ async fn patch_one(
         );
     }
     let dropped = state.prune(&mut updated);
+    if crate::writes::strict(&query) && !dropped.is_empty() {
+        return crate::writes::strict_refusal(&patched.object, &dropped);
+    }
     let causes = state.causes(&updated);
     if !causes.is_empty() {
-        return invalid(&name, &causes);
+        return crate::writes::invalid("Application", "argoproj.io", &name, &causes);
     }
     let warnings: Vec<String> = dropped
         .iter()
@@ -941,10 +944,14 @@ async fn patch_one(
         // A no-op patch does not bump the resourceVersion: the answer is the object stored.
         return respond(current_json);
     }
-    let spec_before = current["spec"].clone();
     let before = current.clone();
     store.resource_version += 1;
-    written(&mut updated, &spec_before, store.resource_version);
+    let writer = crate::writes::PatchWriter {
+        query: &query,
+        headers: &headers,
+        applied: patched.applied.as_ref(),
+    };
+    writer.record(current, &mut updated, store.resource_version);
     let after = updated.clone();
     let response = respond(&store.apps.put(key, updated).json);
     drop(store);
@@ -961,23 +968,6 @@ fn immutable_changed(current: &Value, updated: &Value) -> Option<&'static str> {
     }
     (updated["apiVersion"] != current["apiVersion"] || updated["kind"] != current["kind"])
         .then_some("apiVersion/kind")
-}
-
-/// A 422 as kube-apiserver words a schema refusal: the object, every field, and the causes.
-fn invalid(name: &str, causes: &[(String, String)]) -> Response {
-    let problems = causes
-        .iter()
-        .map(|(field, message)| format!("{field}: Invalid value: {message}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let mut body = status_body(
-        422,
-        "Invalid",
-        &format!("Application.argoproj.io \"{name}\" is invalid: {problems}"),
-    );
-    body["details"] = json!({"name": name, "group": "argoproj.io", "kind": "Application",
-        "causes": causes.iter().map(|(field, message)| json!({"reason": "FieldValueInvalid", "message": message, "field": field})).collect::<Vec<_>>()});
-    (StatusCode::UNPROCESSABLE_ENTITY, axum::Json(body)).into_response()
 }
 
 async fn get_application_set(
@@ -1000,9 +990,11 @@ async fn get_application_set(
         .get(&(namespace, name.clone()))
     {
         Some(set) => axum::Json(set.clone()).into_response(),
-        None => status(
+        None => crate::access::failure(
             404,
+            "NotFound",
             &format!("applicationsets.argoproj.io \"{name}\" not found"),
+            crate::access::details(Some(&name), "argoproj.io", "applicationsets"),
         ),
     }
 }
@@ -1084,7 +1076,7 @@ async fn access_review(
     };
     let allowed = reviewed(&review["spec"]["resourceAttributes"], &[identity]);
     review["status"] = json!({"allowed": allowed});
-    review["metadata"] = json!({"creationTimestamp": null});
+    review["metadata"] = crate::events::review_metadata(&review, &headers);
     (StatusCode::CREATED, axum::Json(review)).into_response()
 }
 
@@ -1127,12 +1119,14 @@ async fn subject_access_review(
         Err(denied) => return denied,
     };
     if !caller.may("create", "subjectaccessreviews", None) {
-        return status(
+        return crate::access::failure(
             403,
+            "Forbidden",
             &format!(
                 "subjectaccessreviews.authorization.k8s.io is forbidden: User \"{}\" cannot create resource \"subjectaccessreviews\" in API group \"authorization.k8s.io\" at the cluster scope",
                 caller.arn
             ),
+            crate::access::details(None, "authorization.k8s.io", "subjectaccessreviews"),
         );
     }
     let Ok(mut review) = serde_json::from_slice::<Value>(&body) else {
@@ -1157,7 +1151,7 @@ async fn subject_access_review(
         .collect();
     let allowed = reviewed(&spec["resourceAttributes"], &subjects);
     review["status"] = json!({"allowed": allowed});
-    review["metadata"] = json!({"creationTimestamp": null});
+    review["metadata"] = crate::events::review_metadata(&review, &headers);
     (StatusCode::CREATED, axum::Json(review)).into_response()
 }
 
@@ -1204,7 +1198,7 @@ const EVENT_FIELDS: &[&str] = &[
 /// One `fieldSelector` requirement: the field's path, the value, and whether it must equal.
 type FieldRequirement = (String, String, bool);
 
-fn field_requirements(selector: &str) -> Result<Vec<FieldRequirement>, Response> {
+fn field_requirements(selector: &str, known: &[&str]) -> Result<Vec<FieldRequirement>, Response> {
     let mut out = Vec::new();
     for part in selector.split(',').filter(|p| !p.is_empty()) {
         let (field, value, equal) = if let Some((f, v)) = part.split_once("!=") {
@@ -1219,7 +1213,7 @@ fn field_requirements(selector: &str) -> Result<Vec<FieldRequirement>, Response>
                 &format!("invalid selector: '{selector}'; can't understand '{part}'"),
             ));
         };
-        if !EVENT_FIELDS.contains(&field) {
+        if !known.contains(&field) {
             return Err(status(400, &format!("field label not supported: {field}")));
         }
         out.push((field.to_string(), value.to_string(), equal));
@@ -1263,21 +1257,30 @@ fn list_events(
     if let Err(denied) = authorize_on(state, headers, "list", "events", namespace, None) {
         return denied;
     }
-    let requirements =
-        match field_requirements(query.get("fieldSelector").map_or("", String::as_str)) {
-            Ok(r) => r,
-            Err(refused) => return refused,
-        };
-    let items: Vec<Value> = lock(&state.events)
+    let requirements = match field_requirements(
+        query.get("fieldSelector").map_or("", String::as_str),
+        EVENT_FIELDS,
+    ) {
+        Ok(r) => r,
+        Err(refused) => return refused,
+    };
+    let mut items: Vec<Value> = lock(&state.events)
         .iter()
+        .map(crate::events::as_list_item)
         .filter(|e| namespace.is_none_or(|ns| e["metadata"]["namespace"] == ns))
         .filter(|e| {
             requirements
                 .iter()
                 .all(|(field, value, equal)| (event_field(e, field) == value) == *equal)
         })
-        .cloned()
         .collect();
+    // In etcd's order: by namespace, then name.
+    items.sort_by_key(|e| {
+        (
+            e["metadata"]["namespace"].to_string(),
+            e["metadata"]["name"].to_string(),
+        )
+    });
     axum::Json(json!({"apiVersion": "v1", "kind": "EventList",
         "metadata": {"resourceVersion": state.next_resource_version().to_string()}, "items": items}))
     .into_response()
@@ -1303,10 +1306,13 @@ impl KubeState {
                 )
             })
             .collect();
-        let secret = json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        let version = self.next_resource_version();
+        let mut secret = json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
             "metadata": {"name": name, "namespace": namespace, "labels": labels,
-                         "resourceVersion": self.next_resource_version().to_string()},
+                         "uid": format!("00000000-0000-0000-2222-{version:012}"),
+                         "resourceVersion": version.to_string(), "creationTimestamp": creation_timestamp()},
             "data": data});
+        crate::events::created(&mut secret, &json!({}), "kubectl-client-side-apply");
         lock(&self.secrets).insert((namespace.to_string(), name.to_string()), secret);
     }
 }
@@ -1315,10 +1321,13 @@ impl KubeState {
     /// A ConfigMap with `data` (for `aws-auth`: `mapRoles` holding YAML).
     pub fn insert_config_map(&self, namespace: &str, name: &str, data: &[(&str, &str)]) {
         let data: BTreeMap<&str, &str> = data.iter().copied().collect();
-        let config_map = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        let version = self.next_resource_version();
+        let mut config_map = json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": name, "namespace": namespace,
-                         "resourceVersion": self.next_resource_version().to_string()},
+                         "uid": format!("00000000-0000-0000-3333-{version:012}"),
+                         "resourceVersion": version.to_string(), "creationTimestamp": creation_timestamp()},
             "data": data});
+        crate::events::created(&mut config_map, &json!({}), "kubectl-client-side-apply");
         lock(&self.config_maps).insert((namespace.to_string(), name.to_string()), config_map);
     }
 }
@@ -1393,7 +1402,7 @@ async fn list_secrets(
     let items: Vec<Value> = lock(&state.secrets)
         .iter()
         .filter(|((ns, _), _)| *ns == namespace)
-        .map(|(_, s)| s.clone())
+        .map(|(_, s)| crate::events::as_list_item(s))
         .filter(|s| {
             requirement.as_ref().is_none_or(|(key, values)| {
                 s["metadata"]["labels"][key]
@@ -1404,54 +1413,6 @@ async fn list_secrets(
         .collect();
     axum::Json(json!({"apiVersion": "v1", "kind": "SecretList", "metadata": {"resourceVersion": state.next_resource_version().to_string()}, "items": items}))
         .into_response()
-}
-
-async fn create_event(
-    State(state): State<Arc<KubeState>>,
-    Path(namespace): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    if let Err(denied) = authorize_on(&state, &headers, "create", "events", Some(&namespace), None)
-    {
-        return denied;
-    }
-    let Ok(mut event) = serde_json::from_slice::<Value>(&body) else {
-        return status(400, "the body of the request was in an unknown format");
-    };
-    let missing: Vec<&str> = ["involvedObject", "reason", "message", "type"]
-        .into_iter()
-        .filter(|f| event.get(*f).is_none())
-        .collect();
-    if event["metadata"]["name"].as_str().is_none_or(str::is_empty) || !missing.is_empty() {
-        return status(
-            422,
-            &format!("Event is invalid: metadata.name and {missing:?} are required"),
-        );
-    }
-    if event["metadata"]["namespace"].as_str() != Some(namespace.as_str()) {
-        return status(
-            422,
-            "Event is invalid: metadata.namespace: does not match the namespace of the request",
-        );
-    }
-    let name = event["metadata"]["name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let exists = lock(&state.events).iter().any(|e| {
-        e["metadata"]["namespace"] == namespace.as_str() && e["metadata"]["name"] == name.as_str()
-    });
-    if exists {
-        return status(409, &format!("events \"{name}\" already exists"));
-    }
-    // What the API server sets on every create.
-    let resource_version = state.next_resource_version();
-    event["metadata"]["resourceVersion"] = json!(resource_version.to_string());
-    event["metadata"]["uid"] = json!(format!("00000000-0000-4000-8000-{resource_version:012}"));
-    event["metadata"]["creationTimestamp"] = json!(creation_timestamp());
-    lock(&state.events).push(event.clone());
-    (StatusCode::CREATED, axum::Json(event)).into_response()
 }
 
 /// A namespace exists here when something lives in it. kubectl asks after a 404 to tell
@@ -1509,12 +1470,6 @@ async fn argoproj_resources() -> Response {
          "verbs": ["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"],
          "shortNames": ["appset", "appsets"]}
     ]})).into_response()
-}
-
-fn conflict_message(name: &str) -> String {
-    format!(
-        "Operation cannot be fulfilled on applications.argoproj.io \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
-    )
 }
 
 /// Equality-based label selectors: `k=v`, `k==v`, `k!=v`, `k`, `!k`, comma as AND.

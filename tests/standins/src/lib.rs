@@ -5,19 +5,23 @@
 //! stand-in API server's `https://127.0.0.1:PORT` and a CA made for this run, the token is
 //! checked as EKS checks it, and writes are validated against the Argo CD CRD.
 
+pub mod access;
 pub mod argocd;
 pub mod aws;
 pub mod clock;
 pub mod cloudformation;
 pub mod codecommit;
 pub mod cosign;
+pub mod defaults;
 pub mod deployment;
+pub mod events;
 pub mod faults;
 pub mod fixtures;
 pub mod github;
 pub mod gitlab;
 pub mod imageupdaters;
 pub mod kube;
+pub mod managed_fields;
 pub mod mapping;
 pub mod notary;
 mod resources;
@@ -27,6 +31,7 @@ pub mod seed;
 pub mod sigv4;
 pub mod tls;
 pub mod token;
+pub mod writes;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

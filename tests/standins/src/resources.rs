@@ -11,7 +11,7 @@ use axum::body::Bytes;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::kube::{ListQuery, encode_continue, list_metadata, status};
+use crate::kube::{ListQuery, encode_continue, list_metadata};
 
 /// What names a resource in URLs, lists and messages.
 pub struct Kind {
@@ -88,22 +88,38 @@ impl Resources {
         self.objects.keys().any(|(ns, _)| ns == namespace)
     }
 
+    /// Every object's `(namespace, name)`, in order.
+    pub fn keys(&self) -> Vec<(String, String)> {
+        self.objects.keys().cloned().collect()
+    }
+
     pub fn len(&self) -> usize {
         self.objects.len()
     }
 
     /// A GET's answer: the object, or the API server's 404.
     pub fn get_response(&self, namespace: &str, name: &str) -> Response {
+        self.get_response_as(namespace, name, false)
+    }
+
+    /// A GET's answer, as a `PartialObjectMetadata` when `metadata_only`.
+    pub fn get_response_as(&self, namespace: &str, name: &str, metadata_only: bool) -> Response {
         match self.get(namespace, name) {
+            Some(stored) if metadata_only => json_response(&stored.metadata),
             Some(stored) => json_response(&stored.json),
             None => self.not_found(name),
         }
     }
 
-    /// `<plural>.<group> "<name>" not found`, as kube-apiserver says it.
+    /// `<plural>.<group> "<name>" not found`, as kube-apiserver says it, with its details.
     pub fn not_found(&self, name: &str) -> Response {
         let Kind { plural, group, .. } = self.kind;
-        status(404, &format!("{plural}.{group} \"{name}\" not found"))
+        crate::access::failure(
+            404,
+            "NotFound",
+            &format!("{plural}.{group} \"{name}\" not found"),
+            crate::access::details(Some(name), group, plural),
+        )
     }
 
     /// One page of a list of `namespace` (every namespace for `None`), whole objects or
@@ -121,11 +137,18 @@ impl Resources {
             .objects
             .range((query.after.clone(), std::ops::Bound::Unbounded))
             .filter(|(key, stored)| query.admits(namespace, key, &stored.labels));
+        let mut remaining = 0;
         for (key, stored) in candidates {
             if query.limit.is_some_and(|l| items.len() == l) {
                 // Kubernetes hands out `continue` only when more items remain.
-                next = items.last().map(|(k, _)| encode_continue(k));
-                break;
+                if next.is_none() {
+                    next = items.last().map(|(k, _)| encode_continue(k));
+                }
+                if query.selects() {
+                    break;
+                }
+                remaining += 1;
+                continue;
             }
             let item = if metadata_only {
                 &stored.metadata
@@ -134,7 +157,16 @@ impl Resources {
             };
             items.push((key, item));
         }
-        let list_meta = list_metadata(resource_version, next);
+        let mut list_meta = list_metadata(resource_version, next);
+        // How many items the next pages hold, which the API server counts only when no
+        // selector narrows the list; a list of whole custom resources says `continue: ""`
+        // on its last page, a metadata-only list leaves it out.
+        if remaining > 0 && !query.selects() {
+            list_meta["remainingItemCount"] = json!(remaining);
+        }
+        if !metadata_only && list_meta.get("continue").is_none() {
+            list_meta["continue"] = json!("");
+        }
         let (kind, api_version) = if metadata_only {
             ("PartialObjectMetadataList", "meta.k8s.io/v1")
         } else {
@@ -157,6 +189,34 @@ impl Resources {
         )
             .into_response()
     }
+}
+
+/// Whether a GET asks for the object as a `PartialObjectMetadata`: the first media type of
+/// `Accept` the server can serve decides, as in a list's negotiation (a Table is not served
+/// here, so a client asking for one first gets its next choice).
+pub fn wants_metadata_object(headers: &axum::http::HeaderMap) -> bool {
+    let accept = headers
+        .get("accept")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json");
+    for media in accept.split(',') {
+        let mut parts = media.split(';').map(str::trim);
+        if !matches!(
+            parts.next(),
+            Some("application/json" | "application/*" | "*/*")
+        ) {
+            continue;
+        }
+        let params: BTreeMap<&str, &str> = parts.filter_map(|p| p.split_once('=')).collect();
+        match params.get("as") {
+            None => return false,
+            Some(&"PartialObjectMetadata") if params.get("g") == Some(&"meta.k8s.io") => {
+                return true;
+            }
+            Some(_) => continue,
+        }
+    }
+    false
 }
 
 /// A stored object's bytes as the answer to a read or a write.
@@ -222,7 +282,10 @@ mod tests {
         let last = body(store.list_response(&rest, None, false, 7)).await;
         assert_eq!(last["kind"], "ApplicationList");
         assert_eq!(last["items"][0]["metadata"]["name"], "three");
-        assert!(last["metadata"].get("continue").is_none());
+        assert_eq!(page["metadata"]["remainingItemCount"], 1);
+        // A last page of whole custom resources says so with an empty `continue`.
+        assert_eq!(last["metadata"]["continue"], "");
+        assert!(last["metadata"].get("remainingItemCount").is_none());
     }
 
     #[tokio::test]
