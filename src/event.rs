@@ -68,6 +68,9 @@ pub enum Invocation {
 /// The `action` of a sweep shard's message body.
 pub const SHARD_ACTION: &str = "reconcile-shard";
 
+/// The `action` of a rollout check on the sweep queue (`rollout::message`).
+pub const CONFIRM_ACTION: &str = "confirm-rollout";
+
 /// One shard as it arrived: read by the sweep, which bounds it before it parses it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShardRecord {
@@ -180,7 +183,7 @@ fn parse_event(event: &Value) -> Result<Invocation, EventError> {
         Some("reconcile") => return Ok(Invocation::Reconcile { id }),
         // A shard or a rollout check sent directly (`redrive` of one parked in the sweep
         // dead-letter queue): read as the sweep queue's records are, and as bounded.
-        Some(SHARD_ACTION | crate::rollout::message::CONFIRM_ACTION) => {
+        Some(SHARD_ACTION | CONFIRM_ACTION) => {
             return Ok(Invocation::Shards(vec![ShardRecord {
                 message_id: None,
                 body: Ok(event.to_string()),

@@ -223,7 +223,7 @@ impl Parked {
         if value["action"] == "reconcile-shard" {
             return Self::Shard(value);
         }
-        if value["action"] == argocd_ecr_updater::rollout::message::CONFIRM_ACTION {
+        if value["action"] == argocd_ecr_updater::event::CONFIRM_ACTION {
             return Self::Check(value);
         }
         if value.get("requestContext").is_some() && value.get("requestPayload").is_some() {

@@ -9,8 +9,7 @@ use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-/// The `action` of a rollout check on the sweep queue.
-pub const CONFIRM_ACTION: &str = "confirm-rollout";
+use crate::event::CONFIRM_ACTION;
 
 /// The first check comes this long after the write; each later one waits twice as long as
 /// the one before, up to [`LONGEST_WAIT`]: a sync takes seconds, a rollout minutes.

@@ -166,7 +166,7 @@ pub fn read(body: &str) -> Result<QueueMessage, ShardError> {
     }
     let value: serde_json::Value =
         serde_json::from_str(body).map_err(|e| ShardError::Malformed(e.to_string()))?;
-    if value["action"] == crate::rollout::message::CONFIRM_ACTION {
+    if value["action"] == crate::event::CONFIRM_ACTION {
         let check = serde_json::from_value(value)
             .map_err(|e| ShardError::Malformed(format!("a rollout check that reads wrong: {e}")))?;
         return crate::rollout::message::validate(check)
