@@ -242,9 +242,11 @@ async fn a_manual_rollback_sticks_until_an_image_pushed_after_it() {
 /// The stand-in's `sweep` queue by ARN.
 const SWEEP_ARN: &str = "arn:aws:sqs:ap-northeast-2:768157413559:sweep";
 
-/// The seed with a sweep queue and a 4-second soak set by `key`; the queue's URL.
+/// The seed with a sweep queue and a 4-second soak set by `key`, on a test clock (the
+/// function's too: a soak's window passes when the test moves it); the queue's URL.
 async fn soaking(key: &str) -> (Scenario, String) {
-    let standins = Scenario::seeded().await;
+    let clock = std::sync::Arc::new(argocd_ecr_updater_standins::clock::SimClock::scripted());
+    let standins = Scenario::seeded().await.on_clock(clock);
     let queue = standins.aws.create_queue("sweep");
     let standins = standins
         .var("SWEEP_QUEUE_URL", &queue)
@@ -262,7 +264,7 @@ async fn a_soaking_image_is_held_and_its_follow_up_after_the_window_writes_it_on
     use time::format_description::well_known::Rfc3339;
     let (standins, queue) = soaking("argocd-ecr-updater.io/app.min-age").await;
     // Pushed a second ago, by ECR's clock: inside its 4-second window.
-    let pushed_at = time::OffsetDateTime::now_utc() - time::Duration::seconds(1);
+    let pushed_at = standins.test_clock().now() - time::Duration::seconds(1);
     let tag = "20991231-000000";
     standins.aws.push(image(
         "barun-dev-ecr",
@@ -291,7 +293,9 @@ async fn a_soaking_image_is_held_and_its_follow_up_after_the_window_writes_it_on
         );
     }
     // SQS hands the follow-ups out after their delay; by then the image has soaked.
-    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    standins
+        .test_clock()
+        .advance(std::time::Duration::from_secs(4));
     for message in queued {
         let batch = json!({"Records": [{"messageId": message.id, "eventSource": "aws:sqs",
             "eventSourceARN": SWEEP_ARN, "body": message.body}]});
@@ -322,7 +326,7 @@ async fn one_push_and_three_sweeps_leave_one_chain_of_follow_ups() {
     );
     let at = |t: time::OffsetDateTime| t.format(&Rfc3339).unwrap();
     let tag = "20991231-000000";
-    let pushed = time::OffsetDateTime::now_utc();
+    let pushed = standins.test_clock().now();
     standins
         .aws
         .push(image("barun-dev-ecr", tag, '6', &at(pushed)));
@@ -389,7 +393,7 @@ async fn a_newer_push_inside_the_window_supersedes_the_soaking_one() {
     use argocd_ecr_updater_standins::fixtures::{image, push_event};
     use time::format_description::well_known::Rfc3339;
     let (standins, queue) = soaking("argocd-ecr-updater.io/min-age").await;
-    let now = time::OffsetDateTime::now_utc();
+    let now = standins.test_clock().now();
     let at = |t: time::OffsetDateTime| t.format(&Rfc3339).unwrap();
     let (older, newer) = ("20991230-000000", "20991231-000000");
     let older_at = now - time::Duration::seconds(3);
@@ -410,7 +414,9 @@ async fn a_newer_push_inside_the_window_supersedes_the_soaking_one() {
             "eventSourceARN": SWEEP_ARN, "body": message.body}]})
     };
     // The older image's window is over, the newer one's is not.
-    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    standins
+        .test_clock()
+        .advance(std::time::Duration::from_millis(1500));
     let first = standins.aws.queue(&queue).remove(0);
     let report = standins.report(&[], &follow_up(first)).await;
     expect_decision(
@@ -424,7 +430,9 @@ async fn a_newer_push_inside_the_window_supersedes_the_soaking_one() {
         "the older image is never written"
     );
     // The newer image's window is over: its follow-up writes it.
-    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    standins
+        .test_clock()
+        .advance(std::time::Duration::from_secs(3));
     for message in standins.aws.queue(&queue) {
         standins.report(&[], &follow_up(message)).await;
     }
