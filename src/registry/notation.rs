@@ -384,6 +384,32 @@ const CODE_SIGNING_DER: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x03
 /// Notation's least RSA key.
 const MIN_RSA_BITS: usize = 2048;
 
+/// Notation's algorithm policy over every certificate of the chain, and no critical
+/// extension this verifier does not know. Keys first: a weak key is the cause of whatever it
+/// signed.
+fn chain_within_policy(chain: &[X509Certificate<'_>]) -> Result<(), NotationError> {
+    for cert in chain {
+        key_within_policy(cert)?;
+    }
+    for cert in chain {
+        signature_within_policy(cert)?;
+        if let Some(ext) = cert.extensions().iter().find(|e| {
+            e.critical
+                && matches!(
+                    e.parsed_extension(),
+                    x509_parser::extensions::ParsedExtension::UnsupportedExtension { .. }
+                )
+        }) {
+            return Err(NotationError::Untrusted(format!(
+                "`{}` has the critical extension {}, which this verifier does not know",
+                cert.subject(),
+                ext.oid
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The path from the leaf through the envelope's CAs to a root of `store`, validated at the
 /// authentic signing time `at` by webpki (RFC 5280: signatures under Notation's algorithm
 /// policy, validity, basicConstraints and pathLenConstraint, name constraints, the leaf's
@@ -401,26 +427,7 @@ fn verify_chain(
     let (leaf, above) = chain
         .split_first()
         .ok_or_else(|| untrusted("no certificate".into()))?;
-    // Keys first: a weak key is the cause of whatever it signed.
-    for cert in chain {
-        key_within_policy(cert)?;
-    }
-    for cert in chain {
-        signature_within_policy(cert)?;
-        if let Some(ext) = cert.extensions().iter().find(|e| {
-            e.critical
-                && matches!(
-                    e.parsed_extension(),
-                    x509_parser::extensions::ParsedExtension::UnsupportedExtension { .. }
-                )
-        }) {
-            return Err(untrusted(format!(
-                "`{}` has the critical extension {}, which this verifier does not know",
-                cert.subject(),
-                ext.oid
-            )));
-        }
-    }
+    chain_within_policy(chain)?;
     let roots = store
         .roots
         .iter()
