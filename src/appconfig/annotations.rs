@@ -228,13 +228,18 @@ pub const AUDIT_ANNOTATION: &str = "argocd-ecr-updater.io/last-update";
 /// (`application::failures`): ours, but no configuration.
 pub const FAILED_ROLLOUTS_ANNOTATION: &str = "argocd-ecr-updater.io/failed-rollouts";
 
+/// The annotation the manual rollbacks we respect are remembered in
+/// (`application::rollbacks`): ours, but no configuration.
+pub const ROLLBACKS_ANNOTATION: &str = "argocd-ecr-updater.io/rollbacks";
+
 /// Whether an annotation is one an Application's configuration is read from: Image
 /// Updater's, and ours (gates, keys, pull requests) but the records we keep.
 pub fn is_configuring(key: &str) -> bool {
     key.starts_with(PREFIX)
         || (key.starts_with(OWN_PREFIX)
             && key != AUDIT_ANNOTATION
-            && key != FAILED_ROLLOUTS_ANNOTATION)
+            && key != FAILED_ROLLOUTS_ANNOTATION
+            && key != ROLLBACKS_ANNOTATION)
 }
 
 /// The annotations of an Application object its configuration is read from

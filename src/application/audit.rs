@@ -1,8 +1,11 @@
 //! Our audit record on an Application (`argocd-ecr-updater.io/last-update`), read back: the
 //! last write we made (when, for which event, which images to what, pushed when, and the
 //! commit when the write was a commit) and, once the write was followed, how its rollout
-//! ended. Only writers of the Application can change it, and they may change the Application
-//! anyway: what it says is what a rollout check trusts about the write it follows (pure).
+//! ended; and, under `earlier`, each other image's own last write, carried forward by every
+//! write that does not move it, so that what we wrote of one image (which a manual rollback
+//! of it is judged against) outlives writes of the others. Only writers of the Application
+//! can change it, and they may change the Application anyway: what it says is what a rollout
+//! check trusts about the write it follows (pure).
 
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -47,6 +50,31 @@ pub struct AuditRecord {
     /// Whether that commit went to a pull request (not live until merged).
     pub pull_request: bool,
     pub rollout: Option<RecordedOutcome>,
+    /// Other images' last writes, made before this one.
+    pub earlier: Vec<ImageWrite>,
+}
+
+/// One image's last write: what it moved, when, and by which commit for a write by Git.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageWrite {
+    pub image: AuditedImage,
+    pub time: OffsetDateTime,
+    pub commit: Option<String>,
+    pub pull_request: bool,
+}
+
+/// The most earlier writes a record carries: an Application tracks a handful of images;
+/// past this the oldest are dropped, never the record grown without end.
+pub const MAX_EARLIER: usize = 64;
+
+fn audited_image(i: &Value) -> Option<AuditedImage> {
+    Some(AuditedImage {
+        alias: i["alias"].as_str().map(str::to_string),
+        image: i["image"].as_str()?.to_string(),
+        from: i["from"].as_str().map(str::to_string),
+        to: i["to"].as_str()?.to_string(),
+        pushed: rfc3339_at(&i["pushed"]),
+    })
 }
 
 impl AuditRecord {
@@ -64,13 +92,19 @@ impl AuditRecord {
             .as_array()
             .into_iter()
             .flatten()
+            .filter_map(audited_image)
+            .collect();
+        let earlier = json["earlier"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .take(MAX_EARLIER)
             .filter_map(|i| {
-                Some(AuditedImage {
-                    alias: i["alias"].as_str().map(str::to_string),
-                    image: i["image"].as_str()?.to_string(),
-                    from: i["from"].as_str().map(str::to_string),
-                    to: i["to"].as_str()?.to_string(),
-                    pushed: rfc3339_at(&i["pushed"]),
+                Some(ImageWrite {
+                    image: audited_image(i)?,
+                    time: rfc3339_at(&i["time"])?,
+                    commit: i["commit"].as_str().map(str::to_string),
+                    pull_request: i["pullRequest"].as_bool().unwrap_or(false),
                 })
             })
             .collect();
@@ -89,8 +123,51 @@ impl AuditRecord {
             commit: git["commit"].as_str().map(str::to_string),
             pull_request: git["pullRequest"].is_string(),
             rollout,
+            earlier,
             json,
         })
+    }
+
+    /// The last write of `image` this record knows: this write's, else the one carried
+    /// forward from before.
+    pub fn last_write_of(&self, image: &str) -> Option<ImageWrite> {
+        if let Some(moved) = self.images.iter().find(|i| i.image == image) {
+            return Some(ImageWrite {
+                image: moved.clone(),
+                time: self.time,
+                commit: self.commit.clone(),
+                pull_request: self.pull_request,
+            });
+        }
+        self.earlier
+            .iter()
+            .find(|w| w.image.image == image)
+            .cloned()
+    }
+
+    /// What a new write that moves `moved` (images as `registry/repository`) carries forward
+    /// under `earlier`: every other image's last write, the newest first, bounded.
+    pub fn carried_forward(&self, moved: &[String]) -> Vec<Value> {
+        let mut carried: Vec<ImageWrite> = self
+            .images
+            .iter()
+            .filter_map(|i| self.last_write_of(&i.image))
+            .chain(self.earlier.iter().cloned())
+            .filter(|w| !moved.contains(&w.image.image))
+            .collect();
+        carried.sort_by_key(|w| std::cmp::Reverse(w.time));
+        let mut seen = std::collections::BTreeSet::new();
+        carried.retain(|w| seen.insert(w.image.image.clone()));
+        carried.truncate(MAX_EARLIER);
+        carried
+            .iter()
+            .map(|w| {
+                let at = |t: OffsetDateTime| t.format(&Rfc3339).ok();
+                serde_json::json!({"alias": w.image.alias, "image": w.image.image,
+                    "from": w.image.from, "to": w.image.to, "pushed": w.image.pushed.and_then(at),
+                    "time": at(w.time), "commit": w.commit, "pullRequest": w.pull_request})
+            })
+            .collect()
     }
 
     /// The write's time as it is written in the record, which a rollout check names.
@@ -157,6 +234,35 @@ mod tests {
         let outcome = read.rollout.unwrap();
         assert_eq!(outcome.outcome, "failed");
         assert_eq!(outcome.at, Some(datetime!(2026-12-03 10:05:00 UTC)));
+    }
+
+    #[test]
+    fn each_images_last_write_is_carried_forward_by_writes_of_other_images() {
+        let first = json!({"time": "2026-12-01T10:00:00Z", "eventId": "e1", "images": [
+            {"alias": "web", "image": "r/web", "from": "1", "to": "2"},
+            {"alias": "api", "image": "r/api", "from": "7", "to": "8"}],
+            "git": {"commit": "c1", "pullRequest": null}});
+        let first = AuditRecord::from_json(&first.to_string(), first).unwrap();
+        // A write of `api` alone carries `web`'s, with its own time and commit.
+        let carried = first.carried_forward(&["r/api".to_string()]);
+        assert_eq!(carried.len(), 1);
+        let second = json!({"time": "2026-12-02T10:00:00Z", "eventId": "e2",
+            "images": [{"alias": "api", "image": "r/api", "from": "8", "to": "9"}],
+            "earlier": carried});
+        let second = AuditRecord::from_json(&second.to_string(), second).unwrap();
+        let web = second.last_write_of("r/web").unwrap();
+        assert_eq!(
+            (web.image.to.as_str(), web.time, web.commit.as_deref()),
+            ("2", datetime!(2026-12-01 10:00 UTC), Some("c1"))
+        );
+        let api = second.last_write_of("r/api").unwrap();
+        assert_eq!((api.image.to.as_str(), api.time), ("9", second.time));
+        assert_eq!(second.last_write_of("r/other"), None);
+        // A write of `web` drops its carried entry and carries `api`'s.
+        let third = second.carried_forward(&["r/web".to_string()]);
+        assert_eq!(third.len(), 1);
+        assert_eq!(third[0]["image"], "r/api");
+        assert_eq!(third[0]["to"], "9");
     }
 
     #[test]

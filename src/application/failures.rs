@@ -14,10 +14,7 @@ use time::OffsetDateTime;
 
 use crate::appconfig::annotations::FAILED_ROLLOUTS_ANNOTATION;
 use crate::application::audit::{AuditRecord, rfc3339_at};
-
-/// The most images the annotation remembers: an Application tracks a handful; past this
-/// the oldest failures are forgotten, never the record grown without end.
-const MAX_REMEMBERED: usize = 64;
+use crate::application::remembered;
 
 /// One image's failed rollout.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,13 +34,10 @@ impl FailedRollout {
     }
 }
 
-/// The failures as the annotation holds them; an annotation that does not read is taken as
-/// none (it can only have been edited by hand, which is how a person releases a hold).
+/// The failures as the annotation holds them (an annotation that does not read is taken as
+/// none: only a person edits it, which is how a person releases a hold).
 pub fn of(app: &Value) -> BTreeMap<String, FailedRollout> {
-    app["metadata"]["annotations"][FAILED_ROLLOUTS_ANNOTATION]
-        .as_str()
-        .and_then(|text| serde_json::from_str(text).ok())
-        .unwrap_or_default()
+    remembered::read(app, FAILED_ROLLOUTS_ANNOTATION)
 }
 
 /// The annotation's value after a followed write's rollout ended with `outcome`
@@ -72,16 +66,7 @@ pub fn after_outcome(
             );
         }
     }
-    while next.len() > MAX_REMEMBERED {
-        let oldest = next
-            .iter()
-            .min_by(|a, b| a.1.at.cmp(&b.1.at))
-            .map(|(image, _)| image.clone());
-        match oldest {
-            Some(image) => next.remove(&image),
-            None => break,
-        };
-    }
+    remembered::bound(&mut next, |f| f.at.as_str());
     (&next != current).then_some(next)
 }
 
@@ -89,25 +74,7 @@ pub fn after_outcome(
 /// guarded by its text as read (the caller's patch also tests our audit record, so no write
 /// of ours came between).
 pub fn patch_ops(app: &Value, next: &BTreeMap<String, FailedRollout>) -> Vec<Value> {
-    // The key as a JSON pointer token (RFC 6901): `/` is `~1`.
-    let path = format!(
-        "/metadata/annotations/{}",
-        FAILED_ROLLOUTS_ANNOTATION.replace('/', "~1")
-    );
-    let read = &app["metadata"]["annotations"][FAILED_ROLLOUTS_ANNOTATION];
-    let text = serde_json::to_string(next).unwrap_or_default();
-    match (read.as_str(), next.is_empty()) {
-        (Some(_), true) => vec![
-            serde_json::json!({"op": "test", "path": path, "value": read}),
-            serde_json::json!({"op": "remove", "path": path}),
-        ],
-        (Some(_), false) => vec![
-            serde_json::json!({"op": "test", "path": path, "value": read}),
-            serde_json::json!({"op": "replace", "path": path, "value": text}),
-        ],
-        (None, true) => Vec::new(),
-        (None, false) => vec![serde_json::json!({"op": "add", "path": path, "value": text})],
-    }
+    remembered::patch_ops(app, FAILED_ROLLOUTS_ANNOTATION, next)
 }
 
 #[cfg(test)]
@@ -193,33 +160,8 @@ mod tests {
     }
 
     #[test]
-    fn the_patch_tests_what_it_replaces_and_adds_only_what_is_absent() {
-        let next: BTreeMap<_, _> =
-            [("r/web".to_string(), failed("1.1", "2026-12-03T10:05:00Z"))].into();
-        let bare = json!({"metadata": {"annotations": {}}});
-        let ops = patch_ops(&bare, &next);
-        assert_eq!(ops.len(), 1);
-        assert_eq!(ops[0]["op"], "add");
-        let held = json!({"metadata": {"annotations": {FAILED_ROLLOUTS_ANNOTATION: "{}"}}});
-        let ops = patch_ops(&held, &next);
-        assert_eq!(
-            (ops[0]["op"].as_str(), ops[1]["op"].as_str()),
-            (Some("test"), Some("replace"))
-        );
-        let ops = patch_ops(&held, &BTreeMap::new());
-        assert_eq!(ops[1]["op"], "remove");
-        assert!(patch_ops(&bare, &BTreeMap::new()).is_empty());
-    }
-
-    #[test]
-    fn an_annotation_edited_into_something_else_reads_as_no_failure() {
-        let app = json!({"metadata": {"annotations": {FAILED_ROLLOUTS_ANNOTATION: "released"}}});
-        assert!(of(&app).is_empty());
-    }
-
-    #[test]
     fn the_oldest_failures_are_forgotten_past_the_bound() {
-        let current: BTreeMap<_, _> = (0..MAX_REMEMBERED)
+        let current: BTreeMap<_, _> = (0..remembered::MAX_REMEMBERED)
             .map(|i| {
                 (
                     format!("r/i{i:03}"),
@@ -235,7 +177,7 @@ mod tests {
             "2026-12-03T11:00:00Z",
         )
         .unwrap();
-        assert_eq!(next.len(), MAX_REMEMBERED);
+        assert_eq!(next.len(), remembered::MAX_REMEMBERED);
         assert!(next.contains_key("r/new"));
     }
 }

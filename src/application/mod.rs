@@ -6,5 +6,7 @@ pub(crate) mod audit;
 pub(crate) mod event;
 pub(crate) mod failures;
 pub(crate) mod identity;
+pub(crate) mod remembered;
+pub(crate) mod rollbacks;
 pub(crate) mod sources;
 pub(crate) mod view;

@@ -16,12 +16,13 @@ use time::format_description::well_known::Rfc3339;
 use crate::appconfig::annotations::AUDIT_ANNOTATION;
 use crate::appconfig::annotations::{AppConfig, ImageConfig, ImageEntry, ImageRef, Platform};
 use crate::appconfig::imageupdater::ConfigSource;
-use crate::application::audit::{AuditRecord, rfc3339_at};
+use crate::application::audit::AuditRecord;
 use crate::application::event;
 use crate::application::identity::Identity;
 use crate::application::sources::{self, Targets};
 use crate::application::view::AppView;
 use crate::decision::patch::{self, Audit, ImageChange, ImageUpdate, WritePlan};
+use crate::decision::rollback::{self, TakenBack};
 use crate::event::PushEvent;
 use crate::failure::Refused;
 use crate::partition::registry_host;
@@ -376,8 +377,7 @@ pub mod app {
     /// The Kubernetes Event of a write, as Image Updater records one (`reason: ImagesUpdated`,
     /// the per-image annotations it sets), so the update shows in Argo CD's UI and in
     /// `kubectl describe`. `now` is RFC 3339, `nanos` makes the name unique.
-    /// The start of a skip reason [`Rollback::holds`] gives.
-    pub const ROLLBACK_RESPECTED: &str = "respecting a manual rollback";
+    use crate::decision::rollback::ROLLBACK_RESPECTED;
 
     /// The `RollbackRespected` Event of a decision that left a rollback alone, or `None`.
     /// Named after the rollback itself (what was rolled back to what), so that every later
@@ -887,12 +887,10 @@ impl ImageCase<'_> {
                     let digest = to.digest.clone().unwrap_or_default();
                     Verdict::Update(to, format!("`{}` was pushed again: the pinned digest moves to {digest} (pin-digest)", current.tag))
                 }
-                Decision::Update { .. }
-                    if let Some(held) = self.rollback_hold(current, &candidate) =>
-                {
-                    Verdict::Keep(Action::Skipped, held)
-                }
-                Decision::Update { to } => self.update_verdict(Mode::Push(push), to),
+                Decision::Update { to } => match self.after_taken_back(current, &candidate) {
+                    Err(held) => Verdict::Keep(Action::Skipped, held),
+                    Ok(note) => self.update_verdict(Mode::Push(push), to).noted(note),
+                },
                 Decision::Keep(reason) => Verdict::keep(&reason),
             }
         });
@@ -990,18 +988,26 @@ impl ImageCase<'_> {
                         });
                     }
                 }
-                if let Some(held) = self.rollback_hold(current, chosen) {
-                    return Verdict::Keep(Action::Skipped, held);
+                match self.after_taken_back(current, chosen) {
+                    Err(held) => Verdict::Keep(Action::Skipped, held),
+                    Ok(note) => self.update_verdict(Mode::Reconcile, to.clone()).noted(note),
                 }
-                self.update_verdict(Mode::Reconcile, to.clone())
             })
     }
 
-    /// Why a move of the target running `current` to `candidate` is held by a manual
-    /// rollback, or `None`: see [`rollback_of`].
-    fn rollback_hold(&self, current: &TagRef, candidate: &TagInfo) -> Option<String> {
-        let rollback = rollback_of(self.app.object, self.config, current)?;
-        rollback.holds(candidate)
+    /// Whether a move of the target running `current` to `candidate` is held by a manual
+    /// rollback (`Err`: why), or goes ahead, with a note when the value it replaces was put
+    /// back by the Application's owner: see [`rollback::taken_back`].
+    fn after_taken_back(
+        &self,
+        current: &TagRef,
+        candidate: &TagInfo,
+    ) -> Result<Option<String>, String> {
+        match rollback::taken_back(self.app.object, self.config, current) {
+            None => Ok(None),
+            Some(TakenBack::Rollback(rollback)) => rollback.holds(candidate).map_or(Ok(None), Err),
+            Some(reapplied) => Ok(reapplied.note()),
+        }
     }
 
     /// When the running value was known to run: ECR does not know the tag any more, so the
@@ -1024,6 +1030,14 @@ enum Verdict {
 }
 
 impl Verdict {
+    /// The verdict with `note` added to an update's reason.
+    fn noted(self, note: Option<String>) -> Self {
+        match (self, note) {
+            (Self::Update(to, reason), Some(note)) => Self::Update(to, format!("{reason}; {note}")),
+            (verdict, _) => verdict,
+        }
+    }
+
     fn keep(reason: &KeepReason) -> Self {
         let action = match reason {
             KeepReason::SameAsCurrent(_) | KeepReason::SameDigest(_) => Action::Unchanged,
@@ -1065,27 +1079,12 @@ pub fn running_since(app: &Value, image: &ImageConfig, current: &TagRef) -> Opti
             source: "the argocd-ecr-updater.io/last-update annotation",
         });
     }
-    deploys_of(app, image, current).min().map(|time| Since {
-        time,
-        source: "Argo CD's status.history",
-    })
-}
-
-/// When Argo CD deployed `value` of `image`, by its sync history's sources.
-fn deploys_of<'a>(
-    app: &'a Value,
-    image: &'a ImageConfig,
-    value: &'a TagRef,
-) -> impl Iterator<Item = OffsetDateTime> + 'a {
-    app["status"]["history"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(move |entry| {
-            let spec = json!({"source": entry["source"], "sources": entry["sources"]});
-            sources::values_in_spec(&spec, image).contains(value)
+    crate::decision::rollback::deploys_of(app, image, current)
+        .min()
+        .map(|time| Since {
+            time,
+            source: "Argo CD's status.history",
         })
-        .filter_map(|entry| rfc3339_at(&entry["deployedAt"]))
 }
 
 /// The soak gate (`min-age`): an update stands only once the image it writes has been in ECR
@@ -1138,134 +1137,6 @@ fn humantime_of(duration: std::time::Duration) -> String {
         }
     }
     if text.is_empty() { "0s".into() } else { text }
-}
-
-/// A manual rollback of an image: our last write moved it to `written`; the spec now says
-/// `current`, which is what that write replaced or ranks below it (someone rolled back with
-/// `argocd app rollback`, `argocd app set`, a Git revert or `kubectl`). `deployed` is when
-/// Argo CD deployed `current` after our write (`status.history`), if it has.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rollback {
-    pub written: String,
-    pub current: String,
-    pub deployed: Option<OffsetDateTime>,
-}
-
-impl Rollback {
-    /// Why `candidate` may not be written: pushed before the rollback was deployed (the
-    /// rollback decided against it), or the rollback is not deployed yet. An image pushed
-    /// after it is the fix that follows a rollback, and rolls out.
-    pub fn holds(&self, candidate: &TagInfo) -> Option<String> {
-        let (written, current) = (&self.written, &self.current);
-        let Some(deployed) = self.deployed else {
-            return Some(format!(
-                "respecting a manual rollback: our last write set `{written}`, the Application now asks for `{current}`, which Argo CD has not deployed yet; held until it has (status.history), then images pushed after it roll out"
-            ));
-        };
-        let at = deployed.format(&Rfc3339).unwrap_or_default();
-        match candidate.pushed_at {
-            Some(pushed) if pushed > deployed => None,
-            Some(pushed) => Some(format!(
-                "respecting a manual rollback from `{written}` to `{current}`, deployed {at}: `{}` was pushed {} before it; an image pushed after the rollback rolls out",
-                candidate.name,
-                pushed.format(&Rfc3339).unwrap_or_default()
-            )),
-            None => Some(format!(
-                "respecting a manual rollback from `{written}` to `{current}`, deployed {at}: when `{}` was pushed is unknown",
-                candidate.name
-            )),
-        }
-    }
-}
-
-/// The manual rollback `current` of `image` is, if it is one: the audit record of our last
-/// write names the image with another value, Argo CD deployed that write, and `current` is
-/// what the write replaced or ranks below it under the image's strategy.
-pub fn rollback_of(app: &Value, image: &ImageConfig, current: &TagRef) -> Option<Rollback> {
-    let reference = image.image.to_string();
-    let audit = AuditRecord::of(app)?;
-    let written = audit.images.iter().find(|i| i.image == reference)?;
-    let to = TagRef::parse(&written.to)?;
-    if &to == current {
-        return None;
-    }
-    let replaced = written.from.as_deref() == Some(current.to_string().as_str());
-    let ranks_below = image
-        .policy
-        .ranks_above(&TagInfo::named(&to.tag), &TagInfo::named(&current.tag))
-        == Some(true);
-    if !(replaced || ranks_below) {
-        return None;
-    }
-    let written_at = audit.time;
-    // When Argo CD deployed `value` at or after `after`, by its sync history.
-    let deployed_after = |value: &TagRef, after: OffsetDateTime| {
-        deploys_of(app, image, value)
-            .filter(|deployed| *deployed >= after)
-            .min()
-    };
-    // Only a write that went live can be rolled back: one still in a pull request, or on a
-    // branch Argo CD does not read, is not live, and the value it left is no rollback.
-    let deployed = match deployed_after(&to, written_at) {
-        // The patch method: the history's sources carry the values.
-        Some(live) => deployed_after(current, live).filter(|deployed| *deployed > live),
-        // Git write-back: the history names revisions, the values live in the file.
-        None => git_rollback_deployed(app, &audit, image, current, written_at)?,
-    };
-    Some(Rollback {
-        written: to.to_string(),
-        current: current.to_string(),
-        deployed,
-    })
-}
-
-/// For a Git write-back, `None` unless our commit went live (a sync of exactly that revision
-/// at or after the write); then, if Argo CD now runs `current` for the image, when it was
-/// deployed: the latest sync after ours, the revision running now (a later sync of something
-/// else makes this later than the revert, which only holds more back, never less).
-fn git_rollback_deployed(
-    app: &Value,
-    audit: &AuditRecord,
-    image: &ImageConfig,
-    current: &TagRef,
-    written_at: OffsetDateTime,
-) -> Option<Option<OffsetDateTime>> {
-    // A pull request's commit is live only once merged, under another revision.
-    let commit = audit.commit.as_deref().filter(|_| !audit.pull_request)?;
-    let syncs: Vec<(Option<&str>, OffsetDateTime)> = app["status"]["history"]
-        .as_array()?
-        .iter()
-        .filter_map(|entry| {
-            Some((
-                entry["revision"].as_str(),
-                rfc3339_at(&entry["deployedAt"])?,
-            ))
-        })
-        .collect();
-    let live = syncs
-        .iter()
-        .filter(|(revision, at)| *revision == Some(commit) && *at >= written_at)
-        .map(|(_, at)| *at)
-        .min()?;
-    let runs_current = app["status"]["summary"]["images"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .any(|running| {
-            let (name, tag, _) = sources::split_reference(running);
-            ImageRef::parse(name) == image.image && tag == Some(current.tag.as_str())
-        });
-    let deployed = runs_current
-        .then(|| {
-            syncs
-                .iter()
-                .map(|(_, at)| *at)
-                .filter(|at| *at > live)
-                .max()
-        })
-        .flatten();
-    Some(deployed)
 }
 
 /// Does a manifest offer a platform the annotation allows? `Err` holds the skip reason.
@@ -1351,25 +1222,6 @@ mod tests {
         AppConfig::parse(&map).unwrap()
     }
 
-    /// An Application tracking IMAGE at `current`, with our audit record of a write from
-    /// `from` to `to` at 2026-12-01T10:00:00Z and Argo CD's history `(value, deployedAt)`.
-    fn rolled(current: &str, write: Option<(&str, &str)>, history: &[(&str, &str)]) -> Value {
-        let mut app = Application::tracking("web", IMAGE, current);
-        if let Some((from, to)) = write {
-            let audit = json!({"time": "2026-12-01T10:00:00Z", "eventId": "e",
-                "images": [{"alias": "app", "image": IMAGE, "from": from, "to": to}]});
-            app = app.annotation(AUDIT_ANNOTATION, &audit.to_string());
-        }
-        let history: Vec<Value> = history
-            .iter()
-            .map(|(value, at)| {
-                json!({"deployedAt": at, "source": argocd_ecr_updater_standins::fixtures::helm_source(
-                    &[("image.name", IMAGE), ("image.tag", value)])})
-            })
-            .collect();
-        app.history(json!(history)).build()
-    }
-
     #[test]
     fn a_soak_holds_an_update_until_the_image_is_old_enough_by_ecrs_push_time() {
         let cfg = config(&[("argocd-ecr-updater.io/app.min-age", "30m")]);
@@ -1452,192 +1304,6 @@ mod tests {
             "no min-age, no soak"
         );
         assert_eq!(humantime_of(std::time::Duration::from_secs(5400)), "1h30m");
-    }
-
-    #[test]
-    fn a_git_revert_counts_once_our_commit_was_synced_and_the_old_image_runs() {
-        let cfg = config(&[
-            ("app.update-strategy", "semver"),
-            ("app.helm.image-name", "image.name"),
-        ]);
-        let image = cfg.images[0].config.as_ref().unwrap();
-        let app = |pull_request: Value, history: Value, running: &str| {
-            let audit = json!({"time": "2026-12-01T10:00:00Z", "eventId": "e",
-                "images": [{"alias": "app", "image": IMAGE, "from": "1.0.0", "to": "1.1.0"}],
-                "git": {"repository": "acme/deploy", "branch": "main", "file": "f", "commit": "c-ours", "pullRequest": pull_request}});
-            Application::tracking("web", IMAGE, "1.0.0")
-                .annotation(AUDIT_ANNOTATION, &audit.to_string())
-                .history(history)
-                .running(&[&format!("{IMAGE}:{running}")])
-                .build()
-        };
-        let synced = json!([
-            {"revision": "c-ours", "deployedAt": "2026-12-01T10:01:00Z"},
-            {"revision": "c-revert", "deployedAt": "2026-12-02T08:00:00Z"},
-        ]);
-        let current = TagRef::tag("1.0.0");
-        let deployed = |app: &Value| {
-            rollback_of(app, image, &current)
-                .map(|r| r.deployed.map(|d| d.format(&Rfc3339).unwrap()))
-        };
-        // (case, app, expected)
-        let cases: Vec<(&str, Value, Option<Option<String>>)> = vec![
-            (
-                "our commit synced, the revert synced and running",
-                app(Value::Null, synced.clone(), "1.0.0"),
-                Some(Some("2026-12-02T08:00:00Z".into())),
-            ),
-            (
-                "the revert not running yet",
-                app(Value::Null, synced.clone(), "1.1.0"),
-                Some(None),
-            ),
-            (
-                "our commit never synced",
-                app(
-                    Value::Null,
-                    json!([{"revision": "c-other", "deployedAt": "2026-12-02T08:00:00Z"}]),
-                    "1.0.0",
-                ),
-                None,
-            ),
-            (
-                "our commit is a pull request's",
-                app(
-                    json!("https://github.com/acme/deploy/pull/7"),
-                    synced,
-                    "1.0.0",
-                ),
-                None,
-            ),
-        ];
-        for (case, app, expected) in cases {
-            assert_eq!(deployed(&app), expected, "{case}");
-        }
-    }
-
-    #[test]
-    fn a_rollback_is_a_deployed_write_taken_back_and_only_that() {
-        let cfg = config(&[
-            ("app.update-strategy", "semver"),
-            ("app.helm.image-name", "image.name"),
-        ]);
-        let image = cfg.images[0].config.as_ref().unwrap();
-        let live = ("1.1.0", "2026-12-01T10:01:00Z");
-        let cases: &[(&str, Value, Option<Option<&str>>)] = &[
-            (
-                "no write of ours on record",
-                rolled("1.0.0", None, &[live]),
-                None,
-            ),
-            (
-                "the spec holds what we wrote",
-                rolled("1.1.0", Some(("1.0.0", "1.1.0")), &[live]),
-                None,
-            ),
-            (
-                "taken back to what we replaced, deployed",
-                rolled(
-                    "1.0.0",
-                    Some(("1.0.0", "1.1.0")),
-                    &[live, ("1.0.0", "2026-12-02T08:00:00Z")],
-                ),
-                Some(Some("2026-12-02T08:00:00Z")),
-            ),
-            (
-                "set to an older version than ours, deployed",
-                rolled(
-                    "0.9.0",
-                    Some(("1.0.0", "1.1.0")),
-                    &[live, ("0.9.0", "2026-12-02T09:00:00Z")],
-                ),
-                Some(Some("2026-12-02T09:00:00Z")),
-            ),
-            (
-                "taken back, not deployed yet",
-                rolled("1.0.0", Some(("1.0.0", "1.1.0")), &[live]),
-                Some(None),
-            ),
-            (
-                "our write never went live (a pull request, another branch)",
-                rolled(
-                    "1.0.0",
-                    Some(("1.0.0", "1.1.0")),
-                    &[("1.0.0", "2026-11-30T08:00:00Z")],
-                ),
-                None,
-            ),
-            (
-                "moved forward by hand",
-                rolled(
-                    "1.2.0",
-                    Some(("1.0.0", "1.1.0")),
-                    &[live, ("1.2.0", "2026-12-02T08:00:00Z")],
-                ),
-                None,
-            ),
-            (
-                "the old value's deploy before our write is not the rollback",
-                rolled(
-                    "1.0.0",
-                    Some(("1.0.0", "1.1.0")),
-                    &[("1.0.0", "2026-11-30T08:00:00Z"), live],
-                ),
-                Some(None),
-            ),
-        ];
-        for (case, app, expected) in cases {
-            let current = TagRef::parse(
-                app["spec"]["source"]["helm"]["parameters"][1]["value"]
-                    .as_str()
-                    .unwrap(),
-            )
-            .unwrap();
-            let found = rollback_of(app, image, &current);
-            let got = found
-                .as_ref()
-                .map(|r| r.deployed.map(|d| d.format(&Rfc3339).unwrap()));
-            let expected = expected.map(|d| d.map(str::to_string));
-            assert_eq!(got, expected, "{case}");
-        }
-        let rollback = Rollback {
-            written: "1.1.0".into(),
-            current: "1.0.0".into(),
-            deployed: Some(datetime!(2026-12-02 08:00 UTC)),
-        };
-        let at = |name: &str, pushed: Option<OffsetDateTime>| TagInfo {
-            name: name.into(),
-            pushed_at: pushed,
-            digest: None,
-            archived: false,
-        };
-        assert!(
-            rollback
-                .holds(&at("1.1.0", Some(datetime!(2026-12-01 09:00 UTC))))
-                .unwrap()
-                .contains("was pushed 2026-12-01T09:00:00Z before it")
-        );
-        assert_eq!(
-            rollback.holds(&at("1.1.1", Some(datetime!(2026-12-02 08:00:01 UTC)))),
-            None,
-            "the fix after the rollback"
-        );
-        assert!(
-            rollback
-                .holds(&at("1.1.1", None))
-                .unwrap()
-                .contains("is unknown")
-        );
-        let pending = Rollback {
-            deployed: None,
-            ..rollback
-        };
-        assert!(
-            pending
-                .holds(&at("1.1.1", Some(datetime!(2030-01-01 00:00 UTC))))
-                .unwrap()
-                .contains("has not deployed yet")
-        );
     }
 
     #[test]

@@ -13,6 +13,7 @@ use time::format_description::well_known::Rfc3339;
 use crate::appconfig::annotations::{
     self, AUDIT_ANNOTATION, AppConfig, HelmTarget, ImageConfig, ImageRef, PluginTarget, WriteBack,
 };
+use crate::application::audit::AuditRecord;
 use crate::application::identity::Identity;
 use crate::application::sources::{
     Source, SourceKind, kustomize_entry_name, kustomize_images, kustomize_name, parameters,
@@ -170,7 +171,15 @@ pub fn plan(view: &AppView<'_>, updates: &[ImageUpdate<'_>], audit: Audit) -> Wr
     let lists = rewritten_lists(all, updates);
     let mut ops = guarded_replacements(app, all, &lists);
     let audit_path = format!("/metadata/annotations/{}", escape_pointer(AUDIT_ANNOTATION));
-    let audit_record = audit.record();
+    let mut audit_record = audit.record();
+    // Other images' last writes outlive this one: a rollback of one is judged against it.
+    if let Some(previous) = AuditRecord::of(app) {
+        let moved: Vec<String> = audit.changes.iter().map(|c| c.image.to_string()).collect();
+        let earlier = previous.carried_forward(&moved);
+        if !earlier.is_empty() {
+            audit_record["earlier"] = Value::Array(earlier);
+        }
+    }
     let audit_text = Value::String(audit_record.to_string());
     if app["metadata"]["annotations"].is_object() {
         ops.push(json!({"op": "add", "path": audit_path, "value": audit_text}));

@@ -15,6 +15,7 @@ use crate::cluster::kube::{AppMeta, KubeError};
 use crate::cluster::retry::{backoff, retry_transient};
 use crate::decision::controls::{self, Hold};
 use crate::decision::decide::{self, AppDecision, Mode};
+use crate::decision::rollback;
 use crate::report::{Action, Entry, Report};
 
 /// An Application's configuration, resolved once from the labels and annotations it was
@@ -372,6 +373,12 @@ impl Handler {
         {
             report.stats.events += 1;
         }
+        if !self.config.dry_run
+            && let Some(config) = &resolved.config
+            && let Some(next) = rollback::to_remember(app, config, &decided.entries)
+        {
+            remember_rollbacks(app, &next, work).await;
+        }
         let hold = controls::hold(&resolved.freeze_settings(), now);
         if decided.plan.is_some() && hold != Hold::Open {
             report
@@ -584,5 +591,33 @@ mod tests {
             json!({}),
         );
         assert!(resolved_from(&patched).git().is_none());
+    }
+}
+
+/// Writes the manual rollbacks respected into the Application's memory of them
+/// (`argocd-ecr-updater.io/rollbacks`), guarded by that annotation and our audit record as
+/// read (what the memory is derived from). A refusal or a failure only delays it: the
+/// decision stands, and the next one sees the same rollback and writes it again.
+async fn remember_rollbacks(
+    app: &Value,
+    next: &BTreeMap<String, crate::application::rollbacks::RememberedRollback>,
+    work: &Work<'_>,
+) {
+    let (namespace, name) = decide::app::names(app);
+    let audit = format!(
+        "/metadata/annotations/{}",
+        crate::decision::patch::escape_pointer(annotations::AUDIT_ANNOTATION)
+    );
+    let mut ops = vec![serde_json::json!({"op": "test", "path": audit,
+        "value": app["metadata"]["annotations"][annotations::AUDIT_ANNOTATION]})];
+    ops.extend(crate::application::rollbacks::patch_ops(app, next));
+    let patch = crate::cluster::kube::Patch::Json(Value::Array(ops));
+    let kube = work.kube;
+    let written = retry_transient(work.deadline, || {
+        kube.patch_application(namespace, name, &patch)
+    })
+    .await;
+    if let Err(e) = written {
+        tracing::warn!(application = %format!("{namespace}/{name}"), error = %e, "cannot remember the manual rollback respected; the next decision tries again");
     }
 }

@@ -164,9 +164,26 @@ async fn a_pinned_image_is_written_with_its_digest_and_a_repush_of_the_tag_moves
 }
 
 /// The seed Application as it is after a manual rollback: our write moved it from the seed's
-/// tag to the pushed one (deployed), and someone rolled it back to the seed's tag, which Argo
-/// CD deployed on 2025-08-26.
+/// tag to the pushed one (deployed), and someone rolled it back to the seed's tag with
+/// `kubectl edit` (its field manager now holds the Helm parameters), which Argo CD deployed
+/// on 2025-08-26.
 fn rolled_back(standins: &Scenario) {
+    for (manager, tag) in [
+        ("argocd-ecr-updater", PUSHED_TAG),
+        ("kubectl-edit", SEED_TAG),
+    ] {
+        standins
+            .kube
+            .edit_as(manager, "argocd", SEED_APP, |app| {
+                let parameters = app["spec"]["source"]["helm"]["parameters"].as_array_mut();
+                for parameter in parameters.unwrap() {
+                    if parameter["name"] == "image.tag" {
+                        parameter["value"] = json!(tag);
+                    }
+                }
+            })
+            .unwrap();
+    }
     standins
         .kube
         .edit("argocd", SEED_APP, |app| {
@@ -216,7 +233,13 @@ async fn a_manual_rollback_sticks_until_an_image_pushed_after_it() {
         Action::Skipped,
         "respecting a manual rollback",
     );
-    assert_eq!(standins.kube_requests("PATCH"), 0);
+    // The one write: the rollback remembered, once, whatever respects it again.
+    assert_eq!(standins.kube_requests("PATCH"), 1);
+    let app = standins.kube.get("argocd", SEED_APP).unwrap();
+    let remembered = app["metadata"]["annotations"]["argocd-ecr-updater.io/rollbacks"]
+        .as_str()
+        .unwrap();
+    assert!(remembered.contains("2025-08-26T00:00:00Z"), "{remembered}");
     // One RollbackRespected Event for the rollback, however often it is respected.
     let recorded: Vec<_> = standins
         .kube

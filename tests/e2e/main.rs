@@ -23,6 +23,7 @@ mod layout;
 mod operations;
 mod push;
 mod registries;
+mod rollbacks;
 mod rollout;
 mod shipping_features;
 mod sweep;

@@ -879,7 +879,7 @@ async fn an_operation_started_before_the_write_and_ended_after_it_is_not_its_syn
     degraded_before(&standins);
     standins
         .kube
-        .edit_as_user("argocd", SEED_APP, |app| {
+        .edit_as("kubectl-edit", "argocd", SEED_APP, |app| {
             let parameters = app["spec"]["source"]["helm"]["parameters"]
                 .as_array_mut()
                 .unwrap();

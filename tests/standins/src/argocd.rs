@@ -43,11 +43,17 @@
 //!   `syncResult.revisions`/`sources` with `revision` empty, `history[].revisions`/`sources`,
 //!   in `spec.sources` order. A source tracking a branch resolves to the rendered revision; a
 //!   pinned one (a chart version) to itself.
+//! - **`argocd app rollback`** ([`crate::kube::KubeState::rollback`], `server/application/
+//!   application.go` `Rollback`): an operation naming a history entry's revision(s) and
+//!   source(s), initiated by a user, is synced as named (a revision rendered before applies
+//!   what it rendered to, as the repo-server's cache would), gets its own history entry
+//!   (`initiatedBy.username`), and leaves the spec alone, so the next refresh finds the
+//!   Application OutOfSync.
 //!
 //! A [`Controller::new`] script runs every step at once, its delay after the write (benches
 //! and examples, on the wall clock); [`Controller::timed`] spaces them as a [`Timeline`] says.
 //! Not modelled: the periodic reconciliation (every 120–180 s), self-heal's partial syncs,
-//! sync waves and hooks, `argocd app rollback`.
+//! sync waves and hooks.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -218,6 +224,9 @@ struct Track {
     rolling_to: Vec<String>,
     attempt: u32,
     operations: usize,
+    /// The images each revision rendered to, as the repo-server's cache keeps them: what an
+    /// operation syncing an older revision (a rollback) applies.
+    rendered: BTreeMap<String, Vec<String>>,
 }
 
 /// The controller running: its script and what it knows of each Application.
@@ -405,6 +414,44 @@ fn target(app: &Value, render: Option<&Render>) -> Target {
     }
 }
 
+/// What an operation that names its source(s) syncs (`argocd app rollback`: a history
+/// entry's), or `None` for one that names none. A source tracking a branch at a revision
+/// rendered before applies what that revision rendered to.
+fn operation_target(sync: &Value, rendered: &BTreeMap<String, Vec<String>>) -> Option<Target> {
+    let multi = sync["sources"].is_array();
+    let sources: Vec<Value> = match sync["sources"].as_array() {
+        Some(sources) => sources.clone(),
+        None if sync["source"].is_object() => vec![sync["source"].clone()],
+        None => return None,
+    };
+    let revisions: Vec<String> = match sync["revisions"].as_array() {
+        Some(revisions) => revisions
+            .iter()
+            .filter_map(|r| r.as_str().map(String::from))
+            .collect(),
+        None => vec![sync["revision"].as_str().unwrap_or("HEAD").to_string()],
+    };
+    let mut images = Vec::new();
+    for (source, revision) in sources.iter().zip(&revisions) {
+        match rendered.get(revision).filter(|_| tracks_branch(source)) {
+            Some(known) => images.extend(known.iter().cloned()),
+            None => images.extend(images_of_spec(&json!({"source": source}))),
+        }
+    }
+    images.sort();
+    images.dedup();
+    Some(Target {
+        sources: normalised(if multi {
+            json!(sources)
+        } else {
+            sources[0].clone()
+        }),
+        revisions,
+        images,
+        multi,
+    })
+}
+
 /// A source with its empty parts dropped, as `util/argo/argo.go` `NormalizeApplicationSpec`
 /// drops an empty `helm`/`kustomize`.
 pub fn normalised(value: Value) -> Value {
@@ -443,6 +490,13 @@ fn refresh(
     next: &mut Next,
 ) {
     let wanted = target(app, controller.render.as_ref());
+    if controller.render.is_some() {
+        for revision in &wanted.revisions {
+            track
+                .rendered
+                .insert(revision.clone(), wanted.images.clone());
+        }
+    }
     let differs = track
         .live
         .as_ref()
@@ -519,11 +573,13 @@ fn run(
     if operation.is_null() {
         return;
     }
-    // A manual operation names no source: it syncs the spec as it is now.
-    let syncing = track
-        .planned
-        .take()
-        .unwrap_or_else(|| target(app, controller.render.as_ref()));
+    // An operation that names a source (a rollback's) syncs it; one that names none syncs
+    // the spec as it is now.
+    let syncing = match track.planned.take() {
+        Some(planned) => planned,
+        None => operation_target(&operation["sync"], &track.rendered)
+            .unwrap_or_else(|| target(app, controller.render.as_ref())),
+    };
     track.syncing = Some(syncing);
     track.attempt = 0;
     app["status"]["operationState"] = json!({"operation": operation, "phase": "Running",

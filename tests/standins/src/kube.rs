@@ -151,19 +151,72 @@ impl KubeState {
         run.controller.clock.set(until);
     }
 
-    /// An edit by a person or another tool (`kubectl edit`): the controller sees it as it
-    /// sees the function's writes.
-    pub fn edit_as_user(
+    /// An edit by a person or another tool, written as field manager `manager` (`kubectl-edit`
+    /// for `kubectl edit`, `argocd-controller` for a parent Application re-applying its
+    /// child): `managedFields` move as kube-apiserver moves them, and the controller sees the
+    /// write as it sees the function's.
+    pub fn edit_as(
         self: &Arc<Self>,
+        manager: &str,
         namespace: &str,
         name: &str,
         change: impl FnOnce(&mut Value),
     ) -> Result<(), String> {
         let before = self.get(namespace, name).ok_or("no such application")?;
-        self.edit(namespace, name, change)?;
+        self.edit(namespace, name, |app| {
+            change(app);
+            let writer = crate::managed_fields::Writer {
+                manager,
+                operation: "Update",
+                part: None,
+            };
+            let (fields, _) = crate::writes::application_fields();
+            crate::managed_fields::record(fields, Some(&before), app, &writer);
+        })?;
         let after = self.get(namespace, name).ok_or("no such application")?;
         self.observed(namespace, name, &before, &after);
         Ok(())
+    }
+
+    /// `argocd app rollback <app> <id>` as Argo CD's API server runs it
+    /// (`server/application/application.go` `Rollback`, then `util/argo/argo.go`
+    /// `SetAppOperation`): refused while automated sync is on, while an operation is set, or
+    /// for a history id it does not hold; otherwise an operation that syncs that entry's
+    /// revision(s) and source(s) with the apply strategy (hooks skipped), initiated by
+    /// `user`, with `operationState` nulled, written as `argocd-server`. The spec is left as
+    /// it is: the next refresh shows the Application OutOfSync.
+    pub fn rollback(
+        self: &Arc<Self>,
+        namespace: &str,
+        name: &str,
+        id: i64,
+        user: &str,
+    ) -> Result<(), String> {
+        let app = self.get(namespace, name).ok_or("no such application")?;
+        if crate::argocd::automated(&app) {
+            return Err("rollback cannot be initiated when auto-sync is enabled".into());
+        }
+        if !app["operation"].is_null() {
+            return Err("another operation is already in progress".into());
+        }
+        let entry = app["status"]["history"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|h| h["id"] == id)
+            .cloned()
+            .ok_or_else(|| format!("application {name} does not have deployment with id {id}"))?;
+        let mut sync = json!({"prune": false, "syncStrategy": {"apply": {}},
+            "syncOptions": app["spec"]["syncPolicy"]["syncOptions"]});
+        for key in ["revision", "revisions", "source", "sources"] {
+            if !entry[key].is_null() {
+                sync[key] = entry[key].clone();
+            }
+        }
+        self.edit_as("argocd-server", namespace, name, |app| {
+            app["operation"] = json!({"sync": sync, "initiatedBy": {"username": user}});
+            app["status"]["operationState"] = Value::Null;
+        })
     }
 
     /// A write the controller watches: it schedules what it does about it, and steps itself

@@ -1,0 +1,1028 @@
+//! Manual rollbacks, without I/O: whether the value an image runs was taken back from our
+//! last write of it, by whom, and what that holds back.
+//!
+//! Three ways to take an image back are told apart, each from what the Application carries:
+//!
+//! - **The spec edited back** (`argocd app set`, the UI, `kubectl edit`/`patch`, a Git revert
+//!   for a Git write-back): the spec asks for what our write replaced, or for a value ranking
+//!   below it. Argo CD's history (`status.history`, one entry per successful sync: argo-cd
+//!   `controller/state.go` `persistRevisionHistory`) says when that went live.
+//! - **`argocd app rollback`** (argo-cd `server/application/application.go` `Rollback`):
+//!   allowed only with automated sync off, it runs an operation that syncs an older history
+//!   entry's source or revision and **leaves the spec asking for our write**; the controller
+//!   adds a history entry for it, initiated by the user (`initiatedBy.username`), and the
+//!   Application shows OutOfSync. The newest history entry deploying something other than our
+//!   write, after our write went live, by a person, is that rollback.
+//! - **The Application's owner re-applying its manifest** (an app-of-apps parent, CI, Helm,
+//!   Terraform) puts back the value its manifest has, over our patch. That is no one's
+//!   decision against the image, and is not respected as one: `metadata.managedFields` says
+//!   who last set the lists that carry images (they are atomic lists in Argo CD's CRD, so
+//!   their whole value belongs to the last writer that changed it), and [`OWNER_MANAGERS`]
+//!   are the owners' field managers (kube-apiserver names a writer by its `fieldManager`,
+//!   else its User-Agent up to the first `/`).
+//!
+//! A rollback seen deployed is remembered per image (`application::rollbacks`), so it still
+//! holds once our write's deploy has rotated out of the history (`revisionHistoryLimit`) and
+//! once another image's write has replaced the audit record's main entry (each image's last
+//! write is carried forward in the record).
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use crate::appconfig::annotations::{AppConfig, ImageConfig};
+use crate::application::audit::{AuditRecord, ImageWrite, rfc3339_at};
+use crate::application::rollbacks::{self, RememberedRollback};
+use crate::application::sources;
+use crate::policy::{TagInfo, TagRef};
+use crate::report::{Action, Entry};
+
+/// Field managers of an Application's owner, whose change of the spec re-applies a manifest
+/// rather than rolls an image back: Argo CD applying a child Application (`argocd-controller`,
+/// client-side and server-side apply alike), ApplicationSets, Helm, Terraform's
+/// `kubernetes_manifest` (`Terraform`) and typed resources (`HashiCorp`, its User-Agent),
+/// `kubectl apply` (`kubectl-client-side-apply`) and `kubectl apply --server-side`
+/// (`kubectl`). Any other writer (`kubectl-edit`, `kubectl-patch`, `argocd-server` for
+/// `argocd app set` and the UI, a tool of one's own) is taken as a person's decision.
+pub const OWNER_MANAGERS: &[&str] = &[
+    "argocd-controller",
+    "argocd-applicationset-controller",
+    "helm",
+    "Terraform",
+    "HashiCorp",
+    "kubectl-client-side-apply",
+    "kubectl",
+];
+
+/// The start of every skip reason [`Rollback::holds`] gives, which the `RollbackRespected`
+/// Event and the memory of rollbacks look for.
+pub const ROLLBACK_RESPECTED: &str = "respecting a manual rollback";
+
+/// Our own field manager (the function's User-Agent up to its first `/`).
+const OUR_MANAGER: &str = "argocd-ecr-updater";
+
+/// A manual rollback of an image: our last write moved it to `written`; Argo CD now runs, or
+/// the spec now asks for, `current`, which is what that write replaced or ranks below it.
+/// `deployed` is when Argo CD deployed `current` after our write, if it has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rollback {
+    pub written: String,
+    pub current: String,
+    pub deployed: Option<OffsetDateTime>,
+    /// Who took it back, when the Application says: a field manager, or
+    /// `argocd app rollback by <user>`.
+    pub by: Option<String>,
+    /// `argocd app rollback`: the spec still asks for `written`.
+    pub operation: bool,
+}
+
+/// What became of our last write of an image that no longer runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TakenBack {
+    /// A person's rollback: respected.
+    Rollback(Rollback),
+    /// The owner re-applied the Application's manifest over our patch: not respected, and
+    /// said, since every patch loses to such an owner.
+    Reapplied {
+        manager: String,
+        written: String,
+        current: String,
+    },
+}
+
+impl Rollback {
+    /// Why `candidate` may not be written: pushed before the rollback was deployed (the
+    /// rollback decided against it), or the rollback is not deployed yet. An image pushed
+    /// after it is the fix that follows a rollback, and rolls out.
+    pub fn holds(&self, candidate: &TagInfo) -> Option<String> {
+        let (written, current) = (&self.written, &self.current);
+        let by = self
+            .by
+            .as_deref()
+            .map(|by| format!(" ({by})"))
+            .unwrap_or_default();
+        let Some(deployed) = self.deployed else {
+            return Some(format!(
+                "{ROLLBACK_RESPECTED}{by}: our last write set `{written}`, the Application now asks for `{current}`, which Argo CD has not deployed yet; held until it has (status.history), then images pushed after it roll out"
+            ));
+        };
+        let at = deployed.format(&Rfc3339).unwrap_or_default();
+        match candidate.pushed_at {
+            Some(pushed) if pushed > deployed => None,
+            Some(pushed) => Some(format!(
+                "{ROLLBACK_RESPECTED} from `{written}` to `{current}`, deployed {at}{by}: `{}` was pushed {} before it; an image pushed after the rollback rolls out",
+                candidate.name,
+                pushed.format(&Rfc3339).unwrap_or_default()
+            )),
+            None => Some(format!(
+                "{ROLLBACK_RESPECTED} from `{written}` to `{current}`, deployed {at}{by}: when `{}` was pushed is unknown",
+                candidate.name
+            )),
+        }
+    }
+
+    /// The rollback as the annotation remembers it, once deployed.
+    pub fn remembered(&self) -> Option<RememberedRollback> {
+        Some(RememberedRollback {
+            written: self.written.clone(),
+            to: self.current.clone(),
+            deployed: self.deployed?.format(&Rfc3339).ok()?,
+            by: self.by.clone().unwrap_or_default(),
+            operation: self.operation,
+        })
+    }
+
+    fn from_remembered(remembered: RememberedRollback) -> Option<Self> {
+        Some(Self {
+            deployed: Some(remembered.deployed_at()?),
+            by: Some(remembered.by).filter(|by| !by.is_empty()),
+            written: remembered.written,
+            current: remembered.to,
+            operation: remembered.operation,
+        })
+    }
+}
+
+impl TakenBack {
+    /// The rollback, if this is one.
+    pub fn rollback(self) -> Option<Rollback> {
+        match self {
+            Self::Rollback(rollback) => Some(rollback),
+            Self::Reapplied { .. } => None,
+        }
+    }
+
+    /// What a decision that writes anyway says about an owner's re-apply.
+    pub fn note(&self) -> Option<String> {
+        match self {
+            Self::Rollback(_) => None,
+            Self::Reapplied {
+                manager,
+                written,
+                current,
+            } => Some(format!(
+                "`{current}` was put back over our write of `{written}` by `{manager}`, the Application's owner re-applying its manifest, not a person's rollback: written again, though the owner will revert it at its next apply (write-back-method: git writes where the owner reads)"
+            )),
+        }
+    }
+}
+
+/// Whether the value `current` of `image` is our last write of it taken back, and how: see
+/// the module's documentation. `None`: it is not (nothing of ours was written, the spec still
+/// asks for our write and nothing rolled it back, or the value moved on past ours).
+pub fn taken_back(app: &Value, image: &ImageConfig, current: &TagRef) -> Option<TakenBack> {
+    let reference = image.image.to_string();
+    let write = AuditRecord::of(app)?.last_write_of(&reference)?;
+    let to = TagRef::parse(&write.image.to)?;
+    // What the annotation remembers holds only while our last write is the one taken back.
+    let remembered = rollbacks::of(app)
+        .remove(&reference)
+        .filter(|r| r.written == write.image.to);
+    if &to == current {
+        let stands = |r: &RememberedRollback| r.operation && operation_stands(app, r);
+        return operation_rollback(app, image, &write, &to)
+            .or_else(|| {
+                remembered
+                    .filter(stands)
+                    .and_then(Rollback::from_remembered)
+            })
+            .map(TakenBack::Rollback);
+    }
+    let replaced = write.image.from.as_deref() == Some(current.to_string().as_str());
+    let ranks_below = image
+        .policy
+        .ranks_above(&TagInfo::named(&to.tag), &TagInfo::named(&current.tag))
+        == Some(true);
+    if !(replaced || ranks_below) {
+        return None;
+    }
+    // A Git write-back's value lives in the repository: the spec's managers say nothing of it.
+    let by = match write.commit {
+        Some(_) => None,
+        None => spec_writer(app),
+    };
+    if let Some(manager) = by.as_ref().filter(|m| OWNER_MANAGERS.contains(&m.as_str())) {
+        return Some(TakenBack::Reapplied {
+            manager: manager.clone(),
+            written: to.to_string(),
+            current: current.to_string(),
+        });
+    }
+    let remembered = remembered.filter(|r| !r.operation && r.to == current.to_string());
+    let rollback = |deployed| Rollback {
+        written: to.to_string(),
+        current: current.to_string(),
+        deployed,
+        by: by.clone(),
+        operation: false,
+    };
+    let found = match (
+        spec_rollback_deployed(app, image, &write, &to, current),
+        remembered,
+    ) {
+        (Some(Some(deployed)), _) => rollback(Some(deployed)),
+        (_, Some(remembered)) => Rollback::from_remembered(remembered)?,
+        (Some(None), None) => rollback(None),
+        (None, None) => return None,
+    };
+    Some(TakenBack::Rollback(found))
+}
+
+/// The rollbacks annotation's value after a decision: each image whose update a deployed
+/// rollback held is remembered (what it took back, to what, when, by whom), so that it holds
+/// after its evidence has rotated out of Argo CD's history. `None`: nothing new to remember.
+pub fn to_remember(
+    app: &Value,
+    config: &AppConfig,
+    entries: &[Entry],
+) -> Option<BTreeMap<String, RememberedRollback>> {
+    let before = rollbacks::of(app);
+    let mut next = before.clone();
+    let respected = entries
+        .iter()
+        .filter(|e| e.action == Action::Skipped && e.reason.starts_with(ROLLBACK_RESPECTED));
+    for entry in respected {
+        let image = config
+            .images
+            .iter()
+            .filter(|i| i.alias == entry.alias && i.image.to_string() == entry.image)
+            .find_map(|i| i.config.as_ref().ok());
+        let current = entry.from.as_deref().and_then(TagRef::parse);
+        let (Some(image), Some(current)) = (image, current) else {
+            continue;
+        };
+        let remembered = taken_back(app, image, &current)
+            .and_then(TakenBack::rollback)
+            .and_then(|rollback| rollback.remembered());
+        if let Some(remembered) = remembered
+            && let Some(updated) =
+                rollbacks::remembering(&next, &image.image.to_string(), remembered)
+        {
+            next = updated;
+        }
+    }
+    (next != before).then_some(next)
+}
+
+/// For a spec edited back: `None` unless our write went live (a history entry deploying it
+/// at or after the write); then when Argo CD deployed `current` after it, if it has.
+fn spec_rollback_deployed(
+    app: &Value,
+    image: &ImageConfig,
+    write: &ImageWrite,
+    to: &TagRef,
+    current: &TagRef,
+) -> Option<Option<OffsetDateTime>> {
+    let deployed_after = |value: &TagRef, after: OffsetDateTime| {
+        deploys_of(app, image, value)
+            .filter(|deployed| *deployed >= after)
+            .min()
+    };
+    // Only a write that went live can be rolled back: one still in a pull request, or on a
+    // branch Argo CD does not read, is not live, and the value it left is no rollback.
+    match deployed_after(to, write.time) {
+        // The patch method: the history's sources carry the values.
+        Some(live) => Some(deployed_after(current, live).filter(|deployed| *deployed > live)),
+        // Git write-back: the history names revisions, the values live in the file.
+        None => git_rollback_deployed(app, write, image, current),
+    }
+}
+
+/// For a Git write-back, `None` unless our commit went live (a sync of exactly that revision
+/// at or after the write); then, if Argo CD now runs `current` for the image, when it was
+/// deployed: the latest sync after ours, the revision running now (a later sync of something
+/// else makes this later than the revert, which only holds more back, never less).
+fn git_rollback_deployed(
+    app: &Value,
+    write: &ImageWrite,
+    image: &ImageConfig,
+    current: &TagRef,
+) -> Option<Option<OffsetDateTime>> {
+    // A pull request's commit is live only once merged, under another revision.
+    let commit = write.commit.as_deref().filter(|_| !write.pull_request)?;
+    let history = history(app);
+    let live = history
+        .iter()
+        .filter(|entry| revisions(entry).contains(&commit) && entry.deployed >= write.time)
+        .map(|entry| entry.deployed)
+        .min()?;
+    let deployed = runs(app, image, current)
+        .then(|| {
+            history
+                .iter()
+                .map(|entry| entry.deployed)
+                .filter(|at| *at > live)
+                .max()
+        })
+        .flatten();
+    Some(deployed)
+}
+
+/// `argocd app rollback` after our write: the spec still asks for it, and the newest sync
+/// after the one that deployed it is a person's of something else. For the patch method the
+/// history entry's source carries the value; for a Git write-back it re-deploys a revision
+/// that ran before our commit, so the image is back at what our write replaced.
+fn operation_rollback(
+    app: &Value,
+    image: &ImageConfig,
+    write: &ImageWrite,
+    to: &TagRef,
+) -> Option<Rollback> {
+    let history = history(app);
+    let commit = match &write.commit {
+        Some(_) if write.pull_request => return None,
+        commit => commit.as_deref(),
+    };
+    let deploys_ours = |entry: &Deploy<'_>| match commit {
+        Some(commit) => revisions(entry).contains(&commit),
+        None => values_of(entry, image).contains(to),
+    };
+    let live = history
+        .iter()
+        .position(|entry| entry.deployed >= write.time && deploys_ours(entry))?;
+    let newest = history.last().filter(|_| history.len() > live + 1)?;
+    let initiated = &newest.entry["initiatedBy"];
+    let user = initiated["username"].as_str().filter(|u| !u.is_empty())?;
+    if initiated["automated"] == Value::Bool(true) || deploys_ours(newest) {
+        return None;
+    }
+    let rolled_to = match commit {
+        None => values_of(newest, image).into_iter().next()?,
+        Some(_) => {
+            let before_ours = history[..live]
+                .iter()
+                .any(|entry| revisions(entry) == revisions(newest));
+            if !before_ours {
+                return None;
+            }
+            TagRef::parse(write.image.from.as_deref()?)?
+        }
+    };
+    Some(Rollback {
+        written: to.to_string(),
+        current: rolled_to.to_string(),
+        deployed: Some(newest.deployed),
+        by: Some(format!("argocd app rollback by {user}")),
+        operation: true,
+    })
+}
+
+/// Whether a remembered `argocd app rollback` still stands: no sync since it (the newest
+/// history entry is the rollback's own), or no history left to say otherwise.
+fn operation_stands(app: &Value, remembered: &RememberedRollback) -> bool {
+    match (history(app).last(), remembered.deployed_at()) {
+        (None, _) => true,
+        (Some(newest), Some(deployed)) => newest.deployed <= deployed,
+        (Some(_), None) => false,
+    }
+}
+
+/// One entry of Argo CD's sync history, with when it was deployed.
+struct Deploy<'a> {
+    entry: &'a Value,
+    deployed: OffsetDateTime,
+}
+
+/// The history entries with a deploy time, oldest first (Argo CD appends them in order).
+fn history(app: &Value) -> Vec<Deploy<'_>> {
+    let mut entries: Vec<Deploy<'_>> = app["status"]["history"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|entry| {
+            Some(Deploy {
+                entry,
+                deployed: rfc3339_at(&entry["deployedAt"])?,
+            })
+        })
+        .collect();
+    entries.sort_by_key(|d| d.deployed);
+    entries
+}
+
+/// The revisions a history entry synced: `revision`, or `revisions` for several sources.
+fn revisions<'a>(deploy: &Deploy<'a>) -> Vec<&'a str> {
+    let entry = deploy.entry;
+    match entry["revisions"].as_array() {
+        Some(revisions) => revisions.iter().filter_map(Value::as_str).collect(),
+        None => entry["revision"].as_str().into_iter().collect(),
+    }
+}
+
+/// The values of `image` a history entry's source(s) carry.
+fn values_of(deploy: &Deploy<'_>, image: &ImageConfig) -> Vec<TagRef> {
+    let entry = deploy.entry;
+    let spec = serde_json::json!({"source": entry["source"], "sources": entry["sources"]});
+    sources::values_in_spec(&spec, image)
+}
+
+/// When Argo CD deployed `value` of `image`, by its sync history's sources.
+pub fn deploys_of<'a>(
+    app: &'a Value,
+    image: &'a ImageConfig,
+    value: &'a TagRef,
+) -> impl Iterator<Item = OffsetDateTime> + 'a {
+    app["status"]["history"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(move |entry| {
+            let spec = serde_json::json!({"source": entry["source"], "sources": entry["sources"]});
+            sources::values_in_spec(&spec, image).contains(value)
+        })
+        .filter_map(|entry| rfc3339_at(&entry["deployedAt"]))
+}
+
+/// Whether the Pods Argo CD last saw run `value` of `image` (`status.summary.images`).
+fn runs(app: &Value, image: &ImageConfig, value: &TagRef) -> bool {
+    app["status"]["summary"]["images"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .any(|running| {
+            let (name, tag, _) = sources::split_reference(running);
+            crate::appconfig::annotations::ImageRef::parse(name) == image.image
+                && tag == Some(value.tag.as_str())
+        })
+}
+
+/// The field manager that last set the lists that carry images in the spec (Helm parameters,
+/// Kustomize images, plugin environment, or a multi-source `sources` list), not ours; the
+/// latest by its entry's time when several hold such lists.
+pub fn spec_writer(app: &Value) -> Option<String> {
+    const IMAGE_LISTS: [&[&str]; 4] = [
+        &["f:spec", "f:source", "f:helm", "f:parameters"],
+        &["f:spec", "f:source", "f:kustomize", "f:images"],
+        &["f:spec", "f:source", "f:plugin", "f:env"],
+        &["f:spec", "f:sources"],
+    ];
+    app["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|entry| entry["manager"] != OUR_MANAGER)
+        .filter(|entry| {
+            IMAGE_LISTS.iter().any(|path| {
+                path.iter()
+                    .try_fold(&entry["fieldsV1"], |node, key| node.get(*key))
+                    .is_some()
+            })
+        })
+        .max_by_key(|entry| rfc3339_at(&entry["time"]))
+        .and_then(|entry| entry["manager"].as_str().map(str::to_string))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::appconfig::annotations::{AUDIT_ANNOTATION, PREFIX, ROLLBACKS_ANNOTATION};
+    use argocd_ecr_updater_standins::fixtures::{Application, helm_source};
+    use serde_json::json;
+    use time::macros::datetime;
+
+    const IMAGE: &str = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/web";
+
+    fn config(pairs: &[(&str, &str)]) -> AppConfig {
+        let mut map: BTreeMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (format!("{PREFIX}{k}"), v.to_string()))
+            .collect();
+        map.insert(format!("{PREFIX}image-list"), format!("app={IMAGE}"));
+        AppConfig::parse(&map).unwrap()
+    }
+
+    fn semver() -> AppConfig {
+        config(&[
+            ("app.update-strategy", "semver"),
+            ("app.helm.image-name", "image.name"),
+        ])
+    }
+
+    /// A history entry deploying IMAGE at `tag`, initiated by `by` (`None`: automated).
+    fn deploy(tag: &str, at: &str, by: Option<&str>) -> Value {
+        let initiated = match by {
+            Some(user) => json!({"username": user}),
+            None => json!({"automated": true}),
+        };
+        json!({"deployedAt": at, "initiatedBy": initiated,
+            "source": helm_source(&[("image.name", IMAGE), ("image.tag", tag)])})
+    }
+
+    /// The managedFields of a spec whose Helm parameters `manager` set last.
+    fn managed_by(manager: &str) -> Value {
+        json!([
+            {"manager": "kubectl-client-side-apply", "operation": "Update", "time": "2026-11-01T00:00:00Z",
+             "fieldsV1": {"f:spec": {"f:destination": {}}}},
+            {"manager": OUR_MANAGER, "operation": "Update", "time": "2026-12-01T10:00:00Z",
+             "fieldsV1": {"f:metadata": {"f:annotations": {}}}},
+            {"manager": manager, "operation": "Update", "time": "2026-12-02T07:59:00Z",
+             "fieldsV1": {"f:spec": {"f:source": {"f:helm": {"f:parameters": {}}}}}},
+        ])
+    }
+
+    fn when(found: Option<Rollback>) -> Option<(String, Option<String>, bool)> {
+        found.map(|r| {
+            (
+                r.current,
+                r.deployed.map(|d| d.format(&Rfc3339).unwrap()),
+                r.operation,
+            )
+        })
+    }
+
+    /// An Application tracking IMAGE at `current`, with our audit record of a write from
+    /// `from` to `to` at 2026-12-01T10:00:00Z and Argo CD's history `(value, deployedAt)`.
+    fn rolled(current: &str, write: Option<(&str, &str)>, history: &[(&str, &str)]) -> Value {
+        let mut app = Application::tracking("web", IMAGE, current);
+        if let Some((from, to)) = write {
+            let audit = json!({"time": "2026-12-01T10:00:00Z", "eventId": "e",
+                "images": [{"alias": "app", "image": IMAGE, "from": from, "to": to}]});
+            app = app.annotation(AUDIT_ANNOTATION, &audit.to_string());
+        }
+        let history: Vec<Value> = history
+            .iter()
+            .map(|(value, at)| {
+                json!({"deployedAt": at, "source": argocd_ecr_updater_standins::fixtures::helm_source(
+                    &[("image.name", IMAGE), ("image.tag", value)])})
+            })
+            .collect();
+        app.history(json!(history)).build()
+    }
+
+    #[test]
+    fn a_git_revert_counts_once_our_commit_was_synced_and_the_old_image_runs() {
+        let cfg = config(&[
+            ("app.update-strategy", "semver"),
+            ("app.helm.image-name", "image.name"),
+        ]);
+        let image = cfg.images[0].config.as_ref().unwrap();
+        let app = |pull_request: Value, history: Value, running: &str| {
+            let audit = json!({"time": "2026-12-01T10:00:00Z", "eventId": "e",
+                "images": [{"alias": "app", "image": IMAGE, "from": "1.0.0", "to": "1.1.0"}],
+                "git": {"repository": "acme/deploy", "branch": "main", "file": "f", "commit": "c-ours", "pullRequest": pull_request}});
+            Application::tracking("web", IMAGE, "1.0.0")
+                .annotation(AUDIT_ANNOTATION, &audit.to_string())
+                .history(history)
+                .running(&[&format!("{IMAGE}:{running}")])
+                .build()
+        };
+        let synced = json!([
+            {"revision": "c-ours", "deployedAt": "2026-12-01T10:01:00Z"},
+            {"revision": "c-revert", "deployedAt": "2026-12-02T08:00:00Z"},
+        ]);
+        let current = TagRef::tag("1.0.0");
+        let deployed = |app: &Value| {
+            taken_back(app, image, &current)
+                .and_then(TakenBack::rollback)
+                .map(|r| r.deployed.map(|d| d.format(&Rfc3339).unwrap()))
+        };
+        // (case, app, expected)
+        let cases: Vec<(&str, Value, Option<Option<String>>)> = vec![
+            (
+                "our commit synced, the revert synced and running",
+                app(Value::Null, synced.clone(), "1.0.0"),
+                Some(Some("2026-12-02T08:00:00Z".into())),
+            ),
+            (
+                "the revert not running yet",
+                app(Value::Null, synced.clone(), "1.1.0"),
+                Some(None),
+            ),
+            (
+                "our commit never synced",
+                app(
+                    Value::Null,
+                    json!([{"revision": "c-other", "deployedAt": "2026-12-02T08:00:00Z"}]),
+                    "1.0.0",
+                ),
+                None,
+            ),
+            (
+                "our commit is a pull request's",
+                app(
+                    json!("https://github.com/acme/deploy/pull/7"),
+                    synced,
+                    "1.0.0",
+                ),
+                None,
+            ),
+        ];
+        for (case, app, expected) in cases {
+            assert_eq!(deployed(&app), expected, "{case}");
+        }
+    }
+
+    #[test]
+    fn a_rollback_is_a_deployed_write_taken_back_and_only_that() {
+        let cfg = config(&[
+            ("app.update-strategy", "semver"),
+            ("app.helm.image-name", "image.name"),
+        ]);
+        let image = cfg.images[0].config.as_ref().unwrap();
+        let live = ("1.1.0", "2026-12-01T10:01:00Z");
+        let cases: &[(&str, Value, Option<Option<&str>>)] = &[
+            (
+                "no write of ours on record",
+                rolled("1.0.0", None, &[live]),
+                None,
+            ),
+            (
+                "the spec holds what we wrote",
+                rolled("1.1.0", Some(("1.0.0", "1.1.0")), &[live]),
+                None,
+            ),
+            (
+                "taken back to what we replaced, deployed",
+                rolled(
+                    "1.0.0",
+                    Some(("1.0.0", "1.1.0")),
+                    &[live, ("1.0.0", "2026-12-02T08:00:00Z")],
+                ),
+                Some(Some("2026-12-02T08:00:00Z")),
+            ),
+            (
+                "set to an older version than ours, deployed",
+                rolled(
+                    "0.9.0",
+                    Some(("1.0.0", "1.1.0")),
+                    &[live, ("0.9.0", "2026-12-02T09:00:00Z")],
+                ),
+                Some(Some("2026-12-02T09:00:00Z")),
+            ),
+            (
+                "taken back, not deployed yet",
+                rolled("1.0.0", Some(("1.0.0", "1.1.0")), &[live]),
+                Some(None),
+            ),
+            (
+                "our write never went live (a pull request, another branch)",
+                rolled(
+                    "1.0.0",
+                    Some(("1.0.0", "1.1.0")),
+                    &[("1.0.0", "2026-11-30T08:00:00Z")],
+                ),
+                None,
+            ),
+            (
+                "moved forward by hand",
+                rolled(
+                    "1.2.0",
+                    Some(("1.0.0", "1.1.0")),
+                    &[live, ("1.2.0", "2026-12-02T08:00:00Z")],
+                ),
+                None,
+            ),
+            (
+                "the old value's deploy before our write is not the rollback",
+                rolled(
+                    "1.0.0",
+                    Some(("1.0.0", "1.1.0")),
+                    &[("1.0.0", "2026-11-30T08:00:00Z"), live],
+                ),
+                Some(None),
+            ),
+        ];
+        for (case, app, expected) in cases {
+            let current = TagRef::parse(
+                app["spec"]["source"]["helm"]["parameters"][1]["value"]
+                    .as_str()
+                    .unwrap(),
+            )
+            .unwrap();
+            let found = taken_back(app, image, &current).and_then(TakenBack::rollback);
+            let got = found
+                .as_ref()
+                .map(|r| r.deployed.map(|d| d.format(&Rfc3339).unwrap()));
+            let expected = expected.map(|d| d.map(str::to_string));
+            assert_eq!(got, expected, "{case}");
+        }
+        let rollback = Rollback {
+            written: "1.1.0".into(),
+            current: "1.0.0".into(),
+            deployed: Some(datetime!(2026-12-02 08:00 UTC)),
+            by: Some("kubectl-edit".into()),
+            operation: false,
+        };
+        let at = |name: &str, pushed: Option<OffsetDateTime>| TagInfo {
+            name: name.into(),
+            pushed_at: pushed,
+            digest: None,
+            archived: false,
+        };
+        assert!(
+            rollback
+                .holds(&at("1.1.0", Some(datetime!(2026-12-01 09:00 UTC))))
+                .unwrap()
+                .contains("was pushed 2026-12-01T09:00:00Z before it")
+        );
+        assert_eq!(
+            rollback.holds(&at("1.1.1", Some(datetime!(2026-12-02 08:00:01 UTC)))),
+            None,
+            "the fix after the rollback"
+        );
+        assert!(
+            rollback
+                .holds(&at("1.1.1", None))
+                .unwrap()
+                .contains("is unknown")
+        );
+        let pending = Rollback {
+            deployed: None,
+            ..rollback
+        };
+        assert!(
+            pending
+                .holds(&at("1.1.1", Some(datetime!(2030-01-01 00:00 UTC))))
+                .unwrap()
+                .contains("has not deployed yet")
+        );
+    }
+
+    #[test]
+    fn an_argocd_app_rollback_is_a_persons_sync_of_something_else_after_ours_went_live() {
+        let cfg = semver();
+        let image = cfg.images[0].config.as_ref().unwrap();
+        let ours = deploy("1.1.0", "2026-12-01T10:01:00Z", None);
+        let before = deploy("1.0.0", "2026-11-30T08:00:00Z", None);
+        let rollback = deploy("1.0.0", "2026-12-02T08:00:00Z", Some("admin"));
+        let cases: Vec<(&str, Vec<Value>, Option<(String, Option<String>, bool)>)> = vec![
+            (
+                "the newest sync is a person's of the value we replaced",
+                vec![before.clone(), ours.clone(), rollback.clone()],
+                Some(("1.0.0".into(), Some("2026-12-02T08:00:00Z".into()), true)),
+            ),
+            (
+                "no sync since ours",
+                vec![before.clone(), ours.clone()],
+                None,
+            ),
+            (
+                "a person synced again after the rollback: ours runs",
+                vec![
+                    ours.clone(),
+                    rollback.clone(),
+                    deploy("1.1.0", "2026-12-02T09:00:00Z", Some("admin")),
+                ],
+                None,
+            ),
+            (
+                "an automated sync of something else is no person's rollback",
+                vec![ours.clone(), deploy("1.0.0", "2026-12-02T08:00:00Z", None)],
+                None,
+            ),
+            (
+                "our write never went live",
+                vec![before.clone(), rollback.clone()],
+                None,
+            ),
+        ];
+        for (case, history, expected) in cases {
+            let app = Application::tracking("web", IMAGE, "1.1.0")
+                .annotation(AUDIT_ANNOTATION, &audit_of("1.0.0", "1.1.0", None))
+                .history(json!(history))
+                .build();
+            let found =
+                taken_back(&app, image, &TagRef::tag("1.1.0")).and_then(TakenBack::rollback);
+            assert_eq!(when(found.clone()), expected, "{case}");
+            if let Some(found) = found {
+                assert_eq!(
+                    found.by.as_deref(),
+                    Some("argocd app rollback by admin"),
+                    "{case}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn an_argocd_app_rollback_of_a_git_write_back_redeploys_a_revision_from_before_our_commit() {
+        let cfg = semver();
+        let image = cfg.images[0].config.as_ref().unwrap();
+        let synced = |revision: &str, at: &str, by: Option<&str>| {
+            let mut entry = deploy("ignored", at, by);
+            entry["revision"] = json!(revision);
+            entry
+        };
+        let history = |newest: Value| {
+            json!([
+                synced("c-before", "2026-11-30T08:00:00Z", None),
+                synced("c-ours", "2026-12-01T10:01:00Z", None),
+                newest
+            ])
+        };
+        let cases = [
+            (
+                "a person's sync of the revision before ours",
+                history(synced("c-before", "2026-12-02T08:00:00Z", Some("admin"))),
+                Some((
+                    "1.0.0".to_string(),
+                    Some("2026-12-02T08:00:00Z".to_string()),
+                    true,
+                )),
+            ),
+            (
+                "a person's sync of a newer commit is no rollback",
+                history(synced("c-newer", "2026-12-02T08:00:00Z", Some("admin"))),
+                None,
+            ),
+        ];
+        for (case, history, expected) in cases {
+            let app = Application::tracking("web", IMAGE, "1.1.0")
+                .annotation(
+                    AUDIT_ANNOTATION,
+                    &audit_of("1.0.0", "1.1.0", Some("c-ours")),
+                )
+                .history(history)
+                .build();
+            let found =
+                taken_back(&app, image, &TagRef::tag("1.1.0")).and_then(TakenBack::rollback);
+            assert_eq!(when(found), expected, "{case}");
+        }
+    }
+
+    #[test]
+    fn an_owner_reapplying_its_manifest_is_not_a_rollback_and_anyone_else_is() {
+        let cfg = semver();
+        let image = cfg.images[0].config.as_ref().unwrap();
+        let cases = [
+            ("kubectl-edit", true),
+            ("kubectl-patch", true),
+            ("argocd-server", true),
+            ("my-own-tool", true),
+            ("argocd-controller", false),
+            ("helm", false),
+            ("Terraform", false),
+            ("HashiCorp", false),
+            ("kubectl-client-side-apply", false),
+            ("kubectl", false),
+        ];
+        for (manager, rollback) in cases {
+            let app = rolled(
+                "1.0.0",
+                Some(("1.0.0", "1.1.0")),
+                &[
+                    ("1.1.0", "2026-12-01T10:01:00Z"),
+                    ("1.0.0", "2026-12-02T08:00:00Z"),
+                ],
+            );
+            let mut app = app;
+            app["metadata"]["managedFields"] = managed_by(manager);
+            let found = taken_back(&app, image, &TagRef::tag("1.0.0")).unwrap();
+            match found {
+                TakenBack::Rollback(r) => {
+                    assert!(rollback, "{manager} is an owner");
+                    assert_eq!(r.by.as_deref(), Some(manager));
+                }
+                reapplied => {
+                    assert!(!rollback, "{manager} is a person");
+                    assert!(reapplied.note().unwrap().contains(manager), "{manager}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_rollback_of_an_image_outlives_writes_of_other_images() {
+        let cfg = semver();
+        let image = cfg.images[0].config.as_ref().unwrap();
+        let audit = json!({"time": "2026-12-03T10:00:00Z", "eventId": "e2",
+            "images": [{"alias": "api", "image": "1.dkr.ecr.r.amazonaws.com/api", "from": "1", "to": "2"}],
+            "earlier": [{"alias": "app", "image": IMAGE, "from": "1.0.0", "to": "1.1.0",
+                         "time": "2026-12-01T10:00:00Z", "commit": null, "pullRequest": false}]});
+        let app = Application::tracking("web", IMAGE, "1.0.0")
+            .annotation(AUDIT_ANNOTATION, &audit.to_string())
+            .history(json!([
+                deploy("1.1.0", "2026-12-01T10:01:00Z", None),
+                deploy("1.0.0", "2026-12-02T08:00:00Z", Some("admin")),
+            ]))
+            .build();
+        let found = taken_back(&app, image, &TagRef::tag("1.0.0")).and_then(TakenBack::rollback);
+        assert_eq!(
+            when(found),
+            Some(("1.0.0".into(), Some("2026-12-02T08:00:00Z".into()), false))
+        );
+    }
+
+    #[test]
+    fn a_remembered_rollback_holds_once_the_history_rotated_and_only_for_the_write_it_took_back() {
+        let cfg = semver();
+        let image = cfg.images[0].config.as_ref().unwrap();
+        let memory = |written: &str, to: &str, operation: bool| {
+            json!({IMAGE: {"written": written, "to": to, "deployed": "2026-12-02T08:00:00Z",
+                "by": "kubectl-edit", "operation": operation}})
+            .to_string()
+        };
+        // Ten later syncs of other things: our write's deploy and the rollback's are gone.
+        let rotated: Vec<Value> = (0..10)
+            .map(|i| deploy("1.0.0", &format!("2026-12-03T0{i}:00:00Z"), None))
+            .collect();
+        let cases = [
+            (
+                "the spec still asks for the rolled-back value",
+                "1.0.0",
+                memory("1.1.0", "1.0.0", false),
+                json!(rotated),
+                Some((
+                    "1.0.0".to_string(),
+                    Some("2026-12-02T08:00:00Z".to_string()),
+                    false,
+                )),
+            ),
+            (
+                "moved on by hand since",
+                "1.2.0",
+                memory("1.1.0", "1.0.0", false),
+                json!(rotated),
+                None,
+            ),
+            (
+                "a later write of ours is not the one taken back",
+                "1.0.0",
+                memory("1.0.5", "1.0.0", false),
+                json!(rotated),
+                None,
+            ),
+            (
+                "an argocd app rollback no one has synced over",
+                "1.1.0",
+                memory("1.1.0", "1.0.0", true),
+                json!([deploy("1.0.0", "2026-12-02T08:00:00Z", Some("admin"))]),
+                Some((
+                    "1.0.0".to_string(),
+                    Some("2026-12-02T08:00:00Z".to_string()),
+                    true,
+                )),
+            ),
+            (
+                "an argocd app rollback synced over since",
+                "1.1.0",
+                memory("1.1.0", "1.0.0", true),
+                json!([deploy("1.1.0", "2026-12-02T09:00:00Z", Some("admin"))]),
+                None,
+            ),
+        ];
+        for (case, current, remembered, history, expected) in cases {
+            let app = Application::tracking("web", IMAGE, current)
+                .annotation(AUDIT_ANNOTATION, &audit_of("1.0.0", "1.1.0", None))
+                .annotation(ROLLBACKS_ANNOTATION, &remembered)
+                .history(history)
+                .build();
+            let found =
+                taken_back(&app, image, &TagRef::tag(current)).and_then(TakenBack::rollback);
+            assert_eq!(when(found), expected, "{case}");
+        }
+    }
+
+    #[test]
+    fn a_deployed_rollback_respected_is_remembered_once() {
+        let cfg = semver();
+        let image = cfg.images[0].config.as_ref().unwrap();
+        let app = rolled(
+            "1.0.0",
+            Some(("1.0.0", "1.1.0")),
+            &[
+                ("1.1.0", "2026-12-01T10:01:00Z"),
+                ("1.0.0", "2026-12-02T08:00:00Z"),
+            ],
+        );
+        let candidate = TagInfo {
+            name: "1.1.0".into(),
+            pushed_at: Some(datetime!(2026-12-01 09:00 UTC)),
+            digest: None,
+            archived: false,
+        };
+        let held = taken_back(&app, image, &TagRef::tag("1.0.0"))
+            .and_then(TakenBack::rollback)
+            .unwrap()
+            .holds(&candidate)
+            .unwrap();
+        let entry = Entry {
+            from: Some("1.0.0".into()),
+            ..Entry::new("argocd", "web", Some("app"), IMAGE).with(Action::Skipped, held)
+        };
+        let next = to_remember(&app, &cfg, std::slice::from_ref(&entry)).unwrap();
+        assert_eq!(next[IMAGE].to, "1.0.0");
+        assert_eq!(next[IMAGE].deployed, "2026-12-02T08:00:00Z");
+        let mut remembered = app.clone();
+        remembered["metadata"]["annotations"][ROLLBACKS_ANNOTATION] =
+            json!(serde_json::to_string(&next).unwrap());
+        assert_eq!(
+            to_remember(&remembered, &cfg, &[entry]),
+            None,
+            "already remembered"
+        );
+    }
+
+    /// Our audit record of a write of IMAGE from `from` to `to` at 2026-12-01T10:00:00Z.
+    fn audit_of(from: &str, to: &str, commit: Option<&str>) -> String {
+        let mut audit = json!({"time": "2026-12-01T10:00:00Z", "eventId": "e",
+            "images": [{"alias": "app", "image": IMAGE, "from": from, "to": to}]});
+        if let Some(commit) = commit {
+            audit["git"] = json!({"commit": commit, "pullRequest": null});
+        }
+        audit.to_string()
+    }
+}
