@@ -170,11 +170,23 @@ impl GitHosts {
                     retryable: false,
                 });
             }
-            (_, scoped) => Box::new(GitHubRepository {
+            (HostKind::GitHub, scoped) => Box::new(GitHubRepository {
                 client: &self.github,
                 repo: repo.clone(),
                 credentials: scoped,
             }),
+            // Opened through the function's role, never with a Git credential: a CodeCommit
+            // repository reaching here would be a caller's mistake, refused rather than sent
+            // to another host's client.
+            (HostKind::CodeCommit { .. }, _) => {
+                return Err(Unavailable {
+                    reason: format!(
+                        "{} is on CodeCommit, which is written through the function's role, not a Git credential",
+                        repo.full_name()
+                    ),
+                    retryable: false,
+                });
+            }
         })
     }
 
@@ -182,5 +194,59 @@ impl GitHosts {
     pub fn lock(&self, repository: &str) -> Arc<tokio::sync::Mutex<()>> {
         let mut locks = self.locks.lock().unwrap_or_else(PoisonError::into_inner);
         locks.entry(repository.to_string()).or_default().clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hosts() -> GitHosts {
+        let config =
+            Config::from_lookup(|k| (k == "CLUSTER_NAME").then(|| "c".to_string())).unwrap();
+        let sdk = aws_config::SdkConfig::builder()
+            .behavior_version(aws_config::BehaviorVersion::latest())
+            .region(aws_config::Region::new("us-east-1"))
+            .build();
+        let secrets = SecretReader::new(aws_sdk_secretsmanager::Client::new(&sdk));
+        GitHosts::new(&config, &sdk, "us-east-1", Arc::new(secrets))
+    }
+
+    #[test]
+    fn each_host_kind_goes_to_its_own_client_and_a_codecommit_repository_to_no_git_one() {
+        let hosts = hosts();
+        let token = || Credentials::Token("t".into());
+        let app = || Credentials::App {
+            app_id: "1".into(),
+            installation_id: "2".into(),
+            private_key_pem: String::new(),
+        };
+        let cases = [
+            ("https://github.com/acme/deploy.git", token(), Ok(())),
+            ("https://github.com/acme/deploy.git", app(), Ok(())),
+            ("https://gitlab.com/acme/deploy.git", token(), Ok(())),
+            (
+                "https://gitlab.com/acme/deploy.git",
+                app(),
+                Err("not GitHub App credentials"),
+            ),
+            (
+                "https://git-codecommit.us-east-1.amazonaws.com/v1/repos/deploy",
+                token(),
+                Err("written through the function's role"),
+            ),
+        ];
+        for (url, credentials, expected) in cases {
+            let repo = hosts.parse_repository(url).unwrap();
+            let got = hosts
+                .host(&repo, credentials)
+                .map(|_| ())
+                .map_err(|e| e.reason);
+            match (got, expected) {
+                (Ok(()), Ok(())) => {}
+                (Err(reason), Err(wanted)) => assert!(reason.contains(wanted), "{url}: {reason}"),
+                (got, expected) => panic!("{url}: {got:?}, expected {expected:?}"),
+            }
+        }
     }
 }
