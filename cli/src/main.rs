@@ -220,32 +220,15 @@ fn main() -> ExitCode {
             allow_tags,
             ignore_tags,
             tags_file,
-        } => {
-            // Streamed: memory follows the best tag kept, not the file's size.
-            let input: Box<dyn std::io::BufRead> = if tags_file == "-" {
-                Box::new(std::io::stdin().lock())
-            } else {
-                match std::fs::File::open(&tags_file) {
-                    Ok(file) => Box::new(std::io::BufReader::new(file)),
-                    Err(e) => {
-                        return usage_error(format!("cannot read tags file `{tags_file}`: {e}"));
-                    }
-                }
-            };
-            let request = SelectRequest {
+        } => select_tags(
+            SelectRequest {
                 strategy: &strategy,
                 constraint: constraint.as_deref(),
                 allow_tags: allow_tags.as_deref(),
                 ignore_tags: ignore_tags.as_deref(),
-            };
-            match select::run(&request, input) {
-                Ok(output) => match print_json(&output, false) {
-                    Ok(()) => ExitCode::SUCCESS,
-                    Err(code) => code,
-                },
-                Err(e) => usage_error(e.to_string()),
-            }
-        }
+            },
+            &tags_file,
+        ),
         Command::Token { cluster, region } => runtime().block_on(token::run(cluster, region)),
         Command::Plan {
             function,
@@ -338,6 +321,28 @@ fn main() -> ExitCode {
                 log_format: cli.log_format.into(),
             }))
         }
+    }
+}
+
+/// `select`: the best tag of a list read from `tags_file` (`-`: standard input), streamed, so
+/// memory follows the best tag kept, not the file's size.
+fn select_tags(request: SelectRequest<'_>, tags_file: &str) -> ExitCode {
+    let input: Box<dyn std::io::BufRead> = if tags_file == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        match std::fs::File::open(tags_file) {
+            Ok(file) => Box::new(std::io::BufReader::new(file)),
+            Err(e) => {
+                return usage_error(format!("cannot read tags file `{tags_file}`: {e}"));
+            }
+        }
+    };
+    match select::run(&request, input) {
+        Ok(output) => match print_json(&output, false) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(code) => code,
+        },
+        Err(e) => usage_error(e.to_string()),
     }
 }
 

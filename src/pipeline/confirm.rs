@@ -292,10 +292,12 @@ impl Handler {
             let Some(record) = record else {
                 return Err("the audit record vanished between two reads".into());
             };
-            match self
-                .record_outcome(kube, &app, &record, outcome, &reason, now, deadline)
-                .await
-            {
+            let ended = Ended {
+                outcome,
+                reason: &reason,
+                at: now,
+            };
+            match record_outcome(kube, &app, &record, &ended, deadline).await {
                 Ok(()) => {
                     return Ok(self
                         .announce(check, &app, record, outcome, reason, now)
@@ -474,47 +476,54 @@ impl Handler {
             Err(failure) => Err(failure.message),
         }
     }
+}
 
-    /// Records the outcome in our audit record (guarded by the record as read), then sends
-    /// the Kubernetes Event. `Err` only when the record was not written.
-    #[allow(clippy::too_many_arguments)]
-    async fn record_outcome(
-        &self,
-        kube: &KubeClient,
-        app: &Value,
-        record: &AuditRecord,
-        outcome: Outcome,
-        reason: &str,
-        now: OffsetDateTime,
-        deadline: Option<Instant>,
-    ) -> Result<(), KubeError> {
-        let (namespace, name) = decide::app::names(app);
-        let path = format!(
-            "/metadata/annotations/{}",
-            escape_pointer(crate::appconfig::annotations::AUDIT_ANNOTATION)
-        );
-        let recorded = judge::recorded(record, outcome, reason, now);
-        let mut ops = vec![
-            serde_json::json!({"op": "test", "path": path, "value": record.text}),
-            serde_json::json!({"op": "replace", "path": path, "value": recorded.to_string()}),
-        ];
-        // Each image's failure outlives this record (another image's write replaces it),
-        // for hold-on-failure; the same guarded patch keeps both in step.
-        let at = recorded["rollout"]["at"].as_str().unwrap_or_default();
-        if let Some(next) =
-            failures::after_outcome(&failures::of(app), record, outcome.as_str(), reason, at)
-        {
-            ops.extend(failures::patch_ops(app, &next));
-        }
-        let patch = Patch::Json(Value::Array(ops));
-        retry_transient(deadline, || kube.patch_application(namespace, name, &patch)).await?;
-        let event = judge::event(app, record, outcome, reason, now);
-        match kube.create_event(namespace, &event).await {
-            Ok(()) | Err(KubeError::Conflict { .. }) => {}
-            Err(e) => {
-                tracing::warn!(application = %format!("{namespace}/{name}"), error = %e, "cannot record the rollout event");
-            }
-        }
-        Ok(())
+/// How a followed rollout ended, as the check found it.
+struct Ended<'a> {
+    outcome: Outcome,
+    reason: &'a str,
+    at: OffsetDateTime,
+}
+
+/// Records the outcome in our audit record (guarded by the record as read), then sends the
+/// Kubernetes Event. `Err` only when the record was not written.
+async fn record_outcome(
+    kube: &KubeClient,
+    app: &Value,
+    record: &AuditRecord,
+    ended: &Ended<'_>,
+    deadline: Option<Instant>,
+) -> Result<(), KubeError> {
+    let (namespace, name) = decide::app::names(app);
+    let path = format!(
+        "/metadata/annotations/{}",
+        escape_pointer(crate::appconfig::annotations::AUDIT_ANNOTATION)
+    );
+    let recorded = judge::recorded(record, ended.outcome, ended.reason, ended.at);
+    let mut ops = vec![
+        serde_json::json!({"op": "test", "path": path, "value": record.text}),
+        serde_json::json!({"op": "replace", "path": path, "value": recorded.to_string()}),
+    ];
+    // Each image's failure outlives this record (another image's write replaces it),
+    // for hold-on-failure; the same guarded patch keeps both in step.
+    let at = recorded["rollout"]["at"].as_str().unwrap_or_default();
+    if let Some(next) = failures::after_outcome(
+        &failures::of(app),
+        record,
+        ended.outcome.as_str(),
+        ended.reason,
+        at,
+    ) {
+        ops.extend(failures::patch_ops(app, &next));
     }
+    let patch = Patch::Json(Value::Array(ops));
+    retry_transient(deadline, || kube.patch_application(namespace, name, &patch)).await?;
+    let event = judge::event(app, record, ended.outcome, ended.reason, ended.at);
+    match kube.create_event(namespace, &event).await {
+        Ok(()) | Err(KubeError::Conflict { .. }) => {}
+        Err(e) => {
+            tracing::warn!(application = %format!("{namespace}/{name}"), error = %e, "cannot record the rollout event");
+        }
+    }
+    Ok(())
 }

@@ -77,42 +77,7 @@ pub(super) async fn cluster(
             .region(aws_config::Region::new(region.clone()))
             .build(),
     );
-    let described = match eks.describe_cluster().name(&spec.name).send().await {
-        Ok(out) => out.cluster,
-        Err(e) => {
-            let described = describe(&e);
-            let result = if described.code.as_deref() == Some("ResourceNotFoundException") {
-                Err((
-                    format!("no such cluster in {region}: {described}"),
-                    format!(
-                        "check the name and region (Clusters' \"region\"); aws eks list-clusters --region {region}"
-                    ),
-                ))
-            } else {
-                Err(failed_call(
-                    "DescribeCluster",
-                    "eks:DescribeCluster",
-                    &described,
-                ))
-            };
-            list.add(AREA, &spec.name, result);
-            return None;
-        }
-    };
-    let Some(cluster) = described else {
-        list.add(
-            AREA,
-            &spec.name,
-            Err((
-                "DescribeCluster answered without a cluster".into(),
-                format!(
-                    "aws eks describe-cluster --name {} --region {region}",
-                    spec.name
-                ),
-            )),
-        );
-        return None;
-    };
+    let cluster = described(&eks, &spec.name, &region, list).await?;
     list.add(AREA, &spec.name, Ok(format!("found in {region}")));
     let access = connection(
         cluster.endpoint(),
@@ -173,6 +138,49 @@ pub(super) async fn cluster(
             None
         }
     }
+}
+
+/// The cluster as DescribeCluster answers it, or `None` with the failed check added.
+async fn described(
+    eks: &aws_sdk_eks::Client,
+    name: &str,
+    region: &str,
+    list: &mut Checklist,
+) -> Option<aws_sdk_eks::types::Cluster> {
+    let described = match eks.describe_cluster().name(name).send().await {
+        Ok(out) => out.cluster,
+        Err(e) => {
+            let described = describe(&e);
+            let result = if described.code.as_deref() == Some("ResourceNotFoundException") {
+                Err((
+                    format!("no such cluster in {region}: {described}"),
+                    format!(
+                        "check the name and region (Clusters' \"region\"); aws eks list-clusters --region {region}"
+                    ),
+                ))
+            } else {
+                Err(failed_call(
+                    "DescribeCluster",
+                    "eks:DescribeCluster",
+                    &described,
+                ))
+            };
+            list.add(AREA, name, result);
+            return None;
+        }
+    };
+    let Some(cluster) = described else {
+        list.add(
+            AREA,
+            name,
+            Err((
+                "DescribeCluster answered without a cluster".into(),
+                format!("aws eks describe-cluster --name {} --region {region}", name),
+            )),
+        );
+        return None;
+    };
+    Some(cluster)
 }
 
 /// The user name an assumed role's session gets: `arn:aws:sts::<account>:assumed-role/<role>/

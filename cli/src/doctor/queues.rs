@@ -203,16 +203,28 @@ async fn destination(
         );
         return;
     };
-    let target = arn_part(&arn, 6)
+    let result = destination_state(clients, queues, &arn, put_back).await;
+    list.add("dead-letter queue", name, result);
+}
+
+/// What the on-failure destination `arn` is and whether it is there: a queue that parks
+/// failed events, or what else it sends them to.
+async fn destination_state(
+    clients: &Clients,
+    queues: &mut QueueLookup,
+    arn: &str,
+    put_back: String,
+) -> Result<String, Failure> {
+    let target = arn_part(arn, 6)
         .rsplit('/')
         .next()
         .unwrap_or_default()
         .to_string();
-    let result: Result<String, Failure> = match arn_part(&arn, 2).as_str() {
+    match arn_part(arn, 2).as_str() {
         "sqs" => {
-            let queue = arn_part(&arn, 5);
+            let queue = arn_part(arn, 5);
             match queues
-                .state(clients, &arn, "the on-failure destination")
+                .state(clients, arn, "the on-failure destination")
                 .await
             {
                 QueueState::Exists(_) => Ok(format!("parks failed events in the queue {queue}")),
@@ -228,11 +240,11 @@ async fn destination(
             }
         }
         "sns" => {
-            let topic = arn_part(&arn, 5);
+            let topic = arn_part(arn, 5);
             let found = clients
                 .sns
                 .get_topic_attributes()
-                .topic_arn(&arn)
+                .topic_arn(arn)
                 .send()
                 .await;
             not_a_queue(
@@ -250,7 +262,7 @@ async fn destination(
             let found = clients
                 .lambda
                 .get_function_configuration()
-                .function_name(&arn)
+                .function_name(arn)
                 .send()
                 .await;
             not_a_queue(
@@ -268,7 +280,7 @@ async fn destination(
             )
         }
         "events" => {
-            let found = clients.events.describe_event_bus().name(&arn).send().await;
+            let found = clients.events.describe_event_bus().name(arn).send().await;
             not_a_queue(
                 found.map(drop).map_err(|e| describe(&e)),
                 &Destination {
@@ -284,8 +296,7 @@ async fn destination(
             format!("names {arn}, a {other} resource Lambda cannot send failed events to"),
             put_back,
         )),
-    };
-    list.add("dead-letter queue", name, result);
+    }
 }
 
 /// An on-failure destination that is not a queue, as its describe call found it.
