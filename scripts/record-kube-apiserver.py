@@ -4,7 +4,7 @@ send, as the fixtures in tests/fixtures/kube-apiserver/ that the conformance tes
 against the Kubernetes stand-in (tests/e2e/kube_conformance.rs).
 
 Not used by CI: CI replays the recordings. Run it by hand against a server set up as
-docs/development.md ("Recording a real kube-apiserver") describes, with the CRDs of
+tests/fixtures/kube-apiserver/README.md ("Recording again") describes, with the CRDs of
 tests/standins/crd/ and deploy/rbac.yaml applied:
 
     scripts/record-kube-apiserver.py --server https://127.0.0.1:6443 --ca ca.crt \

@@ -34,7 +34,9 @@
 //! - [`decision`]: [`decision::decide`], per image and source, update or keep and why;
 //!   [`decision::patch`], the guarded JSON patch that carries an update out;
 //!   [`decision::appset`], whether an ApplicationSet keeps a write; [`decision::chart`], a
-//!   Helm chart pushed to ECR: its sources, its best version, its guarded patch (pure).
+//!   Helm chart pushed to ECR: its sources, its best version, its guarded patch;
+//!   [`decision::controls`], freezes, hold-on-failure and soak follow-ups;
+//!   [`decision::rollback`], manual rollbacks, by whom, and what they hold back (pure).
 //! - [`registry`]: [`registry::ecr`], tags, push times and manifests; [`registry::manifest`],
 //!   what they say about scans and platforms (pure); [`registry::signatures`] and
 //!   [`registry::cosign`], signatures found in ECR and checked in Rust;
@@ -46,8 +48,10 @@
 //! - [`application`]: the Application as everything above reads it: [`application::view`],
 //!   one view of it as read; [`application::identity`], its namespace and name;
 //!   [`application::sources`], where each image lives and what it runs;
-//!   [`application::audit`], our audit record read back; [`application::event`], the
-//!   Kubernetes Events about it (pure).
+//!   [`application::audit`], our audit record read back; [`application::failures`] and
+//!   [`application::rollbacks`], the failed rollouts and manual rollbacks it remembers per
+//!   image ([`application::remembered`]); [`application::event`], the Kubernetes Events
+//!   about it (pure).
 //! - [`appconfig`]: [`appconfig::annotations`] and [`appconfig::imageupdater`], Image
 //!   Updater's configuration into one typed value; [`appconfig::charts`], our `chart-list`
 //!   of Helm charts; [`appconfig::cosign_key`], the key it names; [`appconfig::migration`],

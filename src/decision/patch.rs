@@ -50,7 +50,7 @@ pub fn app_skip_reason(app: &AppView<'_>, config: &AppConfig) -> Option<String> 
 }
 
 /// One image to move: its configuration, the value to write, and the sources (indexes into
-/// [`sources`]) it goes to.
+/// [`crate::application::sources`]) it goes to.
 #[derive(Debug, Clone)]
 pub struct ImageUpdate<'a> {
     pub config: &'a ImageConfig,
