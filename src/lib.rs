@@ -65,8 +65,8 @@
 //! - At the bottom, using one another but nothing above: [`config`], the environment read
 //!   once; [`event`], the invocation payload; [`failure`], a failed operation (retryable or
 //!   not) and a refused input (permanent); [`http`], clients that carry a credential;
-//!   [`label_selector`], `APPLICATION_LABEL_SELECTOR` read as the API server reads it;
-//!   [`metrics`] and [`report`], what happened and why; [`partition`], AWS host names in every
+//!   [`config::label_selector`], `APPLICATION_LABEL_SELECTOR` read as the API server reads
+//!   it; [`report`] and [`telemetry::metrics`], what happened and why; [`partition`], AWS host names in every
 //!   partition; [`redact`], what may leave in a message and how much may come in;
 //!   [`telemetry`], how logs are written; [`yaml`], YAML from outside read only when what its
 //!   aliases expand to is bounded.
@@ -105,8 +105,6 @@ pub mod config;
 pub mod event;
 pub mod failure;
 pub(crate) mod http;
-pub mod label_selector;
-pub mod metrics;
 pub mod partition;
 pub mod policy;
 pub mod redact;

@@ -13,9 +13,9 @@ use serde_json::Value;
 
 use argocd_ecr_updater::cluster::eks_auth::SystemClock;
 use argocd_ecr_updater::config::Config;
-use argocd_ecr_updater::metrics;
 use argocd_ecr_updater::pipeline::handler::{Handler, HandlerError};
 use argocd_ecr_updater::report::InvocationKind;
+use argocd_ecr_updater::telemetry::metrics;
 use argocd_ecr_updater::telemetry::{LogFormat, init_tracing};
 
 fn main() -> ExitCode {

@@ -697,7 +697,10 @@ fn sweeps_that_stop_running_page_after_the_interval_the_stack_sets() {
         assert_eq!(stat["Stat"], "SampleCount");
         assert_eq!(evaluator.eval(&stat["Period"]), json!("3600"));
         let metric = &stat["Metric"];
-        assert_eq!(metric["Namespace"], argocd_ecr_updater::metrics::NAMESPACE);
+        assert_eq!(
+            metric["Namespace"],
+            argocd_ecr_updater::telemetry::metrics::NAMESPACE
+        );
         // The function reports it on every invocation, so a sweep always leaves a sample.
         assert!(line.get(metric["MetricName"].as_str().unwrap()).is_some());
         let dimensions: BTreeSet<String> = metric["Dimensions"]
@@ -721,7 +724,7 @@ fn sweeps_that_stop_running_page_after_the_interval_the_stack_sets() {
 
 /// The metric line of a sweep that failed before it decided anything.
 fn failed_sweep_line() -> Value {
-    argocd_ecr_updater::metrics::emf(
+    argocd_ecr_updater::telemetry::metrics::emf(
         "fn",
         Some(InvocationKind::Reconcile),
         true,
@@ -736,7 +739,10 @@ fn the_failing_sweep_alarm_watches_the_dimensions_the_function_reports() {
     let Some(t) = transformed() else { return };
     let line = failed_sweep_line();
     let alarm = &t["Resources"]["ReconcileFailingAlarm"]["Properties"];
-    assert_eq!(alarm["Namespace"], argocd_ecr_updater::metrics::NAMESPACE);
+    assert_eq!(
+        alarm["Namespace"],
+        argocd_ecr_updater::telemetry::metrics::NAMESPACE
+    );
     let metric = alarm["MetricName"].as_str().unwrap();
     assert_eq!(line[metric], 1);
     let declared = &line["_aws"]["CloudWatchMetrics"][0];
@@ -775,7 +781,7 @@ fn the_dashboard_shows_every_mode_with_metrics_the_function_reports() {
                 .iter()
                 .filter_map(Value::as_str)
                 .collect();
-            if fields[0] != argocd_ecr_updater::metrics::NAMESPACE {
+            if fields[0] != argocd_ecr_updater::telemetry::metrics::NAMESPACE {
                 continue;
             }
             // A rollout's metrics: by outcome, on the line each outcome reports.
@@ -794,7 +800,7 @@ fn the_dashboard_shows_every_mode_with_metrics_the_function_reports() {
                     write_to_live_seconds: Some(1.0),
                     own_metric: false,
                 };
-                let line = argocd_ecr_updater::metrics::rollout_emf("fn", &rollout, 0)
+                let line = argocd_ecr_updater::telemetry::metrics::rollout_emf("fn", &rollout, 0)
                     .unwrap_or_else(|| {
                         panic!("the dashboard shows Outcome `{outcome}`, which no rollout reports")
                     });
@@ -813,7 +819,14 @@ fn the_dashboard_shows_every_mode_with_metrics_the_function_reports() {
                 kind.is_some(),
                 "the dashboard shows Mode `{mode}`, which no invocation reports"
             );
-            let line = argocd_ecr_updater::metrics::emf("fn", kind, true, None, Duration::ZERO, 0);
+            let line = argocd_ecr_updater::telemetry::metrics::emf(
+                "fn",
+                kind,
+                true,
+                None,
+                Duration::ZERO,
+                0,
+            );
             assert!(
                 line.get(fields[1]).is_some(),
                 "{} is not reported",

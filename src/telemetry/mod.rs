@@ -1,5 +1,8 @@
 //! Logging set-up shared by the function and the laptop commands: our own events at a chosen
-//! level, the libraries' only when they warn, every URL scrubbed before a line is written.
+//! level, the libraries' only when they warn, every URL scrubbed before a line is written; and [`metrics`], what an invocation
+//! reports as CloudWatch metrics.
+
+pub mod metrics;
 
 /// Logging: our own events at `level`, the libraries' only when they warn; JSON lines (as
 /// CloudWatch Logs Insights parses them) or text.

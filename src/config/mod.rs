@@ -1,7 +1,10 @@
 //! Configuration, read once at cold start from environment variables.
 //!
 //! A missing or invalid variable stops the function before its first invocation, with a
-//! message that names the variable, rather than failing every event later.
+//! message that names the variable, rather than failing every event later. [`label_selector`] reads
+//! `APPLICATION_LABEL_SELECTOR` as the API server does.
+
+pub mod label_selector;
 
 use std::time::Duration;
 
@@ -87,7 +90,7 @@ pub struct Config {
     pub namespaces: NamespaceScope,
     pub label_selector: Option<String>,
     /// `label_selector` parsed: what an Application read later is held to.
-    pub selects: crate::label_selector::Selector,
+    pub selects: crate::config::label_selector::Selector,
     pub dry_run: bool,
     /// Read Image Updater v1.x `ImageUpdater` objects (they win over annotations for the
     /// Applications they match). Off: annotations only, and no RBAC on imageupdaters needed.
@@ -961,9 +964,9 @@ impl Config {
         // Read as the API server reads it, so an Application read later (a shard, a re-read)
         // is held to the same selector the listing sent.
         let selects = match &label_selector {
-            Some(text) => crate::label_selector::Selector::parse(text)
+            Some(text) => crate::config::label_selector::Selector::parse(text)
                 .map_err(|e| error("APPLICATION_LABEL_SELECTOR", e.to_string()))?,
-            None => crate::label_selector::Selector::default(),
+            None => crate::config::label_selector::Selector::default(),
         };
         let notification_topic_arn = env.get("NOTIFICATION_TOPIC_ARN");
         if let Some(arn) = &notification_topic_arn
