@@ -286,17 +286,14 @@ impl GitHost for CodeCommitRepository<'_> {
         })
     }
 
-    /// The open pull request from the change branch, or a new one. A retry of a write whose
-    /// commit landed but whose pull request was not opened gets here with the branch in
-    /// place, so the open ones are looked through first (`ListPullRequests`, then
-    /// `GetPullRequest` for their targets: CodeCommit filters by neither branch).
-    async fn pull_request(
+    /// The open pull request from the change branch: the open ones are looked through
+    /// (`ListPullRequests`, then `GetPullRequest` for their targets: CodeCommit filters by
+    /// neither branch).
+    async fn find_pull_request(
         &self,
         head: &str,
         base: &str,
-        title: &str,
-        body: &str,
-    ) -> Result<PullRequest, HostError> {
+    ) -> Result<Option<PullRequest>, HostError> {
         let what = format!("the open pull requests of {}", self.name);
         self.count();
         let open = self
@@ -327,13 +324,23 @@ impl GitHost for CodeCommitRepository<'_> {
                 })
             });
             if matches {
-                return Ok(PullRequest {
+                return Ok(Some(PullRequest {
                     number: id.parse().unwrap_or_default(),
                     url: self.pull_request_url(id),
                     opened: false,
-                });
+                }));
             }
         }
+        Ok(None)
+    }
+
+    async fn open_pull_request(
+        &self,
+        head: &str,
+        base: &str,
+        title: &str,
+        body: &str,
+    ) -> Result<PullRequest, HostError> {
         self.count();
         let target = Target::builder()
             .repository_name(&self.name)

@@ -360,14 +360,36 @@ pub trait GitHost: Send + Sync {
         message: &str,
         files: &[(String, String)],
     ) -> Result<Commit, HostError>;
-    /// The open pull request from `head` into `base`, or a new one.
-    async fn pull_request(
+    /// The open pull request from `head` into `base`, if there is one.
+    async fn find_pull_request(
+        &self,
+        head: &str,
+        base: &str,
+    ) -> Result<Option<PullRequest>, HostError>;
+    /// Opens a pull request from `head` into `base`.
+    async fn open_pull_request(
         &self,
         head: &str,
         base: &str,
         title: &str,
         body: &str,
     ) -> Result<PullRequest, HostError>;
+    /// The open pull request from `head` into `base`, or a new one: found first, since a
+    /// retry of a write whose commit landed but whose pull request was not opened comes
+    /// back with the branch in place, and one pull request per change is what a reviewer
+    /// expects.
+    async fn pull_request(
+        &self,
+        head: &str,
+        base: &str,
+        title: &str,
+        body: &str,
+    ) -> Result<PullRequest, HostError> {
+        match self.find_pull_request(head, base).await? {
+            Some(found) => Ok(found),
+            None => self.open_pull_request(head, base, title, body).await,
+        }
+    }
     /// Adds labels to a pull request; hosts without labels say so in the error.
     async fn add_labels(&self, number: u64, labels: &[String]) -> Result<(), HostError>;
     /// Sets a commit status on `sha`; hosts without commit statuses say so in the error.

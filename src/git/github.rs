@@ -331,8 +331,34 @@ impl GitHub {
         }
     }
 
-    /// The open pull request from `head` into `base`, or a new one.
-    pub async fn pull_request(
+    /// The open pull request from `head` into `base`, if there is one.
+    pub async fn find_pull_request(
+        &self,
+        repo: &Repo,
+        token: &str,
+        head: &str,
+        base: &str,
+    ) -> Result<Option<PullRequest>, HostError> {
+        let name = repo.full_name();
+        let list_url = format!(
+            "{}/repos/{name}/pulls?state=open&head={}:{}&base={}",
+            self.api(repo),
+            repo.owner,
+            encode_query(head),
+            encode_query(base)
+        );
+        let what = format!("pull requests of {name}");
+        let open = self
+            .send(RestCall::get(&list_url, &what), token, repo)
+            .await?;
+        Ok(open
+            .as_array()
+            .and_then(|l| l.first())
+            .and_then(|pr| pull_request_of(pr, false)))
+    }
+
+    /// Opens a pull request (`POST /repos/{owner}/{repo}/pulls`).
+    pub async fn open_pull_request(
         &self,
         repo: &Repo,
         token: &str,
@@ -341,42 +367,15 @@ impl GitHub {
         title: &str,
         body: &str,
     ) -> Result<PullRequest, HostError> {
-        let api = self.api(repo);
         let name = repo.full_name();
-        let what = format!("pull requests of {name}");
-        let list_url = format!(
-            "{api}/repos/{name}/pulls?state=open&head={}:{}&base={}",
-            repo.owner,
-            encode_query(head),
-            encode_query(base)
-        );
-        let open = self
-            .send(RestCall::get(&list_url, &what), token, repo)
-            .await?;
-        let pick = |pr: &Value, opened: bool| {
-            Some(PullRequest {
-                number: pr["number"].as_u64()?,
-                url: pr["html_url"].as_str()?.to_string(),
-                opened,
-            })
-        };
-        if let Some(found) = open
-            .as_array()
-            .and_then(|l| l.first())
-            .and_then(|pr| pick(pr, false))
-        {
-            return Ok(found);
-        }
-        let (url, opening) = (
-            format!("{api}/repos/{name}/pulls"),
-            format!("opening a pull request on {name}"),
-        );
+        let url = format!("{}/repos/{name}/pulls", self.api(repo));
+        let opening = format!("opening a pull request on {name}");
         let request = json!({"title": title, "head": head, "base": base, "body": body});
         let created = self
             .send(RestCall::post(&url, &opening, Some(request)), token, repo)
             .await?;
-        pick(&created, true).ok_or(HostError::Invalid {
-            what,
+        pull_request_of(&created, true).ok_or(HostError::Invalid {
+            what: opening,
             message: "the answer names no pull request".into(),
         })
     }
@@ -556,7 +555,20 @@ impl GitHost for GitHubRepository<'_> {
         .await
     }
 
-    async fn pull_request(
+    async fn find_pull_request(
+        &self,
+        head: &str,
+        base: &str,
+    ) -> Result<Option<PullRequest>, HostError> {
+        self.with_token(|t| async move {
+            self.client
+                .find_pull_request(&self.repo, &t, head, base)
+                .await
+        })
+        .await
+    }
+
+    async fn open_pull_request(
         &self,
         head: &str,
         base: &str,
@@ -565,7 +577,7 @@ impl GitHost for GitHubRepository<'_> {
     ) -> Result<PullRequest, HostError> {
         self.with_token(|t| async move {
             self.client
-                .pull_request(&self.repo, &t, head, base, title, body)
+                .open_pull_request(&self.repo, &t, head, base, title, body)
                 .await
         })
         .await
@@ -689,6 +701,15 @@ pub fn app_jwt(app_id: &str, private_key_pem: &str, now: SystemTime) -> Result<S
         &key,
     )
     .map_err(|e| HostError::Credentials(format!("cannot sign the GitHub App JWT: {e}")))
+}
+
+/// A pull request as GitHub's REST API answers it.
+fn pull_request_of(pr: &Value, opened: bool) -> Option<PullRequest> {
+    Some(PullRequest {
+        number: pr["number"].as_u64()?,
+        url: pr["html_url"].as_str()?.to_string(),
+        opened,
+    })
 }
 
 #[cfg(test)]

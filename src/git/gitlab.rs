@@ -278,13 +278,11 @@ impl GitHost for GitLabProject<'_> {
         }
     }
 
-    async fn pull_request(
+    async fn find_pull_request(
         &self,
         head: &str,
         base: &str,
-        title: &str,
-        body: &str,
-    ) -> Result<PullRequest, HostError> {
+    ) -> Result<Option<PullRequest>, HostError> {
         let what = format!("merge requests of {}", self.repo.full_name());
         let list = format!(
             "/merge_requests?state=opened&source_branch={}&target_branch={}",
@@ -292,31 +290,31 @@ impl GitHost for GitLabProject<'_> {
             encode(base)
         );
         let open = self.send(Method::GET, &list, None, &what, None).await?;
-        let pick = |mr: &Value, opened: bool| {
-            Some(PullRequest {
-                number: mr["iid"].as_u64()?,
-                url: mr["web_url"].as_str()?.to_string(),
-                opened,
-            })
-        };
-        if let Some(found) = open
+        Ok(open
             .as_array()
             .and_then(|l| l.first())
-            .and_then(|mr| pick(mr, false))
-        {
-            return Ok(found);
-        }
+            .and_then(|mr| merge_request_of(mr, false)))
+    }
+
+    async fn open_pull_request(
+        &self,
+        head: &str,
+        base: &str,
+        title: &str,
+        body: &str,
+    ) -> Result<PullRequest, HostError> {
+        let opening = format!("opening a merge request on {}", self.repo.full_name());
         let created = self
             .send(
                 Method::POST,
                 "/merge_requests",
                 Some(json!({"source_branch": head, "target_branch": base, "title": title, "description": body})),
-                &format!("opening a merge request on {}", self.repo.full_name()),
+                &opening,
                 None,
             )
             .await?;
-        pick(&created, true).ok_or(HostError::Invalid {
-            what,
+        merge_request_of(&created, true).ok_or(HostError::Invalid {
+            what: opening,
             message: "the answer names no merge request".into(),
         })
     }
@@ -373,4 +371,13 @@ impl GitHost for GitLabProject<'_> {
 
 fn short_sha(sha: &str) -> &str {
     sha.get(..12).unwrap_or(sha)
+}
+
+/// A merge request as GitLab's REST API answers it (`iid`: its number in the project).
+fn merge_request_of(mr: &Value, opened: bool) -> Option<PullRequest> {
+    Some(PullRequest {
+        number: mr["iid"].as_u64()?,
+        url: mr["web_url"].as_str()?.to_string(),
+        opened,
+    })
 }
