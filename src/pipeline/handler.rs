@@ -231,9 +231,7 @@ impl Handler {
             Invocation::Skip { id, reason } => {
                 let mut report = Report::new(InvocationKind::Skip, &id, self.config.dry_run);
                 report.skipped = Some(reason);
-                report.redact();
-                report.log();
-                return Ok(report);
+                return Ok(logged(report));
             }
             Invocation::Push(push) => {
                 let mut report = Report::new(InvocationKind::Push, &push.id, self.config.dry_run);
@@ -241,9 +239,7 @@ impl Handler {
                 report.tag = Some(push.tag.clone());
                 if let Some(reason) = decide::app::elsewhere(&push, &self.region) {
                     report.skipped = Some(reason);
-                    report.redact();
-                    report.log();
-                    return Ok(report);
+                    return Ok(logged(report));
                 }
                 self.run_clusters(&mut report, Mode::Push(&push), deadline)
                     .await?;
@@ -259,9 +255,7 @@ impl Handler {
                 report.tag = Some(tags.join(","));
                 if let Some(reason) = decide::app::elsewhere(first, &self.region) {
                     report.skipped = Some(reason);
-                    report.redact();
-                    report.log();
-                    return Ok(report);
+                    return Ok(logged(report));
                 }
                 // One decision per tag of the scanned image, as if each were pushed now.
                 for push in &pushes {
@@ -289,11 +283,7 @@ impl Handler {
                 let direct = records.iter().any(|r| r.message_id.is_none());
                 self.run_shards(&mut report, &records, deadline).await;
                 report.stats.ecr_calls = self.ecr.calls() - ecr_calls_before;
-                report.redact();
-                report.log();
-                if let Some(topic) = &self.config.notification_topic_arn {
-                    announce::publish_report(&self.sns, topic, &report).await;
-                }
+                self.send_out(&mut report).await;
                 // A shard from the queue is reported failed by message id and delivered
                 // again; one sent directly (a redrive) fails the invocation instead.
                 return match report.failure.clone() {
@@ -317,11 +307,7 @@ impl Handler {
         if report.mode == InvocationKind::Reconcile && report.failure.is_none() {
             report.failure = report.failure_summary();
         }
-        report.redact();
-        report.log();
-        if let Some(topic) = &self.config.notification_topic_arn {
-            announce::publish_report(&self.sns, topic, &report).await;
-        }
+        self.send_out(&mut report).await;
         if let Some(failure) = report.failure.as_deref() {
             tracing::error!(
                 failure,
@@ -335,6 +321,15 @@ impl Handler {
                 report: Box::new(report),
             }),
             None => Ok(report),
+        }
+    }
+
+    /// How a decided invocation's report leaves: redacted, logged, and published to SNS
+    /// where a topic is set (the report itself says whether it is worth a message).
+    async fn send_out(&self, report: &mut Report) {
+        let report = logged_in_place(report);
+        if let Some(topic) = &self.config.notification_topic_arn {
+            announce::publish_report(&self.sns, topic, report).await;
         }
     }
 
@@ -524,4 +519,17 @@ pub(super) fn cluster_failure(cluster: &str, error: &HandlerError) -> ClusterFai
         error_type: error.error_type(),
         needs_operator,
     }
+}
+
+/// A report that leaves by the log only (nothing was decided, so nothing is published):
+/// redacted, then logged.
+fn logged(mut report: Report) -> Report {
+    logged_in_place(&mut report);
+    report
+}
+
+fn logged_in_place(report: &mut Report) -> &mut Report {
+    report.redact();
+    report.log();
+    report
 }
