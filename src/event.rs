@@ -11,6 +11,12 @@
 //! decided from what ECR and the API server say now (the tag and its digest, the scan's
 //! findings, the Application). SQS records are taken only from the sweep queue the function
 //! was configured with, and only as sweep shards ([`Intake`]).
+//!
+//! The envelopes are read here rather than through `aws_lambda_events`: its `SqsEvent` and
+//! `EventBridgeEvent` (1.2, features `sqs` and `eventbridge` only) bring about 25 crates
+//! (chrono, serde_with, schemars, jiff) into a binary that is over its size target, and they
+//! deserialise a record whole, where the intake must bound what it reads and name the field
+//! that is wrong; the batch response is two keys ([`crate::report::Report::batch_response`]).
 
 use serde_json::Value;
 use time::OffsetDateTime;
