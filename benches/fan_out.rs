@@ -12,21 +12,39 @@
 //! Application, peak RSS per function process, and what the sweep costs in Lambda and SQS.
 //! `BENCH_CPU_CGROUP` (a cgroup v1 `cpu` directory) holds each function process to a 128 MB
 //! share of a CPU in a child cgroup of its own, as each Lambda sandbox has.
+//!
+//! Each Application is seeded as a real cluster holds one (`BENCH_MANAGED_FIELDS=1`, the
+//! default): created by `kubectl apply` (its `last-applied-configuration` annotation and a
+//! `kubectl-client-side-apply` entry), its Helm tag moved by the function (the audit
+//! annotation and an `argocd-ecr-updater` entry), its status written by Argo CD's controller
+//! after an automated sync (`operationState`, `history`, `sync.comparedTo`, … and an
+//! `argocd-application-controller` entry). `BENCH_MANAGED_FIELDS=0` seeds the same objects
+//! with `metadata.managedFields` stripped. Either way it prints the bytes of one listed item
+//! split into managedFields (by manager) and the rest, and the list responses' bytes per
+//! Application, uncompressed and on the wire. Writes are not followed until live
+//! (`CONFIRM_ROLLOUTS=false`): no Argo CD controller runs here, and end_to_end measures that.
 //! `cargo bench --bench fan_out`. Prints figures; asserts nothing.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use argocd_ecr_updater::appconfig::annotations::AUDIT_ANNOTATION;
 use argocd_ecr_updater_standins::fixtures::{
     Application, image_with_digest, large_status, numbered_digest, push_event, reconcile_event,
 };
+use argocd_ecr_updater_standins::managed_fields::{self, Writer};
 use argocd_ecr_updater_standins::mapping::{self, Mapping};
+use argocd_ecr_updater_standins::writes::{application_fields, created_by_kubectl_apply};
 use argocd_ecr_updater_standins::{ExtraCluster, Options, Outcome, Service, StandIns};
 use serde_json::{Value, json};
 
 const BINARY: &str = env!("CARGO_BIN_EXE_argocd-ecr-updater");
 const REGISTRY: &str = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com";
 const RUNNING: &str = "20250101-000000";
+/// The tag the owner's manifest holds: the function moved each Application from it to
+/// [`RUNNING`].
+const APPLIED: &str = "20241231-120000";
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 /// The template's defaults.
 const CONCURRENCY: usize = 10;
 const SHARD_SIZE: usize = 500;
@@ -110,6 +128,155 @@ fn application(i: usize, repositories: usize) -> Value {
         .helm(&[("image.repository", &image), ("image.tag", RUNNING)])
         .with(|app| app["status"] = large_status(i, REGISTRY, &format!("svc-{}", i % repositories)))
         .build()
+}
+
+/// Whether the Applications keep their `metadata.managedFields` (`BENCH_MANAGED_FIELDS`,
+/// `1` unless `0`).
+fn with_managed_fields() -> bool {
+    std::env::var("BENCH_MANAGED_FIELDS").map_or(true, |v| v.trim() != "0")
+}
+
+fn set_tag(app: &mut Value, tag: &str) {
+    for parameter in app["spec"]["source"]["helm"]["parameters"]
+        .as_array_mut()
+        .into_iter()
+        .flatten()
+    {
+        if parameter["name"] == "image.tag" {
+            parameter["value"] = json!(tag);
+        }
+    }
+}
+
+/// What `kubectl apply` creates for Application `i`: no status, the owner's tag, and the
+/// manifest itself (compact, as kubectl writes it) in `last-applied-configuration`.
+fn applied_manifest(i: usize, repositories: usize) -> Value {
+    let mut manifest = application(i, repositories);
+    if let Some(object) = manifest.as_object_mut() {
+        object.remove("status");
+    }
+    set_tag(&mut manifest, APPLIED);
+    let text = format!("{manifest}\n");
+    manifest["metadata"]["annotations"][LAST_APPLIED] = json!(text);
+    manifest
+}
+
+/// Application `i`'s status as Argo CD's controller writes it after an automated sync of
+/// [`RUNNING`]: [`large_status`] and what a sync adds to it.
+fn synced_status(i: usize, repositories: usize, spec: &Value) -> Value {
+    let mut status = large_status(i, REGISTRY, &format!("svc-{}", i % repositories));
+    let revision = format!("{:040x}", 0x5eed_0000_u64 + i as u64);
+    let source = spec["source"].clone();
+    let mut applied_source = source.clone();
+    for parameter in applied_source["helm"]["parameters"]
+        .as_array_mut()
+        .into_iter()
+        .flatten()
+    {
+        if parameter["name"] == "image.tag" {
+            parameter["value"] = json!(APPLIED);
+        }
+    }
+    status["controllerNamespace"] = json!("argocd");
+    status["reconciledAt"] = json!("2025-01-01T00:12:00Z");
+    status["health"]["lastTransitionTime"] = json!("2025-01-01T00:06:00Z");
+    status["sync"]["revision"] = json!(revision);
+    status["sync"]["comparedTo"] = json!({"source": source, "destination": spec["destination"]});
+    status["operationState"] = json!({
+        "operation": {"sync": {"revision": revision, "prune": true, "syncOptions": ["CreateNamespace=true"]},
+                      "initiatedBy": {"automated": true}, "retry": {"limit": 5}},
+        "phase": "Succeeded", "message": "successfully synced (all tasks run)",
+        "syncResult": {"revision": revision, "source": source},
+        "startedAt": "2025-01-01T00:05:00Z", "finishedAt": "2025-01-01T00:05:40Z"});
+    status["history"] = json!([
+        {"id": 0, "revision": revision, "source": applied_source, "initiatedBy": {"automated": true},
+         "deployStartedAt": "2024-12-31T12:05:00Z", "deployedAt": "2024-12-31T12:05:40Z"},
+        {"id": 1, "revision": revision, "source": source, "initiatedBy": {"automated": true},
+         "deployStartedAt": "2025-01-01T00:05:00Z", "deployedAt": "2025-01-01T00:05:40Z"}]);
+    status
+}
+
+/// After `kubectl apply` created Application `i`: the function moves its tag to [`RUNNING`]
+/// (a JSON patch of the Helm parameters and the audit annotation), then Argo CD's controller
+/// syncs it and writes its status, each write recorded in `managedFields` as kube-apiserver
+/// records it. Without `keep_managed_fields` the entries are then dropped.
+fn written_after_apply(app: &mut Value, i: usize, repositories: usize, keep_managed_fields: bool) {
+    let (fields, _) = application_fields();
+    let before = app.clone();
+    set_tag(app, RUNNING);
+    let audit = json!({"time": "2025-01-01T00:00:05Z", "eventId": format!("00000000-0000-4000-8000-{i:012}"),
+        "images": [{"alias": "app", "image": format!("{REGISTRY}/svc-{}", i % repositories),
+                    "from": APPLIED, "to": RUNNING, "pushed": "2025-01-01T00:00:00Z"}]});
+    app["metadata"]["annotations"][AUDIT_ANNOTATION] = json!(audit.to_string());
+    let ours = Writer {
+        manager: "argocd-ecr-updater",
+        operation: "Update",
+        part: None,
+    };
+    managed_fields::record(fields, Some(&before), app, &ours);
+    let before = app.clone();
+    app["status"] = synced_status(i, repositories, &app["spec"]);
+    let controller = Writer {
+        manager: "argocd-application-controller",
+        operation: "Update",
+        part: None,
+    };
+    managed_fields::record(fields, Some(&before), app, &controller);
+    if !keep_managed_fields && let Some(meta) = app["metadata"].as_object_mut() {
+        meta.remove("managedFields");
+    }
+}
+
+/// Compact JSON bytes of `value`.
+fn json_len(value: &Value) -> usize {
+    serde_json::to_vec(value).map_or(0, |v| v.len())
+}
+
+/// Bytes of an Application with `metadata` as a metadata-only list holds it: a
+/// `PartialObjectMetadata`, as the stand-in and kube-apiserver write it, uncompressed.
+fn listed_len(metadata: &Value) -> usize {
+    json_len(
+        &json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": metadata}),
+    )
+}
+
+/// What one listed item is made of, in bytes.
+fn item_split(app: &Value) -> String {
+    let item = listed_len;
+    let metadata = &app["metadata"];
+    let whole = item(metadata);
+    let mut rest = metadata.clone();
+    if let Some(meta) = rest.as_object_mut() {
+        meta.remove("managedFields");
+    }
+    let without = item(&rest);
+    let managers: Vec<String> = metadata["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| format!("{} {}", e["manager"].as_str().unwrap_or("?"), json_len(e)))
+        .collect();
+    let last_applied = metadata["annotations"][LAST_APPLIED]
+        .as_str()
+        .map_or(0, |t| json_len(&json!(t)));
+    let audit = metadata["annotations"][AUDIT_ANNOTATION]
+        .as_str()
+        .map_or(0, |t| json_len(&json!(t)));
+    let mut bare = rest;
+    if let Some(annotations) = bare["annotations"].as_object_mut() {
+        annotations.remove(LAST_APPLIED);
+        annotations.remove(AUDIT_ANNOTATION);
+    }
+    format!(
+        "{whole} B; managedFields {} B ({}), the rest {without} B (last-applied-configuration value {last_applied} B, audit annotation value {audit} B, without those two annotations {} B)",
+        whole - without,
+        if managers.is_empty() {
+            "none".to_string()
+        } else {
+            managers.join(", ")
+        },
+        item(&bare),
+    )
 }
 
 /// Every repository's images, the newest being the running tag.
@@ -310,10 +477,15 @@ async fn fleet(apps: usize, clusters: usize, runs: usize) {
         std::iter::once(&*standins.kube)
             .chain(extra.iter().map(|c| &*c.kube))
             .collect();
+    let keep_managed_fields = with_managed_fields();
     for kube in &kubes {
         for i in 0..per_cluster {
-            kube.insert(application(i, repositories))
+            kube.insert(applied_manifest(i, repositories))
                 .expect("an Application");
+            kube.edit("argocd", &format!("app-{i:05}"), |app| {
+                written_after_apply(app, i, repositories, keep_managed_fields);
+            })
+            .expect("an Application written");
         }
     }
     seed_repositories(&standins, repositories);
@@ -341,6 +513,11 @@ async fn fleet(apps: usize, clusters: usize, runs: usize) {
             ("SWEEP_CONCURRENCY", CONCURRENCY.to_string()),
             // The template's default: what a deployment logs.
             ("LOG_LEVEL", "info".to_string()),
+            // The sweep alone: no Argo CD controller runs here, so a write followed until it
+            // is live would be checked again until its checks ran out, and the drain would
+            // measure those checks instead of the sweep (end_to_end measures following
+            // writes).
+            ("CONFIRM_ROLLOUTS", "false".to_string()),
         ]
         .map(|(k, v)| (k.to_string(), v)),
     );
@@ -361,8 +538,21 @@ async fn fleet(apps: usize, clusters: usize, runs: usize) {
         }
     }
     println!(
-        "{apps} Applications in {clusters} cluster(s), {repositories} repositories (set up in {:.1} s)",
-        setup.elapsed().as_secs_f64()
+        "{apps} Applications in {clusters} cluster(s), {repositories} repositories (set up in {:.1} s), managedFields {}",
+        setup.elapsed().as_secs_f64(),
+        if keep_managed_fields {
+            "kept"
+        } else {
+            "stripped"
+        }
+    );
+    let sample = standins.kube.get("argocd", "app-00000").expect("app-00000");
+    println!("  one listed item (app-00000): {}", item_split(&sample));
+    let mut created_only = application(0, repositories);
+    created_by_kubectl_apply(&mut created_only);
+    println!(
+        "  for comparison, the managedFields of the bench's Application created with its status and no other writer: {} B",
+        json_len(&created_only["metadata"]["managedFields"])
     );
     let shareds: Vec<&argocd_ecr_updater_standins::Shared> = std::iter::once(&*standins.shared)
         .chain(extra.iter().map(|c| &*c.shared))
@@ -525,6 +715,31 @@ async fn fleet(apps: usize, clusters: usize, runs: usize) {
             "Kubernetes response bytes per Application",
             " B",
             sweeps.iter().map(kube_bytes).collect(),
+            0
+        )
+    );
+    let listed: usize = kubes
+        .iter()
+        .flat_map(|kube| {
+            (0..per_cluster).map(|i| {
+                kube.get("argocd", &format!("app-{i:05}"))
+                    .map_or(0, |app| listed_len(&app["metadata"]))
+            })
+        })
+        .sum();
+    println!(
+        "  listed item bytes per Application, uncompressed (mean, after the last sweep): {:.0} B",
+        listed as f64 / apps as f64
+    );
+    println!(
+        "{}",
+        summary_to(
+            "list response bytes per Application on the wire (metadata-only pages, gzip over 128 KiB)",
+            " B",
+            sweeps
+                .iter()
+                .map(|s| s.bytes.get("list page").copied().unwrap_or(0) as f64 / apps as f64)
+                .collect(),
             0
         )
     );
