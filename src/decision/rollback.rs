@@ -283,11 +283,36 @@ fn spec_rollback_deployed(
     // Only a write that went live can be rolled back: one still in a pull request, or on a
     // branch Argo CD does not read, is not live, and the value it left is no rollback.
     match deployed_after(to, write.time) {
-        // The patch method: the history's sources carry the values.
-        Some(live) => Some(deployed_after(current, live).filter(|deployed| *deployed > live)),
+        // The patch method: the history's sources carry the values. The rollback is the
+        // deploy that began the run of `current` still going: taken back, forward and back
+        // again dates from the last time back, which decided against what was pushed before.
+        Some(live) => Some(current_run_since(app, image, current, live)),
         // Git write-back: the history names revisions, the values live in the file.
         None => git_rollback_deployed(app, write, image, current),
     }
+}
+
+/// When the run of deploys of `current` that Argo CD's history ends with began, after `live`;
+/// `None` if the newest deploy of the image after `live` is of another value.
+fn current_run_since(
+    app: &Value,
+    image: &ImageConfig,
+    current: &TagRef,
+    live: OffsetDateTime,
+) -> Option<OffsetDateTime> {
+    let mut since = None;
+    for deploy in history(app).iter().filter(|d| d.deployed > live) {
+        let values = values_of(deploy, image);
+        if values.is_empty() {
+            continue;
+        }
+        since = match (values.contains(current), since) {
+            (true, None) => Some(deploy.deployed),
+            (true, started) => started,
+            (false, _) => None,
+        };
+    }
+    since
 }
 
 /// For a Git write-back, `None` unless our commit went live (a sync of exactly that revision
@@ -523,7 +548,10 @@ mod tests {
         ])
     }
 
-    fn when(found: Option<Rollback>) -> Option<(String, Option<String>, bool)> {
+    /// What a found rollback says: the value taken back to, when deployed, by an operation.
+    type Found = Option<(String, Option<String>, bool)>;
+
+    fn when(found: Option<Rollback>) -> Found {
         found.map(|r| {
             (
                 r.current,
@@ -748,7 +776,7 @@ mod tests {
         let ours = deploy("1.1.0", "2026-12-01T10:01:00Z", None);
         let before = deploy("1.0.0", "2026-11-30T08:00:00Z", None);
         let rollback = deploy("1.0.0", "2026-12-02T08:00:00Z", Some("admin"));
-        let cases: Vec<(&str, Vec<Value>, Option<(String, Option<String>, bool)>)> = vec![
+        let cases: Vec<(&str, Vec<Value>, Found)> = vec![
             (
                 "the newest sync is a person's of the value we replaced",
                 vec![before.clone(), ours.clone(), rollback.clone()],
@@ -974,6 +1002,27 @@ mod tests {
                 taken_back(&app, image, &TagRef::tag(current)).and_then(TakenBack::rollback);
             assert_eq!(when(found), expected, "{case}");
         }
+    }
+
+    #[test]
+    fn taken_back_forward_and_back_again_dates_from_the_last_time_back() {
+        let cfg = semver();
+        let image = cfg.images[0].config.as_ref().unwrap();
+        let app = rolled(
+            "1.0.0",
+            Some(("1.0.0", "1.1.0")),
+            &[
+                ("1.1.0", "2026-12-01T10:01:00Z"),
+                ("1.0.0", "2026-12-02T08:00:00Z"),
+                ("1.1.0", "2026-12-03T08:00:00Z"),
+                ("1.0.0", "2026-12-04T08:00:00Z"),
+            ],
+        );
+        let found = taken_back(&app, image, &TagRef::tag("1.0.0")).and_then(TakenBack::rollback);
+        assert_eq!(
+            when(found),
+            Some(("1.0.0".into(), Some("2026-12-04T08:00:00Z".into()), false))
+        );
     }
 
     #[test]

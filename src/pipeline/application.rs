@@ -505,6 +505,34 @@ pub(super) fn every_image(
         .collect()
 }
 
+/// Writes the manual rollbacks respected into the Application's memory of them
+/// (`argocd-ecr-updater.io/rollbacks`), guarded by that annotation and our audit record as
+/// read (what the memory is derived from). A refusal or a failure only delays it: the
+/// decision stands, and the next one sees the same rollback and writes it again.
+async fn remember_rollbacks(
+    app: &Value,
+    next: &BTreeMap<String, crate::application::rollbacks::RememberedRollback>,
+    work: &Work<'_>,
+) {
+    let (namespace, name) = decide::app::names(app);
+    let audit = format!(
+        "/metadata/annotations/{}",
+        crate::decision::patch::escape_pointer(annotations::AUDIT_ANNOTATION)
+    );
+    let mut ops = vec![serde_json::json!({"op": "test", "path": audit,
+        "value": app["metadata"]["annotations"][annotations::AUDIT_ANNOTATION]})];
+    ops.extend(crate::application::rollbacks::patch_ops(app, next));
+    let patch = crate::cluster::kube::Patch::Json(Value::Array(ops));
+    let kube = work.kube;
+    let written = retry_transient(work.deadline, || {
+        kube.patch_application(namespace, name, &patch)
+    })
+    .await;
+    if let Err(e) = written {
+        tracing::warn!(application = %format!("{namespace}/{name}"), error = %e, "cannot remember the manual rollback respected; the next decision tries again");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -591,33 +619,5 @@ mod tests {
             json!({}),
         );
         assert!(resolved_from(&patched).git().is_none());
-    }
-}
-
-/// Writes the manual rollbacks respected into the Application's memory of them
-/// (`argocd-ecr-updater.io/rollbacks`), guarded by that annotation and our audit record as
-/// read (what the memory is derived from). A refusal or a failure only delays it: the
-/// decision stands, and the next one sees the same rollback and writes it again.
-async fn remember_rollbacks(
-    app: &Value,
-    next: &BTreeMap<String, crate::application::rollbacks::RememberedRollback>,
-    work: &Work<'_>,
-) {
-    let (namespace, name) = decide::app::names(app);
-    let audit = format!(
-        "/metadata/annotations/{}",
-        crate::decision::patch::escape_pointer(annotations::AUDIT_ANNOTATION)
-    );
-    let mut ops = vec![serde_json::json!({"op": "test", "path": audit,
-        "value": app["metadata"]["annotations"][annotations::AUDIT_ANNOTATION]})];
-    ops.extend(crate::application::rollbacks::patch_ops(app, next));
-    let patch = crate::cluster::kube::Patch::Json(Value::Array(ops));
-    let kube = work.kube;
-    let written = retry_transient(work.deadline, || {
-        kube.patch_application(namespace, name, &patch)
-    })
-    .await;
-    if let Err(e) = written {
-        tracing::warn!(application = %format!("{namespace}/{name}"), error = %e, "cannot remember the manual rollback respected; the next decision tries again");
     }
 }
