@@ -21,6 +21,7 @@ mod kubectl;
 mod lambda;
 mod layout;
 mod operations;
+mod probe61;
 mod push;
 mod registries;
 mod rollbacks;

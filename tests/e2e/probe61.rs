@@ -1,0 +1,623 @@
+//! Adversarial probes for issue 61: the real handler against the Argo CD controller stand-in
+//! moving through time, on timelines the issue's tests do not walk. Each probe asserts what
+//! should hold; a failing probe is a finding.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::common::{Scenario, event, expect_decision, only, seed_tag};
+use argocd_ecr_updater::report::{Action, Report};
+use argocd_ecr_updater_standins::argocd::{Controller, Script, Timeline, normalised, stamp};
+use argocd_ecr_updater_standins::aws::QueueMessage;
+use argocd_ecr_updater_standins::clock::SimClock;
+use argocd_ecr_updater_standins::fixtures::{
+    PUSHED_TAG, SEED_APP, SEED_IMAGE, SEED_TAG, image, push_event,
+};
+use serde_json::{Value, json};
+
+const WORKER: &str = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/worker";
+const SWEEP_ARN: &str = "arn:aws:sqs:ap-northeast-2:768157413559:sweep";
+
+/// The seed on a test clock with a sweep queue; `prepare` edits the Application before its
+/// history (id 0, the spec as it is then, an hour ago) is written; the controller runs
+/// `scripts` (the last repeating) on a typical timeline.
+async fn seeded(prepare: impl FnOnce(&mut Value), scripts: &[Script]) -> (Scenario, String) {
+    let clock = Arc::new(SimClock::scripted());
+    let standins = Scenario::seeded().await.on_clock(clock.clone());
+    let queue = standins.aws.create_queue("sweep");
+    let standins = standins
+        .var("SWEEP_QUEUE_URL", &queue)
+        .var("SWEEP_QUEUE_ARN", SWEEP_ARN);
+    let an_hour_ago = stamp(clock.now() - time::Duration::hours(1));
+    standins
+        .kube
+        .edit("argocd", SEED_APP, |app| {
+            prepare(app);
+            app["status"]["history"] = json!([{"id": 0, "revision": "main",
+                "source": normalised(app["spec"]["source"].clone()),
+                "deployStartedAt": an_hour_ago, "deployedAt": an_hour_ago,
+                "initiatedBy": {"automated": true}}]);
+        })
+        .unwrap();
+    let mut controller = Controller::timed(scripts[0], Timeline::typical(), clock);
+    for script in &scripts[1..] {
+        controller = controller.then(*script);
+    }
+    standins.kube.run_controller(controller);
+    (standins, queue)
+}
+
+fn pass(standins: &Scenario, seconds: u64) {
+    let until = standins.test_clock().now() + Duration::from_secs(seconds);
+    standins.kube.step_to(until);
+}
+
+fn image_at(tag: &str) -> String {
+    format!("{SEED_IMAGE}:{tag}")
+}
+
+fn running(standins: &Scenario) -> Vec<String> {
+    let app = standins.kube.get("argocd", SEED_APP).unwrap();
+    app["status"]["summary"]["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i.as_str().unwrap().to_string())
+        .collect()
+}
+
+fn set_param(standins: &Scenario, manager: &str, name: &str, value: &str) {
+    standins
+        .kube
+        .edit_as(manager, "argocd", SEED_APP, |app| {
+            for parameter in app["spec"]["source"]["helm"]["parameters"]
+                .as_array_mut()
+                .unwrap()
+            {
+                if parameter["name"] == name {
+                    parameter["value"] = json!(value);
+                }
+            }
+        })
+        .unwrap();
+}
+
+fn set_tag(standins: &Scenario, manager: &str, tag: &str) {
+    set_param(standins, manager, "image.tag", tag);
+}
+
+fn entry<'r>(report: &'r Report, alias: &str) -> &'r argocd_ecr_updater::report::Entry {
+    report
+        .entries
+        .iter()
+        .find(|e| e.alias.as_deref() == Some(alias))
+        .unwrap_or_else(|| panic!("no entry for {alias}: {:#?}", report.entries))
+}
+
+/// The seed's push (PUSHED_TAG), written, and 40 s for Argo CD to deploy it.
+async fn pushed_and_deployed(standins: &Scenario) -> Report {
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
+    expect_decision(entry(&report, "app"), Action::Updated, "ranks above");
+    pass(standins, 40);
+    assert!(running(standins).contains(&image_at(PUSHED_TAG)));
+    report
+}
+
+async fn sweep(standins: &Scenario) -> Report {
+    standins
+        .report(&[], &event("scheduled-reconcile.json"))
+        .await
+}
+
+/// The seed, also tracking `worker` (latest `v[0-9]+`, at v1) in the same Helm parameters.
+fn with_worker(app: &mut Value) {
+    let annotations = app["metadata"]["annotations"].as_object_mut().unwrap();
+    let p = argocd_ecr_updater::appconfig::annotations::PREFIX;
+    annotations.insert(
+        format!("{p}image-list"),
+        json!(format!("app={SEED_IMAGE},worker={WORKER}")),
+    );
+    annotations.insert(format!("{p}worker.update-strategy"), json!("latest"));
+    annotations.insert(format!("{p}worker.allow-tags"), json!("regexp:^v[0-9]+$"));
+    annotations.insert(
+        format!("{p}worker.helm.image-name"),
+        json!("worker.image.repository"),
+    );
+    annotations.insert(
+        format!("{p}worker.helm.image-tag"),
+        json!("worker.image.tag"),
+    );
+    app["spec"]["source"]["helm"]["parameters"]
+        .as_array_mut()
+        .unwrap()
+        .extend([
+            json!({"name": "worker.image.repository", "value": WORKER}),
+            json!({"name": "worker.image.tag", "value": "v1"}),
+        ]);
+    app["status"]["summary"]["images"] = json!([image_at(SEED_TAG), format!("{WORKER}:v1")]);
+}
+
+fn manual(app: &mut Value) {
+    app["spec"]["syncPolicy"]
+        .as_object_mut()
+        .unwrap()
+        .remove("automated");
+}
+
+fn annotate(app: &mut Value, key: &str, value: &str) {
+    app["metadata"]["annotations"][key] = json!(value);
+}
+
+async fn push_worker_now(standins: &Scenario, tag: &str, digest: char) -> Report {
+    let now = stamp(standins.test_clock().now());
+    standins.aws.push(image("worker", tag, digest, &now));
+    standins.report(&[], &push_event("worker", tag, &now)).await
+}
+
+fn checks(standins: &Scenario, queue: &str) -> Vec<QueueMessage> {
+    standins
+        .aws
+        .queue(queue)
+        .into_iter()
+        .filter(|m| m.body.contains("confirm-rollout"))
+        .collect()
+}
+
+async fn deliver(standins: &Scenario, message: &QueueMessage) -> Report {
+    let batch = json!({"Records": [{"messageId": message.id, "eventSource": "aws:sqs",
+        "eventSourceARN": SWEEP_ARN, "body": message.body}]});
+    standins.report(&[], &batch).await
+}
+
+/// Delivers the newest check of the queue after its delay, until one ends the rollout;
+/// returns the states seen, the last one's reason.
+async fn follow_to_the_end(standins: &Scenario, queue: &str) -> (Vec<String>, String) {
+    let mut states = Vec::new();
+    for _ in 0..60 {
+        let next = checks(standins, queue).pop().expect("a check on the queue");
+        pass(standins, next.delay_seconds.into());
+        let report = deliver(standins, &next).await;
+        let Some(rollout) = report.rollouts.first() else {
+            panic!(
+                "no rollout in the report after {states:?}: {:#?} {:#?} body {} delay {}",
+                report.entries, report.skipped, next.body, next.delay_seconds
+            );
+        };
+        states.push(rollout.state.clone());
+        if rollout.state != "pending" {
+            return (states, rollout.reason.clone());
+        }
+    }
+    panic!("never ended: {states:?}");
+}
+
+fn events(standins: &Scenario, reason: &str) -> Vec<Value> {
+    standins
+        .kube
+        .events()
+        .into_iter()
+        .filter(|e| e["reason"] == reason)
+        .collect()
+}
+
+fn failed_rollouts(standins: &Scenario) -> Value {
+    let app = standins.kube.get("argocd", SEED_APP).unwrap();
+    app["metadata"]["annotations"]["argocd-ecr-updater.io/failed-rollouts"]
+        .as_str()
+        .map(|t| serde_json::from_str(t).unwrap())
+        .unwrap_or(Value::Null)
+}
+
+/// Under `latest` (newest-build), a person sets the image to a build pushed before ours whose
+/// tag name happens to sort above ours (`sha-…` against a date tag). It is a value "ranking
+/// below" our write by the strategy (older push), so it is a manual rollback and must hold.
+#[tokio::test]
+async fn probe61_newest_build_rollback_to_an_older_build_by_another_name() {
+    let (standins, _queue) = seeded(
+        |app| {
+            annotate(
+                app,
+                "argocd-image-updater.argoproj.io/app.allow-tags",
+                "regexp:^(sha-[0-9a-f]+|[0-9]{8}-[0-9]{6})$",
+            )
+        },
+        &[Script::Healthy],
+    )
+    .await;
+    standins.aws.push(image(
+        "barun-dev-ecr",
+        "sha-0a1b2c",
+        'b',
+        "2025-08-01T00:00:00Z",
+    ));
+    pushed_and_deployed(&standins).await;
+    set_tag(&standins, "kubectl-edit", "sha-0a1b2c");
+    pass(&standins, 40);
+    assert_eq!(running(&standins), [image_at("sha-0a1b2c")]);
+    let report = sweep(&standins).await;
+    expect_decision(
+        only(&report),
+        Action::Skipped,
+        "respecting a manual rollback",
+    );
+    assert_eq!(seed_tag(&standins).as_deref(), Some("sha-0a1b2c"));
+}
+
+/// The same, as a second rollback: first back to what our write replaced (respected and
+/// remembered), then further back to an older build whose name sorts above ours.
+#[tokio::test]
+async fn probe61_newest_build_second_rollback_to_an_even_older_build() {
+    let (standins, _queue) = seeded(
+        |app| {
+            annotate(
+                app,
+                "argocd-image-updater.argoproj.io/app.allow-tags",
+                "regexp:^(sha-[0-9a-f]+|[0-9]{8}-[0-9]{6})$",
+            )
+        },
+        &[Script::Healthy],
+    )
+    .await;
+    standins.aws.push(image(
+        "barun-dev-ecr",
+        "sha-0a1b2c",
+        'b',
+        "2025-08-01T00:00:00Z",
+    ));
+    pushed_and_deployed(&standins).await;
+    set_tag(&standins, "kubectl-edit", SEED_TAG);
+    pass(&standins, 40);
+    let report = sweep(&standins).await;
+    expect_decision(
+        only(&report),
+        Action::Skipped,
+        "respecting a manual rollback",
+    );
+    set_tag(&standins, "kubectl-edit", "sha-0a1b2c");
+    pass(&standins, 40);
+    let report = sweep(&standins).await;
+    expect_decision(
+        only(&report),
+        Action::Skipped,
+        "respecting a manual rollback",
+    );
+    assert_eq!(seed_tag(&standins).as_deref(), Some("sha-0a1b2c"));
+}
+
+/// `revisionHistoryLimit: 1`: the person's rollback sync pushes our deploy out of the history
+/// at once, before any decision has seen (and remembered) the rollback.
+#[tokio::test]
+async fn probe61_rollback_with_revision_history_limit_one() {
+    let (standins, _queue) = seeded(
+        |app| app["spec"]["revisionHistoryLimit"] = json!(1),
+        &[Script::Healthy],
+    )
+    .await;
+    pushed_and_deployed(&standins).await;
+    set_tag(&standins, "kubectl-edit", SEED_TAG);
+    pass(&standins, 40);
+    assert_eq!(running(&standins), [image_at(SEED_TAG)]);
+    let report = sweep(&standins).await;
+    expect_decision(
+        only(&report),
+        Action::Skipped,
+        "respecting a manual rollback",
+    );
+    assert_eq!(seed_tag(&standins).as_deref(), Some(SEED_TAG));
+}
+
+/// `argocd app rollback` takes image `app` back (auto-sync off, `sync: "true"`); then the
+/// other image's push is written and the function starts a sync: that sync deploys the
+/// spec, which still asks for the rolled-back write of `app`.
+#[tokio::test]
+async fn probe61_argocd_app_rollback_survives_another_images_synced_write() {
+    let (standins, _queue) = seeded(
+        |app| {
+            with_worker(app);
+            manual(app);
+            annotate(app, "argocd-ecr-updater.io/sync", "true");
+        },
+        &[Script::Healthy],
+    )
+    .await;
+    standins
+        .aws
+        .push(image("worker", "v1", 'a', "2025-08-20T00:00:00Z"));
+    pushed_and_deployed(&standins).await;
+    standins
+        .kube
+        .rollback("argocd", SEED_APP, 0, "admin")
+        .unwrap();
+    pass(&standins, 40);
+    assert!(running(&standins).contains(&image_at(SEED_TAG)));
+    let report = push_worker_now(&standins, "v2", 'c').await;
+    expect_decision(entry(&report, "worker"), Action::Updated, "ranks above");
+    pass(&standins, 40);
+    let now_running = running(&standins);
+    assert!(
+        now_running.contains(&format!("{WORKER}:v2")),
+        "{now_running:?}"
+    );
+    assert!(
+        now_running.contains(&image_at(SEED_TAG)),
+        "the person's rollback of `app` was undone by our sync of `worker`: {now_running:?}; {}",
+        entry(&report, "worker").reason
+    );
+}
+
+/// The owner (a parent Application, `argocd-controller`) puts `app`'s old value back; a push of
+/// `worker` is written before any sweep re-decides `app`. Our write now owns the atomic
+/// parameters list, so the owner's re-apply must not turn into a person's rollback.
+#[tokio::test]
+async fn probe61_owner_reapply_then_another_images_write_is_no_persons_rollback() {
+    let (standins, _queue) = seeded(with_worker, &[Script::Healthy]).await;
+    standins
+        .aws
+        .push(image("worker", "v1", 'a', "2025-08-20T00:00:00Z"));
+    pushed_and_deployed(&standins).await;
+    set_tag(&standins, "argocd-controller", SEED_TAG);
+    pass(&standins, 40);
+    let report = push_worker_now(&standins, "v2", 'c').await;
+    expect_decision(entry(&report, "worker"), Action::Updated, "ranks above");
+    pass(&standins, 40);
+    let report = sweep(&standins).await;
+    let app = entry(&report, "app");
+    assert_ne!(
+        app.action,
+        Action::Skipped,
+        "an owner's re-apply taken for a person's rollback: {}",
+        app.reason
+    );
+    expect_decision(app, Action::Updated, "the Application's owner re-applying");
+}
+
+/// Our write's sync fails (the Application stays Healthy on the old image); a person then
+/// edits the tag back (`kubectl edit`). That is a person taking our write back: the next
+/// sweep must not write the failed tag again over them.
+#[tokio::test]
+async fn probe61_a_persons_edit_back_after_a_failed_sync_is_respected() {
+    let (standins, _queue) = seeded(|_| {}, &[Script::SyncFailed, Script::Healthy]).await;
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
+    expect_decision(only(&report), Action::Updated, "ranks above");
+    pass(&standins, 40);
+    let app = standins.kube.get("argocd", SEED_APP).unwrap();
+    assert_eq!(app["status"]["operationState"]["phase"], "Failed");
+    set_tag(&standins, "kubectl-edit", SEED_TAG);
+    pass(&standins, 40);
+    let report = sweep(&standins).await;
+    assert_eq!(
+        seed_tag(&standins).as_deref(),
+        Some(SEED_TAG),
+        "the failed tag written again over the person's edit: {}",
+        only(&report).reason
+    );
+}
+
+/// A person edits our write back while Argo CD is syncing it (automated sync); Argo CD
+/// deploys the person's value, Healthy. The write was taken back, not failed: no
+/// RolloutTimedOut/RolloutFailed, no failure remembered for hold-on-failure.
+#[tokio::test]
+async fn probe61_a_write_taken_back_while_followed_is_not_a_failed_rollout() {
+    let (standins, queue) = seeded(
+        |app| {
+            annotate(app, "argocd-ecr-updater.io/app.hold-on-failure", "true");
+            annotate(app, "argocd-ecr-updater.io/confirm-timeout", "2m");
+        },
+        &[Script::Healthy],
+    )
+    .await;
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
+    expect_decision(
+        only(&report),
+        Action::Updated,
+        "rollout followed until live",
+    );
+    pass(&standins, 3);
+    set_tag(&standins, "kubectl-edit", SEED_TAG);
+    let (states, reason) = follow_to_the_end(&standins, &queue).await;
+    assert_eq!(running(&standins), [image_at(SEED_TAG)]);
+    let last = states.last().unwrap().clone();
+    assert!(
+        last != "timed-out" && last != "failed",
+        "a person's take-back reported as {last}: {reason}; failures {}",
+        failed_rollouts(&standins)
+    );
+    assert!(events(&standins, "RolloutTimedOut").is_empty());
+    assert_eq!(failed_rollouts(&standins), Value::Null);
+}
+
+/// Image `app`'s write rolls out Degraded; a push of `worker` is written 5 s later, inside the
+/// follow window. `app`'s check finds itself superseded; the worker's check finds the
+/// Application Degraded. `app`'s failed rollout must still be remembered for hold-on-failure.
+#[tokio::test]
+async fn probe61_a_failed_rollout_is_not_lost_to_another_images_write_in_between() {
+    let (standins, queue) = seeded(
+        |app| {
+            with_worker(app);
+            annotate(app, "argocd-ecr-updater.io/app.hold-on-failure", "true");
+        },
+        &[Script::DegradedAfterSync],
+    )
+    .await;
+    standins
+        .aws
+        .push(image("worker", "v1", 'a', "2025-08-20T00:00:00Z"));
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
+    expect_decision(entry(&report, "app"), Action::Updated, "rollout followed");
+    pass(&standins, 5);
+    let report = push_worker_now(&standins, "v2", 'c').await;
+    expect_decision(
+        entry(&report, "worker"),
+        Action::Updated,
+        "rollout followed",
+    );
+    let first = checks(&standins, &queue).remove(0);
+    pass(&standins, 10);
+    let superseded = deliver(&standins, &first).await;
+    assert_eq!(superseded.rollouts[0].state, "superseded");
+    let (states, reason) = follow_to_the_end(&standins, &queue).await;
+    assert_eq!(states.last().unwrap(), "failed", "{reason}");
+    let failures = failed_rollouts(&standins);
+    assert!(
+        failures.get(SEED_IMAGE).is_some(),
+        "the Degraded rollout of `app` is not remembered, only {failures}"
+    );
+}
+
+/// One push of a soaking candidate, delivered twice (EventBridge and SQS deliver at least
+/// once), and one hop delivered twice: the issue asks for one chain per Application, image and
+/// candidate, however many deliveries see it.
+#[tokio::test]
+async fn probe61_a_push_delivered_twice_starts_one_soak_chain() {
+    use time::format_description::well_known::Rfc3339;
+    let (standins, queue) = seeded(
+        |app| annotate(app, "argocd-ecr-updater.io/min-age", "168h"),
+        &[Script::Healthy],
+    )
+    .await;
+    let tag = "20991231-000000";
+    let pushed = standins.test_clock().now().format(&Rfc3339).unwrap();
+    standins.aws.push(image("barun-dev-ecr", tag, '6', &pushed));
+    let push = push_event("barun-dev-ecr", tag, &pushed);
+    for _ in 0..2 {
+        let report = standins.report(&[], &push).await;
+        expect_decision(only(&report), Action::Skipped, "soaking");
+    }
+    let hops = standins.aws.queue(&queue);
+    // Each hop delivered (once each) sends the next: the chains live on. (Delivered without
+    // moving the clock 900 s: the EKS token stand-in refuses tokens that far off the wall
+    // clock; the candidate is still soaking either way.)
+    for hop in &hops {
+        deliver(&standins, hop).await;
+    }
+    let after = standins.aws.queue(&queue).len() - hops.len();
+    assert_eq!(
+        (hops.len(), after),
+        (1, 1),
+        "follow-up chains after one push delivered twice: {} started, {} continued",
+        hops.len(),
+        after
+    );
+}
+
+/// Control: the harness above with no twist: a person's edit back is respected.
+#[tokio::test]
+async fn probe61_control_plain_edit_back_is_respected() {
+    let (standins, _queue) = seeded(|_| {}, &[Script::Healthy]).await;
+    pushed_and_deployed(&standins).await;
+    set_tag(&standins, "kubectl-edit", SEED_TAG);
+    pass(&standins, 40);
+    assert_eq!(running(&standins), [image_at(SEED_TAG)]);
+    let report = sweep(&standins).await;
+    expect_decision(
+        only(&report),
+        Action::Skipped,
+        "respecting a manual rollback",
+    );
+}
+
+/// Control for the owner probe: with two images and no other write in between, the owner's
+/// re-apply is told apart (written again, with the owner's note).
+#[tokio::test]
+async fn probe61_control_owner_reapply_with_two_images() {
+    let (standins, _queue) = seeded(with_worker, &[Script::Healthy]).await;
+    standins
+        .aws
+        .push(image("worker", "v1", 'a', "2025-08-20T00:00:00Z"));
+    pushed_and_deployed(&standins).await;
+    set_tag(&standins, "argocd-controller", SEED_TAG);
+    pass(&standins, 40);
+    let report = sweep(&standins).await;
+    expect_decision(
+        entry(&report, "app"),
+        Action::Updated,
+        "the Application's owner re-applying",
+    );
+}
+
+/// The owner (a parent Application with self-heal) puts its manifest back a second after our
+/// write, before Argo CD has compared it: nothing of ours is ever synced. With
+/// hold-on-failure, the check times out and records a failure, and the next sweep's re-write
+/// (which the owner-reapply rule means to make) is held as "after a failed rollout".
+#[tokio::test]
+async fn probe61_owner_reapply_racing_our_write_is_no_failed_rollout() {
+    let (standins, queue) = seeded(
+        |app| {
+            annotate(app, "argocd-ecr-updater.io/app.hold-on-failure", "true");
+            annotate(app, "argocd-ecr-updater.io/confirm-timeout", "2m");
+        },
+        &[Script::Healthy],
+    )
+    .await;
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
+    expect_decision(
+        only(&report),
+        Action::Updated,
+        "rollout followed until live",
+    );
+    set_tag(&standins, "argocd-controller", SEED_TAG);
+    let (states, reason) = follow_to_the_end(&standins, &queue).await;
+    let report = sweep(&standins).await;
+    assert!(
+        states.last().unwrap() != "timed-out" && failed_rollouts(&standins) == Value::Null,
+        "owner's revert reported as {:?}: {reason}; then the sweep: {:?} {}",
+        states.last(),
+        only(&report).action,
+        only(&report).reason
+    );
+}
+
+/// A pending check delivered twice (SQS delivers at least once) sends two next checks: two
+/// chains of checks follow the one write until it ends.
+#[tokio::test]
+async fn probe61_a_pending_check_delivered_twice_sends_one_next_check() {
+    let (standins, queue) = seeded(|_| {}, &[Script::StuckProgressing]).await;
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
+    expect_decision(
+        only(&report),
+        Action::Updated,
+        "rollout followed until live",
+    );
+    let first = checks(&standins, &queue).remove(0);
+    pass(&standins, 15);
+    let (a, b) =
+        futures_util::future::join(deliver(&standins, &first), deliver(&standins, &first)).await;
+    assert_eq!(
+        (a.rollouts[0].state.as_str(), b.rollouts[0].state.as_str()),
+        ("pending", "pending")
+    );
+    assert_eq!(
+        checks(&standins, &queue).len(),
+        2,
+        "one first check, one next check"
+    );
+}
+
+/// `argocd app rollback` while our write is followed (auto-sync off, `sync: "true"`): the
+/// write went live, then a person took it back. Not a failed or timed-out rollout.
+#[tokio::test]
+async fn probe61_argocd_app_rollback_while_followed_is_no_failed_rollout() {
+    let (standins, queue) = seeded(
+        |app| {
+            manual(app);
+            annotate(app, "argocd-ecr-updater.io/sync", "true");
+            annotate(app, "argocd-ecr-updater.io/app.hold-on-failure", "true");
+            annotate(app, "argocd-ecr-updater.io/confirm-timeout", "2m");
+        },
+        &[Script::StuckProgressing, Script::Healthy],
+    )
+    .await;
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
+    expect_decision(only(&report), Action::Updated, "sync started");
+    pass(&standins, 20);
+    standins
+        .kube
+        .rollback("argocd", SEED_APP, 0, "admin")
+        .unwrap();
+    let (states, reason) = follow_to_the_end(&standins, &queue).await;
+    assert!(
+        states.last().unwrap() != "timed-out" && failed_rollouts(&standins) == Value::Null,
+        "a person's argocd app rollback reported as {:?}: {reason}",
+        states.last()
+    );
+}
