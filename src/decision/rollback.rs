@@ -1065,6 +1065,107 @@ mod tests {
         );
     }
 
+    // ---- probes (adversarial review, issue 61 item 2) ----
+
+    fn running(mut app: Value, tag: &str) -> Value {
+        app["status"]["summary"]["images"] = json!([format!("{IMAGE}:{tag}")]);
+        app
+    }
+
+    fn synced_rev(revision: &str, at: &str, by: Option<&str>) -> Value {
+        let mut entry = deploy("ignored", at, by);
+        entry["revision"] = json!(revision);
+        entry
+    }
+
+    /// Git write-back: our commit `c-ours` was never synced as the exact revision (someone
+    /// committed on top before Argo CD polled); a person's `git revert` then deployed and
+    /// the old image runs. Expected: a rollback. Found: none, so 1.1.0 is committed again.
+    #[test]
+    fn probe_git_commit_synced_under_a_descendant_is_never_live_so_a_revert_is_not_respected() {
+        let cfg = semver();
+        let image = cfg.images[0].config.as_ref().unwrap();
+        let app = Application::tracking("web", IMAGE, "1.0.0")
+            .annotation(AUDIT_ANNOTATION, &audit_of("1.0.0", "1.1.0", Some("c-ours")))
+            .history(json!([
+                synced_rev("c-before", "2026-11-30T08:00:00Z", None),
+                synced_rev("c-ours-plus-other", "2026-12-01T10:03:00Z", None),
+                synced_rev("c-revert", "2026-12-02T08:00:00Z", None),
+            ]))
+            .build();
+        let app = running(app, "1.0.0");
+        let found = taken_back(&app, image, &TagRef::tag("1.0.0")).and_then(TakenBack::rollback);
+        assert!(found.is_some(), "a git revert of our live write is a rollback");
+    }
+
+    /// Git write-back, `argocd app rollback` to the oldest entry of a full history: Argo CD
+    /// appends the rollback's entry and trims to revisionHistoryLimit, so the entry rolled
+    /// back to is gone. Expected: a rollback. Found: none.
+    #[test]
+    fn probe_git_app_rollback_to_the_oldest_entry_is_lost_to_the_trim() {
+        let cfg = semver();
+        let image = cfg.images[0].config.as_ref().unwrap();
+        let mut history = vec![synced_rev("c-ours", "2026-12-01T10:01:00Z", None)];
+        history.push(synced_rev("c-before", "2026-12-02T08:00:00Z", Some("admin")));
+        let app = Application::tracking("web", IMAGE, "1.1.0")
+            .annotation(AUDIT_ANNOTATION, &audit_of("1.0.0", "1.1.0", Some("c-ours")))
+            .history(json!(history))
+            .build();
+        let found = taken_back(&app, image, &TagRef::tag("1.1.0")).and_then(TakenBack::rollback);
+        assert!(found.is_some(), "argocd app rollback to a trimmed entry");
+    }
+
+    /// A second edit back to the same value: the rollback dates from the first, so an image
+    /// pushed between the two rollbacks is not held by the second.
+    #[test]
+    fn probe_a_second_rollback_to_the_same_value_dates_from_the_first() {
+        let cfg = semver();
+        let image = cfg.images[0].config.as_ref().unwrap();
+        let app = rolled(
+            "1.0.0",
+            Some(("1.0.0", "1.1.0")),
+            &[
+                ("1.1.0", "2026-12-01T10:01:00Z"),
+                ("1.0.0", "2026-12-02T08:00:00Z"),
+                ("1.1.0", "2026-12-03T08:00:00Z"),
+                ("1.0.0", "2026-12-04T08:00:00Z"),
+            ],
+        );
+        let found = taken_back(&app, image, &TagRef::tag("1.0.0"))
+            .and_then(TakenBack::rollback)
+            .unwrap();
+        let candidate = TagInfo {
+            name: "1.2.0".into(),
+            pushed_at: Some(datetime!(2026-12-03 12:00 UTC)),
+            digest: None,
+            archived: false,
+        };
+        assert_eq!(
+            found.deployed,
+            Some(datetime!(2026-12-04 08:00 UTC)),
+            "the rollback in force was deployed on Dec 4; holds 1.2.0? {:?}",
+            found.holds(&candidate)
+        );
+    }
+
+    /// newest-build: a rollback to a build older than the one our write replaced is judged
+    /// by tag name (no push times), so with hash-like tags it is not recognised.
+    #[test]
+    fn probe_newest_build_rollback_two_builds_back_is_judged_by_tag_name() {
+        let cfg = config(&[
+            ("app.update-strategy", "newest-build"),
+            ("app.helm.image-name", "image.name"),
+        ]);
+        let image = cfg.images[0].config.as_ref().unwrap();
+        let app = rolled(
+            "e2d4",
+            Some(("b7f3", "c1a9")),
+            &[("c1a9", "2026-12-01T10:01:00Z"), ("e2d4", "2026-12-02T08:00:00Z")],
+        );
+        let found = taken_back(&app, image, &TagRef::tag("e2d4")).and_then(TakenBack::rollback);
+        assert!(found.is_some(), "a person set an older build than ours");
+    }
+
     /// Our audit record of a write of IMAGE from `from` to `to` at 2026-12-01T10:00:00Z.
     fn audit_of(from: &str, to: &str, commit: Option<&str>) -> String {
         let mut audit = json!({"time": "2026-12-01T10:00:00Z", "eventId": "e",
