@@ -49,6 +49,8 @@ pub struct AuditRecord {
     pub commit: Option<String>,
     /// Whether that commit went to a pull request (not live until merged).
     pub pull_request: bool,
+    /// The branch the commit went to.
+    pub branch: Option<String>,
     pub rollout: Option<RecordedOutcome>,
     /// Other images' last writes, made before this one.
     pub earlier: Vec<ImageWrite>,
@@ -61,6 +63,12 @@ pub struct ImageWrite {
     pub time: OffsetDateTime,
     pub commit: Option<String>,
     pub pull_request: bool,
+    pub branch: Option<String>,
+    /// For a write carried forward: the field manager that had last set the Application's
+    /// image lists when a later write of another image took them over (the lists are atomic,
+    /// so that write became their manager), which is who set this image's value if it is no
+    /// longer ours.
+    pub kept_set_by: Option<String>,
 }
 
 /// The most earlier writes a record carries: an Application tracks a handful of images;
@@ -105,6 +113,8 @@ impl AuditRecord {
                     time: rfc3339_at(&i["time"])?,
                     commit: i["commit"].as_str().map(str::to_string),
                     pull_request: i["pullRequest"].as_bool().unwrap_or(false),
+                    branch: i["branch"].as_str().map(str::to_string),
+                    kept_set_by: i["keptSetBy"].as_str().map(str::to_string),
                 })
             })
             .collect();
@@ -122,6 +132,7 @@ impl AuditRecord {
             images,
             commit: git["commit"].as_str().map(str::to_string),
             pull_request: git["pullRequest"].is_string(),
+            branch: git["branch"].as_str().map(str::to_string),
             rollout,
             earlier,
             json,
@@ -137,6 +148,8 @@ impl AuditRecord {
                 time: self.time,
                 commit: self.commit.clone(),
                 pull_request: self.pull_request,
+                branch: self.branch.clone(),
+                kept_set_by: None,
             });
         }
         self.earlier
@@ -146,8 +159,10 @@ impl AuditRecord {
     }
 
     /// What a new write that moves `moved` (images as `registry/repository`) carries forward
-    /// under `earlier`: every other image's last write, the newest first, bounded.
-    pub fn carried_forward(&self, moved: &[String]) -> Vec<Value> {
+    /// under `earlier`: every other image's last write, the newest first, bounded. `set_by`
+    /// is the field manager that last set the image lists before this write, when not us:
+    /// kept with each carried write, since this write becomes the lists' manager.
+    pub fn carried_forward(&self, moved: &[String], set_by: Option<&str>) -> Vec<Value> {
         let mut carried: Vec<ImageWrite> = self
             .images
             .iter()
@@ -163,9 +178,11 @@ impl AuditRecord {
             .iter()
             .map(|w| {
                 let at = |t: OffsetDateTime| t.format(&Rfc3339).ok();
+                let kept_set_by = set_by.or(w.kept_set_by.as_deref());
                 serde_json::json!({"alias": w.image.alias, "image": w.image.image,
                     "from": w.image.from, "to": w.image.to, "pushed": w.image.pushed.and_then(at),
-                    "time": at(w.time), "commit": w.commit, "pullRequest": w.pull_request})
+                    "time": at(w.time), "commit": w.commit, "pullRequest": w.pull_request,
+                    "branch": w.branch, "keptSetBy": kept_set_by})
             })
             .collect()
     }
@@ -244,7 +261,7 @@ mod tests {
             "git": {"commit": "c1", "pullRequest": null}});
         let first = AuditRecord::from_json(&first.to_string(), first).unwrap();
         // A write of `api` alone carries `web`'s, with its own time and commit.
-        let carried = first.carried_forward(&["r/api".to_string()]);
+        let carried = first.carried_forward(&["r/api".to_string()], None);
         assert_eq!(carried.len(), 1);
         let second = json!({"time": "2026-12-02T10:00:00Z", "eventId": "e2",
             "images": [{"alias": "api", "image": "r/api", "from": "8", "to": "9"}],
@@ -259,7 +276,7 @@ mod tests {
         assert_eq!((api.image.to.as_str(), api.time), ("9", second.time));
         assert_eq!(second.last_write_of("r/other"), None);
         // A write of `web` drops its carried entry and carries `api`'s.
-        let third = second.carried_forward(&["r/web".to_string()]);
+        let third = second.carried_forward(&["r/web".to_string()], None);
         assert_eq!(third.len(), 1);
         assert_eq!(third[0]["image"], "r/api");
         assert_eq!(third[0]["to"], "9");

@@ -754,12 +754,17 @@ impl ImageCase<'_> {
                     describe.push(push.tag.clone());
                 }
                 if policy.strategy.needs_push_times() {
-                    for current in self
+                    // Our last write's tag too: a value ranking below it is a rollback, by
+                    // push time (one DescribeImages asks for all of them).
+                    let written = AuditRecord::of(self.app.object)
+                        .and_then(|audit| audit.last_write_of(&self.config.image.to_string()))
+                        .and_then(|write| TagRef::parse(&write.image.to));
+                    let currents = self
                         .targets
                         .targets
                         .iter()
-                        .filter_map(|t| t.current.as_ref())
-                    {
+                        .filter_map(|t| t.current.as_ref());
+                    for current in currents.chain(written.as_ref()) {
                         if !describe.contains(&current.tag) {
                             describe.push(current.tag.clone());
                         }
@@ -887,7 +892,9 @@ impl ImageCase<'_> {
                     let digest = to.digest.clone().unwrap_or_default();
                     Verdict::Update(to, format!("`{}` was pushed again: the pinned digest moves to {digest} (pin-digest)", current.tag))
                 }
-                Decision::Update { to } => match self.after_taken_back(current, &candidate) {
+                Decision::Update { to } => match self.after_taken_back(current, &candidate, &|tag| {
+                    described.get(tag).cloned().flatten().and_then(|known| known.pushed_at)
+                }) {
                     Err(held) => Verdict::Keep(Action::Skipped, held),
                     Ok(note) => self.update_verdict(Mode::Push(push), to).noted(note),
                 },
@@ -988,7 +995,8 @@ impl ImageCase<'_> {
                         });
                     }
                 }
-                match self.after_taken_back(current, chosen) {
+                let pushed = |tag: &str| tags.iter().find(|t| t.name == tag).and_then(|t| t.pushed_at);
+                match self.after_taken_back(current, chosen, &pushed) {
                     Err(held) => Verdict::Keep(Action::Skipped, held),
                     Ok(note) => self.update_verdict(Mode::Reconcile, to.clone()).noted(note),
                 }
@@ -1002,8 +1010,9 @@ impl ImageCase<'_> {
         &self,
         current: &TagRef,
         candidate: &TagInfo,
+        pushed: &dyn Fn(&str) -> Option<OffsetDateTime>,
     ) -> Result<Option<String>, String> {
-        match rollback::taken_back(self.app.object, self.config, current) {
+        match rollback::taken_back(self.app.object, self.config, current, pushed) {
             None => Ok(None),
             Some(TakenBack::Rollback(rollback)) => rollback.holds(candidate).map_or(Ok(None), Err),
             Some(reapplied) => Ok(reapplied.note()),

@@ -175,7 +175,9 @@ pub fn plan(view: &AppView<'_>, updates: &[ImageUpdate<'_>], audit: Audit) -> Wr
     // Other images' last writes outlive this one: a rollback of one is judged against it.
     if let Some(previous) = AuditRecord::of(app) {
         let moved: Vec<String> = audit.changes.iter().map(|c| c.image.to_string()).collect();
-        let earlier = previous.carried_forward(&moved);
+        let set_by = crate::decision::rollback::lists_manager(app)
+            .filter(|manager| manager != crate::decision::rollback::OUR_MANAGER);
+        let earlier = previous.carried_forward(&moved, set_by.as_deref());
         if !earlier.is_empty() {
             audit_record["earlier"] = Value::Array(earlier);
         }

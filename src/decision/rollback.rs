@@ -61,7 +61,7 @@ pub const OWNER_MANAGERS: &[&str] = &[
 pub const ROLLBACK_RESPECTED: &str = "respecting a manual rollback";
 
 /// Our own field manager (the function's User-Agent up to its first `/`).
-const OUR_MANAGER: &str = "argocd-ecr-updater";
+pub const OUR_MANAGER: &str = "argocd-ecr-updater";
 
 /// A manual rollback of an image: our last write moved it to `written`; Argo CD now runs, or
 /// the spec now asks for, `current`, which is what that write replaced or ranks below it.
@@ -172,7 +172,35 @@ impl TakenBack {
 /// Whether the value `current` of `image` is our last write of it taken back, and how: see
 /// the module's documentation. `None`: it is not (nothing of ours was written, the spec still
 /// asks for our write and nothing rolled it back, or the value moved on past ours).
-pub fn taken_back(app: &Value, image: &ImageConfig, current: &TagRef) -> Option<TakenBack> {
+///
+/// `pushed` says when ECR received a tag, where known: a strategy that ranks by push time
+/// (`newest-build`) judges "ranks below our write" by it, never by the tags' names.
+pub fn taken_back(
+    app: &Value,
+    image: &ImageConfig,
+    current: &TagRef,
+    pushed: &dyn Fn(&str) -> Option<OffsetDateTime>,
+) -> Option<TakenBack> {
+    taken_back_ranked(app, image, current, |to, current| {
+        let info = |tag: &TagRef| TagInfo {
+            pushed_at: pushed(&tag.tag),
+            ..TagInfo::named(&tag.tag)
+        };
+        let (to, current) = (info(to), info(current));
+        let times_known = to.pushed_at.is_some() && current.pushed_at.is_some();
+        (times_known || !image.policy.strategy.needs_push_times())
+            && image.policy.ranks_above(&to, &current) == Some(true)
+    })
+}
+
+/// [`taken_back`], with `ranks_below(written, current)` saying whether the value now asked
+/// for ranks below our write under the image's strategy.
+fn taken_back_ranked(
+    app: &Value,
+    image: &ImageConfig,
+    current: &TagRef,
+    ranks_below: impl FnOnce(&TagRef, &TagRef) -> bool,
+) -> Option<TakenBack> {
     let reference = image.image.to_string();
     let write = AuditRecord::of(app)?.last_write_of(&reference)?;
     let to = TagRef::parse(&write.image.to)?;
@@ -191,17 +219,18 @@ pub fn taken_back(app: &Value, image: &ImageConfig, current: &TagRef) -> Option<
             .map(TakenBack::Rollback);
     }
     let replaced = write.image.from.as_deref() == Some(current.to_string().as_str());
-    let ranks_below = image
-        .policy
-        .ranks_above(&TagInfo::named(&to.tag), &TagInfo::named(&current.tag))
-        == Some(true);
-    if !(replaced || ranks_below) {
+    if !(replaced || ranks_below(&to, current)) {
         return None;
     }
     // A Git write-back's value lives in the repository: the spec's managers say nothing of it.
     let by = match write.commit {
         Some(_) => None,
-        None => spec_writer(app),
+        // Our write of another image since took the atomic lists over: who set this image's
+        // value is who had set the lists before it, as that write kept it.
+        None => match lists_manager(app) {
+            Some(manager) if manager == OUR_MANAGER => write.kept_set_by.clone(),
+            manager => manager,
+        },
     };
     if let Some(manager) = by.as_ref().filter(|m| OWNER_MANAGERS.contains(&m.as_str())) {
         return Some(TakenBack::Reapplied {
@@ -218,13 +247,15 @@ pub fn taken_back(app: &Value, image: &ImageConfig, current: &TagRef) -> Option<
         by: by.clone(),
         operation: false,
     };
+    // The history's evidence wins over the memory only while it still holds our deploy:
+    // once that has rotated out, the run of `current` it shows may have begun earlier.
     let found = match (
         spec_rollback_deployed(app, image, &write, &to, current),
         remembered,
     ) {
-        (Some(Some(deployed)), _) => rollback(Some(deployed)),
+        (Some(SpecRollback::SinceOurDeploy(deployed)), _) => rollback(deployed),
         (_, Some(remembered)) => Rollback::from_remembered(remembered)?,
-        (Some(None), None) => rollback(None),
+        (Some(SpecRollback::Unsynced(deployed)), None) => rollback(deployed),
         (None, None) => return None,
     };
     Some(TakenBack::Rollback(found))
@@ -253,7 +284,8 @@ pub fn to_remember(
         let (Some(image), Some(current)) = (image, current) else {
             continue;
         };
-        let remembered = taken_back(app, image, &current)
+        // The decision that held the update already judged the value to rank below ours.
+        let remembered = taken_back_ranked(app, image, &current, |_, _| true)
             .and_then(TakenBack::rollback)
             .and_then(|rollback| rollback.remembered());
         if let Some(remembered) = remembered
@@ -266,42 +298,66 @@ pub fn to_remember(
     (next != before).then_some(next)
 }
 
-/// For a spec edited back: `None` unless our write went live (a history entry deploying it
-/// at or after the write); then when Argo CD deployed `current` after it, if it has.
+/// A spec edited back, with when Argo CD deployed `current` after our write (`None`: not yet).
+enum SpecRollback {
+    /// Judged from the history after a deploy of our write.
+    SinceOurDeploy(Option<OffsetDateTime>),
+    /// No deploy of our write in the history: never synced, or rotated out.
+    Unsynced(Option<OffsetDateTime>),
+}
+
+/// For a spec edited back: when Argo CD deployed `current` after our write; `None` when the
+/// value is no rollback of ours.
+///
+/// The patch method's write is in the spec itself: whoever set the spec back decided against
+/// it, live or not (a sync that failed, one not started yet). A Git write-back's value lives
+/// in the repository, and only a commit that went live can be rolled back: one still in a
+/// pull request, or on a branch Argo CD does not read, is not live, and the value it left is
+/// no rollback.
 fn spec_rollback_deployed(
     app: &Value,
     image: &ImageConfig,
     write: &ImageWrite,
     to: &TagRef,
     current: &TagRef,
-) -> Option<Option<OffsetDateTime>> {
-    let deployed_after = |value: &TagRef, after: OffsetDateTime| {
-        deploys_of(app, image, value)
-            .filter(|deployed| *deployed >= after)
-            .min()
-    };
-    // Only a write that went live can be rolled back: one still in a pull request, or on a
-    // branch Argo CD does not read, is not live, and the value it left is no rollback.
-    match deployed_after(to, write.time) {
-        // The patch method: the history's sources carry the values. The rollback is the
-        // deploy that began the run of `current` still going: taken back, forward and back
-        // again dates from the last time back, which decided against what was pushed before.
-        Some(live) => Some(current_run_since(app, image, current, live)),
-        // Git write-back: the history names revisions, the values live in the file.
-        None => git_rollback_deployed(app, write, image, current),
+) -> Option<SpecRollback> {
+    if write.commit.is_some() {
+        return git_rollback_deployed(app, write, image, current).map(SpecRollback::SinceOurDeploy);
     }
+    let live = deploys_of(app, image, to)
+        .filter(|deployed| *deployed >= write.time)
+        .min();
+    // The rollback is the deploy that began the run of `current` still going: taken back,
+    // forward and back again dates from the last time back, which decided against what was
+    // pushed before.
+    if let Some(live) = live {
+        let since = current_run_since(app, image, current, |d| d.deployed > live);
+        return Some(SpecRollback::SinceOurDeploy(since));
+    }
+    // Without a deploy of ours, only syncs begun after the write count (one begun before it
+    // deployed the old spec, no decision against ours). Set back to what still runs (our
+    // write's sync failed, or never began), there is nothing to deploy: the rollback stands
+    // from when the spec was set back.
+    let since = current_run_since(app, image, current, |d| d.started > write.time).or_else(|| {
+        runs(app, image, current).then(|| {
+            lists_set_at(app)
+                .filter(|at| *at > write.time)
+                .unwrap_or(write.time)
+        })
+    });
+    Some(SpecRollback::Unsynced(since))
 }
 
-/// When the run of deploys of `current` that Argo CD's history ends with began, after `live`;
-/// `None` if the newest deploy of the image after `live` is of another value.
+/// When the run of deploys of `current` that Argo CD's history ends with began, among the
+/// deploys `counted`; `None` if the newest such deploy of the image is of another value.
 fn current_run_since(
     app: &Value,
     image: &ImageConfig,
     current: &TagRef,
-    live: OffsetDateTime,
+    counted: impl Fn(&Deploy<'_>) -> bool,
 ) -> Option<OffsetDateTime> {
     let mut since = None;
-    for deploy in history(app).iter().filter(|d| d.deployed > live) {
+    for deploy in history(app).iter().filter(|d| counted(d)) {
         let values = values_of(deploy, image);
         if values.is_empty() {
             continue;
@@ -315,24 +371,18 @@ fn current_run_since(
     since
 }
 
-/// For a Git write-back, `None` unless our commit went live (a sync of exactly that revision
-/// at or after the write); then, if Argo CD now runs `current` for the image, when it was
-/// deployed: the latest sync after ours, the revision running now (a later sync of something
-/// else makes this later than the revert, which only holds more back, never less).
+/// For a Git write-back, `None` unless our commit went live ([`git_live`]); then, if Argo CD
+/// now runs `current` for the image, when it was deployed: the latest sync after ours, the
+/// revision running now (a later sync of something else makes this later than the revert,
+/// which only holds more back, never less).
 fn git_rollback_deployed(
     app: &Value,
     write: &ImageWrite,
     image: &ImageConfig,
     current: &TagRef,
 ) -> Option<Option<OffsetDateTime>> {
-    // A pull request's commit is live only once merged, under another revision.
-    let commit = write.commit.as_deref().filter(|_| !write.pull_request)?;
     let history = history(app);
-    let live = history
-        .iter()
-        .filter(|entry| revisions(entry).contains(&commit) && entry.deployed >= write.time)
-        .map(|entry| entry.deployed)
-        .min()?;
+    let live = git_live(&history, write)?;
     let deployed = runs(app, image, current)
         .then(|| {
             history
@@ -343,6 +393,47 @@ fn git_rollback_deployed(
         })
         .flatten();
     Some(deployed)
+}
+
+/// When our commit went live: a sync of exactly that revision at or after the write, else
+/// the first sync begun after the write of a revision never synced before it. Argo CD syncs
+/// the branch's head, so a commit pushed on top of ours before Argo CD polled deploys ours
+/// under its descendant's revision. `None` for a pull request's commit (live only once
+/// merged, under another revision) or a write no sync followed.
+fn git_live(history: &[Deploy<'_>], write: &ImageWrite) -> Option<OffsetDateTime> {
+    let commit = write.commit.as_deref().filter(|_| !write.pull_request)?;
+    let exact = history
+        .iter()
+        .filter(|entry| revisions(entry).contains(&commit) && entry.deployed >= write.time)
+        .map(|entry| entry.deployed)
+        .min();
+    if exact.is_some() {
+        return exact;
+    }
+    // Only where the entry says it read the branch our commit went to: its descendants are
+    // known to carry our commit there, and nowhere else.
+    let branch = write.branch.as_deref()?;
+    let reads_our_branch = |entry: &Deploy<'_>| {
+        let source = &entry.entry["source"];
+        source["targetRevision"].as_str() == Some(branch)
+            || entry.entry["sources"].as_array().is_some_and(|all| {
+                all.iter()
+                    .any(|s| s["targetRevision"].as_str() == Some(branch))
+            })
+    };
+    let before: Vec<Vec<&str>> = history
+        .iter()
+        .filter(|entry| entry.started <= write.time)
+        .map(revisions)
+        .collect();
+    history
+        .iter()
+        .find(|entry| {
+            entry.started > write.time
+                && reads_our_branch(entry)
+                && !before.contains(&revisions(entry))
+        })
+        .map(|entry| entry.deployed)
 }
 
 /// `argocd app rollback` after our write: the spec still asks for it, and the newest sync
@@ -369,7 +460,10 @@ fn operation_rollback(
         .position(|entry| entry.deployed >= write.time && deploys_ours(entry))?;
     let newest = history.last().filter(|_| history.len() > live + 1)?;
     let initiated = &newest.entry["initiatedBy"];
-    let user = initiated["username"].as_str().filter(|u| !u.is_empty())?;
+    // Our own sync (`sync: "true"`) names us: no person's decision.
+    let user = initiated["username"]
+        .as_str()
+        .filter(|u| !u.is_empty() && *u != OUR_MANAGER)?;
     if initiated["automated"] == Value::Bool(true) || deploys_ours(newest) {
         return None;
     }
@@ -379,10 +473,17 @@ fn operation_rollback(
             let before_ours = history[..live]
                 .iter()
                 .any(|entry| revisions(entry) == revisions(newest));
-            if !before_ours {
-                return None;
+            // The entry rolled back to may have been trimmed (Argo CD appends the rollback's
+            // entry, then keeps `revisionHistoryLimit`): the Pods then say what runs. A
+            // person's sync of a commit after ours runs ours, and is no rollback.
+            let running = running_values(app, image);
+            let ours_runs = running.iter().any(|value| value.tag == to.tag);
+            let rolled_to = running.iter().find(|value| value.tag != to.tag);
+            match (before_ours, rolled_to) {
+                (_, Some(value)) if !ours_runs => value.clone(),
+                (true, _) => TagRef::parse(write.image.from.as_deref()?)?,
+                _ => return None,
             }
-            TagRef::parse(write.image.from.as_deref()?)?
         }
     };
     Some(Rollback {
@@ -408,6 +509,9 @@ fn operation_stands(app: &Value, remembered: &RememberedRollback) -> bool {
 struct Deploy<'a> {
     entry: &'a Value,
     deployed: OffsetDateTime,
+    /// When the sync began (`deployStartedAt`; the deploy time where an entry lacks it): a
+    /// sync begun before our write deployed the spec as it was then.
+    started: OffsetDateTime,
 }
 
 /// The history entries with a deploy time, oldest first (Argo CD appends them in order).
@@ -417,9 +521,11 @@ fn history(app: &Value) -> Vec<Deploy<'_>> {
         .into_iter()
         .flatten()
         .filter_map(|entry| {
+            let deployed = rfc3339_at(&entry["deployedAt"])?;
             Some(Deploy {
                 entry,
-                deployed: rfc3339_at(&entry["deployedAt"])?,
+                deployed,
+                started: rfc3339_at(&entry["deployStartedAt"]).unwrap_or(deployed),
             })
         })
         .collect();
@@ -462,22 +568,41 @@ pub fn deploys_of<'a>(
 
 /// Whether the Pods Argo CD last saw run `value` of `image` (`status.summary.images`).
 fn runs(app: &Value, image: &ImageConfig, value: &TagRef) -> bool {
+    running_values(app, image)
+        .iter()
+        .any(|running| running.tag == value.tag)
+}
+
+/// The tags of `image` the Pods Argo CD last saw run (`status.summary.images`).
+fn running_values(app: &Value, image: &ImageConfig) -> Vec<TagRef> {
     app["status"]["summary"]["images"]
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(Value::as_str)
-        .any(|running| {
+        .filter_map(|running| {
             let (name, tag, _) = sources::split_reference(running);
-            crate::appconfig::annotations::ImageRef::parse(name) == image.image
-                && tag == Some(value.tag.as_str())
+            (crate::appconfig::annotations::ImageRef::parse(name) == image.image)
+                .then(|| tag.map(TagRef::tag))
+                .flatten()
         })
+        .collect()
 }
 
 /// The field manager that last set the lists that carry images in the spec (Helm parameters,
-/// Kustomize images, plugin environment, or a multi-source `sources` list), not ours; the
-/// latest by its entry's time when several hold such lists.
-pub fn spec_writer(app: &Value) -> Option<String> {
+/// Kustomize images, plugin environment, or a multi-source `sources` list), ours included;
+/// the latest by its entry's time when several hold such lists.
+pub fn lists_manager(app: &Value) -> Option<String> {
+    lists_entry(app).and_then(|entry| entry["manager"].as_str().map(str::to_string))
+}
+
+/// When the lists that carry images were last set, by `metadata.managedFields`.
+fn lists_set_at(app: &Value) -> Option<OffsetDateTime> {
+    lists_entry(app).and_then(|entry| rfc3339_at(&entry["time"]))
+}
+
+/// The `managedFields` entry of the latest writer of the lists that carry images.
+fn lists_entry(app: &Value) -> Option<&Value> {
     const IMAGE_LISTS: [&[&str]; 4] = [
         &["f:spec", "f:source", "f:helm", "f:parameters"],
         &["f:spec", "f:source", "f:kustomize", "f:images"],
@@ -488,7 +613,6 @@ pub fn spec_writer(app: &Value) -> Option<String> {
         .as_array()
         .into_iter()
         .flatten()
-        .filter(|entry| entry["manager"] != OUR_MANAGER)
         .filter(|entry| {
             IMAGE_LISTS.iter().any(|path| {
                 path.iter()
@@ -497,7 +621,6 @@ pub fn spec_writer(app: &Value) -> Option<String> {
             })
         })
         .max_by_key(|entry| rfc3339_at(&entry["time"]))
-        .and_then(|entry| entry["manager"].as_str().map(str::to_string))
 }
 
 #[cfg(test)]
@@ -509,6 +632,11 @@ mod tests {
     use time::macros::datetime;
 
     const IMAGE: &str = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/web";
+
+    /// No push time known: strategies that rank by name still judge.
+    fn unknown_times(_: &str) -> Option<OffsetDateTime> {
+        None
+    }
 
     fn config(pairs: &[(&str, &str)]) -> AppConfig {
         let mut map: BTreeMap<String, String> = pairs
@@ -603,7 +731,7 @@ mod tests {
         ]);
         let current = TagRef::tag("1.0.0");
         let deployed = |app: &Value| {
-            taken_back(app, image, &current)
+            taken_back(app, image, &current, &unknown_times)
                 .and_then(TakenBack::rollback)
                 .map(|r| r.deployed.map(|d| d.format(&Rfc3339).unwrap()))
         };
@@ -686,13 +814,13 @@ mod tests {
                 Some(None),
             ),
             (
-                "our write never went live (a pull request, another branch)",
+                "set back before our write was synced, the old image still running: in force from then",
                 rolled(
                     "1.0.0",
                     Some(("1.0.0", "1.1.0")),
                     &[("1.0.0", "2026-11-30T08:00:00Z")],
                 ),
-                None,
+                Some(Some("2026-12-01T10:00:00Z")),
             ),
             (
                 "moved forward by hand",
@@ -720,7 +848,8 @@ mod tests {
                     .unwrap(),
             )
             .unwrap();
-            let found = taken_back(app, image, &current).and_then(TakenBack::rollback);
+            let found =
+                taken_back(app, image, &current, &unknown_times).and_then(TakenBack::rollback);
             let got = found
                 .as_ref()
                 .map(|r| r.deployed.map(|d| d.format(&Rfc3339).unwrap()));
@@ -812,8 +941,8 @@ mod tests {
                 .annotation(AUDIT_ANNOTATION, &audit_of("1.0.0", "1.1.0", None))
                 .history(json!(history))
                 .build();
-            let found =
-                taken_back(&app, image, &TagRef::tag("1.1.0")).and_then(TakenBack::rollback);
+            let found = taken_back(&app, image, &TagRef::tag("1.1.0"), &unknown_times)
+                .and_then(TakenBack::rollback);
             assert_eq!(when(found.clone()), expected, "{case}");
             if let Some(found) = found {
                 assert_eq!(
@@ -865,8 +994,8 @@ mod tests {
                 )
                 .history(history)
                 .build();
-            let found =
-                taken_back(&app, image, &TagRef::tag("1.1.0")).and_then(TakenBack::rollback);
+            let found = taken_back(&app, image, &TagRef::tag("1.1.0"), &unknown_times)
+                .and_then(TakenBack::rollback);
             assert_eq!(when(found), expected, "{case}");
         }
     }
@@ -898,7 +1027,7 @@ mod tests {
             );
             let mut app = app;
             app["metadata"]["managedFields"] = managed_by(manager);
-            let found = taken_back(&app, image, &TagRef::tag("1.0.0")).unwrap();
+            let found = taken_back(&app, image, &TagRef::tag("1.0.0"), &unknown_times).unwrap();
             match found {
                 TakenBack::Rollback(r) => {
                     assert!(rollback, "{manager} is an owner");
@@ -927,7 +1056,8 @@ mod tests {
                 deploy("1.0.0", "2026-12-02T08:00:00Z", Some("admin")),
             ]))
             .build();
-        let found = taken_back(&app, image, &TagRef::tag("1.0.0")).and_then(TakenBack::rollback);
+        let found = taken_back(&app, image, &TagRef::tag("1.0.0"), &unknown_times)
+            .and_then(TakenBack::rollback);
         assert_eq!(
             when(found),
             Some(("1.0.0".into(), Some("2026-12-02T08:00:00Z".into()), false))
@@ -967,11 +1097,15 @@ mod tests {
                 None,
             ),
             (
-                "a later write of ours is not the one taken back",
+                "a later write of ours is not the one taken back: the history dates it, from what is left",
                 "1.0.0",
                 memory("1.0.5", "1.0.0", false),
                 json!(rotated),
-                None,
+                Some((
+                    "1.0.0".to_string(),
+                    Some("2026-12-03T00:00:00Z".to_string()),
+                    false,
+                )),
             ),
             (
                 "an argocd app rollback no one has synced over",
@@ -998,8 +1132,8 @@ mod tests {
                 .annotation(ROLLBACKS_ANNOTATION, &remembered)
                 .history(history)
                 .build();
-            let found =
-                taken_back(&app, image, &TagRef::tag(current)).and_then(TakenBack::rollback);
+            let found = taken_back(&app, image, &TagRef::tag(current), &unknown_times)
+                .and_then(TakenBack::rollback);
             assert_eq!(when(found), expected, "{case}");
         }
     }
@@ -1018,7 +1152,8 @@ mod tests {
                 ("1.0.0", "2026-12-04T08:00:00Z"),
             ],
         );
-        let found = taken_back(&app, image, &TagRef::tag("1.0.0")).and_then(TakenBack::rollback);
+        let found = taken_back(&app, image, &TagRef::tag("1.0.0"), &unknown_times)
+            .and_then(TakenBack::rollback);
         assert_eq!(
             when(found),
             Some(("1.0.0".into(), Some("2026-12-04T08:00:00Z".into()), false))
@@ -1043,7 +1178,7 @@ mod tests {
             digest: None,
             archived: false,
         };
-        let held = taken_back(&app, image, &TagRef::tag("1.0.0"))
+        let held = taken_back(&app, image, &TagRef::tag("1.0.0"), &unknown_times)
             .and_then(TakenBack::rollback)
             .unwrap()
             .holds(&candidate)
@@ -1065,60 +1200,118 @@ mod tests {
         );
     }
 
-    // ---- probes (adversarial review, issue 61 item 2) ----
-
     fn running(mut app: Value, tag: &str) -> Value {
         app["status"]["summary"]["images"] = json!([format!("{IMAGE}:{tag}")]);
         app
     }
 
+    /// A history entry syncing `revision` of branch `main`, deployed at `at`.
     fn synced_rev(revision: &str, at: &str, by: Option<&str>) -> Value {
         let mut entry = deploy("ignored", at, by);
         entry["revision"] = json!(revision);
+        entry["source"]["targetRevision"] = json!("main");
         entry
     }
 
-    /// Git write-back: our commit `c-ours` was never synced as the exact revision (someone
-    /// committed on top before Argo CD polled); a person's `git revert` then deployed and
-    /// the old image runs. Expected: a rollback. Found: none, so 1.1.0 is committed again.
     #[test]
-    fn probe_git_commit_synced_under_a_descendant_is_never_live_so_a_revert_is_not_respected() {
+    fn a_git_commit_synced_under_a_descendant_went_live_and_its_revert_is_a_rollback() {
         let cfg = semver();
         let image = cfg.images[0].config.as_ref().unwrap();
-        let app = Application::tracking("web", IMAGE, "1.0.0")
-            .annotation(AUDIT_ANNOTATION, &audit_of("1.0.0", "1.1.0", Some("c-ours")))
+        let app = |revisions: &[(&str, &str)]| {
+            let history: Vec<Value> = revisions
+                .iter()
+                .map(|(revision, at)| synced_rev(revision, at, None))
+                .collect();
+            let app = Application::tracking("web", IMAGE, "1.0.0")
+                .annotation(
+                    AUDIT_ANNOTATION,
+                    &audit_of("1.0.0", "1.1.0", Some("c-ours")),
+                )
+                .history(json!(history))
+                .build();
+            running(app, "1.0.0")
+        };
+        let before = ("c-before", "2026-11-30T08:00:00Z");
+        let revert = ("c-revert", "2026-12-02T08:00:00Z");
+        // (case, history, rollback deployed)
+        let cases: &[(&str, Vec<(&str, &str)>, Option<Option<&str>>)] = &[
+            (
+                "a commit on top of ours synced first, then the revert",
+                vec![
+                    before,
+                    ("c-ours-plus-other", "2026-12-01T10:03:00Z"),
+                    revert,
+                ],
+                Some(Some("2026-12-02T08:00:00Z")),
+            ),
+            (
+                "only a revision synced before our write synced again after it",
+                vec![before, ("c-before", "2026-12-01T10:03:00Z")],
+                None,
+            ),
+            ("no sync after our write", vec![before], None),
+        ];
+        for (case, history, expected) in cases {
+            let found = taken_back(&app(history), image, &TagRef::tag("1.0.0"), &unknown_times)
+                .and_then(TakenBack::rollback)
+                .map(|r| r.deployed.map(|d| d.format(&Rfc3339).unwrap()));
+            assert_eq!(found, expected.map(|d| d.map(str::to_string)), "{case}");
+        }
+    }
+
+    #[test]
+    fn an_argocd_app_rollback_to_an_entry_trimmed_from_the_history_is_told_by_what_runs() {
+        let cfg = semver();
+        let image = cfg.images[0].config.as_ref().unwrap();
+        let history = json!([
+            synced_rev("c-ours", "2026-12-01T10:01:00Z", None),
+            synced_rev("c-before", "2026-12-02T08:00:00Z", Some("admin")),
+        ]);
+        let app = |runs: &str| {
+            let app = Application::tracking("web", IMAGE, "1.1.0")
+                .annotation(
+                    AUDIT_ANNOTATION,
+                    &audit_of("1.0.0", "1.1.0", Some("c-ours")),
+                )
+                .history(history.clone())
+                .build();
+            running(app, runs)
+        };
+        let found = |app: &Value| {
+            when(
+                taken_back(app, image, &TagRef::tag("1.1.0"), &unknown_times)
+                    .and_then(TakenBack::rollback),
+            )
+        };
+        assert_eq!(
+            found(&app("1.0.0")),
+            Some(("1.0.0".into(), Some("2026-12-02T08:00:00Z".into()), true)),
+            "the Pods run the old image"
+        );
+        assert_eq!(
+            found(&app("1.1.0")),
+            None,
+            "a person's sync of a commit after ours runs ours: no rollback"
+        );
+    }
+
+    #[test]
+    fn our_own_sync_is_no_argocd_app_rollback() {
+        let cfg = semver();
+        let image = cfg.images[0].config.as_ref().unwrap();
+        let app = Application::tracking("web", IMAGE, "1.1.0")
+            .annotation(AUDIT_ANNOTATION, &audit_of("1.0.0", "1.1.0", None))
             .history(json!([
-                synced_rev("c-before", "2026-11-30T08:00:00Z", None),
-                synced_rev("c-ours-plus-other", "2026-12-01T10:03:00Z", None),
-                synced_rev("c-revert", "2026-12-02T08:00:00Z", None),
+                deploy("1.1.0", "2026-12-01T10:01:00Z", None),
+                deploy("1.0.0", "2026-12-02T08:00:00Z", Some(OUR_MANAGER)),
             ]))
             .build();
-        let app = running(app, "1.0.0");
-        let found = taken_back(&app, image, &TagRef::tag("1.0.0")).and_then(TakenBack::rollback);
-        assert!(found.is_some(), "a git revert of our live write is a rollback");
+        let found = taken_back(&app, image, &TagRef::tag("1.1.0"), &unknown_times);
+        assert_eq!(found, None);
     }
 
-    /// Git write-back, `argocd app rollback` to the oldest entry of a full history: Argo CD
-    /// appends the rollback's entry and trims to revisionHistoryLimit, so the entry rolled
-    /// back to is gone. Expected: a rollback. Found: none.
     #[test]
-    fn probe_git_app_rollback_to_the_oldest_entry_is_lost_to_the_trim() {
-        let cfg = semver();
-        let image = cfg.images[0].config.as_ref().unwrap();
-        let mut history = vec![synced_rev("c-ours", "2026-12-01T10:01:00Z", None)];
-        history.push(synced_rev("c-before", "2026-12-02T08:00:00Z", Some("admin")));
-        let app = Application::tracking("web", IMAGE, "1.1.0")
-            .annotation(AUDIT_ANNOTATION, &audit_of("1.0.0", "1.1.0", Some("c-ours")))
-            .history(json!(history))
-            .build();
-        let found = taken_back(&app, image, &TagRef::tag("1.1.0")).and_then(TakenBack::rollback);
-        assert!(found.is_some(), "argocd app rollback to a trimmed entry");
-    }
-
-    /// A second edit back to the same value: the rollback dates from the first, so an image
-    /// pushed between the two rollbacks is not held by the second.
-    #[test]
-    fn probe_a_second_rollback_to_the_same_value_dates_from_the_first() {
+    fn a_second_rollback_to_the_same_value_dates_from_the_second() {
         let cfg = semver();
         let image = cfg.images[0].config.as_ref().unwrap();
         let app = rolled(
@@ -1131,7 +1324,7 @@ mod tests {
                 ("1.0.0", "2026-12-04T08:00:00Z"),
             ],
         );
-        let found = taken_back(&app, image, &TagRef::tag("1.0.0"))
+        let found = taken_back(&app, image, &TagRef::tag("1.0.0"), &unknown_times)
             .and_then(TakenBack::rollback)
             .unwrap();
         let candidate = TagInfo {
@@ -1140,18 +1333,15 @@ mod tests {
             digest: None,
             archived: false,
         };
-        assert_eq!(
-            found.deployed,
-            Some(datetime!(2026-12-04 08:00 UTC)),
-            "the rollback in force was deployed on Dec 4; holds 1.2.0? {:?}",
-            found.holds(&candidate)
+        assert_eq!(found.deployed, Some(datetime!(2026-12-04 08:00 UTC)));
+        assert!(
+            found.holds(&candidate).is_some(),
+            "pushed before the second rollback"
         );
     }
 
-    /// newest-build: a rollback to a build older than the one our write replaced is judged
-    /// by tag name (no push times), so with hash-like tags it is not recognised.
     #[test]
-    fn probe_newest_build_rollback_two_builds_back_is_judged_by_tag_name() {
+    fn under_newest_build_ranking_below_our_write_is_judged_by_push_time_not_name() {
         let cfg = config(&[
             ("app.update-strategy", "newest-build"),
             ("app.helm.image-name", "image.name"),
@@ -1160,10 +1350,36 @@ mod tests {
         let app = rolled(
             "e2d4",
             Some(("b7f3", "c1a9")),
-            &[("c1a9", "2026-12-01T10:01:00Z"), ("e2d4", "2026-12-02T08:00:00Z")],
+            &[
+                ("c1a9", "2026-12-01T10:01:00Z"),
+                ("e2d4", "2026-12-02T08:00:00Z"),
+            ],
         );
-        let found = taken_back(&app, image, &TagRef::tag("e2d4")).and_then(TakenBack::rollback);
-        assert!(found.is_some(), "a person set an older build than ours");
+        let ours = datetime!(2026-11-30 00:00 UTC);
+        // (case, push time of e2d4, a rollback)
+        let cases = [
+            (
+                "a build pushed before ours",
+                Some(datetime!(2026-11-20 00:00 UTC)),
+                true,
+            ),
+            (
+                "a build pushed after ours, set by hand",
+                Some(datetime!(2026-12-01 00:00 UTC)),
+                false,
+            ),
+            ("when it was pushed is unknown", None, false),
+        ];
+        for (case, e2d4, expected) in cases {
+            let pushed = |tag: &str| match tag {
+                "c1a9" => Some(ours),
+                "e2d4" => e2d4,
+                _ => None,
+            };
+            let found = taken_back(&app, image, &TagRef::tag("e2d4"), &pushed)
+                .and_then(TakenBack::rollback);
+            assert_eq!(found.is_some(), expected, "{case}");
+        }
     }
 
     /// Our audit record of a write of IMAGE from `from` to `to` at 2026-12-01T10:00:00Z.
@@ -1171,7 +1387,7 @@ mod tests {
         let mut audit = json!({"time": "2026-12-01T10:00:00Z", "eventId": "e",
             "images": [{"alias": "app", "image": IMAGE, "from": from, "to": to}]});
         if let Some(commit) = commit {
-            audit["git"] = json!({"commit": commit, "pullRequest": null});
+            audit["git"] = json!({"branch": "main", "commit": commit, "pullRequest": null});
         }
         audit.to_string()
     }
