@@ -24,6 +24,51 @@ pub struct AuditedImage {
     pub to: String,
     /// When ECR received the image written, when it was known at the write.
     pub pushed: Option<OffsetDateTime>,
+    /// Where a patch wrote it in the spec (empty for a commit, and in records written
+    /// before places were kept): what tells whether a spec, or a source Argo CD synced,
+    /// still asks for this write.
+    pub places: Vec<Place>,
+}
+
+/// One element a patch wrote: in the list at `list` (a JSON pointer into the Application:
+/// `/spec/source/helm/parameters`, `/spec/sources/1/kustomize/images`,
+/// `/spec/source/plugin/env`), the entry named `name` was set to `value`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Place {
+    pub list: String,
+    pub name: String,
+    pub value: String,
+}
+
+impl Place {
+    /// Whether `app` (an Application, or `{"spec": {"source"|"sources": …}}` built from what
+    /// Argo CD synced) still has this value here: a Kustomize image entry of this name that
+    /// reads the same, or every parameter or variable of this name set to it (Image Updater
+    /// writes each of them).
+    pub fn holds(&self, app: &Value) -> bool {
+        let Some(list) = app.pointer(&self.list).and_then(Value::as_array) else {
+            return false;
+        };
+        if self.list.ends_with("/kustomize/images") {
+            return list.iter().filter_map(Value::as_str).any(|entry| {
+                crate::application::sources::kustomize_entry_name(entry) == self.name
+                    && entry == self.value
+            });
+        }
+        let named: Vec<&Value> = list
+            .iter()
+            .filter(|e| e["name"] == self.name.as_str())
+            .collect();
+        !named.is_empty() && named.iter().all(|e| e["value"] == self.value.as_str())
+    }
+}
+
+impl AuditedImage {
+    /// Whether `app` still asks for this write, where the record says where it went;
+    /// `None` when it does not say (a commit, or an older record).
+    pub fn asked_by(&self, app: &Value) -> Option<bool> {
+        (!self.places.is_empty()).then(|| self.places.iter().all(|p| p.holds(app)))
+    }
 }
 
 /// How a followed rollout ended, as recorded on the Application once.
@@ -52,8 +97,15 @@ pub struct AuditRecord {
     /// The branch the commit went to.
     pub branch: Option<String>,
     pub rollout: Option<RecordedOutcome>,
+    /// The number of the last rollout check sent for this write (the write sends the first):
+    /// a check numbered below it is a second delivery of one already followed by another.
+    pub checks: u32,
     /// Other images' last writes, made before this one.
     pub earlier: Vec<ImageWrite>,
+    /// This is an earlier write read from under `earlier` ([`AuditRecord::write_at`]): its
+    /// images, followed after a later write of other images; `text` and `json` are the
+    /// whole record's, which an outcome is written into.
+    pub carried: bool,
 }
 
 /// One image's last write: what it moved, when, and by which commit for a write by Git.
@@ -69,6 +121,10 @@ pub struct ImageWrite {
     /// so that write became their manager), which is who set this image's value if it is no
     /// longer ours.
     pub kept_set_by: Option<String>,
+    /// How this write's rollout ended, once a check recorded it.
+    pub rollout: Option<RecordedOutcome>,
+    /// The number of the last rollout check sent for this write.
+    pub checks: u32,
 }
 
 /// The most earlier writes a record carries: an Application tracks a handful of images;
@@ -82,6 +138,22 @@ fn audited_image(i: &Value) -> Option<AuditedImage> {
         from: i["from"].as_str().map(str::to_string),
         to: i["to"].as_str()?.to_string(),
         pushed: rfc3339_at(&i["pushed"]),
+        places: serde_json::from_value(i["at"].clone()).unwrap_or_default(),
+    })
+}
+
+/// The last check sent, as recorded; a write records none and sends the first.
+fn checks_sent(value: &Value) -> u32 {
+    value
+        .as_u64()
+        .and_then(|n| u32::try_from(n).ok())
+        .unwrap_or(1)
+}
+
+fn recorded_outcome(rollout: &Value) -> Option<RecordedOutcome> {
+    rollout["outcome"].as_str().map(|outcome| RecordedOutcome {
+        outcome: outcome.to_string(),
+        at: rfc3339_at(&rollout["at"]),
     })
 }
 
@@ -115,16 +187,22 @@ impl AuditRecord {
                     pull_request: i["pullRequest"].as_bool().unwrap_or(false),
                     branch: i["branch"].as_str().map(str::to_string),
                     kept_set_by: i["keptSetBy"].as_str().map(str::to_string),
+                    rollout: recorded_outcome(&i["rollout"]),
+                    checks: checks_sent(&i["checks"]),
                 })
             })
             .collect();
         let git = &json["git"];
-        let rollout = json["rollout"]["outcome"]
-            .as_str()
-            .map(|outcome| RecordedOutcome {
-                outcome: outcome.to_string(),
-                at: rfc3339_at(&json["rollout"]["at"]),
-            });
+        // A write by Git changed no spec: where its plan would have patched says nothing.
+        let mut images: Vec<AuditedImage> = images;
+        if git.is_object() {
+            images.iter_mut().for_each(|i| i.places.clear());
+        }
+        let mut earlier: Vec<ImageWrite> = earlier;
+        for write in earlier.iter_mut().filter(|w| w.commit.is_some()) {
+            write.image.places.clear();
+        }
+        let rollout = recorded_outcome(&json["rollout"]);
         Some(Self {
             text: text.to_string(),
             time,
@@ -134,8 +212,10 @@ impl AuditRecord {
             pull_request: git["pullRequest"].is_string(),
             branch: git["branch"].as_str().map(str::to_string),
             rollout,
+            checks: checks_sent(&json["checks"]),
             earlier,
             json,
+            carried: false,
         })
     }
 
@@ -150,6 +230,8 @@ impl AuditRecord {
                 pull_request: self.pull_request,
                 branch: self.branch.clone(),
                 kept_set_by: None,
+                rollout: self.rollout.clone(),
+                checks: self.checks,
             });
         }
         self.earlier
@@ -182,9 +264,54 @@ impl AuditRecord {
                 serde_json::json!({"alias": w.image.alias, "image": w.image.image,
                     "from": w.image.from, "to": w.image.to, "pushed": w.image.pushed.and_then(at),
                     "time": at(w.time), "commit": w.commit, "pullRequest": w.pull_request,
-                    "branch": w.branch, "keptSetBy": kept_set_by})
+                    "branch": w.branch, "keptSetBy": kept_set_by,
+                    "at": (!w.image.places.is_empty()).then_some(&w.image.places),
+                    "rollout": w.rollout.as_ref().map(|r| serde_json::json!({"outcome": r.outcome, "at": r.at.and_then(at)})),
+                    "checks": (w.checks > 1).then_some(w.checks)})
             })
             .collect()
+    }
+
+    /// The write made at `time` as far as this record still knows it: this record, or the
+    /// images whose last write, carried forward under `earlier`, was made then (a later
+    /// write of other images does not end their rollout). `None`: every image of that write
+    /// has been written again since.
+    pub fn write_at(&self, time: OffsetDateTime) -> Option<Self> {
+        if self.time == time {
+            return Some(self.clone());
+        }
+        let writes: Vec<&ImageWrite> = self.earlier.iter().filter(|w| w.time == time).collect();
+        let first = writes.first()?;
+        Some(Self {
+            text: self.text.clone(),
+            json: self.json.clone(),
+            time,
+            event_id: String::new(),
+            images: writes.iter().map(|w| w.image.clone()).collect(),
+            commit: first.commit.clone(),
+            pull_request: first.pull_request,
+            branch: first.branch.clone(),
+            rollout: first.rollout.clone(),
+            checks: first.checks,
+            earlier: Vec::new(),
+            carried: true,
+        })
+    }
+
+    /// The whole record's JSON with `field` set on this write: on the record itself, or, for
+    /// an earlier write, on each of its entries under `earlier`.
+    pub fn with(&self, field: &str, value: Value) -> Value {
+        let mut json = self.json.clone();
+        if !self.carried {
+            json[field] = value;
+            return json;
+        }
+        for entry in json["earlier"].as_array_mut().into_iter().flatten() {
+            if rfc3339_at(&entry["time"]) == Some(self.time) {
+                entry[field] = value.clone();
+            }
+        }
+        json
     }
 
     /// The write's time as it is written in the record, which a rollout check names.

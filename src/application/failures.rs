@@ -50,6 +50,10 @@ pub fn after_outcome(
     reason: &str,
     at: &str,
 ) -> Option<BTreeMap<String, FailedRollout>> {
+    // A write taken back by someone else says nothing about the image.
+    if outcome == "taken-back" {
+        return None;
+    }
     let mut next = current.clone();
     for image in &record.images {
         if outcome == "confirmed" {

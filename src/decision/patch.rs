@@ -7,13 +7,15 @@
 //! those makes the API server refuse the patch (422), so the caller re-reads and decides
 //! again; an edit to anything else survives because the patch never mentions it.
 
+use std::collections::BTreeMap;
+
 use serde_json::{Map, Value, json};
 use time::format_description::well_known::Rfc3339;
 
 use crate::appconfig::annotations::{
     self, AUDIT_ANNOTATION, AppConfig, HelmTarget, ImageConfig, ImageRef, PluginTarget, WriteBack,
 };
-use crate::application::audit::AuditRecord;
+use crate::application::audit::{AuditRecord, Place};
 use crate::application::identity::Identity;
 use crate::application::sources::{
     Source, SourceKind, kustomize_entry_name, kustomize_images, kustomize_name, parameters,
@@ -172,6 +174,18 @@ pub fn plan(view: &AppView<'_>, updates: &[ImageUpdate<'_>], audit: Audit) -> Wr
     let mut ops = guarded_replacements(app, all, &lists);
     let audit_path = format!("/metadata/annotations/{}", escape_pointer(AUDIT_ANNOTATION));
     let mut audit_record = audit.record();
+    // Where each value went: what a rollout check tells "still asked for" by.
+    if let Some(images) = audit_record["images"].as_array_mut() {
+        for image in images {
+            let written = image["image"]
+                .as_str()
+                .and_then(|name| lists.places.get(name))
+                .filter(|places| !places.is_empty());
+            if let Some(places) = written {
+                image["at"] = json!(places);
+            }
+        }
+    }
     // Other images' last writes outlive this one: a rollback of one is judged against it.
     if let Some(previous) = AuditRecord::of(app) {
         let moved: Vec<String> = audit.changes.iter().map(|c| c.image.to_string()).collect();
@@ -199,11 +213,13 @@ pub fn plan(view: &AppView<'_>, updates: &[ImageUpdate<'_>], audit: Audit) -> Wr
     }
 }
 
-/// Working copies of every list a plan rewrites, by source index (`None`: left alone).
+/// Working copies of every list a plan rewrites, by source index (`None`: left alone), and
+/// where each image's values went, by image.
 struct Lists {
     helm: Vec<Option<Vec<Value>>>,
     kustomize: Vec<Option<Vec<Value>>>,
     plugin: Vec<Option<Vec<Value>>>,
+    places: BTreeMap<String, Vec<Place>>,
 }
 
 /// Every source's lists with the updates written into them.
@@ -211,13 +227,22 @@ fn rewritten_lists(all: &[Source<'_>], updates: &[ImageUpdate<'_>]) -> Lists {
     let mut helm: Vec<Option<Vec<Value>>> = vec![None; all.len()];
     let mut kustomize: Vec<Option<Vec<Value>>> = vec![None; all.len()];
     let mut plugin: Vec<Option<Vec<Value>>> = vec![None; all.len()];
+    let mut places: BTreeMap<String, Vec<Place>> = BTreeMap::new();
     for update in updates {
         let image = update.config;
         let reference = image.image.to_string();
         let to = update.to.to_string();
+        let written = places.entry(reference.clone()).or_default();
         for &index in &update.sources {
             let Some(source) = all.get(index) else {
                 continue;
+            };
+            let mut place = |block: &str, name: &str, value: &str| {
+                written.push(Place {
+                    list: format!("{}/{block}", source.pointer),
+                    name: name.to_string(),
+                    value: value.to_string(),
+                });
             };
             match source.kind {
                 SourceKind::Helm => {
@@ -226,22 +251,29 @@ fn rewritten_lists(all: &[Source<'_>], updates: &[ImageUpdate<'_>]) -> Lists {
                         HelmTarget::NameAndTag { name, tag } => {
                             set_parameter(list, name, &reference);
                             set_parameter(list, tag, &to);
+                            place("helm/parameters", name, &reference);
+                            place("helm/parameters", tag, &to);
                         }
                         HelmTarget::Spec { param } => {
-                            set_parameter(list, param, &format!("{reference}:{to}"))
+                            let value = format!("{reference}:{to}");
+                            set_parameter(list, param, &value);
+                            place("helm/parameters", param, &value);
                         }
                     }
                 }
                 SourceKind::Kustomize => {
                     let list = kustomize[index]
                         .get_or_insert_with(|| kustomize_images(source.value).to_vec());
-                    set_kustomize_image(list, image, &reference, &to);
+                    let (name, entry) = set_kustomize_image(list, image, &reference, &to);
+                    place("kustomize/images", &name, &entry);
                 }
                 SourceKind::Plugin => {
                     let list =
                         plugin[index].get_or_insert_with(|| plugin_env(source.value).to_vec());
                     if let Some(target) = &image.plugin {
-                        set_plugin_env(list, target, &reference, &to);
+                        for (name, value) in set_plugin_env(list, target, &reference, &to) {
+                            place("plugin/env", &name, &value);
+                        }
                     }
                 }
                 SourceKind::Directory => {}
@@ -252,11 +284,18 @@ fn rewritten_lists(all: &[Source<'_>], updates: &[ImageUpdate<'_>]) -> Lists {
         helm,
         kustomize,
         plugin,
+        places,
     }
 }
 
-/// A Kustomize `images` entry for the image, replacing the one with its name.
-fn set_kustomize_image(list: &mut Vec<Value>, image: &ImageConfig, reference: &str, to: &str) {
+/// A Kustomize `images` entry for the image, replacing the one with its name; returns the
+/// name and the entry written.
+fn set_kustomize_image(
+    list: &mut Vec<Value>,
+    image: &ImageConfig,
+    reference: &str,
+    to: &str,
+) -> (String, String) {
     let name = kustomize_name(image);
     let entry = if name == reference {
         format!("{reference}:{to}")
@@ -270,21 +309,29 @@ fn set_kustomize_image(list: &mut Vec<Value>, image: &ImageConfig, reference: &s
         Some(existing) => *existing = json!(entry),
         None => list.push(json!(entry)),
     }
+    (name, entry)
 }
 
-/// A plugin's environment: the whole image in its spec variable, or its name and tag.
-fn set_plugin_env(list: &mut Vec<Value>, target: &PluginTarget, reference: &str, to: &str) {
-    match (&target.spec, &target.name, &target.tag) {
-        (Some(spec), _, _) => set_env(list, spec, &format!("{reference}:{to}")),
-        (None, name, tag) => {
-            if let Some(name) = name {
-                set_env(list, name, reference);
-            }
-            if let Some(tag) = tag {
-                set_env(list, tag, to);
-            }
-        }
+/// A plugin's environment: the whole image in its spec variable, or its name and tag;
+/// returns each variable set and its value.
+fn set_plugin_env(
+    list: &mut Vec<Value>,
+    target: &PluginTarget,
+    reference: &str,
+    to: &str,
+) -> Vec<(String, String)> {
+    let set: Vec<(String, String)> = match (&target.spec, &target.name, &target.tag) {
+        (Some(spec), _, _) => vec![(spec.clone(), format!("{reference}:{to}"))],
+        (None, name, tag) => name
+            .iter()
+            .map(|name| (name.clone(), reference.to_string()))
+            .chain(tag.iter().map(|tag| (tag.clone(), to.to_string())))
+            .collect(),
+    };
+    for (name, value) in &set {
+        set_env(list, name, value);
     }
+    set
 }
 
 /// The JSON patch's operations before the audit record: a `test` of every input the

@@ -88,11 +88,23 @@ impl Handler {
             return notes;
         }
         let context = status::context(work.cluster, namespace, name);
-        // The write before this one, still followed: its check will find it superseded,
-        // with no record left of what it wrote, so its statuses are settled now.
-        if let Some(previous) = AuditRecord::of(app)
+        // The write before this one, still followed: the images this write moves again are
+        // superseded (its check follows only the others), so their statuses are settled now.
+        let moved: Vec<&str> = audit["images"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|i| i["image"].as_str())
+            .collect();
+        if let Some(mut previous) = AuditRecord::of(app)
             && previous.rollout.is_none()
             && !previous.pull_request
+            && {
+                previous
+                    .images
+                    .retain(|i| moved.contains(&i.image.as_str()));
+                !previous.images.is_empty()
+            }
         {
             let settled = self
                 .commit_statuses(app, &previous, |image, _| {
@@ -267,10 +279,45 @@ impl Handler {
             let until = written + timeout;
             let now = OffsetDateTime::from(self.clock.now());
             let verdict = judge::judge(&app, written, now, until).map_err(|e| e.to_string())?;
-            let record = AuditRecord::of(&app);
+            // The write followed, as far as the record still knows it (an earlier write's
+            // images, after a later write of others).
+            let record = AuditRecord::of(&app).map(|r| r.write_at(written).unwrap_or(r));
             let (outcome, reason) = match verdict {
                 Verdict::Pending(awaited) => {
-                    return self.check_later(check, now, until, awaited, record).await;
+                    let Some(record) = record else {
+                        return Err("the audit record vanished between two reads".into());
+                    };
+                    // One chain of checks per write: of two deliveries of one check, the one
+                    // that records the next check's number sends it.
+                    if record.checks > check.check {
+                        let reason = format!(
+                            "check {} of this write is already on its way (sent by another delivery of check {}): that chain follows it",
+                            record.checks, check.check
+                        );
+                        return Ok(Checked::ended("duplicate", reason, Some(record)));
+                    }
+                    let next = check.check.saturating_add(1);
+                    match claim_check(kube, &app, &record, next, deadline).await {
+                        Ok(()) => {}
+                        Err(
+                            KubeError::Invalid {
+                                validation: false, ..
+                            }
+                            | KubeError::Conflict { .. },
+                        ) => continue,
+                        Err(e) => return Err(format!("the next check was not claimed: {e}")),
+                    }
+                    let sent = self
+                        .check_later(check, now, until, awaited, Some(record))
+                        .await;
+                    if sent.is_err() {
+                        // Given back, so that this message, delivered again, sends it.
+                        if let Err(e) = release_check(kube, namespace, name, check, deadline).await
+                        {
+                            tracing::warn!(application = %format!("{namespace}/{name}"), error = %e, "the claim of the next check was not given back; the write is no longer followed");
+                        }
+                    }
+                    return sent;
                 }
                 Verdict::Superseded(at) => {
                     let at = at
@@ -478,6 +525,61 @@ impl Handler {
     }
 }
 
+/// Records on the followed write that check `next` is sent, guarded by the record as read.
+async fn claim_check(
+    kube: &KubeClient,
+    app: &Value,
+    record: &AuditRecord,
+    next: u32,
+    deadline: Option<Instant>,
+) -> Result<(), KubeError> {
+    let (namespace, name) = decide::app::names(app);
+    let patch = Patch::Json(Value::Array(record_ops(
+        record,
+        record.with("checks", next.into()),
+    )));
+    retry_transient(deadline, || kube.patch_application(namespace, name, &patch))
+        .await
+        .map(|_| ())
+}
+
+/// Gives a claimed check back after its message was not sent: the record read again, and its
+/// count set back to `check`'s if it still names the next one.
+async fn release_check(
+    kube: &KubeClient,
+    namespace: &str,
+    name: &str,
+    check: &Confirmation,
+    deadline: Option<Instant>,
+) -> Result<(), KubeError> {
+    let app = retry_transient(deadline, || kube.get_application(namespace, name)).await?;
+    let followed = check
+        .written_at()
+        .and_then(|at| AuditRecord::of(&app)?.write_at(at));
+    let Some(record) = followed.filter(|r| r.checks == check.check.saturating_add(1)) else {
+        return Ok(());
+    };
+    let patch = Patch::Json(Value::Array(record_ops(
+        &record,
+        record.with("checks", check.check.into()),
+    )));
+    retry_transient(deadline, || kube.patch_application(namespace, name, &patch))
+        .await
+        .map(|_| ())
+}
+
+/// The audit record replaced by `next`, guarded by its text as read.
+fn record_ops(record: &AuditRecord, next: Value) -> Vec<Value> {
+    let path = format!(
+        "/metadata/annotations/{}",
+        escape_pointer(crate::appconfig::annotations::AUDIT_ANNOTATION)
+    );
+    vec![
+        serde_json::json!({"op": "test", "path": path, "value": record.text}),
+        serde_json::json!({"op": "replace", "path": path, "value": next.to_string()}),
+    ]
+}
+
 /// How a followed rollout ended, as the check found it.
 struct Ended<'a> {
     outcome: Outcome,
@@ -495,24 +597,20 @@ async fn record_outcome(
     deadline: Option<Instant>,
 ) -> Result<(), KubeError> {
     let (namespace, name) = decide::app::names(app);
-    let path = format!(
-        "/metadata/annotations/{}",
-        escape_pointer(crate::appconfig::annotations::AUDIT_ANNOTATION)
-    );
     let recorded = judge::recorded(record, ended.outcome, ended.reason, ended.at);
-    let mut ops = vec![
-        serde_json::json!({"op": "test", "path": path, "value": record.text}),
-        serde_json::json!({"op": "replace", "path": path, "value": recorded.to_string()}),
-    ];
+    let mut ops = record_ops(record, recorded);
     // Each image's failure outlives this record (another image's write replaces it),
     // for hold-on-failure; the same guarded patch keeps both in step.
-    let at = recorded["rollout"]["at"].as_str().unwrap_or_default();
+    let at = ended
+        .at
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default();
     if let Some(next) = failures::after_outcome(
         &failures::of(app),
         record,
         ended.outcome.as_str(),
         ended.reason,
-        at,
+        &at,
     ) {
         ops.extend(failures::patch_ops(app, &next));
     }

@@ -51,6 +51,9 @@ pub enum Verdict {
     Pending(String),
     /// A newer write of ours replaced the one followed (at that time): it is followed instead.
     Superseded(OffsetDateTime),
+    /// Someone took the write back before it was confirmed (says who and how): the spec no
+    /// longer asks for it, or `argocd app rollback` synced an earlier entry instead.
+    TakenBack(String),
     /// An earlier check recorded the outcome: nothing to report twice.
     Reported(String),
     /// Nothing to follow: the record is gone, or the write went to a pull request.
@@ -63,6 +66,7 @@ pub enum Outcome {
     Confirmed,
     Failed,
     TimedOut,
+    TakenBack,
 }
 
 impl Outcome {
@@ -72,6 +76,7 @@ impl Outcome {
             Self::Confirmed => "confirmed",
             Self::Failed => "failed",
             Self::TimedOut => "timed-out",
+            Self::TakenBack => "taken-back",
         }
     }
 
@@ -81,6 +86,7 @@ impl Outcome {
             Self::Confirmed => "RolloutConfirmed",
             Self::Failed => "RolloutFailed",
             Self::TimedOut => "RolloutTimedOut",
+            Self::TakenBack => "RolloutTakenBack",
         }
     }
 }
@@ -92,6 +98,7 @@ impl Verdict {
             Self::Live { .. } => Some((Outcome::Confirmed, "running and Healthy".into())),
             Self::Failed(reason) => Some((Outcome::Failed, reason.clone())),
             Self::TimedOut(reason) => Some((Outcome::TimedOut, reason.clone())),
+            Self::TakenBack(reason) => Some((Outcome::TakenBack, reason.clone())),
             _ => None,
         }
     }
@@ -127,9 +134,12 @@ pub fn judge(
             "the Application no longer carries our audit record".into(),
         ));
     };
-    if record.time > write {
-        return Ok(Verdict::Superseded(record.time));
-    }
+    let record = match record.write_at(write) {
+        Some(followed) => followed,
+        // Every image of the write has been written again since.
+        None if record.time > write => return Ok(Verdict::Superseded(record.time)),
+        None => record,
+    };
     if record.time < write {
         return Err(NotOurWrite(format!(
             "the message names a write at {}, the Application's last write by this function was at {}",
@@ -176,6 +186,9 @@ fn status_verdict(
             "the sync operation after the write ended {phase}: {}",
             crate::redact::scrub(message)
         ));
+    }
+    if let Some(how) = taken_back(app, record, &current, current_ours) {
+        return Verdict::TakenBack(how);
     }
     let synced = match (phase, rfc3339_at(&operation["finishedAt"])) {
         ("Succeeded", Some(finished)) if current_ours => Some(finished),
@@ -244,11 +257,114 @@ impl Synced {
         }
         match self.started {
             Some(started) if started < second => false,
-            Some(started) if started == second => self.sources.as_ref() == Some(spec),
-            Some(_) => self.sources.as_ref().is_none_or(|s| s == spec),
+            Some(started) if started == second => self
+                .sources
+                .as_ref()
+                .is_some_and(|s| asks_for(record, s, spec)),
+            Some(_) => self
+                .sources
+                .as_ref()
+                .is_none_or(|s| asks_for(record, s, spec)),
             None => false,
         }
     }
+}
+
+/// Whether synced `sources` ask for the write: where the record says where each value went,
+/// those places read the same in them (whatever else changed since); else they are the spec
+/// as it is now.
+fn asks_for(record: &AuditRecord, sources: &Value, spec: &Value) -> bool {
+    let synced = as_spec(sources);
+    let asked: Option<Vec<bool>> = record.images.iter().map(|i| i.asked_by(&synced)).collect();
+    match asked {
+        Some(asked) if !asked.is_empty() => asked.iter().all(|a| *a),
+        _ => sources == spec,
+    }
+}
+
+/// Synced source(s) as an Application's `spec` holds them, for the written places
+/// (`/spec/source/…`, `/spec/sources/N/…`) to be read in.
+fn as_spec(sources: &Value) -> Value {
+    if sources.is_array() {
+        json!({"spec": {"sources": sources}})
+    } else {
+        json!({"spec": {"source": sources}})
+    }
+}
+
+/// How the write was taken back before it was confirmed, if it was: the spec no longer asks
+/// for a value it wrote (a person's edit, or the Application's owner re-applying its
+/// manifest, told apart by `metadata.managedFields`), or, with the spec still asking,
+/// `argocd app rollback` (argo-cd `server/application/application.go` `Rollback`) runs or
+/// ran an operation, started after the write by a user, that syncs an earlier history
+/// entry's source or revision instead. Only a record that says where its values went (a
+/// patch's places) or names its commit is judged so.
+fn taken_back(
+    app: &Value,
+    record: &AuditRecord,
+    current: &Synced,
+    current_ours: bool,
+) -> Option<String> {
+    let no_longer: Vec<String> = record
+        .images
+        .iter()
+        .filter(|image| image.asked_by(app) == Some(false))
+        .map(|image| format!("{}:{}", image.image, image.to))
+        .collect();
+    if !no_longer.is_empty() {
+        let manager = crate::decision::rollback::lists_manager(app);
+        let by = match manager.as_deref() {
+            Some(owner) if crate::decision::rollback::OWNER_MANAGERS.contains(&owner) => format!(
+                "the Application's owner ({owner}) re-applied its manifest over the write; the next sweep writes it again"
+            ),
+            Some(person) => format!("taken back by {person}"),
+            None => "taken back (no field manager recorded)".into(),
+        };
+        return Some(format!(
+            "the spec no longer asks for {}: {by}",
+            no_longer.join(", ")
+        ));
+    }
+    if current_ours {
+        return None;
+    }
+    let state = &app["status"]["operationState"];
+    let initiated = &state["operation"]["initiatedBy"];
+    let user = initiated["username"]
+        .as_str()
+        .filter(|u| !u.is_empty() && *u != INITIATOR && initiated["automated"] != json!(true))?;
+    let second = whole_second(record.time);
+    let started = current.started.filter(|s| *s > second)?;
+    let sync = &state["operation"]["sync"];
+    let rolled_back = match record.commit.as_deref() {
+        // The operation pins an earlier revision that Argo CD deployed before the write.
+        Some(commit) => {
+            !current.revisions.is_empty()
+                && !current.revisions.iter().any(|r| r == commit)
+                && app["status"]["history"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|entry| {
+                        rfc3339_at(&entry["deployedAt"]).is_some_and(|at| at < second)
+                            && Synced::of_history(entry).revisions == current.revisions
+                    })
+        }
+        // The operation syncs an explicit source (the spec's sync sets none) without ours.
+        None => sources_of(sync).is_some_and(|explicit| {
+            let synced = as_spec(&explicit);
+            record
+                .images
+                .iter()
+                .any(|image| image.asked_by(&synced) == Some(false))
+        }),
+    };
+    rolled_back.then(|| {
+        format!(
+            "argocd app rollback by {user} at {}: Argo CD syncs an earlier history entry instead of the write (the spec still asks for it)",
+            stamp(started)
+        )
+    })
 }
 
 /// `source` or `sources` (multi-source), as Argo CD's Go omits empty fields.
@@ -482,9 +598,10 @@ fn stamp(t: OffsetDateTime) -> String {
 /// The audit record with the outcome added: written back guarded by the record read, so
 /// that of two checks delivered at once, one reports.
 pub fn recorded(record: &AuditRecord, outcome: Outcome, reason: &str, at: OffsetDateTime) -> Value {
-    let mut json = record.json.clone();
-    json["rollout"] = json!({"outcome": outcome.as_str(), "at": stamp(at), "reason": reason});
-    json
+    record.with(
+        "rollout",
+        json!({"outcome": outcome.as_str(), "at": stamp(at), "reason": reason}),
+    )
 }
 
 /// The lead times of a live write: from each image's push (when known) and from the write.
@@ -526,7 +643,11 @@ pub fn event(
     let text = crate::application::event::EventText {
         suffix: format!(
             "rollout-{}",
-            crate::application::event::short_key(&record.text)
+            crate::application::event::short_key(&format!(
+                "{}@{}",
+                record.text,
+                stamp(record.time)
+            ))
         ),
         reason: outcome.event_reason(),
         message: format!(
@@ -534,7 +655,7 @@ pub fn event(
             images.join(", "),
             stamp(record.time)
         ),
-        kind: if outcome == Outcome::Confirmed {
+        kind: if matches!(outcome, Outcome::Confirmed | Outcome::TakenBack) {
             "Normal"
         } else {
             "Warning"
@@ -660,6 +781,7 @@ mod tests {
             Ok(Verdict::Superseded(at)) => format!("superseded at {}", stamp(at)),
             Ok(Verdict::Reported(o)) => format!("reported {o}"),
             Ok(Verdict::Unfollowed(r)) => format!("unfollowed: {r}"),
+            Ok(Verdict::TakenBack(r)) => format!("taken back: {r}"),
             Err(e) => e.to_string(),
         }
     }
@@ -1085,6 +1207,7 @@ mod tests {
             from: None,
             to: to.into(),
             pushed: None,
+            places: Vec::new(),
         };
         let digest = "sha256:0123";
         let cases: &[(&str, &[&str], bool)] = &[

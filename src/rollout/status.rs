@@ -93,6 +93,11 @@ pub fn outcome(
         ),
         Outcome::Failed => (StatusState::Failure, format!("rollout failed: {reason}")),
         Outcome::TimedOut => (StatusState::Failure, format!("rollout timed out: {reason}")),
+        // Someone else decided: not a failure of the image, and no longer followed.
+        Outcome::TakenBack => (
+            StatusState::Unknown,
+            format!("not followed: taken back: {reason}"),
+        ),
     };
     CommitStatus {
         state,
