@@ -8,5 +8,6 @@ pub(crate) mod failures;
 pub(crate) mod identity;
 pub(crate) mod remembered;
 pub(crate) mod rollbacks;
+pub(crate) mod soak_chains;
 pub(crate) mod sources;
 pub(crate) mod view;

@@ -727,6 +727,11 @@ pub fn ecr_repository(image: &ImageRef, region: &str) -> Option<(String, String)
 
 impl ImageCase<'_> {
     /// The Application this image belongs to.
+    /// The Application as read.
+    pub fn object(&self) -> &Value {
+        self.app.object
+    }
+
     pub fn identity(&self) -> Identity<'_> {
         self.app.identity
     }

@@ -2,6 +2,8 @@
 //! the signature check before an update is let through.
 
 use super::handler::{Handler, Work};
+use crate::application::soak_chains;
+use crate::cluster::kube::{KubeError, Patch};
 use crate::decision::controls::{self, Decider, FollowUp};
 use crate::decision::decide::{self, DescribedTags, ImageCase, ImageOutcome, Mode};
 use crate::event::PushEvent;
@@ -172,6 +174,53 @@ impl Handler {
         }
     }
 
+    /// Claims the next hop of `image`'s soak chain on the Application (guarded, read again
+    /// on a conflict): its number, or why none is sent.
+    async fn claim_hop(
+        &self,
+        case: &ImageCase<'_>,
+        work: &Work<'_>,
+        image: &str,
+        candidate: &str,
+        link: soak_chains::Link,
+        due: time::OffsetDateTime,
+    ) -> Result<u32, String> {
+        let identity = case.identity();
+        let (namespace, name) = (identity.namespace, identity.name);
+        let now = time::OffsetDateTime::from(self.clock.now());
+        let mut app = case.object().clone();
+        for _ in 0..=self.config.conflict_retries {
+            let (next, number) =
+                soak_chains::claim(&soak_chains::of(&app), image, candidate, link, now, due)?;
+            let patch = Patch::Json(soak_chains::patch(&app, &next));
+            match work.kube.patch_application(namespace, name, &patch).await {
+                Ok(_) => return Ok(number),
+                Err(
+                    KubeError::Invalid {
+                        validation: false, ..
+                    }
+                    | KubeError::Conflict { .. },
+                ) => {
+                    app = work
+                        .kube
+                        .get_application(namespace, name)
+                        .await
+                        .map_err(|e| format!("the Application could not be read again: {e}"))?;
+                }
+                // Sent unclaimed rather than not at all: a second chain costs invocations,
+                // a lost one the rollout at the window's end.
+                Err(e) => {
+                    tracing::warn!(application = %format!("{namespace}/{name}"), error = %e, "the soak hop was not recorded; sent unrecorded");
+                    return Ok(match link {
+                        soak_chains::Link::Start => 1,
+                        soak_chains::Link::Hop(n) => n.saturating_add(1),
+                    });
+                }
+            }
+        }
+        Err("the Application kept changing while the follow-up was recorded; the next sweep re-decides it".into())
+    }
+
     /// [`Self::decide_image`] before the signature check, with the digest it would move to.
     async fn decide_image_facts(
         &self,
@@ -333,12 +382,12 @@ impl Handler {
                 "no sweep queue (SWEEP_QUEUE_URL): the first sweep after the window rolls it out",
             );
         }
-        let hop = SoakHop {
-            image: format!("{}/{}", case.registry, case.repository),
-            candidate,
-        };
+        let image = format!("{}/{}", case.registry, case.repository);
+        let its_chain = work
+            .soak_hop
+            .filter(|h| h.image == image && h.candidate == candidate);
         let decider = match work.mode {
-            _ if work.soak_hop == Some(&hop) => Decider::ItsChain,
+            _ if its_chain.is_some() => Decider::ItsChain,
             Mode::Push(push) if push.tag == tag && push.repository == case.repository => {
                 Decider::ItsPush
             }
@@ -347,8 +396,26 @@ impl Handler {
         let remaining = (ripe - now).whole_seconds();
         let note = match controls::soak_follow_up(decider, remaining, MAX_DELAY_SECONDS) {
             FollowUp::Send(delay) => {
-                self.decide_again_later(case, work, "soak", delay, Some(hop))
+                let link = match its_chain {
+                    Some(hop) => soak_chains::Link::Hop(hop.hop),
+                    None => soak_chains::Link::Start,
+                };
+                let due = now + time::Duration::seconds(delay.into());
+                match self
+                    .claim_hop(case, work, &image, &candidate, link, due)
                     .await
+                {
+                    Ok(number) => {
+                        let hop = SoakHop {
+                            image,
+                            candidate,
+                            hop: number,
+                        };
+                        self.decide_again_later(case, work, "soak", delay, Some(hop))
+                            .await
+                    }
+                    Err(why) => format!("no follow-up sent: {why}"),
+                }
             }
             FollowUp::Leave(why) => format!("no follow-up sent: {why}"),
         };

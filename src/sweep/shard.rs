@@ -58,6 +58,10 @@ pub struct SoakHop {
     pub image: String,
     /// The tag held.
     pub candidate: String,
+    /// The hop's number in its chain (1 for the first; 0 in a hop sent before hops were
+    /// numbered).
+    #[serde(default)]
+    pub hop: u32,
 }
 
 /// The shards of one sweep, cluster by cluster in the order given: each cluster's
@@ -402,6 +406,7 @@ mod tests {
         let hop = SoakHop {
             image: "r.example/web".into(),
             candidate: "1.4.0".into(),
+            hop: 2,
         };
         let one = follow_up("soak-e", "dev", "argocd", "web", Some(hop.clone()));
         let body = serde_json::to_string(&one).unwrap();

@@ -338,6 +338,16 @@ impl Scenario {
     }
 
     /// How many requests of `method` the Kubernetes stand-in answered.
+    /// The PATCHes that wrote an Application's spec (an image or chart written), not only
+    /// annotations of ours (a soak chain's hop, a rollout check's count).
+    pub fn spec_writes(&self) -> usize {
+        self.shared.count(|r| {
+            r.service == argocd_ecr_updater_standins::Service::Kube
+                && r.method == "PATCH"
+                && r.body.contains("\"/spec/")
+        })
+    }
+
     pub fn kube_requests(&self, method: &str) -> usize {
         self.shared.count(|r| {
             r.service == argocd_ecr_updater_standins::Service::Kube && r.method == method

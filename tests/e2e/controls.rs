@@ -296,7 +296,10 @@ async fn a_soaking_image_is_held_and_its_follow_up_after_the_window_writes_it_on
         &pushed_at.format(&Rfc3339).unwrap(),
     ));
     let event = push_event("barun-dev-ecr", tag, &pushed_at.format(&Rfc3339).unwrap());
-    for _ in 0..2 {
+    for follow_up in [
+        "re-decided in",
+        "no follow-up sent: its follow-up chain already follows",
+    ] {
         let report = standins.report(&[], &event).await;
         expect_decision(
             only(&report),
@@ -304,10 +307,11 @@ async fn a_soaking_image_is_held_and_its_follow_up_after_the_window_writes_it_on
             "soaking: `20991231-000000` was pushed",
         );
         expect_decision(only(&report), Action::Skipped, "min-age 4s");
+        expect_decision(only(&report), Action::Skipped, follow_up);
     }
     assert_eq!(seed_tag(&standins).as_deref(), Some(SEED_TAG));
     let queued = standins.aws.queue(&queue);
-    assert_eq!(queued.len(), 2, "one follow-up per delivery");
+    assert_eq!(queued.len(), 1, "one follow-up for both deliveries");
     for message in &queued {
         let delay = message.delay_seconds;
         assert!(
@@ -325,11 +329,7 @@ async fn a_soaking_image_is_held_and_its_follow_up_after_the_window_writes_it_on
         standins.report(&[], &batch).await;
     }
     assert_eq!(seed_tag(&standins).as_deref(), Some(tag));
-    assert_eq!(
-        standins.kube_requests("PATCH"),
-        1,
-        "two deliveries, one write"
-    );
+    assert_eq!(standins.spec_writes(), 1, "two deliveries, one write");
 }
 
 /// One chain of follow-ups per candidate, however many pushes and sweeps see it soak: its
@@ -372,7 +372,7 @@ async fn one_push_and_three_sweeps_leave_one_chain_of_follow_ups() {
     let hop: Value = serde_json::from_str(&sent[0].body).unwrap();
     assert_eq!(
         hop["soak"],
-        json!({"image": "768157413559/barun-dev-ecr", "candidate": tag})
+        json!({"image": "768157413559/barun-dev-ecr", "candidate": tag, "hop": 1})
     );
     assert_eq!(sent[0].delay_seconds, 900);
     // The hop, delivered: still soaking, it sends the next hop, and only that.
@@ -405,6 +405,16 @@ async fn one_push_and_three_sweeps_leave_one_chain_of_follow_ups() {
         "{}",
         sent[2].delay_seconds
     );
+    // It took the chain over: the hop it replaced, arriving later, ends there.
+    let replaced = json!({"Records": [{"messageId": sent[1].id, "eventSource": "aws:sqs",
+        "eventSourceARN": SWEEP_ARN, "body": sent[1].body}]});
+    let report = standins.report(&[], &replaced).await;
+    expect_decision(
+        only(&report),
+        Action::Skipped,
+        "no follow-up sent: hop 2 was delivered again or replaced: hop 3",
+    );
+    assert_eq!(standins.aws.queue(&queue).len(), 3);
     assert_eq!(seed_tag(&standins).as_deref(), Some(SEED_TAG));
 }
 
@@ -460,7 +470,7 @@ async fn a_newer_push_inside_the_window_supersedes_the_soaking_one() {
         standins.report(&[], &follow_up(message)).await;
     }
     assert_eq!(seed_tag(&standins).as_deref(), Some(newer));
-    assert_eq!(standins.kube_requests("PATCH"), 1);
+    assert_eq!(standins.spec_writes(), 1);
 }
 
 /// What `plan` runs (the pipeline in a dry run) reports each control as the function would:

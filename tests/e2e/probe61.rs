@@ -514,6 +514,12 @@ async fn probe61_a_push_delivered_twice_starts_one_soak_chain() {
     // clock; the candidate is still soaking either way.)
     for hop in &hops {
         deliver(&standins, hop).await;
+        let again = deliver(&standins, hop).await;
+        expect_decision(
+            only(&again),
+            Action::Skipped,
+            "no follow-up sent: hop 1 was delivered again or replaced",
+        );
     }
     let after = standins.aws.queue(&queue).len() - hops.len();
     assert_eq!(
