@@ -63,6 +63,41 @@ impl Place {
     }
 }
 
+impl Place {
+    /// Sets this place's entry in `into` to what it is in `from` (the same list, the entry of
+    /// the same name): a value carried from one source into another.
+    pub fn take_from(&self, from: &Value, into: &mut Value) {
+        let kustomize = self.list.ends_with("/kustomize/images");
+        let named = |entry: &Value| {
+            if kustomize {
+                entry.as_str().is_some_and(|e| {
+                    crate::application::sources::kustomize_entry_name(e) == self.name
+                })
+            } else {
+                entry["name"] == self.name.as_str()
+            }
+        };
+        let Some(wanted) = from
+            .pointer(&self.list)
+            .and_then(Value::as_array)
+            .and_then(|list| list.iter().find(|e| named(e)))
+            .cloned()
+        else {
+            return;
+        };
+        let Some(list) = into.pointer_mut(&self.list).and_then(Value::as_array_mut) else {
+            return;
+        };
+        for entry in list.iter_mut().filter(|e| named(e)) {
+            if kustomize {
+                *entry = wanted.clone();
+            } else {
+                entry["value"] = wanted["value"].clone();
+            }
+        }
+    }
+}
+
 impl AuditedImage {
     /// Whether `app` still asks for this write, where the record says where it went;
     /// `None` when it does not say (a commit, or an older record).
@@ -363,6 +398,67 @@ mod tests {
         assert_eq!(
             (read.commit, read.pull_request, read.rollout),
             (None, false, None)
+        );
+    }
+
+    #[test]
+    fn a_place_holds_while_its_entry_reads_as_written_and_carries_into_another_source() {
+        let place = |list: &str, name: &str, value: &str| Place {
+            list: list.into(),
+            name: name.into(),
+            value: value.into(),
+        };
+        let helm = "/spec/source/helm/parameters";
+        let kustomize = "/spec/sources/1/kustomize/images";
+        let app = json!({"spec": {"source": {"helm": {"parameters": [
+                {"name": "image.tag", "value": "v2"}, {"name": "image.tag", "value": "v2"},
+                {"name": "other", "value": "x"}]}},
+            "sources": [{}, {"kustomize": {"images": ["sidecar:1", "web=r/web:v2"]}}]}});
+        let cases = [
+            (
+                "every parameter of the name reads as written",
+                place(helm, "image.tag", "v2"),
+                true,
+            ),
+            (
+                "a parameter set back",
+                place(helm, "image.tag", "v3"),
+                false,
+            ),
+            (
+                "a parameter no longer there",
+                place(helm, "image.name", "r/web"),
+                false,
+            ),
+            (
+                "a Kustomize entry of the name as written",
+                place(kustomize, "web", "web=r/web:v2"),
+                true,
+            ),
+            (
+                "a Kustomize entry edited",
+                place(kustomize, "web", "web=r/web:v3"),
+                false,
+            ),
+            (
+                "a list gone",
+                place("/spec/source/plugin/env", "TAG", "v2"),
+                false,
+            ),
+        ];
+        for (case, place, holds) in cases {
+            assert_eq!(place.holds(&app), holds, "{case}");
+        }
+        let mut into = app.clone();
+        let from = json!({"spec": {"source": {"helm": {"parameters": [{"name": "image.tag", "value": "v1"}]}}}});
+        place(helm, "image.tag", "v2").take_from(&from, &mut into);
+        assert_eq!(
+            into["spec"]["source"]["helm"]["parameters"][1]["value"],
+            "v1"
+        );
+        assert_eq!(
+            into["spec"]["source"]["helm"]["parameters"][2]["value"],
+            "x"
         );
     }
 

@@ -641,6 +641,60 @@ mod tests {
         );
     }
 
+    #[test]
+    fn the_record_says_where_each_value_went_and_the_patched_spec_holds_it_there() {
+        let kustomize = config(&[
+            ("image-list", &format!("a={IMAGE}")),
+            ("a.kustomize.image-name", "web"),
+        ]);
+        let spec_param = config(&[
+            ("image-list", &format!("a={IMAGE}")),
+            ("a.helm.image-spec", "app.image"),
+        ]);
+        let multi = config(&[("image-list", &format!("a={IMAGE}"))]);
+        let cases: Vec<(&str, AppConfig, Value, usize)> = vec![
+            ("helm name and tag", seed_config(), seed_app(), 2),
+            (
+                "a helm spec parameter",
+                spec_param,
+                json!({"metadata": {"annotations": {}}, "spec": {"source": {"chart": "web", "helm": {"parameters": [
+                {"name": "app.image", "value": format!("{IMAGE}:1.0.0")}]}}}}),
+                1,
+            ),
+            (
+                "a kustomize image",
+                kustomize,
+                json!({"metadata": {"annotations": {}}, "spec": {"source": {"path": "k", "kustomize": {"images": [
+                "sidecar:1", format!("web={IMAGE}:v1")]}}}, "status": {"sourceType": "Kustomize"}}),
+                1,
+            ),
+            (
+                "one source of several",
+                multi,
+                multi_source("1.0.0", "9.9.9"),
+                2,
+            ),
+        ];
+        for (case, cfg, app, places) in cases {
+            let image = cfg.images[0].config.as_ref().unwrap();
+            let after = apply(&app, &plan_for(&app, image, "2.0.0")).unwrap();
+            let text = after["metadata"]["annotations"][AUDIT_ANNOTATION]
+                .as_str()
+                .unwrap();
+            let mut json: Value = serde_json::from_str(text).unwrap();
+            json["time"] = json!("2026-12-03T10:00:00Z");
+            let record = AuditRecord::from_json(text, json).unwrap();
+            let written = &record.images[0];
+            assert_eq!(written.places.len(), places, "{case}: {:?}", written.places);
+            assert_eq!(written.asked_by(&after), Some(true), "{case}");
+            assert_eq!(
+                written.asked_by(&app),
+                Some(false),
+                "{case}: before the write"
+            );
+        }
+    }
+
     fn multi_source(web_tag: &str, worker_tag: &str) -> Value {
         json!({"metadata": {"annotations": {}}, "spec": {"sources": [
             {"repoURL": "values", "ref": "values"},

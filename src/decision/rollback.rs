@@ -209,7 +209,7 @@ fn taken_back_ranked(
         .remove(&reference)
         .filter(|r| r.written == write.image.to);
     if &to == current {
-        let stands = |r: &RememberedRollback| r.operation && operation_stands(app, r);
+        let stands = |r: &RememberedRollback| r.operation && operation_stands(app, image, r);
         return operation_rollback(app, image, &write, &to)
             .or_else(|| {
                 remembered
@@ -458,7 +458,12 @@ fn operation_rollback(
     let live = history
         .iter()
         .position(|entry| entry.deployed >= write.time && deploys_ours(entry))?;
-    let newest = history.last().filter(|_| history.len() > live + 1)?;
+    // Our own syncs since (writes of other images) that kept the rollback deploying something
+    // else for this image are not what took it back: the rollback before them is.
+    let newest = history[live + 1..]
+        .iter()
+        .rev()
+        .find(|entry| !by_us(entry) || deploys_ours(entry))?;
     let initiated = &newest.entry["initiatedBy"];
     // Our own sync (`sync: "true"`) names us: no person's decision.
     let user = initiated["username"]
@@ -495,14 +500,28 @@ fn operation_rollback(
     })
 }
 
-/// Whether a remembered `argocd app rollback` still stands: no sync since it (the newest
-/// history entry is the rollback's own), or no history left to say otherwise.
-fn operation_stands(app: &Value, remembered: &RememberedRollback) -> bool {
-    match (history(app).last(), remembered.deployed_at()) {
-        (None, _) => true,
-        (Some(newest), Some(deployed)) => newest.deployed <= deployed,
-        (Some(_), None) => false,
-    }
+/// Whether a remembered `argocd app rollback` still stands: no sync since it but our own
+/// that kept it (they deploy the value rolled back to: see `rollout::judge::start_sync`), or
+/// no history left to say otherwise.
+fn operation_stands(app: &Value, image: &ImageConfig, remembered: &RememberedRollback) -> bool {
+    let Some(deployed) = remembered.deployed_at() else {
+        return history(app).is_empty();
+    };
+    let kept = TagRef::parse(&remembered.to);
+    history(app)
+        .iter()
+        .filter(|entry| entry.deployed > deployed)
+        .all(|entry| {
+            by_us(entry)
+                && kept
+                    .as_ref()
+                    .is_some_and(|to| values_of(entry, image).contains(to))
+        })
+}
+
+/// Whether a history entry is a sync this function started.
+fn by_us(entry: &Deploy<'_>) -> bool {
+    entry.entry["initiatedBy"]["username"] == OUR_MANAGER
 }
 
 /// One entry of Argo CD's sync history, with when it was deployed.

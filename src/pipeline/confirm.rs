@@ -173,9 +173,16 @@ impl Handler {
             Ok(false) => None,
             Err(why) => Some(format!("sync not started: {why}")),
             Ok(true) => {
-                let patch = Patch::Json(judge::start_sync(&app, revision));
+                let (patch, kept) = judge::start_sync(&app, revision);
+                let patch = Patch::Json(patch);
                 match kube.patch_application(namespace, name, &patch).await {
-                    Ok(_) => Some("sync started (argocd-ecr-updater.io/sync)".into()),
+                    Ok(_) if kept.is_empty() => {
+                        Some("sync started (argocd-ecr-updater.io/sync)".into())
+                    }
+                    Ok(_) => Some(format!(
+                        "sync started (argocd-ecr-updater.io/sync), keeping the argocd app rollback of {}: it syncs the spec with their values as rolled back",
+                        kept.join(", ")
+                    )),
                     Err(e @ KubeError::Invalid { .. }) => Some(format!(
                         "sync not started: the Application changed after the write ({e}); Argo CD or its next sync picks the write up"
                     )),

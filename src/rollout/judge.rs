@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use crate::application::audit::{AuditRecord, AuditedImage, rfc3339_at};
+use crate::application::audit::{AuditRecord, AuditedImage, ImageWrite, rfc3339_at};
 
 /// How long a write is followed unless the Application says otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15 * 60);
@@ -688,19 +688,72 @@ pub fn sync_wanted(app: &Value) -> Result<bool, String> {
 }
 
 /// The JSON patch that starts a sync as `argocd app sync` does: the `operation` field, set
-/// only on the Application as read (its resourceVersion tested), so never over a running one.
-pub fn start_sync(app: &Value, revision: Option<&str>) -> Value {
+/// only on the Application as read (its resourceVersion tested), so never over a running one;
+/// and the images whose `argocd app rollback` it keeps ([`kept_rollbacks`]).
+pub fn start_sync(app: &Value, revision: Option<&str>) -> (Value, Vec<String>) {
     let mut sync = json!({"syncStrategy": {"hook": {}}});
     if let Some(revision) = revision {
         sync["revision"] = json!(revision);
     }
-    json!([
+    let mut kept = Vec::new();
+    if revision.is_none()
+        && let Some((sources, images)) = kept_rollbacks(app)
+    {
+        let field = if sources.is_array() {
+            "sources"
+        } else {
+            "source"
+        };
+        sync[field] = sources;
+        kept = images;
+    }
+    let patch = json!([
         {"op": "test", "path": "/metadata/resourceVersion", "value": app["metadata"]["resourceVersion"]},
         {"op": "add", "path": "/operation", "value": {
             "initiatedBy": {"username": INITIATOR},
             "info": [{"name": "Reason", "value": "image written by argocd-ecr-updater"}],
             "sync": sync}}
-    ])
+    ]);
+    (patch, kept)
+}
+
+/// Where `argocd app rollback` stands for images our write did not move: the source(s) a sync
+/// of ours deploys instead of the spec, so that it rolls our write out without undoing the
+/// rollback, and those images. A rollback (argo-cd `server/application/application.go`
+/// `Rollback`) is an operation that synced an explicit, earlier source and left the spec
+/// asking for our earlier write; the spec as it is now is synced with each of those images'
+/// values (where the record says our write put them) as that operation synced them. A later
+/// sync of ours that kept them is read the same way, so the rollback stands through every
+/// write of other images until someone syncs the spec. `None`: no rollback stands, or the
+/// record does not say where the values went (a commit; then the sync is of the spec).
+fn kept_rollbacks(app: &Value) -> Option<(Value, Vec<String>)> {
+    let record = AuditRecord::of(app)?;
+    let state = &app["status"]["operationState"];
+    let initiated = &state["operation"]["initiatedBy"];
+    let by_user = initiated["username"]
+        .as_str()
+        .is_some_and(|u| !u.is_empty() && initiated["automated"] != json!(true));
+    if !by_user || state["phase"] != "Succeeded" || record.commit.is_some() {
+        return None;
+    }
+    let synced = as_spec(&sources_of(&state["operation"]["sync"])?);
+    let rolled_back: Vec<&ImageWrite> = record
+        .earlier
+        .iter()
+        .filter(|w| w.commit.is_none())
+        .filter(|w| w.image.asked_by(app) == Some(true) && w.image.asked_by(&synced) == Some(false))
+        .collect();
+    if rolled_back.is_empty() {
+        return None;
+    }
+    let mut spec =
+        json!({"spec": {"source": app["spec"]["source"], "sources": app["spec"]["sources"]}});
+    for place in rolled_back.iter().flat_map(|w| &w.image.places) {
+        place.take_from(&synced, &mut spec);
+    }
+    let sources = sources_of(&spec["spec"])?;
+    let images = rolled_back.iter().map(|w| w.image.image.clone()).collect();
+    Some((sources, images))
 }
 
 #[cfg(test)]
@@ -1103,6 +1156,176 @@ mod tests {
         }
     }
 
+    /// Our record as a patch writes it: where the tag went.
+    fn placed(extra: Value) -> String {
+        let mut record: Value = serde_json::from_str(&record(extra)).unwrap();
+        record["images"][0]["at"] = json!([{"list": "/spec/source/helm/parameters",
+            "name": "image.tag", "value": "1.1"}]);
+        record.to_string()
+    }
+
+    fn with_spec_tag(mut app: Value, tag: &str, manager: &str) -> Value {
+        app["spec"]["source"] = source(tag);
+        app["metadata"]["managedFields"] = json!([{"manager": manager, "operation": "Update",
+            "time": "2026-12-03T10:00:05Z",
+            "fieldsV1": {"f:spec": {"f:source": {"f:helm": {"f:parameters": {}}}}}}]);
+        app
+    }
+
+    /// An operation started by `user` after the write, syncing the source at `tag` explicitly
+    /// (as `argocd app rollback` does), Succeeded and compared after.
+    fn by_user(user: &str, tag: &str, images: &[&str]) -> Value {
+        let mut op = operation(
+            "Succeeded",
+            "2026-12-03T10:00:40Z",
+            Some("2026-12-03T10:00:50Z"),
+            tag,
+        );
+        op["operation"]["initiatedBy"] = json!({"username": user});
+        status(op, "2026-12-03T10:00:55Z", "OutOfSync", "Healthy", images)
+    }
+
+    #[test]
+    fn a_write_someone_took_back_ends_its_check_as_taken_back_not_failed() {
+        let placed = placed(json!({}));
+        let running_old = ours_status_old();
+        let cases: Vec<(&str, Value, &str)> = vec![
+            (
+                "a person edited the tag back before any sync: taken back, by whom",
+                with_spec_tag(app(&placed, running_old.clone()), "1.0", "kubectl-edit"),
+                "taken back: the spec no longer asks for 1.dkr.ecr.r.amazonaws.com/web:1.1: taken back by kubectl-edit",
+            ),
+            (
+                "the owner re-applied its manifest: taken back, and said to be written again",
+                with_spec_tag(
+                    app(&placed, running_old.clone()),
+                    "1.0",
+                    "argocd-controller",
+                ),
+                "taken back: the spec no longer asks for 1.dkr.ecr.r.amazonaws.com/web:1.1: the Application's owner (argocd-controller) re-applied",
+            ),
+            (
+                "another field edited since our sync, our value standing: judged live by it",
+                {
+                    let mut app = app(&placed, ours("Healthy", &[NEW]));
+                    app["spec"]["source"]["helm"]["parameters"]
+                        .as_array_mut()
+                        .unwrap()
+                        .push(json!({"name": "replicas", "value": "3"}));
+                    app
+                },
+                "live",
+            ),
+            (
+                "argocd app rollback by a person after the write: taken back, the spec untouched",
+                app(&placed, by_user("admin", "1.0", &[OLD])),
+                "taken back: argocd app rollback by admin at 2026-12-03T10:00:40Z",
+            ),
+            (
+                "our own sync of an explicit source is no rollback",
+                app(&placed, by_user(INITIATOR, "1.0", &[OLD])),
+                "pending",
+            ),
+            (
+                "a person's sync of the spec (our value) is no rollback",
+                app(&placed, by_user("admin", "1.1", &[NEW])),
+                "pending",
+            ),
+        ];
+        for (case, app, expected) in cases {
+            let got = verdict(&app, NOW);
+            assert!(got.starts_with(expected), "{case}: {got}");
+        }
+    }
+
+    /// Argo CD has not synced since an hour before the write.
+    fn ours_status_old() -> Value {
+        let op = operation(
+            "Succeeded",
+            "2026-12-03T09:00:00Z",
+            Some("2026-12-03T09:00:20Z"),
+            "1.0",
+        );
+        status(op, "2026-12-03T10:00:30Z", "OutOfSync", "Healthy", &[OLD])
+    }
+
+    #[test]
+    fn an_earlier_write_is_followed_per_image_after_a_later_write_of_another() {
+        let worker = "1.dkr.ecr.r.amazonaws.com/worker";
+        let later = json!({"time": "2026-12-03T10:00:05Z", "eventId": "e2",
+            "images": [{"image": worker, "from": "v1", "to": "v2"}],
+            "earlier": [{"image": IMAGE, "from": "1.0", "to": "1.1",
+                "time": "2026-12-03T10:00:00.6Z"}]});
+        let degraded = ours("Degraded", &[NEW]);
+        assert!(
+            verdict(&app(&later.to_string(), degraded.clone()), NOW)
+                .starts_with("failed: health is Degraded"),
+            "the earlier write of the image is still judged"
+        );
+        let mut moved_again = later.clone();
+        moved_again["images"][0]["image"] = json!(IMAGE);
+        moved_again["earlier"] = json!([]);
+        assert!(
+            verdict(&app(&moved_again.to_string(), degraded.clone()), NOW)
+                .starts_with("superseded at 2026-12-03T10:00:05Z"),
+            "the same image written again supersedes"
+        );
+        let mut reported = later.clone();
+        reported["earlier"][0]["rollout"] = json!({"outcome": "failed"});
+        assert_eq!(
+            verdict(&app(&reported.to_string(), degraded), NOW),
+            "reported failed"
+        );
+        let record = AuditRecord::from_json(&later.to_string(), later.clone()).unwrap();
+        let followed = record.write_at(WRITE).unwrap();
+        let written = recorded(&followed, Outcome::Failed, "Degraded", NOW);
+        assert_eq!(written["earlier"][0]["rollout"]["outcome"], "failed");
+        assert!(
+            written.get("rollout").is_none(),
+            "the later write's own is untouched"
+        );
+    }
+
+    #[test]
+    fn a_sync_of_ours_keeps_an_argocd_app_rollback_of_another_image() {
+        let worker_place = json!([{"list": "/spec/source/helm/parameters",
+            "name": "worker.tag", "value": "v2"}]);
+        let app_place = json!([{"list": "/spec/source/helm/parameters",
+            "name": "image.tag", "value": "1.1"}]);
+        let record = json!({"time": "2026-12-03T10:05:00Z", "eventId": "e2",
+            "images": [{"image": "r/worker", "from": "v1", "to": "v2", "at": worker_place}],
+            "earlier": [{"image": IMAGE, "from": "1.0", "to": "1.1", "at": app_place,
+                "time": "2026-12-03T10:00:00.6Z"}]});
+        let spec = |web: &str, worker: &str| {
+            json!({"repoURL": "https://git.example/web", "targetRevision": "main",
+                "helm": {"parameters": [{"name": "image.tag", "value": web},
+                    {"name": "worker.tag", "value": worker}]}})
+        };
+        let rolled_back = |user: &str| {
+            json!({"metadata": {"resourceVersion": "9",
+                    "annotations": {AUDIT_ANNOTATION: record.to_string()}},
+                "spec": {"source": spec("1.1", "v2")},
+                "status": {"operationState": {"phase": "Succeeded",
+                    "operation": {"initiatedBy": {"username": user},
+                        "sync": {"source": spec("1.0", "v1")}}}}})
+        };
+        let (patch, kept) = start_sync(&rolled_back("admin"), None);
+        assert_eq!(kept, [IMAGE]);
+        assert_eq!(
+            patch[1]["value"]["sync"]["source"],
+            spec("1.0", "v2"),
+            "the spec, with the rolled-back image as rolled back"
+        );
+        let (patch, kept) = start_sync(&rolled_back(INITIATOR), None);
+        assert_eq!(kept, [IMAGE], "our own sync that kept it keeps it again");
+        assert_eq!(patch[1]["value"]["sync"]["source"], spec("1.0", "v2"));
+        let mut synced_spec = rolled_back("admin");
+        synced_spec["status"]["operationState"]["operation"]["sync"] = json!({});
+        let (patch, kept) = start_sync(&synced_spec, None);
+        assert!(kept.is_empty(), "a sync of the spec since: nothing stands");
+        assert!(patch[1]["value"]["sync"].get("source").is_none());
+    }
+
     #[test]
     fn a_commit_is_live_once_its_revision_or_a_later_one_with_our_images_synced() {
         let ours = record(json!({"git": {"commit": "c1", "pullRequest": null}}));
@@ -1341,7 +1564,8 @@ mod tests {
                 (got, want) => panic!("{case}: {got:?}, expected {want:?}"),
             }
         }
-        let patch = start_sync(&base(Some("true"), false, "Succeeded"), Some("c1"));
+        let (patch, kept) = start_sync(&base(Some("true"), false, "Succeeded"), Some("c1"));
+        assert!(kept.is_empty());
         assert_eq!(
             patch[0]["value"], "9",
             "guarded by the resourceVersion read"
