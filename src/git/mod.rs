@@ -3,7 +3,7 @@
 //! and the file's new text ([`gitwrite`]), the read before deciding and the conditional
 //! commit ([`commit`]), editing the YAML in place ([`yamledit`]) and reading it back as Helm
 //! does ([`readback`]); the Application manifest a chart's version is committed to
-//! ([`appmanifest`]).
+//! ([`appmanifest`]) and the branch it is committed on ([`manifests`]).
 
 pub(crate) mod appmanifest;
 pub(crate) mod codecommit;
@@ -14,6 +14,7 @@ pub(crate) mod github;
 pub(crate) mod gitlab;
 pub(crate) mod gitwrite;
 pub(crate) mod hosts;
+pub(crate) mod manifests;
 pub(crate) mod readback;
 pub(crate) mod repourl;
 pub(crate) mod yamledit;

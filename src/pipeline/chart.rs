@@ -21,7 +21,8 @@ use crate::decision::controls::{self, Hold};
 use crate::decision::decide::{self, Mode};
 use crate::git::appmanifest;
 use crate::git::commit::short;
-use crate::git::githost::{GitHost, HostError};
+use crate::git::githost::GitHost;
+use crate::git::manifests::{CommitRefused, ManifestBranch};
 use crate::policy::TagPolicy;
 use crate::report::{Action, Entry, Report};
 
@@ -288,32 +289,14 @@ impl Handler {
                 |c: &&ChartEntry| decide::failed_entry(base_entry(app, c), reason, retryable);
             report.entries.extend(chosen.iter().map(failed));
         };
-        let branch = match git.branch {
-            Some(branch) => Ok(branch.to_string()),
-            None => host.default_branch().await,
-        };
-        let head = match branch {
-            Ok(branch) => host.branch_head(&branch).await.map(|head| (branch, head)),
-            Err(e) => Err(e),
-        };
-        let (branch, head) = match head {
-            Ok((branch, Some(head))) => (branch, head),
-            Ok((branch, None)) => {
-                let reason = format!(
-                    "branch `{branch}` of {} does not exist: set git-branch to the branch the parent Application follows",
-                    host.name()
-                );
-                fail_all(report, &reason, false);
-                return None;
-            }
+        let target = match ManifestBranch::open(host, git.branch).await {
+            Ok(target) => target,
             Err(e) => {
                 fail_all(report, &e.to_string(), e.is_retryable());
                 return None;
             }
         };
-        let (changed, entries) = self
-            .edit_manifests(app, chosen, host, &branch, &head, work)
-            .await;
+        let (changed, entries) = self.edit_manifests(app, chosen, &target, work).await;
         if changed.is_empty() {
             report.entries.extend(entries);
             return None;
@@ -334,11 +317,11 @@ impl Handler {
             return None;
         }
         let message = commit_message(Identity::of(app).name, &entries);
-        match host.commit(&branch, &head, &message, &changed).await {
+        match target.commit(&message, &changed).await {
             Ok(commit) => {
                 report.stats.git_commits += 1;
                 let files: Vec<&str> = changed.iter().map(|(f, _)| f.as_str()).collect();
-                let record = json!({"repository": host.name(), "branch": branch,
+                let record = json!({"repository": host.name(), "branch": target.branch,
                     "file": files.join(", "), "commit": commit.oid});
                 let mut entries = entries;
                 for entry in entries.iter_mut().filter(|e| e.action == Action::Updated) {
@@ -354,8 +337,8 @@ impl Handler {
                 report.entries.extend(entries);
                 None
             }
-            Err(e @ HostError::HeadMoved { .. }) => Some((e.to_string(), entries)),
-            Err(e) => {
+            Err(CommitRefused::Raced(what)) => Some((what, entries)),
+            Err(CommitRefused::Failed(e)) => {
                 let failure = WriteError::Failed(crate::failure::Failure::new(
                     e.to_string(),
                     e.is_retryable(),
@@ -366,17 +349,16 @@ impl Handler {
         }
     }
 
-    /// Each chosen chart's manifest file read at `head`, decided and edited in memory: the
-    /// files whose text changed, and every chart's entry.
+    /// Each chosen chart's manifest file read at the branch's head, decided and edited in
+    /// memory: the files whose text changed, and every chart's entry.
     async fn edit_manifests(
         &self,
         app: &Value,
         chosen: &[&ChartEntry],
-        host: &dyn GitHost,
-        branch: &str,
-        head: &str,
+        target: &ManifestBranch<'_>,
         work: &Work<'_>,
     ) -> (Vec<(String, String)>, Vec<Entry>) {
+        let (host, branch) = (target.host_name(), target.branch.as_str());
         let Identity { namespace, name } = Identity::of(app);
         let mut originals: BTreeMap<String, String> = BTreeMap::new();
         let mut texts: BTreeMap<String, String> = BTreeMap::new();
@@ -386,14 +368,14 @@ impl Handler {
             let Some(file) = entry.write_back_target.as_deref() else {
                 let reason = format!(
                     "configuration error: the Application is written back by Git: set argocd-ecr-updater.io/chart.write-back-target to the file in {} that holds its manifest",
-                    host.name()
+                    host
                 );
                 entries.push(decide::failed_entry(base, &reason, false));
                 continue;
             };
             let text = match texts.get(file) {
                 Some(text) => text.clone(),
-                None => match host.file(file, head).await {
+                None => match target.file(file).await {
                     Ok(Some(text)) => {
                         originals.insert(file.to_string(), text.clone());
                         text
@@ -401,7 +383,7 @@ impl Handler {
                     Ok(None) => {
                         let reason = format!(
                             "`{file}` does not exist on branch `{branch}` of {}: set chart.write-back-target to the file holding the Application's manifest",
-                            host.name()
+                            host
                         );
                         entries.push(decide::failed_entry(base, &reason, false));
                         continue;
@@ -422,7 +404,7 @@ impl Handler {
             let mut text = text;
             for Decided { mut entry, write } in self.decide_chart(app, &manifest, entry, work).await
             {
-                let target = format!("{} {branch} {file}", host.name());
+                let target = format!("{} {branch} {file}", host);
                 entry.sources = entry
                     .sources
                     .iter()

@@ -14,6 +14,7 @@ mod fuzz_inputs;
 mod gates;
 mod git;
 mod git_hosts;
+mod house_limits;
 mod imageupdater;
 mod kube_api;
 mod kube_conformance;
