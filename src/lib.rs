@@ -21,6 +21,9 @@
 //! - [`rollout`]: following a write until it is live: [`rollout::message`], the check the
 //!   sweep queue brings back after a delay; [`rollout::judge`], live, failed, superseded or
 //!   out of time, from the Application alone (pure).
+//! - [`gates`]: what stands between a decided update and its write, one file per gate behind
+//!   [`gates::Gate`], run by [`gates::run`] on facts the pipeline asks for once
+//!   ([`gates::built_from`]: the source repository the image's labels name).
 //! - [`git`]: [`git::hosts`], opening the repository a change goes to on its host
 //!   ([`git::githost`]: [`git::github`], [`git::gitlab`], [`git::codecommit`]) with the
 //!   credentials [`git::gitcreds`] scopes to [`git::repourl`]'s parsed URLs;
@@ -95,6 +98,7 @@ pub(crate) mod apply;
 pub mod aws;
 pub mod cluster;
 pub mod decision;
+pub mod gates;
 pub mod git;
 pub mod pipeline;
 pub mod registry;

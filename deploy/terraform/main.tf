@@ -15,7 +15,7 @@ locals {
   use_prefix        = var.ecr_repository_prefix != ""
   in_vpc            = length(var.subnet_ids) > 0
   same_region       = concat([var.cluster_name], var.additional_cluster_names)
-  verify_signatures = var.signature_verification || length(var.cosign_key_secret_arns) > 0 || var.signature_referrers || var.commit_statuses || var.notation_trust_roots != "" || var.notation_trust_roots_secret_arn != ""
+  verify_signatures = var.signature_verification || length(var.cosign_key_secret_arns) > 0 || var.signature_referrers || var.commit_statuses || var.image_labels || var.notation_trust_roots != "" || var.notation_trust_roots_secret_arn != ""
 }
 
 resource "aws_cloudwatch_log_group" "function" {

@@ -170,6 +170,12 @@ variable "signature_verification" {
   default = false
 }
 
+variable "image_labels" {
+  description = "Let the function read image configs (ecr:GetDownloadUrlForLayer) for their OCI labels, which the built-from gate (argocd-ecr-updater.io/<alias>.built-from) checks."
+  type        = bool
+  default     = false
+}
+
 variable "commit_statuses" {
   description = "Let the function read image configs (ecr:GetDownloadUrlForLayer) for their source labels, to set commit statuses for Applications annotated argocd-ecr-updater.io/commit-status; the credential is a git_credentials_secret_arns secret scoped to the repository by url."
   type        = bool

@@ -126,6 +126,28 @@ pub struct ImageConfig {
     pub plugin: Option<PluginTarget>,
     /// Things the user set that we accept but do not need, said in the report.
     pub notes: Vec<String>,
+    /// Every setting of ours this image's configuration carries (`argocd-ecr-updater.io/…`,
+    /// per alias and app-wide), as [`ImageConfig::own_setting`] reads them for a gate.
+    pub own: BTreeMap<String, String>,
+}
+
+impl ImageConfig {
+    /// Our setting `name` for this image: `argocd-ecr-updater.io/<alias>.<name>`, else the
+    /// app-wide `argocd-ecr-updater.io/<name>`; its key and value.
+    pub fn own_setting(&self, name: &str) -> Option<(&str, &str)> {
+        let keys = self
+            .alias
+            .as_ref()
+            .map(|a| format!("{OWN_PREFIX}{a}.{name}"))
+            .into_iter()
+            .chain(std::iter::once(format!("{OWN_PREFIX}{name}")));
+        for key in keys {
+            if let Some((key, value)) = self.own.get_key_value(&key) {
+                return Some((key.as_str(), value.as_str()));
+            }
+        }
+        None
+    }
 }
 
 /// The plugin environment variables an image is written to: `spec` holds `repo:tag`, else
@@ -459,6 +481,12 @@ impl Reader<'_> {
             kustomize_image_name,
             plugin,
             notes,
+            own: self
+                .annotations
+                .iter()
+                .filter(|(key, _)| key.starts_with(OWN_PREFIX))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
         })
     }
 

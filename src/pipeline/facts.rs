@@ -42,6 +42,7 @@ type TagList = Result<Arc<Vec<TagInfo>>, Failure>;
 type ArtifactList = Result<Arc<Vec<ArtifactTag>>, Failure>;
 type SigningStates = Result<Arc<Vec<SigningState>>, Failure>;
 type NotationVerdict = Result<Result<Verified, String>, Failure>;
+type SourceCommitFact = Result<Result<crate::registry::provenance::SourceCommit, String>, Failure>;
 
 /// One value per key, made on first use: a caller for a key that is being made waits for it,
 /// callers for other keys do not. The map's own lock is held only to find a key's slot.
@@ -74,6 +75,8 @@ impl<T: Clone> Slots<OnceCell<T>> {
 
 pub struct RegistryFacts<'a> {
     ecr: &'a Ecr,
+    /// The client that reads blobs from where ECR's download URLs point.
+    blobs: &'a crate::http::LazyClient,
     /// Per repository, what ECR said of each tag asked about.
     described: Slots<AsyncMutex<HashMap<String, Option<TagInfo>>>>,
     tag_lists: Slots<OnceCell<TagList>>,
@@ -82,12 +85,16 @@ pub struct RegistryFacts<'a> {
     /// profile verifies; the Applications of one image share one answer.
     signing: Slots<OnceCell<SigningStates>>,
     notation: Slots<OnceCell<NotationVerdict>>,
+    /// Per digest: the source repository and commit its labels name (the gates').
+    source_commits: Slots<OnceCell<SourceCommitFact>>,
 }
 
 impl<'a> RegistryFacts<'a> {
-    pub fn new(ecr: &'a Ecr) -> Self {
+    pub fn new(ecr: &'a Ecr, blobs: &'a crate::http::LazyClient) -> Self {
         Self {
             ecr,
+            blobs,
+            source_commits: Slots::new(),
             described: Slots::new(),
             tag_lists: Slots::new(),
             artifact_lists: Slots::new(),
@@ -253,6 +260,25 @@ impl<'a> RegistryFacts<'a> {
             chosen: None,
             platform_refusals,
         })
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::gates::Facts for RegistryFacts<'_> {
+    async fn source_commit(
+        &self,
+        registry: &str,
+        repository: &str,
+        digest: &str,
+    ) -> SourceCommitFact {
+        let key = format!("{registry}/{repository}@{digest}");
+        self.source_commits
+            .get_or_make(key, || {
+                crate::registry::provenance::read(
+                    self.ecr, self.blobs, registry, repository, digest,
+                )
+            })
+            .await
     }
 }
 

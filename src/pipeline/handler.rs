@@ -343,7 +343,7 @@ impl Handler {
         mode: Mode<'_>,
         deadline: Option<Instant>,
     ) -> Result<(), HandlerError> {
-        let facts = RegistryFacts::new(&self.ecr);
+        let facts = RegistryFacts::new(&self.ecr, &self.blobs);
         if let [cluster] = self.clusters.as_slice() {
             return self.run(report, cluster, mode, &facts, deadline).await;
         }

@@ -28,6 +28,20 @@ impl Handler {
         let outcome = self
             .managed_signing(outcome, case, digest.as_deref(), work)
             .await;
+        let to = outcome.update.as_ref().map(|u| u.to.to_string());
+        let outcome = match to.as_deref() {
+            Some(to) => {
+                let candidate = crate::gates::Candidate {
+                    image: case.config,
+                    registry: &case.registry,
+                    repository: &case.repository,
+                    to,
+                    digest: digest.as_deref(),
+                };
+                crate::gates::run(outcome, &candidate, work.facts).await
+            }
+            None => outcome,
+        };
         let Some(key) = &case.config.cosign_key else {
             return outcome;
         };

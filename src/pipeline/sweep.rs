@@ -150,7 +150,7 @@ impl Handler {
         deadline: Option<Instant>,
         several: bool,
     ) -> Result<(), HandlerError> {
-        let facts = RegistryFacts::new(&self.ecr);
+        let facts = RegistryFacts::new(&self.ecr, &self.blobs);
         let kind = (report.mode, report.event_id.clone(), report.dry_run);
         let runs = gathered.into_iter().map(|g| {
             let (facts, kind) = (&facts, &kind);
@@ -213,7 +213,7 @@ impl Handler {
         records: &[ShardRecord],
         deadline: Option<Instant>,
     ) {
-        let facts = RegistryFacts::new(&self.ecr);
+        let facts = RegistryFacts::new(&self.ecr, &self.blobs);
         let mut summary = SweepSummary::default();
         let mut failures = Vec::new();
         for record in records {

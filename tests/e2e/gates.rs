@@ -1045,3 +1045,76 @@ mod notation {
         }
     }
 }
+
+/// `built-from`: a push is written only if its image's OCI labels name an allowed source
+/// repository at a full commit; a fork's image and one pushed without labels are skipped with
+/// their reason, read from the image config through ECR as it serves it. A gate of the one
+/// gate trait, run by the pipeline on every update.
+#[tokio::test]
+async fn only_an_image_built_from_the_named_repository_goes_out() {
+    use argocd_ecr_updater_standins::fixtures::{image, push_event};
+    let revision = "0123456789abcdef0123456789abcdef01234567";
+    let cases: [(&str, Value, Action, &str); 3] = [
+        (
+            "20991201-000000",
+            json!({"org.opencontainers.image.source": "https://github.com/mallory/web",
+                "org.opencontainers.image.revision": revision}),
+            Action::Skipped,
+            "built-from: sha256:",
+        ),
+        (
+            "20991202-000000",
+            json!({"maintainer": "someone"}),
+            Action::Skipped,
+            "do not say where it was built",
+        ),
+        (
+            "20991203-000000",
+            json!({"org.opencontainers.image.source": "https://github.com/acme/web.git",
+                "org.opencontainers.image.revision": revision}),
+            Action::Updated,
+            "built from https://github.com/acme/web at 0123456789ab (built-from)",
+        ),
+    ];
+    let standins = seeded(&[(
+        "argocd-ecr-updater.io/app.built-from",
+        "https://github.com/acme/web",
+    )])
+    .await;
+    for (n, (tag, labels, action, reason)) in cases.into_iter().enumerate() {
+        let at = format!("2099-12-0{}T00:00:00Z", n + 1);
+        let digest = char::from(b'a' + n as u8);
+        standins
+            .aws
+            .push_labelled(image("barun-dev-ecr", tag, digest, &at), &labels);
+        let report = standins
+            .report(&[], &push_event("barun-dev-ecr", tag, &at))
+            .await;
+        expect_decision(only(&report), action, reason);
+    }
+    assert_eq!(
+        helm_parameter(&standins, "argocd", SEED_APP, "image.tag").as_deref(),
+        Some("20991203-000000")
+    );
+    // A setting that names no repository fails the image, saying so; nothing is written.
+    let standins = seeded(&[(
+        "argocd-ecr-updater.io/app.built-from",
+        "github.com/acme/web",
+    )])
+    .await;
+    let at = "2099-12-09T00:00:00Z";
+    standins.aws.push_labelled(
+        image("barun-dev-ecr", "20991209-000000", 'f', at),
+        &json!({"org.opencontainers.image.source": "https://github.com/acme/web",
+            "org.opencontainers.image.revision": revision}),
+    );
+    let report = standins
+        .report(&[], &push_event("barun-dev-ecr", "20991209-000000", at))
+        .await;
+    expect_decision(
+        only(&report),
+        Action::Failed,
+        "configuration error: `argocd-ecr-updater.io/app.built-from: github.com/acme/web`",
+    );
+    assert_eq!(tag(&standins), SEED_TAG);
+}

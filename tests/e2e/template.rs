@@ -1102,6 +1102,7 @@ fn layer_downloads_and_scan_findings_are_granted_only_with_the_gate_that_needs_t
         "HasCosignKeys",
         "ReferrersOn",
         "CommitStatuses",
+        "ImageLabels",
         "NotationTrustRoots",
     ] {
         assert!(verify.contains(part), "{verify}");
