@@ -50,52 +50,57 @@ fn allowed(value: &str) -> Result<Vec<String>, String> {
 
 #[async_trait]
 impl Gate for BuiltFrom {
-    fn setting(&self) -> &'static str {
-        "built-from"
-    }
-
-    async fn judge(&self, value: &str, candidate: &Candidate<'_>, facts: &dyn Facts) -> Verdict {
-        let allowed = match allowed(value) {
-            Ok(allowed) => allowed,
-            Err(problem) => return Verdict::Misconfigured(problem),
-        };
-        let Some(digest) = candidate.digest else {
-            return Verdict::Refuse(format!(
-                "built-from: ECR named no digest for `{}`, so its labels cannot be read",
-                candidate.to
-            ));
-        };
-        let labels = facts
-            .source_commit(candidate.registry, candidate.repository, digest)
-            .await;
-        let source = match labels {
-            Err(failure) => return Verdict::Failed(failure),
-            Ok(Err(why)) => {
-                return Verdict::Refuse(format!(
-                    "built-from: the labels of {digest} do not say where it was built ({why}); only images built from {} go out",
-                    allowed.join(", ")
-                ));
-            }
-            Ok(Ok(source)) => source,
-        };
-        let short = &source.revision[..12.min(source.revision.len())];
-        match normal(&source.url) {
-            Some(url) if allowed.contains(&url) => {
-                Verdict::Pass(format!("built from {url} at {short} (built-from)"))
-            }
-            _ => Verdict::Refuse(format!(
-                "built-from: {digest} was built from {} at {short}, not from {}",
-                crate::redact::scrub(&source.url),
-                allowed.join(", ")
+    async fn judge(&self, candidate: &Candidate<'_>, facts: &dyn Facts) -> Option<Verdict> {
+        let (key, value) = candidate.image.own_setting("built-from")?;
+        Some(match allowed(value) {
+            Ok(allowed) => judged(&allowed, candidate, facts).await,
+            Err(problem) => Verdict::Misconfigured(format!(
+                "`{key}: {}`: {problem}",
+                crate::redact::scrub(value)
             )),
+        })
+    }
+}
+
+/// The verdict on a candidate under a readable setting.
+async fn judged(allowed: &[String], candidate: &Candidate<'_>, facts: &dyn Facts) -> Verdict {
+    let Some(digest) = candidate.digest else {
+        return Verdict::Refuse(format!(
+            "built-from: ECR named no digest for `{}`, so its labels cannot be read",
+            candidate.to
+        ));
+    };
+    let labels = facts
+        .source_commit(candidate.registry, candidate.repository, digest)
+        .await;
+    let source = match labels {
+        Err(failure) => return Verdict::Failed(failure),
+        Ok(Err(why)) => {
+            return Verdict::Refuse(format!(
+                "built-from: the labels of {digest} do not say where it was built ({why}); only images built from {} go out",
+                allowed.join(", ")
+            ));
         }
+        Ok(Ok(source)) => source,
+    };
+    let short = &source.revision[..12.min(source.revision.len())];
+    match normal(&source.url) {
+        Some(url) if allowed.contains(&url) => {
+            Verdict::Pass(format!("built from {url} at {short} (built-from)"))
+        }
+        _ => Verdict::Refuse(format!(
+            "built-from: {digest} was built from {} at {short}, not from {}",
+            crate::redact::scrub(&source.url),
+            allowed.join(", ")
+        )),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::appconfig::annotations::AppConfig;
+    use crate::appconfig::annotations::{AppConfig, ImageConfig};
+    use crate::appconfig::cosign_key::KeyRef;
     use crate::failure::Failure;
     use crate::registry::provenance::SourceCommit;
     use std::collections::BTreeMap;
@@ -114,6 +119,16 @@ mod tests {
         ) -> Result<Result<SourceCommit, String>, Failure> {
             self.0.clone()
         }
+
+        async fn cosign_signed(
+            &self,
+            _: &str,
+            _: &str,
+            _: &str,
+            _: &KeyRef,
+        ) -> Result<Result<(), String>, Failure> {
+            Ok(Err("this gate's tests ask no signature".into()))
+        }
     }
 
     fn built(url: &str) -> Labels {
@@ -125,19 +140,6 @@ mod tests {
 
     #[tokio::test]
     async fn an_image_goes_out_only_if_its_labels_name_an_allowed_repository() {
-        let config = AppConfig::parse(&BTreeMap::from([(
-            "argocd-image-updater.argoproj.io/image-list".to_string(),
-            "app=1.dkr.ecr.r.amazonaws.com/web".to_string(),
-        )]))
-        .unwrap();
-        let image = config.images[0].config.as_ref().unwrap();
-        let candidate = |digest: Option<&'static str>| Candidate {
-            image,
-            registry: "1",
-            repository: "web",
-            to: "1.4.0",
-            digest,
-        };
         let allowed = "https://github.com/acme/web, https://gitlab.com/acme/web-mirror";
         let cases: Vec<(&str, &str, Labels, Option<&str>, &str)> = vec![
             (
@@ -187,24 +189,56 @@ mod tests {
                 "http://github.com/acme/web",
                 built("https://github.com/acme/web"),
                 Some("sha256:a"),
-                "misconfigured: `http://github.com/acme/web` is not an https URL of a repository",
+                "misconfigured: `argocd-ecr-updater.io/app.built-from: http://github.com/acme/web`: `http://github.com/acme/web` is not an https URL of a repository",
             ),
             (
                 "an empty setting is a configuration error",
                 " , ",
                 built("https://github.com/acme/web"),
                 Some("sha256:a"),
-                "misconfigured: name the source repositories",
+                "misconfigured: `argocd-ecr-updater.io/app.built-from:  , `: name the source repositories",
             ),
         ];
         for (case, value, facts, digest, expected) in cases {
-            let got = match BuiltFrom.judge(value, &candidate(digest), &facts).await {
-                Verdict::Pass(note) => format!("pass: {note}"),
-                Verdict::Refuse(reason) => format!("refuse: {reason}"),
-                Verdict::Misconfigured(problem) => format!("misconfigured: {problem}"),
-                Verdict::Failed(f) => format!("failed: {} (retryable {})", f.message, f.retryable),
+            let config = configured(Some(value));
+            let image = config.images[0].config.as_ref().unwrap();
+            let got = match BuiltFrom.judge(&candidate(image, digest), &facts).await {
+                Some(Verdict::Pass(note)) => format!("pass: {note}"),
+                Some(Verdict::Refuse(reason)) => format!("refuse: {reason}"),
+                Some(Verdict::Misconfigured(problem)) => format!("misconfigured: {problem}"),
+                Some(Verdict::Failed(f)) => {
+                    format!("failed: {} (retryable {})", f.message, f.retryable)
+                }
+                None => "not asked".into(),
             };
             assert!(got.starts_with(expected), "{case}: {got}");
+        }
+        let config = configured(None);
+        let image = config.images[0].config.as_ref().unwrap();
+        let unasked = BuiltFrom
+            .judge(&candidate(image, Some("sha256:a")), &built("x"))
+            .await;
+        assert_eq!(unasked, None, "an image without the setting is not gated");
+    }
+
+    fn configured(built_from: Option<&str>) -> AppConfig {
+        let mut annotations = BTreeMap::from([(
+            "argocd-image-updater.argoproj.io/image-list".to_string(),
+            "app=1.dkr.ecr.r.amazonaws.com/web".to_string(),
+        )]);
+        if let Some(value) = built_from {
+            annotations.insert("argocd-ecr-updater.io/app.built-from".into(), value.into());
+        }
+        AppConfig::parse(&annotations).unwrap()
+    }
+
+    fn candidate<'a>(image: &'a ImageConfig, digest: Option<&'a str>) -> Candidate<'a> {
+        Candidate {
+            image,
+            registry: "1",
+            repository: "web",
+            to: "1.4.0",
+            digest,
         }
     }
 }

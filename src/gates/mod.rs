@@ -1,20 +1,23 @@
 //! Gates between a decided update and its write, as one idea: each gate is one file behind
-//! [`Gate`]: the setting that asks for it on an image (`argocd-ecr-updater.io/<alias>.<name>`,
-//! or app-wide without the alias; on an ImageUpdater object, in its annotations), what it
-//! needs to know about the candidate (asked through [`Facts`], which the pipeline answers at
-//! most once per digest and invocation), and its verdict: pass, saying what it found, or
-//! refuse, saying why. [`run`] applies every gate of [`ALL`] an image asks for, in order, to
-//! an update the decision and the checks before it let through.
+//! [`Gate`]: whether the image's configuration asks for it (its own setting,
+//! `argocd-ecr-updater.io/<alias>.<name>` read with [`ImageConfig::own_setting`], or a typed
+//! field such as an ImageUpdater object's cosign key), what it needs to know about the
+//! candidate (asked through [`Facts`], which the pipeline answers at most once per digest and
+//! invocation), and its verdict: pass, saying what it found, or refuse, saying why. [`run`]
+//! applies every gate of [`ALL`] in order to an update the decision and the checks before it
+//! let through.
 //!
 //! A new gate is its file here and its line in [`ALL`]; a fact no gate asked before is one
 //! method of [`Facts`] answered in `pipeline::facts`, with the IAM action it calls; its
 //! section in docs/gates.md.
 
 pub(crate) mod built_from;
+pub(crate) mod cosign;
 
 use async_trait::async_trait;
 
 use crate::appconfig::annotations::ImageConfig;
+use crate::appconfig::cosign_key::KeyRef;
 use crate::decision::decide::ImageOutcome;
 use crate::failure::Failure;
 use crate::registry::provenance::SourceCommit;
@@ -31,6 +34,15 @@ pub trait Facts: Sync {
         repository: &str,
         digest: &str,
     ) -> Result<Result<SourceCommit, String>, Failure>;
+
+    /// Whether the digest carries a valid cosign signature by `key`, or exactly why not.
+    async fn cosign_signed(
+        &self,
+        registry: &str,
+        repository: &str,
+        digest: &str,
+        key: &KeyRef,
+    ) -> Result<Result<(), String>, Failure>;
 }
 
 /// The update a gate judges.
@@ -53,7 +65,7 @@ pub enum Verdict {
     Pass(String),
     /// Not written, and why (a skip: the next image may pass).
     Refuse(String),
-    /// The setting does not read: what is wrong with it.
+    /// Its setting does not read: the annotation and what is wrong with it.
     Misconfigured(String),
     /// A fact could not be read (retryable or not, as the failure says).
     Failed(Failure),
@@ -62,18 +74,16 @@ pub enum Verdict {
 /// One gate.
 #[async_trait]
 pub trait Gate: Sync {
-    /// The setting that asks for it, and its name in reasons.
-    fn setting(&self) -> &'static str;
-
-    /// The verdict on `candidate`, given the setting's value.
-    async fn judge(&self, value: &str, candidate: &Candidate<'_>, facts: &dyn Facts) -> Verdict;
+    /// The verdict on `candidate`; `None` when the image's configuration does not ask for
+    /// this gate.
+    async fn judge(&self, candidate: &Candidate<'_>, facts: &dyn Facts) -> Option<Verdict>;
 }
 
-/// Every gate, in the order they run.
-pub const ALL: &[&dyn Gate] = &[&built_from::BuiltFrom];
+/// Every gate, in the order they run: the cheapest first, so a refusal saves the rest.
+pub const ALL: &[&dyn Gate] = &[&built_from::BuiltFrom, &cosign::Cosign];
 
-/// Runs every gate of [`ALL`] the image asks for on the update `outcome` carries; the first
-/// that does not pass ends it.
+/// Runs every gate of [`ALL`] on the update `outcome` carries; the first that does not pass
+/// ends it.
 pub async fn run(
     mut outcome: ImageOutcome,
     candidate: &Candidate<'_>,
@@ -83,18 +93,15 @@ pub async fn run(
         if outcome.update.is_none() {
             break;
         }
-        let Some((key, value)) = candidate.image.own_setting(gate.setting()) else {
+        let Some(verdict) = gate.judge(candidate, facts).await else {
             continue;
         };
-        outcome = match gate.judge(value, candidate, facts).await {
+        outcome = match verdict {
             Verdict::Pass(note) => outcome.noted(&note),
             Verdict::Refuse(reason) => outcome.refuse(Action::Skipped, &reason, false),
             Verdict::Misconfigured(problem) => outcome.refuse(
                 Action::Failed,
-                &format!(
-                    "configuration error: `{key}: {}`: {problem}",
-                    crate::redact::scrub(value)
-                ),
+                &format!("configuration error: {problem}"),
                 false,
             ),
             Verdict::Failed(failure) => {

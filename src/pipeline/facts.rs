@@ -263,9 +263,9 @@ impl<'a> RegistryFacts<'a> {
     }
 }
 
-#[async_trait::async_trait]
-impl crate::gates::Facts for RegistryFacts<'_> {
-    async fn source_commit(
+impl RegistryFacts<'_> {
+    /// The source repository and commit the digest's labels name, read once per digest.
+    pub async fn source_commit(
         &self,
         registry: &str,
         repository: &str,

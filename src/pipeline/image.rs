@@ -21,60 +21,30 @@ const SIGNING_WAIT: time::Duration = time::Duration::minutes(30);
 const SIGNING_RECHECK_SECONDS: u32 = 60;
 
 impl Handler {
-    /// Fetches what the image's strategy needs from ECR, lets `decide` answer, then holds an
-    /// update back unless the image is signed with its cosign key (when it has one).
+    /// Fetches what the image's strategy needs from ECR, lets `decide` answer, then runs the
+    /// managed-signing check and every gate of `gates` on an update.
     pub(super) async fn decide_image(&self, case: &ImageCase<'_>, work: &Work<'_>) -> ImageOutcome {
         let (outcome, digest) = self.decide_image_facts(case, work).await;
         let outcome = self
             .managed_signing(outcome, case, digest.as_deref(), work)
             .await;
         let to = outcome.update.as_ref().map(|u| u.to.to_string());
-        let outcome = match to.as_deref() {
-            Some(to) => {
-                let candidate = crate::gates::Candidate {
-                    image: case.config,
-                    registry: &case.registry,
-                    repository: &case.repository,
-                    to,
-                    digest: digest.as_deref(),
-                };
-                crate::gates::run(outcome, &candidate, work.facts).await
-            }
-            None => outcome,
-        };
-        let Some(key) = &case.config.cosign_key else {
+        let Some(to) = to.as_deref() else {
             return outcome;
         };
-        if outcome.update.is_none() {
-            return outcome;
-        }
-        let Some(digest) = digest else {
-            return outcome.refuse(
-                Action::Skipped,
-                "signature check: ECR named no digest for the image to roll out",
-                false,
-            );
+        let candidate = crate::gates::Candidate {
+            image: case.config,
+            registry: &case.registry,
+            repository: &case.repository,
+            to,
+            digest: digest.as_deref(),
         };
-        let checked = self
-            .signatures
-            .check(
-                &self.ecr,
-                work.kube,
-                &case.registry,
-                &case.repository,
-                &digest,
-                key,
-            )
-            .await;
-        match checked {
-            Ok(Ok(())) => outcome.noted(&format!("{digest} is signed with the cosign key ({key})")),
-            Ok(Err(reason)) => outcome.refuse(
-                Action::Skipped,
-                &format!("signature check failed: {reason}"),
-                false,
-            ),
-            Err(e) => outcome.refuse(Action::Failed, &e.message, e.retryable),
-        }
+        let facts = GateFacts {
+            registry: work.facts,
+            handler: self,
+            kube: work.kube,
+        };
+        crate::gates::run(outcome, &candidate, &facts).await
     }
 
     /// The managed-signing gate (`signing-profile`): an update goes through only once ECR
@@ -434,5 +404,47 @@ impl Handler {
             FollowUp::Leave(why) => format!("no follow-up sent: {why}"),
         };
         outcome.noted_on_soaking(&note)
+    }
+}
+
+/// What the gates ask, answered by the invocation's registry facts and the handler's
+/// signature verifier.
+struct GateFacts<'a> {
+    registry: &'a crate::pipeline::facts::RegistryFacts<'a>,
+    handler: &'a Handler,
+    kube: &'a crate::cluster::kube::KubeClient,
+}
+
+#[async_trait::async_trait]
+impl crate::gates::Facts for GateFacts<'_> {
+    async fn source_commit(
+        &self,
+        registry: &str,
+        repository: &str,
+        digest: &str,
+    ) -> Result<Result<crate::registry::provenance::SourceCommit, String>, Failure> {
+        self.registry
+            .source_commit(registry, repository, digest)
+            .await
+    }
+
+    async fn cosign_signed(
+        &self,
+        registry: &str,
+        repository: &str,
+        digest: &str,
+        key: &crate::appconfig::cosign_key::KeyRef,
+    ) -> Result<Result<(), String>, Failure> {
+        self.handler
+            .signatures
+            .check(
+                &self.handler.ecr,
+                self.kube,
+                registry,
+                repository,
+                digest,
+                key,
+            )
+            .await
     }
 }
