@@ -26,7 +26,6 @@ mod push;
 mod registries;
 mod rollbacks;
 mod rollout;
-mod adv61;
 mod rollouts_moving;
 mod shipping_features;
 mod sweep;
