@@ -24,9 +24,8 @@ use crate::decision::decide::{self, Mode};
 use crate::event::{self, EventError, Invocation};
 use crate::git::hosts::GitHosts;
 use crate::pipeline::announce;
-use crate::pipeline::application::Concerned;
 use crate::pipeline::facts::RegistryFacts;
-use crate::pipeline::listing::{self, Listed};
+use crate::pipeline::listing::{self, Concerned, Listed};
 use crate::registry::ecr::Ecr;
 use crate::report::{ClusterFailure, InvocationKind, Report};
 

@@ -18,8 +18,51 @@ use crate::cluster::objects::{ObjectCache, Objects, Tally};
 use crate::cluster::retry::retry_transient;
 use crate::config::Config;
 use crate::decision::decide::{self, Mode};
-use crate::pipeline::application::{Concerned, Concerns};
 use crate::report::Stats;
+
+/// An Application an invocation concerns, and how it is known before it is read.
+pub(super) enum Concerned {
+    /// As the listing saw it: its configuration is resolved from the labels and annotations
+    /// listed, before the read (a sweep asks for its tag lists while it reads), with the
+    /// listing's own resolution.
+    Listed {
+        meta: AppMeta,
+        resolution: Option<Resolution>,
+        /// What the listing found it concerned by: its images, its charts, or both.
+        concerns: Concerns,
+    },
+    /// By name only (a shard names Applications it did not list now): resolved from the read.
+    Named { namespace: String, name: String },
+}
+
+/// What of an Application an invocation concerns.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Concerns {
+    /// Its `image-list` or ImageUpdater object.
+    pub images: bool,
+    /// Its `chart-list`.
+    pub charts: bool,
+}
+
+impl Concerned {
+    /// What the invocation concerns of it; by name only, both (the read tells).
+    pub(super) fn concerns(&self) -> Concerns {
+        match self {
+            Self::Listed { concerns, .. } => *concerns,
+            Self::Named { .. } => Concerns {
+                images: true,
+                charts: true,
+            },
+        }
+    }
+
+    pub(super) fn names(&self) -> (&str, &str) {
+        match self {
+            Self::Listed { meta, .. } => (&meta.namespace, &meta.name),
+            Self::Named { namespace, name } => (namespace, name),
+        }
+    }
+}
 
 /// An Application to read, with the ImageUpdater objects of its namespace.
 /// An Application the listing found concerned, with the ImageUpdater objects of its

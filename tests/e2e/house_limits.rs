@@ -122,3 +122,98 @@ fn the_readme_and_the_development_guide_stay_short() {
         );
     }
 }
+
+/// The sibling modules each module of `folder` names (`super::x`, `crate::<folder>::x`), in
+/// its code before its tests.
+fn sibling_edges(folder: &Path, name: &str) -> Vec<(String, String)> {
+    let mut edges = Vec::new();
+    let Ok(entries) = std::fs::read_dir(folder) else {
+        return edges;
+    };
+    let modules: Vec<String> = entries
+        .flatten()
+        .filter_map(|e| {
+            let path = e.path();
+            (path.extension().is_some_and(|x| x == "rs"))
+                .then(|| path.file_stem().unwrap().to_string_lossy().into_owned())
+        })
+        .filter(|m| m != "mod")
+        .collect();
+    for module in &modules {
+        let text = std::fs::read_to_string(folder.join(format!("{module}.rs"))).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for other in modules.iter().filter(|m| *m != module) {
+            let named = [
+                format!("super::{other}::"),
+                format!("super::{other};"),
+                format!("super::{{{other}"),
+                format!("crate::{name}::{other}::"),
+                format!("crate::{name}::{other};"),
+                format!("crate::{name}::{other},"),
+            ];
+            if named.iter().any(|n| code.contains(n.as_str())) {
+                edges.push((module.clone(), other.clone()));
+            }
+        }
+    }
+    edges
+}
+
+/// A loop among `edges`, if any, as the modules along it.
+fn a_loop(edges: &[(String, String)]) -> Option<Vec<String>> {
+    fn visit(
+        at: &str,
+        edges: &[(String, String)],
+        path: &mut Vec<String>,
+        done: &mut std::collections::BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(start) = path.iter().position(|m| m == at) {
+            let mut found = path[start..].to_vec();
+            found.push(at.to_string());
+            return Some(found);
+        }
+        if done.contains(at) {
+            return None;
+        }
+        path.push(at.to_string());
+        for (_, to) in edges.iter().filter(|(from, _)| from == at) {
+            if let Some(found) = visit(to, edges, path, done) {
+                return Some(found);
+            }
+        }
+        path.pop();
+        done.insert(at.to_string());
+        None
+    }
+    let mut done = std::collections::BTreeSet::new();
+    edges
+        .iter()
+        .find_map(|(from, _)| visit(from, edges, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn the_modules_of_a_folder_import_one_another_without_a_loop() {
+    let mut loops = Vec::new();
+    for entry in std::fs::read_dir(root().join("src")).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if let Some(found) = a_loop(&sibling_edges(&path, &name)) {
+                loops.push(format!("{name}: {}", found.join(" -> ")));
+            }
+        }
+    }
+    assert!(loops.is_empty(), "{loops:?}");
+}
+
+#[test]
+fn a_loop_among_siblings_is_found() {
+    let edge = |a: &str, b: &str| (a.to_string(), b.to_string());
+    let found = a_loop(&[
+        edge("handler", "listing"),
+        edge("listing", "application"),
+        edge("application", "handler"),
+    ]);
+    assert_eq!(found.unwrap().len(), 4);
+    assert!(a_loop(&[edge("a", "b"), edge("b", "c"), edge("a", "c")]).is_none());
+}
