@@ -5,6 +5,8 @@
 use serde_json::{Value, json};
 
 use crate::application::identity::Identity;
+use crate::application::rollbacks::ROLLBACK_RESPECTED;
+use crate::report::{Action, Entry};
 
 /// What an Event says.
 pub struct EventText<'a> {
@@ -47,6 +49,88 @@ pub fn short_key(text: &str) -> String {
         .take(4)
         .map(|b| format!("{b:02x}"))
         .collect()
+}
+
+/// The `RollbackRespected` Event of a decision that left a rollback alone, or `None`.
+/// Named after the rollback itself (what was rolled back to what), so that every later
+/// push or sweep that respects the same rollback finds it recorded (409) instead of adding
+/// one Event per event.
+pub fn rollback_respected(app: &Value, entries: &[Entry], now: &str) -> Option<Value> {
+    let held: Vec<&Entry> = entries
+        .iter()
+        .filter(|e| e.action == Action::Skipped && e.reason.starts_with(ROLLBACK_RESPECTED))
+        .collect();
+    let first = held.first()?;
+    // "… from `a` to `b`, deployed …" or "… set `a`, the Application now asks for `b` …":
+    // the part before the first `:` names the rollback.
+    let rollback = first.reason.split(':').next().unwrap_or(&first.reason);
+    let key = short_key(&format!("{}|{rollback}", first.image));
+    let message: Vec<String> = held
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {}: {}",
+                e.alias.as_deref().unwrap_or("-"),
+                e.image,
+                e.reason
+            )
+        })
+        .collect();
+    let text = EventText {
+        suffix: format!("rollback-{key}"),
+        reason: "RollbackRespected",
+        message: message.join("; "),
+        kind: "Normal",
+        annotations: Default::default(),
+    };
+    Some(about(app, text, now))
+}
+
+/// The Kubernetes Event of a write, as Image Updater records one (`reason: ImagesUpdated`,
+/// the per-image annotations it sets), so the update shows in Argo CD's UI and in
+/// `kubectl describe`. `now` is RFC 3339, `nanos` makes the name unique.
+pub fn images_updated(app: &Value, entries: &[Entry], now: &str, nanos: i128) -> Value {
+    let Identity { name, .. } = Identity::of(app);
+    let updated: Vec<&Entry> = entries
+        .iter()
+        .filter(|e| e.action == Action::Updated)
+        .collect();
+    let mut annotations = serde_json::Map::new();
+    for (i, entry) in updated.iter().enumerate() {
+        let prefix = format!("argocd-image-updater.image-{i}");
+        let short = entry.image.rsplit('/').next().unwrap_or(&entry.image);
+        for (key, value) in [
+            ("full-image-name", entry.image.as_str()),
+            ("image-name", short),
+            ("old-tag", entry.from.as_deref().unwrap_or("")),
+            ("new-tag", entry.to.as_deref().unwrap_or("")),
+        ] {
+            annotations.insert(format!("{prefix}/{key}"), json!(value));
+        }
+    }
+    let changes: Vec<String> = updated
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {} {} -> {}",
+                e.alias.as_deref().unwrap_or("-"),
+                e.image,
+                e.from.as_deref().unwrap_or("(none)"),
+                e.to.as_deref().unwrap_or("")
+            )
+        })
+        .collect();
+    let text = EventText {
+        suffix: format!("{nanos:x}"),
+        reason: "ImagesUpdated",
+        message: format!(
+            "Successfully updated application '{name}': {}",
+            changes.join("; ")
+        ),
+        kind: "Normal",
+        annotations,
+    };
+    about(app, text, now)
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
@@ -17,7 +17,6 @@ use crate::appconfig::annotations::AUDIT_ANNOTATION;
 use crate::appconfig::annotations::{AppConfig, ImageConfig, ImageEntry, ImageRef, Platform};
 use crate::appconfig::imageupdater::ConfigSource;
 use crate::application::audit::AuditRecord;
-use crate::application::event;
 use crate::application::identity::Identity;
 use crate::application::sources::{self, Targets};
 use crate::application::view::AppView;
@@ -372,90 +371,6 @@ pub mod app {
             entry.configuring_object = object.clone();
         }
         decided
-    }
-
-    /// The Kubernetes Event of a write, as Image Updater records one (`reason: ImagesUpdated`,
-    /// the per-image annotations it sets), so the update shows in Argo CD's UI and in
-    /// `kubectl describe`. `now` is RFC 3339, `nanos` makes the name unique.
-    use crate::decision::rollback::ROLLBACK_RESPECTED;
-
-    /// The `RollbackRespected` Event of a decision that left a rollback alone, or `None`.
-    /// Named after the rollback itself (what was rolled back to what), so that every later
-    /// push or sweep that respects the same rollback finds it recorded (409) instead of adding
-    /// one Event per event.
-    pub fn rollback_event(app: &Value, entries: &[Entry], now: &str) -> Option<Value> {
-        let held: Vec<&Entry> = entries
-            .iter()
-            .filter(|e| e.action == Action::Skipped && e.reason.starts_with(ROLLBACK_RESPECTED))
-            .collect();
-        let first = held.first()?;
-        // "… from `a` to `b`, deployed …" or "… set `a`, the Application now asks for `b` …":
-        // the part before the first `:` names the rollback.
-        let rollback = first.reason.split(':').next().unwrap_or(&first.reason);
-        let key = event::short_key(&format!("{}|{rollback}", first.image));
-        let message: Vec<String> = held
-            .iter()
-            .map(|e| {
-                format!(
-                    "{} {}: {}",
-                    e.alias.as_deref().unwrap_or("-"),
-                    e.image,
-                    e.reason
-                )
-            })
-            .collect();
-        let text = event::EventText {
-            suffix: format!("rollback-{key}"),
-            reason: "RollbackRespected",
-            message: message.join("; "),
-            kind: "Normal",
-            annotations: Default::default(),
-        };
-        Some(event::about(app, text, now))
-    }
-
-    pub fn images_updated_event(app: &Value, entries: &[Entry], now: &str, nanos: i128) -> Value {
-        let (_, name) = names(app);
-        let updated: Vec<&Entry> = entries
-            .iter()
-            .filter(|e| e.action == Action::Updated)
-            .collect();
-        let mut annotations = serde_json::Map::new();
-        for (i, entry) in updated.iter().enumerate() {
-            let prefix = format!("argocd-image-updater.image-{i}");
-            let short = entry.image.rsplit('/').next().unwrap_or(&entry.image);
-            for (key, value) in [
-                ("full-image-name", entry.image.as_str()),
-                ("image-name", short),
-                ("old-tag", entry.from.as_deref().unwrap_or("")),
-                ("new-tag", entry.to.as_deref().unwrap_or("")),
-            ] {
-                annotations.insert(format!("{prefix}/{key}"), json!(value));
-            }
-        }
-        let changes: Vec<String> = updated
-            .iter()
-            .map(|e| {
-                format!(
-                    "{} {} {} -> {}",
-                    e.alias.as_deref().unwrap_or("-"),
-                    e.image,
-                    e.from.as_deref().unwrap_or("(none)"),
-                    e.to.as_deref().unwrap_or("")
-                )
-            })
-            .collect();
-        let text = event::EventText {
-            suffix: format!("{nanos:x}"),
-            reason: "ImagesUpdated",
-            message: format!(
-                "Successfully updated application '{name}': {}",
-                changes.join("; ")
-            ),
-            kind: "Normal",
-            annotations,
-        };
-        event::about(app, text, now)
     }
 
     /// A push in another region than the function's: not ours to handle.
@@ -1204,6 +1119,7 @@ fn audit_image(image: &ImageConfig, entry: &Entry, pushed: Option<OffsetDateTime
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     use crate::appconfig::annotations::{AppConfig, PREFIX};
     use argocd_ecr_updater_standins::fixtures::Application;
     use std::collections::BTreeMap;

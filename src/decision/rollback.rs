@@ -34,7 +34,7 @@ use time::format_description::well_known::Rfc3339;
 
 use crate::appconfig::annotations::{AppConfig, ImageConfig};
 use crate::application::audit::{AuditRecord, ImageWrite, rfc3339_at};
-use crate::application::rollbacks::{self, RememberedRollback};
+use crate::application::rollbacks::{self, ROLLBACK_RESPECTED, RememberedRollback};
 use crate::application::sources;
 use crate::policy::{TagInfo, TagRef};
 use crate::report::{Action, Entry};
@@ -55,10 +55,6 @@ pub const OWNER_MANAGERS: &[&str] = &[
     "kubectl-client-side-apply",
     "kubectl",
 ];
-
-/// The start of every skip reason [`Rollback::holds`] gives, which the `RollbackRespected`
-/// Event and the memory of rollbacks look for.
-pub const ROLLBACK_RESPECTED: &str = "respecting a manual rollback";
 
 /// Our own field manager (the function's User-Agent up to its first `/`).
 pub const OUR_MANAGER: &str = "argocd-ecr-updater";
