@@ -333,6 +333,25 @@ impl AuditRecord {
         })
     }
 
+    /// This record as the values its write replaced: each image moved, at what it was
+    /// before (those without one left out).
+    pub fn replaced(&self) -> Self {
+        let mut replaced = self.clone();
+        replaced.images = self
+            .images
+            .iter()
+            .filter_map(|i| {
+                Some(AuditedImage {
+                    to: i.from.clone()?,
+                    from: None,
+                    places: Vec::new(),
+                    ..i.clone()
+                })
+            })
+            .collect();
+        replaced
+    }
+
     /// The whole record's JSON with `field` set on this write: on the record itself, or, for
     /// an earlier write, on each of its entries under `earlier`.
     pub fn with(&self, field: &str, value: Value) -> Value {

@@ -1119,9 +1119,9 @@ fn audit_image(image: &ImageConfig, entry: &Entry, pushed: Option<OffsetDateTime
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
     use crate::appconfig::annotations::{AppConfig, PREFIX};
     use argocd_ecr_updater_standins::fixtures::Application;
+    use serde_json::json;
     use std::collections::BTreeMap;
     use time::macros::datetime;
 

@@ -287,8 +287,8 @@ impl Handler {
             let now = OffsetDateTime::from(self.clock.now());
             let verdict = judge::judge(&app, written, now, until).map_err(|e| e.to_string())?;
             // The write followed, as far as the record still knows it (an earlier write's
-            // images, after a later write of others).
-            let record = AuditRecord::of(&app).map(|r| r.write_at(written).unwrap_or(r));
+            // images, after a later write of others); none once all were written again.
+            let record = AuditRecord::of(&app).and_then(|r| r.write_at(written));
             let (outcome, reason) = match verdict {
                 Verdict::Pending(awaited) => {
                     let Some(record) = record else {
@@ -331,7 +331,10 @@ impl Handler {
                         .format(&time::format_description::well_known::Rfc3339)
                         .unwrap_or_default();
                     let reason = format!("a newer write at {at} is followed instead");
-                    return Ok(Checked::ended("superseded", reason, record));
+                    // The record no longer holds this write; the values the newer one
+                    // replaced are what it had written, unless someone changed them between.
+                    let replaced = AuditRecord::of(&app).map(|newer| newer.replaced());
+                    return Ok(Checked::ended("superseded", reason, replaced));
                 }
                 Verdict::Reported(outcome) => {
                     let reason = format!("reported {outcome} by an earlier check");

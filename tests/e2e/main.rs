@@ -2,7 +2,6 @@
 //! the EKS API server, the Git hosts and the Lambda Runtime API, over real HTTP and TLS. One
 //! module per area; one binary links the crate once instead of once per file.
 
-mod adv61b;
 mod aws_errors;
 mod charts;
 mod clusters;
@@ -27,6 +26,7 @@ mod push;
 mod registries;
 mod rollbacks;
 mod rollout;
+mod rollouts_followed;
 mod rollouts_moving;
 mod shipping_features;
 mod sweep;

@@ -1,5 +1,8 @@
-//! Adversarial end-to-end probes (issue 61, second pass): the real handler against the moving
-//! Argo CD controller stand-in and the AWS stand-ins, on the test clock.
+//! Followed writes on every shape of Application and delivery: the real handler against the
+//! moving Argo CD controller stand-in and the AWS stand-ins, on the test clock (Kustomize
+//! and multi-source take-backs and confirmations, unrelated edits, a person setting our own
+//! value, a failed send after a claimed check, hops delivered twice at once or from before
+//! hops were numbered, one image written, another, then the first again).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -192,10 +195,7 @@ fn kustomized(app: &mut Value) {
     annotations.remove(&format!("{p}app.helm.image-tag"));
     let source = app["spec"]["source"].as_object_mut().unwrap();
     source.remove("helm");
-    source.insert(
-        "kustomize".into(),
-        json!({"images": [image_at(SEED_TAG)]}),
-    );
+    source.insert("kustomize".into(), json!({"images": [image_at(SEED_TAG)]}));
     app["status"]["sourceType"] = json!("Kustomize");
 }
 
@@ -244,7 +244,7 @@ fn hop_of(message: &QueueMessage) -> Value {
 /// Two deliveries of one soak hop AT THE SAME TIME (SQS at-least-once, two concurrent Lambda
 /// invocations): the guarded claim on the soak-chains annotation lets exactly one send hop 2.
 #[tokio::test]
-async fn adv61b_one_hop_delivered_twice_at_once_sends_one_next_hop() {
+async fn one_hop_delivered_twice_at_once_sends_one_next_hop() {
     let (standins, queue) = seeded(
         |app| annotate(app, "argocd-ecr-updater.io/min-age", "168h"),
         &[Script::Healthy],
@@ -254,11 +254,9 @@ async fn adv61b_one_hop_delivered_twice_at_once_sends_one_next_hop() {
     expect_decision(only(&report), Action::Skipped, "re-decided in 900 s");
     let hops = standins.aws.queue(&queue);
     assert_eq!(hops.len(), 1);
-    let (a, b) = futures_util::future::join(
-        deliver(&standins, &hops[0]),
-        deliver(&standins, &hops[0]),
-    )
-    .await;
+    let (a, b) =
+        futures_util::future::join(deliver(&standins, &hops[0]), deliver(&standins, &hops[0]))
+            .await;
     let after = standins.aws.queue(&queue);
     assert_eq!(
         after.len(),
@@ -275,7 +273,7 @@ async fn adv61b_one_hop_delivered_twice_at_once_sends_one_next_hop() {
 /// function was upgraded mid-soak) continues its chain: it sends hop 1; delivered again, it
 /// sends nothing more.
 #[tokio::test]
-async fn adv61b_an_unnumbered_hop_from_before_the_upgrade_continues_its_chain_once() {
+async fn an_unnumbered_hop_from_before_the_upgrade_continues_its_chain_once() {
     let (standins, queue) = seeded(
         |app| annotate(app, "argocd-ecr-updater.io/min-age", "168h"),
         &[Script::Healthy],
@@ -309,7 +307,7 @@ async fn adv61b_an_unnumbered_hop_from_before_the_upgrade_continues_its_chain_on
 /// followed. The write was taken back (the record's place is the Kustomize entry), not
 /// failed or timed out.
 #[tokio::test]
-async fn adv61b_kustomize_edit_back_while_followed_is_taken_back() {
+async fn kustomize_edit_back_while_followed_is_taken_back() {
     let (standins, queue) = seeded(
         |app| {
             kustomized(app);
@@ -319,7 +317,11 @@ async fn adv61b_kustomize_edit_back_while_followed_is_taken_back() {
     )
     .await;
     let report = standins.report(&[], &event("push-date-tag.json")).await;
-    expect_decision(only(&report), Action::Updated, "rollout followed until live");
+    expect_decision(
+        only(&report),
+        Action::Updated,
+        "rollout followed until live",
+    );
     pass(&standins, 3);
     edit_kustomize_back(&standins);
     let (states, reason) = follow_to_the_end(&standins, &queue).await;
@@ -327,12 +329,16 @@ async fn adv61b_kustomize_edit_back_while_followed_is_taken_back() {
     assert!(reason.contains("kubectl-edit"), "{reason}");
 }
 
-/// Control for the above: a Kustomize Application's plain sync is confirmed.
+/// A Kustomize Application's plain sync is confirmed.
 #[tokio::test]
-async fn adv61b_kustomize_plain_sync_is_confirmed() {
+async fn kustomize_plain_sync_is_confirmed() {
     let (standins, queue) = seeded(kustomized, &[Script::Healthy]).await;
     let report = standins.report(&[], &event("push-date-tag.json")).await;
-    expect_decision(only(&report), Action::Updated, "rollout followed until live");
+    expect_decision(
+        only(&report),
+        Action::Updated,
+        "rollout followed until live",
+    );
     let (states, reason) = follow_to_the_end(&standins, &queue).await;
     assert_eq!(states.last().unwrap(), "confirmed", "{states:?}: {reason}");
 }
@@ -340,7 +346,7 @@ async fn adv61b_kustomize_plain_sync_is_confirmed() {
 /// A multi-source Application (a values `ref` source, then the chart): a person edits the
 /// chart's tag back while followed: taken back, by kubectl-edit.
 #[tokio::test]
-async fn adv61b_multi_source_edit_back_while_followed_is_taken_back() {
+async fn multi_source_edit_back_while_followed_is_taken_back() {
     let (standins, queue) = seeded(
         |app| {
             multi_source(app);
@@ -350,7 +356,11 @@ async fn adv61b_multi_source_edit_back_while_followed_is_taken_back() {
     )
     .await;
     let report = standins.report(&[], &event("push-date-tag.json")).await;
-    expect_decision(only(&report), Action::Updated, "rollout followed until live");
+    expect_decision(
+        only(&report),
+        Action::Updated,
+        "rollout followed until live",
+    );
     pass(&standins, 3);
     edit_multi_back(&standins);
     let (states, reason) = follow_to_the_end(&standins, &queue).await;
@@ -358,12 +368,16 @@ async fn adv61b_multi_source_edit_back_while_followed_is_taken_back() {
     assert!(reason.contains("kubectl-edit"), "{reason}");
 }
 
-/// Control: a multi-source Application's plain sync is confirmed.
+/// A multi-source Application's plain sync is confirmed.
 #[tokio::test]
-async fn adv61b_multi_source_plain_sync_is_confirmed() {
+async fn multi_source_plain_sync_is_confirmed() {
     let (standins, queue) = seeded(multi_source, &[Script::Healthy]).await;
     let report = standins.report(&[], &event("push-date-tag.json")).await;
-    expect_decision(only(&report), Action::Updated, "rollout followed until live");
+    expect_decision(
+        only(&report),
+        Action::Updated,
+        "rollout followed until live",
+    );
     let (states, reason) = follow_to_the_end(&standins, &queue).await;
     assert_eq!(states.last().unwrap(), "confirmed", "{states:?}: {reason}");
 }
@@ -372,10 +386,14 @@ async fn adv61b_multi_source_plain_sync_is_confirmed() {
 /// number: the claim is given back, so the same check delivered again sends the next check
 /// (it is `pending`, not `duplicate`), and the rollout is still followed to its end.
 #[tokio::test]
-async fn adv61b_a_check_whose_next_send_failed_sends_it_when_delivered_again() {
+async fn a_check_whose_next_send_failed_sends_it_when_delivered_again() {
     let (standins, queue) = seeded(|_| {}, &[Script::StuckProgressing]).await;
     let report = standins.report(&[], &event("push-date-tag.json")).await;
-    expect_decision(only(&report), Action::Updated, "rollout followed until live");
+    expect_decision(
+        only(&report),
+        Action::Updated,
+        "rollout followed until live",
+    );
     let first = checks(&standins, &queue).remove(0);
     pass(&standins, 15);
     let sqs_send = Route {
@@ -398,7 +416,11 @@ async fn adv61b_a_check_whose_next_send_failed_sends_it_when_delivered_again() {
         "a pending check reported though its next check was not sent: {:#?}",
         failed.rollouts
     );
-    assert_eq!(checks(&standins, &queue).len(), 1, "nothing sent while SQS failed");
+    assert_eq!(
+        checks(&standins, &queue).len(),
+        1,
+        "nothing sent while SQS failed"
+    );
     let again = deliver(&standins, &first).await;
     assert_eq!(
         again.rollouts.first().map(|r| r.state.as_str()),
@@ -413,7 +435,7 @@ async fn adv61b_a_check_whose_next_send_failed_sends_it_when_delivered_again() {
 /// followed: the spec still asks for our tag, Argo CD syncs both; the rollout is confirmed
 /// (not taken back), and a later push is written (not held as a person's rollback).
 #[tokio::test]
-async fn adv61b_an_unrelated_parameter_edit_after_the_write_still_confirms() {
+async fn an_unrelated_parameter_edit_after_the_write_still_confirms() {
     let (standins, queue) = seeded(
         |app| {
             app["spec"]["source"]["helm"]["parameters"]
@@ -425,7 +447,11 @@ async fn adv61b_an_unrelated_parameter_edit_after_the_write_still_confirms() {
     )
     .await;
     let report = standins.report(&[], &event("push-date-tag.json")).await;
-    expect_decision(only(&report), Action::Updated, "rollout followed until live");
+    expect_decision(
+        only(&report),
+        Action::Updated,
+        "rollout followed until live",
+    );
     pass(&standins, 20);
     set_param(&standins, "kubectl-edit", "replicaCount", "3");
     let (states, reason) = follow_to_the_end(&standins, &queue).await;
@@ -437,7 +463,7 @@ async fn adv61b_an_unrelated_parameter_edit_after_the_write_still_confirms() {
 
 /// The same, with the edit before Argo CD's first refresh (one sync carries both).
 #[tokio::test]
-async fn adv61b_an_unrelated_parameter_edit_before_the_refresh_still_confirms() {
+async fn an_unrelated_parameter_edit_before_the_refresh_still_confirms() {
     let (standins, queue) = seeded(
         |app| {
             app["spec"]["source"]["helm"]["parameters"]
@@ -449,7 +475,11 @@ async fn adv61b_an_unrelated_parameter_edit_before_the_refresh_still_confirms() 
     )
     .await;
     let report = standins.report(&[], &event("push-date-tag.json")).await;
-    expect_decision(only(&report), Action::Updated, "rollout followed until live");
+    expect_decision(
+        only(&report),
+        Action::Updated,
+        "rollout followed until live",
+    );
     pass(&standins, 1);
     set_param(&standins, "kubectl-edit", "replicaCount", "3");
     let (states, reason) = follow_to_the_end(&standins, &queue).await;
@@ -459,10 +489,14 @@ async fn adv61b_an_unrelated_parameter_edit_before_the_refresh_still_confirms() 
 /// Our write, then a person sets the tag to our exact value again (`kubectl edit`): the spec
 /// still asks for the write; confirmed, not taken back; a later push is written.
 #[tokio::test]
-async fn adv61b_a_person_setting_our_own_value_again_is_not_a_take_back() {
+async fn a_person_setting_our_own_value_again_is_not_a_take_back() {
     let (standins, queue) = seeded(|_| {}, &[Script::Healthy]).await;
     let report = standins.report(&[], &event("push-date-tag.json")).await;
-    expect_decision(only(&report), Action::Updated, "rollout followed until live");
+    expect_decision(
+        only(&report),
+        Action::Updated,
+        "rollout followed until live",
+    );
     pass(&standins, 5);
     set_param(&standins, "kubectl-edit", "image.tag", PUSHED_TAG);
     let (states, reason) = follow_to_the_end(&standins, &queue).await;
@@ -476,7 +510,7 @@ async fn adv61b_a_person_setting_our_own_value_again_is_not_a_take_back() {
 /// reports the write it followed (`app` at PUSHED_TAG), not the one superseding it (SNS,
 /// metrics and logs read `images`); the newest `app` write and `worker` are each confirmed.
 #[tokio::test]
-async fn adv61b_app_then_worker_then_app_again_supersedes_the_first_app_write() {
+async fn app_then_worker_then_app_again_supersedes_the_first_app_write() {
     let (standins, queue) = seeded(with_worker, &[Script::Healthy]).await;
     standins
         .aws
@@ -487,23 +521,30 @@ async fn adv61b_app_then_worker_then_app_again_supersedes_the_first_app_write() 
     let first_write = first["write"].as_str().unwrap().to_string();
     pass(&standins, 5);
     let report = push_now(&standins, "worker", "v2", 'c').await;
-    expect_decision(entry(&report, "worker"), Action::Updated, "rollout followed");
+    expect_decision(
+        entry(&report, "worker"),
+        Action::Updated,
+        "rollout followed",
+    );
     pass(&standins, 5);
     let report = push_now(&standins, "barun-dev-ecr", NEWER, 'e').await;
     expect_decision(entry(&report, "app"), Action::Updated, "rollout followed");
     let ended = follow_every_chain(&standins, &queue).await;
-    let of_first: Vec<&RolloutReport> =
-        ended.iter().filter(|r| r.written_at == first_write).collect();
-    assert!(!of_first.is_empty(), "the first write's chain never ended: {ended:#?}");
+    let of_first: Vec<&RolloutReport> = ended
+        .iter()
+        .filter(|r| r.written_at == first_write)
+        .collect();
+    assert!(
+        !of_first.is_empty(),
+        "the first write's chain never ended: {ended:#?}"
+    );
     assert!(
         of_first.iter().all(|r| r.state == "superseded"),
         "the first app write's check: {of_first:#?}"
     );
     // It reports the write it followed (app at PUSHED_TAG), not the write superseding it.
     assert!(
-        of_first
-            .iter()
-            .all(|r| r.images == [image_at(PUSHED_TAG)]),
+        of_first.iter().all(|r| r.images == [image_at(PUSHED_TAG)]),
         "the superseded check of the first app write names the wrong images: {:?}",
         of_first.iter().map(|r| &r.images).collect::<Vec<_>>()
     );
