@@ -342,9 +342,80 @@ fn person(initiated: &Value) -> Option<&str> {
         .filter(|u| !u.is_empty() && *u != INITIATOR && initiated["automated"] != json!(true))
 }
 
-/// For a commit: the current operation, started after the write by a person, pins an earlier
-/// revision that Argo CD deployed before the write.
+/// For a commit: reverted in Git, or rolled back by an operation.
 fn commit_rolled_back(
+    app: &Value,
+    record: &AuditRecord,
+    current: &Synced,
+    commit: &str,
+) -> Option<String> {
+    reverted_in_git(app, record, current, commit)
+        .or_else(|| commit_operation_rollback(app, record, current, commit))
+}
+
+/// For a commit: Git no longer asks for it. A later revision (a revert, a reset of the
+/// branch) is what Argo CD compared after the write, `Synced` and `Healthy`, with none of the
+/// written images running and what they replaced running again: synced by an operation that
+/// started after the write, or, where our commit never went live, compared equal to what runs
+/// (Argo CD then starts no sync: `status.sync.revision` alone names it, a revision neither
+/// the last operation nor any sync before the write deployed). A revision deployed before the
+/// write is a stale comparison, not a revert.
+fn reverted_in_git(
+    app: &Value,
+    record: &AuditRecord,
+    current: &Synced,
+    commit: &str,
+) -> Option<String> {
+    let status = &app["status"];
+    let state = &status["operationState"];
+    let second = whole_second(record.time);
+    let synced_after = current.started.is_some_and(|s| s > second)
+        && state["phase"] == "Succeeded"
+        && rfc3339_at(&state["finishedAt"]).is_some_and(|f| reconciled_after(status, f));
+    let compared = revisions_of(&status["sync"]);
+    let (revisions, at) = if synced_after {
+        (current.revisions.clone(), current.started?)
+    } else {
+        // Compared after the write, at a revision no operation has synced: the last one's
+        // revision compared again is only a comparison of what ran before.
+        let at = rfc3339_at(&status["reconciledAt"]).filter(|at| *at > second)?;
+        if compared.is_empty() || compared == current.revisions {
+            return None;
+        }
+        (compared, at)
+    };
+    let deployed_before = status["history"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|entry| rfc3339_at(&entry["deployedAt"]).is_some_and(|at| at < second))
+        .any(|entry| Synced::of_history(entry).revisions == revisions);
+    let revision = revisions.first()?;
+    if revisions.iter().any(|r| r == commit) || deployed_before {
+        return None;
+    }
+    let settled = status["sync"]["status"] == "Synced" && status["health"]["status"] == "Healthy";
+    let running = running_images(status);
+    let back = !record.images.is_empty()
+        && record.images.iter().all(|image| {
+            let replaced = image.from.as_deref().map(|from| AuditedImage {
+                to: from.to_string(),
+                ..image.clone()
+            });
+            !runs(&running, image) && replaced.is_some_and(|r| runs(&running, &r))
+        });
+    (settled && back).then(|| {
+        format!(
+            "Git no longer asks for it: revision {} compared at {} runs what the write replaced",
+            &revision[..12.min(revision.len())],
+            stamp(at)
+        )
+    })
+}
+
+/// For a commit: the current operation, started after the write by a person, pins an earlier
+/// revision that Argo CD deployed before the write (`argocd app rollback`).
+fn commit_operation_rollback(
     app: &Value,
     record: &AuditRecord,
     current: &Synced,
@@ -1394,9 +1465,23 @@ mod tests {
         later_revision["sync"]["revision"] = json!("c2");
         later_revision["operationState"]["syncResult"]["revision"] = json!("c2");
         assert_eq!(verdict(&app(&ours, later_revision.clone()), NOW), "live");
-        let mut other_image = later_revision;
-        other_image["summary"]["images"] = json!([OLD]);
-        assert!(verdict(&app(&ours, other_image), NOW).starts_with("pending: never synced"));
+        // A later revision synced Healthy running what the write replaced: reverted in Git.
+        let mut reverted = later_revision;
+        reverted["summary"]["images"] = json!([OLD]);
+        assert!(
+            verdict(&app(&ours, reverted.clone()), NOW)
+                .starts_with("taken back: Git no longer asks for it: revision c2 compared at"),
+            "{}",
+            verdict(&app(&ours, reverted.clone()), NOW)
+        );
+        // Running neither ours nor what it replaced: not told, still awaited.
+        let mut third = reverted.clone();
+        third["summary"]["images"] = json!(["1.dkr.ecr.r.amazonaws.com/web:0.9"]);
+        assert!(verdict(&app(&ours, third), NOW).starts_with("pending: never synced"));
+        // Not yet compared after the revert's sync: not told yet.
+        let mut stale = reverted;
+        stale["reconciledAt"] = json!("2026-12-03T10:00:20Z");
+        assert!(verdict(&app(&ours, stale), NOW).starts_with("pending"));
         // Synced at the old revision, before the commit: not ours.
         let mut old = at_revision;
         old["sync"]["revision"] = json!("c0");

@@ -634,6 +634,60 @@ async fn a_commit_is_confirmed_once_argo_cd_synced_its_revision() {
     );
 }
 
+/// A commit of ours reverted in Git while its rollout is followed: Argo CD syncs the revert,
+/// Healthy on the old image, so the check ends as taken back (not timed out, no failure to
+/// hold on), naming the revision that took it back.
+#[tokio::test]
+async fn a_commit_reverted_in_git_while_followed_ends_as_taken_back() {
+    let (standins, queue) = crate::git::git_following().await;
+    let standins = standins.on_clock(Arc::new(SimClock::scripted()));
+    let github = standins.github.clone();
+    let render = move |_: &Value| {
+        let (repo, file) = (crate::git::REPO, crate::git::OVERRIDE);
+        let revision = github.head(repo, "main")?;
+        let text = github.file(repo, "main", file)?;
+        let source: Value = serde_yaml_ng::from_str(&text).ok()?;
+        let images =
+            argocd_ecr_updater_standins::argocd::images_of_spec(&json!({"source": source}));
+        Some(Rendered { revision, images })
+    };
+    standins
+        .kube
+        .run_controller(controller(&standins, Script::Healthy).rendering(Arc::new(render)));
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
+    expect_decision(only(&report), Action::Updated, "committed");
+    let reverted = format!(
+        "helm:\n  parameters:\n  - name: image.repository\n    value: {SEED_IMAGE}\n    forcestring: true\n  - name: image.tag\n    value: {SEED_TAG}\n    forcestring: true\n"
+    );
+    let revert = standins
+        .github
+        .push(
+            crate::git::REPO,
+            "main",
+            crate::git::OVERRIDE,
+            &reverted,
+            "Revert the image update",
+        )
+        .unwrap();
+    pass(&standins, ROLLED_OUT);
+    let check = checks(&standins, &queue).remove(0);
+    let rollout = deliver(&standins, &check).await.rollouts.remove(0);
+    assert_eq!(rollout.state, "taken-back", "{rollout:#?}");
+    assert!(
+        rollout.reason.contains(&format!(
+            "Git no longer asks for it: revision {}",
+            &revert[..12]
+        )),
+        "{}",
+        rollout.reason
+    );
+    let app = standins.kube.get("argocd", SEED_APP).unwrap();
+    assert!(
+        app["metadata"]["annotations"]["argocd-ecr-updater.io/failed-rollouts"].is_null(),
+        "a revert is no failure"
+    );
+}
+
 const SOURCE_TOKEN: &str = "ghp_source0status0token";
 const SOURCE_SECRET: &str =
     "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:argocd-ecr-updater/source-Zz99";
