@@ -99,49 +99,32 @@ async fn judged(allowed: &[String], candidate: &Candidate<'_>, facts: &dyn Facts
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::appconfig::annotations::{AppConfig, ImageConfig};
-    use crate::appconfig::cosign_key::KeyRef;
+    use crate::appconfig::annotations::AppConfig;
     use crate::failure::Failure;
+    use crate::gates::answers::{Answers, candidate, said};
     use crate::registry::provenance::SourceCommit;
     use std::collections::BTreeMap;
 
     const REVISION: &str = "0123456789abcdef0123456789abcdef01234567";
 
-    struct Labels(Result<Result<SourceCommit, String>, Failure>);
-
-    #[async_trait]
-    impl Facts for Labels {
-        async fn source_commit(
-            &self,
-            _: &str,
-            _: &str,
-            _: &str,
-        ) -> Result<Result<SourceCommit, String>, Failure> {
-            self.0.clone()
-        }
-
-        async fn cosign_signed(
-            &self,
-            _: &str,
-            _: &str,
-            _: &str,
-            _: &KeyRef,
-        ) -> Result<Result<(), String>, Failure> {
-            Ok(Err("this gate's tests ask no signature".into()))
-        }
-    }
-
-    fn built(url: &str) -> Labels {
-        Labels(Ok(Ok(SourceCommit {
+    fn built(url: &str) -> Answers {
+        labels(Ok(Ok(SourceCommit {
             url: url.into(),
             revision: REVISION.into(),
         })))
     }
 
+    fn labels(source_commit: Result<Result<SourceCommit, String>, Failure>) -> Answers {
+        Answers {
+            source_commit,
+            ..Answers::default()
+        }
+    }
+
     #[tokio::test]
     async fn an_image_goes_out_only_if_its_labels_name_an_allowed_repository() {
         let allowed = "https://github.com/acme/web, https://gitlab.com/acme/web-mirror";
-        let cases: Vec<(&str, &str, Labels, Option<&str>, &str)> = vec![
+        let cases: Vec<(&str, &str, Answers, Option<&str>, &str)> = vec![
             (
                 "labels naming the repository pass",
                 allowed,
@@ -166,7 +149,7 @@ mod tests {
             (
                 "an image without labels (pushed by hand) is refused, saying why",
                 allowed,
-                Labels(Ok(Err("no org.opencontainers.image.source label".into()))),
+                labels(Ok(Err("no org.opencontainers.image.source label".into()))),
                 Some("sha256:a"),
                 "refuse: built-from: the labels of sha256:a do not say where it was built (no org.opencontainers.image.source label)",
             ),
@@ -180,7 +163,7 @@ mod tests {
             (
                 "ECR unreadable: failed, retryable as the failure says",
                 allowed,
-                Labels(Err(Failure::new("ECR throttled", true))),
+                labels(Err(Failure::new("ECR throttled", true))),
                 Some("sha256:a"),
                 "failed: ECR throttled (retryable true)",
             ),
@@ -202,15 +185,7 @@ mod tests {
         for (case, value, facts, digest, expected) in cases {
             let config = configured(Some(value));
             let image = config.images[0].config.as_ref().unwrap();
-            let got = match BuiltFrom.judge(&candidate(image, digest), &facts).await {
-                Some(Verdict::Pass(note)) => format!("pass: {note}"),
-                Some(Verdict::Refuse(reason)) => format!("refuse: {reason}"),
-                Some(Verdict::Misconfigured(problem)) => format!("misconfigured: {problem}"),
-                Some(Verdict::Failed(f)) => {
-                    format!("failed: {} (retryable {})", f.message, f.retryable)
-                }
-                None => "not asked".into(),
-            };
+            let got = said(BuiltFrom.judge(&candidate(image, digest), &facts).await);
             assert!(got.starts_with(expected), "{case}: {got}");
         }
         let config = configured(None);
@@ -230,15 +205,5 @@ mod tests {
             annotations.insert("argocd-ecr-updater.io/app.built-from".into(), value.into());
         }
         AppConfig::parse(&annotations).unwrap()
-    }
-
-    fn candidate<'a>(image: &'a ImageConfig, digest: Option<&'a str>) -> Candidate<'a> {
-        Candidate {
-            image,
-            registry: "1",
-            repository: "web",
-            to: "1.4.0",
-            digest,
-        }
     }
 }

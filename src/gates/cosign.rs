@@ -35,108 +35,73 @@ impl Gate for Cosign {
 mod tests {
     use super::*;
     use crate::appconfig::annotations::AppConfig;
-    use crate::appconfig::cosign_key::KeyRef;
     use crate::failure::Failure;
-    use crate::registry::provenance::SourceCommit;
+    use crate::gates::answers::{Answers, candidate, said};
     use std::collections::BTreeMap;
 
-    struct Signed(Result<Result<(), String>, Failure>);
-
-    #[async_trait]
-    impl Facts for Signed {
-        async fn source_commit(
-            &self,
-            _: &str,
-            _: &str,
-            _: &str,
-        ) -> Result<Result<SourceCommit, String>, Failure> {
-            Ok(Err("this gate's tests ask no labels".into()))
-        }
-
-        async fn cosign_signed(
-            &self,
-            _: &str,
-            _: &str,
-            _: &str,
-            _: &KeyRef,
-        ) -> Result<Result<(), String>, Failure> {
-            self.0.clone()
+    fn signed(cosign: Result<Result<(), String>, Failure>) -> Answers {
+        Answers {
+            cosign,
+            ..Answers::default()
         }
     }
 
-    #[tokio::test]
-    async fn an_image_with_a_cosign_key_goes_out_only_signed_by_it() {
+    fn configured(key: Option<&str>) -> AppConfig {
         let mut annotations = BTreeMap::from([(
             "argocd-image-updater.argoproj.io/image-list".to_string(),
             "app=1.dkr.ecr.r.amazonaws.com/web".to_string(),
         )]);
-        let unkeyed = AppConfig::parse(&annotations).unwrap();
-        annotations.insert(
-            "argocd-ecr-updater.io/app.cosign-key".into(),
-            "secretsmanager:arn:aws:secretsmanager:ap-northeast-2:1:secret:cosign-Ab12".into(),
-        );
-        let keyed = AppConfig::parse(&annotations).unwrap();
-        let candidate = |config: &'static AppConfig, digest| Candidate {
-            image: config.images[0].config.as_ref().unwrap(),
-            registry: "1",
-            repository: "web",
-            to: "1.4.0",
-            digest,
-        };
-        let keyed: &'static AppConfig = Box::leak(Box::new(keyed));
-        let unkeyed: &'static AppConfig = Box::leak(Box::new(unkeyed));
-        let cases: Vec<(&str, &'static AppConfig, Option<&str>, Signed, Option<&str>)> = vec![
+        if let Some(key) = key {
+            annotations.insert("argocd-ecr-updater.io/app.cosign-key".into(), key.into());
+        }
+        AppConfig::parse(&annotations).unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_image_with_a_cosign_key_goes_out_only_signed_by_it() {
+        let key = Some("secretsmanager:arn:aws:secretsmanager:ap-northeast-2:1:secret:cosign-Ab12");
+        let cases: Vec<(&str, Option<&str>, Option<&str>, Answers, &str)> = vec![
             (
                 "signed by the key: through, saying so",
-                keyed,
+                key,
                 Some("sha256:a"),
-                Signed(Ok(Ok(()))),
-                Some("pass: sha256:a is signed with the cosign key"),
+                signed(Ok(Ok(()))),
+                "pass: sha256:a is signed with the cosign key",
             ),
             (
                 "not signed: refused with the exact reason",
-                keyed,
+                key,
                 Some("sha256:a"),
-                Signed(Ok(Err("sha256:a is not signed".into()))),
-                Some("refuse: signature check failed: sha256:a is not signed"),
+                signed(Ok(Err("sha256:a is not signed".into()))),
+                "refuse: signature check failed: sha256:a is not signed",
             ),
             (
                 "the signature unreadable: failed as the failure says",
-                keyed,
+                key,
                 Some("sha256:a"),
-                Signed(Err(Failure::new("ECR throttled", true))),
-                Some("failed: ECR throttled"),
+                signed(Err(Failure::new("ECR throttled", true))),
+                "failed: ECR throttled (retryable true)",
             ),
             (
                 "no digest: refused",
-                keyed,
+                key,
                 None,
-                Signed(Ok(Ok(()))),
-                Some("refuse: signature check: ECR named no digest"),
+                signed(Ok(Ok(()))),
+                "refuse: signature check: ECR named no digest",
             ),
             (
                 "no key configured: not gated",
-                unkeyed,
-                Some("sha256:a"),
-                Signed(Ok(Ok(()))),
                 None,
+                Some("sha256:a"),
+                signed(Ok(Ok(()))),
+                "not asked",
             ),
         ];
-        for (case, config, digest, facts, expected) in cases {
-            let got = Cosign
-                .judge(&candidate(config, digest), &facts)
-                .await
-                .map(|v| match v {
-                    Verdict::Pass(note) => format!("pass: {note}"),
-                    Verdict::Refuse(reason) => format!("refuse: {reason}"),
-                    Verdict::Misconfigured(problem) => format!("misconfigured: {problem}"),
-                    Verdict::Failed(f) => format!("failed: {}", f.message),
-                });
-            match (got, expected) {
-                (Some(got), Some(want)) => assert!(got.starts_with(want), "{case}: {got}"),
-                (None, None) => {}
-                (got, want) => panic!("{case}: {got:?}, wanted {want:?}"),
-            }
+        for (case, key, digest, facts, expected) in cases {
+            let config = configured(key);
+            let image = config.images[0].config.as_ref().unwrap();
+            let got = said(Cosign.judge(&candidate(image, digest), &facts).await);
+            assert!(got.starts_with(expected), "{case}: {got}");
         }
     }
 }

@@ -13,6 +13,7 @@
 
 pub(crate) mod built_from;
 pub(crate) mod cosign;
+pub(crate) mod managed_signing;
 
 use async_trait::async_trait;
 
@@ -20,6 +21,8 @@ use crate::appconfig::annotations::ImageConfig;
 use crate::appconfig::cosign_key::KeyRef;
 use crate::decision::decide::ImageOutcome;
 use crate::failure::Failure;
+use crate::policy::signing::SigningState;
+use crate::registry::notation::Verified;
 use crate::registry::provenance::SourceCommit;
 use crate::report::Action;
 
@@ -34,6 +37,24 @@ pub trait Facts: Sync {
         repository: &str,
         digest: &str,
     ) -> Result<Result<SourceCommit, String>, Failure>;
+
+    /// ECR managed signing's statuses of the digest.
+    async fn signing_statuses(
+        &self,
+        registry: &str,
+        repository: &str,
+        digest: &str,
+    ) -> Result<std::sync::Arc<Vec<SigningState>>, Failure>;
+
+    /// Whether a Notation signature of the digest by `profile` verifies against the trust
+    /// roots; `None` when no roots are configured (ECR's word is taken).
+    async fn notation_verified(
+        &self,
+        registry: &str,
+        repository: &str,
+        digest: &str,
+        profile: &str,
+    ) -> Option<Result<Result<Verified, String>, Failure>>;
 
     /// Whether the digest carries a valid cosign signature by `key`, or exactly why not.
     async fn cosign_signed(
@@ -56,6 +77,10 @@ pub struct Candidate<'a> {
     pub to: &'a str,
     /// The digest ECR names for it, when it named one.
     pub digest: Option<&'a str>,
+    /// When ECR received it, when known.
+    pub pushed_at: Option<time::OffsetDateTime>,
+    /// The function's clock now.
+    pub now: time::OffsetDateTime,
 }
 
 /// A gate's verdict.
@@ -65,6 +90,12 @@ pub enum Verdict {
     Pass(String),
     /// Not written, and why (a skip: the next image may pass).
     Refuse(String),
+    /// Not yet: not written now, and decided again in `again_in` seconds where that helps
+    /// (else by the next push or sweep).
+    Hold {
+        reason: String,
+        again_in: Option<u32>,
+    },
     /// Its setting does not read: the annotation and what is wrong with it.
     Misconfigured(String),
     /// A fact could not be read (retryable or not, as the failure says).
@@ -79,16 +110,29 @@ pub trait Gate: Sync {
     async fn judge(&self, candidate: &Candidate<'_>, facts: &dyn Facts) -> Option<Verdict>;
 }
 
-/// Every gate, in the order they run: the cheapest first, so a refusal saves the rest.
-pub const ALL: &[&dyn Gate] = &[&built_from::BuiltFrom, &cosign::Cosign];
+/// Every gate, in the order they run.
+pub const ALL: &[&dyn Gate] = &[
+    &managed_signing::ManagedSigning,
+    &built_from::BuiltFrom,
+    &cosign::Cosign,
+];
+
+/// What the gates made of an update: the outcome (refused by the first gate that did not
+/// pass), and a hold the caller carries out (a re-decision to schedule, then the skip).
+pub struct Gated {
+    pub outcome: ImageOutcome,
+    pub hold: Option<Held>,
+}
+
+/// A gate held the update: why, and when to decide it again if that helps.
+pub struct Held {
+    pub reason: String,
+    pub again_in: Option<u32>,
+}
 
 /// Runs every gate of [`ALL`] on the update `outcome` carries; the first that does not pass
 /// ends it.
-pub async fn run(
-    mut outcome: ImageOutcome,
-    candidate: &Candidate<'_>,
-    facts: &dyn Facts,
-) -> ImageOutcome {
+pub async fn run(mut outcome: ImageOutcome, candidate: &Candidate<'_>, facts: &dyn Facts) -> Gated {
     for gate in ALL {
         if outcome.update.is_none() {
             break;
@@ -99,6 +143,12 @@ pub async fn run(
         outcome = match verdict {
             Verdict::Pass(note) => outcome.noted(&note),
             Verdict::Refuse(reason) => outcome.refuse(Action::Skipped, &reason, false),
+            Verdict::Hold { reason, again_in } => {
+                return Gated {
+                    outcome,
+                    hold: Some(Held { reason, again_in }),
+                };
+            }
             Verdict::Misconfigured(problem) => outcome.refuse(
                 Action::Failed,
                 &format!("configuration error: {problem}"),
@@ -109,5 +159,97 @@ pub async fn run(
             }
         };
     }
-    outcome
+    Gated {
+        outcome,
+        hold: None,
+    }
+}
+
+/// A [`Facts`] that answers what a test sets, for the gates' tables.
+#[cfg(test)]
+pub(crate) mod answers {
+    use super::*;
+
+    type Labels = Result<Result<SourceCommit, String>, Failure>;
+
+    pub(crate) struct Answers {
+        pub source_commit: Labels,
+        pub cosign: Result<Result<(), String>, Failure>,
+        pub signing: Result<Vec<SigningState>, Failure>,
+        pub notation: Option<Result<Result<Verified, String>, Failure>>,
+    }
+
+    impl Default for Answers {
+        fn default() -> Self {
+            Self {
+                source_commit: Ok(Err("no labels set by the test".into())),
+                cosign: Ok(Err("no signature set by the test".into())),
+                signing: Ok(Vec::new()),
+                notation: None,
+            }
+        }
+    }
+
+    #[async_trait]
+    impl Facts for Answers {
+        async fn source_commit(&self, _: &str, _: &str, _: &str) -> Labels {
+            self.source_commit.clone()
+        }
+
+        async fn signing_statuses(
+            &self,
+            _: &str,
+            _: &str,
+            _: &str,
+        ) -> Result<std::sync::Arc<Vec<SigningState>>, Failure> {
+            self.signing.clone().map(std::sync::Arc::new)
+        }
+
+        async fn notation_verified(
+            &self,
+            _: &str,
+            _: &str,
+            _: &str,
+            _: &str,
+        ) -> Option<Result<Result<Verified, String>, Failure>> {
+            self.notation.clone()
+        }
+
+        async fn cosign_signed(
+            &self,
+            _: &str,
+            _: &str,
+            _: &str,
+            _: &KeyRef,
+        ) -> Result<Result<(), String>, Failure> {
+            self.cosign.clone()
+        }
+    }
+
+    /// A verdict as the tables read it.
+    pub(crate) fn said(verdict: Option<Verdict>) -> String {
+        match verdict {
+            None => "not asked".into(),
+            Some(Verdict::Pass(note)) => format!("pass: {note}"),
+            Some(Verdict::Refuse(reason)) => format!("refuse: {reason}"),
+            Some(Verdict::Hold { reason, again_in }) => format!("hold {again_in:?}: {reason}"),
+            Some(Verdict::Misconfigured(problem)) => format!("misconfigured: {problem}"),
+            Some(Verdict::Failed(f)) => {
+                format!("failed: {} (retryable {})", f.message, f.retryable)
+            }
+        }
+    }
+
+    /// A candidate of `image`, pushed at 10:00, judged at 10:05.
+    pub(crate) fn candidate<'a>(image: &'a ImageConfig, digest: Option<&'a str>) -> Candidate<'a> {
+        Candidate {
+            image,
+            registry: "1",
+            repository: "web",
+            to: "1.4.0",
+            digest,
+            pushed_at: Some(time::macros::datetime!(2026-12-03 10:00 UTC)),
+            now: time::macros::datetime!(2026-12-03 10:05 UTC),
+        }
+    }
 }

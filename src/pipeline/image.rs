@@ -13,118 +13,46 @@ use crate::report::Action;
 use crate::sweep::queue::MAX_DELAY_SECONDS;
 use crate::sweep::shard::SoakHop;
 
-/// How long after its push an image whose signing is in progress is re-checked by a
-/// follow-up; past it, ECR's signing has stalled and the next push or sweep decides.
-const SIGNING_WAIT: time::Duration = time::Duration::minutes(30);
-
-/// A signature takes seconds to minutes: a minute between checks.
-const SIGNING_RECHECK_SECONDS: u32 = 60;
-
 impl Handler {
-    /// Fetches what the image's strategy needs from ECR, lets `decide` answer, then runs the
-    /// managed-signing check and every gate of `gates` on an update.
+    /// Fetches what the image's strategy needs from ECR, lets `decide` answer, then runs every
+    /// gate of `gates` on an update; a gate's hold is decided again later where it asks.
     pub(super) async fn decide_image(&self, case: &ImageCase<'_>, work: &Work<'_>) -> ImageOutcome {
         let (outcome, digest) = self.decide_image_facts(case, work).await;
-        let outcome = self
-            .managed_signing(outcome, case, digest.as_deref(), work)
-            .await;
-        let to = outcome.update.as_ref().map(|u| u.to.to_string());
-        let Some(to) = to.as_deref() else {
+        let Some(update) = outcome.update.as_ref() else {
             return outcome;
         };
+        let to = update.to.to_string();
         let candidate = crate::gates::Candidate {
             image: case.config,
             registry: &case.registry,
             repository: &case.repository,
-            to,
+            to: &to,
             digest: digest.as_deref(),
+            pushed_at: update.pushed_at,
+            now: time::OffsetDateTime::from(self.clock.now()),
         };
         let facts = GateFacts {
             registry: work.facts,
             handler: self,
             kube: work.kube,
+            now: candidate.now,
         };
-        crate::gates::run(outcome, &candidate, &facts).await
-    }
-
-    /// The managed-signing gate (`signing-profile`): an update goes through only once ECR
-    /// managed signing has signed its digest with the profile. In progress, it is held and
-    /// decided again a minute later by a follow-up on the sweep queue, for as long as the
-    /// image is under [`SIGNING_WAIT`] old (then by the next push or sweep); failed, refused.
-    async fn managed_signing(
-        &self,
-        outcome: ImageOutcome,
-        case: &ImageCase<'_>,
-        digest: Option<&str>,
-        work: &Work<'_>,
-    ) -> ImageOutcome {
-        use crate::policy::signing::{SigningVerdict, verdict};
-        let (Some(profile), Some(update)) = (&case.config.signing_profile, &outcome.update) else {
-            return outcome;
+        let gated = crate::gates::run(outcome, &candidate, &facts).await;
+        let Some(held) = gated.hold else {
+            return gated.outcome;
         };
-        let pushed_at = update.pushed_at;
-        let Some(digest) = digest else {
-            return outcome.refuse(
-                Action::Skipped,
-                "managed signing: ECR named no digest for the image to roll out",
-                false,
-            );
-        };
-        let states = match work
-            .facts
-            .signing_statuses(&case.registry, &case.repository, digest)
-            .await
-        {
-            Ok(states) => states,
-            Err(failure) => {
-                return outcome.refuse(Action::Failed, &failure.message, failure.retryable);
+        let next = match held.again_in {
+            Some(delay) if !self.config.dry_run => {
+                self.decide_again_later(case, work, "signing", delay, None)
+                    .await
             }
+            _ => "the next push of the image or the next sweep decides it".to_string(),
         };
-        match verdict(profile, digest, &states) {
-            SigningVerdict::Signed { note, profile_arn } => {
-                let Some(store) = &self.notation_trust else {
-                    return outcome.noted(&note);
-                };
-                let expected = crate::registry::managed_signing::Expected {
-                    registry: &case.registry,
-                    repository: &case.repository,
-                    digest,
-                    profile: &profile_arn,
-                };
-                let now = time::OffsetDateTime::from(self.clock.now());
-                match work.facts.notation(&self.blobs, &expected, store, now).await {
-                    Ok(Ok(verified)) => outcome.noted(&format!(
-                        "{note}; its Notation signature verifies: made by `{}` at {}, chain to `{}` (NOTATION_TRUST_ROOTS)",
-                        verified.profile_version,
-                        verified
-                            .signed_at
-                            .format(&time::format_description::well_known::Rfc3339)
-                            .unwrap_or_default(),
-                        verified.root
-                    )),
-                    Ok(Err(reason)) => outcome.refuse(
-                        Action::Skipped,
-                        &format!(
-                            "ECR reports {digest} signed by `{profile_arn}`, but no Notation signature of it verifies against NOTATION_TRUST_ROOTS: {reason}; not rolled out"
-                        ),
-                        false,
-                    ),
-                    Err(e) => outcome.refuse(Action::Failed, &e.message, e.retryable),
-                }
-            }
-            SigningVerdict::Refused(reason) => outcome.refuse(Action::Skipped, &reason, false),
-            SigningVerdict::InProgress(reason) => {
-                let now = time::OffsetDateTime::from(self.clock.now());
-                let young = pushed_at.is_none_or(|at| now - at < SIGNING_WAIT);
-                let next = if young && !self.config.dry_run {
-                    self.decide_again_later(case, work, "signing", SIGNING_RECHECK_SECONDS, None)
-                        .await
-                } else {
-                    "the next push of the image or the next sweep decides it".to_string()
-                };
-                outcome.refuse(Action::Skipped, &format!("{reason}: held; {next}"), false)
-            }
-        }
+        gated.outcome.refuse(
+            Action::Skipped,
+            &format!("{}: held; {next}", held.reason),
+            false,
+        )
     }
 
     /// Sends a one-Application shard that re-decides `case`'s Application in `delay` seconds;
@@ -413,6 +341,7 @@ struct GateFacts<'a> {
     registry: &'a crate::pipeline::facts::RegistryFacts<'a>,
     handler: &'a Handler,
     kube: &'a crate::cluster::kube::KubeClient,
+    now: time::OffsetDateTime,
 }
 
 #[async_trait::async_trait]
@@ -426,6 +355,38 @@ impl crate::gates::Facts for GateFacts<'_> {
         self.registry
             .source_commit(registry, repository, digest)
             .await
+    }
+
+    async fn signing_statuses(
+        &self,
+        registry: &str,
+        repository: &str,
+        digest: &str,
+    ) -> Result<std::sync::Arc<Vec<crate::policy::signing::SigningState>>, Failure> {
+        self.registry
+            .signing_statuses(registry, repository, digest)
+            .await
+    }
+
+    async fn notation_verified(
+        &self,
+        registry: &str,
+        repository: &str,
+        digest: &str,
+        profile: &str,
+    ) -> Option<Result<Result<crate::registry::notation::Verified, String>, Failure>> {
+        let store = self.handler.notation_trust.as_ref()?;
+        let expected = crate::registry::managed_signing::Expected {
+            registry,
+            repository,
+            digest,
+            profile,
+        };
+        Some(
+            self.registry
+                .notation(&self.handler.blobs, &expected, store, self.now)
+                .await,
+        )
     }
 
     async fn cosign_signed(

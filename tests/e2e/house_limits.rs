@@ -41,7 +41,11 @@ fn long_functions(text: &str) -> Vec<(usize, usize, String)> {
             .iter()
             .any(|p| trimmed.starts_with(p))
             || (trimmed.starts_with("pub(") && trimmed.contains(" fn "));
-        if !signature || trimmed.ends_with(';') {
+        // A declaration (a trait's method without a body) ends with `;` before any `{`.
+        let opening = lines[i..end]
+            .iter()
+            .find(|l| l.trim_end().ends_with('{') || l.trim_end().ends_with(';'));
+        if !signature || opening.is_none_or(|l| l.trim_end().ends_with(';')) {
             continue;
         }
         let closing = format!("{indent}}}");
@@ -79,7 +83,7 @@ fn no_function_outside_tests_is_longer_than_120_lines() {
 fn the_length_check_finds_a_long_function_and_skips_the_tests() {
     let body = "    let x = 1;\n".repeat(LONGEST_FUNCTION);
     let text = format!(
-        "pub(crate) async fn long() {{\n{body}}}\n\nfn short() {{\n    1\n}}\n#[cfg(test)]\nmod tests {{\n    fn long_test() {{\n{body}    }}\n}}\n"
+        "pub(crate) async fn long() {{\n{body}}}\n\nfn short() {{\n    1\n}}\ntrait T {{\n    fn declared(\n        &self,\n    ) -> u8;\n}}\n#[cfg(test)]\nmod tests {{\n    fn long_test() {{\n{body}    }}\n}}\n"
     );
     let found = long_functions(&text);
     assert_eq!(found.len(), 1, "{found:?}");
