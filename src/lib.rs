@@ -69,7 +69,8 @@
 //!   once; [`event`], the invocation payload; [`failure`], a failed operation (retryable or
 //!   not) and a refused input (permanent); [`http`], clients that carry a credential;
 //!   [`config::label_selector`], `APPLICATION_LABEL_SELECTOR` read as the API server reads
-//!   it; [`report`] and [`telemetry::metrics`], what happened and why; [`partition`], AWS host names in every
+//!   it; [`report`] and [`telemetry::metrics`], what happened and why ([`report::entries`]: why a
+//!   whole Application was not decided); [`partition`], AWS host names in every
 //!   partition; [`redact`], what may leave in a message and how much may come in;
 //!   [`telemetry`], how logs are written; [`yaml`], YAML from outside read only when what its
 //!   aliases expand to is bounded.

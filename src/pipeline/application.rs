@@ -17,6 +17,7 @@ use crate::cluster::retry::{backoff, retry_transient};
 use crate::decision::controls::{self, Hold};
 use crate::decision::decide::{self, AppDecision, Mode};
 use crate::decision::rollback;
+use crate::report::entries;
 use crate::report::{Action, Entry, Report};
 
 /// An Application's configuration, resolved once from the labels and annotations it was
@@ -189,11 +190,11 @@ impl Handler {
             let app = match read {
                 Ok(app) => app,
                 Err(KubeError::NotFound { .. }) => {
-                    report.entries.push(decide::app::deleted(ns, name));
+                    report.entries.push(entries::deleted(ns, name));
                     return None;
                 }
                 Err(e) => {
-                    let entry = decide::app::unreadable(ns, name, &e.to_string(), e.is_retryable());
+                    let entry = entries::unreadable(ns, name, &e.to_string(), e.is_retryable());
                     report.entries.push(entry);
                     return None;
                 }
@@ -202,9 +203,7 @@ impl Handler {
             // now, and labels change between a list and a read: the object read decides.
             if !self.config.selects.matches(&annotations::labels_of(&app)) {
                 let selector = self.config.label_selector.as_deref().unwrap_or_default();
-                report
-                    .entries
-                    .push(decide::app::unselected(ns, name, selector));
+                report.entries.push(entries::unselected(ns, name, selector));
                 return None;
             }
             let current = match resolved.take() {
@@ -227,7 +226,7 @@ impl Handler {
             };
             report.stats.conflicts += 1;
             if attempt == self.config.conflict_retries {
-                let reason = decide::app::kept_changing(attempt + 1, &race);
+                let reason = entries::kept_changing(attempt + 1, &race);
                 report
                     .entries
                     .extend(decided.refused(Action::Failed, &reason, true));
@@ -293,7 +292,7 @@ impl Handler {
         // rejects the content itself. The audit timestamp is left out of the comparison.
         let content = Value::Array(plan.content().into_iter().cloned().collect());
         if guard_failed && last_refused.as_ref() == Some(&content) {
-            let reason = decide::app::refused_twice(&race);
+            let reason = entries::refused_twice(&race);
             report
                 .entries
                 .extend(decided.refused(Action::Failed, &reason, false));
@@ -319,7 +318,7 @@ impl Handler {
             // An Application that names charts only is decided by its charts' path.
             if !annotations::of(app).contains_key(crate::appconfig::charts::CHART_LIST) {
                 let (ns, name) = decide::app::names(app);
-                report.entries.push(decide::app::not_annotated(ns, name));
+                report.entries.push(entries::not_annotated(ns, name));
             }
             return None;
         };

@@ -24,6 +24,7 @@ use crate::git::commit::short;
 use crate::git::githost::GitHost;
 use crate::git::manifests::{CommitRefused, ManifestBranch};
 use crate::policy::TagPolicy;
+use crate::report::entries;
 use crate::report::{Action, Entry, Report};
 
 /// One chart source decided: the entry, and what to write to it.
@@ -70,12 +71,12 @@ impl Handler {
             let app = match read {
                 Ok(app) => app,
                 Err(KubeError::NotFound { .. }) => {
-                    report.entries.push(decide::app::deleted(namespace, name));
+                    report.entries.push(entries::deleted(namespace, name));
                     return;
                 }
                 Err(e) => {
                     let entry =
-                        decide::app::unreadable(namespace, name, &e.to_string(), e.is_retryable());
+                        entries::unreadable(namespace, name, &e.to_string(), e.is_retryable());
                     report.entries.push(entry);
                     return;
                 }
@@ -121,7 +122,7 @@ impl Handler {
             };
             report.stats.conflicts += 1;
             if attempt == self.config.conflict_retries {
-                let reason = decide::app::kept_changing(attempt + 1, &race.0);
+                let reason = entries::kept_changing(attempt + 1, &race.0);
                 let failure = WriteError::Failed(crate::failure::Failure::new(reason, true));
                 report.entries.extend(refused(race.1, &failure));
                 return;

@@ -16,6 +16,7 @@ use crate::git::commit::{Committed, GitCommit, GitOutcome, GitSnapshot, Read, sh
 use crate::git::githost::GitHost;
 use crate::git::gitwrite::{self, Location};
 use crate::git::hosts::Unavailable;
+use crate::report::entries;
 use crate::report::{Action, Report};
 
 /// Argo CD refreshes an Application carrying this annotation, then removes it.
@@ -47,7 +48,7 @@ impl Handler {
         let config = resolved.config.as_ref();
         let concerned = config.map_or_else(Vec::new, |c| concerned_images(c, work.mode));
         if concerned.is_empty() {
-            report.entries.push(decide::app::not_annotated(ns, name));
+            report.entries.push(entries::not_annotated(ns, name));
             return Attempt::Done;
         }
         let images: Vec<&ImageConfig> = config

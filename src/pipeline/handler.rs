@@ -27,6 +27,7 @@ use crate::pipeline::announce;
 use crate::pipeline::facts::RegistryFacts;
 use crate::pipeline::listing::{self, Concerned, Listed};
 use crate::registry::ecr::Ecr;
+use crate::report::entries;
 use crate::report::{ClusterFailure, InvocationKind, Report};
 
 #[derive(Debug, thiserror::Error)]
@@ -423,9 +424,7 @@ impl Handler {
                     });
                 if out_of_time {
                     let (namespace, name) = concerned.names();
-                    outcome
-                        .entries
-                        .push(decide::app::not_reached(namespace, name));
+                    outcome.entries.push(entries::not_reached(namespace, name));
                 } else {
                     let concerns = concerned.concerns();
                     let read = match concerns.images {
@@ -473,8 +472,7 @@ impl Handler {
             return Err(HandlerError::List(error));
         }
         for (namespace, listing, e) in unlisted {
-            let entry =
-                decide::app::unlisted(&namespace, listing, &e.to_string(), e.is_retryable());
+            let entry = entries::unlisted(&namespace, listing, &e.to_string(), e.is_retryable());
             report.entries.push(entry);
         }
         report.stats.applications_matched += matched;

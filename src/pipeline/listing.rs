@@ -19,6 +19,7 @@ use crate::cluster::retry::retry_transient;
 use crate::config::Config;
 use crate::decision::decide::{self, Mode};
 use crate::report::Stats;
+use crate::report::entries;
 
 /// An Application an invocation concerns, and how it is known before it is read.
 pub(super) enum Concerned {
@@ -99,7 +100,7 @@ pub struct Listed {
     /// How many Applications were sent on.
     pub matched: usize,
     /// Namespaces (`""` for all) that could not be listed, with what and why.
-    pub unlisted: Vec<(String, decide::app::Listing, KubeError)>,
+    pub unlisted: Vec<(String, entries::Listing, KubeError)>,
     /// What each ImageUpdater object matched, for its status.
     pub tally: Tally,
     /// How many scopes were listed.
@@ -130,7 +131,7 @@ pub async fn concerned(
             match objects_and_first_page(kube, config, cache, namespace, options, stats).await {
                 Ok(both) => both,
                 Err(e) => {
-                    unlisted.push((namespace.clone(), decide::app::Listing::ImageUpdaters, e));
+                    unlisted.push((namespace.clone(), entries::Listing::ImageUpdaters, e));
                     continue;
                 }
             };
@@ -211,7 +212,7 @@ pub async fn concerned(
                 stats.list_pages += listed.pages;
                 stats.applications_listed += listed.seen;
             }
-            Err(e) => unlisted.push((namespace.clone(), decide::app::Listing::Applications, e)),
+            Err(e) => unlisted.push((namespace.clone(), entries::Listing::Applications, e)),
         }
     }
     Listed {

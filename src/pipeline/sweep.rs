@@ -11,10 +11,11 @@ use super::handler::{CONCURRENCY, Handler, HandlerError, Work, cluster_failure};
 use crate::cluster::connect::Connection;
 use crate::cluster::kube::KubeClient;
 use crate::cluster::objects::Objects;
-use crate::decision::decide::{self, Mode};
+use crate::decision::decide::Mode;
 use crate::event::ShardRecord;
 use crate::pipeline::facts::RegistryFacts;
 use crate::pipeline::listing::{self, Concerned, Found, Listed};
+use crate::report::entries;
 use crate::report::{Report, SweepSummary};
 use crate::sweep::gather::{self, Kept};
 use crate::sweep::queue::ShardQueue;
@@ -309,7 +310,7 @@ impl Handler {
         for app in &shard.applications {
             if !cluster.config().namespaces.contains(&app.namespace) {
                 part.entries
-                    .push(decide::app::unwatched(&app.namespace, &app.name));
+                    .push(entries::unwatched(&app.namespace, &app.name));
                 continue;
             }
             let scope = if all_namespaces {
@@ -323,9 +324,9 @@ impl Handler {
                     match cluster.objects().load(kube, scope, requests).await {
                         Ok(objects) => Some(objects),
                         Err(e) => {
-                            part.entries.push(decide::app::unlisted(
+                            part.entries.push(entries::unlisted(
                                 scope,
-                                decide::app::Listing::ImageUpdaters,
+                                entries::Listing::ImageUpdaters,
                                 &e.to_string(),
                                 e.is_retryable(),
                             ));

@@ -4,6 +4,8 @@
 //! the logs show. Failures carry their retry class: if any can be fixed by a retry or an
 //! operator, the invocation fails after all other targets are done, so AWS retries the event.
 
+pub mod entries;
+
 use serde::Serialize;
 use serde_json::Value;
 
@@ -61,6 +63,13 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// This entry failed for `reason`; `retryable` when a retry of the event can fix it.
+    pub fn failed(self, reason: &str, retryable: bool) -> Self {
+        let mut entry = self.with(Action::Failed, reason);
+        entry.retryable = retryable;
+        entry
+    }
+
     pub fn new(namespace: &str, name: &str, alias: Option<&str>, image: &str) -> Self {
         Self {
             cluster: None,
