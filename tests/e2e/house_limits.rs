@@ -118,7 +118,7 @@ fn at_most_twelve_files_lie_flat_in_src() {
 
 #[test]
 fn the_readme_and_the_development_guide_stay_short() {
-    for (file, limit) in [("README.md", 10 * 1024), ("docs/development.md", 15 * 1024)] {
+    for (file, limit) in [("README.md", 10_000), ("docs/development.md", 15_000)] {
         let size = std::fs::metadata(root().join(file)).unwrap().len();
         assert!(
             size < limit,
