@@ -535,7 +535,8 @@ impl Handler {
     }
 }
 
-/// Records on the followed write that check `next` is sent, guarded by the record as read.
+/// Records on the followed write that check `next` is the last sent, guarded by the record as
+/// read.
 async fn claim_check(
     kube: &KubeClient,
     app: &Value,
@@ -569,13 +570,7 @@ async fn release_check(
     let Some(record) = followed.filter(|r| r.checks == check.check.saturating_add(1)) else {
         return Ok(());
     };
-    let patch = Patch::Json(Value::Array(record_ops(
-        &record,
-        record.with("checks", check.check.into()),
-    )));
-    retry_transient(deadline, || kube.patch_application(namespace, name, &patch))
-        .await
-        .map(|_| ())
+    claim_check(kube, &app, &record, check.check, deadline).await
 }
 
 /// The audit record replaced by `next`, guarded by its text as read.

@@ -21,6 +21,7 @@ mod kube_conformance;
 mod kubectl;
 mod lambda;
 mod layout;
+mod moving;
 mod operations;
 mod push;
 mod registries;

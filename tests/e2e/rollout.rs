@@ -50,6 +50,22 @@ fn controller(standins: &Scenario, script: Script) -> Controller {
     Controller::timed(script, Timeline::typical(), standins.test_clock())
 }
 
+/// A Healthy controller that renders the Application from the Git write-back's file at the
+/// branch's head, as Argo CD's repo server does.
+fn rendering_git(standins: &Scenario) -> Controller {
+    let github = standins.github.clone();
+    let render = move |_: &Value| {
+        let (repo, file) = (crate::git::REPO, crate::git::OVERRIDE);
+        let revision = github.head(repo, "main")?;
+        let text = github.file(repo, "main", file)?;
+        let source: Value = serde_yaml_ng::from_str(&text).ok()?;
+        let images =
+            argocd_ecr_updater_standins::argocd::images_of_spec(&json!({"source": source}));
+        Some(Rendered { revision, images })
+    };
+    controller(standins, Script::Healthy).rendering(Arc::new(render))
+}
+
 /// Lets `seconds` pass on the test's clock: the controller takes every step due in them.
 fn pass(standins: &Scenario, seconds: u64) {
     let until = standins.test_clock().now() + Duration::from_secs(seconds);
@@ -603,19 +619,7 @@ async fn with_confirmation_off_or_no_queue_a_write_is_not_followed() {
 async fn a_commit_is_confirmed_once_argo_cd_synced_its_revision() {
     let (standins, queue) = crate::git::git_following().await;
     let standins = standins.on_clock(Arc::new(SimClock::scripted()));
-    let github = standins.github.clone();
-    let render = move |_: &Value| {
-        let (repo, file) = (crate::git::REPO, crate::git::OVERRIDE);
-        let revision = github.head(repo, "main")?;
-        let text = github.file(repo, "main", file)?;
-        let source: Value = serde_yaml_ng::from_str(&text).ok()?;
-        let images =
-            argocd_ecr_updater_standins::argocd::images_of_spec(&json!({"source": source}));
-        Some(Rendered { revision, images })
-    };
-    standins
-        .kube
-        .run_controller(controller(&standins, Script::Healthy).rendering(Arc::new(render)));
+    standins.kube.run_controller(rendering_git(&standins));
     let report = standins.report(&[], &event("push-date-tag.json")).await;
     expect_decision(only(&report), Action::Updated, "committed");
     expect_decision(
@@ -641,19 +645,7 @@ async fn a_commit_is_confirmed_once_argo_cd_synced_its_revision() {
 async fn a_commit_reverted_in_git_while_followed_ends_as_taken_back() {
     let (standins, queue) = crate::git::git_following().await;
     let standins = standins.on_clock(Arc::new(SimClock::scripted()));
-    let github = standins.github.clone();
-    let render = move |_: &Value| {
-        let (repo, file) = (crate::git::REPO, crate::git::OVERRIDE);
-        let revision = github.head(repo, "main")?;
-        let text = github.file(repo, "main", file)?;
-        let source: Value = serde_yaml_ng::from_str(&text).ok()?;
-        let images =
-            argocd_ecr_updater_standins::argocd::images_of_spec(&json!({"source": source}));
-        Some(Rendered { revision, images })
-    };
-    standins
-        .kube
-        .run_controller(controller(&standins, Script::Healthy).rendering(Arc::new(render)));
+    standins.kube.run_controller(rendering_git(&standins));
     let report = standins.report(&[], &event("push-date-tag.json")).await;
     expect_decision(only(&report), Action::Updated, "committed");
     let reverted = format!(

@@ -4,188 +4,19 @@
 //! value, a failed send after a claimed check, hops delivered twice at once or from before
 //! hops were numbered, one image written, another, then the first again).
 
-use std::sync::Arc;
-use std::time::Duration;
-
 use crate::common::{Scenario, event, expect_decision, only};
-use argocd_ecr_updater::report::{Action, Report, RolloutReport};
-use argocd_ecr_updater_standins::argocd::{Controller, Script, Timeline, normalised, stamp};
-use argocd_ecr_updater_standins::aws::QueueMessage;
-use argocd_ecr_updater_standins::clock::SimClock;
-use argocd_ecr_updater_standins::fixtures::{
-    PUSHED_TAG, SEED_APP, SEED_IMAGE, SEED_TAG, image, push_event,
+use crate::moving::{
+    WORKER, annotate, checks, deliver, deliver_body, entry, follow_every_chain, follow_to_the_end,
+    image_at, pass, push_now, seeded, set_param, with_worker,
 };
+use argocd_ecr_updater::report::{Action, RolloutReport};
+use argocd_ecr_updater_standins::argocd::Script;
+use argocd_ecr_updater_standins::aws::QueueMessage;
+use argocd_ecr_updater_standins::fixtures::{PUSHED_TAG, SEED_APP, SEED_TAG, image};
 use argocd_ecr_updater_standins::{FaultAction, Route, Service};
 use serde_json::{Value, json};
 
-const WORKER: &str = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/worker";
-const SWEEP_ARN: &str = "arn:aws:sqs:ap-northeast-2:768157413559:sweep";
 const NEWER: &str = "20991231-000000";
-
-/// As `rollouts_moving::seeded`, but the history entry follows the spec's shape (single or
-/// multi-source) as Argo CD writes it.
-async fn seeded(prepare: impl FnOnce(&mut Value), scripts: &[Script]) -> (Scenario, String) {
-    let clock = Arc::new(SimClock::scripted());
-    let standins = Scenario::seeded().await.on_clock(clock.clone());
-    let queue = standins.aws.create_queue("sweep");
-    let standins = standins
-        .var("SWEEP_QUEUE_URL", &queue)
-        .var("SWEEP_QUEUE_ARN", SWEEP_ARN);
-    let an_hour_ago = stamp(clock.now() - time::Duration::hours(1));
-    standins
-        .kube
-        .edit("argocd", SEED_APP, |app| {
-            prepare(app);
-            let mut entry = json!({"id": 0, "deployStartedAt": an_hour_ago,
-                "deployedAt": an_hour_ago, "initiatedBy": {"automated": true}});
-            if let Some(sources) = app["spec"]["sources"].as_array() {
-                entry["revisions"] = json!(vec!["main"; sources.len()]);
-                entry["sources"] = normalised(json!(sources));
-            } else {
-                entry["revision"] = json!("main");
-                entry["source"] = normalised(app["spec"]["source"].clone());
-            }
-            app["status"]["history"] = json!([entry]);
-        })
-        .unwrap();
-    let mut controller = Controller::timed(scripts[0], Timeline::typical(), clock);
-    for script in &scripts[1..] {
-        controller = controller.then(*script);
-    }
-    standins.kube.run_controller(controller);
-    (standins, queue)
-}
-
-fn pass(standins: &Scenario, seconds: u64) {
-    let until = standins.test_clock().now() + Duration::from_secs(seconds);
-    standins.kube.step_to(until);
-}
-
-fn image_at(tag: &str) -> String {
-    format!("{SEED_IMAGE}:{tag}")
-}
-
-fn annotate(app: &mut Value, key: &str, value: &str) {
-    app["metadata"]["annotations"][key] = json!(value);
-}
-
-fn set_param(standins: &Scenario, manager: &str, name: &str, value: &str) {
-    standins
-        .kube
-        .edit_as(manager, "argocd", SEED_APP, |app| {
-            for parameter in app["spec"]["source"]["helm"]["parameters"]
-                .as_array_mut()
-                .unwrap()
-            {
-                if parameter["name"] == name {
-                    parameter["value"] = json!(value);
-                }
-            }
-        })
-        .unwrap();
-}
-
-fn entry<'r>(report: &'r Report, alias: &str) -> &'r argocd_ecr_updater::report::Entry {
-    report
-        .entries
-        .iter()
-        .find(|e| e.alias.as_deref() == Some(alias))
-        .unwrap_or_else(|| panic!("no entry for {alias}: {:#?}", report.entries))
-}
-
-fn checks(standins: &Scenario, queue: &str) -> Vec<QueueMessage> {
-    standins
-        .aws
-        .queue(queue)
-        .into_iter()
-        .filter(|m| m.body.contains("confirm-rollout"))
-        .collect()
-}
-
-async fn deliver(standins: &Scenario, message: &QueueMessage) -> Report {
-    let batch = json!({"Records": [{"messageId": message.id, "eventSource": "aws:sqs",
-        "eventSourceARN": SWEEP_ARN, "body": message.body}]});
-    standins.report(&[], &batch).await
-}
-
-async fn deliver_body(standins: &Scenario, id: &str, body: &str) -> Report {
-    let batch = json!({"Records": [{"messageId": id, "eventSource": "aws:sqs",
-        "eventSourceARN": SWEEP_ARN, "body": body}]});
-    standins.report(&[], &batch).await
-}
-
-async fn follow_to_the_end(standins: &Scenario, queue: &str) -> (Vec<String>, String) {
-    let mut states = Vec::new();
-    for _ in 0..60 {
-        let next = checks(standins, queue).pop().expect("a check on the queue");
-        pass(standins, next.delay_seconds.into());
-        let report = deliver(standins, &next).await;
-        let Some(rollout) = report.rollouts.first() else {
-            panic!(
-                "no rollout in the report after {states:?}: {:#?} {:#?} body {}",
-                report.entries, report.skipped, next.body
-            );
-        };
-        states.push(rollout.state.clone());
-        if rollout.state != "pending" {
-            return (states, rollout.reason.clone());
-        }
-    }
-    panic!("never ended: {states:?}");
-}
-
-async fn follow_every_chain(standins: &Scenario, queue: &str) -> Vec<RolloutReport> {
-    let mut delivered = std::collections::BTreeSet::new();
-    let mut ended = Vec::new();
-    for _ in 0..200 {
-        let Some(next) = checks(standins, queue)
-            .into_iter()
-            .find(|m| !delivered.contains(&m.id))
-        else {
-            return ended;
-        };
-        delivered.insert(next.id.clone());
-        pass(standins, next.delay_seconds.into());
-        let report = deliver(standins, &next).await;
-        ended.extend(report.rollouts.into_iter().filter(|r| r.state != "pending"));
-    }
-    panic!("the chains never ended: {ended:#?}");
-}
-
-async fn push_now(standins: &Scenario, repository: &str, tag: &str, digest: char) -> Report {
-    let now = stamp(standins.test_clock().now());
-    standins.aws.push(image(repository, tag, digest, &now));
-    standins
-        .report(&[], &push_event(repository, tag, &now))
-        .await
-}
-
-fn with_worker(app: &mut Value) {
-    let p = argocd_ecr_updater::appconfig::annotations::PREFIX;
-    let annotations = app["metadata"]["annotations"].as_object_mut().unwrap();
-    annotations.insert(
-        format!("{p}image-list"),
-        json!(format!("app={SEED_IMAGE},worker={WORKER}")),
-    );
-    annotations.insert(format!("{p}worker.update-strategy"), json!("latest"));
-    annotations.insert(format!("{p}worker.allow-tags"), json!("regexp:^v[0-9]+$"));
-    annotations.insert(
-        format!("{p}worker.helm.image-name"),
-        json!("worker.image.repository"),
-    );
-    annotations.insert(
-        format!("{p}worker.helm.image-tag"),
-        json!("worker.image.tag"),
-    );
-    app["spec"]["source"]["helm"]["parameters"]
-        .as_array_mut()
-        .unwrap()
-        .extend([
-            json!({"name": "worker.image.repository", "value": WORKER}),
-            json!({"name": "worker.image.tag", "value": "v1"}),
-        ]);
-    app["status"]["summary"]["images"] = json!([image_at(SEED_TAG), format!("{WORKER}:v1")]);
-}
 
 /// The seed as a Kustomize Application: the image in `kustomize.images`.
 fn kustomized(app: &mut Value) {

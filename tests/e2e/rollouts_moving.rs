@@ -4,234 +4,16 @@
 //! `argocd app rollback` with automated sync off, an owner's re-apply racing our write,
 //! another image's write in between, revision history trimmed, at-least-once deliveries).
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use crate::common::{Scenario, event, expect_decision, only, seed_tag};
-use argocd_ecr_updater::report::{Action, Report};
-use argocd_ecr_updater_standins::argocd::{Controller, Script, Timeline, normalised, stamp};
-use argocd_ecr_updater_standins::aws::QueueMessage;
-use argocd_ecr_updater_standins::clock::SimClock;
-use argocd_ecr_updater_standins::fixtures::{
-    PUSHED_TAG, SEED_APP, SEED_IMAGE, SEED_TAG, image, push_event,
+use crate::common::{event, expect_decision, only, seed_tag};
+use crate::moving::{
+    WORKER, annotate, checks, deliver, entry, events, failed_rollouts, follow_every_chain,
+    follow_to_the_end, image_at, manual, pass, push_now, pushed_and_deployed, running, seeded,
+    set_tag, sweep, with_worker,
 };
+use argocd_ecr_updater::report::Action;
+use argocd_ecr_updater_standins::argocd::Script;
+use argocd_ecr_updater_standins::fixtures::{SEED_APP, SEED_IMAGE, SEED_TAG, image, push_event};
 use serde_json::{Value, json};
-
-const WORKER: &str = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/worker";
-const SWEEP_ARN: &str = "arn:aws:sqs:ap-northeast-2:768157413559:sweep";
-
-/// The seed on a test clock with a sweep queue; `prepare` edits the Application before its
-/// history (id 0, the spec as it is then, an hour ago) is written; the controller runs
-/// `scripts` (the last repeating) on a typical timeline.
-async fn seeded(prepare: impl FnOnce(&mut Value), scripts: &[Script]) -> (Scenario, String) {
-    let clock = Arc::new(SimClock::scripted());
-    let standins = Scenario::seeded().await.on_clock(clock.clone());
-    let queue = standins.aws.create_queue("sweep");
-    let standins = standins
-        .var("SWEEP_QUEUE_URL", &queue)
-        .var("SWEEP_QUEUE_ARN", SWEEP_ARN);
-    let an_hour_ago = stamp(clock.now() - time::Duration::hours(1));
-    standins
-        .kube
-        .edit("argocd", SEED_APP, |app| {
-            prepare(app);
-            app["status"]["history"] = json!([{"id": 0, "revision": "main",
-                "source": normalised(app["spec"]["source"].clone()),
-                "deployStartedAt": an_hour_ago, "deployedAt": an_hour_ago,
-                "initiatedBy": {"automated": true}}]);
-        })
-        .unwrap();
-    let mut controller = Controller::timed(scripts[0], Timeline::typical(), clock);
-    for script in &scripts[1..] {
-        controller = controller.then(*script);
-    }
-    standins.kube.run_controller(controller);
-    (standins, queue)
-}
-
-fn pass(standins: &Scenario, seconds: u64) {
-    let until = standins.test_clock().now() + Duration::from_secs(seconds);
-    standins.kube.step_to(until);
-}
-
-fn image_at(tag: &str) -> String {
-    format!("{SEED_IMAGE}:{tag}")
-}
-
-fn running(standins: &Scenario) -> Vec<String> {
-    let app = standins.kube.get("argocd", SEED_APP).unwrap();
-    app["status"]["summary"]["images"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| i.as_str().unwrap().to_string())
-        .collect()
-}
-
-fn set_param(standins: &Scenario, manager: &str, name: &str, value: &str) {
-    standins
-        .kube
-        .edit_as(manager, "argocd", SEED_APP, |app| {
-            for parameter in app["spec"]["source"]["helm"]["parameters"]
-                .as_array_mut()
-                .unwrap()
-            {
-                if parameter["name"] == name {
-                    parameter["value"] = json!(value);
-                }
-            }
-        })
-        .unwrap();
-}
-
-fn set_tag(standins: &Scenario, manager: &str, tag: &str) {
-    set_param(standins, manager, "image.tag", tag);
-}
-
-fn entry<'r>(report: &'r Report, alias: &str) -> &'r argocd_ecr_updater::report::Entry {
-    report
-        .entries
-        .iter()
-        .find(|e| e.alias.as_deref() == Some(alias))
-        .unwrap_or_else(|| panic!("no entry for {alias}: {:#?}", report.entries))
-}
-
-/// The seed's push (PUSHED_TAG), written, and 40 s for Argo CD to deploy it.
-async fn pushed_and_deployed(standins: &Scenario) -> Report {
-    let report = standins.report(&[], &event("push-date-tag.json")).await;
-    expect_decision(entry(&report, "app"), Action::Updated, "ranks above");
-    pass(standins, 40);
-    assert!(running(standins).contains(&image_at(PUSHED_TAG)));
-    report
-}
-
-async fn sweep(standins: &Scenario) -> Report {
-    standins
-        .report(&[], &event("scheduled-reconcile.json"))
-        .await
-}
-
-/// The seed, also tracking `worker` (latest `v[0-9]+`, at v1) in the same Helm parameters.
-fn with_worker(app: &mut Value) {
-    let annotations = app["metadata"]["annotations"].as_object_mut().unwrap();
-    let p = argocd_ecr_updater::appconfig::annotations::PREFIX;
-    annotations.insert(
-        format!("{p}image-list"),
-        json!(format!("app={SEED_IMAGE},worker={WORKER}")),
-    );
-    annotations.insert(format!("{p}worker.update-strategy"), json!("latest"));
-    annotations.insert(format!("{p}worker.allow-tags"), json!("regexp:^v[0-9]+$"));
-    annotations.insert(
-        format!("{p}worker.helm.image-name"),
-        json!("worker.image.repository"),
-    );
-    annotations.insert(
-        format!("{p}worker.helm.image-tag"),
-        json!("worker.image.tag"),
-    );
-    app["spec"]["source"]["helm"]["parameters"]
-        .as_array_mut()
-        .unwrap()
-        .extend([
-            json!({"name": "worker.image.repository", "value": WORKER}),
-            json!({"name": "worker.image.tag", "value": "v1"}),
-        ]);
-    app["status"]["summary"]["images"] = json!([image_at(SEED_TAG), format!("{WORKER}:v1")]);
-}
-
-fn manual(app: &mut Value) {
-    app["spec"]["syncPolicy"]
-        .as_object_mut()
-        .unwrap()
-        .remove("automated");
-}
-
-fn annotate(app: &mut Value, key: &str, value: &str) {
-    app["metadata"]["annotations"][key] = json!(value);
-}
-
-async fn push_worker_now(standins: &Scenario, tag: &str, digest: char) -> Report {
-    let now = stamp(standins.test_clock().now());
-    standins.aws.push(image("worker", tag, digest, &now));
-    standins.report(&[], &push_event("worker", tag, &now)).await
-}
-
-fn checks(standins: &Scenario, queue: &str) -> Vec<QueueMessage> {
-    standins
-        .aws
-        .queue(queue)
-        .into_iter()
-        .filter(|m| m.body.contains("confirm-rollout"))
-        .collect()
-}
-
-async fn deliver(standins: &Scenario, message: &QueueMessage) -> Report {
-    let batch = json!({"Records": [{"messageId": message.id, "eventSource": "aws:sqs",
-        "eventSourceARN": SWEEP_ARN, "body": message.body}]});
-    standins.report(&[], &batch).await
-}
-
-/// Delivers the newest check of the queue after its delay, until one ends the rollout;
-/// returns the states seen, the last one's reason.
-async fn follow_to_the_end(standins: &Scenario, queue: &str) -> (Vec<String>, String) {
-    let mut states = Vec::new();
-    for _ in 0..60 {
-        let next = checks(standins, queue).pop().expect("a check on the queue");
-        pass(standins, next.delay_seconds.into());
-        let report = deliver(standins, &next).await;
-        let Some(rollout) = report.rollouts.first() else {
-            panic!(
-                "no rollout in the report after {states:?}: {:#?} {:#?} body {} delay {}",
-                report.entries, report.skipped, next.body, next.delay_seconds
-            );
-        };
-        states.push(rollout.state.clone());
-        if rollout.state != "pending" {
-            return (states, rollout.reason.clone());
-        }
-    }
-    panic!("never ended: {states:?}");
-}
-
-/// Delivers every check on the queue once, in the order sent, each after its delay, until
-/// no chain sends another; returns the rollouts that ended (not `pending`).
-async fn follow_every_chain(
-    standins: &Scenario,
-    queue: &str,
-) -> Vec<argocd_ecr_updater::report::RolloutReport> {
-    let mut delivered = std::collections::BTreeSet::new();
-    let mut ended = Vec::new();
-    for _ in 0..200 {
-        let Some(next) = checks(standins, queue)
-            .into_iter()
-            .find(|m| !delivered.contains(&m.id))
-        else {
-            return ended;
-        };
-        delivered.insert(next.id.clone());
-        pass(standins, next.delay_seconds.into());
-        let report = deliver(standins, &next).await;
-        ended.extend(report.rollouts.into_iter().filter(|r| r.state != "pending"));
-    }
-    panic!("the chains never ended: {ended:#?}");
-}
-
-fn events(standins: &Scenario, reason: &str) -> Vec<Value> {
-    standins
-        .kube
-        .events()
-        .into_iter()
-        .filter(|e| e["reason"] == reason)
-        .collect()
-}
-
-fn failed_rollouts(standins: &Scenario) -> Value {
-    let app = standins.kube.get("argocd", SEED_APP).unwrap();
-    app["metadata"]["annotations"]["argocd-ecr-updater.io/failed-rollouts"]
-        .as_str()
-        .map(|t| serde_json::from_str(t).unwrap())
-        .unwrap_or(Value::Null)
-}
 
 /// Under `latest` (newest-build), a person sets the image to a build pushed before ours whose
 /// tag name happens to sort above ours (`sha-…` against a date tag). It is a value "ranking
@@ -355,7 +137,7 @@ async fn an_argocd_app_rollback_stands_through_our_syncs_of_another_image() {
         .unwrap();
     pass(&standins, 40);
     assert!(running(&standins).contains(&image_at(SEED_TAG)));
-    let report = push_worker_now(&standins, "v2", 'c').await;
+    let report = push_now(&standins, "worker", "v2", 'c').await;
     expect_decision(entry(&report, "worker"), Action::Updated, "ranks above");
     pass(&standins, 40);
     let now_running = running(&standins);
@@ -376,7 +158,7 @@ async fn an_argocd_app_rollback_stands_through_our_syncs_of_another_image() {
         entry(&report, "worker").reason
     );
     // It stands through the next write of `worker` and is respected by the sweep.
-    push_worker_now(&standins, "v3", 'd').await;
+    push_now(&standins, "worker", "v3", 'd').await;
     pass(&standins, 40);
     let now_running = running(&standins);
     assert!(
@@ -408,7 +190,7 @@ async fn an_owners_reapply_before_another_images_write_is_still_the_owners() {
     pushed_and_deployed(&standins).await;
     set_tag(&standins, "argocd-controller", SEED_TAG);
     pass(&standins, 40);
-    let report = push_worker_now(&standins, "v2", 'c').await;
+    let report = push_now(&standins, "worker", "v2", 'c').await;
     expect_decision(entry(&report, "worker"), Action::Updated, "ranks above");
     pass(&standins, 40);
     let report = sweep(&standins).await;
@@ -494,7 +276,7 @@ async fn a_failed_rollout_is_remembered_despite_another_images_write_in_between(
     let report = standins.report(&[], &event("push-date-tag.json")).await;
     expect_decision(entry(&report, "app"), Action::Updated, "rollout followed");
     pass(&standins, 5);
-    let report = push_worker_now(&standins, "v2", 'c').await;
+    let report = push_now(&standins, "worker", "v2", 'c').await;
     expect_decision(
         entry(&report, "worker"),
         Action::Updated,
