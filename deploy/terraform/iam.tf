@@ -92,6 +92,14 @@ locals {
       Action   = "sns:Publish"
       Resource = var.notification_topic_arn
     }] : [],
+    # Named alarms only; account and region pinned by the condition, as in the template.
+    length(var.verify_alarm_names) > 0 ? [{
+      Sid       = "ReadWatchedAlarms"
+      Effect    = "Allow"
+      Action    = ["cloudwatch:DescribeAlarms", "cloudwatch:DescribeAlarmHistory"]
+      Resource  = [for name in var.verify_alarm_names : "arn:*:cloudwatch:*:*:alarm:${name}"]
+      Condition = local.own_condition
+    }] : [],
     length(var.git_credentials_secret_arns) > 0 ? [{
       Sid      = "ReadGitCredentials"
       Effect   = "Allow"

@@ -408,6 +408,15 @@ variable "code_commit_repositories" {
   }
 }
 
+variable "verify_alarm_names" {
+  type    = list(string)
+  default = []
+  validation {
+    condition     = alltrue([for v in var.verify_alarm_names : can(regex("^[A-Za-z0-9 ._/#:()+=@-]{1,255}$", v))])
+    error_message = "verify_alarm_names: CloudWatch alarm names of this account and region, no wildcards."
+  }
+}
+
 variable "kube_api_endpoint" {
   type    = string
   default = ""

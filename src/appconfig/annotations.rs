@@ -845,6 +845,19 @@ fn parse_bool(key: &str, value: &str) -> Result<bool, AnnotationError> {
 /// What a value that is not a boolean is told.
 const BOOL_PROBLEM: &str = "expected a boolean as Image Updater reads it: true or false (also 1/0, t/f, T/F, TRUE/FALSE, True/False)";
 
+/// `1h30m`, `45s`: a duration as [`parse_duration`] reads it.
+pub fn format_duration(duration: std::time::Duration) -> String {
+    let total = duration.as_secs();
+    let (h, m, s) = (total / 3600, total % 3600 / 60, total % 60);
+    let mut text = String::new();
+    for (n, unit) in [(h, "h"), (m, "m"), (s, "s")] {
+        if n > 0 {
+            text.push_str(&format!("{n}{unit}"));
+        }
+    }
+    if text.is_empty() { "0s".into() } else { text }
+}
+
 /// A duration as Go's `time.ParseDuration` writes the common ones: whole numbers with `h`,
 /// `m` or `s`, in that order, one or more (`30m`, `1h30m`, `90s`); at most 7 days.
 pub fn parse_duration(value: &str) -> Result<std::time::Duration, String> {

@@ -147,6 +147,18 @@ pub const SDK_CALLS: &[SdkCall] = &[
         "CodeCommit pull requests",
     ),
     call(
+        "cloudwatch",
+        "describe_alarms",
+        "cloudwatch:DescribeAlarms",
+        "rollout verification by the alarms an Application names",
+    ),
+    call(
+        "cloudwatch",
+        "describe_alarm_history",
+        "cloudwatch:DescribeAlarmHistory",
+        "rollout verification: alarm state changes between checks",
+    ),
+    call(
         "sqs",
         "send_message",
         "sqs:SendMessage",

@@ -3,6 +3,8 @@
 //! superseded or out of time, from the Application alone, with what each outcome records and
 //! reports (pure); [`status`], the commit status set on the commit an image was built from.
 
+pub mod alarms;
 pub mod judge;
 pub mod message;
 pub mod status;
+pub mod watched;

@@ -2,6 +2,7 @@
 //! the EKS API server, the Git hosts and the Lambda Runtime API, over real HTTP and TLS. One
 //! module per area; one binary links the crate once instead of once per file.
 
+mod alarms;
 mod aws_errors;
 mod charts;
 mod clusters;

@@ -272,6 +272,22 @@ fn every_resource_is_scoped_and_only_vpc_networking_and_the_registry_token_use_a
                     _ => "GitCredentialsSecretArns",
                 }
             }
+            // Exactly the alarms named, in this account and region, behind their condition.
+            "cloudwatch" => {
+                assert!(conditional, "{sid} must sit behind HasVerifyAlarms");
+                let condition = &statement["Condition"]["StringEquals"];
+                assert_eq!(
+                    strings(&condition["aws:ResourceAccount"]),
+                    ["AWS::AccountId"],
+                    "{sid}"
+                );
+                assert_eq!(
+                    strings(&condition["aws:RequestedRegion"]),
+                    ["AWS::Region"],
+                    "{sid}"
+                );
+                ":alarm:${Names}"
+            }
             // Exactly the repositories named, in this account.
             "codecommit" => {
                 assert!(conditional, "{sid} must sit behind HasCodeCommit");
@@ -1128,6 +1144,7 @@ fn list_parameters_refuse_wildcards_so_no_grant_or_bus_policy_opens_up() {
             "arn:aws:iam::222222222222:role/argocd-ecr-updater",
         ),
         ("RegistryAccounts", "111111111111"),
+        ("VerifyAlarmNames", "web p99 latency (prod)"),
     ] {
         let pattern = t["Parameters"][parameter]["AllowedPattern"]
             .as_str()

@@ -925,6 +925,7 @@ fn the_vpc_table_names_an_endpoint_for_every_service_the_function_calls() {
     fn endpoint(service: &str) -> Option<&str> {
         match service {
             "ecr" => Some("ecr.api"),
+            "cloudwatch" => Some("monitoring"),
             "ec2" => None,
             other => Some(other),
         }

@@ -331,6 +331,7 @@ fn the_module_grants_the_templates_statements_sid_for_sid() {
                 ),
             ),
             ("CodeCommitRepositories", json!(["invitation"])),
+            ("VerifyAlarmNames", json!(["web-5xx", "web p99 latency"])),
             ("SubnetIds", json!(["subnet-0123456789abcdef0"])),
             ("SecurityGroupIds", json!(["sg-0123456789abcdef0"])),
         ],

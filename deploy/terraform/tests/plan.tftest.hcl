@@ -430,6 +430,7 @@ run "the_role_is_the_templates_with_every_option" {
     cosign_key_secret_arns          = ["arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:cosign-pub-AbCdEf"]
     notation_trust_roots_secret_arn = "arn:aws:secretsmanager:ap-northeast-2:768157413559:secret:notation-roots-AbCdEf"
     code_commit_repositories        = ["invitation"]
+    verify_alarm_names              = ["web-5xx", "web p99 latency"]
     subnet_ids                      = ["subnet-0123456789abcdef0"]
     security_group_ids              = ["sg-0123456789abcdef0"]
   }

@@ -132,6 +132,8 @@ pub struct AwsState {
     expired_keys: Mutex<Vec<String>>,
     /// How far tests moved the queues' clock ahead of real time.
     queue_clock: Mutex<std::time::Duration>,
+    /// CloudWatch alarms a rollout may be verified by.
+    pub cloudwatch: crate::cloudwatch::CloudWatch,
 }
 
 /// A message in an SQS queue.
@@ -266,6 +268,7 @@ impl AwsState {
                 crate::FUNCTION_IAM_ROLE_ARN,
             )),
             codecommit_denied: Mutex::new(std::collections::BTreeSet::new()),
+            cloudwatch: crate::cloudwatch::CloudWatch::default(),
         }
     }
 
@@ -684,6 +687,9 @@ async fn signed(
         Err(refusal) if query => {
             return query_error(refusal.status, refusal.code, &refusal.message);
         }
+        Err(refusal) if parts.headers.contains_key("smithy-protocol") => {
+            return crate::cloudwatch::refusal(refusal.status, refusal.code, &refusal.message);
+        }
         Err(refusal) => return aws_error(refusal.status, refusal.code, &refusal.message),
     };
     // The API answering may need to know who asks (GetCallerIdentity).
@@ -716,6 +722,10 @@ pub fn router(state: Arc<AwsState>) -> Router {
         .route("/v2/{*path}", get(registry_api));
     Router::new()
         .route("/", post(ecr))
+        .route(
+            "/service/{service}/operation/{operation}",
+            post(crate::cloudwatch::handle),
+        )
         .route("/clusters/{name}", get(describe_cluster))
         .route(
             "/clusters/{name}/access-entries",

@@ -10,6 +10,7 @@ pub mod argocd;
 pub mod aws;
 pub mod clock;
 pub mod cloudformation;
+pub mod cloudwatch;
 pub mod codecommit;
 pub mod cosign;
 pub mod defaults;
