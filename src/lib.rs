@@ -53,8 +53,7 @@
 //!   [`application::sources`], where each image lives and what it runs;
 //!   [`application::audit`], our audit record read back; [`application::failures`] and
 //!   [`application::rollbacks`], the failed rollouts and manual rollbacks it remembers per
-//!   image ([`application::remembered`]); [`application::event`], the Kubernetes Events
-//!   about it (pure).
+//!   image ([`application::remembered`]) (pure).
 //! - [`appconfig`]: [`appconfig::annotations`] and [`appconfig::imageupdater`], Image
 //!   Updater's configuration into one typed value; [`appconfig::charts`], our `chart-list`
 //!   of Helm charts; [`appconfig::cosign_key`], the key it names; [`appconfig::migration`],
@@ -70,7 +69,8 @@
 //!   not) and a refused input (permanent); [`http`], clients that carry a credential;
 //!   [`config::label_selector`], `APPLICATION_LABEL_SELECTOR` read as the API server reads
 //!   it; [`report`] and [`telemetry::metrics`], what happened and why ([`report::entries`]: why a
-//!   whole Application was not decided); [`partition`], AWS host names in every
+//!   whole Application was not decided; [`report::events`], the Kubernetes Events about an
+//!   Application); [`partition`], AWS host names in every
 //!   partition; [`redact`], what may leave in a message and how much may come in;
 //!   [`telemetry`], how logs are written; [`yaml`], YAML from outside read only when what its
 //!   aliases expand to is bounded.

@@ -3,7 +3,6 @@
 //! same way; it reads only the configuration (`appconfig`) and the tag model (`policy`).
 
 pub(crate) mod audit;
-pub(crate) mod event;
 pub(crate) mod failures;
 pub(crate) mod identity;
 pub(crate) mod remembered;

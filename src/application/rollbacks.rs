@@ -16,10 +16,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use time::OffsetDateTime;
 
-/// The start of every skip reason a respected rollback gives (`decision::rollback`), which
-/// the `RollbackRespected` Event and the memory of rollbacks look for.
-pub const ROLLBACK_RESPECTED: &str = "respecting a manual rollback";
-
 use crate::appconfig::annotations::ROLLBACKS_ANNOTATION;
 use crate::application::audit::rfc3339_at;
 use crate::application::remembered;

@@ -8,10 +8,10 @@
 
 use serde_json::{Value, json};
 
-use crate::application::event::EventText;
 use crate::decision::patch::{WritePlan, escape_pointer};
 use crate::policy::{Decision, TagInfo, TagPolicy, parse_lenient_version};
 use crate::registry::ecr::ArtifactTag;
+use crate::report::events::EventText;
 use crate::report::{Action, Entry};
 
 /// The config media type of a Helm chart pushed as an OCI artifact, which ECR reports as the
@@ -235,7 +235,7 @@ pub fn updated_event(app: &Value, entries: &[Entry], now: &str, nanos: i128) -> 
         kind: "Normal",
         annotations: serde_json::Map::new(),
     };
-    crate::application::event::about(app, text, now)
+    crate::report::events::about(&crate::application::identity::involved(app), text, now)
 }
 
 #[cfg(test)]

@@ -34,9 +34,10 @@ use time::format_description::well_known::Rfc3339;
 
 use crate::appconfig::annotations::{AppConfig, ImageConfig};
 use crate::application::audit::{AuditRecord, ImageWrite, rfc3339_at};
-use crate::application::rollbacks::{self, ROLLBACK_RESPECTED, RememberedRollback};
+use crate::application::rollbacks::{self, RememberedRollback};
 use crate::application::sources;
 use crate::policy::{TagInfo, TagRef};
+use crate::report::events::ROLLBACK_RESPECTED;
 use crate::report::{Action, Entry};
 
 /// Field managers of an Application's owner, whose change of the spec re-applies a manifest

@@ -13,8 +13,12 @@ use crate::report::{Entry, Report};
 /// Records the `ImagesUpdated` Event of a write on the Application.
 pub async fn record_event(kube: &KubeClient, app: &Value, entries: &[Entry], now: OffsetDateTime) {
     let stamp = now.format(&Rfc3339).unwrap_or_default();
-    let event =
-        crate::application::event::images_updated(app, entries, &stamp, now.unix_timestamp_nanos());
+    let event = crate::report::events::images_updated(
+        &crate::application::identity::involved(app),
+        entries,
+        &stamp,
+        now.unix_timestamp_nanos(),
+    );
     send(kube, app, &event, "ImagesUpdated").await;
 }
 
@@ -49,7 +53,11 @@ pub async fn record_rollback(
     now: OffsetDateTime,
 ) -> bool {
     let stamp = now.format(&Rfc3339).unwrap_or_default();
-    let Some(event) = crate::application::event::rollback_respected(app, entries, &stamp) else {
+    let Some(event) = crate::report::events::rollback_respected(
+        &crate::application::identity::involved(app),
+        entries,
+        &stamp,
+    ) else {
         return false;
     };
     let (namespace, name) = decide::app::names(app);

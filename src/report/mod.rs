@@ -5,6 +5,7 @@
 //! operator, the invocation fails after all other targets are done, so AWS retries the event.
 
 pub mod entries;
+pub mod events;
 
 use serde::Serialize;
 use serde_json::Value;

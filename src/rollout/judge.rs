@@ -759,14 +759,10 @@ pub fn event(
         .iter()
         .map(|i| format!("{}:{}", i.image, i.to))
         .collect();
-    let text = crate::application::event::EventText {
+    let text = crate::report::events::EventText {
         suffix: format!(
             "rollout-{}",
-            crate::application::event::short_key(&format!(
-                "{}@{}",
-                record.text,
-                stamp(record.time)
-            ))
+            crate::report::events::short_key(&format!("{}@{}", record.text, stamp(record.time)))
         ),
         reason: outcome.event_reason(),
         message: format!(
@@ -781,7 +777,11 @@ pub fn event(
         },
         annotations: Default::default(),
     };
-    crate::application::event::about(app, text, &stamp(now))
+    crate::report::events::about(
+        &crate::application::identity::involved(app),
+        text,
+        &stamp(now),
+    )
 }
 
 /// Whether to start a sync of `app` after our write, and why not when not: only when the

@@ -1,12 +1,25 @@
 //! A Kubernetes Event about an Application, in one shape for every reason the function
 //! records (`ImagesUpdated`, `RollbackRespected`, the rollout outcomes): involving the
-//! Application by uid and resourceVersion, reported by `argocd-ecr-updater` (pure).
+//! Application by uid and resourceVersion, reported by `argocd-ecr-updater` (pure). The
+//! Application is named by [`Involved`], what an Event says of it, so that everything the
+//! function reports is built here, below what decides it.
 
 use serde_json::{Value, json};
 
-use crate::application::identity::Identity;
-use crate::application::rollbacks::ROLLBACK_RESPECTED;
 use crate::report::{Action, Entry};
+
+/// How a skip that respects a manual rollback begins; the `RollbackRespected` Event gathers
+/// the entries that do.
+pub const ROLLBACK_RESPECTED: &str = "respecting a manual rollback";
+
+/// The Application an Event is about, as `involvedObject` names it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Involved {
+    pub namespace: String,
+    pub name: String,
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+}
 
 /// What an Event says.
 pub struct EventText<'a> {
@@ -22,8 +35,8 @@ pub struct EventText<'a> {
 }
 
 /// The Event about `app`, stamped `now` (RFC 3339).
-pub fn about(app: &Value, text: EventText<'_>, now: &str) -> Value {
-    let Identity { namespace, name } = Identity::of(app);
+pub fn about(app: &Involved, text: EventText<'_>, now: &str) -> Value {
+    let (namespace, name) = (&app.namespace, &app.name);
     let mut metadata = json!({"name": format!("{name}.{}", text.suffix), "namespace": namespace});
     if !text.annotations.is_empty() {
         metadata["annotations"] = Value::Object(text.annotations);
@@ -31,7 +44,7 @@ pub fn about(app: &Value, text: EventText<'_>, now: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Event",
         "metadata": metadata,
         "involvedObject": {"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "name": name,
-            "namespace": namespace, "uid": app["metadata"]["uid"], "resourceVersion": app["metadata"]["resourceVersion"]},
+            "namespace": namespace, "uid": app.uid, "resourceVersion": app.resource_version},
         "reason": text.reason,
         "message": text.message,
         "type": text.kind,
@@ -55,7 +68,7 @@ pub fn short_key(text: &str) -> String {
 /// Named after the rollback itself (what was rolled back to what), so that every later
 /// push or sweep that respects the same rollback finds it recorded (409) instead of adding
 /// one Event per event.
-pub fn rollback_respected(app: &Value, entries: &[Entry], now: &str) -> Option<Value> {
+pub fn rollback_respected(app: &Involved, entries: &[Entry], now: &str) -> Option<Value> {
     let held: Vec<&Entry> = entries
         .iter()
         .filter(|e| e.action == Action::Skipped && e.reason.starts_with(ROLLBACK_RESPECTED))
@@ -89,8 +102,8 @@ pub fn rollback_respected(app: &Value, entries: &[Entry], now: &str) -> Option<V
 /// The Kubernetes Event of a write, as Image Updater records one (`reason: ImagesUpdated`,
 /// the per-image annotations it sets), so the update shows in Argo CD's UI and in
 /// `kubectl describe`. `now` is RFC 3339, `nanos` makes the name unique.
-pub fn images_updated(app: &Value, entries: &[Entry], now: &str, nanos: i128) -> Value {
-    let Identity { name, .. } = Identity::of(app);
+pub fn images_updated(app: &Involved, entries: &[Entry], now: &str, nanos: i128) -> Value {
+    let name = &app.name;
     let updated: Vec<&Entry> = entries
         .iter()
         .filter(|e| e.action == Action::Updated)
@@ -139,7 +152,12 @@ mod tests {
 
     #[test]
     fn an_event_involves_its_application_and_is_named_after_it() {
-        let app = json!({"metadata": {"namespace": "argocd", "name": "web", "uid": "u-1", "resourceVersion": "7"}});
+        let app = Involved {
+            namespace: "argocd".into(),
+            name: "web".into(),
+            uid: Some("u-1".into()),
+            resource_version: Some("7".into()),
+        };
         let text = EventText {
             suffix: format!("rollout-{}", short_key("x")),
             reason: "RolloutConfirmed",
