@@ -18,6 +18,18 @@ const MAX_HISTORY_PAGES: usize = 5;
 /// A reason longer than this is cut: it goes into Events, commit statuses and the report.
 const MAX_REASON: usize = 300;
 
+/// Why the alarms could not be read.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Unreadable {
+    /// The role may not read an alarm: the rollout cannot be verified until an operator
+    /// grants it, which no retry of the check does.
+    #[error("{0}; add the alarm to VerifyAlarmNames (Terraform verify_alarm_names)")]
+    Denied(String),
+    /// Anything else, retryable or not as the failure says.
+    #[error(transparent)]
+    Failed(Failure),
+}
+
 /// CloudWatch, as the rollout check reads it.
 #[derive(Debug, Clone)]
 pub struct Alarms {
@@ -35,7 +47,7 @@ impl Alarms {
         names: &[String],
         since: OffsetDateTime,
         until: OffsetDateTime,
-    ) -> Result<Observed, Failure> {
+    ) -> Result<Observed, Unreadable> {
         let alarms = self.states(names).await?;
         let mut transitions = Vec::new();
         for seen in &alarms {
@@ -47,7 +59,7 @@ impl Alarms {
         })
     }
 
-    async fn states(&self, names: &[String]) -> Result<Vec<Seen>, Failure> {
+    async fn states(&self, names: &[String]) -> Result<Vec<Seen>, Unreadable> {
         let answer = self
             .client
             .describe_alarms()
@@ -93,7 +105,7 @@ impl Alarms {
         name: &str,
         since: OffsetDateTime,
         until: OffsetDateTime,
-    ) -> Result<Vec<Transition>, Failure> {
+    ) -> Result<Vec<Transition>, Unreadable> {
         let mut transitions = Vec::new();
         let mut token: Option<String> = None;
         for _ in 0..MAX_HISTORY_PAGES {
@@ -130,11 +142,12 @@ impl Alarms {
     }
 }
 
-fn failure(action: &str, described: aws_error::Described) -> Failure {
-    Failure::new(
-        format!("cannot read the watched alarms ({action}): {described}"),
-        described.cause.is_retryable(),
-    )
+fn failure(action: &str, described: aws_error::Described) -> Unreadable {
+    let text = format!("cannot read the watched alarms ({action}): {described}");
+    match described.cause {
+        aws_error::Cause::AccessDenied => Unreadable::Denied(text),
+        cause => Unreadable::Failed(Failure::new(text, cause.is_retryable())),
+    }
 }
 
 fn state_of(value: &StateValue) -> Option<State> {

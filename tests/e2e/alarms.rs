@@ -159,9 +159,17 @@ async fn an_alarm_the_role_may_not_read_is_a_failure_naming_the_permission() {
         .unwrap_err();
     let text = failure.to_string();
     assert!(
+        matches!(
+            failure,
+            argocd_ecr_updater::rollout::watched::Unreadable::Denied(_)
+        ),
+        "{text}"
+    );
+    assert!(
         text.contains("cloudwatch:DescribeAlarms")
             && text.contains("AccessDenied")
-            && text.contains("alarm:payments-5xx"),
+            && text.contains("alarm:payments-5xx")
+            && text.contains("VerifyAlarmNames"),
         "{text}"
     );
 }
@@ -190,6 +198,10 @@ async fn a_request_signed_with_the_wrong_key_is_refused_before_any_alarm_is_read
         .observe(&names(&["web-5xx"]), LIVE, LIVE + minutes(1))
         .await
         .unwrap_err();
+    assert!(
+        matches!(&failure, argocd_ecr_updater::rollout::watched::Unreadable::Failed(f) if !f.retryable),
+        "{failure}"
+    );
     assert!(
         failure.to_string().contains("SignatureDoesNotMatch")
             || failure.to_string().contains("InvalidSignature"),
