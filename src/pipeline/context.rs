@@ -174,14 +174,18 @@ pub(super) async fn kube_of(cluster: &Connection) -> Result<&KubeClient, Handler
 /// One invocation's mode, deadline and what it learnt from ECR so far (shared by every
 /// cluster: one registry read serves them all), and the cluster being written.
 pub(super) struct Work<'a> {
-    pub(super) mode: Mode<'a>,
-    pub(super) facts: &'a RegistryFacts<'a>,
-    pub(super) deadline: Option<Instant>,
-    pub(super) kube: &'a KubeClient,
+    /// A push (what was pushed) or a reconcile (every candidate).
+    pub mode: Mode<'a>,
+    /// What this invocation asked ECR so far, each fact once.
+    pub facts: &'a RegistryFacts<'a>,
+    /// When Lambda will stop the invocation; retries end before it.
+    pub deadline: Option<Instant>,
+    /// The cluster's Kubernetes client.
+    pub kube: &'a KubeClient,
     /// The cluster's name, which a follow-up shard names.
-    pub(super) cluster: &'a str,
+    pub cluster: &'a str,
     /// The soak hop this invocation runs, when it is one (a follow-up shard's mark).
-    pub(super) soak_hop: Option<&'a crate::sweep::shard::SoakHop>,
+    pub soak_hop: Option<&'a crate::sweep::shard::SoakHop>,
 }
 
 impl Work<'_> {

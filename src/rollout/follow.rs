@@ -35,6 +35,7 @@ pub struct Follow<'a> {
     pub config: &'a Config,
     /// The clusters a check may name.
     pub clusters: &'a [Connection],
+    /// Now: when a check judges, and what an outcome records.
     pub clock: &'a dyn Clock,
     /// Where the checks are sent (the sweep queue); `None`: no rollout is followed.
     pub checks: Option<&'a dyn Checks>,
@@ -42,6 +43,7 @@ pub struct Follow<'a> {
     pub git: &'a GitHosts,
     /// ECR and the blobs it hands out: the commit an image's labels name.
     pub ecr: &'a Ecr,
+    /// Downloads the image configs ECR hands out (their labels).
     pub blobs: &'a crate::http::LazyClient,
     /// The function's region: an image outside its ECR has no labels to read.
     pub region: &'a str,
@@ -57,7 +59,9 @@ pub trait Checks: Send + Sync {
 /// Where a write landed: the cluster's client and name, and the invocation's deadline.
 pub struct OnCluster<'a> {
     pub kube: &'a KubeClient,
+    /// Its name, which the rollout check names.
     pub cluster: &'a str,
+    /// When Lambda will stop the invocation that wrote.
     pub deadline: Option<Instant>,
 }
 

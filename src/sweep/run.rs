@@ -71,8 +71,11 @@ pub(crate) trait Applications {
 
 /// A sweep's run: the Applications' side, the clusters and the sweep's settings.
 pub(crate) struct Sweep<'a, A> {
+    /// The pipeline, for this invocation.
     pub apps: &'a A,
+    /// Every cluster the function decides for; a shard names one.
     pub clusters: &'a [Connection],
+    /// `SWEEP_*`: when to fan out, and how many Applications a shard carries.
     pub settings: &'a SweepSettings,
 }
 
