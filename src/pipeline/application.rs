@@ -1,27 +1,73 @@
-//! One Application, from its read to its entries in the report: its configuration resolved
-//! once ([`super::resolved`]), decided ([`super::decided`]), and written back by its method
-//! (the Application patch here, or a commit to its Git repository, [`super::git_attempt`]);
-//! read and decided again after a race.
+//! One Application's images as a [`Change`], from its read to its entries in the report: its
+//! configuration resolved once ([`super::resolved`]), decided ([`super::decided`]), and
+//! written back by its method (the Application patch here, or a commit to its Git
+//! repository, [`super::git_attempt`]); read and decided again after a race
+//! ([`super::change`]).
 
 use serde_json::Value;
 
+use super::change::{Attempt, Change, read_and_write};
 use super::context::{Context, Work};
-use super::decided::{Attempt, decide_to_write, prefetch_tag_lists};
+use super::decided::{decide_to_write, prefetch_tag_lists};
 use super::git_attempt::attempt_git;
 use super::listing::Concerned;
 use super::resolved::Resolved;
-use crate::appconfig::annotations;
 use crate::appconfig::imageupdater::ImageUpdaterObject;
 use crate::apply::writeback::{ApplicationPatch, WriteError, Writer};
-use crate::cluster::kube::KubeError;
-use crate::cluster::retry::{backoff, retry_transient};
 use crate::decision::decide::{self, AppDecision, Mode};
 use crate::report::entries;
 use crate::report::{Action, Entry, Report};
 
-/// One Application: read, decide, write; re-read and re-decide after a race. Returns
-/// the Application as last read, when it was read and selected (its charts are decided
-/// on it).
+/// An Application's images, one [`Change`]: its configuration resolved (as the listing saw
+/// it, then from each read), and the content a guard refused on the attempt before.
+struct Images<'o> {
+    objects: &'o [ImageUpdaterObject],
+    resolved: Option<Resolved<'o>>,
+    last_refused: Option<Value>,
+}
+
+impl Change for Images<'_> {
+    const REPORTS_UNSELECTED: bool = true;
+
+    /// A reconcile's tag lists depend on the configuration the listing already showed, not
+    /// on the read: asked for while the Application is read, they have arrived when it is
+    /// decided, one round trip sooner. The cache keeps them (and any error) for the
+    /// decision, which asks again.
+    async fn before_first_read(&self, ctx: &Context, work: &Work<'_>) {
+        if matches!(work.mode, Mode::Reconcile)
+            && let Some(listed) = &self.resolved
+        {
+            prefetch_tag_lists(ctx, listed, work).await;
+        }
+    }
+
+    async fn attempt(
+        &mut self,
+        ctx: &Context,
+        app: &Value,
+        work: &Work<'_>,
+        report: &mut Report,
+    ) -> Attempt {
+        let current = match self.resolved.take() {
+            Some(listed) => listed.for_read(app, self.objects),
+            None => Resolved::of_read(app, self.objects),
+        };
+        let resolved: &Resolved<'_> = self.resolved.insert(current);
+        // The git method reads the file first and decides on the Application as Argo CD
+        // renders it with that file; it re-reads Git, not the Application, after a race.
+        match resolved.git() {
+            Some(git) => attempt_git(ctx, app, resolved, &git, work, report).await,
+            None => {
+                let refused = &mut self.last_refused;
+                attempt_patch(ctx, app, resolved, work, refused, report).await
+            }
+        }
+    }
+}
+
+/// One Application's images: read, decide, write; re-read and re-decide after a race.
+/// Returns the Application as last read, when it was read and selected (its charts are
+/// decided on it).
 pub(super) async fn process(
     ctx: &Context,
     concerned: &Concerned,
@@ -29,78 +75,18 @@ pub(super) async fn process(
     work: &Work<'_>,
     report: &mut Report,
 ) -> Option<Value> {
-    let (ns, name) = concerned.names();
-    let kube = work.kube;
-    let mut resolved = match concerned {
+    let resolved = match concerned {
         Concerned::Listed {
             meta, resolution, ..
         } => Some(Resolved::of_listed(meta, resolution.as_ref(), objects)),
         Concerned::Named { .. } => None,
     };
-    let mut last_refused: Option<Value> = None;
-    for attempt in 0..=ctx.config.conflict_retries {
-        report.stats.gets += 1;
-        let read = retry_transient(work.deadline, || kube.get_application(ns, name));
-        // A reconcile's tag lists depend on the configuration the listing already showed,
-        // not on the read: asked for while the Application is read, they have arrived
-        // when it is decided, one round trip sooner. The cache keeps them (and any error)
-        // for the decision, which asks again.
-        let (read, ()) = futures_util::future::join(read, async {
-            if attempt == 0
-                && matches!(work.mode, Mode::Reconcile)
-                && let Some(listed) = &resolved
-            {
-                prefetch_tag_lists(ctx, listed, work).await;
-            }
-        })
-        .await;
-        let app = match read {
-            Ok(app) => app,
-            Err(KubeError::NotFound { .. }) => {
-                report.entries.push(entries::deleted(ns, name));
-                return None;
-            }
-            Err(e) => {
-                let entry = entries::unreadable(ns, name, &e.to_string(), e.is_retryable());
-                report.entries.push(entry);
-                return None;
-            }
-        };
-        // The listing sent the selector, but a shard names Applications it did not list
-        // now, and labels change between a list and a read: the object read decides.
-        if !ctx.config.selects.matches(&annotations::labels_of(&app)) {
-            let selector = ctx.config.label_selector.as_deref().unwrap_or_default();
-            report.entries.push(entries::unselected(ns, name, selector));
-            return None;
-        }
-        let current = match resolved.take() {
-            Some(listed) => listed.for_read(&app, objects),
-            None => Resolved::of_read(&app, objects),
-        };
-        let resolved: &Resolved<'_> = resolved.insert(current);
-        // The git method reads the file first and decides on the Application as Argo CD
-        // renders it with that file; it re-reads Git, not the Application, after a race.
-        let ended = match resolved.git() {
-            Some(git) => attempt_git(ctx, &app, resolved, &git, work, report).await,
-            None => {
-                let refused = &mut last_refused;
-                attempt_patch(ctx, &app, resolved, work, refused, report).await
-            }
-        };
-        let Attempt::Raced { race, decided } = ended else {
-            return Some(app);
-        };
-        report.stats.conflicts += 1;
-        if attempt == ctx.config.conflict_retries {
-            let reason = entries::kept_changing(attempt + 1, &race);
-            report
-                .entries
-                .extend(decided.refused(Action::Failed, &reason, true));
-            return Some(app);
-        }
-        tokio::time::sleep(backoff(attempt, None)).await;
-    }
-    None
+    let mut images = Images {
+        objects,
+        resolved,
+        last_refused: None,
+    };
+    read_and_write(ctx, concerned.names(), None, &mut images, work, report).await
 }
 
 /// One attempt with Image Updater's `argocd` method: decide on the Application as read,

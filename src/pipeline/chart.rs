@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use super::change::{Attempt, Change, read_and_write};
 use super::context::{Context, Work};
 use super::resolved::Resolved;
 use crate::appconfig::annotations;
@@ -14,17 +15,14 @@ use crate::appconfig::charts::{ChartConfig, ChartEntry, ChartWriteBack};
 use crate::appconfig::imageupdater::ImageUpdaterObject;
 use crate::application::identity::Identity;
 use crate::apply::writeback::{ApplicationPatch, WriteError, Writer};
-use crate::cluster::kube::KubeError;
-use crate::cluster::retry::{backoff, retry_transient};
 use crate::decision::chart::{self, ChartOutcome};
 use crate::decision::controls::{self, Hold};
-use crate::decision::decide::{self, Mode};
+use crate::decision::decide::{self, AppDecision, Mode};
 use crate::git::appmanifest;
 use crate::git::commit::short;
 use crate::git::githost::GitHost;
 use crate::git::manifests::{CommitRefused, ManifestBranch};
 use crate::policy::TagPolicy;
-use crate::report::entries;
 use crate::report::{Action, Entry, Report};
 
 /// One chart source decided: the entry, and what to write to it.
@@ -47,57 +45,39 @@ struct GitTarget<'a> {
 /// what moved, and the entries decided before it.
 type Race = (String, Vec<Entry>);
 
-/// The charts of the Application `namespace/name`: read (unless `first` is its read
-/// already), decide, write; re-read and re-decide after a race.
-pub(super) async fn process_charts(
-    ctx: &Context,
-    namespace: &str,
-    name: &str,
-    mut first: Option<Value>,
-    objects: &[ImageUpdaterObject],
-    work: &Work<'_>,
-    report: &mut Report,
-) {
-    for attempt in 0..=ctx.config.conflict_retries {
-        let read = match first.take() {
-            Some(app) => Ok(app),
-            None => {
-                report.stats.gets += 1;
-                retry_transient(work.deadline, || work.kube.get_application(namespace, name)).await
-            }
-        };
-        let app = match read {
-            Ok(app) => app,
-            Err(KubeError::NotFound { .. }) => {
-                report.entries.push(entries::deleted(namespace, name));
-                return;
-            }
-            Err(e) => {
-                let entry = entries::unreadable(namespace, name, &e.to_string(), e.is_retryable());
-                report.entries.push(entry);
-                return;
-            }
-        };
-        // The image path reports an Application the selector no longer selects.
-        if !ctx.config.selects.matches(&annotations::labels_of(&app)) {
-            return;
-        }
-        let Some(config) = ChartConfig::parse(&annotations::configuring(&app)) else {
-            return;
+/// An Application's charts, one [`Change`]: the ImageUpdater objects of its namespace (a
+/// freeze on the one that configures it holds a chart's write too).
+struct Charts<'o> {
+    objects: &'o [ImageUpdaterObject],
+}
+
+impl Change for Charts<'_> {
+    /// The images' path reports an Application the selector no longer selects.
+    const REPORTS_UNSELECTED: bool = false;
+
+    async fn attempt(
+        &mut self,
+        ctx: &Context,
+        app: &Value,
+        work: &Work<'_>,
+        report: &mut Report,
+    ) -> Attempt {
+        let Some(config) = ChartConfig::parse(&annotations::configuring(app)) else {
+            return Attempt::Done;
         };
         let written = match &config.write_back {
             Err(e) => {
                 let reason = format!("configuration error: {e}");
                 let failed =
-                    |c: &ChartEntry| decide::failed_entry(base_entry(&app, c), &reason, false);
+                    |c: &ChartEntry| decide::failed_entry(base_entry(app, c), &reason, false);
                 report
                     .entries
                     .extend(concerned(&config, work.mode).map(failed));
                 None
             }
             Ok(ChartWriteBack::Patch) => {
-                let decided = decide_charts(ctx, &app, &config, work).await;
-                write_charts(ctx, &app, decided, objects, work, report).await
+                let decided = decide_charts(ctx, app, &config, work).await;
+                write_charts(ctx, app, decided, self.objects, work, report).await
             }
             Ok(ChartWriteBack::Git {
                 credentials,
@@ -108,23 +88,33 @@ pub(super) async fn process_charts(
                     credentials,
                     repository,
                     branch: branch.as_deref(),
-                    objects,
+                    objects: self.objects,
                 };
-                commit_charts(ctx, &app, &config, &git, work, report).await
+                commit_charts(ctx, app, &config, &git, work, report).await
             }
         };
-        let Some(race) = written else {
-            return;
-        };
-        report.stats.conflicts += 1;
-        if attempt == ctx.config.conflict_retries {
-            let reason = entries::kept_changing(attempt + 1, &race.0);
-            let failure = WriteError::Failed(crate::failure::Failure::new(reason, true));
-            report.entries.extend(refused(race.1, &failure));
-            return;
+        match written {
+            None => Attempt::Done,
+            Some((race, entries)) => Attempt::Raced {
+                race,
+                decided: Box::new(AppDecision::skipped(entries)),
+            },
         }
-        tokio::time::sleep(backoff(attempt, None)).await;
     }
+}
+
+/// The charts of the Application `namespace/name`: read (unless `first` is its read
+/// already), decide, write; re-read and re-decide after a race.
+pub(super) async fn process_charts(
+    ctx: &Context,
+    names: (&str, &str),
+    first: Option<Value>,
+    objects: &[ImageUpdaterObject],
+    work: &Work<'_>,
+    report: &mut Report,
+) {
+    let mut charts = Charts { objects };
+    read_and_write(ctx, names, first, &mut charts, work, report).await;
 }
 
 /// Every chart of `config` this invocation concerns, decided on `app` as read.

@@ -20,17 +20,6 @@ use crate::decision::rollback;
 use crate::report::entries;
 use crate::report::{Action, Entry, Report};
 
-/// How one attempt at an Application ended.
-pub(super) enum Attempt {
-    /// Decided, and written or not: its entries are in the report.
-    Done,
-    /// What the decision read changed before the write landed: read, decide and write again.
-    Raced {
-        race: String,
-        decided: Box<AppDecision>,
-    },
-}
-
 /// The decision on `app` and its write plan; `None` when there is nothing to write (not
 /// configured, or every image kept), with the entries that say why already reported.
 pub(super) async fn decide_to_write(

@@ -4,8 +4,9 @@
 
 use serde_json::{Value, json};
 
+use super::change::Attempt;
 use super::context::{Context, Work};
-use super::decided::{Attempt, concerned_images, decide_to_write, every_image};
+use super::decided::{concerned_images, decide_to_write, every_image};
 use super::resolved::{GitSettings, Resolved};
 use crate::appconfig::annotations::ImageConfig;
 use crate::apply::writeback::{WriteError, Writer};

@@ -2,13 +2,15 @@
 //! [`context`]; each cluster's Applications ([`run`]): which ones it concerns ([`listing`]),
 //! each resolved once ([`resolved`]), decided ([`decided`], image by image: [`image`]) and
 //! written back by patch ([`application`]) or commit ([`git_attempt`]), its Helm charts too
-//! ([`chart`]); the registry facts asked once ([`facts`]), and what it announces
+//! ([`chart`]), each of the two a [`change::Change`] run from read to guarded write by one
+//! loop ([`change`]); the registry facts asked once ([`facts`]), and what it announces
 //! ([`announce`]). The sweep's and the rollout check's run loops are at home in
 //! [`crate::sweep::run`] and [`crate::rollout::follow`]; [`run::Invocation`] processes the
 //! Applications a sweep names.
 
 pub(crate) mod announce;
 mod application;
+mod change;
 mod chart;
 pub(crate) mod context;
 mod decided;

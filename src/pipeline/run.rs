@@ -131,8 +131,8 @@ async fn process_all(
                 // By name, the image path's read tells whether it has charts at all.
                 let unread = !concerns.images;
                 if concerns.charts && (read.is_some() || unread) {
-                    let (namespace, name) = concerned.names();
-                    process_charts(ctx, namespace, name, read, &objects, work, &mut outcome).await;
+                    let names = concerned.names();
+                    process_charts(ctx, names, read, &objects, work, &mut outcome).await;
                 }
             }
             outcome
