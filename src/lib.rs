@@ -10,17 +10,20 @@
 //! held by a test (`tests/e2e/layout.rs`) that reads every `crate::` path in `src/` and this
 //! list, so the list names every top-level module.
 //!
-//! - [`pipeline`]: one invocation: [`pipeline::handler`] orchestrates; [`pipeline::listing`]
-//!   finds the Applications it concerns; each is resolved once (which ImageUpdater object or
-//!   annotations configure it, and its write-back method), decided image by image with what
-//!   [`pipeline::facts`] asks the registry once, and written back by patch or by commit;
-//!   [`pipeline::announce`] sends the Kubernetes Event and the SNS report.
+//! - [`pipeline`]: one invocation: [`pipeline::handler`] builds the warm container's
+//!   [`pipeline::context`] once and dispatches; [`pipeline::listing`] finds the Applications
+//!   it concerns; each is resolved once (which ImageUpdater object or annotations configure
+//!   it, and its write-back method), decided image by image with what [`pipeline::facts`]
+//!   asks the registry once, and written back by patch or by commit, by functions over the
+//!   context; [`pipeline::announce`] sends the Kubernetes Event and the SNS report.
 //! - [`sweep`]: a large fleet's sweep in shards: [`sweep::gather`], what the coordinator keeps
 //!   of what it lists; [`sweep::shard`] plans the shards and reads a shard message back, once
-//!   (pure); [`sweep::queue`] sends them.
+//!   (pure); [`sweep::queue`] sends them; [`sweep::run`] runs the coordinator and a batch of
+//!   shards and checks, asking the pipeline to process the Applications it names.
 //! - [`rollout`]: following a write until it is live: [`rollout::message`], the check the
 //!   sweep queue brings back after a delay; [`rollout::judge`], live, failed, superseded or
-//!   out of time, from the Application alone (pure).
+//!   out of time, from the Application alone (pure); [`rollout::follow`], the first check
+//!   sent and each check run.
 //! - [`gates`]: what stands between a decided update and its write, one file per gate behind
 //!   [`gates::Gate`], run by [`gates::run`] on facts the pipeline asks for once
 //!   ([`gates::built_from`]: the source repository the image's labels name).

@@ -4,8 +4,10 @@
 
 use serde_json::{Value, json};
 
-use super::application::{Attempt, GitSettings, Resolved, concerned_images, every_image};
-use super::handler::{Handler, Work};
+use super::change::Attempt;
+use super::context::{Context, Work};
+use super::decided::{concerned_images, decide_to_write, every_image};
+use super::resolved::{GitSettings, Resolved};
 use crate::appconfig::annotations::ImageConfig;
 use crate::apply::writeback::{WriteError, Writer};
 use crate::cluster::kube::KubeError;
@@ -33,239 +35,234 @@ struct Opened<'h> {
     requests_before: usize,
 }
 
-impl Handler {
-    /// One git write-back attempt. [`Attempt::Raced`] when the branch moved under the
-    /// commit (read Git and decide again); every other outcome is in the report.
-    pub(super) async fn attempt_git(
-        &self,
-        app: &Value,
-        resolved: &Resolved<'_>,
-        git: &GitSettings<'_>,
-        work: &Work<'_>,
-        report: &mut Report,
-    ) -> Attempt {
-        let (ns, name) = decide::app::names(app);
-        let config = resolved.config.as_ref();
-        let concerned = config.map_or_else(Vec::new, |c| concerned_images(c, work.mode));
-        if concerned.is_empty() {
-            report.entries.push(entries::not_annotated(ns, name));
+/// One git write-back attempt. [`Attempt::Raced`] when the branch moved under the
+/// commit (read Git and decide again); every other outcome is in the report.
+pub(super) async fn attempt_git(
+    ctx: &Context,
+    app: &Value,
+    resolved: &Resolved<'_>,
+    git: &GitSettings<'_>,
+    work: &Work<'_>,
+    report: &mut Report,
+) -> Attempt {
+    let (ns, name) = decide::app::names(app);
+    let config = resolved.config.as_ref();
+    let concerned = config.map_or_else(Vec::new, |c| concerned_images(c, work.mode));
+    if concerned.is_empty() {
+        report.entries.push(entries::not_annotated(ns, name));
+        return Attempt::Done;
+    }
+    let images: Vec<&ImageConfig> = config
+        .into_iter()
+        .flat_map(|c| &c.images)
+        .filter_map(|i| i.config.as_ref().ok())
+        .collect();
+    let stop = |report: &mut Report, stop: Unavailable| {
+        let entries = every_image(
+            app,
+            &concerned,
+            Action::Failed,
+            &stop.reason,
+            stop.retryable,
+        );
+        let decided = decide::app::configured_by(AppDecision::skipped(entries), &resolved.source);
+        report.entries.extend(decided.entries);
+    };
+    let opened = ctx
+        .git
+        .open(app, git.method, git.credentials, work.kube)
+        .await;
+    let (location, host) = match opened {
+        Ok(found) => found,
+        Err(reason) => {
+            stop(report, reason);
             return Attempt::Done;
         }
-        let images: Vec<&ImageConfig> = config
-            .into_iter()
-            .flat_map(|c| &c.images)
-            .filter_map(|i| i.config.as_ref().ok())
-            .collect();
-        let stop = |report: &mut Report, stop: Unavailable| {
-            let entries = every_image(
-                app,
-                &concerned,
-                Action::Failed,
-                &stop.reason,
-                stop.retryable,
+    };
+    // Applications of one invocation that commit to the same repository take turns.
+    let lock = ctx.git.lock(&host.name());
+    let _turn = lock.lock().await;
+    let requests_before = host.requests();
+    let target_key = gitwrite::target_key(&location, git.branch);
+    let pull_request = git.pull_request.is_some();
+    let read = Read::of(host.as_ref(), location, pull_request, app, &images).await;
+    let Read {
+        snapshot,
+        effective,
+    } = match read {
+        Ok(read) => read,
+        Err(reason) => {
+            report.stats.git_requests += (host.requests() - requests_before) as u32;
+            stop(report, reason);
+            return Attempt::Done;
+        }
+    };
+    let opened = Opened {
+        host: host.as_ref(),
+        snapshot,
+        effective,
+        images,
+        target_key,
+        requests_before,
+    };
+    decide_and_commit(ctx, app, resolved, git, opened, work, report).await
+}
+
+/// Decides on the Application as Git renders it, and commits the change (or, in a dry
+/// run, says where it would).
+async fn decide_and_commit(
+    ctx: &Context,
+    app: &Value,
+    resolved: &Resolved<'_>,
+    git: &GitSettings<'_>,
+    opened: Opened<'_>,
+    work: &Work<'_>,
+    report: &mut Report,
+) -> Attempt {
+    let Opened {
+        host,
+        snapshot,
+        effective,
+        images,
+        target_key,
+        requests_before,
+    } = opened;
+    let Some((decided, plan)) = decide_to_write(ctx, &effective, resolved, work, report).await
+    else {
+        return Attempt::Done;
+    };
+    if ctx.config.dry_run {
+        let target = snapshot.location.describe(&snapshot.branch, &snapshot.file);
+        report.entries.extend(would_commit(decided, &target));
+        return Attempt::Done;
+    }
+    let writer = GitCommit {
+        host,
+        snapshot: &snapshot,
+        images,
+        pull_request: git.pull_request.cloned(),
+        target_key,
+    };
+    let written = writer.write(&effective, &plan).await;
+    report.stats.git_requests += (host.requests() - requests_before) as u32;
+    let committed = match written {
+        Ok(GitOutcome::Committed(committed)) => committed,
+        Ok(GitOutcome::Unchanged { branch, file }) => {
+            let reason = format!(
+                "already in Git: {} holds this tag (a duplicate or late event); nothing committed",
+                snapshot.location.describe(&branch, &file)
             );
-            let decided =
-                decide::app::configured_by(AppDecision::skipped(entries), &resolved.source);
-            report.entries.extend(decided.entries);
-        };
-        let opened = self
-            .git
-            .open(app, git.method, git.credentials, work.kube)
-            .await;
-        let (location, host) = match opened {
-            Ok(found) => found,
-            Err(reason) => {
-                stop(report, reason);
-                return Attempt::Done;
-            }
-        };
-        // Applications of one invocation that commit to the same repository take turns.
-        let lock = self.git.lock(&host.name());
-        let _turn = lock.lock().await;
-        let requests_before = host.requests();
-        let target_key = gitwrite::target_key(&location, git.branch);
-        let pull_request = git.pull_request.is_some();
-        let read = Read::of(host.as_ref(), location, pull_request, app, &images).await;
-        let Read {
-            snapshot,
-            effective,
-        } = match read {
-            Ok(read) => read,
-            Err(reason) => {
-                report.stats.git_requests += (host.requests() - requests_before) as u32;
-                stop(report, reason);
-                return Attempt::Done;
-            }
-        };
-        let opened = Opened {
-            host: host.as_ref(),
-            snapshot,
-            effective,
-            images,
-            target_key,
-            requests_before,
-        };
-        self.decide_and_commit(app, resolved, git, opened, work, report)
-            .await
-    }
-
-    /// Decides on the Application as Git renders it, and commits the change (or, in a dry
-    /// run, says where it would).
-    async fn decide_and_commit(
-        &self,
-        app: &Value,
-        resolved: &Resolved<'_>,
-        git: &GitSettings<'_>,
-        opened: Opened<'_>,
-        work: &Work<'_>,
-        report: &mut Report,
-    ) -> Attempt {
-        let Opened {
-            host,
-            snapshot,
-            effective,
-            images,
-            target_key,
-            requests_before,
-        } = opened;
-        let Some((decided, plan)) = self
-            .decide_to_write(&effective, resolved, work, report)
-            .await
-        else {
-            return Attempt::Done;
-        };
-        if self.config.dry_run {
-            let target = snapshot.location.describe(&snapshot.branch, &snapshot.file);
-            report.entries.extend(would_commit(decided, &target));
+            report
+                .entries
+                .extend(decided.refused(Action::Skipped, &reason, false));
             return Attempt::Done;
         }
-        let writer = GitCommit {
-            host,
-            snapshot: &snapshot,
-            images,
-            pull_request: git.pull_request.cloned(),
-            target_key,
-        };
-        let written = writer.write(&effective, &plan).await;
-        report.stats.git_requests += (host.requests() - requests_before) as u32;
-        let committed = match written {
-            Ok(GitOutcome::Committed(committed)) => committed,
-            Ok(GitOutcome::Unchanged { branch, file }) => {
-                let reason = format!(
-                    "already in Git: {} holds this tag (a duplicate or late event); nothing committed",
-                    snapshot.location.describe(&branch, &file)
-                );
-                report
-                    .entries
-                    .extend(decided.refused(Action::Skipped, &reason, false));
-                return Attempt::Done;
-            }
-            Err(WriteError::Race(race)) => {
-                return Attempt::Raced {
-                    race,
-                    decided: Box::new(decided),
-                };
-            }
-            Err(refusal) => {
-                let (action, reason, retryable) = refusal.as_entry();
-                report
-                    .entries
-                    .extend(decided.refused(action, &reason, retryable));
-                return Attempt::Done;
-            }
-        };
-        let landed = Landed {
-            location: &snapshot.location,
-            plan: &plan,
-            committed,
-        };
-        self.report_commit(app, landed, decided, work, report).await;
-        Attempt::Done
-    }
-
-    /// A change landed: the refresh asked for, the Kubernetes Event sent, and the updated
-    /// images' entries say where the change went.
-    async fn report_commit(
-        &self,
-        app: &Value,
-        landed: Landed<'_>,
-        decided: AppDecision,
-        work: &Work<'_>,
-        report: &mut Report,
-    ) {
-        let Landed {
-            location,
-            plan,
-            committed:
-                Committed {
-                    commit,
-                    branch,
-                    file,
-                    pull_request,
-                    mut notes,
-                },
-        } = landed;
-        report.stats.git_commits += 1;
-        let record = json!({
-            "repository": location.repo.full_name(),
-            "branch": branch,
-            "file": file,
-            "commit": commit.oid,
-            "pullRequest": pull_request,
-        });
-        match self.request_refresh(app, plan, &record, work).await {
-            // A pull request's commit is live only once merged: nothing to follow yet.
-            Ok(()) if pull_request.is_none() => {
-                let followed = self.follow_write(work, app, &plan.audit, Some(&commit.oid));
-                notes.extend(followed.await);
-            }
-            Ok(()) => {}
-            Err(e) => notes.push(format!(
-                "refresh not requested ({e}): Argo CD picks the commit up at its next Git poll; the rollout is not followed (the Application carries no record of the commit)"
-            )),
+        Err(WriteError::Race(race)) => {
+            return Attempt::Raced {
+                race,
+                decided: Box::new(decided),
+            };
         }
-        report.stats.patches += 1;
-        let target = location.describe(&branch, &file);
-        let done = match &pull_request {
-            Some(url) => format!("pull request {url} (commit {})", short(&commit.oid)),
-            None => format!("committed {} to {target}", short(&commit.oid)),
-        };
-        let mut entries = decided.entries;
-        for entry in entries.iter_mut().filter(|e| e.action == Action::Updated) {
-            entry.reason = format!("{}; {done}", entry.reason);
-            for note in &notes {
-                entry.reason.push_str(&format!("; {note}"));
-            }
-            entry.sources = vec![target.clone()];
-            entry.git = Some(record.clone());
+        Err(refusal) => {
+            let (action, reason, retryable) = refusal.as_entry();
+            report
+                .entries
+                .extend(decided.refused(action, &reason, retryable));
+            return Attempt::Done;
         }
-        let now = time::OffsetDateTime::from(self.clock.now());
-        crate::pipeline::announce::record_event(work.kube, app, &entries, now).await;
-        report.stats.events += 1;
-        report.entries.extend(entries);
-    }
+    };
+    let landed = Landed {
+        location: &snapshot.location,
+        plan: &plan,
+        committed,
+    };
+    report_commit(ctx, app, landed, decided, work, report).await;
+    Attempt::Done
+}
 
-    /// Asks Argo CD to refresh now (`argocd.argoproj.io/refresh: normal`) and records the
-    /// commit in our audit annotation: a merge patch of those two keys, which cannot touch
-    /// anything else of the Application.
-    async fn request_refresh(
-        &self,
-        app: &Value,
-        plan: &WritePlan,
-        record: &Value,
-        work: &Work<'_>,
-    ) -> Result<(), KubeError> {
-        let (ns, name) = decide::app::names(app);
-        let mut audit = plan.audit.clone();
-        audit["git"] = record.clone();
-        let body = json!({"metadata": {"annotations": {
-            REFRESH_ANNOTATION: "normal",
-            crate::appconfig::annotations::AUDIT_ANNOTATION: audit.to_string(),
-        }}});
-        let merge = crate::cluster::kube::Patch::Merge(body);
-        let kube = work.kube;
-        retry_transient(work.deadline, || kube.patch_application(ns, name, &merge)).await
+/// A change landed: the refresh asked for, the Kubernetes Event sent, and the updated
+/// images' entries say where the change went.
+async fn report_commit(
+    ctx: &Context,
+    app: &Value,
+    landed: Landed<'_>,
+    decided: AppDecision,
+    work: &Work<'_>,
+    report: &mut Report,
+) {
+    let Landed {
+        location,
+        plan,
+        committed:
+            Committed {
+                commit,
+                branch,
+                file,
+                pull_request,
+                mut notes,
+            },
+    } = landed;
+    report.stats.git_commits += 1;
+    let record = json!({
+        "repository": location.repo.full_name(),
+        "branch": branch,
+        "file": file,
+        "commit": commit.oid,
+        "pullRequest": pull_request,
+    });
+    match request_refresh(app, plan, &record, work).await {
+        // A pull request's commit is live only once merged: nothing to follow yet.
+        Ok(()) if pull_request.is_none() => {
+            let on = work.on_cluster();
+            let follow = ctx.follow();
+            let followed = follow.follow_write(&on, app, &plan.audit, Some(&commit.oid));
+            notes.extend(followed.await);
+        }
+        Ok(()) => {}
+        Err(e) => notes.push(format!(
+            "refresh not requested ({e}): Argo CD picks the commit up at its next Git poll; the rollout is not followed (the Application carries no record of the commit)"
+        )),
     }
+    report.stats.patches += 1;
+    let target = location.describe(&branch, &file);
+    let done = match &pull_request {
+        Some(url) => format!("pull request {url} (commit {})", short(&commit.oid)),
+        None => format!("committed {} to {target}", short(&commit.oid)),
+    };
+    let mut entries = decided.entries;
+    for entry in entries.iter_mut().filter(|e| e.action == Action::Updated) {
+        entry.reason = format!("{}; {done}", entry.reason);
+        for note in &notes {
+            entry.reason.push_str(&format!("; {note}"));
+        }
+        entry.sources = vec![target.clone()];
+        entry.git = Some(record.clone());
+    }
+    let now = time::OffsetDateTime::from(ctx.clock.now());
+    crate::pipeline::announce::record_event(work.kube, app, &entries, now).await;
+    report.stats.events += 1;
+    report.entries.extend(entries);
+}
+
+/// Asks Argo CD to refresh now (`argocd.argoproj.io/refresh: normal`) and records the
+/// commit in our audit annotation: a merge patch of those two keys, which cannot touch
+/// anything else of the Application.
+async fn request_refresh(
+    app: &Value,
+    plan: &WritePlan,
+    record: &Value,
+    work: &Work<'_>,
+) -> Result<(), KubeError> {
+    let (ns, name) = decide::app::names(app);
+    let mut audit = plan.audit.clone();
+    audit["git"] = record.clone();
+    let body = json!({"metadata": {"annotations": {
+        REFRESH_ANNOTATION: "normal",
+        crate::appconfig::annotations::AUDIT_ANNOTATION: audit.to_string(),
+    }}});
+    let merge = crate::cluster::kube::Patch::Merge(body);
+    let kube = work.kube;
+    retry_transient(work.deadline, || kube.patch_application(ns, name, &merge)).await
 }
 
 /// A dry run's entries: each update says where it would be committed.

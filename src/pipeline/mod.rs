@@ -1,17 +1,24 @@
-//! The work of one invocation: the orchestration ([`handler`]), which Applications it
-//! concerns ([`listing`]), each Application resolved once, decided and written back (its
-//! Helm charts too, [`chart`]), the
-//! registry facts asked once ([`facts`]), what it announces ([`announce`]), each write
-//! followed until it is live ([`confirm`]), and a large fleet's sweep sent out in shards and
-//! run shard by shard ([`sweep`]).
+//! The work of one invocation: the orchestration ([`handler`]) over the warm container's
+//! [`context`]; each cluster's Applications ([`run`]): which ones it concerns ([`listing`]),
+//! each resolved once ([`resolved`]), decided ([`decided`], image by image: [`image`]) and
+//! written back by patch ([`application`]) or commit ([`git_attempt`]), its Helm charts too
+//! ([`chart`]), each of the two a [`change::Change`] run from read to guarded write by one
+//! loop ([`change`]); the registry facts asked once ([`facts`]), and what it announces
+//! ([`announce`]). The sweep's and the rollout check's run loops are at home in
+//! [`crate::sweep::run`] and [`crate::rollout::follow`]; [`run::Invocation`] processes the
+//! Applications a sweep names.
 
 pub(crate) mod announce;
 mod application;
+mod change;
 mod chart;
-mod confirm;
+pub(crate) mod context;
+mod decided;
+mod error;
 pub(crate) mod facts;
 mod git_attempt;
 pub mod handler;
 mod image;
 pub(crate) mod listing;
-mod sweep;
+mod resolved;
+mod run;

@@ -111,3 +111,17 @@ impl ShardQueue {
             })
     }
 }
+
+/// The rollout checks go out on the sweep queue, which brings them back as shards come.
+#[async_trait::async_trait]
+impl crate::rollout::follow::Checks for ShardQueue {
+    async fn send_check(
+        &self,
+        check: &crate::rollout::message::Confirmation,
+        delay_seconds: u32,
+    ) -> Result<(), String> {
+        ShardQueue::send_check(self, check, delay_seconds)
+            .await
+            .map_err(|e| e.to_string())
+    }
+}

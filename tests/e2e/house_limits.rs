@@ -221,3 +221,55 @@ fn a_loop_among_siblings_is_found() {
     assert_eq!(found.unwrap().len(), 4);
     assert!(a_loop(&[edge("a", "b"), edge("b", "c"), edge("a", "c")]).is_none());
 }
+
+#[test]
+fn the_pipeline_imports_one_way_and_nothing_imports_its_handler() {
+    let edges = sibling_edges(&root().join("src/pipeline"), "pipeline");
+    // The check reads the imports it is meant to: the pipeline's modules do use one another.
+    assert!(edges.len() >= 10, "{edges:?}");
+    assert_eq!(a_loop(&edges), None, "{edges:?}");
+    let into_handler: Vec<_> = edges.iter().filter(|(_, to)| to == "handler").collect();
+    assert!(
+        into_handler.is_empty(),
+        "the handler only dispatches; move what {into_handler:?} use below it"
+    );
+}
+
+/// The files of `dir` whose code (before their tests) implements `type_name` itself.
+fn files_implementing(dir: &Path, type_name: &str) -> Vec<String> {
+    let opening = format!("impl {type_name} {{");
+    rust_files(dir)
+        .into_iter()
+        .filter(|file| {
+            let text = std::fs::read_to_string(file).unwrap();
+            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+            code.lines().any(|l| l.trim_start().starts_with(&opening))
+        })
+        .map(|file| file.display().to_string())
+        .collect()
+}
+
+#[test]
+fn the_handler_is_implemented_in_at_most_two_files() {
+    let found = files_implementing(&root().join("src"), "Handler");
+    assert!(
+        !found.is_empty() && found.len() <= 2,
+        "`impl Handler` in {} files (build the context once, dispatch; the work is functions over it): {found:?}",
+        found.len()
+    );
+}
+
+#[test]
+fn an_impl_block_is_found_in_code_and_not_in_tests() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.rs"), "impl Handler {\n}\n").unwrap();
+    std::fs::write(
+        dir.path().join("b.rs"),
+        "fn f() {}\n#[cfg(test)]\nmod tests {\n    impl Handler {\n    }\n}\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("c.rs"), "impl HandlerError {\n}\n").unwrap();
+    let found = files_implementing(dir.path(), "Handler");
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].ends_with("a.rs"));
+}

@@ -11,18 +11,59 @@ use std::time::Instant;
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use super::handler::{Handler, Work};
 use crate::appconfig::annotations;
 use crate::application::audit::AuditRecord;
 use crate::application::failures;
+use crate::cluster::connect::{ConnectError, Connection};
+use crate::cluster::eks_auth::Clock;
 use crate::cluster::kube::{KubeClient, KubeError, Patch};
 use crate::cluster::retry::retry_transient;
+use crate::config::Config;
 use crate::decision::decide;
 use crate::decision::patch::escape_pointer;
+use crate::git::hosts::GitHosts;
+use crate::registry::ecr::Ecr;
 use crate::report::{Report, RolloutReport};
 use crate::rollout::judge::{self, Outcome, Verdict};
 use crate::rollout::message::{self, Confirmation};
 use crate::rollout::status;
+
+/// What following a write borrows of the warm container: the pipeline lends it after a
+/// write, the sweep's run loop for each rollout check the queue brings back.
+pub struct Follow<'a> {
+    /// `CONFLICT_RETRIES`, `APPLICATION_LABEL_SELECTOR` and the rollout settings.
+    pub config: &'a Config,
+    /// The clusters a check may name.
+    pub clusters: &'a [Connection],
+    /// Now: when a check judges, and what an outcome records.
+    pub clock: &'a dyn Clock,
+    /// Where the checks are sent (the sweep queue); `None`: no rollout is followed.
+    pub checks: Option<&'a dyn Checks>,
+    /// The hosts a commit status is set on.
+    pub git: &'a GitHosts,
+    /// ECR and the blobs it hands out: the commit an image's labels name.
+    pub ecr: &'a Ecr,
+    /// Downloads the image configs ECR hands out (their labels).
+    pub blobs: &'a crate::http::LazyClient,
+    /// The function's region: an image outside its ECR has no labels to read.
+    pub region: &'a str,
+}
+
+/// Sends a rollout check to come back after a delay: the sweep queue, from above.
+#[async_trait::async_trait]
+pub trait Checks: Send + Sync {
+    /// `Err`: why it was not sent.
+    async fn send_check(&self, check: &Confirmation, delay_seconds: u32) -> Result<(), String>;
+}
+
+/// Where a write landed: the cluster's client and name, and the invocation's deadline.
+pub struct OnCluster<'a> {
+    pub kube: &'a KubeClient,
+    /// Its name, which the rollout check names.
+    pub cluster: &'a str,
+    /// When Lambda will stop the invocation that wrote.
+    pub deadline: Option<Instant>,
+}
 
 /// What a check concluded, before it is put in the report.
 struct Checked {
@@ -48,13 +89,13 @@ impl Checked {
     }
 }
 
-impl Handler {
+impl Follow<'_> {
     /// After a write recorded at `written` (the audit record's time): a sync started where
     /// the Application asks for one (`revision`: the commit, for a write by Git), and the
     /// first rollout check sent. Returns notes for the updated images' entries.
-    pub(super) async fn follow_write(
+    pub async fn follow_write(
         &self,
-        work: &Work<'_>,
+        on: &OnCluster<'_>,
         app: &Value,
         audit: &Value,
         revision: Option<&str>,
@@ -66,12 +107,12 @@ impl Handler {
         let sync_asked = app["metadata"]["annotations"][judge::SYNC_ANNOTATION].is_string();
         if sync_asked
             && let Some(note) = self
-                .start_sync(work.kube, namespace, name, revision, work.deadline)
+                .start_sync(on.kube, namespace, name, revision, on.deadline)
                 .await
         {
             notes.push(note);
         }
-        let followed = self.send_first_check(work, namespace, name, written).await;
+        let followed = self.send_first_check(on, namespace, name, written).await;
         match &followed {
             Ok(()) => notes.push(format!(
                 "rollout followed until live (first check in {} s)",
@@ -87,7 +128,7 @@ impl Handler {
         if !statuses_asked {
             return notes;
         }
-        let context = status::context(work.cluster, namespace, name);
+        let context = status::context(on.cluster, namespace, name);
         // The write before this one, still followed: the images this write moves again are
         // superseded (its check follows only the others), so their statuses are settled now.
         let moved: Vec<&str> = audit["images"]
@@ -129,7 +170,7 @@ impl Handler {
     /// followed.
     async fn send_first_check(
         &self,
-        work: &Work<'_>,
+        on: &OnCluster<'_>,
         namespace: &str,
         name: &str,
         written: &str,
@@ -137,10 +178,10 @@ impl Handler {
         if !self.config.rollouts.confirm {
             return Err("rollout confirmation is off (CONFIRM_ROLLOUTS)".into());
         }
-        let Some(queue) = &self.sweep_queue else {
+        let Some(queue) = self.checks else {
             return Err("no sweep queue (SWEEP_QUEUE_URL)".into());
         };
-        let check = Confirmation::first(work.cluster, namespace, name, written);
+        let check = Confirmation::first(on.cluster, namespace, name, written);
         queue
             .send_check(&check, message::FIRST_WAIT_SECONDS)
             .await
@@ -194,7 +235,7 @@ impl Handler {
 
     /// One rollout check. Returns why it failed when the message must come back (a retry can
     /// help) or must be parked (it names a write the Application does not show).
-    pub(super) async fn run_check(
+    pub async fn run_check(
         &self,
         report: &mut Report,
         check: &Confirmation,
@@ -222,9 +263,9 @@ impl Handler {
             report.skipped = Some(reason);
             return None;
         }
-        let kube = match self.kube_of(cluster).await {
+        let kube = match cluster.client().await {
             Ok(kube) => kube,
-            Err(e) => return Some(format!("{label}: {e}")),
+            Err(e) => return Some(format!("{label}: {}", unreachable(e))),
         };
         let checked = match self.check_once(kube, check, deadline).await {
             Ok(checked) => checked,
@@ -453,7 +494,7 @@ impl Handler {
     ) -> Result<Checked, String> {
         let next = check.next();
         let wait = message::wait_until_next(next.check, now, until);
-        let Some(queue) = &self.sweep_queue else {
+        let Some(queue) = self.checks else {
             return Err("no sweep queue (SWEEP_QUEUE_URL) to send the next check to".into());
         };
         queue
@@ -516,14 +557,14 @@ impl Handler {
         value: &str,
     ) -> Result<crate::registry::provenance::SourceCommit, String> {
         let image_ref = crate::appconfig::annotations::ImageRef::parse(image);
-        let Some((registry, repository)) = decide::ecr_repository(&image_ref, &self.region) else {
+        let Some((registry, repository)) = decide::ecr_repository(&image_ref, self.region) else {
             return Err(format!("`{image}` is not in this region's ECR"));
         };
         // The digest decides which image it is, when the value carries one.
         let reference = value.split_once('@').map_or(value, |(_, digest)| digest);
         let read = crate::registry::provenance::read(
-            &self.ecr,
-            &self.blobs,
+            self.ecr,
+            self.blobs,
             &registry,
             &repository,
             reference,
@@ -532,6 +573,14 @@ impl Handler {
             Ok(found) => found,
             Err(failure) => Err(failure.message),
         }
+    }
+}
+
+/// Why a cluster's client could not be had, as an invocation names it.
+fn unreachable(error: ConnectError) -> String {
+    match error {
+        ConnectError::Cluster(e) => format!("cannot reach the cluster: {e}"),
+        ConnectError::Client(e) => format!("cannot list Applications: {e}"),
     }
 }
 
