@@ -10,7 +10,8 @@ use super::handler::{Handler, Work};
 use super::listing::Concerned;
 use crate::appconfig::annotations::{self, AppConfig, ImageEntry, WriteBack as Method};
 use crate::appconfig::imageupdater::{self, ConfigSource, ImageUpdaterObject, Resolution};
-use crate::application::view::AppView;
+use crate::application::app::Application;
+use crate::application::identity::Identity;
 use crate::apply::writeback::{ApplicationPatch, WriteError, Writer};
 use crate::cluster::kube::{AppMeta, KubeError};
 use crate::cluster::retry::{backoff, retry_transient};
@@ -331,7 +332,8 @@ impl Handler {
         }
         if !self.config.dry_run
             && let Some(config) = &resolved.config
-            && let Some(next) = rollback::to_remember(app, config, &decided.entries)
+            && let Some(next) =
+                rollback::to_remember(&Application::of(app), config, &decided.entries)
         {
             remember_rollbacks(app, &next, work).await;
         }
@@ -375,7 +377,7 @@ impl Handler {
     ) -> Option<AppDecision> {
         let decided = match (&resolved.source, &resolved.config) {
             (ConfigSource::Conflict(names), _) => {
-                AppDecision::skipped(vec![decide::app::contested(app, names)])
+                AppDecision::skipped(vec![decide::app::contested(Identity::of(app), names)])
             }
             (_, None) => return None,
             (_, Some(config)) => self.decide_configured(app, config, work).await,
@@ -390,8 +392,8 @@ impl Handler {
         work: &Work<'_>,
     ) -> AppDecision {
         let concerned = concerned_images(config, work.mode);
-        let view = AppView::of(app);
-        if let Some(reason) = crate::decision::patch::app_skip_reason(&view, config) {
+        let view = Application::of(app);
+        if let Some(reason) = crate::decision::patch::app_skip_reason(&view.view, config) {
             let entries = every_image(app, &concerned, Action::Skipped, &reason, false);
             return AppDecision::skipped(entries);
         }
@@ -453,8 +455,9 @@ pub(super) fn every_image(
     concerned
         .iter()
         .map(|e| {
-            let mut entry = decide::base_entry(app, e.alias.as_deref(), &e.image.to_string())
-                .with(action, reason);
+            let mut entry =
+                decide::base_entry(Identity::of(app), e.alias.as_deref(), &e.image.to_string())
+                    .with(action, reason);
             entry.retryable = retryable;
             entry
         })

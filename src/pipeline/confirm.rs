@@ -13,6 +13,7 @@ use time::OffsetDateTime;
 
 use super::handler::{Handler, Work};
 use crate::appconfig::annotations;
+use crate::application::app::Application;
 use crate::application::audit::AuditRecord;
 use crate::application::failures;
 use crate::cluster::kube::{KubeClient, KubeError, Patch};
@@ -169,6 +170,7 @@ impl Handler {
                 ));
             }
         };
+        let app = Application::of(&app);
         match judge::sync_wanted(&app) {
             Ok(false) => None,
             Err(why) => Some(format!("sync not started: {why}")),
@@ -279,16 +281,17 @@ impl Handler {
                 Ok(app) => app,
                 Err(left) => return Ok(left),
             };
-            let timeout = judge::timeout(&app).unwrap_or_else(|problem| {
+            let read = Application::of(&app);
+            let timeout = judge::timeout(&read).unwrap_or_else(|problem| {
                 tracing::warn!(application = %format!("{namespace}/{name}"), problem, "the confirm-timeout annotation does not read; following for the default 15 minutes");
                 judge::DEFAULT_TIMEOUT
             });
             let until = written + timeout;
             let now = OffsetDateTime::from(self.clock.now());
-            let verdict = judge::judge(&app, written, now, until).map_err(|e| e.to_string())?;
+            let verdict = judge::judge(&read, written, now, until).map_err(|e| e.to_string())?;
             // The write followed, as far as the record still knows it (an earlier write's
             // images, after a later write of others); none once all were written again.
-            let record = AuditRecord::of(&app).and_then(|r| r.write_at(written));
+            let record = read.audit.as_ref().and_then(|r| r.write_at(written));
             let (outcome, reason) = match verdict {
                 Verdict::Pending(awaited) => {
                     let Some(record) = record else {
@@ -621,7 +624,13 @@ async fn record_outcome(
     }
     let patch = Patch::Json(Value::Array(ops));
     retry_transient(deadline, || kube.patch_application(namespace, name, &patch)).await?;
-    let event = judge::event(app, record, ended.outcome, ended.reason, ended.at);
+    let event = judge::event(
+        &Application::of(app),
+        record,
+        ended.outcome,
+        ended.reason,
+        ended.at,
+    );
     match kube.create_event(namespace, &event).await {
         Ok(()) | Err(KubeError::Conflict { .. }) => {}
         Err(e) => {
