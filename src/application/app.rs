@@ -126,6 +126,17 @@ pub struct Metadata {
     pub labels: BTreeMap<String, String>,
     #[serde(default, deserialize_with = "items")]
     pub managed_fields: Vec<ManagedFields>,
+    #[serde(default, deserialize_with = "items")]
+    pub owner_references: Vec<OwnerReference>,
+}
+
+/// An object that owns the Application (an ApplicationSet, for a generated one).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct OwnerReference {
+    #[serde(default, deserialize_with = "lenient")]
+    pub kind: Option<String>,
+    #[serde(default, deserialize_with = "lenient")]
+    pub name: Option<String>,
 }
 
 /// One writer of the Application, as the API server records it.
@@ -145,6 +156,9 @@ pub struct ManagedFields {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Spec {
+    /// The AppProject (Argo CD reads an absent one as `default`).
+    #[serde(default, deserialize_with = "lenient")]
+    pub project: Option<String>,
     #[serde(default, deserialize_with = "lenient")]
     pub sync_policy: SyncPolicy,
 }

@@ -6,6 +6,7 @@ use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
+use crate::application::app::Application;
 use crate::cluster::kube::KubeClient;
 use crate::decision::decide;
 use crate::report::{Entry, Report};
@@ -26,8 +27,12 @@ pub async fn record_chart_event(
     now: OffsetDateTime,
 ) {
     let stamp = now.format(&Rfc3339).unwrap_or_default();
-    let event =
-        crate::decision::chart::updated_event(app, entries, &stamp, now.unix_timestamp_nanos());
+    let event = crate::decision::chart::updated_event(
+        &Application::of(app),
+        entries,
+        &stamp,
+        now.unix_timestamp_nanos(),
+    );
     send(kube, app, &event, "ChartUpdated").await;
 }
 

@@ -258,7 +258,8 @@ impl Handler {
         };
         // The write-back's own conditions (an ApplicationSet that would revert a patch),
         // checked in a dry run too, so `plan` says what a real run would do.
-        if let Err(refusal) = writer.check(app, &plan).await {
+        let read = Application::of(app);
+        if let Err(refusal) = writer.check(&read, &plan).await {
             report.entries.extend(refused_by(decided, &refusal));
             return Attempt::Done;
         }
@@ -270,7 +271,7 @@ impl Handler {
             return Attempt::Done;
         }
         report.stats.patches += 1;
-        let (race, guard_failed) = match writer.write(app, &plan).await {
+        let (race, guard_failed) = match writer.write(&read, &plan).await {
             Ok(()) => {
                 let now = time::OffsetDateTime::from(self.clock.now());
                 crate::pipeline::announce::record_event(work.kube, app, &decided.entries, now)
@@ -406,7 +407,7 @@ impl Handler {
                         tracing::info!(image = %case.config.image, note = %note, "annotation note");
                     }
                     let outcome = self.decide_image(&case, work).await;
-                    let outcome = controls::hold_after_failure(outcome, case.config, app);
+                    let outcome = controls::hold_after_failure(outcome, case.config, &view);
                     outcomes.push((case.config, outcome));
                 }
                 Err(entry) => gated.push(*entry),

@@ -12,6 +12,7 @@ use super::handler::{Handler, Work};
 use crate::appconfig::annotations;
 use crate::appconfig::charts::{ChartConfig, ChartEntry, ChartWriteBack};
 use crate::appconfig::imageupdater::ImageUpdaterObject;
+use crate::application::app::Application;
 use crate::application::identity::Identity;
 use crate::apply::writeback::{ApplicationPatch, WriteError, Writer};
 use crate::cluster::kube::KubeError;
@@ -173,7 +174,7 @@ impl Handler {
             return only(base.with(Action::Skipped, reason));
         };
         let host = entry.chart.registry.as_deref().unwrap_or_default();
-        let sources = chart::sources_of(declared, host, &repository);
+        let sources = chart::sources_of(&Application::of(declared), host, &repository);
         if sources.is_empty() {
             return only(base.with(
                 Action::Skipped,
@@ -250,7 +251,13 @@ impl Handler {
         let opened = match self.git.parse_repository(git.repository) {
             Ok(repo) => {
                 self.git
-                    .open_repository(app, &repo, git.repository, git.credentials, work.kube)
+                    .open_repository(
+                        &Application::of(app),
+                        &repo,
+                        git.repository,
+                        git.credentials,
+                        work.kube,
+                    )
                     .await
             }
             Err(unavailable) => Err(unavailable),
@@ -453,7 +460,8 @@ impl Handler {
             kube: work.kube,
             deadline: work.deadline,
         };
-        if let Err(refusal) = writer.check(app, &plan).await {
+        let read = Application::of(app);
+        if let Err(refusal) = writer.check(&read, &plan).await {
             report.entries.extend(refused(entries, &refusal));
             return None;
         }
@@ -464,7 +472,7 @@ impl Handler {
             return None;
         }
         report.stats.patches += 1;
-        match writer.write(app, &plan).await {
+        match writer.write(&read, &plan).await {
             Ok(()) => {
                 self.record_chart_event(app, &entries, work, report).await;
                 report.entries.extend(entries);

@@ -481,7 +481,7 @@ impl Handler {
         record: &AuditRecord,
         status_of: impl Fn(&str, Option<OffsetDateTime>) -> crate::git::githost::CommitStatus,
     ) -> Vec<String> {
-        match status::wanted(app) {
+        match status::wanted(&Application::of(app)) {
             Ok(true) => {}
             Ok(false) => return Vec::new(),
             Err(problem) => return vec![format!("no commit status: {problem}")],

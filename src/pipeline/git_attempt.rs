@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use super::application::{Attempt, GitSettings, Resolved, concerned_images, every_image};
 use super::handler::{Handler, Work};
 use crate::appconfig::annotations::ImageConfig;
+use crate::application::app::Application;
 use crate::apply::writeback::{WriteError, Writer};
 use crate::cluster::kube::KubeError;
 use crate::cluster::retry::retry_transient;
@@ -68,9 +69,10 @@ impl Handler {
                 decide::app::configured_by(AppDecision::skipped(entries), &resolved.source);
             report.entries.extend(decided.entries);
         };
+        let read = Application::of(app);
         let opened = self
             .git
-            .open(app, git.method, git.credentials, work.kube)
+            .open(&read, git.method, git.credentials, work.kube)
             .await;
         let (location, host) = match opened {
             Ok(found) => found,
@@ -85,7 +87,7 @@ impl Handler {
         let requests_before = host.requests();
         let target_key = gitwrite::target_key(&location, git.branch);
         let pull_request = git.pull_request.is_some();
-        let read = Read::of(host.as_ref(), location, pull_request, app, &images).await;
+        let read = Read::of(host.as_ref(), location, pull_request, &read, &images).await;
         let Read {
             snapshot,
             effective,
@@ -146,7 +148,7 @@ impl Handler {
             pull_request: git.pull_request.cloned(),
             target_key,
         };
-        let written = writer.write(&effective, &plan).await;
+        let written = writer.write(&Application::of(&effective), &plan).await;
         report.stats.git_requests += (host.requests() - requests_before) as u32;
         let committed = match written {
             Ok(GitOutcome::Committed(committed)) => committed,
