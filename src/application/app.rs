@@ -139,6 +139,14 @@ pub struct OwnerReference {
     pub name: Option<String>,
 }
 
+impl Metadata {
+    /// The metadata alone, for a reader that needs no more (labels and annotations while
+    /// listing).
+    pub fn of(raw: &Value) -> Self {
+        part(&raw["metadata"])
+    }
+}
+
 /// One writer of the Application, as the API server records it.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct ManagedFields {

@@ -338,12 +338,6 @@ pub fn assemble(
 pub mod app {
     use super::*;
 
-    /// The Application's namespace and name.
-    pub fn names(app: &Value) -> (&str, &str) {
-        let Identity { namespace, name } = Identity::of(app);
-        (namespace, name)
-    }
-
     /// Two ImageUpdater objects match: Image Updater would let them take turns.
     pub fn contested(app: Identity<'_>, objects: &[String]) -> Entry {
         let Identity { namespace, name } = app;

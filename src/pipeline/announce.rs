@@ -7,8 +7,8 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::application::app::Application;
+use crate::application::identity::Identity;
 use crate::cluster::kube::KubeClient;
-use crate::decision::decide;
 use crate::report::{Entry, Report};
 
 /// Records the `ImagesUpdated` Event of a write on the Application.
@@ -38,7 +38,7 @@ pub async fn record_chart_event(
 
 /// Creates `event` about `app`; a failure is logged, never the write's.
 async fn send(kube: &KubeClient, app: &Value, event: &Value, reason: &str) {
-    let (namespace, name) = decide::app::names(app);
+    let Identity { namespace, name } = Identity::of(app);
     if let Err(e) = kube.create_event(namespace, event).await {
         tracing::warn!(application = %format!("{namespace}/{name}"), error = %e, "cannot record the {reason} event");
     }
@@ -57,7 +57,7 @@ pub async fn record_rollback(
     let Some(event) = crate::application::event::rollback_respected(app, entries, &stamp) else {
         return false;
     };
-    let (namespace, name) = decide::app::names(app);
+    let Identity { namespace, name } = Identity::of(app);
     match kube.create_event(namespace, &event).await {
         Ok(()) | Err(crate::cluster::kube::KubeError::Conflict { .. }) => {}
         Err(e) => {

@@ -10,7 +10,7 @@ use super::handler::{Handler, Work};
 use super::listing::Concerned;
 use crate::appconfig::annotations::{self, AppConfig, ImageEntry, WriteBack as Method};
 use crate::appconfig::imageupdater::{self, ConfigSource, ImageUpdaterObject, Resolution};
-use crate::application::app::Application;
+use crate::application::app::{Application, Metadata};
 use crate::application::identity::Identity;
 use crate::apply::writeback::{ApplicationPatch, WriteError, Writer};
 use crate::cluster::kube::{AppMeta, KubeError};
@@ -85,20 +85,29 @@ impl<'o> Resolved<'o> {
 
     /// As the Application was read.
     pub fn of_read(app: &Value, objects: &'o [ImageUpdaterObject]) -> Self {
-        let (namespace, name) = decide::app::names(app);
-        let (labels, configuring) = (annotations::labels_of(app), annotations::configuring(app));
+        let Identity { namespace, name } = Identity::of(app);
+        let Metadata {
+            labels,
+            annotations: all,
+            ..
+        } = Metadata::of(app);
+        let configuring = annotations::configuring(&all);
         Self::resolve(objects, namespace, name, labels, configuring)
     }
 
     /// The resolution for `app` as read: this one if the labels and annotations it was
     /// resolved from are unchanged, a new one otherwise.
     pub fn for_read(self, app: &Value, objects: &'o [ImageUpdaterObject]) -> Self {
-        let labels = annotations::labels_of(app);
-        let configuring = annotations::configuring(app);
+        let Metadata {
+            labels,
+            annotations: all,
+            ..
+        } = Metadata::of(app);
+        let configuring = annotations::configuring(&all);
         if labels == self.labels && configuring == self.annotations {
             return self;
         }
-        let (namespace, name) = decide::app::names(app);
+        let Identity { namespace, name } = Identity::of(app);
         Self::resolve(objects, namespace, name, labels, configuring)
     }
 
@@ -202,7 +211,7 @@ impl Handler {
             };
             // The listing sent the selector, but a shard names Applications it did not list
             // now, and labels change between a list and a read: the object read decides.
-            if !self.config.selects.matches(&annotations::labels_of(&app)) {
+            if !self.config.selects.matches(&Metadata::of(&app).labels) {
                 let selector = self.config.label_selector.as_deref().unwrap_or_default();
                 report.entries.push(entries::unselected(ns, name, selector));
                 return None;
@@ -318,8 +327,14 @@ impl Handler {
     ) -> Option<(AppDecision, crate::decision::patch::WritePlan)> {
         let Some(decided) = self.decide_app(app, resolved, work).await else {
             // An Application that names charts only is decided by its charts' path.
-            if !annotations::of(app).contains_key(crate::appconfig::charts::CHART_LIST) {
-                let (ns, name) = decide::app::names(app);
+            if !Metadata::of(app)
+                .annotations
+                .contains_key(crate::appconfig::charts::CHART_LIST)
+            {
+                let Identity {
+                    namespace: ns,
+                    name,
+                } = Identity::of(app);
                 report.entries.push(entries::not_annotated(ns, name));
             }
             return None;
@@ -474,7 +489,7 @@ async fn remember_rollbacks(
     next: &BTreeMap<String, crate::application::rollbacks::RememberedRollback>,
     work: &Work<'_>,
 ) {
-    let (namespace, name) = decide::app::names(app);
+    let Identity { namespace, name } = Identity::of(app);
     let audit = format!(
         "/metadata/annotations/{}",
         crate::decision::patch::escape_pointer(annotations::AUDIT_ANNOTATION)
@@ -507,13 +522,13 @@ mod tests {
     }
 
     fn resolved_from(app: &Value) -> Resolved<'static> {
-        let (namespace, name) = decide::app::names(app);
+        let Identity { namespace, name } = Identity::of(app);
         Resolved::resolve(
             &[],
             namespace,
             name,
-            annotations::labels_of(app),
-            annotations::configuring(app),
+            Metadata::of(app).labels,
+            annotations::configuring(&Metadata::of(app).annotations),
         )
     }
 
@@ -533,7 +548,10 @@ mod tests {
         let before = resolved.config.as_ref().map(|c| c.images.len());
         let again = resolved.for_read(&read, &[]);
         assert_eq!(again.config.as_ref().map(|c| c.images.len()), before);
-        assert_eq!(again.annotations, annotations::configuring(&listed));
+        assert_eq!(
+            again.annotations,
+            annotations::configuring(&Metadata::of(&listed).annotations)
+        );
     }
 
     #[test]

@@ -12,7 +12,7 @@ use super::handler::{Handler, Work};
 use crate::appconfig::annotations;
 use crate::appconfig::charts::{ChartConfig, ChartEntry, ChartWriteBack};
 use crate::appconfig::imageupdater::ImageUpdaterObject;
-use crate::application::app::Application;
+use crate::application::app::{Application, Metadata};
 use crate::application::identity::Identity;
 use crate::apply::writeback::{ApplicationPatch, WriteError, Writer};
 use crate::cluster::kube::KubeError;
@@ -83,10 +83,12 @@ impl Handler {
                 }
             };
             // The image path reports an Application the selector no longer selects.
-            if !self.config.selects.matches(&annotations::labels_of(&app)) {
+            if !self.config.selects.matches(&Metadata::of(&app).labels) {
                 return;
             }
-            let Some(config) = ChartConfig::parse(&annotations::configuring(&app)) else {
+            let Some(config) =
+                ChartConfig::parse(&annotations::configuring(&Metadata::of(&app).annotations))
+            else {
                 return;
             };
             let written = match &config.write_back {
@@ -549,7 +551,7 @@ fn concerned<'c>(config: &'c ChartConfig, mode: Mode<'c>) -> impl Iterator<Item 
 
 /// The report entry a chart of `app` starts from.
 fn base_entry(app: &Value, entry: &ChartEntry) -> Entry {
-    let (namespace, name) = decide::app::names(app);
+    let Identity { namespace, name } = Identity::of(app);
     Entry::new(
         namespace,
         name,

@@ -12,10 +12,10 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use super::handler::{Handler, Work};
-use crate::appconfig::annotations;
-use crate::application::app::Application;
+use crate::application::app::{Application, Metadata};
 use crate::application::audit::AuditRecord;
 use crate::application::failures;
+use crate::application::identity::Identity;
 use crate::cluster::kube::{KubeClient, KubeError, Patch};
 use crate::cluster::retry::retry_transient;
 use crate::decision::decide;
@@ -62,7 +62,7 @@ impl Handler {
     ) -> Vec<String> {
         let mut notes = Vec::new();
         let written = audit["time"].as_str().unwrap_or_default();
-        let (namespace, name) = decide::app::names(app);
+        let Identity { namespace, name } = Identity::of(app);
         // Asked for on the Application as read before the write: only then is it read again.
         let sync_asked = app["metadata"]["annotations"][judge::SYNC_ANNOTATION].is_string();
         if sync_asked
@@ -405,7 +405,7 @@ impl Handler {
                 return Ok(Err(Checked::unfollowed(reason, None)));
             }
         };
-        if !self.config.selects.matches(&annotations::labels_of(&app)) {
+        if !self.config.selects.matches(&Metadata::of(&app).labels) {
             let reason = format!(
                 "its labels as read now do not match APPLICATION_LABEL_SELECTOR `{}`; nothing recorded or announced",
                 self.config.label_selector.as_deref().unwrap_or_default()
@@ -547,7 +547,7 @@ async fn claim_check(
     next: u32,
     deadline: Option<Instant>,
 ) -> Result<(), KubeError> {
-    let (namespace, name) = decide::app::names(app);
+    let Identity { namespace, name } = Identity::of(app);
     let patch = Patch::Json(Value::Array(record_ops(
         record,
         record.with("checks", next.into()),
@@ -604,7 +604,7 @@ async fn record_outcome(
     ended: &Ended<'_>,
     deadline: Option<Instant>,
 ) -> Result<(), KubeError> {
-    let (namespace, name) = decide::app::names(app);
+    let Identity { namespace, name } = Identity::of(app);
     let recorded = judge::recorded(record, ended.outcome, ended.reason, ended.at);
     let mut ops = record_ops(record, recorded);
     // Each image's failure outlives this record (another image's write replaces it),

@@ -8,6 +8,7 @@ use super::application::{Attempt, GitSettings, Resolved, concerned_images, every
 use super::handler::{Handler, Work};
 use crate::appconfig::annotations::ImageConfig;
 use crate::application::app::Application;
+use crate::application::identity::Identity;
 use crate::apply::writeback::{WriteError, Writer};
 use crate::cluster::kube::KubeError;
 use crate::cluster::retry::retry_transient;
@@ -45,7 +46,10 @@ impl Handler {
         work: &Work<'_>,
         report: &mut Report,
     ) -> Attempt {
-        let (ns, name) = decide::app::names(app);
+        let Identity {
+            namespace: ns,
+            name,
+        } = Identity::of(app);
         let config = resolved.config.as_ref();
         let concerned = config.map_or_else(Vec::new, |c| concerned_images(c, work.mode));
         if concerned.is_empty() {
@@ -257,7 +261,10 @@ impl Handler {
         record: &Value,
         work: &Work<'_>,
     ) -> Result<(), KubeError> {
-        let (ns, name) = decide::app::names(app);
+        let Identity {
+            namespace: ns,
+            name,
+        } = Identity::of(app);
         let mut audit = plan.audit.clone();
         audit["git"] = record.clone();
         let body = json!({"metadata": {"annotations": {
