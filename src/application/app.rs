@@ -503,7 +503,7 @@ mod tests {
     fn an_odd_field_reads_as_absent_and_leaves_the_rest_read() {
         // Each case: what is changed in a full Application, and what then reads.
         type Check = fn(&Application<'_>) -> bool;
-        let cases: [(&str, &str, Value, Check); 12] = [
+        let cases: [(&str, &str, Value, Check); 15] = [
             (
                 "a missing status reads as no status",
                 "/status",
@@ -600,6 +600,35 @@ mod tests {
                 "/operation",
                 json!("odd"),
                 |a| a.operation.is_some(),
+            ),
+            (
+                "a writer of other fields is not the image lists' writer",
+                "/metadata/managedFields/0/fieldsV1",
+                json!({"f:metadata": {}}),
+                |a| a.lists_entry().is_none() && a.metadata.managed_fields.len() == 2,
+            ),
+            (
+                "a history entry with a malformed deployedAt keeps its revision",
+                "/status/history/0/deployedAt",
+                json!("2026-13-40"),
+                |a| {
+                    a.status.history[0].deployed_at.is_none()
+                        && a.status.history[0].synced.listed_revisions() == ["c1"]
+                },
+            ),
+            (
+                "an operation without a requester reads as no one's",
+                "/status/operationState/operation/initiatedBy",
+                json!(null),
+                |a| {
+                    a.status
+                        .operation_state
+                        .operation
+                        .initiated_by
+                        .username
+                        .is_none()
+                        && !a.status.operation_state.operation.initiated_by.automated
+                },
             ),
         ];
         for (case, pointer, value, check) in cases {
