@@ -65,7 +65,13 @@ pub async fn run(request: MigrateRequest) -> ExitCode {
                 .as_str()
                 .unwrap_or_default()
                 .to_string(),
-            annotations: annotations::of(app),
+            // The string annotations, as the function's typed Application reads them.
+            annotations: app["metadata"]["annotations"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect(),
             source_type: app["status"]["sourceType"].as_str().map(str::to_string),
             repository: app["spec"]["source"]["repoURL"]
                 .as_str()

@@ -238,11 +238,6 @@ pub struct AppConfig {
     pub write_back: Result<WriteBack, AnnotationError>,
 }
 
-/// The string annotations of an Application object.
-pub fn of(app: &serde_json::Value) -> BTreeMap<String, String> {
-    string_map(&app["metadata"]["annotations"])
-}
-
 /// The annotation our audit record of the last update is kept in: ours, but no configuration.
 pub const AUDIT_ANNOTATION: &str = "argocd-ecr-updater.io/last-update";
 
@@ -264,27 +259,14 @@ pub fn is_configuring(key: &str) -> bool {
             && key != ROLLBACKS_ANNOTATION)
 }
 
-/// The annotations of an Application object its configuration is read from
-/// ([`is_configuring`]).
-pub fn configuring(app: &serde_json::Value) -> BTreeMap<String, String> {
-    let mut annotations = of(app);
-    annotations.retain(|key, _| is_configuring(key));
+/// The annotations of an Application (its string annotations, as the typed Application
+/// reads them) its configuration is read from ([`is_configuring`]).
+pub fn configuring(annotations: &BTreeMap<String, String>) -> BTreeMap<String, String> {
     annotations
-}
-
-/// The labels of an Application object.
-pub fn labels_of(app: &serde_json::Value) -> BTreeMap<String, String> {
-    string_map(&app["metadata"]["labels"])
-}
-
-fn string_map(map: &serde_json::Value) -> BTreeMap<String, String> {
-    map.as_object()
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
-                .collect()
-        })
-        .unwrap_or_default()
+        .iter()
+        .filter(|(key, _)| is_configuring(key))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect()
 }
 
 /// Does this Application have an `image-list` naming `registry/repository`? Used on

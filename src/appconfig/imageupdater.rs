@@ -989,6 +989,17 @@ mod tests {
     use crate::policy::Strategy;
     use argocd_ecr_updater_standins::fixtures::Application;
 
+    /// The string annotations of an Application fixture, as the typed Application reads
+    /// them (`application::app`, above this module).
+    fn string_annotations(app: &Value) -> BTreeMap<String, String> {
+        app["metadata"]["annotations"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+            .collect()
+    }
+
     fn object(name: &str, spec: Value) -> ImageUpdaterObject {
         serde_json::from_value(json!({"metadata": {"name": name, "namespace": "argocd", "generation": 3}, "spec": spec}))
             .unwrap()
@@ -1469,7 +1480,7 @@ mod tests {
             json!({"applicationRefs": [{"namePattern": "*", "useAnnotations": true}]}),
         )];
         let app = Application::seed().build();
-        let annotations = crate::appconfig::annotations::of(&app);
+        let annotations = string_annotations(&app);
         let source = resolve(
             &objects,
             "argocd",
@@ -1495,7 +1506,7 @@ mod tests {
         let verification =
             json!({"enabled": true, "cosignKey": {"secretName": "cosign", "key": "cosign.pub"}});
         let app = Application::seed().build();
-        let annotations = crate::appconfig::annotations::of(&app);
+        let annotations = string_annotations(&app);
         let key_of = |spec: Value| {
             let objects = vec![object("iu", spec)];
             let source = resolve(

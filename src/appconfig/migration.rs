@@ -378,6 +378,17 @@ mod tests {
     use argocd_ecr_updater_standins::fixtures::Application;
     use argocd_ecr_updater_standins::imageupdaters::ImageUpdaterStore;
 
+    /// The string annotations of an Application fixture, as the typed Application reads
+    /// them (`application::app`, above this module).
+    fn string_annotations(app: &Value) -> BTreeMap<String, String> {
+        app["metadata"]["annotations"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+            .collect()
+    }
+
     const IMAGE: &str = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com";
 
     fn annotated(name: &str, pairs: &[(&str, &str)], source_type: &str) -> Annotated {
@@ -645,16 +656,15 @@ mod tests {
             "Helm",
         ));
         let seed = Application::seed().build();
-        let seed_pairs: Vec<(&'static str, &'static str)> =
-            crate::appconfig::annotations::of(&seed)
-                .into_iter()
-                .map(|(k, v)| {
-                    let k: &'static str =
-                        Box::leak(k.trim_start_matches(PREFIX).to_string().into_boxed_str());
-                    let v: &'static str = Box::leak(v.into_boxed_str());
-                    (k, v)
-                })
-                .collect();
+        let seed_pairs: Vec<(&'static str, &'static str)> = string_annotations(&seed)
+            .into_iter()
+            .map(|(k, v)| {
+                let k: &'static str =
+                    Box::leak(k.trim_start_matches(PREFIX).to_string().into_boxed_str());
+                let v: &'static str = Box::leak(v.into_boxed_str());
+                (k, v)
+            })
+            .collect();
         sets.push(("seed", seed_pairs, "Helm"));
         sets
     }

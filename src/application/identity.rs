@@ -22,17 +22,6 @@ impl<'a> Identity<'a> {
     }
 }
 
-/// The Application as a Kubernetes Event involves it (uid and resourceVersion as read).
-pub fn involved(app: &Value) -> crate::report::events::Involved {
-    let text = |field: &str| app["metadata"][field].as_str().map(str::to_string);
-    crate::report::events::Involved {
-        namespace: text("namespace").unwrap_or_default(),
-        name: text("name").unwrap_or_default(),
-        uid: text("uid"),
-        resource_version: text("resourceVersion"),
-    }
-}
-
 /// `namespace/name`, as `kubectl` and Argo CD's CLI name an Application.
 impl fmt::Display for Identity<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -1,7 +1,9 @@
-//! The Argo CD Application as the rest of the crate reads it: who it is and where each image
-//! lives in it. Below the decision, the patch and the Git write-back, which all read it the
-//! same way; it reads only the configuration (`appconfig`) and the tag model (`policy`).
+//! The Argo CD Application as the rest of the crate reads it: typed once (`app`), who it is
+//! and where each image lives in it. Below the decision, the patch and the Git write-back,
+//! which all read it the same way; it reads only the configuration (`appconfig`) and the tag
+//! model (`policy`).
 
+pub(crate) mod app;
 pub(crate) mod audit;
 pub(crate) mod failures;
 pub(crate) mod identity;

@@ -8,8 +8,8 @@
 use std::time::Instant;
 
 use async_trait::async_trait;
-use serde_json::Value;
 
+use crate::application::app::Application;
 use crate::application::identity::Identity;
 use crate::cluster::kube::{KubeClient, KubeError, Patch};
 use crate::cluster::retry::retry_transient;
@@ -77,8 +77,12 @@ pub trait Writer: Send + Sync {
     /// Whether this method may write this target at all; called before a dry run reports
     /// and before [`Writer::write`]. Only [`WriteError::Declined`] and
     /// [`WriteError::Failed`] come back from here.
-    async fn check(&self, app: &Value, plan: &WritePlan) -> Result<(), WriteError>;
-    async fn write(&self, app: &Value, plan: &WritePlan) -> Result<Self::Outcome, WriteError>;
+    async fn check(&self, app: &Application<'_>, plan: &WritePlan) -> Result<(), WriteError>;
+    async fn write(
+        &self,
+        app: &Application<'_>,
+        plan: &WritePlan,
+    ) -> Result<Self::Outcome, WriteError>;
 }
 
 /// Image Updater's `argocd` method: one guarded JSON patch of the Application.
@@ -94,11 +98,11 @@ impl Writer for ApplicationPatch<'_> {
     /// An Application an ApplicationSet generates is patched only if the ApplicationSet's
     /// `ignoreApplicationDifferences` keeps what the patch writes: its controller would revert
     /// it within minutes otherwise.
-    async fn check(&self, app: &Value, plan: &WritePlan) -> Result<(), WriteError> {
+    async fn check(&self, app: &Application<'_>, plan: &WritePlan) -> Result<(), WriteError> {
         let Some(owner) = appset::owner(app) else {
             return Ok(());
         };
-        let Identity { namespace, name } = Identity::of(app);
+        let Identity { namespace, name } = app.identity();
         let fetched = retry_transient(self.deadline, || {
             self.kube.get_application_set(namespace, owner)
         })
@@ -117,8 +121,8 @@ impl Writer for ApplicationPatch<'_> {
         })
     }
 
-    async fn write(&self, app: &Value, plan: &WritePlan) -> Result<(), WriteError> {
-        let Identity { namespace, name } = Identity::of(app);
+    async fn write(&self, app: &Application<'_>, plan: &WritePlan) -> Result<(), WriteError> {
+        let Identity { namespace, name } = app.identity();
         let patch = Patch::Json(plan.patch.clone());
         match retry_transient(self.deadline, || {
             self.kube.patch_application(namespace, name, &patch)

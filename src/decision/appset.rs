@@ -7,6 +7,7 @@
 
 use serde_json::Value;
 
+use crate::application::app::Application;
 use crate::failure::Failure;
 use crate::failure::Refused;
 use crate::report::Action;
@@ -58,12 +59,12 @@ pub fn verdict(
 }
 
 /// The name of the ApplicationSet that owns this Application, if one does.
-pub fn owner(app: &Value) -> Option<&str> {
-    app["metadata"]["ownerReferences"]
-        .as_array()?
+pub fn owner<'a>(app: &'a Application<'_>) -> Option<&'a str> {
+    app.metadata
+        .owner_references
         .iter()
-        .find(|r| r["kind"] == "ApplicationSet")
-        .and_then(|r| r["name"].as_str())
+        .find(|r| r.kind.as_deref() == Some("ApplicationSet"))
+        .and_then(|r| r.name.as_deref())
 }
 
 /// Checks that `written` (JSON pointers into the Application, metadata excluded) are all
@@ -275,7 +276,7 @@ mod tests {
     #[test]
     fn the_owner_is_read_from_the_owner_references() {
         let app = json!({"metadata": {"ownerReferences": [{"kind": "ApplicationSet", "name": "web-set"}]}});
-        assert_eq!(owner(&app), Some("web-set"));
-        assert_eq!(owner(&json!({"metadata": {}})), None);
+        assert_eq!(owner(&Application::of(&app)), Some("web-set"));
+        assert_eq!(owner(&Application::of(&json!({"metadata": {}}))), None);
     }
 }

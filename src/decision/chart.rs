@@ -8,6 +8,7 @@
 
 use serde_json::{Value, json};
 
+use crate::application::app::Application;
 use crate::decision::patch::{WritePlan, escape_pointer};
 use crate::policy::{Decision, TagInfo, TagPolicy, parse_lenient_version};
 use crate::registry::ecr::ArtifactTag;
@@ -32,29 +33,13 @@ pub struct ChartSource {
 
 /// The sources of `app` that are `repository` in `registry`. Argo CD renders `spec.sources`
 /// when it has any and `spec.source` otherwise; so does this.
-pub fn sources_of(app: &Value, registry: &str, repository: &str) -> Vec<ChartSource> {
-    let spec = &app["spec"];
-    let candidates: Vec<(String, String, &Value)> = match spec["sources"].as_array() {
-        Some(list) if !list.is_empty() => list
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                (
-                    format!("/spec/sources/{i}"),
-                    format!("spec.sources[{i}]"),
-                    s,
-                )
-            })
-            .collect(),
-        _ => vec![(
-            "/spec/source".to_string(),
-            "spec.source".to_string(),
-            &spec["source"],
-        )],
-    };
-    candidates
-        .into_iter()
-        .filter_map(|(pointer, label, source)| {
+pub fn sources_of(app: &Application<'_>, registry: &str, repository: &str) -> Vec<ChartSource> {
+    app.view
+        .sources()
+        .iter()
+        .filter_map(|found| {
+            let (pointer, label, source) =
+                (found.pointer.clone(), found.label.clone(), found.value);
             let repo_url = source["repoURL"].as_str()?;
             let chart = source["chart"].as_str().filter(|c| !c.is_empty());
             if !names_chart(repo_url, chart, registry, repository) {
@@ -210,8 +195,8 @@ pub fn plan(updates: &[(&ChartSource, &str)]) -> WritePlan {
 }
 
 /// The `ChartUpdated` Event of a write: each chart, where, from and to.
-pub fn updated_event(app: &Value, entries: &[Entry], now: &str, nanos: i128) -> Value {
-    let name = crate::application::identity::Identity::of(app).name;
+pub fn updated_event(app: &Application<'_>, entries: &[Entry], now: &str, nanos: i128) -> Value {
+    let name = app.identity().name;
     let changes: Vec<String> = entries
         .iter()
         .filter(|e| e.action == Action::Updated)
@@ -235,7 +220,7 @@ pub fn updated_event(app: &Value, entries: &[Entry], now: &str, nanos: i128) -> 
         kind: "Normal",
         annotations: serde_json::Map::new(),
     };
-    crate::report::events::about(&crate::application::identity::involved(app), text, now)
+    crate::report::events::about(&app.involved(), text, now)
 }
 
 #[cfg(test)]
@@ -243,6 +228,16 @@ mod tests {
     use super::*;
     use crate::policy::{AllowTags, IgnoreTags, Strategy};
     use time::macros::datetime;
+
+    /// [`super::sources_of`] of the Application the JSON fixture is, as read.
+    fn sources_of(app: &Value, registry: &str, repository: &str) -> Vec<ChartSource> {
+        super::sources_of(&Application::of(app), registry, repository)
+    }
+
+    /// [`super::updated_event`] about the Application the JSON fixture is, as read.
+    fn updated_event(app: &Value, entries: &[Entry], now: &str, nanos: i128) -> Value {
+        super::updated_event(&Application::of(app), entries, now, nanos)
+    }
 
     const REGISTRY: &str = "123456789012.dkr.ecr.eu-west-1.amazonaws.com";
 

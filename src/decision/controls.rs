@@ -9,6 +9,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::appconfig::annotations::ImageConfig;
+use crate::application::app::Application;
 use crate::application::failures;
 use crate::decision::decide::ImageOutcome;
 use crate::report::{Action, Entry};
@@ -120,7 +121,7 @@ pub fn held(entries: Vec<Entry>, hold: &Hold) -> Vec<Entry> {
 pub fn hold_after_failure(
     outcome: ImageOutcome,
     config: &ImageConfig,
-    app: &serde_json::Value,
+    app: &Application<'_>,
 ) -> ImageOutcome {
     if !config.hold_on_failure {
         return outcome;
@@ -128,7 +129,7 @@ pub fn hold_after_failure(
     let Some(update) = &outcome.update else {
         return outcome;
     };
-    let failures = failures::of(app);
+    let failures = failures::of(app.raw);
     let Some(failure) = failures.get(&config.image.to_string()) else {
         return outcome;
     };
@@ -282,7 +283,7 @@ mod tests {
             ),
         ];
         for (case, hold, app, pushed, held) in cases {
-            let outcome = hold_after_failure(update(pushed), &config(hold), &app);
+            let outcome = hold_after_failure(update(pushed), &config(hold), &Application::of(&app));
             assert_eq!(outcome.update.is_none(), held, "{case}");
             if held {
                 let entry = &outcome.entries[0];

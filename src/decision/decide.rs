@@ -16,10 +16,9 @@ use time::format_description::well_known::Rfc3339;
 use crate::appconfig::annotations::AUDIT_ANNOTATION;
 use crate::appconfig::annotations::{AppConfig, ImageConfig, ImageEntry, ImageRef, Platform};
 use crate::appconfig::imageupdater::ConfigSource;
-use crate::application::audit::AuditRecord;
+use crate::application::app::Application;
 use crate::application::identity::Identity;
 use crate::application::sources::{self, Targets};
-use crate::application::view::AppView;
 use crate::decision::patch::{self, Audit, ImageChange, ImageUpdate, WritePlan};
 use crate::decision::rollback::{self, TakenBack};
 use crate::event::PushEvent;
@@ -59,7 +58,7 @@ pub struct ImageCase<'a> {
     pub config: &'a ImageConfig,
     pub registry: String,
     pub repository: String,
-    app: &'a AppView<'a>,
+    app: &'a Application<'a>,
     targets: Targets<'a>,
     base: Entry,
 }
@@ -296,7 +295,7 @@ impl AppDecision {
 
 /// Puts the images' outcomes together into one write, with the audit record of it.
 pub fn assemble(
-    app: &AppView<'_>,
+    app: &Application<'_>,
     mut entries: Vec<Entry>,
     outcomes: Vec<(&ImageConfig, ImageOutcome)>,
     now: OffsetDateTime,
@@ -339,15 +338,9 @@ pub fn assemble(
 pub mod app {
     use super::*;
 
-    /// The Application's namespace and name.
-    pub fn names(app: &Value) -> (&str, &str) {
-        let Identity { namespace, name } = Identity::of(app);
-        (namespace, name)
-    }
-
     /// Two ImageUpdater objects match: Image Updater would let them take turns.
-    pub fn contested(app: &Value, objects: &[String]) -> Entry {
-        let (namespace, name) = names(app);
+    pub fn contested(app: Identity<'_>, objects: &[String]) -> Entry {
+        let Identity { namespace, name } = app;
         Entry::new(namespace, name, None, "").with(
             Action::Skipped,
             format!(
@@ -466,21 +459,21 @@ pub fn failed_entry(base: Entry, reason: &str, retryable: bool) -> Entry {
     base.failed(reason, retryable)
 }
 
-/// The report entry an image starts from.
-pub fn base_entry(app: &Value, alias: Option<&str>, image: &str) -> Entry {
-    let Identity { namespace, name } = Identity::of(app);
+/// The report entry an image starts from: it needs only which Application.
+pub fn base_entry(app: Identity<'_>, alias: Option<&str>, image: &str) -> Entry {
+    let Identity { namespace, name } = app;
     Entry::new(namespace, name, alias, image)
 }
 
 /// The gates before any registry fact is needed: configuration errors, the liveness rule,
 /// an image outside this function's registry, an Application with nowhere to write.
 pub fn prepare<'a>(
-    app: &'a AppView<'a>,
+    app: &'a Application<'a>,
     image_entry: &'a ImageEntry,
     region: &str,
 ) -> Result<ImageCase<'a>, Box<Entry>> {
     let reference = image_entry.image.to_string();
-    let Identity { namespace, name } = app.identity;
+    let Identity { namespace, name } = app.identity();
     let base = Entry::new(namespace, name, image_entry.alias.as_deref(), &reference);
     let config = match &image_entry.config {
         Ok(config) => config,
@@ -493,7 +486,7 @@ pub fn prepare<'a>(
             )));
         }
     };
-    if !config.force_update && !app.runs_image(config) {
+    if !config.force_update && !app.view.runs_image(config) {
         let names = match &config.kustomize_image_name {
             Some(name) => format!("`{name}` or `{reference}`"),
             None => format!("`{reference}`"),
@@ -513,7 +506,7 @@ pub fn prepare<'a>(
             ),
         )));
     };
-    let targets = app.targets(config);
+    let targets = app.view.targets(config);
     if targets.targets.is_empty() {
         return Err(Box::new(base.with(
             Action::Skipped,
@@ -560,14 +553,13 @@ pub fn ecr_repository(image: &ImageRef, region: &str) -> Option<(String, String)
 }
 
 impl ImageCase<'_> {
-    /// The Application this image belongs to.
-    /// The Application as read.
+    /// The Application this image belongs to, as read.
     pub fn object(&self) -> &Value {
-        self.app.object
+        self.app.raw
     }
 
     pub fn identity(&self) -> Identity<'_> {
-        self.app.identity
+        self.app.identity()
     }
 
     /// The registry facts this image's strategy needs in this mode.
@@ -595,7 +587,7 @@ impl ImageCase<'_> {
                 if policy.strategy.needs_push_times() {
                     // Our last write's tag too: a value ranking below it is a rollback, by
                     // push time (one DescribeImages asks for all of them).
-                    let written = AuditRecord::of(self.app.object)
+                    let written = (self.app.audit.as_ref())
                         .and_then(|audit| audit.last_write_of(&self.config.image.to_string()))
                         .and_then(|write| TagRef::parse(&write.image.to));
                     let currents = self
@@ -851,7 +843,7 @@ impl ImageCase<'_> {
         candidate: &TagInfo,
         pushed: &dyn Fn(&str) -> Option<OffsetDateTime>,
     ) -> Result<Option<String>, String> {
-        match rollback::taken_back(self.app.object, self.config, current, pushed) {
+        match rollback::taken_back(self.app, self.config, current, pushed) {
             None => Ok(None),
             Some(TakenBack::Rollback(rollback)) => rollback.holds(candidate).map_or(Ok(None), Err),
             Some(reapplied) => Ok(reapplied.note()),
@@ -861,7 +853,7 @@ impl ImageCase<'_> {
     /// When the running value was known to run: ECR does not know the tag any more, so the
     /// audit record of our own write, else Argo CD's sync history, bounds its push time.
     fn running_since(&self, current: &TagRef) -> Option<Since> {
-        running_since(self.app.object, self.config, current)
+        running_since(self.app, self.config, current)
     }
 
     fn unknown_age(&self, current: &TagRef) -> String {
@@ -915,10 +907,14 @@ impl Since {
 /// When `current` of `image` was last written by us (the audit annotation), else when Argo
 /// CD first synced it (`status.history[].deployedAt`). Either is later than its push, so a
 /// candidate pushed before it is certainly older.
-pub fn running_since(app: &Value, image: &ImageConfig, current: &TagRef) -> Option<Since> {
+pub fn running_since(
+    app: &Application<'_>,
+    image: &ImageConfig,
+    current: &TagRef,
+) -> Option<Since> {
     let reference = image.image.to_string();
     let current_text = current.to_string();
-    let audited = AuditRecord::of(app)
+    let audited = (app.audit.as_ref())
         .filter(|audit| audit.moved(&reference, &current_text))
         .map(|audit| audit.time);
     if let Some(time) = audited {
@@ -1039,8 +1035,14 @@ fn audit_image(image: &ImageConfig, entry: &Entry, pushed: Option<OffsetDateTime
 mod tests {
     use super::*;
     use crate::appconfig::annotations::{AppConfig, PREFIX};
+    use crate::application::app::Application as Read;
     use argocd_ecr_updater_standins::fixtures::Application;
     use serde_json::json;
+
+    /// [`super::running_since`] on the Application the JSON fixture is, as read.
+    fn running_since(app: &Value, image: &ImageConfig, current: &TagRef) -> Option<Since> {
+        super::running_since(&Read::of(app), image, current)
+    }
     use std::collections::BTreeMap;
     use time::macros::datetime;
 
@@ -1260,7 +1262,7 @@ mod tests {
         for (pairs, runs, passes) in table {
             let cfg = config(pairs);
             let app = app("1.0.0", runs);
-            let view = AppView::of(&app);
+            let view = Read::of(&app);
             let prepared = prepare(&view, &cfg.images[0], REGION);
             assert_eq!(prepared.is_ok(), *passes, "{pairs:?} {runs}");
             if let Err(entry) = prepared {
@@ -1280,7 +1282,7 @@ mod tests {
         for (strategy, asked) in table {
             let cfg = config(&[("app.update-strategy", strategy)]);
             let app = app("1.0.0", &running("1.0.0"));
-            let view = AppView::of(&app);
+            let view = Read::of(&app);
             let case = prepare(&view, &cfg.images[0], REGION).unwrap();
             assert_eq!(
                 case.needs(Mode::Push(&event)).describe,
@@ -1295,7 +1297,7 @@ mod tests {
             ("app.allow-tags", "regexp:^v"),
         ]);
         let app = app("1.0.0", &running("1.0.0"));
-        let view = AppView::of(&app);
+        let view = Read::of(&app);
         let case = prepare(&view, &cfg.images[0], REGION).unwrap();
         assert_eq!(case.needs(Mode::Push(&event)), Needs::default());
     }
@@ -1366,7 +1368,7 @@ mod tests {
             if let Some(audit) = audit {
                 app["metadata"]["annotations"][AUDIT_ANNOTATION] = json!(audit);
             }
-            let view = AppView::of(&app);
+            let view = Read::of(&app);
             let case = prepare(&view, &cfg.images[0], REGION).unwrap();
             let outcome = case.decide_push(&push(&pushed.name), known);
             let entry = &outcome.entries[0];
@@ -1477,7 +1479,7 @@ mod tests {
             }
             let cfg = config(&pairs);
             let app = app("1.0.0", &running("1.0.0"));
-            let view = AppView::of(&app);
+            let view = Read::of(&app);
             let case = prepare(&view, &cfg.images[0], REGION).unwrap();
             let mut event = push("2.0.0");
             event.digest = Some(scanned.into());
@@ -1499,7 +1501,7 @@ mod tests {
         // A scan event is no business of an image without a gate: its push moved it.
         let cfg = config(&[("app.update-strategy", "semver")]);
         let app = app("1.0.0", &running("1.0.0"));
-        let view = AppView::of(&app);
+        let view = Read::of(&app);
         let case = prepare(&view, &cfg.images[0], REGION).unwrap();
         let mut event = push("2.0.0");
         event.scan_completed = true;
@@ -1581,7 +1583,7 @@ mod tests {
         for (case_name, tags, current, history, action, reason) in table {
             let mut app = app(current, &running(current));
             app["status"]["history"] = history.clone();
-            let view = AppView::of(&app);
+            let view = Read::of(&app);
             let case = prepare(&view, &cfg.images[0], REGION).unwrap();
             let chosen = case.candidates(tags).first().copied();
             let outcome = case.decide_reconcile(tags, chosen, 0);
@@ -1600,7 +1602,7 @@ mod tests {
             ("argocd-ecr-updater.io/app.min-age", "10m"),
         ]);
         let app = app("1.0.0", &running("1.0.0"));
-        let view = AppView::of(&app);
+        let view = Read::of(&app);
         let case = prepare(&view, &cfg.images[0], REGION).unwrap();
         let base = datetime!(2026-12-03 12:00 UTC);
         let tags = vec![
@@ -1649,7 +1651,7 @@ mod tests {
             ("app.update-strategy", "newest-build"),
         ]);
         let app = app("1.0.0", &running("1.0.0"));
-        let view = AppView::of(&app);
+        let view = Read::of(&app);
         let case = prepare(&view, &cfg.images[0], REGION).unwrap();
         let tags = vec![tag("1.1.0", None), tag("1.2.0", None)];
         assert_eq!(case.candidates(&tags).len(), 2);
@@ -1682,7 +1684,7 @@ mod tests {
                 ("app.update-strategy", strategy),
             ]);
             let app = app("1.0.0", &running("1.0.0"));
-            let view = AppView::of(&app);
+            let view = Read::of(&app);
             let case = prepare(&view, &cfg.images[0], REGION).unwrap();
             let tags = vec![tag("1.1.0", None), tag("1.2.0", None)];
             if strategy != "digest" {

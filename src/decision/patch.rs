@@ -15,7 +15,8 @@ use time::format_description::well_known::Rfc3339;
 use crate::appconfig::annotations::{
     self, AUDIT_ANNOTATION, AppConfig, HelmTarget, ImageConfig, ImageRef, PluginTarget, WriteBack,
 };
-use crate::application::audit::{AuditRecord, Place};
+use crate::application::app::Application;
+use crate::application::audit::Place;
 use crate::application::identity::Identity;
 use crate::application::sources::{
     Source, SourceKind, kustomize_entry_name, kustomize_images, kustomize_name, parameters,
@@ -168,8 +169,9 @@ pub fn escape_pointer(key: &str) -> String {
 /// that was absent when read (a `parameters` list, a `helm` or `kustomize` block, the
 /// annotations map), of the object it is created in: JSON patch has no "test absent", and a
 /// plain `add` would silently replace what someone created meanwhile.
-pub fn plan(view: &AppView<'_>, updates: &[ImageUpdate<'_>], audit: Audit) -> WritePlan {
-    let (app, all) = (view.object, view.sources());
+pub fn plan(read: &Application<'_>, updates: &[ImageUpdate<'_>], audit: Audit) -> WritePlan {
+    // The raw object: the guards test what was read exactly.
+    let (app, all) = (read.raw, read.view.sources());
     let lists = rewritten_lists(all, updates);
     let mut ops = guarded_replacements(app, all, &lists);
     let audit_path = format!("/metadata/annotations/{}", escape_pointer(AUDIT_ANNOTATION));
@@ -187,9 +189,9 @@ pub fn plan(view: &AppView<'_>, updates: &[ImageUpdate<'_>], audit: Audit) -> Wr
         }
     }
     // Other images' last writes outlive this one: a rollback of one is judged against it.
-    if let Some(previous) = AuditRecord::of(app) {
+    if let Some(previous) = &read.audit {
         let moved: Vec<String> = audit.changes.iter().map(|c| c.image.to_string()).collect();
-        let set_by = crate::decision::rollback::lists_manager(app)
+        let set_by = crate::decision::rollback::lists_manager(read)
             .filter(|manager| manager != crate::decision::rollback::OUR_MANAGER);
         let earlier = previous.carried_forward(&moved, set_by.as_deref());
         if !earlier.is_empty() {
@@ -379,6 +381,8 @@ fn guarded_replacements(app: &Value, all: &[Source<'_>], lists: &Lists) -> Vec<V
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::application::app::Application as Read;
+    use crate::application::audit::AuditRecord;
     use crate::application::sources::{runs_image, sources, split_reference};
     use argocd_ecr_updater_standins::fixtures::{Application, SEED_IMAGE as IMAGE};
     use std::collections::BTreeMap;
@@ -434,7 +438,7 @@ mod tests {
             .map(|t| t.index)
             .collect();
         plan(
-            &AppView::of(app),
+            &Read::of(app),
             &[ImageUpdate {
                 config: image,
                 to: TagRef::from(to),
@@ -846,7 +850,7 @@ mod tests {
         let sources = vec![0];
         let at = |time: &str| {
             plan(
-                &AppView::of(&app),
+                &Read::of(&app),
                 &[ImageUpdate {
                     config: image,
                     to: TagRef::tag("20250825-153012"),

@@ -28,12 +28,12 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::appconfig::annotations::{AppConfig, ImageConfig};
-use crate::application::audit::{AuditRecord, ImageWrite, rfc3339_at};
+use crate::application::app::{Application, HistoryEntry};
+use crate::application::audit::ImageWrite;
 use crate::application::rollbacks::{self, RememberedRollback};
 use crate::application::sources;
 use crate::policy::{TagInfo, TagRef};
@@ -173,7 +173,7 @@ impl TakenBack {
 /// `pushed` says when ECR received a tag, where known: a strategy that ranks by push time
 /// (`newest-build`) judges "ranks below our write" by it, never by the tags' names.
 pub fn taken_back(
-    app: &Value,
+    app: &Application<'_>,
     image: &ImageConfig,
     current: &TagRef,
     pushed: &dyn Fn(&str) -> Option<OffsetDateTime>,
@@ -193,16 +193,16 @@ pub fn taken_back(
 /// [`taken_back`], with `ranks_below(written, current)` saying whether the value now asked
 /// for ranks below our write under the image's strategy.
 fn taken_back_ranked(
-    app: &Value,
+    app: &Application<'_>,
     image: &ImageConfig,
     current: &TagRef,
     ranks_below: impl FnOnce(&TagRef, &TagRef) -> bool,
 ) -> Option<TakenBack> {
     let reference = image.image.to_string();
-    let write = AuditRecord::of(app)?.last_write_of(&reference)?;
+    let write = app.audit.as_ref()?.last_write_of(&reference)?;
     let to = TagRef::parse(&write.image.to)?;
     // What the annotation remembers holds only while our last write is the one taken back.
-    let remembered = rollbacks::of(app)
+    let remembered = rollbacks::of(app.raw)
         .remove(&reference)
         .filter(|r| r.written == write.image.to);
     if &to == current {
@@ -262,11 +262,11 @@ fn taken_back_ranked(
 /// rollback held is remembered (what it took back, to what, when, by whom), so that it holds
 /// after its evidence has rotated out of Argo CD's history. `None`: nothing new to remember.
 pub fn to_remember(
-    app: &Value,
+    app: &Application<'_>,
     config: &AppConfig,
     entries: &[Entry],
 ) -> Option<BTreeMap<String, RememberedRollback>> {
-    let before = rollbacks::of(app);
+    let before = rollbacks::of(app.raw);
     let mut next = before.clone();
     let respected = entries
         .iter()
@@ -312,7 +312,7 @@ enum SpecRollback {
 /// pull request, or on a branch Argo CD does not read, is not live, and the value it left is
 /// no rollback.
 fn spec_rollback_deployed(
-    app: &Value,
+    app: &Application<'_>,
     image: &ImageConfig,
     write: &ImageWrite,
     to: &TagRef,
@@ -348,7 +348,7 @@ fn spec_rollback_deployed(
 /// When the run of deploys of `current` that Argo CD's history ends with began, among the
 /// deploys `counted`; `None` if the newest such deploy of the image is of another value.
 fn current_run_since(
-    app: &Value,
+    app: &Application<'_>,
     image: &ImageConfig,
     current: &TagRef,
     counted: impl Fn(&Deploy<'_>) -> bool,
@@ -373,7 +373,7 @@ fn current_run_since(
 /// revision running now (a later sync of something else makes this later than the revert,
 /// which only holds more back, never less).
 fn git_rollback_deployed(
-    app: &Value,
+    app: &Application<'_>,
     write: &ImageWrite,
     image: &ImageConfig,
     current: &TagRef,
@@ -410,14 +410,7 @@ fn git_live(history: &[Deploy<'_>], write: &ImageWrite) -> Option<OffsetDateTime
     // Only where the entry says it read the branch our commit went to: its descendants are
     // known to carry our commit there, and nowhere else.
     let branch = write.branch.as_deref()?;
-    let reads_our_branch = |entry: &Deploy<'_>| {
-        let source = &entry.entry["source"];
-        source["targetRevision"].as_str() == Some(branch)
-            || entry.entry["sources"].as_array().is_some_and(|all| {
-                all.iter()
-                    .any(|s| s["targetRevision"].as_str() == Some(branch))
-            })
-    };
+    let reads_our_branch = |entry: &Deploy<'_>| entry.entry.synced.reads_branch(branch);
     let before: Vec<Vec<&str>> = history
         .iter()
         .filter(|entry| entry.started <= write.time)
@@ -438,7 +431,7 @@ fn git_live(history: &[Deploy<'_>], write: &ImageWrite) -> Option<OffsetDateTime
 /// history entry's source carries the value; for a Git write-back it re-deploys a revision
 /// that ran before our commit, so the image is back at what our write replaced.
 fn operation_rollback(
-    app: &Value,
+    app: &Application<'_>,
     image: &ImageConfig,
     write: &ImageWrite,
     to: &TagRef,
@@ -461,12 +454,13 @@ fn operation_rollback(
         .iter()
         .rev()
         .find(|entry| !by_us(entry) || deploys_ours(entry))?;
-    let initiated = &newest.entry["initiatedBy"];
+    let initiated = &newest.entry.initiated_by;
     // Our own sync (`sync: "true"`) names us: no person's decision.
-    let user = initiated["username"]
-        .as_str()
+    let user = initiated
+        .username
+        .as_deref()
         .filter(|u| !u.is_empty() && *u != OUR_MANAGER)?;
-    if initiated["automated"] == Value::Bool(true) || deploys_ours(newest) {
+    if initiated.automated || deploys_ours(newest) {
         return None;
     }
     let rolled_to = match commit {
@@ -500,7 +494,11 @@ fn operation_rollback(
 /// Whether a remembered `argocd app rollback` still stands: no sync since it but our own
 /// that kept it (they deploy the value rolled back to: see `rollout::judge::start_sync`), or
 /// no history left to say otherwise.
-fn operation_stands(app: &Value, image: &ImageConfig, remembered: &RememberedRollback) -> bool {
+fn operation_stands(
+    app: &Application<'_>,
+    image: &ImageConfig,
+    remembered: &RememberedRollback,
+) -> bool {
     let Some(deployed) = remembered.deployed_at() else {
         return history(app).is_empty();
     };
@@ -518,12 +516,12 @@ fn operation_stands(app: &Value, image: &ImageConfig, remembered: &RememberedRol
 
 /// Whether a history entry is a sync this function started.
 fn by_us(entry: &Deploy<'_>) -> bool {
-    entry.entry["initiatedBy"]["username"] == OUR_MANAGER
+    entry.entry.initiated_by.username.as_deref() == Some(OUR_MANAGER)
 }
 
 /// One entry of Argo CD's sync history, with when it was deployed.
 struct Deploy<'a> {
-    entry: &'a Value,
+    entry: &'a HistoryEntry,
     deployed: OffsetDateTime,
     /// When the sync began (`deployStartedAt`; the deploy time where an entry lacks it): a
     /// sync begun before our write deployed the spec as it was then.
@@ -531,17 +529,17 @@ struct Deploy<'a> {
 }
 
 /// The history entries with a deploy time, oldest first (Argo CD appends them in order).
-fn history(app: &Value) -> Vec<Deploy<'_>> {
-    let mut entries: Vec<Deploy<'_>> = app["status"]["history"]
-        .as_array()
-        .into_iter()
-        .flatten()
+fn history<'a>(app: &'a Application<'_>) -> Vec<Deploy<'a>> {
+    let mut entries: Vec<Deploy<'_>> = app
+        .status
+        .history
+        .iter()
         .filter_map(|entry| {
-            let deployed = rfc3339_at(&entry["deployedAt"])?;
+            let deployed = entry.deployed_at?;
             Some(Deploy {
                 entry,
                 deployed,
-                started: rfc3339_at(&entry["deployStartedAt"]).unwrap_or(deployed),
+                started: entry.deploy_started_at.unwrap_or(deployed),
             })
         })
         .collect();
@@ -551,51 +549,42 @@ fn history(app: &Value) -> Vec<Deploy<'_>> {
 
 /// The revisions a history entry synced: `revision`, or `revisions` for several sources.
 fn revisions<'a>(deploy: &Deploy<'a>) -> Vec<&'a str> {
-    let entry = deploy.entry;
-    match entry["revisions"].as_array() {
-        Some(revisions) => revisions.iter().filter_map(Value::as_str).collect(),
-        None => entry["revision"].as_str().into_iter().collect(),
-    }
+    deploy.entry.synced.listed_revisions()
 }
 
 /// The values of `image` a history entry's source(s) carry.
 fn values_of(deploy: &Deploy<'_>, image: &ImageConfig) -> Vec<TagRef> {
-    let entry = deploy.entry;
-    let spec = serde_json::json!({"source": entry["source"], "sources": entry["sources"]});
-    sources::values_in_spec(&spec, image)
+    sources::values_in_spec(&deploy.entry.synced.as_spec(), image)
 }
 
 /// When Argo CD deployed `value` of `image`, by its sync history's sources.
 pub fn deploys_of<'a>(
-    app: &'a Value,
+    app: &'a Application<'_>,
     image: &'a ImageConfig,
     value: &'a TagRef,
 ) -> impl Iterator<Item = OffsetDateTime> + 'a {
-    app["status"]["history"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    app.status
+        .history
+        .iter()
         .filter(move |entry| {
-            let spec = serde_json::json!({"source": entry["source"], "sources": entry["sources"]});
-            sources::values_in_spec(&spec, image).contains(value)
+            sources::values_in_spec(&entry.synced.as_spec(), image).contains(value)
         })
-        .filter_map(|entry| rfc3339_at(&entry["deployedAt"]))
+        .filter_map(|entry| entry.deployed_at)
 }
 
 /// Whether the Pods Argo CD last saw run `value` of `image` (`status.summary.images`).
-fn runs(app: &Value, image: &ImageConfig, value: &TagRef) -> bool {
+fn runs(app: &Application<'_>, image: &ImageConfig, value: &TagRef) -> bool {
     running_values(app, image)
         .iter()
         .any(|running| running.tag == value.tag)
 }
 
 /// The tags of `image` the Pods Argo CD last saw run (`status.summary.images`).
-fn running_values(app: &Value, image: &ImageConfig) -> Vec<TagRef> {
-    app["status"]["summary"]["images"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
+fn running_values(app: &Application<'_>, image: &ImageConfig) -> Vec<TagRef> {
+    app.status
+        .summary
+        .images
+        .iter()
         .filter_map(|running| {
             let (name, tag, _) = sources::split_reference(running);
             (crate::appconfig::annotations::ImageRef::parse(name) == image.image)
@@ -608,44 +597,41 @@ fn running_values(app: &Value, image: &ImageConfig) -> Vec<TagRef> {
 /// The field manager that last set the lists that carry images in the spec (Helm parameters,
 /// Kustomize images, plugin environment, or a multi-source `sources` list), ours included;
 /// the latest by its entry's time when several hold such lists.
-pub fn lists_manager(app: &Value) -> Option<String> {
-    lists_entry(app).and_then(|entry| entry["manager"].as_str().map(str::to_string))
+pub fn lists_manager(app: &Application<'_>) -> Option<String> {
+    app.lists_entry().and_then(|entry| entry.manager.clone())
 }
 
 /// When the lists that carry images were last set, by `metadata.managedFields`.
-fn lists_set_at(app: &Value) -> Option<OffsetDateTime> {
-    lists_entry(app).and_then(|entry| rfc3339_at(&entry["time"]))
+fn lists_set_at(app: &Application<'_>) -> Option<OffsetDateTime> {
+    app.lists_entry().and_then(|entry| entry.time)
 }
-
-/// The `managedFields` entry of the latest writer of the lists that carry images.
-fn lists_entry(app: &Value) -> Option<&Value> {
-    const IMAGE_LISTS: [&[&str]; 4] = [
-        &["f:spec", "f:source", "f:helm", "f:parameters"],
-        &["f:spec", "f:source", "f:kustomize", "f:images"],
-        &["f:spec", "f:source", "f:plugin", "f:env"],
-        &["f:spec", "f:sources"],
-    ];
-    app["metadata"]["managedFields"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|entry| {
-            IMAGE_LISTS.iter().any(|path| {
-                path.iter()
-                    .try_fold(&entry["fieldsV1"], |node, key| node.get(*key))
-                    .is_some()
-            })
-        })
-        .max_by_key(|entry| rfc3339_at(&entry["time"]))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::appconfig::annotations::{AUDIT_ANNOTATION, PREFIX, ROLLBACKS_ANNOTATION};
+    use crate::application::app::Application as Read;
     use argocd_ecr_updater_standins::fixtures::{Application, helm_source};
-    use serde_json::json;
+    use serde_json::{Value, json};
     use time::macros::datetime;
+
+    /// [`super::taken_back`] on the Application the JSON fixture is, as read.
+    fn taken_back(
+        app: &Value,
+        image: &ImageConfig,
+        current: &TagRef,
+        pushed: &dyn Fn(&str) -> Option<OffsetDateTime>,
+    ) -> Option<TakenBack> {
+        super::taken_back(&Read::of(app), image, current, pushed)
+    }
+
+    /// [`super::to_remember`] on the Application the JSON fixture is, as read.
+    fn to_remember(
+        app: &Value,
+        config: &AppConfig,
+        entries: &[Entry],
+    ) -> Option<BTreeMap<String, RememberedRollback>> {
+        super::to_remember(&Read::of(app), config, entries)
+    }
 
     const IMAGE: &str = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/web";
 

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::appconfig::annotations::ImageConfig;
-use crate::application::identity::Identity;
+use crate::application::app::Application;
 use crate::apply::writeback::{WriteError, Writer};
 use crate::decision::patch::WritePlan;
 use crate::failure::Failure;
@@ -118,7 +118,7 @@ impl Read {
         host: &dyn GitHost,
         location: Location,
         pull_request: bool,
-        app: &Value,
+        app: &Application<'_>,
         images: &[&ImageConfig],
     ) -> Result<Self, Unavailable> {
         let snapshot = GitSnapshot::read(host, location, pull_request)
@@ -203,16 +203,21 @@ impl Writer for GitCommit<'_> {
     type Outcome = GitOutcome;
 
     /// Nothing on the Application is rewritten, so an ApplicationSet has nothing to revert.
-    async fn check(&self, _app: &Value, _plan: &WritePlan) -> Result<(), WriteError> {
+    async fn check(&self, _app: &Application<'_>, _plan: &WritePlan) -> Result<(), WriteError> {
         Ok(())
     }
 
     /// `app` is the effective Application the decision was taken on
     /// ([`gitwrite::effective_app`]).
-    async fn write(&self, app: &Value, plan: &WritePlan) -> Result<GitOutcome, WriteError> {
+    async fn write(
+        &self,
+        app: &Application<'_>,
+        plan: &WritePlan,
+    ) -> Result<GitOutcome, WriteError> {
         let snapshot = self.snapshot;
         let host = self.host;
-        let mut patched = app.clone();
+        // The plan's guards test the effective Application's JSON exactly.
+        let mut patched = app.raw.clone();
         let operations: json_patch::Patch = serde_json::from_value(plan.patch.clone())
             .map_err(|e| WriteError::Refused(format!("the computed change is malformed: {e}")))?;
         json_patch::patch(&mut patched, &operations).map_err(|e| {
@@ -234,7 +239,7 @@ impl Writer for GitCommit<'_> {
             });
         };
         let changes = changes_of(plan);
-        let app_name = Identity::of(app).name;
+        let app_name = app.identity().name;
         let message = gitwrite::commit_message(app_name, &changes);
         let (branch, head, text) = match &snapshot.create {
             None => (snapshot.branch.clone(), snapshot.head.clone(), text),

@@ -13,6 +13,7 @@ use serde_json::{Map, Value, json};
 
 use super::readback;
 use crate::appconfig::annotations::{HelmTarget, ImageConfig, WriteBack};
+use crate::application::app::Application;
 use crate::application::identity::Identity;
 use crate::application::sources::{self, SourceKind};
 use crate::config::EnterpriseHost;
@@ -97,7 +98,7 @@ fn join(parts: &[&str]) -> Result<String, String> {
 /// Works out where an Application configured for `git` write-back commits, or says why it
 /// cannot (a configuration error the user fixes).
 pub fn locate(
-    app: &Value,
+    app: &Application<'_>,
     write_back: &WriteBack,
     argocd_namespace: &str,
     enterprise: &[EnterpriseHost],
@@ -113,7 +114,7 @@ pub fn locate(
             "the Application is not configured for git write-back",
         ));
     };
-    let sources = sources::sources(app);
+    let sources = app.view.sources();
     let writable = |s: &sources::Source<'_>| {
         matches!(
             s.kind,
@@ -217,14 +218,14 @@ fn branches<'a>(
 
 /// The file a change goes to, its kind, and the path Image Updater's `TargetKey` hashes.
 fn target_file(
-    app: &Value,
+    app: &Application<'_>,
     source: &Value,
     source_kind: SourceKind,
     target: Option<&str>,
     argocd_namespace: &str,
 ) -> Result<(FileKind, String, String), Refused> {
     let source_path = source["path"].as_str().unwrap_or_default();
-    let Identity { namespace, name } = Identity::of(app);
+    let Identity { namespace, name } = app.identity();
     let relative = |rest: &str, default: &str| -> Result<String, String> {
         match rest.strip_prefix('/') {
             Some(absolute) => join(&[absolute]),
@@ -471,7 +472,12 @@ pub fn target_key(location: &Location, branch: Option<&str>) -> String {
 
 /// A branch template filled as Image Updater fills it: `{{.SHA256}}` is the SHA-256 of
 /// `<image>-<old>-<new>,` over the changes. Cut to 255 characters, as there.
-pub fn branch_name(template: &str, app: &Value, target_key: &str, changes: &[Change]) -> String {
+pub fn branch_name(
+    template: &str,
+    app: &Application<'_>,
+    target_key: &str,
+    changes: &[Change],
+) -> String {
     let mut hashed = String::new();
     for c in changes {
         hashed.push_str(&format!("{}-{}-{},", c.image, c.old_tag, c.new_tag));
@@ -479,14 +485,8 @@ pub fn branch_name(template: &str, app: &Value, target_key: &str, changes: &[Cha
     let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, hashed.as_bytes());
     let sha: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
     let app_field = |name: &str| match name {
-        ".AppName" => app["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string(),
-        ".AppNamespace" => app["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string(),
+        ".AppName" => app.metadata.name.clone(),
+        ".AppNamespace" => app.metadata.namespace.clone(),
         ".SHA256" => sha.clone(),
         ".TargetKey" => target_key.to_string(),
         _ => String::new(),
@@ -515,12 +515,12 @@ pub fn commit_message(app_name: &str, changes: &[Change]) -> String {
 /// not exist yet) laid over the source the updates go to: only that source, under
 /// `spec.source`, so the decision reads the tag Git holds.
 pub fn effective_app(
-    app: &Value,
+    app: &Application<'_>,
     location: &Location,
     file: Option<&str>,
     images: &[&ImageConfig],
 ) -> Result<Value, Refused> {
-    let sources = sources::sources(app);
+    let sources = app.view.sources();
     let chosen = sources
         .get(location.source)
         .ok_or("the Application's sources changed")?;
@@ -546,7 +546,8 @@ pub fn effective_app(
             FileKind::Kustomization => kustomization_over(&mut source, location, text)?,
         }
     }
-    let mut effective = app.clone();
+    // The object as read, with the source replaced: what the decision reads next.
+    let mut effective = app.raw.clone();
     effective["spec"]["source"] = source;
     if let Some(spec) = effective["spec"].as_object_mut() {
         spec.remove("sources");
@@ -1014,9 +1015,34 @@ fn scalar_text(value: &Value) -> String {
 mod tests {
     use super::*;
     use crate::appconfig::annotations::AppConfig;
+    use crate::application::app::Application as Read;
     use crate::git::repourl::HostKind;
     use argocd_ecr_updater_standins::fixtures::{Application, SEED_IMAGE as IMAGE};
     use std::collections::BTreeMap;
+
+    // The functions on the Application each JSON fixture is, as read.
+
+    fn locate(
+        app: &Value,
+        write_back: &WriteBack,
+        argocd_namespace: &str,
+        enterprise: &[EnterpriseHost],
+    ) -> Result<Location, Refused> {
+        super::locate(&Read::of(app), write_back, argocd_namespace, enterprise)
+    }
+
+    fn branch_name(template: &str, app: &Value, target_key: &str, changes: &[Change]) -> String {
+        super::branch_name(template, &Read::of(app), target_key, changes)
+    }
+
+    fn effective_app(
+        app: &Value,
+        location: &Location,
+        file: Option<&str>,
+        images: &[&ImageConfig],
+    ) -> Result<Value, Refused> {
+        super::effective_app(&Read::of(app), location, file, images)
+    }
 
     fn git(target: Option<&str>, branch: Option<&str>, repository: Option<&str>) -> WriteBack {
         WriteBack::Git {

@@ -6,10 +6,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use serde_json::Value;
-
 use crate::appconfig::annotations::WriteBack;
-use crate::application::identity::Identity;
+use crate::application::app::Application;
 use crate::aws::secrets::SecretReader;
 use crate::cluster::kube::KubeClient;
 use crate::config::Config;
@@ -75,7 +73,7 @@ impl GitHosts {
     /// name for it. Secrets are read through `kube`.
     pub async fn open(
         &self,
-        app: &Value,
+        app: &Application<'_>,
         method: &WriteBack,
         credentials: &str,
         kube: &KubeClient,
@@ -98,7 +96,7 @@ impl GitHosts {
     /// the function's role.
     pub async fn open_repository(
         &self,
-        app: &Value,
+        app: &Application<'_>,
         repo: &Repo,
         url: &str,
         credentials: &str,
@@ -107,9 +105,9 @@ impl GitHosts {
         if let HostKind::CodeCommit { region } = &repo.kind {
             return Ok(Box::new(self.codecommit.repository(region, &repo.name)));
         }
-        let namespace = Identity::of(app).namespace;
+        let namespace = app.identity().namespace;
         // Argo CD's AppProject: a project-scoped repository credential serves only its own.
-        let project = app["spec"]["project"].as_str().unwrap_or("default");
+        let project = app.spec.project.as_deref().unwrap_or("default");
         let scoped = self
             .credentials
             .for_repository(credentials, url, namespace, project, kube)

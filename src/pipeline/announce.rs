@@ -6,15 +6,20 @@ use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
+use crate::application::app::Application;
 use crate::cluster::kube::KubeClient;
-use crate::decision::decide;
 use crate::report::{Entry, Report};
 
 /// Records the `ImagesUpdated` Event of a write on the Application.
-pub async fn record_event(kube: &KubeClient, app: &Value, entries: &[Entry], now: OffsetDateTime) {
+pub async fn record_event(
+    kube: &KubeClient,
+    app: &Application<'_>,
+    entries: &[Entry],
+    now: OffsetDateTime,
+) {
     let stamp = now.format(&Rfc3339).unwrap_or_default();
     let event = crate::report::events::images_updated(
-        &crate::application::identity::involved(app),
+        &app.involved(),
         entries,
         &stamp,
         now.unix_timestamp_nanos(),
@@ -25,7 +30,7 @@ pub async fn record_event(kube: &KubeClient, app: &Value, entries: &[Entry], now
 /// Records the `ChartUpdated` Event of a write of chart versions on the Application.
 pub async fn record_chart_event(
     kube: &KubeClient,
-    app: &Value,
+    app: &Application<'_>,
     entries: &[Entry],
     now: OffsetDateTime,
 ) {
@@ -36,8 +41,8 @@ pub async fn record_chart_event(
 }
 
 /// Creates `event` about `app`; a failure is logged, never the write's.
-async fn send(kube: &KubeClient, app: &Value, event: &Value, reason: &str) {
-    let (namespace, name) = decide::app::names(app);
+async fn send(kube: &KubeClient, app: &Application<'_>, event: &Value, reason: &str) {
+    let (namespace, name) = app.names();
     if let Err(e) = kube.create_event(namespace, event).await {
         tracing::warn!(application = %format!("{namespace}/{name}"), error = %e, "cannot record the {reason} event");
     }
@@ -48,19 +53,16 @@ async fn send(kube: &KubeClient, app: &Value, event: &Value, reason: &str) {
 /// Returns whether a request was made.
 pub async fn record_rollback(
     kube: &KubeClient,
-    app: &Value,
+    app: &Application<'_>,
     entries: &[Entry],
     now: OffsetDateTime,
 ) -> bool {
     let stamp = now.format(&Rfc3339).unwrap_or_default();
-    let Some(event) = crate::report::events::rollback_respected(
-        &crate::application::identity::involved(app),
-        entries,
-        &stamp,
-    ) else {
+    let Some(event) = crate::report::events::rollback_respected(&app.involved(), entries, &stamp)
+    else {
         return false;
     };
-    let (namespace, name) = decide::app::names(app);
+    let (namespace, name) = app.names();
     match kube.create_event(namespace, &event).await {
         Ok(()) | Err(crate::cluster::kube::KubeError::Conflict { .. }) => {}
         Err(e) => {

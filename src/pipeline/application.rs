@@ -13,6 +13,7 @@ use super::git_attempt::attempt_git;
 use super::listing::Concerned;
 use super::resolved::Resolved;
 use crate::appconfig::imageupdater::ImageUpdaterObject;
+use crate::application::app::Application;
 use crate::apply::writeback::{ApplicationPatch, WriteError, Writer};
 use crate::decision::decide::{self, AppDecision, Mode};
 use crate::report::entries;
@@ -44,7 +45,7 @@ impl Change for Images<'_> {
     async fn attempt(
         &mut self,
         ctx: &Context,
-        app: &Value,
+        app: &Application<'_>,
         work: &Work<'_>,
         report: &mut Report,
     ) -> Attempt {
@@ -94,7 +95,7 @@ pub(super) async fn process(
 /// previous attempt: refused again on a fresh read, the server refuses the content.
 async fn attempt_patch(
     ctx: &Context,
-    app: &Value,
+    app: &Application<'_>,
     resolved: &Resolved<'_>,
     work: &Work<'_>,
     last_refused: &mut Option<Value>,

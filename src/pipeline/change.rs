@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::context::{Context, Work};
-use crate::appconfig::annotations;
+use crate::application::app::Application;
 use crate::cluster::kube::KubeError;
 use crate::cluster::retry::{backoff, retry_transient};
 use crate::decision::decide::AppDecision;
@@ -37,7 +37,7 @@ pub(super) trait Change {
     async fn attempt(
         &mut self,
         ctx: &Context,
-        app: &Value,
+        app: &Application<'_>,
         work: &Work<'_>,
         report: &mut Report,
     ) -> Attempt;
@@ -71,8 +71,8 @@ pub(super) async fn read_and_write<C: Change>(
             }
         };
         let (read, ()) = futures_util::future::join(read, prepared).await;
-        let app = match read {
-            Ok(app) => app,
+        let read = match read {
+            Ok(read) => read,
             Err(KubeError::NotFound { .. }) => {
                 report.entries.push(entries::deleted(namespace, name));
                 return None;
@@ -85,7 +85,8 @@ pub(super) async fn read_and_write<C: Change>(
         };
         // The listing sent the selector, but a shard names Applications it did not list
         // now, and labels change between a list and a read: the object read decides.
-        if !ctx.config.selects.matches(&annotations::labels_of(&app)) {
+        let app = Application::of(&read);
+        if !ctx.config.selects.matches(&app.metadata.labels) {
             if C::REPORTS_UNSELECTED {
                 let selector = ctx.config.label_selector.as_deref().unwrap_or_default();
                 report
@@ -95,7 +96,7 @@ pub(super) async fn read_and_write<C: Change>(
             return None;
         }
         let Attempt::Raced { race, decided } = change.attempt(ctx, &app, work, report).await else {
-            return Some(app);
+            return Some(read);
         };
         report.stats.conflicts += 1;
         if attempt == ctx.config.conflict_retries {
@@ -103,7 +104,7 @@ pub(super) async fn read_and_write<C: Change>(
             report
                 .entries
                 .extend(decided.refused(Action::Failed, &reason, true));
-            return Some(app);
+            return Some(read);
         }
         tokio::time::sleep(backoff(attempt, None)).await;
     }

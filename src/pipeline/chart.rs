@@ -13,7 +13,7 @@ use super::resolved::Resolved;
 use crate::appconfig::annotations;
 use crate::appconfig::charts::{ChartConfig, ChartEntry, ChartWriteBack};
 use crate::appconfig::imageupdater::ImageUpdaterObject;
-use crate::application::identity::Identity;
+use crate::application::app::Application;
 use crate::apply::writeback::{ApplicationPatch, WriteError, Writer};
 use crate::decision::chart::{self, ChartOutcome};
 use crate::decision::controls::{self, Hold};
@@ -58,11 +58,12 @@ impl Change for Charts<'_> {
     async fn attempt(
         &mut self,
         ctx: &Context,
-        app: &Value,
+        app: &Application<'_>,
         work: &Work<'_>,
         report: &mut Report,
     ) -> Attempt {
-        let Some(config) = ChartConfig::parse(&annotations::configuring(app)) else {
+        let Some(config) = ChartConfig::parse(&annotations::configuring(&app.metadata.annotations))
+        else {
             return Attempt::Done;
         };
         let written = match &config.write_back {
@@ -120,7 +121,7 @@ pub(super) async fn process_charts(
 /// Every chart of `config` this invocation concerns, decided on `app` as read.
 async fn decide_charts(
     ctx: &Context,
-    app: &Value,
+    app: &Application<'_>,
     config: &ChartConfig,
     work: &Work<'_>,
 ) -> Vec<Decided> {
@@ -135,8 +136,8 @@ async fn decide_charts(
 /// manifest in Git), reported as `app`'s.
 async fn decide_chart(
     ctx: &Context,
-    app: &Value,
-    declared: &Value,
+    app: &Application<'_>,
+    declared: &Application<'_>,
     entry: &ChartEntry,
     work: &Work<'_>,
 ) -> Vec<Decided> {
@@ -187,7 +188,7 @@ async fn decide_chart(
 /// A write's `ChartUpdated` Event; a failure to record it is logged, never the write's.
 async fn record_chart_event(
     ctx: &Context,
-    app: &Value,
+    app: &Application<'_>,
     entries: &[Entry],
     work: &Work<'_>,
     report: &mut Report,
@@ -203,7 +204,7 @@ async fn record_chart_event(
 /// ImageUpdater object that configures it.
 fn unless_frozen(
     ctx: &Context,
-    app: &Value,
+    app: &Application<'_>,
     objects: &[ImageUpdaterObject],
     entries: Vec<Entry>,
     report: &mut Report,
@@ -222,7 +223,7 @@ fn unless_frozen(
 /// deciding on what Git holds; `Some` when the branch moved under the commit.
 async fn commit_charts(
     ctx: &Context,
-    app: &Value,
+    app: &Application<'_>,
     config: &ChartConfig,
     git: &GitTarget<'_>,
     work: &Work<'_>,
@@ -261,7 +262,7 @@ async fn commit_charts(
 
 async fn commit_on(
     ctx: &Context,
-    app: &Value,
+    app: &Application<'_>,
     chosen: &[&ChartEntry],
     git: &GitTarget<'_>,
     host: &dyn GitHost,
@@ -299,7 +300,7 @@ async fn commit_on(
         report.entries.extend(would);
         return None;
     }
-    let message = commit_message(Identity::of(app).name, &entries);
+    let message = commit_message(app.names().1, &entries);
     match target.commit(&message, &changed).await {
         Ok(commit) => {
             report.stats.git_commits += 1;
@@ -336,13 +337,13 @@ async fn commit_on(
 /// memory: the files whose text changed, and every chart's entry.
 async fn edit_manifests(
     ctx: &Context,
-    app: &Value,
+    app: &Application<'_>,
     chosen: &[&ChartEntry],
     target: &ManifestBranch<'_>,
     work: &Work<'_>,
 ) -> (Vec<(String, String)>, Vec<Entry>) {
     let (host, branch) = (target.host_name(), target.branch.as_str());
-    let Identity { namespace, name } = Identity::of(app);
+    let (namespace, name) = app.names();
     let mut originals: BTreeMap<String, String> = BTreeMap::new();
     let mut texts: BTreeMap<String, String> = BTreeMap::new();
     let mut entries = Vec::new();
@@ -385,7 +386,9 @@ async fn edit_manifests(
             }
         };
         let mut text = text;
-        for Decided { mut entry, write } in decide_chart(ctx, app, &manifest, entry, work).await {
+        for Decided { mut entry, write } in
+            decide_chart(ctx, app, &Application::of(&manifest), entry, work).await
+        {
             let target = format!("{} {branch} {file}", host);
             entry.sources = entry
                 .sources
@@ -413,7 +416,7 @@ async fn edit_manifests(
 /// changed since the read, so it is read and decided again.
 async fn write_charts(
     ctx: &Context,
-    app: &Value,
+    app: &Application<'_>,
     decided: Vec<Decided>,
     objects: &[ImageUpdaterObject],
     work: &Work<'_>,
@@ -520,8 +523,8 @@ fn concerned<'c>(config: &'c ChartConfig, mode: Mode<'c>) -> impl Iterator<Item 
 }
 
 /// The report entry a chart of `app` starts from.
-fn base_entry(app: &Value, entry: &ChartEntry) -> Entry {
-    let (namespace, name) = decide::app::names(app);
+fn base_entry(app: &Application<'_>, entry: &ChartEntry) -> Entry {
+    let (namespace, name) = app.names();
     Entry::new(
         namespace,
         name,

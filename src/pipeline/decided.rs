@@ -12,7 +12,7 @@ use super::image::decide_image;
 use super::resolved::Resolved;
 use crate::appconfig::annotations::{self, AppConfig, ImageEntry};
 use crate::appconfig::imageupdater::ConfigSource;
-use crate::application::view::AppView;
+use crate::application::app::Application;
 use crate::cluster::retry::retry_transient;
 use crate::decision::controls::{self, Hold};
 use crate::decision::decide::{self, AppDecision, Mode};
@@ -24,15 +24,19 @@ use crate::report::{Action, Entry, Report};
 /// configured, or every image kept), with the entries that say why already reported.
 pub(super) async fn decide_to_write(
     ctx: &Context,
-    app: &Value,
+    app: &Application<'_>,
     resolved: &Resolved<'_>,
     work: &Work<'_>,
     report: &mut Report,
 ) -> Option<(AppDecision, crate::decision::patch::WritePlan)> {
     let Some(decided) = decide_app(ctx, app, resolved, work).await else {
         // An Application that names charts only is decided by its charts' path.
-        if !annotations::of(app).contains_key(crate::appconfig::charts::CHART_LIST) {
-            let (ns, name) = decide::app::names(app);
+        if !app
+            .metadata
+            .annotations
+            .contains_key(crate::appconfig::charts::CHART_LIST)
+        {
+            let (ns, name) = app.names();
             report.entries.push(entries::not_annotated(ns, name));
         }
         return None;
@@ -83,13 +87,13 @@ pub(super) async fn prefetch_tag_lists(ctx: &Context, resolved: &Resolved<'_>, w
 /// `resolved` gives it; `None` if nothing configures it.
 pub(super) async fn decide_app(
     ctx: &Context,
-    app: &Value,
+    app: &Application<'_>,
     resolved: &Resolved<'_>,
     work: &Work<'_>,
 ) -> Option<AppDecision> {
     let decided = match (&resolved.source, &resolved.config) {
         (ConfigSource::Conflict(names), _) => {
-            AppDecision::skipped(vec![decide::app::contested(app, names)])
+            AppDecision::skipped(vec![decide::app::contested(app.identity(), names)])
         }
         (_, None) => return None,
         (_, Some(config)) => decide_configured(ctx, app, config, work).await,
@@ -99,20 +103,19 @@ pub(super) async fn decide_app(
 
 async fn decide_configured(
     ctx: &Context,
-    app: &Value,
+    app: &Application<'_>,
     config: &AppConfig,
     work: &Work<'_>,
 ) -> AppDecision {
     let concerned = concerned_images(config, work.mode);
-    let view = AppView::of(app);
-    if let Some(reason) = crate::decision::patch::app_skip_reason(&view, config) {
+    if let Some(reason) = crate::decision::patch::app_skip_reason(&app.view, config) {
         let entries = every_image(app, &concerned, Action::Skipped, &reason, false);
         return AppDecision::skipped(entries);
     }
     let mut gated = Vec::new();
     let mut outcomes = Vec::new();
     for image_entry in concerned {
-        match decide::prepare(&view, image_entry, &ctx.region) {
+        match decide::prepare(app, image_entry, &ctx.region) {
             Ok(case) => {
                 for note in &case.config.notes {
                     tracing::info!(image = %case.config.image, note = %note, "annotation note");
@@ -125,7 +128,7 @@ async fn decide_configured(
         }
     }
     let now = time::OffsetDateTime::from(ctx.clock.now());
-    decide::assemble(&view, gated, outcomes, now, work.event_id())
+    decide::assemble(app, gated, outcomes, now, work.event_id())
 }
 
 /// The image-list entries this invocation concerns.
@@ -142,7 +145,7 @@ pub(super) fn concerned_images<'c>(config: &'c AppConfig, mode: Mode<'_>) -> Vec
 
 /// One entry per concerned image, all with the same outcome.
 pub(super) fn every_image(
-    app: &Value,
+    app: &Application<'_>,
     concerned: &[&ImageEntry],
     action: Action,
     reason: &str,
@@ -151,8 +154,9 @@ pub(super) fn every_image(
     concerned
         .iter()
         .map(|e| {
-            let mut entry = decide::base_entry(app, e.alias.as_deref(), &e.image.to_string())
-                .with(action, reason);
+            let mut entry =
+                decide::base_entry(app.identity(), e.alias.as_deref(), &e.image.to_string())
+                    .with(action, reason);
             entry.retryable = retryable;
             entry
         })
@@ -164,18 +168,18 @@ pub(super) fn every_image(
 /// read (what the memory is derived from). A refusal or a failure only delays it: the
 /// decision stands, and the next one sees the same rollback and writes it again.
 async fn remember_rollbacks(
-    app: &Value,
+    app: &Application<'_>,
     next: &BTreeMap<String, crate::application::rollbacks::RememberedRollback>,
     work: &Work<'_>,
 ) {
-    let (namespace, name) = decide::app::names(app);
+    let (namespace, name) = app.names();
     let audit = format!(
         "/metadata/annotations/{}",
         crate::decision::patch::escape_pointer(annotations::AUDIT_ANNOTATION)
     );
     let mut ops = vec![serde_json::json!({"op": "test", "path": audit,
-        "value": app["metadata"]["annotations"][annotations::AUDIT_ANNOTATION]})];
-    ops.extend(crate::application::rollbacks::patch_ops(app, next));
+        "value": app.raw["metadata"]["annotations"][annotations::AUDIT_ANNOTATION]})];
+    ops.extend(crate::application::rollbacks::patch_ops(app.raw, next));
     let patch = crate::cluster::kube::Patch::Json(Value::Array(ops));
     let kube = work.kube;
     let written = retry_transient(work.deadline, || {

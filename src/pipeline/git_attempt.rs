@@ -9,6 +9,7 @@ use super::context::{Context, Work};
 use super::decided::{concerned_images, decide_to_write, every_image};
 use super::resolved::{GitSettings, Resolved};
 use crate::appconfig::annotations::ImageConfig;
+use crate::application::app::Application;
 use crate::apply::writeback::{WriteError, Writer};
 use crate::cluster::kube::KubeError;
 use crate::cluster::retry::retry_transient;
@@ -39,13 +40,13 @@ struct Opened<'h> {
 /// commit (read Git and decide again); every other outcome is in the report.
 pub(super) async fn attempt_git(
     ctx: &Context,
-    app: &Value,
+    app: &Application<'_>,
     resolved: &Resolved<'_>,
     git: &GitSettings<'_>,
     work: &Work<'_>,
     report: &mut Report,
 ) -> Attempt {
-    let (ns, name) = decide::app::names(app);
+    let (ns, name) = app.names();
     let config = resolved.config.as_ref();
     let concerned = config.map_or_else(Vec::new, |c| concerned_images(c, work.mode));
     if concerned.is_empty() {
@@ -112,7 +113,7 @@ pub(super) async fn attempt_git(
 /// run, says where it would).
 async fn decide_and_commit(
     ctx: &Context,
-    app: &Value,
+    app: &Application<'_>,
     resolved: &Resolved<'_>,
     git: &GitSettings<'_>,
     opened: Opened<'_>,
@@ -127,6 +128,8 @@ async fn decide_and_commit(
         target_key,
         requests_before,
     } = opened;
+    // The Application as Git renders it: decided and written as such.
+    let effective = Application::of(&effective);
     let Some((decided, plan)) = decide_to_write(ctx, &effective, resolved, work, report).await
     else {
         return Attempt::Done;
@@ -184,7 +187,7 @@ async fn decide_and_commit(
 /// images' entries say where the change went.
 async fn report_commit(
     ctx: &Context,
-    app: &Value,
+    app: &Application<'_>,
     landed: Landed<'_>,
     decided: AppDecision,
     work: &Work<'_>,
@@ -248,12 +251,12 @@ async fn report_commit(
 /// commit in our audit annotation: a merge patch of those two keys, which cannot touch
 /// anything else of the Application.
 async fn request_refresh(
-    app: &Value,
+    app: &Application<'_>,
     plan: &WritePlan,
     record: &Value,
     work: &Work<'_>,
 ) -> Result<(), KubeError> {
-    let (ns, name) = decide::app::names(app);
+    let (ns, name) = app.names();
     let mut audit = plan.audit.clone();
     audit["git"] = record.clone();
     let body = json!({"metadata": {"annotations": {

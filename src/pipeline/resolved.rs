@@ -4,13 +4,11 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
-
 use crate::appconfig::annotations::{self, AppConfig, WriteBack as Method};
 use crate::appconfig::imageupdater::{self, ConfigSource, ImageUpdaterObject, Resolution};
+use crate::application::app::Application;
 use crate::cluster::kube::AppMeta;
 use crate::decision::controls;
-use crate::decision::decide;
 
 /// An Application's configuration, resolved once from the labels and annotations it was
 /// seen with: which ImageUpdater object (or its own annotations) configures it, what that
@@ -75,21 +73,24 @@ impl<'o> Resolved<'o> {
     }
 
     /// As the Application was read.
-    pub fn of_read(app: &Value, objects: &'o [ImageUpdaterObject]) -> Self {
-        let (namespace, name) = decide::app::names(app);
-        let (labels, configuring) = (annotations::labels_of(app), annotations::configuring(app));
+    pub fn of_read(app: &Application<'_>, objects: &'o [ImageUpdaterObject]) -> Self {
+        let (namespace, name) = app.names();
+        let (labels, configuring) = (
+            app.metadata.labels.clone(),
+            annotations::configuring(&app.metadata.annotations),
+        );
         Self::resolve(objects, namespace, name, labels, configuring)
     }
 
     /// The resolution for `app` as read: this one if the labels and annotations it was
     /// resolved from are unchanged, a new one otherwise.
-    pub fn for_read(self, app: &Value, objects: &'o [ImageUpdaterObject]) -> Self {
-        let labels = annotations::labels_of(app);
-        let configuring = annotations::configuring(app);
+    pub fn for_read(self, app: &Application<'_>, objects: &'o [ImageUpdaterObject]) -> Self {
+        let labels = app.metadata.labels.clone();
+        let configuring = annotations::configuring(&app.metadata.annotations);
         if labels == self.labels && configuring == self.annotations {
             return self;
         }
-        let (namespace, name) = decide::app::names(app);
+        let (namespace, name) = app.names();
         Self::resolve(objects, namespace, name, labels, configuring)
     }
 
@@ -135,7 +136,8 @@ impl<'o> Resolved<'o> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::application::app::Metadata;
+    use serde_json::{Value, json};
 
     const IMAGE_LIST: &str = "argocd-image-updater.argoproj.io/image-list";
     const WRITE_BACK: &str = "argocd-image-updater.argoproj.io/write-back-method";
@@ -146,13 +148,14 @@ mod tests {
     }
 
     fn resolved_from(app: &Value) -> Resolved<'static> {
-        let (namespace, name) = decide::app::names(app);
+        let app = Application::of(app);
+        let (namespace, name) = app.names();
         Resolved::resolve(
             &[],
             namespace,
             name,
-            annotations::labels_of(app),
-            annotations::configuring(app),
+            app.metadata.labels.clone(),
+            annotations::configuring(&app.metadata.annotations),
         )
     }
 
@@ -170,9 +173,12 @@ mod tests {
         );
         let resolved = resolved_from(&listed);
         let before = resolved.config.as_ref().map(|c| c.images.len());
-        let again = resolved.for_read(&read, &[]);
+        let again = resolved.for_read(&Application::of(&read), &[]);
         assert_eq!(again.config.as_ref().map(|c| c.images.len()), before);
-        assert_eq!(again.annotations, annotations::configuring(&listed));
+        assert_eq!(
+            again.annotations,
+            annotations::configuring(&Metadata::of(&listed).annotations)
+        );
     }
 
     #[test]
@@ -185,7 +191,7 @@ mod tests {
             json!({IMAGE_LIST: "web=1.dkr.ecr.r.amazonaws.com/web,api=1.dkr.ecr.r.amazonaws.com/api"}),
             json!({}),
         );
-        let again = resolved_from(&listed).for_read(&read, &[]);
+        let again = resolved_from(&listed).for_read(&Application::of(&read), &[]);
         assert_eq!(again.config.map(|c| c.images.len()), Some(2));
     }
 
@@ -196,7 +202,12 @@ mod tests {
             json!({}),
         );
         let read = app(json!({}), json!({"team": "a"}));
-        assert!(resolved_from(&listed).for_read(&read, &[]).config.is_none());
+        assert!(
+            resolved_from(&listed)
+                .for_read(&Application::of(&read), &[])
+                .config
+                .is_none()
+        );
     }
 
     #[test]

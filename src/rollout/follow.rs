@@ -11,7 +11,7 @@ use std::time::Instant;
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use crate::appconfig::annotations;
+use crate::application::app::Application;
 use crate::application::audit::AuditRecord;
 use crate::application::failures;
 use crate::cluster::connect::{ConnectError, Connection};
@@ -96,15 +96,15 @@ impl Follow<'_> {
     pub async fn follow_write(
         &self,
         on: &OnCluster<'_>,
-        app: &Value,
+        app: &Application<'_>,
         audit: &Value,
         revision: Option<&str>,
     ) -> Vec<String> {
         let mut notes = Vec::new();
         let written = audit["time"].as_str().unwrap_or_default();
-        let (namespace, name) = decide::app::names(app);
+        let (namespace, name) = app.names();
         // Asked for on the Application as read before the write: only then is it read again.
-        let sync_asked = app["metadata"]["annotations"][judge::SYNC_ANNOTATION].is_string();
+        let sync_asked = app.annotation(judge::SYNC_ANNOTATION).is_some();
         if sync_asked
             && let Some(note) = self
                 .start_sync(on.kube, namespace, name, revision, on.deadline)
@@ -124,7 +124,7 @@ impl Follow<'_> {
         }
         // The record is read back only for an Application that asks for commit statuses:
         // `pending` when an outcome will follow, else a status that says why none will.
-        let statuses_asked = app["metadata"]["annotations"][status::ANNOTATION].is_string();
+        let statuses_asked = app.annotation(status::ANNOTATION).is_some();
         if !statuses_asked {
             return notes;
         }
@@ -137,7 +137,7 @@ impl Follow<'_> {
             .flatten()
             .filter_map(|i| i["image"].as_str())
             .collect();
-        if let Some(mut previous) = AuditRecord::of(app)
+        if let Some(mut previous) = app.audit.clone()
             && previous.rollout.is_none()
             && !previous.pull_request
             && {
@@ -202,14 +202,15 @@ impl Follow<'_> {
         revision: Option<&str>,
         deadline: Option<Instant>,
     ) -> Option<String> {
-        let app = match retry_transient(deadline, || kube.get_application(namespace, name)).await {
-            Ok(app) => app,
+        let read = match retry_transient(deadline, || kube.get_application(namespace, name)).await {
+            Ok(read) => read,
             Err(e) => {
                 return Some(format!(
                     "sync not started: the Application could not be read again ({e})"
                 ));
             }
         };
+        let app = Application::of(&read);
         match judge::sync_wanted(&app) {
             Ok(false) => None,
             Err(why) => Some(format!("sync not started: {why}")),
@@ -316,10 +317,11 @@ impl Follow<'_> {
         };
         // Two deliveries of one check: the guard lets one record; the other reads it back.
         for _ in 0..=self.config.conflict_retries {
-            let app = match self.read_followed(kube, check, deadline).await? {
-                Ok(app) => app,
+            let read = match self.read_followed(kube, check, deadline).await? {
+                Ok(read) => read,
                 Err(left) => return Ok(left),
             };
+            let app = Application::of(&read);
             let timeout = judge::timeout(&app).unwrap_or_else(|problem| {
                 tracing::warn!(application = %format!("{namespace}/{name}"), problem, "the confirm-timeout annotation does not read; following for the default 15 minutes");
                 judge::DEFAULT_TIMEOUT
@@ -329,7 +331,7 @@ impl Follow<'_> {
             let verdict = judge::judge(&app, written, now, until).map_err(|e| e.to_string())?;
             // The write followed, as far as the record still knows it (an earlier write's
             // images, after a later write of others); none once all were written again.
-            let record = AuditRecord::of(&app).and_then(|r| r.write_at(written));
+            let record = app.audit.as_ref().and_then(|r| r.write_at(written));
             let (outcome, reason) = match verdict {
                 Verdict::Pending(awaited) => {
                     let Some(record) = record else {
@@ -374,7 +376,7 @@ impl Follow<'_> {
                     let reason = format!("a newer write at {at} is followed instead");
                     // The record no longer holds this write; the values the newer one
                     // replaced are what it had written, unless someone changed them between.
-                    let replaced = AuditRecord::of(&app).map(|newer| newer.replaced());
+                    let replaced = app.audit.as_ref().map(|newer| newer.replaced());
                     return Ok(Checked::ended("superseded", reason, replaced));
                 }
                 Verdict::Reported(outcome) => {
@@ -443,7 +445,11 @@ impl Follow<'_> {
                 return Ok(Err(Checked::unfollowed(reason, None)));
             }
         };
-        if !self.config.selects.matches(&annotations::labels_of(&app)) {
+        if !self
+            .config
+            .selects
+            .matches(&crate::application::app::Metadata::of(&app).labels)
+        {
             let reason = format!(
                 "its labels as read now do not match APPLICATION_LABEL_SELECTOR `{}`; nothing recorded or announced",
                 self.config.label_selector.as_deref().unwrap_or_default()
@@ -457,7 +463,7 @@ impl Follow<'_> {
     async fn announce(
         &self,
         check: &Confirmation,
-        app: &Value,
+        app: &Application<'_>,
         record: AuditRecord,
         outcome: Outcome,
         reason: String,
@@ -515,7 +521,7 @@ impl Follow<'_> {
     /// Never fails the write or the check: a status is a report.
     async fn commit_statuses(
         &self,
-        app: &Value,
+        app: &Application<'_>,
         record: &AuditRecord,
         status_of: impl Fn(&str, Option<OffsetDateTime>) -> crate::git::githost::CommitStatus,
     ) -> Vec<String> {
@@ -588,12 +594,12 @@ fn unreachable(error: ConnectError) -> String {
 /// read.
 async fn claim_check(
     kube: &KubeClient,
-    app: &Value,
+    app: &Application<'_>,
     record: &AuditRecord,
     next: u32,
     deadline: Option<Instant>,
 ) -> Result<(), KubeError> {
-    let (namespace, name) = decide::app::names(app);
+    let (namespace, name) = app.names();
     let patch = Patch::Json(Value::Array(record_ops(
         record,
         record.with("checks", next.into()),
@@ -612,10 +618,11 @@ async fn release_check(
     check: &Confirmation,
     deadline: Option<Instant>,
 ) -> Result<(), KubeError> {
-    let app = retry_transient(deadline, || kube.get_application(namespace, name)).await?;
+    let read = retry_transient(deadline, || kube.get_application(namespace, name)).await?;
+    let app = Application::of(&read);
     let followed = check
         .written_at()
-        .and_then(|at| AuditRecord::of(&app)?.write_at(at));
+        .and_then(|at| app.audit.as_ref()?.write_at(at));
     let Some(record) = followed.filter(|r| r.checks == check.check.saturating_add(1)) else {
         return Ok(());
     };
@@ -645,12 +652,12 @@ struct Ended<'a> {
 /// Kubernetes Event. `Err` only when the record was not written.
 async fn record_outcome(
     kube: &KubeClient,
-    app: &Value,
+    app: &Application<'_>,
     record: &AuditRecord,
     ended: &Ended<'_>,
     deadline: Option<Instant>,
 ) -> Result<(), KubeError> {
-    let (namespace, name) = decide::app::names(app);
+    let (namespace, name) = app.names();
     let recorded = judge::recorded(record, ended.outcome, ended.reason, ended.at);
     let mut ops = record_ops(record, recorded);
     // Each image's failure outlives this record (another image's write replaces it),
@@ -660,13 +667,13 @@ async fn record_outcome(
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default();
     if let Some(next) = failures::after_outcome(
-        &failures::of(app),
+        &failures::of(app.raw),
         record,
         ended.outcome.as_str(),
         ended.reason,
         &at,
     ) {
-        ops.extend(failures::patch_ops(app, &next));
+        ops.extend(failures::patch_ops(app.raw, &next));
     }
     let patch = Patch::Json(Value::Array(ops));
     retry_transient(deadline, || kube.patch_application(namespace, name, &patch)).await?;

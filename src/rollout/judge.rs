@@ -22,7 +22,10 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use crate::application::audit::{AuditRecord, AuditedImage, ImageWrite, rfc3339_at};
+use crate::application::app::{
+    Application, HistoryEntry, InitiatedBy, OperationState, Status, Synced as SyncedFields,
+};
+use crate::application::audit::{AuditRecord, AuditedImage, ImageWrite};
 
 /// How long a write is followed unless the Application says otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15 * 60);
@@ -113,8 +116,8 @@ impl Verdict {
 pub struct NotOurWrite(pub String);
 
 /// How long the Application's rollouts are followed: its annotation, else the default.
-pub fn timeout(app: &Value) -> Result<Duration, String> {
-    match app["metadata"]["annotations"][TIMEOUT_ANNOTATION].as_str() {
+pub fn timeout(app: &Application<'_>) -> Result<Duration, String> {
+    match app.annotation(TIMEOUT_ANNOTATION) {
         None => Ok(DEFAULT_TIMEOUT),
         Some(value) => crate::appconfig::annotations::parse_duration(value)
             .map_err(|problem| format!("`{TIMEOUT_ANNOTATION}`: {problem}")),
@@ -124,12 +127,12 @@ pub fn timeout(app: &Value) -> Result<Duration, String> {
 /// Judges the write made at `write` (as the check message names it) on `app` as read at
 /// `now`, with `deadline` the write's time plus its timeout.
 pub fn judge(
-    app: &Value,
+    app: &Application<'_>,
     write: OffsetDateTime,
     now: OffsetDateTime,
     deadline: OffsetDateTime,
 ) -> Result<Verdict, NotOurWrite> {
-    let Some(record) = AuditRecord::of(app) else {
+    let Some(record) = app.audit.clone() else {
         return Ok(Verdict::Unfollowed(
             "the Application no longer carries our audit record".into(),
         ));
@@ -161,14 +164,14 @@ pub fn judge(
 
 /// The verdict from Argo CD's status on a write the record names.
 fn status_verdict(
-    app: &Value,
+    app: &Application<'_>,
     record: &AuditRecord,
     now: OffsetDateTime,
     deadline: OffsetDateTime,
 ) -> Verdict {
-    let status = &app["status"];
-    let operation = &status["operationState"];
-    let phase = operation["phase"].as_str().unwrap_or("");
+    let status = &app.status;
+    let operation = &status.operation_state;
+    let phase = operation.phase();
     let running = running_images(status);
     let missing: Vec<String> = record
         .images
@@ -181,7 +184,7 @@ fn status_verdict(
     let current_ours = current.carries(record, &spec, missing.is_empty());
     // Failed or Error only: a failed attempt being retried stays Running (with `finishedAt`).
     if current_ours && matches!(phase, "Failed" | "Error") {
-        let message = operation["message"].as_str().unwrap_or("no message");
+        let message = operation.message.as_deref().unwrap_or("no message");
         return Verdict::Failed(format!(
             "the sync operation after the write ended {phase}: {}",
             crate::redact::scrub(message)
@@ -190,7 +193,7 @@ fn status_verdict(
     if let Some(how) = taken_back(app, record, &current, current_ours) {
         return Verdict::TakenBack(how);
     }
-    let synced = match (phase, rfc3339_at(&operation["finishedAt"])) {
+    let synced = match (phase, operation.finished_at) {
         ("Succeeded", Some(finished)) if current_ours => Some(finished),
         _ => history_sync(status, record, &spec, missing.is_empty()),
     };
@@ -220,23 +223,21 @@ impl Synced {
     /// `status.operationState`: its `syncResult` once Argo CD has written one (`sync.go`
     /// `SyncAppState` copies the operation's source and pins the revisions), else the
     /// operation as set.
-    fn of_operation(state: &Value) -> Self {
-        let result = &state["syncResult"];
-        let sync = &state["operation"]["sync"];
-        let from = if result.is_object() { result } else { sync };
+    fn of_operation(state: &OperationState) -> Self {
+        let from = state.sync_result.as_ref().unwrap_or(&state.operation.sync);
         Self {
-            started: rfc3339_at(&state["startedAt"]),
+            started: state.started_at,
             sources: sources_of(from),
-            revisions: revisions_of(from),
+            revisions: from.all_revisions(),
         }
     }
 
     /// A `status.history` entry: `deployStartedAt` is the operation's `startedAt`.
-    fn of_history(entry: &Value) -> Self {
+    fn of_history(entry: &HistoryEntry) -> Self {
         Self {
-            started: rfc3339_at(&entry["deployStartedAt"]),
-            sources: sources_of(entry),
-            revisions: revisions_of(entry),
+            started: entry.deploy_started_at,
+            sources: sources_of(&entry.synced),
+            revisions: entry.synced.all_revisions(),
         }
     }
 
@@ -300,7 +301,7 @@ fn as_spec(sources: &Value) -> Value {
 /// entry's source or revision instead. Only a record that says where its values went (a
 /// patch's places) or names its commit is judged so.
 fn taken_back(
-    app: &Value,
+    app: &Application<'_>,
     record: &AuditRecord,
     current: &Synced,
     current_ours: bool,
@@ -308,7 +309,7 @@ fn taken_back(
     let no_longer: Vec<String> = record
         .images
         .iter()
-        .filter(|image| image.asked_by(app) == Some(false))
+        .filter(|image| app.asks_for(image) == Some(false))
         .map(|image| format!("{}:{}", image.image, image.to))
         .collect();
     if !no_longer.is_empty() {
@@ -336,15 +337,16 @@ fn taken_back(
 
 /// A person's user name on an operation or history entry's `initiatedBy`: not automated,
 /// not ours.
-fn person(initiated: &Value) -> Option<&str> {
-    initiated["username"]
-        .as_str()
-        .filter(|u| !u.is_empty() && *u != INITIATOR && initiated["automated"] != json!(true))
+fn person(initiated: &InitiatedBy) -> Option<&str> {
+    initiated
+        .username
+        .as_deref()
+        .filter(|u| !u.is_empty() && *u != INITIATOR && !initiated.automated)
 }
 
 /// For a commit: reverted in Git, or rolled back by an operation.
 fn commit_rolled_back(
-    app: &Value,
+    app: &Application<'_>,
     record: &AuditRecord,
     current: &Synced,
     commit: &str,
@@ -361,40 +363,42 @@ fn commit_rolled_back(
 /// the last operation nor any sync before the write deployed). A revision deployed before the
 /// write is a stale comparison, not a revert.
 fn reverted_in_git(
-    app: &Value,
+    app: &Application<'_>,
     record: &AuditRecord,
     current: &Synced,
     commit: &str,
 ) -> Option<String> {
-    let status = &app["status"];
-    let state = &status["operationState"];
+    let status = &app.status;
+    let state = &status.operation_state;
     let second = whole_second(record.time);
     let synced_after = current.started.is_some_and(|s| s > second)
-        && state["phase"] == "Succeeded"
-        && rfc3339_at(&state["finishedAt"]).is_some_and(|f| reconciled_after(status, f));
-    let compared = revisions_of(&status["sync"]);
+        && state.phase() == "Succeeded"
+        && state
+            .finished_at
+            .is_some_and(|f| reconciled_after(status, f));
+    let compared = status.sync.compared.all_revisions();
     let (revisions, at) = if synced_after {
         (current.revisions.clone(), current.started?)
     } else {
         // Compared after the write, at a revision no operation has synced: the last one's
         // revision compared again is only a comparison of what ran before.
-        let at = rfc3339_at(&status["reconciledAt"]).filter(|at| *at > second)?;
+        let at = status.reconciled_at.filter(|at| *at > second)?;
         if compared.is_empty() || compared == current.revisions {
             return None;
         }
         (compared, at)
     };
-    let deployed_before = status["history"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|entry| rfc3339_at(&entry["deployedAt"]).is_some_and(|at| at < second))
+    let deployed_before = status
+        .history
+        .iter()
+        .filter(|entry| entry.deployed_at.is_some_and(|at| at < second))
         .any(|entry| Synced::of_history(entry).revisions == revisions);
     let revision = revisions.first()?;
     if revisions.iter().any(|r| r == commit) || deployed_before {
         return None;
     }
-    let settled = status["sync"]["status"] == "Synced" && status["health"]["status"] == "Healthy";
+    let settled = status.sync.status.as_deref() == Some("Synced")
+        && status.health.status.as_deref() == Some("Healthy");
     let running = running_images(status);
     let back = !record.images.is_empty()
         && record.images.iter().all(|image| {
@@ -416,23 +420,19 @@ fn reverted_in_git(
 /// For a commit: the current operation, started after the write by a person, pins an earlier
 /// revision that Argo CD deployed before the write (`argocd app rollback`).
 fn commit_operation_rollback(
-    app: &Value,
+    app: &Application<'_>,
     record: &AuditRecord,
     current: &Synced,
     commit: &str,
 ) -> Option<String> {
-    let state = &app["status"]["operationState"];
-    let user = person(&state["operation"]["initiatedBy"])?;
+    let state = &app.status.operation_state;
+    let user = person(&state.operation.initiated_by)?;
     let second = whole_second(record.time);
     let started = current.started.filter(|s| *s > second)?;
-    let earlier = app["status"]["history"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(|entry| {
-            rfc3339_at(&entry["deployedAt"]).is_some_and(|at| at < second)
-                && Synced::of_history(entry).revisions == current.revisions
-        });
+    let earlier = app.status.history.iter().any(|entry| {
+        entry.deployed_at.is_some_and(|at| at < second)
+            && Synced::of_history(entry).revisions == current.revisions
+    });
     (!current.revisions.is_empty() && !current.revisions.iter().any(|r| r == commit) && earlier)
         .then(|| rolled_back_by(user, started))
 }
@@ -442,25 +442,20 @@ fn commit_operation_rollback(
 /// asking for the write puts it back; a person's sync of an explicit source without it (what
 /// `argocd app rollback` runs) takes it back; our own syncs that kept a rollback (see
 /// [`start_sync`]) and automated ones change nothing. The last person's take-back standing.
-fn patch_rolled_back(app: &Value, record: &AuditRecord) -> Option<String> {
+fn patch_rolled_back(app: &Application<'_>, record: &AuditRecord) -> Option<String> {
     let second = whole_second(record.time);
-    let status = &app["status"];
-    let mut syncs: Vec<(OffsetDateTime, Value, &Value)> = status["history"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let status = &app.status;
+    let mut syncs: Vec<(OffsetDateTime, Value, &InitiatedBy)> = status
+        .history
+        .iter()
         .filter_map(|entry| {
-            let started = rfc3339_at(&entry["deployStartedAt"])
-                .or_else(|| rfc3339_at(&entry["deployedAt"]))?;
-            Some((started, sources_of(entry)?, &entry["initiatedBy"]))
+            let started = entry.deploy_started_at.or(entry.deployed_at)?;
+            Some((started, sources_of(&entry.synced)?, &entry.initiated_by))
         })
         .collect();
-    let state = &status["operationState"];
-    if let (Some(started), Some(explicit)) = (
-        rfc3339_at(&state["startedAt"]),
-        sources_of(&state["operation"]["sync"]),
-    ) {
-        syncs.push((started, explicit, &state["operation"]["initiatedBy"]));
+    let state = &status.operation_state;
+    if let (Some(started), Some(explicit)) = (state.started_at, sources_of(&state.operation.sync)) {
+        syncs.push((started, explicit, &state.operation.initiated_by));
     }
     syncs.sort_by_key(|(started, _, _)| *started);
     let mut taken = None;
@@ -487,28 +482,16 @@ fn rolled_back_by(user: &str, started: OffsetDateTime) -> String {
 }
 
 /// `source` or `sources` (multi-source), as Argo CD's Go omits empty fields.
-fn sources_of(from: &Value) -> Option<Value> {
-    match (&from["sources"], &from["source"]) {
-        (Value::Array(sources), _) if !sources.is_empty() => Some(go_normalised(&from["sources"])),
-        (_, source) if source.is_object() => Some(go_normalised(source)),
-        _ => None,
-    }
-}
-
-/// `revision`, or `revisions` (multi-source, `revision` then empty).
-fn revisions_of(from: &Value) -> Vec<String> {
-    let many = from["revisions"].as_array().into_iter().flatten();
-    many.chain(std::iter::once(&from["revision"]))
-        .filter_map(Value::as_str)
-        .filter(|r| !r.is_empty())
-        .map(str::to_string)
-        .collect()
+fn sources_of(from: &SyncedFields) -> Option<Value> {
+    from.sources().as_ref().map(go_normalised)
 }
 
 /// The Application's `spec.source`, or `spec.sources`, as compared with a synced one.
-fn spec_sources(app: &Value) -> Value {
-    let spec = &app["spec"];
-    sources_of(spec).unwrap_or(Value::Null)
+fn spec_sources(app: &Application<'_>) -> Value {
+    app.spec_synced()
+        .sources()
+        .as_ref()
+        .map_or(Value::Null, go_normalised)
 }
 
 /// A value with what Go's `omitempty` leaves out dropped (null, false, 0, "", [], {}): the
@@ -540,41 +523,42 @@ fn go_empty(value: &Value) -> bool {
 /// The latest `status.history` entry that contains the write, by its `deployedAt`: the
 /// operation that synced it may since have been replaced by another.
 fn history_sync(
-    status: &Value,
+    status: &Status,
     record: &AuditRecord,
     spec: &Value,
     ours_running: bool,
 ) -> Option<OffsetDateTime> {
-    status["history"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    status
+        .history
+        .iter()
         .filter(|entry| Synced::of_history(entry).carries(record, spec, ours_running))
-        .filter_map(|entry| rfc3339_at(&entry["deployedAt"]))
+        .filter_map(|entry| entry.deployed_at)
         .max()
 }
 
 /// A sync containing the write finished at `finished`: live, failed, or what is awaited.
 fn synced_verdict(
-    status: &Value,
+    status: &Status,
     record: &AuditRecord,
     running: &[&str],
     missing: &[String],
     finished: OffsetDateTime,
     now: OffsetDateTime,
 ) -> Result<Verdict, String> {
-    let sync_status = status["sync"]["status"].as_str().unwrap_or("Unknown");
-    let health = status["health"]["status"].as_str().unwrap_or("Unknown");
+    let sync_status = status.sync.status.as_deref().unwrap_or("Unknown");
+    let health = status.health.status.as_deref().unwrap_or("Unknown");
     if !reconciled_after(status, finished) {
-        let at = status["reconciledAt"].as_str().unwrap_or("never");
+        let at = status.reconciled_at.map_or_else(|| "never".into(), stamp);
         return Err(format!(
             "synced at {}, not yet compared again by Argo CD (status.reconciledAt {at}): health {health} is from before the sync",
             stamp(finished)
         ));
     }
     if matches!(health, "Degraded" | "Missing") {
-        let message = status["health"]["message"]
-            .as_str()
+        let message = status
+            .health
+            .message
+            .as_deref()
             .map(|m| format!(": {}", crate::redact::scrub(m)))
             .unwrap_or_default();
         return Ok(Verdict::Failed(format!(
@@ -610,10 +594,10 @@ fn synced_verdict(
 /// `reconciledAt`, or one in the same second showing the result (Synced). Until then health
 /// and sync status are as compared before the sync: the operation worker never writes them
 /// (`appcontroller.go` `setOperationState` only asks for a refresh).
-fn reconciled_after(status: &Value, finished: OffsetDateTime) -> bool {
-    match rfc3339_at(&status["reconciledAt"]) {
+fn reconciled_after(status: &Status, finished: OffsetDateTime) -> bool {
+    match status.reconciled_at {
         Some(at) if at > finished => true,
-        Some(at) if at == finished => status["sync"]["status"] == "Synced",
+        Some(at) if at == finished => status.sync.status.as_deref() == Some("Synced"),
         _ => false,
     }
 }
@@ -642,47 +626,35 @@ fn still_running_replaced(record: &AuditRecord, running: &[&str]) -> Vec<String>
 }
 
 /// What is awaited when no sync containing the write has finished.
-fn unsynced(app: &Value, current: &Synced, record: &AuditRecord, phase: &str) -> String {
-    let status = &app["status"];
-    let sync_status = status["sync"]["status"].as_str().unwrap_or("Unknown");
+fn unsynced(app: &Application<'_>, current: &Synced, record: &AuditRecord, phase: &str) -> String {
+    let status = &app.status;
+    let sync_status = status.sync.status.as_deref().unwrap_or("Unknown");
     let second = whole_second(record.time);
-    let state = &status["operationState"];
+    let state = &status.operation_state;
     match (phase, current.started) {
         ("Running", Some(at)) if at < second => format!(
             "the operation started at {}, before the write, is still running: Argo CD syncs the write after it",
             stamp(at)
         ),
-        ("Running", Some(at)) if rfc3339_at(&state["finishedAt"]).is_some() => format!(
+        ("Running", Some(at)) if state.finished_at.is_some() => format!(
             "the sync started at {} is retrying after a failed attempt: {}",
             stamp(at),
-            crate::redact::scrub(state["message"].as_str().unwrap_or("no message"))
+            crate::redact::scrub(state.message.as_deref().unwrap_or("no message"))
         ),
         ("Running", Some(at)) => format!("the sync started at {} is still running", stamp(at)),
         (_, Some(at)) if at <= second => format!(
             "the last operation started at {}, before the write, and synced what was there before it; no sync of the write yet (sync status {sync_status})",
             stamp(at)
         ),
-        _ if !automated_sync(app) => format!(
+        _ if !app.automated_sync() => format!(
             "never synced after the write (sync status {sync_status}); the Application has no automated sync: it waits for someone to sync it"
         ),
         _ => format!("never synced after the write (sync status {sync_status})"),
     }
 }
 
-/// Whether Argo CD syncs the Application by itself: `syncPolicy.automated` set and its
-/// `enabled` not false (`types.go` `IsAutomatedSyncEnabled`; `enabled` since Argo CD 3.1).
-pub fn automated_sync(app: &Value) -> bool {
-    let automated = &app["spec"]["syncPolicy"]["automated"];
-    automated.is_object() && automated["enabled"] != json!(false)
-}
-
-fn running_images(status: &Value) -> Vec<&str> {
-    status["summary"]["images"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect()
+fn running_images(status: &Status) -> Vec<&str> {
+    status.summary.images.iter().map(String::as_str).collect()
 }
 
 /// Whether a Pod runs `image` at what was written: `name:tag`,
@@ -748,7 +720,7 @@ pub fn timings(record: &AuditRecord, observed: OffsetDateTime) -> Timings {
 /// The Kubernetes Event of an outcome, named by the write so that one write has one
 /// Event per outcome (the API server refuses the same name twice).
 pub fn event(
-    app: &Value,
+    app: &Application<'_>,
     record: &AuditRecord,
     outcome: Outcome,
     reason: &str,
@@ -777,18 +749,14 @@ pub fn event(
         },
         annotations: Default::default(),
     };
-    crate::report::events::about(
-        &crate::application::identity::involved(app),
-        text,
-        &stamp(now),
-    )
+    crate::report::events::about(&app.involved(), text, &stamp(now))
 }
 
 /// Whether to start a sync of `app` after our write, and why not when not: only when the
 /// Application asks for it, has no automated sync enabled (Argo CD syncs those itself), and
 /// no operation is set or running.
-pub fn sync_wanted(app: &Value) -> Result<bool, String> {
-    let asked = match app["metadata"]["annotations"][SYNC_ANNOTATION].as_str() {
+pub fn sync_wanted(app: &Application<'_>) -> Result<bool, String> {
+    let asked = match app.annotation(SYNC_ANNOTATION) {
         None => return Ok(false),
         Some(value) => crate::appconfig::annotations::go_parse_bool(value).ok_or_else(|| {
             format!(
@@ -797,10 +765,10 @@ pub fn sync_wanted(app: &Value) -> Result<bool, String> {
             )
         })?,
     };
-    if !asked || automated_sync(app) {
+    if !asked || app.automated_sync() {
         return Ok(false);
     }
-    if !app["operation"].is_null() || app["status"]["operationState"]["phase"] == "Running" {
+    if app.operation.is_some() || app.status.operation_state.phase() == "Running" {
         return Err("an operation is running: Argo CD syncs the write after it".into());
     }
     Ok(true)
@@ -809,7 +777,7 @@ pub fn sync_wanted(app: &Value) -> Result<bool, String> {
 /// The JSON patch that starts a sync as `argocd app sync` does: the `operation` field, set
 /// only on the Application as read (its resourceVersion tested), so never over a running one;
 /// and the images whose `argocd app rollback` it keeps ([`kept_rollbacks`]).
-pub fn start_sync(app: &Value, revision: Option<&str>) -> (Value, Vec<String>) {
+pub fn start_sync(app: &Application<'_>, revision: Option<&str>) -> (Value, Vec<String>) {
     let mut sync = json!({"syncStrategy": {"hook": {}}});
     if let Some(revision) = revision {
         sync["revision"] = json!(revision);
@@ -827,7 +795,7 @@ pub fn start_sync(app: &Value, revision: Option<&str>) -> (Value, Vec<String>) {
         kept = images;
     }
     let patch = json!([
-        {"op": "test", "path": "/metadata/resourceVersion", "value": app["metadata"]["resourceVersion"]},
+        {"op": "test", "path": "/metadata/resourceVersion", "value": app.metadata.resource_version},
         {"op": "add", "path": "/operation", "value": {
             "initiatedBy": {"username": INITIATOR},
             "info": [{"name": "Reason", "value": "image written by argocd-ecr-updater"}],
@@ -847,38 +815,40 @@ pub fn start_sync(app: &Value, revision: Option<&str>) -> (Value, Vec<String>) {
 /// record does not say where the values went (a commit; then the sync is of the spec).
 /// Only an image written before that operation began is kept: one written since is the
 /// fix, which rolls out.
-fn kept_rollbacks(app: &Value) -> Option<(Value, Vec<String>)> {
-    let record = AuditRecord::of(app)?;
-    let state = &app["status"]["operationState"];
-    let initiated = &state["operation"]["initiatedBy"];
-    let by_user = initiated["username"]
-        .as_str()
-        .is_some_and(|u| !u.is_empty() && initiated["automated"] != json!(true));
+fn kept_rollbacks(app: &Application<'_>) -> Option<(Value, Vec<String>)> {
+    let record = app.audit.as_ref()?;
+    let state = &app.status.operation_state;
+    let initiated = &state.operation.initiated_by;
+    let by_user = initiated
+        .username
+        .as_deref()
+        .is_some_and(|u| !u.is_empty() && !initiated.automated);
     if !by_user || record.commit.is_some() {
         return None;
     }
     // Whatever its phase: a rollback that failed, or our sync that kept one and failed, still
     // says what the person wants running; a sync of the spec since (no explicit source)
     // ends it.
-    let synced = as_spec(&sources_of(&state["operation"]["sync"])?);
-    let started = rfc3339_at(&state["startedAt"]);
+    let synced = as_spec(&sources_of(&state.operation.sync)?);
+    let started = state.started_at;
     let rolled_back: Vec<&ImageWrite> = record
         .earlier
         .iter()
         .filter(|w| w.commit.is_none())
         // A write of the image after the rollback began (its fix) is not held by it.
         .filter(|w| started.is_none_or(|at| w.time < at))
-        .filter(|w| w.image.asked_by(app) == Some(true) && w.image.asked_by(&synced) == Some(false))
+        .filter(|w| {
+            app.asks_for(&w.image) == Some(true) && w.image.asked_by(&synced) == Some(false)
+        })
         .collect();
     if rolled_back.is_empty() {
         return None;
     }
-    let mut spec =
-        json!({"spec": {"source": app["spec"]["source"], "sources": app["spec"]["sources"]}});
+    let mut spec = app.spec_sources();
     for place in rolled_back.iter().flat_map(|w| &w.image.places) {
         place.take_from(&synced, &mut spec);
     }
-    let sources = sources_of(&spec["spec"])?;
+    let sources = sources_of(&SyncedFields::read(&spec["spec"]))?;
     let images = rolled_back.iter().map(|w| w.image.image.clone()).collect();
     Some((sources, images))
 }
@@ -888,6 +858,39 @@ mod tests {
     use super::*;
     use crate::appconfig::annotations::AUDIT_ANNOTATION;
     use time::macros::datetime;
+
+    // The judge's functions on the Application each JSON fixture is, as read.
+
+    fn judge(
+        app: &Value,
+        write: OffsetDateTime,
+        now: OffsetDateTime,
+        deadline: OffsetDateTime,
+    ) -> Result<Verdict, NotOurWrite> {
+        super::judge(&Application::of(app), write, now, deadline)
+    }
+
+    fn start_sync(app: &Value, revision: Option<&str>) -> (Value, Vec<String>) {
+        super::start_sync(&Application::of(app), revision)
+    }
+
+    fn sync_wanted(app: &Value) -> Result<bool, String> {
+        super::sync_wanted(&Application::of(app))
+    }
+
+    fn timeout(app: &Value) -> Result<Duration, String> {
+        super::timeout(&Application::of(app))
+    }
+
+    fn event(
+        app: &Value,
+        record: &AuditRecord,
+        outcome: Outcome,
+        reason: &str,
+        now: OffsetDateTime,
+    ) -> Value {
+        super::event(&Application::of(app), record, outcome, reason, now)
+    }
 
     const IMAGE: &str = "1.dkr.ecr.r.amazonaws.com/web";
     const NEW: &str = "1.dkr.ecr.r.amazonaws.com/web:1.1";
@@ -1731,6 +1734,7 @@ mod tests {
     /// check of the earlier write concludes, on states Argo CD and our own syncs produce.
     mod around_a_rollback {
         use super::super::*;
+        use super::{judge, start_sync};
         use crate::appconfig::annotations::AUDIT_ANNOTATION;
         use time::macros::datetime;
 

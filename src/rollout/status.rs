@@ -5,8 +5,7 @@
 //! ever), one context per Application so that each cluster and
 //! Application a commit reaches shows on its own line (pure).
 
-use serde_json::Value;
-
+use crate::application::app::Application;
 use crate::git::githost::{CommitStatus, StatusState};
 use crate::rollout::judge::Outcome;
 
@@ -18,8 +17,8 @@ const MAX_DESCRIPTION: usize = 140;
 const MAX_CONTEXT: usize = 255;
 
 /// Whether the Application asks for commit statuses, or why its annotation does not read.
-pub fn wanted(app: &Value) -> Result<bool, String> {
-    match app["metadata"]["annotations"][ANNOTATION].as_str() {
+pub fn wanted(app: &Application<'_>) -> Result<bool, String> {
+    match app.annotation(ANNOTATION) {
         None => Ok(false),
         Some(value) => crate::appconfig::annotations::go_parse_bool(value).ok_or_else(|| {
             format!(
@@ -119,7 +118,12 @@ fn cap(text: &str, limit: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
+
+    /// [`super::wanted`] of the Application the JSON fixture is, as read.
+    fn wanted(app: &Value) -> Result<bool, String> {
+        super::wanted(&Application::of(app))
+    }
 
     #[test]
     fn each_outcome_sets_the_state_the_hosts_know_with_a_description_they_accept() {

@@ -1,6 +1,7 @@
 //! The limits the house holds, checked on every run rather than by a reviewer's count: no
 //! function over 120 lines outside tests, no `too_many_arguments` allowance, at most 12 files
-//! flat in `src/`, the README under 10 KB and docs/development.md under 15 KB. The source is
+//! flat in `src/`, the README under 10 KB and docs/development.md under 15 KB, and no
+//! Application passed around as raw JSON outside `application/` and the patch builder. The source is
 //! read as `cargo fmt` leaves it: a function ends at the first line that is its own
 //! indentation followed by `}`.
 
@@ -259,6 +260,52 @@ fn the_handler_is_implemented_in_at_most_two_files() {
     );
 }
 
+/// The parameters of `text`, before its `#[cfg(test)]` module, that take an Application as
+/// raw JSON (`app: &Value`, `application: &serde_json::Value`, over several lines too): the
+/// line of each.
+fn untyped_applications(text: &str) -> Vec<usize> {
+    let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+    let parameter = regex::Regex::new(
+        r"\b_?(app|application|object|effective|declared)\s*:\s*&('\w+\s+)?(serde_json::)?Value\b",
+    )
+    .unwrap();
+    parameter
+        .find_iter(code)
+        .map(|m| code[..m.start()].lines().count().max(1))
+        .collect()
+}
+
+/// Where the raw Application may still be a parameter: `application/` reads it into the
+/// typed one, and the patch builder's guards test the JSON it read.
+const RAW_APPLICATION_ALLOWED: [&str; 2] = ["src/application/", "src/decision/patch.rs"];
+
+#[test]
+fn the_application_is_passed_typed_outside_application_and_the_patch_builder() {
+    let mut found = Vec::new();
+    for file in rust_files(&root().join("src")) {
+        let relative = file
+            .strip_prefix(root())
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
+        if RAW_APPLICATION_ALLOWED
+            .iter()
+            .any(|allowed| relative.starts_with(allowed))
+        {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        for line in untyped_applications(&text) {
+            found.push(format!("{relative}:{line}"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "take `&Application` (application::app) instead of the JSON:\n{}",
+        found.join("\n")
+    );
+}
+
 #[test]
 fn an_impl_block_is_found_in_code_and_not_in_tests() {
     let dir = tempfile::tempdir().unwrap();
@@ -272,4 +319,10 @@ fn an_impl_block_is_found_in_code_and_not_in_tests() {
     let found = files_implementing(dir.path(), "Handler");
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0].ends_with("a.rs"));
+}
+
+#[test]
+fn the_raw_application_check_finds_a_parameter_over_lines_and_skips_the_tests() {
+    let text = "fn typed(app: &Application<'_>) {}\nfn raw(\n    app: &Value,\n) {}\nfn raw2(x: u8, application: &'a serde_json::Value) {}\n#[cfg(test)]\nmod tests {\n    fn fixture(app: &Value) {}\n}\n";
+    assert_eq!(untyped_applications(text), [3, 5]);
 }
