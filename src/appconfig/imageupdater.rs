@@ -288,6 +288,17 @@ pub enum Resolution {
 }
 
 impl ConfigSource<'_> {
+    /// The ImageUpdater object (namespace, name) that configures, if one does.
+    pub fn configuring_object(&self) -> Option<(String, String)> {
+        match self {
+            Self::Object { object, .. } => Some((
+                object.metadata.namespace.clone(),
+                object.metadata.name.clone(),
+            )),
+            _ => None,
+        }
+    }
+
     /// Where this was resolved, in `objects` (the same slice [`resolve`] was given); `None`
     /// for an object that is not among them, which cannot be handed on.
     pub fn resolution(&self, objects: &[ImageUpdaterObject]) -> Option<Resolution> {

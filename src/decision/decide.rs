@@ -334,57 +334,6 @@ pub fn assemble(
     }
 }
 
-/// Outcomes of a whole Application rather than of one of its images.
-pub mod app {
-    use super::*;
-
-    /// Two ImageUpdater objects match: Image Updater would let them take turns.
-    pub fn contested(app: Identity<'_>, objects: &[String]) -> Entry {
-        let Identity { namespace, name } = app;
-        Entry::new(namespace, name, None, "").with(
-            Action::Skipped,
-            format!(
-                "matched by more than one ImageUpdater object ({}); Image Updater would let them fight, flipping the Application between their decisions. Narrow their applicationRefs until one matches",
-                objects.join(", ")
-            ),
-        )
-    }
-
-    /// Says on every entry which configuration decided.
-    pub fn configured_by(mut decided: AppDecision, source: &ConfigSource<'_>) -> AppDecision {
-        let object = match source {
-            ConfigSource::Object { object, .. } => Some((
-                object.metadata.namespace.clone(),
-                object.metadata.name.clone(),
-            )),
-            _ => None,
-        };
-        for entry in &mut decided.entries {
-            entry.configured_by = Some(source.to_string());
-            entry.configuring_object = object.clone();
-        }
-        decided
-    }
-
-    /// A push in another region than the function's: not ours to handle.
-    pub fn elsewhere(push: &PushEvent, region: &str) -> Option<String> {
-        (push.region != region).then(|| {
-            format!(
-                "the push is in region {}, this function serves {region}: deploy one function per region",
-                push.region
-            )
-        })
-    }
-
-    pub fn dry_run(mut entry: Entry, plan: &WritePlan) -> Entry {
-        if entry.action == Action::Updated {
-            entry.reason = format!("dry run: {} (patch computed, not sent)", entry.reason);
-            entry.patch = Some(plan.patch.clone());
-        }
-        entry
-    }
-}
-
 /// What an Application's configuration must name to concern this invocation, worked out
 /// once: the listing asks it of every Application in every page.
 pub struct Concern {

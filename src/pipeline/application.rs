@@ -15,7 +15,7 @@ use super::resolved::Resolved;
 use crate::appconfig::imageupdater::ImageUpdaterObject;
 use crate::application::app::Application;
 use crate::apply::writeback::{ApplicationPatch, WriteError, Writer};
-use crate::decision::decide::{self, AppDecision, Mode};
+use crate::decision::decide::{AppDecision, Mode};
 use crate::report::entries;
 use crate::report::{Action, Entry, Report};
 
@@ -118,7 +118,7 @@ async fn attempt_patch(
         let entries = decided.entries.into_iter();
         report
             .entries
-            .extend(entries.map(|e| decide::app::dry_run(e, &plan)));
+            .extend(entries.map(|e| entries::dry_run(e, &plan.patch)));
         return Attempt::Done;
     }
     report.stats.patches += 1;

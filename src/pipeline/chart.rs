@@ -23,6 +23,7 @@ use crate::git::commit::short;
 use crate::git::githost::GitHost;
 use crate::git::manifests::{CommitRefused, ManifestBranch};
 use crate::policy::TagPolicy;
+use crate::report::entries;
 use crate::report::{Action, Entry, Report};
 
 /// One chart source decided: the entry, and what to write to it.
@@ -442,9 +443,11 @@ async fn write_charts(
         return None;
     }
     if ctx.config.dry_run {
-        report
-            .entries
-            .extend(entries.into_iter().map(|e| decide::app::dry_run(e, &plan)));
+        report.entries.extend(
+            entries
+                .into_iter()
+                .map(|e| entries::dry_run(e, &plan.patch)),
+        );
         return None;
     }
     report.stats.patches += 1;

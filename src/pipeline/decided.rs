@@ -92,13 +92,22 @@ pub(super) async fn decide_app(
     work: &Work<'_>,
 ) -> Option<AppDecision> {
     let decided = match (&resolved.source, &resolved.config) {
-        (ConfigSource::Conflict(names), _) => {
-            AppDecision::skipped(vec![decide::app::contested(app.identity(), names)])
-        }
+        (ConfigSource::Conflict(names), _) => AppDecision::skipped(vec![entries::contested(
+            app.identity().namespace,
+            app.identity().name,
+            names,
+        )]),
         (_, None) => return None,
         (_, Some(config)) => decide_configured(ctx, app, config, work).await,
     };
-    Some(decide::app::configured_by(decided, &resolved.source))
+    let mut decided = decided;
+    let source = &resolved.source;
+    entries::configured_by(
+        &mut decided.entries,
+        &source.to_string(),
+        source.configuring_object(),
+    );
+    Some(decided)
 }
 
 async fn decide_configured(

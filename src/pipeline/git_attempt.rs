@@ -13,7 +13,7 @@ use crate::application::app::Application;
 use crate::apply::writeback::{WriteError, Writer};
 use crate::cluster::kube::KubeError;
 use crate::cluster::retry::retry_transient;
-use crate::decision::decide::{self, AppDecision};
+use crate::decision::decide::AppDecision;
 use crate::decision::patch::WritePlan;
 use crate::git::commit::{Committed, GitCommit, GitOutcome, GitSnapshot, Read, short};
 use crate::git::githost::GitHost;
@@ -66,7 +66,13 @@ pub(super) async fn attempt_git(
             &stop.reason,
             stop.retryable,
         );
-        let decided = decide::app::configured_by(AppDecision::skipped(entries), &resolved.source);
+        let mut decided = AppDecision::skipped(entries);
+        let source = &resolved.source;
+        entries::configured_by(
+            &mut decided.entries,
+            &source.to_string(),
+            source.configuring_object(),
+        );
         report.entries.extend(decided.entries);
     };
     let opened = ctx

@@ -19,8 +19,9 @@ use super::run::{Invocation, run_clusters};
 use crate::cluster::connect::StartError;
 use crate::cluster::eks_auth::Clock;
 use crate::config::Config;
-use crate::decision::decide::{self, Mode};
+use crate::decision::decide::Mode;
 use crate::event::{self, Invocation as Event};
+use crate::report::entries;
 use crate::report::{InvocationKind, Report};
 use crate::sweep::run::Sweep;
 
@@ -138,8 +139,8 @@ impl Handler {
                 let mut report = Report::new(InvocationKind::Push, &push.id, dry_run);
                 report.image = Some(push.image());
                 report.tag = Some(push.tag.clone());
-                if let Some(reason) = decide::app::elsewhere(&push, &ctx.region) {
-                    report.skipped = Some(reason);
+                if push.region != ctx.region {
+                    report.skipped = Some(entries::other_region(&push.region, &ctx.region));
                     return Ok((report, Ending::Skipped));
                 }
                 run_clusters(ctx, &mut report, Mode::Push(&push), deadline).await?;
@@ -154,8 +155,8 @@ impl Handler {
                 report.image = Some(first.image());
                 let tags: Vec<&str> = pushes.iter().map(|p| p.tag.as_str()).collect();
                 report.tag = Some(tags.join(","));
-                if let Some(reason) = decide::app::elsewhere(first, &ctx.region) {
-                    report.skipped = Some(reason);
+                if first.region != ctx.region {
+                    report.skipped = Some(entries::other_region(&first.region, &ctx.region));
                     return Ok((report, Ending::Skipped));
                 }
                 // One decision per tag of the scanned image, as if each were pushed now.
