@@ -135,6 +135,9 @@ pub struct AuditRecord {
     /// The number of the last rollout check sent for this write (the write sends the first):
     /// a check numbered below it is a second delivery of one already followed by another.
     pub checks: u32,
+    /// When a check first saw the write live and began watching its alarms
+    /// (`verification.live`): the start of its verification window.
+    pub verifying_since: Option<OffsetDateTime>,
     /// Other images' last writes, made before this one.
     pub earlier: Vec<ImageWrite>,
     /// This is an earlier write read from under `earlier` ([`AuditRecord::write_at`]): its
@@ -160,6 +163,8 @@ pub struct ImageWrite {
     pub rollout: Option<RecordedOutcome>,
     /// The number of the last rollout check sent for this write.
     pub checks: u32,
+    /// When its verification window began, if it is being verified.
+    pub verifying_since: Option<OffsetDateTime>,
 }
 
 /// The most earlier writes a record carries: an Application tracks a handful of images;
@@ -224,6 +229,7 @@ impl AuditRecord {
                     kept_set_by: i["keptSetBy"].as_str().map(str::to_string),
                     rollout: recorded_outcome(&i["rollout"]),
                     checks: checks_sent(&i["checks"]),
+                    verifying_since: rfc3339_at(&i["verification"]["live"]),
                 })
             })
             .collect();
@@ -248,6 +254,7 @@ impl AuditRecord {
             branch: git["branch"].as_str().map(str::to_string),
             rollout,
             checks: checks_sent(&json["checks"]),
+            verifying_since: rfc3339_at(&json["verification"]["live"]),
             earlier,
             json,
             carried: false,
@@ -267,6 +274,7 @@ impl AuditRecord {
                 kept_set_by: None,
                 rollout: self.rollout.clone(),
                 checks: self.checks,
+                verifying_since: self.verifying_since,
             });
         }
         self.earlier
@@ -302,7 +310,8 @@ impl AuditRecord {
                     "branch": w.branch, "keptSetBy": kept_set_by,
                     "at": (!w.image.places.is_empty()).then_some(&w.image.places),
                     "rollout": w.rollout.as_ref().map(|r| serde_json::json!({"outcome": r.outcome, "at": r.at.and_then(at)})),
-                    "checks": (w.checks > 1).then_some(w.checks)})
+                    "checks": (w.checks > 1).then_some(w.checks),
+                    "verification": w.verifying_since.and_then(at).map(|live| serde_json::json!({"live": live}))})
             })
             .collect()
     }
@@ -328,6 +337,7 @@ impl AuditRecord {
             branch: first.branch.clone(),
             rollout: first.rollout.clone(),
             checks: first.checks,
+            verifying_since: first.verifying_since,
             earlier: Vec::new(),
             carried: true,
         })
@@ -355,14 +365,23 @@ impl AuditRecord {
     /// The whole record's JSON with `field` set on this write: on the record itself, or, for
     /// an earlier write, on each of its entries under `earlier`.
     pub fn with(&self, field: &str, value: Value) -> Value {
+        self.with_fields(&[(field, value)])
+    }
+
+    /// The whole record's JSON with each of `fields` set on this write, as [`Self::with`].
+    pub fn with_fields(&self, fields: &[(&str, Value)]) -> Value {
         let mut json = self.json.clone();
         if !self.carried {
-            json[field] = value;
+            for (field, value) in fields {
+                json[*field] = value.clone();
+            }
             return json;
         }
         for entry in json["earlier"].as_array_mut().into_iter().flatten() {
             if rfc3339_at(&entry["time"]) == Some(self.time) {
-                entry[field] = value.clone();
+                for (field, value) in fields {
+                    entry[*field] = value.clone();
+                }
             }
         }
         json

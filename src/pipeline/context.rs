@@ -48,6 +48,8 @@ pub struct Context {
     pub blobs: crate::http::LazyClient,
     /// The roots a managed signature's Notation chain must lead to (`NOTATION_TRUST_ROOTS`).
     pub notation_trust: Option<TrustStore>,
+    /// CloudWatch: the alarms a rollout is verified by.
+    pub alarms: crate::rollout::watched::Alarms,
 }
 
 /// Matched Applications are read, decided and written this many at a time.
@@ -129,6 +131,7 @@ impl Context {
             }
         };
         Ok(Self {
+            alarms: crate::rollout::watched::Alarms::new(aws_sdk_cloudwatch::Client::new(eks_sdk)),
             notation_trust,
             blobs: crate::http::LazyClient::new(None, config.timeouts.request, false),
             signatures,
@@ -157,6 +160,7 @@ impl Context {
             ecr: &self.ecr,
             blobs: &self.blobs,
             region: &self.region,
+            alarms: &self.alarms,
         }
     }
 

@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
 
 use crate::application::app::Application;
 use crate::application::audit::AuditRecord;
@@ -24,9 +25,11 @@ use crate::decision::patch::escape_pointer;
 use crate::git::hosts::GitHosts;
 use crate::registry::ecr::Ecr;
 use crate::report::{Report, RolloutReport};
+use crate::rollout::alarms::{self, Verification};
 use crate::rollout::judge::{self, Outcome, Verdict};
 use crate::rollout::message::{self, Confirmation};
 use crate::rollout::status;
+use crate::rollout::watched::Unreadable;
 
 /// What following a write borrows of the warm container: the pipeline lends it after a
 /// write, the sweep's run loop for each rollout check the queue brings back.
@@ -45,8 +48,11 @@ pub struct Follow<'a> {
     pub ecr: &'a Ecr,
     /// Downloads the image configs ECR hands out (their labels).
     pub blobs: &'a crate::http::LazyClient,
-    /// The function's region: an image outside its ECR has no labels to read.
+    /// The function's region: an image outside its ECR has no labels to read, and the
+    /// alarms a rollout is verified by are read there.
     pub region: &'a str,
+    /// CloudWatch: the alarms a rollout is verified by.
+    pub alarms: &'a crate::rollout::watched::Alarms,
 }
 
 /// Sends a rollout check to come back after a delay: the sweep queue, from above.
@@ -326,48 +332,55 @@ impl Follow<'_> {
                 tracing::warn!(application = %format!("{namespace}/{name}"), problem, "the confirm-timeout annotation does not read; following for the default 15 minutes");
                 judge::DEFAULT_TIMEOUT
             });
-            let until = written + timeout;
             let now = OffsetDateTime::from(self.clock.now());
-            let verdict = judge::judge(&app, written, now, until).map_err(|e| e.to_string())?;
             // The write followed, as far as the record still knows it (an earlier write's
             // images, after a later write of others); none once all were written again.
             let record = app.audit.as_ref().and_then(|r| r.write_at(written));
+            // A window being watched keeps the check going past the deadline to its end.
+            let watching = record
+                .as_ref()
+                .and_then(|r| r.verifying_since)
+                .zip(self.watch(&app).ok().flatten())
+                .map(|(live, watch)| live + watch.window);
+            let until = (written + timeout).max(watching.unwrap_or(written));
+            let verdict = judge::judge(&app, written, now, until).map_err(|e| e.to_string())?;
             let (outcome, reason) = match verdict {
                 Verdict::Pending(awaited) => {
                     let Some(record) = record else {
                         return Err("the audit record vanished between two reads".into());
                     };
-                    // One chain of checks per write: of two deliveries of one check, the one
-                    // that records the next check's number sends it.
-                    if record.checks > check.check {
-                        let reason = format!(
-                            "check {} of this write is already on its way (sent by another delivery of check {}): that chain follows it",
-                            record.checks, check.check
-                        );
-                        return Ok(Checked::ended("duplicate", reason, Some(record)));
+                    let next = check.next();
+                    let later = Later {
+                        state: "pending",
+                        wait: message::wait_until_next(next.check, now, until),
+                        awaited,
+                        also: Vec::new(),
+                    };
+                    match self
+                        .send_later(kube, &app, check, record, later, deadline)
+                        .await
+                    {
+                        Step::Done(checked) => return *checked,
+                        Step::Again => continue,
                     }
-                    let next = check.check.saturating_add(1);
-                    match claim_check(kube, &app, &record, next, deadline).await {
-                        Ok(()) => {}
-                        Err(
-                            KubeError::Invalid {
-                                validation: false, ..
+                }
+                Verdict::Live { observed } => {
+                    let Some(record) = record.clone() else {
+                        return Err("the audit record vanished between two reads".into());
+                    };
+                    match self.verification(&app, &record, observed, now).await? {
+                        Verify::Unwatched => (Outcome::Confirmed, "running and Healthy".into()),
+                        Verify::Ended(outcome, reason) => (outcome, reason),
+                        Verify::Watching(later) => {
+                            match self
+                                .send_later(kube, &app, check, record, later, deadline)
+                                .await
+                            {
+                                Step::Done(checked) => return *checked,
+                                Step::Again => continue,
                             }
-                            | KubeError::Conflict { .. },
-                        ) => continue,
-                        Err(e) => return Err(format!("the next check was not claimed: {e}")),
-                    }
-                    let sent = self
-                        .check_later(check, now, until, awaited, Some(record))
-                        .await;
-                    if sent.is_err() {
-                        // Given back, so that this message, delivered again, sends it.
-                        if let Err(e) = release_check(kube, namespace, name, check, deadline).await
-                        {
-                            tracing::warn!(application = %format!("{namespace}/{name}"), error = %e, "the claim of the next check was not given back; the write is no longer followed");
                         }
                     }
-                    return sent;
                 }
                 Verdict::Superseded(at) => {
                     let at = at
@@ -397,30 +410,49 @@ impl Follow<'_> {
                 reason: &reason,
                 at: now,
             };
-            match record_outcome(kube, &app, &record, &ended, deadline).await {
-                Ok(()) => {
-                    return Ok(self
-                        .announce(check, &app, record, outcome, reason, now)
-                        .await);
-                }
-                // Another delivery recorded first, or another write came: judge again.
-                Err(
-                    KubeError::Invalid {
-                        validation: false, ..
-                    }
-                    | KubeError::Conflict { .. },
-                ) => continue,
-                Err(e) if e.is_retryable() => return Err(e.to_string()),
-                Err(e) => {
-                    let reason = format!(
-                        "the outcome ({}: {reason}) could not be recorded: {e}",
-                        outcome.as_str()
-                    );
-                    return Ok(Checked::unfollowed(reason, Some(record)));
-                }
+            match self
+                .record_ended(kube, &app, check, record, &ended, deadline)
+                .await
+            {
+                Step::Done(checked) => return *checked,
+                Step::Again => continue,
             }
         }
         Err("the Application kept changing while the outcome was recorded".into())
+    }
+
+    /// The outcome recorded (guarded by the record as read) and announced.
+    async fn record_ended(
+        &self,
+        kube: &KubeClient,
+        app: &Application<'_>,
+        check: &Confirmation,
+        record: AuditRecord,
+        ended: &Ended<'_>,
+        deadline: Option<Instant>,
+    ) -> Step {
+        let (outcome, reason) = (ended.outcome, ended.reason.to_string());
+        let checked = match record_outcome(kube, app, &record, ended, deadline).await {
+            Ok(()) => Ok(self
+                .announce(check, app, record, outcome, reason, ended.at)
+                .await),
+            // Another delivery recorded first, or another write came: judge again.
+            Err(
+                KubeError::Invalid {
+                    validation: false, ..
+                }
+                | KubeError::Conflict { .. },
+            ) => return Step::Again,
+            Err(e) if e.is_retryable() => Err(e.to_string()),
+            Err(e) => {
+                let reason = format!(
+                    "the outcome ({}: {reason}) could not be recorded: {e}",
+                    outcome.as_str()
+                );
+                Ok(Checked::unfollowed(reason, Some(record)))
+            }
+        };
+        Step::Done(Box::new(checked))
     }
 
     /// The checked Application as read now, or why it is no longer followed (deleted,
@@ -480,7 +512,8 @@ impl Follow<'_> {
         for note in notes {
             tracing::info!(application = %format!("{namespace}/{name}"), note, "commit status");
         }
-        let timings = (outcome == Outcome::Confirmed).then(|| judge::timings(&record, now));
+        let live = record.verifying_since.unwrap_or(now);
+        let timings = (outcome == Outcome::Confirmed).then(|| judge::timings(&record, live));
         Checked {
             state: outcome.as_str(),
             reason,
@@ -489,29 +522,137 @@ impl Follow<'_> {
         }
     }
 
-    /// Not yet: the next check, sent with the backoff's delay.
+    /// Not yet: the next check, sent `later.wait` seconds from now.
     async fn check_later(
         &self,
         check: &Confirmation,
-        now: OffsetDateTime,
-        until: OffsetDateTime,
-        awaited: String,
+        later: Later,
         record: Option<AuditRecord>,
     ) -> Result<Checked, String> {
         let next = check.next();
-        let wait = message::wait_until_next(next.check, now, until);
         let Some(queue) = self.checks else {
             return Err("no sweep queue (SWEEP_QUEUE_URL) to send the next check to".into());
         };
         queue
-            .send_check(&next, wait)
+            .send_check(&next, later.wait)
             .await
             .map_err(|e| format!("the next check was not sent: {e}"))?;
         Ok(Checked {
-            state: "pending",
-            reason: format!("{awaited}; checked again in {wait} s"),
+            state: later.state,
+            reason: format!("{}; checked again in {} s", later.awaited, later.wait),
             record,
             timings: None,
+        })
+    }
+
+    /// The next check claimed in the write's record (with `later.also`), then sent. Of two
+    /// deliveries of one check, the one that claims sends it: one chain of checks per write.
+    async fn send_later(
+        &self,
+        kube: &KubeClient,
+        app: &Application<'_>,
+        check: &Confirmation,
+        record: AuditRecord,
+        later: Later,
+        deadline: Option<Instant>,
+    ) -> Step {
+        if record.checks > check.check {
+            let reason = format!(
+                "check {} of this write is already on its way (sent by another delivery of check {}): that chain follows it",
+                record.checks, check.check
+            );
+            return Step::Done(Box::new(Ok(Checked::ended(
+                "duplicate",
+                reason,
+                Some(record),
+            ))));
+        }
+        let next = check.check.saturating_add(1);
+        match claim_check(kube, app, &record, next, &later.also, deadline).await {
+            Ok(()) => {}
+            Err(
+                KubeError::Invalid {
+                    validation: false, ..
+                }
+                | KubeError::Conflict { .. },
+            ) => return Step::Again,
+            Err(e) => {
+                return Step::Done(Box::new(Err(format!(
+                    "the next check was not claimed: {e}"
+                ))));
+            }
+        }
+        let sent = self.check_later(check, later, Some(record)).await;
+        if sent.is_err() {
+            // Given back, so that this message, delivered again, sends it.
+            let (namespace, name) = app.names();
+            if let Err(e) = release_check(kube, namespace, name, check, deadline).await {
+                tracing::warn!(application = %format!("{namespace}/{name}"), error = %e, "the claim of the next check was not given back; the write is no longer followed");
+            }
+        }
+        Step::Done(Box::new(sent))
+    }
+
+    /// The alarms the Application asks its rollouts to be verified by, if any.
+    fn watch(&self, app: &Application<'_>) -> Result<Option<alarms::Watch>, String> {
+        alarms::settings(
+            app.annotation(alarms::ALARMS_ANNOTATION),
+            app.annotation(alarms::WINDOW_ANNOTATION),
+            self.region,
+        )
+    }
+
+    /// A live write verified by the Application's alarms, if it names any: their states and
+    /// history since the write judged over the window that began when a check first saw it
+    /// live (`observed`, unless the record says earlier). `Err`: a read a retry can fix.
+    async fn verification(
+        &self,
+        app: &Application<'_>,
+        record: &AuditRecord,
+        observed: OffsetDateTime,
+        now: OffsetDateTime,
+    ) -> Result<Verify, String> {
+        let unverifiable = |why: &str| {
+            Verify::Ended(
+                Outcome::Failed,
+                format!("running and Healthy, but it cannot be verified: {why}"),
+            )
+        };
+        let watch = match self.watch(app) {
+            Ok(None) => return Ok(Verify::Unwatched),
+            Ok(Some(watch)) => watch,
+            Err(problem) => return Ok(unverifiable(&problem)),
+        };
+        let live = record.verifying_since.unwrap_or(observed);
+        let seen = match self.alarms.observe(&watch.alarms, record.time, now).await {
+            Ok(seen) => seen,
+            Err(Unreadable::Failed(failure)) if failure.retryable => return Err(failure.message),
+            Err(Unreadable::Failed(failure)) => return Ok(unverifiable(&failure.message)),
+            Err(denied @ Unreadable::Denied(_)) => return Ok(unverifiable(&denied.to_string())),
+        };
+        Ok(match alarms::judge(&watch, live, now, &seen) {
+            Verification::Failed(why) => Verify::Ended(Outcome::Failed, why),
+            Verification::Verified(note) => {
+                Verify::Ended(Outcome::Confirmed, format!("running and Healthy; {note}"))
+            }
+            Verification::Watching { left } => {
+                let wait = alarms::next_check_in(&watch, left).as_secs();
+                let stamp = |t: OffsetDateTime| t.format(&Rfc3339).unwrap_or_default();
+                Verify::Watching(Later {
+                    state: "verifying",
+                    wait: u32::try_from(wait).unwrap_or(u32::MAX),
+                    awaited: format!(
+                        "live since {}; watching {} until {}",
+                        stamp(live),
+                        watch.alarms.join(", "),
+                        stamp(live + watch.window)
+                    ),
+                    also: match record.verifying_since {
+                        Some(_) => Vec::new(),
+                        None => vec![("verification", serde_json::json!({"live": stamp(live)}))],
+                    },
+                })
+            }
         })
     }
 
@@ -597,12 +738,15 @@ async fn claim_check(
     app: &Application<'_>,
     record: &AuditRecord,
     next: u32,
+    also: &[(&str, Value)],
     deadline: Option<Instant>,
 ) -> Result<(), KubeError> {
     let (namespace, name) = app.names();
+    let mut fields = vec![("checks", Value::from(next))];
+    fields.extend(also.iter().cloned());
     let patch = Patch::Json(Value::Array(record_ops(
         record,
-        record.with("checks", next.into()),
+        record.with_fields(&fields),
     )));
     retry_transient(deadline, || kube.patch_application(namespace, name, &patch))
         .await
@@ -626,7 +770,7 @@ async fn release_check(
     let Some(record) = followed.filter(|r| r.checks == check.check.saturating_add(1)) else {
         return Ok(());
     };
-    claim_check(kube, &app, &record, check.check, deadline).await
+    claim_check(kube, &app, &record, check.check, &[], deadline).await
 }
 
 /// The audit record replaced by `next`, guarded by its text as read.
@@ -639,6 +783,33 @@ fn record_ops(record: &AuditRecord, next: Value) -> Vec<Value> {
         serde_json::json!({"op": "test", "path": path, "value": record.text}),
         serde_json::json!({"op": "replace", "path": path, "value": next.to_string()}),
     ]
+}
+
+/// A check that sends the next one: its state, what it awaits, when the next comes, and
+/// what it records with the claim besides the next check's number.
+struct Later {
+    state: &'static str,
+    awaited: String,
+    wait: u32,
+    also: Vec<(&'static str, Value)>,
+}
+
+/// How a check's write to the Application went: done (what the check concluded, or why the
+/// message must come back), or another delivery or write raced it, and the Application is
+/// read and judged again.
+enum Step {
+    Done(Box<Result<Checked, String>>),
+    Again,
+}
+
+/// A live write, as its verification stands.
+enum Verify {
+    /// The Application names no alarms: live is confirmed.
+    Unwatched,
+    /// Failed or verified.
+    Ended(Outcome, String),
+    /// Watched until its window ends.
+    Watching(Later),
 }
 
 /// How a followed rollout ended, as the check found it.

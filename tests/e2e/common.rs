@@ -256,6 +256,7 @@ impl Scenario {
     /// The function runs on `clock` (the test's): its writes, checks and deadlines are
     /// stamped with the time the test sets.
     pub fn on_clock(mut self, clock: Arc<SimClock>) -> Self {
+        self.standins.shared.follow_clock(clock.clone());
         self.clock = Arc::new(Scripted(clock.clone()));
         self.test_clock = Some(clock);
         self

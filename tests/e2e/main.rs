@@ -30,6 +30,7 @@ mod rollbacks;
 mod rollout;
 mod rollouts_followed;
 mod rollouts_moving;
+mod rollouts_verified;
 mod shipping_features;
 mod sweep;
 mod template;

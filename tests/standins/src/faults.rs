@@ -285,6 +285,9 @@ pub struct Shared {
     log: Mutex<Vec<LoggedRequest>>,
     faults: Mutex<Vec<FaultRule>>,
     clock_skew_secs: AtomicI64,
+    /// The test's clock, when the scenario runs on one: tokens are judged on the time the
+    /// function signs them with, as the real API server and the function share real time.
+    test_clock: Mutex<Option<std::sync::Arc<crate::clock::SimClock>>>,
     reject_tokens: AtomicU32,
     tls_handshakes: AtomicU64,
 }
@@ -319,9 +322,17 @@ impl Shared {
         self.clock_skew_secs.store(seconds, Ordering::SeqCst);
     }
 
+    /// Judges tokens on `clock` instead of the wall clock.
+    pub fn follow_clock(&self, clock: std::sync::Arc<crate::clock::SimClock>) {
+        *lock(&self.test_clock) = Some(clock);
+    }
+
     pub fn now(&self) -> std::time::SystemTime {
         let skew = self.clock_skew_secs.load(Ordering::SeqCst);
-        let now = std::time::SystemTime::now();
+        let now = match lock(&self.test_clock).as_ref() {
+            Some(clock) => clock.now().into(),
+            None => std::time::SystemTime::now(),
+        };
         if skew >= 0 {
             now + Duration::from_secs(skew.unsigned_abs())
         } else {
