@@ -92,11 +92,14 @@ async fn a_quiet_window_confirms_the_rollout_only_when_it_ends() {
     );
     assert_eq!(events(&standins, "RolloutConfirmed").len(), 1);
     assert!(events(&standins, "RolloutFailed").is_empty());
+    // What one window costs: one DescribeAlarms and one DescribeAlarmHistory per alarm at
+    // each check from the first that saw it live to the one that confirms.
     let calls = standins.aws.cloudwatch.calls();
-    assert!(
-        calls.iter().any(|(op, _)| op == "DescribeAlarmHistory"),
-        "{calls:?}"
-    );
+    let looks = states.iter().filter(|s| *s != "pending").count();
+    let count = |op: &str| calls.iter().filter(|(o, _)| o == op).count();
+    assert_eq!(count("DescribeAlarms"), looks, "{states:?} {calls:?}");
+    assert_eq!(count("DescribeAlarmHistory"), looks, "{states:?} {calls:?}");
+    assert_eq!(looks, 4, "three checks in a 15-minute window, and the one that saw it live: {states:?}");
 }
 
 #[tokio::test]
