@@ -34,7 +34,8 @@
 //!   [`apply::writeback::Writer`]; [`git::gitwrite`], where a change is committed and the
 //!   file's new text; [`git::yamledit`], editing YAML in place; [`git::readback`], reading it
 //!   back as Helm does; [`git::appmanifest`], the Application manifest a chart's version is
-//!   committed to (pure).
+//!   committed to (pure); [`git::manifests`], the branch it is committed on, the charts'
+//!   [`apply::writeback::Writer`] in Git.
 //! - [`apply`]: [`apply::writeback`], the [`apply::writeback::Writer`] seam every write-back
 //!   method plugs into, and the `argocd` method's guarded Application patch.
 //! - [`decision`]: [`decision::decide`], per image and source, update or keep and why;

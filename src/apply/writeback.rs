@@ -3,7 +3,8 @@
 //! One trait, [`Writer`], so that a method plugs in without touching how decisions are taken:
 //! [`ApplicationPatch`] patches the Application (Image Updater's `argocd` method); Git's
 //! `GitCommit` (in `git::commit`, above this module) commits the file `git::gitwrite` renders
-//! (its `git` method).
+//! (its `git` method), and `ManifestBranch` (in `git::manifests`) commits a chart's new
+//! version to the files holding Application manifests.
 
 use std::time::Instant;
 
@@ -62,7 +63,11 @@ impl WriteError {
     }
 }
 
-/// Carries out a [`WritePlan`] for the Application it was computed from, and says what it did.
+/// Carries out a plan for the Application it was computed from, and says what it did.
+///
+/// The plan is a [`WritePlan`] (a guarded JSON patch of the Application) for the images and
+/// for a chart's patch; a chart's commit edits several manifest files in Git, whose
+/// Applications are not the one read, so each method names the plan it carries out.
 ///
 /// The contract every implementation keeps:
 /// - **guarded**: the write is refused, not merged, if anything the decision read has
@@ -72,16 +77,18 @@ impl WriteError {
 /// - **narrow**: nothing outside the managed entries and our audit record is touched.
 #[async_trait]
 pub trait Writer: Send + Sync {
+    /// What the decision hands over to be written.
+    type Plan: Sync;
     /// What a write that happened did, for the report.
     type Outcome;
     /// Whether this method may write this target at all; called before a dry run reports
     /// and before [`Writer::write`]. Only [`WriteError::Declined`] and
     /// [`WriteError::Failed`] come back from here.
-    async fn check(&self, app: &Application<'_>, plan: &WritePlan) -> Result<(), WriteError>;
+    async fn check(&self, app: &Application<'_>, plan: &Self::Plan) -> Result<(), WriteError>;
     async fn write(
         &self,
         app: &Application<'_>,
-        plan: &WritePlan,
+        plan: &Self::Plan,
     ) -> Result<Self::Outcome, WriteError>;
 }
 
@@ -93,6 +100,7 @@ pub struct ApplicationPatch<'a> {
 
 #[async_trait]
 impl Writer for ApplicationPatch<'_> {
+    type Plan = WritePlan;
     type Outcome = ();
 
     /// An Application an ApplicationSet generates is patched only if the ApplicationSet's

@@ -191,7 +191,9 @@ fn changes_of(plan: &WritePlan) -> Vec<Change> {
         .collect()
 }
 
-fn git_failure(error: HostError) -> WriteError {
+/// A host's failure as a write's: a head moved since the read is a race (read and decide
+/// again), anything else fails as the host classifies it.
+pub(crate) fn git_failure(error: HostError) -> WriteError {
     match error {
         HostError::HeadMoved { .. } => WriteError::Race(error.to_string()),
         e => WriteError::Failed(Failure::new(e.to_string(), e.is_retryable())),
@@ -200,6 +202,7 @@ fn git_failure(error: HostError) -> WriteError {
 
 #[async_trait]
 impl Writer for GitCommit<'_> {
+    type Plan = WritePlan;
     type Outcome = GitOutcome;
 
     /// Nothing on the Application is rewritten, so an ApplicationSet has nothing to revert.

@@ -2,11 +2,17 @@
 //! manifests (an app-of-apps parent's Git): the branch the parent follows and its head, each
 //! file read at that head, and one commit of the files edited, conditional on the head, so
 //! that a branch moved since the read is a race to read and decide again, never a commit over
-//! someone else's.
+//! someone else's. The branch as read is the charts' [`Writer`] in Git: the head read is the
+//! commit's guard.
 
+use async_trait::async_trait;
+
+use crate::application::app::Application;
+use crate::apply::writeback::{WriteError, Writer};
+use crate::git::commit::git_failure;
 use crate::git::githost::{Commit, GitHost, HostError};
 
-/// The branch as read before deciding.
+/// The branch as read before deciding, and the write of what was decided on it.
 pub struct ManifestBranch<'h> {
     host: &'h dyn GitHost,
     pub branch: String,
@@ -34,12 +40,14 @@ impl BranchError {
     }
 }
 
-/// How a commit ended when it did not land.
-#[derive(Debug)]
-pub enum CommitRefused {
-    /// The branch moved since it was read: read and decide again.
-    Raced(String),
-    Failed(HostError),
+/// A chart's commit as decided: one commit of every manifest file edited, since the charts
+/// of one Application may each name their own file (and Application manifests are not the
+/// Application read, so no [`crate::decision::patch::WritePlan`] describes them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManifestEdit {
+    pub message: String,
+    /// Each file edited (path, new text), all read at the head read.
+    pub files: Vec<(String, String)>,
 }
 
 impl<'h> ManifestBranch<'h> {
@@ -67,22 +75,28 @@ impl<'h> ManifestBranch<'h> {
     pub async fn file(&self, path: &str) -> Result<Option<String>, HostError> {
         self.host.file(path, &self.head).await
     }
+}
 
-    /// Commits `changed` (path, new text) with `message`, only if the branch is still at the
-    /// head read.
-    pub async fn commit(
+#[async_trait]
+impl Writer for ManifestBranch<'_> {
+    type Plan = ManifestEdit;
+    type Outcome = Commit;
+
+    /// Nothing on the Application is rewritten, so an ApplicationSet has nothing to revert.
+    async fn check(&self, _app: &Application<'_>, _edit: &ManifestEdit) -> Result<(), WriteError> {
+        Ok(())
+    }
+
+    /// Commits the edit only if the branch is still at the head read; a branch moved since
+    /// is a [`WriteError::Race`]. `app` is not read: the edit holds the manifests' new text.
+    async fn write(
         &self,
-        message: &str,
-        changed: &[(String, String)],
-    ) -> Result<Commit, CommitRefused> {
-        match self
-            .host
-            .commit(&self.branch, &self.head, message, changed)
+        _app: &Application<'_>,
+        edit: &ManifestEdit,
+    ) -> Result<Commit, WriteError> {
+        self.host
+            .commit(&self.branch, &self.head, &edit.message, &edit.files)
             .await
-        {
-            Ok(commit) => Ok(commit),
-            Err(e @ HostError::HeadMoved { .. }) => Err(CommitRefused::Raced(e.to_string())),
-            Err(e) => Err(CommitRefused::Failed(e)),
-        }
+            .map_err(git_failure)
     }
 }

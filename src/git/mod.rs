@@ -3,7 +3,8 @@
 //! and the file's new text ([`gitwrite`]), the read before deciding and the conditional
 //! commit ([`commit`]), editing the YAML in place ([`yamledit`]) and reading it back as Helm
 //! does ([`readback`]); the Application manifest a chart's version is committed to
-//! ([`appmanifest`]) and the branch it is committed on ([`manifests`]).
+//! ([`appmanifest`]) and the branch it is committed on, the charts' write-back there
+//! ([`manifests`]).
 
 pub(crate) mod appmanifest;
 pub(crate) mod codecommit;

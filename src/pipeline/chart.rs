@@ -1,7 +1,8 @@
 //! One Application's Helm charts, from its read to its entries in the report: each chart its
 //! `chart-list` names that the invocation concerns is decided against the versions ECR holds,
-//! and the moved `targetRevision`s are written by one guarded patch, or committed to the file
-//! holding the Application's manifest; read and decided again after a race.
+//! and the moved `targetRevision`s are handed to a write-back [`Writer`]: one guarded patch
+//! ([`ApplicationPatch`]), or one conditional commit of the files holding the Application's
+//! manifest ([`ManifestBranch`]); read and decided again after a race.
 
 use std::collections::BTreeMap;
 
@@ -20,8 +21,8 @@ use crate::decision::controls::{self, Hold};
 use crate::decision::decide::{self, AppDecision, Mode};
 use crate::git::appmanifest;
 use crate::git::commit::short;
-use crate::git::githost::GitHost;
-use crate::git::manifests::{CommitRefused, ManifestBranch};
+use crate::git::githost::{Commit, GitHost};
+use crate::git::manifests::{ManifestBranch, ManifestEdit};
 use crate::policy::TagPolicy;
 use crate::report::entries;
 use crate::report::{Action, Entry, Report};
@@ -287,6 +288,14 @@ async fn commit_on(
         return None;
     }
     let entries = unless_frozen(ctx, app, git.objects, entries, report)?;
+    let edit = ManifestEdit {
+        message: commit_message(app.names().1, &entries),
+        files: changed,
+    };
+    if let Err(refusal) = target.check(app, &edit).await {
+        report.entries.extend(refused(entries, &refusal));
+        return None;
+    }
     if ctx.config.dry_run {
         let would = entries.into_iter().map(|mut e| {
             if e.action == Action::Updated {
@@ -301,37 +310,61 @@ async fn commit_on(
         report.entries.extend(would);
         return None;
     }
-    let message = commit_message(app.names().1, &entries);
-    match target.commit(&message, &changed).await {
+    match target.write(app, &edit).await {
         Ok(commit) => {
-            report.stats.git_commits += 1;
-            let files: Vec<&str> = changed.iter().map(|(f, _)| f.as_str()).collect();
-            let record = json!({"repository": host.name(), "branch": target.branch,
-                "file": files.join(", "), "commit": commit.oid});
-            let mut entries = entries;
-            for entry in entries.iter_mut().filter(|e| e.action == Action::Updated) {
-                entry.reason = format!(
-                    "{}; committed {} to {}: the Application that renders this manifest takes it at its next sync",
-                    entry.reason,
-                    short(&commit.oid),
-                    entry.sources.join(", ")
-                );
-                entry.git = Some(record.clone());
-            }
-            record_chart_event(ctx, app, &entries, work, report).await;
-            report.entries.extend(entries);
+            let landed = Landed {
+                target: &target,
+                edit: &edit,
+                commit,
+            };
+            report_commit(ctx, app, landed, entries, work, report).await;
             None
         }
-        Err(CommitRefused::Raced(what)) => Some((what, entries)),
-        Err(CommitRefused::Failed(e)) => {
-            let failure = WriteError::Failed(crate::failure::Failure::new(
-                e.to_string(),
-                e.is_retryable(),
-            ));
-            report.entries.extend(refused(entries, &failure));
+        Err(WriteError::Race(race)) => Some((race, entries)),
+        Err(refusal) => {
+            report.entries.extend(refused(entries, &refusal));
             None
         }
     }
+}
+
+/// A chart's commit that landed, with the branch and the edit it was made of.
+struct Landed<'a> {
+    target: &'a ManifestBranch<'a>,
+    edit: &'a ManifestEdit,
+    commit: Commit,
+}
+
+/// A chart's commit landed: each updated chart's entry says which commit carries it, and
+/// the `ChartUpdated` Event is sent.
+async fn report_commit(
+    ctx: &Context,
+    app: &Application<'_>,
+    landed: Landed<'_>,
+    mut entries: Vec<Entry>,
+    work: &Work<'_>,
+    report: &mut Report,
+) {
+    let Landed {
+        target,
+        edit,
+        commit,
+    } = landed;
+    report.stats.git_commits += 1;
+    let files: Vec<&str> = edit.files.iter().map(|(f, _)| f.as_str()).collect();
+    let record = json!({"repository": target.host_name(), "branch": target.branch,
+        "file": files.join(", "), "commit": commit.oid});
+    for entry in entries.iter_mut().filter(|e| e.action == Action::Updated) {
+        entry.reason = format!(
+            "{}; committed {} to {}: the Application that renders this manifest takes it at its next sync",
+            entry.reason,
+            short(&commit.oid),
+            entry.sources.join(", ")
+        );
+        entry.git = Some(record.clone());
+    }
+    record_chart_event(ctx, app, &entries, work, report).await;
+    report.entries.extend(entries);
 }
 
 /// Each chosen chart's manifest file read at the branch's head, decided and edited in

@@ -1,7 +1,7 @@
 //! Verification by CloudWatch alarms: after a write is live, its rollout is watched through
 //! the alarms the Application names for a window, and fails when one of them was in `ALARM`
 //! at any moment of that window. Pure: the alarms' states and their history are read by
-//! [`crate::aws::alarms`]; this module only reads the settings and judges what was seen.
+//! [`crate::rollout::watched`]; this module only reads the settings and judges what was seen.
 //!
 //! An alarm is judged over the whole window, not only at the checks: its state when the
 //! rollout went live (from the history since the write), every transition since, and its
