@@ -20,7 +20,8 @@ use std::time::Duration;
 
 use argocd_ecr_updater::cluster::eks_auth::Clock;
 use argocd_ecr_updater::config::Config;
-use argocd_ecr_updater::pipeline::handler::{Handler, HandlerError};
+use argocd_ecr_updater::pipeline::error::HandlerError;
+use argocd_ecr_updater::pipeline::handler::Handler;
 use argocd_ecr_updater_standins::clock::SimClock;
 use argocd_ecr_updater_standins::{StandIns, argocd};
 use serde_json::Value;

@@ -13,7 +13,8 @@ use serde_json::Value;
 
 use argocd_ecr_updater::cluster::eks_auth::SystemClock;
 use argocd_ecr_updater::config::Config;
-use argocd_ecr_updater::pipeline::handler::{Handler, HandlerError};
+use argocd_ecr_updater::pipeline::error::HandlerError;
+use argocd_ecr_updater::pipeline::handler::Handler;
 use argocd_ecr_updater::report::InvocationKind;
 use argocd_ecr_updater::telemetry::metrics;
 use argocd_ecr_updater::telemetry::{LogFormat, init_tracing};

@@ -22,7 +22,7 @@ use semver::Version;
 use serde::Serialize;
 use time::OffsetDateTime;
 
-pub use constraint::{Constraint, ConstraintError, parse_lenient_version};
+use crate::policy::constraint::{Constraint, ConstraintError, parse_lenient_version};
 
 /// The update strategies of Argo CD Image Updater, under their current names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -11,7 +11,8 @@ use crate::common::config_from_env;
 use crate::common::{print_json, read_input, sdk_config, usage_error};
 use crate::run_as::{RunAs, pipeline_sdk};
 use argocd_ecr_updater::cluster::eks_auth::SystemClock;
-use argocd_ecr_updater::pipeline::handler::{Handler, HandlerError};
+use argocd_ecr_updater::pipeline::error::HandlerError;
+use argocd_ecr_updater::pipeline::handler::Handler;
 use argocd_ecr_updater::telemetry::{LogFormat, init_tracing};
 
 /// What `plan` was asked.

@@ -1,7 +1,7 @@
 //! Semver constraints and tags from arbitrary text: parse, then match, never panic.
 #![no_main]
 
-use argocd_ecr_updater::policy::{Constraint, parse_lenient_version};
+use argocd_ecr_updater::policy::constraint::{Constraint, parse_lenient_version};
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);

@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 
 use crate::application::app::Application;
 use crate::decision::patch::{WritePlan, escape_pointer};
-use crate::policy::{Decision, TagInfo, TagPolicy, parse_lenient_version};
+use crate::policy::constraint::{Constraint, parse_lenient_version};
+use crate::policy::{Decision, TagInfo, TagPolicy};
 use crate::registry::ecr::ArtifactTag;
 use crate::report::events::EventText;
 use crate::report::{Action, Entry};
@@ -128,8 +129,7 @@ pub fn decide(source: &ChartSource, policy: &TagPolicy, versions: &Versions) -> 
         ));
     }
     if semver::Version::parse(current.trim_start_matches(['v', 'V'])).is_err() {
-        let what = if parse_lenient_version(current).is_none()
-            && crate::policy::Constraint::parse(current).is_ok()
+        let what = if parse_lenient_version(current).is_none() && Constraint::parse(current).is_ok()
         {
             "a version range, which Argo CD resolves itself on each refresh"
         } else {

@@ -25,7 +25,7 @@ use crate::report::entries;
 use crate::report::{InvocationKind, Report};
 use crate::sweep::run::Sweep;
 
-pub use super::error::HandlerError;
+use crate::pipeline::error::HandlerError;
 
 /// Everything an invocation needs, built once per warm container.
 pub struct Handler {

@@ -14,7 +14,7 @@ mod change;
 mod chart;
 pub(crate) mod context;
 mod decided;
-mod error;
+pub mod error;
 pub(crate) mod facts;
 mod git_attempt;
 pub mod handler;

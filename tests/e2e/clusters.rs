@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 
 use crate::common::{Scenario, event, expect_decision};
-use argocd_ecr_updater::pipeline::handler::HandlerError;
+use argocd_ecr_updater::pipeline::error::HandlerError;
 use argocd_ecr_updater::report::{Action, Report};
 use argocd_ecr_updater_standins::fixtures::{PUSHED_TAG, SEED_TAG};
 use argocd_ecr_updater_standins::{ExtraCluster, Options, Service, kube::KubeState};

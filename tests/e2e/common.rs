@@ -313,10 +313,8 @@ impl Scenario {
         &self,
         vars: &[(&str, &str)],
         event: &serde_json::Value,
-    ) -> Result<
-        argocd_ecr_updater::report::Report,
-        argocd_ecr_updater::pipeline::handler::HandlerError,
-    > {
+    ) -> Result<argocd_ecr_updater::report::Report, argocd_ecr_updater::pipeline::error::HandlerError>
+    {
         self.handler(vars).handle(event, None).await
     }
 
@@ -360,12 +358,12 @@ impl Scenario {
 pub fn report_of(
     outcome: Result<
         argocd_ecr_updater::report::Report,
-        argocd_ecr_updater::pipeline::handler::HandlerError,
+        argocd_ecr_updater::pipeline::error::HandlerError,
     >,
 ) -> argocd_ecr_updater::report::Report {
     match outcome {
         Ok(report) => report,
-        Err(argocd_ecr_updater::pipeline::handler::HandlerError::Targets { report, .. }) => *report,
+        Err(argocd_ecr_updater::pipeline::error::HandlerError::Targets { report, .. }) => *report,
         Err(e) => panic!("{e}"),
     }
 }

@@ -2,7 +2,7 @@
 //! of which the function once got wrong (wrong image deployed, a wrong skip, a loop).
 
 use crate::common::{Scenario, event, expect_decision, for_app, one};
-use argocd_ecr_updater::pipeline::handler::HandlerError;
+use argocd_ecr_updater::pipeline::error::HandlerError;
 use argocd_ecr_updater::report::Action;
 use argocd_ecr_updater_standins::fixtures::kube_ca_data;
 use argocd_ecr_updater_standins::fixtures::{

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::common::{Scenario, event};
-use argocd_ecr_updater::pipeline::handler::HandlerError;
+use argocd_ecr_updater::pipeline::error::HandlerError;
 use argocd_ecr_updater::report::Action;
 use argocd_ecr_updater_standins::{FaultAction, Route, tls};
 use serde_json::Value;

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use argocd_ecr_updater::appconfig::annotations::{AppConfig, PREFIX};
 use argocd_ecr_updater::event::{self, Intake, Invocation};
-use argocd_ecr_updater::policy::{Constraint, parse_lenient_version};
+use argocd_ecr_updater::policy::constraint::{Constraint, parse_lenient_version};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

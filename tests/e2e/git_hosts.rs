@@ -6,7 +6,7 @@
 //! bad credentials.
 
 use crate::common::{Scenario, event};
-use argocd_ecr_updater::pipeline::handler::HandlerError;
+use argocd_ecr_updater::pipeline::error::HandlerError;
 use argocd_ecr_updater::report::{Action, Report};
 use argocd_ecr_updater_standins::fixtures::{PUSHED_TAG, SEED_APP, push_event};
 use argocd_ecr_updater_standins::github::GitHubState;

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::common::{Scenario, event, expect_decision, helm_parameter, only, seed_tag};
-use argocd_ecr_updater::pipeline::handler::HandlerError;
+use argocd_ecr_updater::pipeline::error::HandlerError;
 use argocd_ecr_updater::report::Action;
 use argocd_ecr_updater_standins::fixtures::{
     Application, SEED_IMAGE, SEED_TAG, digest as D, image, push_event as push,

@@ -5,7 +5,7 @@
 //! retry storm; a replicated image is decided as a push in the destination region.
 
 use crate::common::{Scenario, expect_decision, helm_parameter};
-use argocd_ecr_updater::pipeline::handler::HandlerError;
+use argocd_ecr_updater::pipeline::error::HandlerError;
 use argocd_ecr_updater::report::{Action, Report};
 use argocd_ecr_updater_standins::fixtures::{Application, PUSHED_TAG, SEED_TAG, push_event};
 use serde_json::json;

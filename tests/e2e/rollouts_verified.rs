@@ -99,7 +99,10 @@ async fn a_quiet_window_confirms_the_rollout_only_when_it_ends() {
     let count = |op: &str| calls.iter().filter(|(o, _)| o == op).count();
     assert_eq!(count("DescribeAlarms"), looks, "{states:?} {calls:?}");
     assert_eq!(count("DescribeAlarmHistory"), looks, "{states:?} {calls:?}");
-    assert_eq!(looks, 4, "three checks in a 15-minute window, and the one that saw it live: {states:?}");
+    assert_eq!(
+        looks, 4,
+        "three checks in a 15-minute window, and the one that saw it live: {states:?}"
+    );
 }
 
 #[tokio::test]
