@@ -13,8 +13,6 @@ use crate::decision::patch::{WritePlan, escape_pointer};
 use crate::policy::constraint::{Constraint, parse_lenient_version};
 use crate::policy::{Decision, TagInfo, TagPolicy};
 use crate::registry::ecr::ArtifactTag;
-use crate::report::events::EventText;
-use crate::report::{Action, Entry};
 
 /// The config media type of a Helm chart pushed as an OCI artifact, which ECR reports as the
 /// image's `artifactMediaType`.
@@ -194,35 +192,6 @@ pub fn plan(updates: &[(&ChartSource, &str)]) -> WritePlan {
     }
 }
 
-/// The `ChartUpdated` Event of a write: each chart, where, from and to.
-pub fn updated_event(app: &Application<'_>, entries: &[Entry], now: &str, nanos: i128) -> Value {
-    let name = app.identity().name;
-    let changes: Vec<String> = entries
-        .iter()
-        .filter(|e| e.action == Action::Updated)
-        .map(|e| {
-            format!(
-                "{} {} -> {} ({})",
-                e.image,
-                e.from.as_deref().unwrap_or_default(),
-                e.to.as_deref().unwrap_or_default(),
-                e.sources.join(", ")
-            )
-        })
-        .collect();
-    let text = EventText {
-        suffix: format!("{nanos:x}"),
-        reason: "ChartUpdated",
-        message: format!(
-            "Updated the chart version of application '{name}': {}",
-            changes.join("; ")
-        ),
-        kind: "Normal",
-        annotations: serde_json::Map::new(),
-    };
-    crate::report::events::about(&app.involved(), text, now)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -232,11 +201,6 @@ mod tests {
     /// [`super::sources_of`] of the Application the JSON fixture is, as read.
     fn sources_of(app: &Value, registry: &str, repository: &str) -> Vec<ChartSource> {
         super::sources_of(&Application::of(app), registry, repository)
-    }
-
-    /// [`super::updated_event`] about the Application the JSON fixture is, as read.
-    fn updated_event(app: &Value, entries: &[Entry], now: &str, nanos: i128) -> Value {
-        super::updated_event(&Application::of(app), entries, now, nanos)
     }
 
     const REGISTRY: &str = "123456789012.dkr.ecr.eu-west-1.amazonaws.com";
@@ -449,23 +413,5 @@ mod tests {
             ])
         );
         assert_eq!(plan.written_paths(), ["/spec/sources/1/targetRevision"]);
-    }
-
-    #[test]
-    fn the_event_names_each_chart_moved_and_where() {
-        let app = json!({"metadata": {"namespace": "argocd", "name": "web", "uid": "u1"}});
-        let mut moved =
-            Entry::new("argocd", "web", None, "r/charts/web").with(Action::Updated, "x");
-        moved.from = Some("1.2.0".into());
-        moved.to = Some("1.3.0".into());
-        moved.sources = vec!["spec.sources[1]".into()];
-        let kept = Entry::new("argocd", "web", None, "r/charts/db").with(Action::Unchanged, "y");
-        let event = updated_event(&app, &[moved, kept], "2026-12-03T10:00:00Z", 255);
-        assert_eq!(event["reason"], "ChartUpdated");
-        assert_eq!(event["metadata"]["name"], "web.ff");
-        assert_eq!(
-            event["message"],
-            "Updated the chart version of application 'web': r/charts/web 1.2.0 -> 1.3.0 (spec.sources[1])"
-        );
     }
 }

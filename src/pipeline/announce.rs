@@ -35,8 +35,12 @@ pub async fn record_chart_event(
     now: OffsetDateTime,
 ) {
     let stamp = now.format(&Rfc3339).unwrap_or_default();
-    let event =
-        crate::decision::chart::updated_event(app, entries, &stamp, now.unix_timestamp_nanos());
+    let event = crate::report::events::chart_updated(
+        &app.involved(),
+        entries,
+        &stamp,
+        now.unix_timestamp_nanos(),
+    );
     send(kube, app, &event, "ChartUpdated").await;
 }
 

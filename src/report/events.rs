@@ -146,6 +146,72 @@ pub fn images_updated(app: &Involved, entries: &[Entry], now: &str, nanos: i128)
     about(app, text, now)
 }
 
+/// The `ChartUpdated` Event of a write: each chart, where, from and to. `now` is RFC 3339,
+/// `nanos` makes the name unique.
+pub fn chart_updated(app: &Involved, entries: &[Entry], now: &str, nanos: i128) -> Value {
+    let changes: Vec<String> = entries
+        .iter()
+        .filter(|e| e.action == Action::Updated)
+        .map(|e| {
+            format!(
+                "{} {} -> {} ({})",
+                e.image,
+                e.from.as_deref().unwrap_or_default(),
+                e.to.as_deref().unwrap_or_default(),
+                e.sources.join(", ")
+            )
+        })
+        .collect();
+    let text = EventText {
+        suffix: format!("{nanos:x}"),
+        reason: "ChartUpdated",
+        message: format!(
+            "Updated the chart version of application '{}': {}",
+            app.name,
+            changes.join("; ")
+        ),
+        kind: "Normal",
+        annotations: serde_json::Map::new(),
+    };
+    about(app, text, now)
+}
+
+/// What the Event of a rollout's outcome says: the write (its record's text and time, the
+/// images it wrote) and how it ended.
+pub struct RolloutEnded<'a> {
+    pub record_text: &'a str,
+    /// When the write was made (RFC 3339).
+    pub written_at: &'a str,
+    /// `image:value` of each image written.
+    pub images: Vec<String>,
+    /// `RolloutConfirmed`, `RolloutFailed`, …
+    pub event_reason: &'a str,
+    /// A `Normal` Event (else `Warning`).
+    pub normal: bool,
+    pub reason: &'a str,
+}
+
+/// The Kubernetes Event of a rollout's outcome, named by the write so that one write has one
+/// Event per outcome (the API server refuses the same name twice).
+pub fn rollout_ended(app: &Involved, ended: &RolloutEnded<'_>, now: &str) -> Value {
+    let text = EventText {
+        suffix: format!(
+            "rollout-{}",
+            short_key(&format!("{}@{}", ended.record_text, ended.written_at))
+        ),
+        reason: ended.event_reason,
+        message: format!(
+            "{} written at {}: {}",
+            ended.images.join(", "),
+            ended.written_at,
+            ended.reason
+        ),
+        kind: if ended.normal { "Normal" } else { "Warning" },
+        annotations: Default::default(),
+    };
+    about(app, text, now)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,5 +242,28 @@ mod tests {
         assert_eq!(short_key("x"), short_key("x"));
         assert_ne!(short_key("x"), short_key("y"));
         assert_eq!(short_key("x").len(), 8);
+    }
+
+    #[test]
+    fn the_event_names_each_chart_moved_and_where() {
+        let app = Involved {
+            namespace: "argocd".into(),
+            name: "web".into(),
+            uid: Some("u1".into()),
+            resource_version: None,
+        };
+        let mut moved =
+            Entry::new("argocd", "web", None, "r/charts/web").with(Action::Updated, "x");
+        moved.from = Some("1.2.0".into());
+        moved.to = Some("1.3.0".into());
+        moved.sources = vec!["spec.sources[1]".into()];
+        let kept = Entry::new("argocd", "web", None, "r/charts/db").with(Action::Unchanged, "y");
+        let event = chart_updated(&app, &[moved, kept], "2026-12-03T10:00:00Z", 255);
+        assert_eq!(event["reason"], "ChartUpdated");
+        assert_eq!(event["metadata"]["name"], "web.ff");
+        assert_eq!(
+            event["message"],
+            "Updated the chart version of application 'web': r/charts/web 1.2.0 -> 1.3.0 (spec.sources[1])"
+        );
     }
 }

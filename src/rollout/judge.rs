@@ -731,25 +731,16 @@ pub fn event(
         .iter()
         .map(|i| format!("{}:{}", i.image, i.to))
         .collect();
-    let text = crate::report::events::EventText {
-        suffix: format!(
-            "rollout-{}",
-            crate::report::events::short_key(&format!("{}@{}", record.text, stamp(record.time)))
-        ),
-        reason: outcome.event_reason(),
-        message: format!(
-            "{} written at {}: {reason}",
-            images.join(", "),
-            stamp(record.time)
-        ),
-        kind: if matches!(outcome, Outcome::Confirmed | Outcome::TakenBack) {
-            "Normal"
-        } else {
-            "Warning"
-        },
-        annotations: Default::default(),
+    let written_at = stamp(record.time);
+    let ended = crate::report::events::RolloutEnded {
+        record_text: &record.text,
+        written_at: &written_at,
+        images,
+        event_reason: outcome.event_reason(),
+        normal: matches!(outcome, Outcome::Confirmed | Outcome::TakenBack),
+        reason,
     };
-    crate::report::events::about(&app.involved(), text, &stamp(now))
+    crate::report::events::rollout_ended(&app.involved(), &ended, &stamp(now))
 }
 
 /// Whether to start a sync of `app` after our write, and why not when not: only when the
