@@ -63,6 +63,49 @@ impl<'a> Application<'a> {
         (self.view.identity.namespace, self.view.identity.name)
     }
 
+    /// The failed rollouts it remembers per image (`argocd-ecr-updater.io/failed-rollouts`).
+    pub fn failed_rollouts(
+        &self,
+    ) -> std::collections::BTreeMap<String, crate::application::failures::FailedRollout> {
+        crate::application::failures::of(self.raw)
+    }
+
+    /// The manual rollbacks it remembers per image (`argocd-ecr-updater.io/rollbacks`).
+    pub fn remembered_rollbacks(
+        &self,
+    ) -> std::collections::BTreeMap<String, crate::application::rollbacks::RememberedRollback> {
+        crate::application::rollbacks::of(self.raw)
+    }
+
+    /// The guarded patch operations that set the failed rollouts to `next`.
+    pub fn failed_rollouts_ops(
+        &self,
+        next: &std::collections::BTreeMap<String, crate::application::failures::FailedRollout>,
+    ) -> Vec<Value> {
+        crate::application::failures::patch_ops(self.raw, next)
+    }
+
+    /// The guarded patch operations that set the remembered rollbacks to `next`, tested
+    /// against our audit record as read (what they are derived from).
+    pub fn remembered_rollbacks_ops(
+        &self,
+        next: &std::collections::BTreeMap<
+            String,
+            crate::application::rollbacks::RememberedRollback,
+        >,
+    ) -> Vec<Value> {
+        let key = crate::appconfig::annotations::AUDIT_ANNOTATION;
+        // The key as a JSON pointer token (RFC 6901): `/` is `~1`.
+        let audit = format!(
+            "/metadata/annotations/{}",
+            key.replace('~', "~0").replace('/', "~1")
+        );
+        let mut ops = vec![serde_json::json!({"op": "test", "path": audit,
+            "value": self.raw["metadata"]["annotations"][key]})];
+        ops.extend(crate::application::rollbacks::patch_ops(self.raw, next));
+        ops
+    }
+
     /// The Application as a Kubernetes Event involves it.
     pub fn involved(&self) -> crate::report::events::Involved {
         crate::report::events::Involved {

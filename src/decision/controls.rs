@@ -10,7 +10,6 @@ use time::format_description::well_known::Rfc3339;
 
 use crate::appconfig::annotations::ImageConfig;
 use crate::application::app::Application;
-use crate::application::failures;
 use crate::decision::decide::ImageOutcome;
 use crate::report::{Action, Entry};
 
@@ -129,7 +128,7 @@ pub fn hold_after_failure(
     let Some(update) = &outcome.update else {
         return outcome;
     };
-    let failures = failures::of(app.raw);
+    let failures = app.failed_rollouts();
     let Some(failure) = failures.get(&config.image.to_string()) else {
         return outcome;
     };

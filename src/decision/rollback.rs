@@ -202,7 +202,8 @@ fn taken_back_ranked(
     let write = app.audit.as_ref()?.last_write_of(&reference)?;
     let to = TagRef::parse(&write.image.to)?;
     // What the annotation remembers holds only while our last write is the one taken back.
-    let remembered = rollbacks::of(app.raw)
+    let remembered = app
+        .remembered_rollbacks()
         .remove(&reference)
         .filter(|r| r.written == write.image.to);
     if &to == current {
@@ -266,7 +267,7 @@ pub fn to_remember(
     config: &AppConfig,
     entries: &[Entry],
 ) -> Option<BTreeMap<String, RememberedRollback>> {
-    let before = rollbacks::of(app.raw);
+    let before = app.remembered_rollbacks();
     let mut next = before.clone();
     let respected = entries
         .iter()

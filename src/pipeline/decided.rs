@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::context::{Context, Work};
 use super::image::decide_image;
 use super::resolved::Resolved;
-use crate::appconfig::annotations::{self, AppConfig, ImageEntry};
+use crate::appconfig::annotations::{AppConfig, ImageEntry};
 use crate::appconfig::imageupdater::ConfigSource;
 use crate::application::app::Application;
 use crate::cluster::retry::retry_transient;
@@ -182,13 +182,7 @@ async fn remember_rollbacks(
     work: &Work<'_>,
 ) {
     let (namespace, name) = app.names();
-    let audit = format!(
-        "/metadata/annotations/{}",
-        crate::decision::patch::escape_pointer(annotations::AUDIT_ANNOTATION)
-    );
-    let mut ops = vec![serde_json::json!({"op": "test", "path": audit,
-        "value": app.raw["metadata"]["annotations"][annotations::AUDIT_ANNOTATION]})];
-    ops.extend(crate::application::rollbacks::patch_ops(app.raw, next));
+    let ops = app.remembered_rollbacks_ops(next);
     let patch = crate::cluster::kube::Patch::Json(Value::Array(ops));
     let kube = work.kube;
     let written = retry_transient(work.deadline, || {

@@ -838,13 +838,13 @@ async fn record_outcome(
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default();
     if let Some(next) = failures::after_outcome(
-        &failures::of(app.raw),
+        &app.failed_rollouts(),
         record,
         ended.outcome.as_str(),
         ended.reason,
         &at,
     ) {
-        ops.extend(failures::patch_ops(app.raw, &next));
+        ops.extend(app.failed_rollouts_ops(&next));
     }
     let patch = Patch::Json(Value::Array(ops));
     retry_transient(deadline, || kube.patch_application(namespace, name, &patch)).await?;
