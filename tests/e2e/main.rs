@@ -24,6 +24,7 @@ mod lambda;
 mod layout;
 mod moving;
 mod operations;
+mod probe_verification;
 mod push;
 mod registries;
 mod rollbacks;

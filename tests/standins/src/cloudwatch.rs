@@ -37,6 +37,9 @@ struct Alarm {
 #[derive(Debug, Clone)]
 struct HistoryItem {
     alarm: String,
+    /// Of a composite alarm: `DescribeAlarmHistory` returns it only when `AlarmTypes` names
+    /// `CompositeAlarm` (omitted, only metric alarms' history is returned).
+    composite: bool,
     at: OffsetDateTime,
     kind: &'static str,
     summary: String,
@@ -51,6 +54,8 @@ pub struct CloudWatch {
     readable: Mutex<Option<Vec<String>>>,
     /// Operations answered, in order, with the alarm(s) asked about.
     calls: Mutex<Vec<(String, String)>>,
+    /// The next calls answered with this error: (remaining, status, code).
+    failing: Mutex<Option<(u32, u16, String)>>,
 }
 
 impl CloudWatch {
@@ -76,6 +81,7 @@ impl CloudWatch {
         );
         lock(&self.history).push(HistoryItem {
             alarm: name.into(),
+            composite,
             at,
             kind: "ConfigurationUpdate",
             summary: format!("Alarm \"{name}\" created"),
@@ -100,6 +106,7 @@ impl CloudWatch {
         });
         lock(&self.history).push(HistoryItem {
             alarm: name.into(),
+            composite: alarm.composite,
             at,
             kind: "StateUpdate",
             summary: format!("Alarm updated from {} to {state}", alarm.state),
@@ -108,6 +115,27 @@ impl CloudWatch {
         alarm.state = state.into();
         alarm.reason = reason.into();
         alarm.updated = at;
+    }
+
+    /// Deletes the alarm (its history stays, as in CloudWatch).
+    pub fn delete_alarm(&self, name: &str) {
+        lock(&self.alarms).remove(name);
+    }
+
+    /// The next `count` calls are answered `status` with error `code` (in this protocol's
+    /// envelope): `ServiceUnavailable` 503, `InternalServiceError` 500, `Throttling` 400.
+    pub fn fail_next(&self, count: u32, status: u16, code: &str) {
+        *lock(&self.failing) = Some((count, status, code.to_string()));
+    }
+
+    fn failure(&self) -> Option<(u16, String)> {
+        let mut failing = lock(&self.failing);
+        let (remaining, status, code) = failing.as_mut()?;
+        if *remaining == 0 {
+            return None;
+        }
+        *remaining -= 1;
+        Some((*status, code.clone()))
     }
 
     /// Only these alarms may be read by the function's role (its policy's alarm ARNs).
@@ -165,6 +193,14 @@ pub async fn handle(
     let region = state.region.clone();
     let account = state.account.clone();
     let cloudwatch = &state.cloudwatch;
+    if let Some((status, code)) = cloudwatch.failure() {
+        lock(&cloudwatch.calls).push((operation.clone(), format!("failed {code}")));
+        return error(
+            StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            &code,
+            "injected by the test",
+        );
+    }
     match operation.as_str() {
         "DescribeAlarms" => describe_alarms(cloudwatch, &request, &region, &account),
         "DescribeAlarmHistory" => describe_alarm_history(cloudwatch, &request, &region, &account),
@@ -284,8 +320,20 @@ fn describe_alarm_history(
         .and_then(Cbor::as_text)
         .and_then(|t| t.parse().ok())
         .unwrap_or(0);
+    let types: Vec<String> = match request.get("AlarmTypes") {
+        Some(Cbor::Array(items)) => items
+            .iter()
+            .filter_map(|i| i.as_text().map(str::to_string))
+            .collect(),
+        _ => vec!["MetricAlarm".into()],
+    };
+    let wanted = |composite: bool| {
+        let kind = if composite { "CompositeAlarm" } else { "MetricAlarm" };
+        types.iter().any(|t| t == kind)
+    };
     let mut items: Vec<HistoryItem> = lock(&cloudwatch.history)
         .iter()
+        .filter(|i| wanted(i.composite))
         .filter(|i| name.is_none_or(|n| i.alarm == n))
         .filter(|i| kind.is_none_or(|k| i.kind == k))
         .filter(|i| start.is_none_or(|s| i.at >= s) && end.is_none_or(|e| i.at <= e))
@@ -302,7 +350,14 @@ fn describe_alarm_history(
         .map(|item| {
             Cbor::Map(vec![
                 text_pair("AlarmName", &item.alarm),
-                text_pair("AlarmType", "MetricAlarm"),
+                text_pair(
+                    "AlarmType",
+                    if item.composite {
+                        "CompositeAlarm"
+                    } else {
+                        "MetricAlarm"
+                    },
+                ),
                 (Cbor::Text("Timestamp".into()), timestamp(item.at)),
                 text_pair("HistoryItemType", item.kind),
                 text_pair("HistorySummary", &item.summary),
