@@ -36,12 +36,21 @@ pub struct Watch {
     pub window: Duration,
 }
 
+/// Where the function reads alarms: its region, and its account when known (an ARN of
+/// another account names an alarm it cannot read as that one).
+#[derive(Debug, Clone, Copy)]
+pub struct Home<'a> {
+    pub region: &'a str,
+    pub account: Option<&'a str>,
+}
+
 /// Reads the two annotations: `Ok(None)` when no alarms are named; an error names the
-/// annotation and what to write instead.
+/// annotation and what to write instead. A comma always separates two alarms, so a name
+/// holding a comma cannot be watched.
 pub fn settings(
     alarms: Option<&str>,
     window: Option<&str>,
-    region: &str,
+    home: Home<'_>,
 ) -> Result<Option<Watch>, String> {
     let Some(alarms) = alarms else {
         return match window {
@@ -53,7 +62,7 @@ pub fn settings(
     };
     let mut names = Vec::new();
     for item in alarms.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let name = alarm_name(item, region)
+        let name = alarm_name(item, home)
             .map_err(|problem| format!("`{ALARMS_ANNOTATION}`: {problem}"))?;
         if !names.contains(&name) {
             names.push(name);
@@ -90,12 +99,13 @@ pub fn settings(
 }
 
 /// An alarm's name from a name or an ARN of this region (`DescribeAlarms` reads one region).
-fn alarm_name(item: &str, region: &str) -> Result<String, String> {
+fn alarm_name(item: &str, home: Home<'_>) -> Result<String, String> {
+    let region = home.region;
     let name = match item.strip_prefix("arn:") {
         None => item,
         Some(rest) => {
             let parts: Vec<&str> = rest.splitn(6, ':').collect();
-            let [_partition, service, arn_region, _account, kind, name] = parts[..] else {
+            let [_partition, service, arn_region, account, kind, name] = parts[..] else {
                 return Err(format!("{item} is not an alarm ARN"));
             };
             if service != "cloudwatch" || kind != "alarm" {
@@ -104,6 +114,11 @@ fn alarm_name(item: &str, region: &str) -> Result<String, String> {
             if arn_region != region {
                 return Err(format!(
                     "{item} is in {arn_region}; the function reads alarms of its own region {region}"
+                ));
+            }
+            if let Some(own) = home.account.filter(|own| *own != account) {
+                return Err(format!(
+                    "{item} is an alarm of account {account}; the function reads alarms of its own account {own}"
                 ));
             }
             name
@@ -198,11 +213,49 @@ pub fn judge(
             left: (end - now).try_into().unwrap_or_default(),
         };
     }
+    // An alarm whose state changed inside the window with that change not yet in its
+    // history (CloudWatch writes history after the state): the window is not known to be
+    // quiet until the history shows it, for at most a grace period.
+    if let Some(seen) = watch
+        .alarms
+        .iter()
+        .filter_map(|name| observed.alarms.iter().find(|a| &a.name == name))
+        .find(|seen| history_lags(seen, &observed.transitions, live, seen_until))
+    {
+        if now >= end + HISTORY_GRACE {
+            return Verification::Failed(format!(
+                "alarm {} changed state inside the window and its history has not shown the change for {}: not verified",
+                seen.name,
+                format_duration(HISTORY_GRACE)
+            ));
+        }
+        return Verification::Watching {
+            left: Duration::from_secs(60),
+        };
+    }
     Verification::Verified(format!(
         "verified: {} not in ALARM for {} after it was live",
         watch.alarms.join(", "),
         format_duration(watch.window)
     ))
+}
+
+/// How long past the window's end a check waits for a lagging history.
+pub const HISTORY_GRACE: Duration = Duration::from_secs(15 * 60);
+
+/// Whether `seen` last changed inside `[from, until]` with no change read from then on.
+fn history_lags(
+    seen: &Seen,
+    transitions: &[Transition],
+    from: OffsetDateTime,
+    until: OffsetDateTime,
+) -> bool {
+    let Some(updated) = seen.updated.filter(|u| *u > from && *u <= until) else {
+        return false;
+    };
+    !transitions
+        .iter()
+        .any(|t| t.alarm == seen.name && t.at >= updated - time::Duration::seconds(1))
 }
 
 /// Why `seen` was in `ALARM` at some moment of `[from, until]`, if it was.
@@ -273,6 +326,15 @@ mod tests {
     use super::*;
     use time::macros::datetime;
 
+    const HOME_EU: Home<'static> = Home {
+        region: "eu-west-1",
+        account: None,
+    };
+    const HOME_R: Home<'static> = Home {
+        region: "r",
+        account: None,
+    };
+
     const LIVE: OffsetDateTime = datetime!(2026-12-06 10:00 UTC);
 
     fn watch(names: &[&str]) -> Watch {
@@ -310,7 +372,7 @@ mod tests {
         let got = settings(
             Some("errors, arn:aws:cloudwatch:eu-west-1:123456789012:alarm:p99 latency,errors"),
             Some("30m"),
-            "eu-west-1",
+            HOME_EU,
         )
         .unwrap()
         .unwrap();
@@ -320,9 +382,9 @@ mod tests {
 
     #[test]
     fn settings_without_alarms_ask_for_nothing_and_a_window_alone_is_an_error() {
-        assert_eq!(settings(None, None, "r"), Ok(None));
+        assert_eq!(settings(None, None, HOME_R), Ok(None));
         assert!(
-            settings(None, Some("10m"), "r")
+            settings(None, Some("10m"), HOME_R)
                 .unwrap_err()
                 .contains(ALARMS_ANNOTATION)
         );
@@ -331,7 +393,7 @@ mod tests {
     #[test]
     fn settings_refuse_other_regions_other_services_too_many_alarms_and_odd_windows() {
         let refused = |alarms: &str, window: Option<&str>| {
-            settings(Some(alarms), window, "eu-west-1").unwrap_err()
+            settings(Some(alarms), window, HOME_EU).unwrap_err()
         };
         assert!(refused("arn:aws:cloudwatch:us-east-1:1:alarm:a", None).contains("us-east-1"));
         assert!(refused("arn:aws:sns:eu-west-1:1:alarm:a", None).contains("not a CloudWatch"));
@@ -343,7 +405,7 @@ mod tests {
         assert!(refused("a", Some("25h")).contains("outside"));
         assert!(refused("a", Some("soon")).contains(WINDOW_ANNOTATION));
         assert_eq!(
-            settings(Some("a"), None, "r").unwrap().unwrap().window,
+            settings(Some("a"), None, HOME_R).unwrap().unwrap().window,
             DEFAULT_WINDOW
         );
     }

@@ -349,6 +349,14 @@ impl Follow<'_> {
                     let Some(record) = record else {
                         return Err("the audit record vanished between two reads".into());
                     };
+                    // Not live again (Progressing) inside a window being watched: an alarm
+                    // in it still fails the rollout.
+                    let alarmed = self.alarmed_while_pending(kube, &app, check, &record, now);
+                    match alarmed.await? {
+                        Some(Step::Done(checked)) => return *checked,
+                        Some(Step::Again) => continue,
+                        None => {}
+                    }
                     let next = check.next();
                     let later = Later {
                         state: "pending",
@@ -593,12 +601,44 @@ impl Follow<'_> {
         Step::Done(Box::new(sent))
     }
 
+    /// For a write whose window is being watched and that is not live now: why an alarm
+    /// fails it, if one was in `ALARM` in the window so far.
+    async fn alarmed_while_pending(
+        &self,
+        kube: &KubeClient,
+        app: &Application<'_>,
+        check: &Confirmation,
+        record: &AuditRecord,
+        now: OffsetDateTime,
+    ) -> Result<Option<Step>, String> {
+        let Some(since) = record.verifying_since else {
+            return Ok(None);
+        };
+        let Verify::Ended(Outcome::Failed, why) =
+            self.verification(app, record, since, now).await?
+        else {
+            return Ok(None);
+        };
+        let ended = Ended {
+            outcome: Outcome::Failed,
+            reason: &why,
+            at: now,
+        };
+        // The Lambda deadline only bounds retries of transient errors; none here.
+        let step = self.record_ended(kube, app, check, record.clone(), &ended, None);
+        Ok(Some(step.await))
+    }
+
     /// The alarms the Application asks its rollouts to be verified by, if any.
     fn watch(&self, app: &Application<'_>) -> Result<Option<alarms::Watch>, String> {
+        let home = alarms::Home {
+            region: self.region,
+            account: self.config.own_account.as_deref(),
+        };
         alarms::settings(
             app.annotation(alarms::ALARMS_ANNOTATION),
             app.annotation(alarms::WINDOW_ANNOTATION),
-            self.region,
+            home,
         )
     }
 
@@ -619,7 +659,18 @@ impl Follow<'_> {
             )
         };
         let watch = match self.watch(app) {
-            Ok(None) => return Ok(Verify::Unwatched),
+            Ok(None) => {
+                return Ok(match record.verifying_since {
+                    None => Verify::Unwatched,
+                    Some(since) => Verify::Ended(
+                        Outcome::Confirmed,
+                        format!(
+                            "running and Healthy; the alarms watched since {} were not watched to the window's end: verify-alarms was removed",
+                            since.format(&Rfc3339).unwrap_or_default()
+                        ),
+                    ),
+                });
+            }
             Ok(Some(watch)) => watch,
             Err(problem) => return Ok(unverifiable(&problem)),
         };

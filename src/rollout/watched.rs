@@ -108,11 +108,14 @@ impl Alarms {
     ) -> Result<Vec<Transition>, Unreadable> {
         let mut transitions = Vec::new();
         let mut token: Option<String> = None;
-        for _ in 0..MAX_HISTORY_PAGES {
+        for page_number in 0..MAX_HISTORY_PAGES {
             let page = self
                 .client
                 .describe_alarm_history()
                 .alarm_name(name)
+                // Without the types, CloudWatch answers a composite alarm's history with none.
+                .alarm_types(AlarmType::MetricAlarm)
+                .alarm_types(AlarmType::CompositeAlarm)
                 .history_item_type(HistoryItemType::StateUpdate)
                 .start_date(DateTime::from_secs(since.unix_timestamp()))
                 .end_date(DateTime::from_secs(until.unix_timestamp() + 1))
@@ -134,6 +137,14 @@ impl Alarms {
                 })
             }));
             match page.next_token() {
+                // More than the pages read: judging on part of the history could call a
+                // window quiet that was not; an alarm this restless is not a verification.
+                Some(next) if !next.is_empty() && page_number + 1 == MAX_HISTORY_PAGES => {
+                    return Err(Unreadable::Failed(Failure::permanent(format!(
+                        "alarm {name} changed state more than {} times since the write: too restless to verify a rollout by",
+                        MAX_HISTORY_PAGES * 100
+                    ))));
+                }
                 Some(next) if !next.is_empty() => token = Some(next.to_string()),
                 _ => break,
             }
@@ -144,9 +155,19 @@ impl Alarms {
 
 fn failure(action: &str, described: aws_error::Described) -> Unreadable {
     let text = format!("cannot read the watched alarms ({action}): {described}");
+    // CloudWatch's own server errors pass once it recovers: the check comes back.
+    let server_side = matches!(
+        described.code.as_deref(),
+        Some(
+            "ServiceUnavailable"
+                | "InternalServiceError"
+                | "InternalServiceFault"
+                | "InternalFailure"
+        )
+    );
     match described.cause {
         aws_error::Cause::AccessDenied => Unreadable::Denied(text),
-        cause => Unreadable::Failed(Failure::new(text, cause.is_retryable())),
+        cause => Unreadable::Failed(Failure::new(text, server_side || cause.is_retryable())),
     }
 }
 

@@ -209,3 +209,34 @@ async fn a_request_signed_with_the_wrong_key_is_refused_before_any_alarm_is_read
     );
     assert!(standins.aws.cloudwatch.calls().is_empty());
 }
+
+#[tokio::test]
+async fn a_composite_alarms_history_needs_the_action_on_every_alarm() {
+    let standins = Scenario::start(Options::default()).await;
+    let cloudwatch = &standins.aws.cloudwatch;
+    cloudwatch.create_composite_alarm("web-health", LIVE);
+    cloudwatch.readable_only(&["web-health"]);
+    let reader = Alarms::new(aws_sdk_cloudwatch::Client::new(&standins.sdk_config()));
+    let failure = reader
+        .observe(&names(&["web-health"]), LIVE, LIVE + minutes(1))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            failure,
+            argocd_ecr_updater::rollout::watched::Unreadable::Denied(_)
+        ),
+        "{failure}"
+    );
+    assert!(
+        failure.to_string().contains("DescribeAlarmHistory"),
+        "{failure}"
+    );
+    cloudwatch.readable_only(&["web-health", "*"]);
+    assert!(
+        reader
+            .observe(&names(&["web-health"]), LIVE, LIVE + minutes(1))
+            .await
+            .is_ok()
+    );
+}

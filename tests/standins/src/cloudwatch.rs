@@ -298,7 +298,13 @@ fn describe_alarm_history(
     if let Some(problem) = bad_max_records(request) {
         return problem;
     }
-    if cloudwatch.denied(name.unwrap_or("*")) {
+    // A composite alarm's history needs the action on `*` (CloudWatch's API reference).
+    let composite = name.is_some_and(|n| {
+        lock(&cloudwatch.alarms)
+            .get(n)
+            .is_some_and(|alarm| alarm.composite)
+    });
+    if cloudwatch.denied(name.unwrap_or("*")) || (composite && cloudwatch.denied("*")) {
         return denied(
             "cloudwatch:DescribeAlarmHistory",
             region,
@@ -328,7 +334,11 @@ fn describe_alarm_history(
         _ => vec!["MetricAlarm".into()],
     };
     let wanted = |composite: bool| {
-        let kind = if composite { "CompositeAlarm" } else { "MetricAlarm" };
+        let kind = if composite {
+            "CompositeAlarm"
+        } else {
+            "MetricAlarm"
+        };
         types.iter().any(|t| t == kind)
     };
     let mut items: Vec<HistoryItem> = lock(&cloudwatch.history)
