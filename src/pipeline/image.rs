@@ -59,7 +59,7 @@ pub(super) async fn decide_image(
 
 /// Sends a one-Application shard that re-decides `case`'s Application in `delay` seconds;
 /// says when, or why it will be decided otherwise.
-async fn decide_again_later(
+pub(super) async fn decide_again_later(
     ctx: &Context,
     case: &ImageCase<'_>,
     work: &Work<'_>,
@@ -85,7 +85,7 @@ async fn decide_again_later(
 
 /// Claims the next hop of `image`'s soak chain on the Application (guarded, read again
 /// on a conflict): its number, or why none is sent.
-async fn claim_hop(
+pub(super) async fn claim_hop(
     ctx: &Context,
     case: &ImageCase<'_>,
     work: &Work<'_>,
@@ -136,9 +136,14 @@ async fn decide_image_facts(
     case: &ImageCase<'_>,
     work: &Work<'_>,
 ) -> (ImageOutcome, Option<String>) {
-    let decided = match work.mode {
-        Mode::Push(push) => decide_pushed(ctx, case, push, work).await,
-        Mode::Reconcile => decide_reconciled(ctx, case, work).await,
+    let decided = match crate::decision::promotion::settings(case.config) {
+        // A promoted image takes its upstream's verified image, never a push or a sweep's.
+        Ok(Some(settings)) => super::promoted::decide_promoted(ctx, case, &settings, work).await,
+        Err(problem) => Err(Failure::new(problem, false)),
+        Ok(None) => match work.mode {
+            Mode::Push(push) => decide_pushed(ctx, case, push, work).await,
+            Mode::Reconcile => decide_reconciled(ctx, case, work).await,
+        },
     };
     decided.unwrap_or_else(|e| {
         let entries = vec![decide::failed_entry(case.entry(), &e.message, e.retryable)];
@@ -154,14 +159,14 @@ async fn decide_image_facts(
 /// scan gate with ECR's findings, the platforms. The event only says what to look at:
 /// a tag is written only if ECR lists it now, and the digest returned (which the
 /// signature gate checks) is the one ECR says it points at now.
-async fn decide_pushed(
+pub(super) async fn decide_pushed(
     ctx: &Context,
     case: &ImageCase<'_>,
     push: &PushEvent,
     work: &Work<'_>,
 ) -> Result<(ImageOutcome, Option<String>), Failure> {
     let (registry, repository) = (case.registry.as_str(), case.repository.as_str());
-    let needs = case.needs(work.mode);
+    let needs = case.needs(Mode::Push(push));
     let mut described = if needs.describe.is_empty() {
         DescribedTags::new()
     } else {

@@ -20,5 +20,6 @@ mod git_attempt;
 pub mod handler;
 mod image;
 pub(crate) mod listing;
+mod promoted;
 mod resolved;
 mod run;

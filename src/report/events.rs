@@ -53,6 +53,20 @@ pub fn about(app: &Involved, text: EventText<'_>, now: &str) -> Value {
         "firstTimestamp": now, "lastTimestamp": now, "count": 1})
 }
 
+/// The `PromotionRefused` Warning Event: a promoted image's configuration names no upstream
+/// it can be promoted from (`why`). Named after the reason: the same refusal, decided again
+/// by every push and sweep, is recorded once (the API server refuses the same name).
+pub fn promotion_refused(app: &Involved, why: &str, now: &str) -> Value {
+    let text = EventText {
+        suffix: format!("promotion-refused-{}", short_key(why)),
+        reason: "PromotionRefused",
+        message: crate::redact::scrub(why),
+        kind: "Warning",
+        annotations: serde_json::Map::new(),
+    };
+    about(app, text, now)
+}
+
 /// Eight hex digits of the SHA-256 of `text`: a short name part that is the same for the same
 /// thing recorded.
 pub fn short_key(text: &str) -> String {

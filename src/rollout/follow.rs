@@ -60,6 +60,14 @@ pub struct Follow<'a> {
 pub trait Checks: Send + Sync {
     /// `Err`: why it was not sent.
     async fn send_check(&self, check: &Confirmation, delay_seconds: u32) -> Result<(), String>;
+
+    /// Sends a one-Application shard (a downstream woken by a verified rollout); `Err`: why
+    /// it was not sent.
+    async fn send_follow_up(
+        &self,
+        shard: &crate::sweep::shard::Shard,
+        delay_seconds: u32,
+    ) -> Result<(), String>;
 }
 
 /// Where a write landed: the cluster's client and name, and the invocation's deadline.
@@ -519,6 +527,21 @@ impl Follow<'_> {
             .await;
         for note in notes {
             tracing::info!(application = %format!("{namespace}/{name}"), note, "commit status");
+        }
+        // A verified rollout is what its downstreams are promoted on.
+        if outcome == Outcome::Confirmed
+            && let Some(queue) = self.checks
+        {
+            let upstream = crate::decision::promotion::Place {
+                cluster: check.cluster.clone(),
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+            };
+            let woken =
+                crate::rollout::downstreams::wake(self.clusters, queue, &upstream, &record).await;
+            for note in woken {
+                tracing::info!(application = %format!("{namespace}/{name}"), note, "promotion");
+            }
         }
         let live = record.verifying_since.unwrap_or(now);
         let timings = (outcome == Outcome::Confirmed).then(|| judge::timings(&record, live));

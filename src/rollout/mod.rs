@@ -5,9 +5,11 @@
 //! [`follow`], the run of it: the first check sent after a write, and each check the queue
 //! brings back read, judged and carried out, over what it borrows of the warm container;
 //! [`alarms`], whether the CloudWatch alarms an Application names stayed out of `ALARM` for
-//! the window after the write went live (pure), read by [`watched`].
+//! the window after the write went live (pure), read by [`watched`]; [`downstreams`], the
+//! Applications promoted from a verified rollout, found and woken.
 
 pub mod alarms;
+pub mod downstreams;
 pub mod follow;
 pub mod judge;
 pub mod message;

@@ -124,4 +124,14 @@ impl crate::rollout::follow::Checks for ShardQueue {
             .await
             .map_err(|e| e.to_string())
     }
+
+    async fn send_follow_up(
+        &self,
+        shard: &crate::sweep::shard::Shard,
+        delay_seconds: u32,
+    ) -> Result<(), String> {
+        self.send_after(shard, delay_seconds)
+            .await
+            .map_err(|e| e.to_string())
+    }
 }

@@ -25,6 +25,7 @@ mod layout;
 mod moving;
 mod operations;
 mod probe_verification;
+mod promotion;
 mod push;
 mod registries;
 mod rollbacks;

@@ -1,0 +1,296 @@
+//! One promoted image of one Application (`<alias>.promote-from`): its upstream read where it
+//! is (its cluster, if `CLUSTERS` names it), the chain above walked for a cycle, the
+//! promotion judged ([`crate::decision::promotion`]), and then either the upstream's verified
+//! image decided as a push of exactly it (the same rules, filters, gates and never-downgrade a
+//! push meets, with ECR's digest for the tag checked against the one verified upstream), a
+//! follow-up for the end of promote-after, or the reason nothing moves.
+
+use super::context::{Context, Work};
+use super::image::{claim_hop, decide_again_later, decide_pushed};
+use crate::application::app::Application;
+use crate::application::soak_chains;
+use crate::cluster::kube::KubeError;
+use crate::cluster::retry::retry_transient;
+use crate::decision::controls::{self, Decider, FollowUp};
+use crate::decision::decide::{self, ImageCase, ImageOutcome};
+use crate::decision::promotion::{self, Judged, Place, Settings, Verified};
+use crate::event::PushEvent;
+use crate::failure::Failure;
+use crate::report::Action;
+use crate::sweep::queue::MAX_DELAY_SECONDS;
+use crate::sweep::shard::SoakHop;
+
+/// Decides a promoted image from its upstream; the digest it would move to.
+pub(super) async fn decide_promoted(
+    ctx: &Context,
+    case: &ImageCase<'_>,
+    settings: &Settings,
+    work: &Work<'_>,
+) -> Result<(ImageOutcome, Option<String>), Failure> {
+    let image = case.config.image.to_string();
+    let identity = case.identity();
+    let here = Place {
+        cluster: work.cluster.to_string(),
+        namespace: identity.namespace.to_string(),
+        name: identity.name.to_string(),
+    };
+    let place = settings.from.from_cluster(work.cluster);
+    let upstream = match read_chain(ctx, work, &here, &place, &image).await? {
+        Ok(upstream) => upstream,
+        Err(why) => return Ok((refused(ctx, case, work, &why).await, None)),
+    };
+    let now = time::OffsetDateTime::from(ctx.clock.now());
+    let judged = promotion::judge(
+        &Application::of(&upstream),
+        &place,
+        &image,
+        settings.after,
+        now,
+    );
+    let skip = |why: String| {
+        let entry = case
+            .entry()
+            .with(Action::Skipped, format!("promoted from {place}: {why}"));
+        ImageOutcome {
+            entries: vec![entry],
+            update: None,
+        }
+    };
+    match judged {
+        Judged::Refused(why) => Ok((refused(ctx, case, work, &why).await, None)),
+        Judged::Waiting(why) => Ok((skip(why), None)),
+        Judged::Soaking { verified, ripe } => {
+            let next = follow_up(ctx, case, work, &verified, ripe).await;
+            let why = format!(
+                "verified there at {}, {} of promote-after left; {next}",
+                stamp(verified.at),
+                promotion::left(now, ripe)
+            );
+            Ok((skip(why), None))
+        }
+        Judged::Ready(verified) => promote(ctx, case, work, &place, &verified).await,
+    }
+}
+
+/// The upstream at `place` as read now, after the chain above it was walked for a cycle;
+/// `Ok(Err)`: why there is no upstream to promote from (an error of configuration).
+async fn read_chain(
+    ctx: &Context,
+    work: &Work<'_>,
+    here: &Place,
+    place: &Place,
+    image: &str,
+) -> Result<Result<serde_json::Value, String>, Failure> {
+    let mut walked = vec![here.clone()];
+    let mut next = place.clone();
+    let mut first = None;
+    loop {
+        if let Err(why) = promotion::check_chain(&walked, &next) {
+            return Ok(Err(why));
+        }
+        let app = match read(ctx, work, &next).await? {
+            Ok(app) => app,
+            // Only the named upstream's absence is this downstream's error; one further up
+            // is the upstream's own to report.
+            Err(why) if first.is_none() => return Ok(Err(why)),
+            Err(_) => break,
+        };
+        let above = promotion::upstream_of(&Application::of(&app), image);
+        let cluster = next.cluster.clone();
+        walked.push(next);
+        if first.is_none() {
+            first = Some(app);
+        }
+        match above {
+            Ok(Some(settings)) => next = settings.from.from_cluster(&cluster),
+            Ok(None) | Err(_) => break,
+        }
+    }
+    Ok(first.ok_or_else(|| "the upstream was not read".to_string()))
+}
+
+/// One Application of the chain, read where it is; `Ok(Err)`: why it cannot be (not in a
+/// cluster or namespace the function watches, or not there).
+async fn read(
+    ctx: &Context,
+    work: &Work<'_>,
+    place: &Place,
+) -> Result<Result<serde_json::Value, String>, Failure> {
+    let Some(cluster) = ctx.clusters.iter().find(|c| c.name() == place.cluster) else {
+        return Ok(Err(format!(
+            "promote-from names {place}, whose cluster `{}` is not in CLUSTER_NAME or CLUSTERS",
+            place.cluster
+        )));
+    };
+    if !cluster.config().namespaces.contains(&place.namespace) {
+        return Ok(Err(format!(
+            "promote-from names {place}, outside the namespaces the function watches there (ARGOCD_NAMESPACES)"
+        )));
+    }
+    let kube = cluster
+        .client()
+        .await
+        .map_err(|e| Failure::new(format!("cannot reach the upstream's cluster: {e}"), true))?;
+    match retry_transient(work.deadline, || {
+        kube.get_application(&place.namespace, &place.name)
+    })
+    .await
+    {
+        Ok(app) => Ok(Ok(app)),
+        Err(KubeError::NotFound { .. }) => Ok(Err(format!(
+            "promote-from names {place}, and there is no such Application"
+        ))),
+        Err(e) => Err(Failure::new(
+            format!("the upstream {place} cannot be read: {e}"),
+            e.is_retryable(),
+        )),
+    }
+}
+
+/// The upstream's verified image, decided as a push of exactly it.
+async fn promote(
+    ctx: &Context,
+    case: &ImageCase<'_>,
+    work: &Work<'_>,
+    place: &Place,
+    verified: &Verified,
+) -> Result<(ImageOutcome, Option<String>), Failure> {
+    let push = as_push(ctx, case, work, verified);
+    let (outcome, digest) = decide_pushed(ctx, case, &push, work).await?;
+    let Some(update) = &outcome.update else {
+        return Ok((outcome, digest));
+    };
+    // The tag may have moved in ECR since the upstream verified it: only what it verified
+    // is promoted.
+    let moved = match (&verified.tag.digest, &digest) {
+        (Some(wanted), Some(now)) if wanted != now => Some(format!(
+            "`{}` now points at {now} in ECR, not at {wanted}, which {place} verified",
+            verified.tag.tag
+        )),
+        (Some(wanted), None) => Some(format!(
+            "ECR names no digest for `{}`: {wanted}, which {place} verified, cannot be matched",
+            verified.tag.tag
+        )),
+        (None, _) => update
+            .pushed_at
+            .filter(|pushed| *pushed > verified.at)
+            .map(|pushed| {
+                format!(
+                    "`{}` was pushed again at {} in ECR, after {place} verified it at {}",
+                    verified.tag.tag,
+                    stamp(pushed),
+                    stamp(verified.at)
+                )
+            }),
+        _ => None,
+    };
+    if let Some(why) = moved {
+        let reason = format!("promoted from {place}: {why}; nothing is promoted");
+        return Ok((outcome.refuse(Action::Skipped, &reason, false), digest));
+    }
+    let note = format!(
+        "promoted from {place}, verified there at {}",
+        stamp(verified.at)
+    );
+    Ok((outcome.noted(&note), digest))
+}
+
+/// The verified image as a push of its tag (with its digest, when the upstream wrote one),
+/// so that it meets every rule a push of it would; a scan event for an image with a scan
+/// gate, so that the gate reads ECR's findings for exactly that digest.
+fn as_push(ctx: &Context, case: &ImageCase<'_>, work: &Work<'_>, verified: &Verified) -> PushEvent {
+    PushEvent {
+        id: work.event_id().to_string(),
+        // The registry's id is its account; its images are in the function's region.
+        account: case.registry.clone(),
+        region: ctx.region.clone(),
+        time: verified.at,
+        repository: case.repository.clone(),
+        tag: verified.tag.tag.clone(),
+        digest: verified.tag.digest.clone(),
+        scan_completed: case.config.scan_gate.is_some(),
+    }
+}
+
+/// The follow-up that re-decides the downstream when promote-after ends: a chain of hops
+/// (SQS delays a message 15 minutes at most), one per image and candidate, as a soak's.
+/// Started by the upstream's verification (hop 0, sent by its rollout check); a push or a
+/// sweep sends only the last hop.
+async fn follow_up(
+    ctx: &Context,
+    case: &ImageCase<'_>,
+    work: &Work<'_>,
+    verified: &Verified,
+    ripe: time::OffsetDateTime,
+) -> String {
+    if ctx.config.dry_run {
+        return "a dry run sends no follow-up".into();
+    }
+    if ctx.sweep_queue.is_none() {
+        return "no sweep queue (SWEEP_QUEUE_URL): the first sweep after it promotes".into();
+    }
+    let now = time::OffsetDateTime::from(ctx.clock.now());
+    // As the upstream's record names it, which is how its verification wakes this chain.
+    let image = case.config.image.to_string();
+    let candidate = verified.candidate();
+    let its_chain = work
+        .soak_hop
+        .filter(|h| h.image == image && h.candidate == candidate);
+    let decider = if its_chain.is_some() {
+        Decider::ItsChain
+    } else {
+        Decider::Other
+    };
+    let remaining = (ripe - now).whole_seconds();
+    match controls::soak_follow_up(decider, remaining, MAX_DELAY_SECONDS) {
+        FollowUp::Send(delay) => {
+            let link = match its_chain {
+                Some(hop) => soak_chains::Link::Hop(hop.hop),
+                None => soak_chains::Link::Start,
+            };
+            let due = now + time::Duration::seconds(delay.into());
+            match claim_hop(ctx, case, work, &image, &candidate, link, due).await {
+                Ok(number) => {
+                    let hop = SoakHop {
+                        image,
+                        candidate,
+                        hop: number,
+                    };
+                    decide_again_later(ctx, case, work, "promotion", delay, Some(hop)).await
+                }
+                Err(why) => format!("no follow-up sent: {why}"),
+            }
+        }
+        FollowUp::Leave(_) => "the chain its upstream's verification started re-decides it, or the sweep in its last 15 minutes".into(),
+    }
+}
+
+/// An error of configuration: a failed entry, and a `PromotionRefused` Warning Event on the
+/// Application (named after the reason, so the same refusal is recorded once).
+async fn refused(ctx: &Context, case: &ImageCase<'_>, work: &Work<'_>, why: &str) -> ImageOutcome {
+    if !ctx.config.dry_run {
+        let app = Application::of(case.object());
+        let now = time::OffsetDateTime::from(ctx.clock.now());
+        let event = crate::report::events::promotion_refused(&app.involved(), why, &stamp(now));
+        match work
+            .kube
+            .create_event(&app.metadata.namespace, &event)
+            .await
+        {
+            Ok(()) | Err(KubeError::Conflict { .. }) => {}
+            Err(e) => {
+                tracing::warn!(application = %case.identity(), error = %e, "cannot record the PromotionRefused event");
+            }
+        }
+    }
+    let entries = vec![decide::failed_entry(case.entry(), why, false)];
+    ImageOutcome {
+        entries,
+        update: None,
+    }
+}
+
+fn stamp(at: time::OffsetDateTime) -> String {
+    at.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}

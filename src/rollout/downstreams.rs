@@ -1,0 +1,175 @@
+//! After a rollout is verified: the Applications promoted from it
+//! (`<alias>.promote-from` naming it, in any cluster the function watches) found by a
+//! metadata-only listing and woken by a one-Application shard per image on the sweep queue,
+//! which starts the chain of follow-ups that promotes each when its promote-after ends. The
+//! shard only names the downstream: its run reads the downstream and the upstream again and
+//! decides from what it reads then, so a shard delivered twice, late, or forged by another
+//! writer of the queue promotes nothing that is not verified.
+
+use crate::appconfig::annotations::OWN_PREFIX;
+use crate::application::audit::AuditRecord;
+use crate::cluster::connect::Connection;
+use crate::cluster::kube::{KubeClient, ListOptions};
+use crate::decision::promotion::{self, Place, Upstream};
+use crate::rollout::follow::Checks;
+use crate::sweep::shard::{self, SoakHop};
+
+/// The Applications listed per page while looking for downstreams.
+const PAGE_SIZE: u32 = 500;
+
+/// Whether annotations (`here`: the cluster they were read in) promote an image from
+/// `upstream`.
+pub fn promotes_from(
+    annotations: &std::collections::BTreeMap<String, String>,
+    here: &str,
+    upstream: &Place,
+) -> bool {
+    annotations.iter().any(|(key, value)| {
+        key.strip_prefix(OWN_PREFIX).is_some_and(|setting| {
+            setting == promotion::PROMOTE_FROM
+                || setting.ends_with(&format!(".{}", promotion::PROMOTE_FROM))
+        }) && Upstream::parse(value).is_ok_and(|u| u.from_cluster(here) == *upstream)
+    })
+}
+
+/// Wakes every downstream of `upstream` for each image `record` verified; a note per
+/// downstream woken, or why none could be looked for. Never fails the check: a downstream
+/// not woken is promoted by the next sweep.
+pub async fn wake(
+    clusters: &[Connection],
+    queue: &dyn Checks,
+    upstream: &Place,
+    record: &AuditRecord,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    let id = format!(
+        "promotion-{}-{}",
+        upstream.name,
+        record.time.unix_timestamp()
+    );
+    for cluster in clusters {
+        let kube = match cluster.client().await {
+            Ok(kube) => kube,
+            Err(e) => {
+                notes.push(format!(
+                    "downstreams in {} not looked for: {e}",
+                    cluster.name()
+                ));
+                continue;
+            }
+        };
+        let found = match downstreams(kube, cluster, upstream).await {
+            Ok(found) => found,
+            Err(e) => {
+                notes.push(format!(
+                    "downstreams in {} not looked for: {e}",
+                    cluster.name()
+                ));
+                continue;
+            }
+        };
+        for (namespace, name) in found {
+            for image in &record.images {
+                let hop = SoakHop {
+                    image: image.image.clone(),
+                    candidate: format!("{}{}", promotion::CANDIDATE_PREFIX, image.to),
+                    hop: 0,
+                };
+                let shard = shard::follow_up(&id, cluster.name(), &namespace, &name, Some(hop));
+                let place = format!("{}/{namespace}/{name}", cluster.name());
+                notes.push(match queue.send_follow_up(&shard, 0).await {
+                    Ok(()) => format!("promotion of {}:{} to {place} woken", image.image, image.to),
+                    Err(e) => format!(
+                        "promotion of {}:{} to {place} not woken ({e}): the next sweep promotes it",
+                        image.image, image.to
+                    ),
+                });
+            }
+        }
+    }
+    notes
+}
+
+/// The Applications of one cluster, in the namespaces the function watches there, that
+/// promote an image from `upstream`.
+async fn downstreams(
+    kube: &KubeClient,
+    cluster: &Connection,
+    upstream: &Place,
+) -> Result<Vec<(String, String)>, crate::cluster::kube::KubeError> {
+    let mut found = Vec::new();
+    for namespace in KubeClient::list_scopes(&cluster.config().namespaces) {
+        let options = ListOptions {
+            label_selector: None,
+            page_size: PAGE_SIZE,
+            naming: Some(&upstream.name),
+        };
+        let (kept, _) = kube
+            .list_application_metadata(&namespace, options, |meta| {
+                promotes_from(&meta.annotations, cluster.name(), upstream)
+            })
+            .await?;
+        found.extend(kept.into_iter().map(|m| (m.namespace, m.name)));
+    }
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_downstream_is_found_by_any_alias_or_app_wide_setting_naming_the_upstream_where_it_is() {
+        let upstream = Place {
+            cluster: "dev".into(),
+            namespace: "argocd".into(),
+            name: "web-dev".into(),
+        };
+        let with = |key: &str, value: &str| {
+            [(format!("{OWN_PREFIX}{key}"), value.to_string())]
+                .into_iter()
+                .collect::<std::collections::BTreeMap<_, _>>()
+        };
+        let cases = [
+            (
+                "an alias's setting naming it with its cluster",
+                with("web.promote-from", "dev/argocd/web-dev"),
+                "prod",
+                true,
+            ),
+            (
+                "an app-wide setting naming it in the same cluster",
+                with("promote-from", "argocd/web-dev"),
+                "dev",
+                true,
+            ),
+            (
+                "a setting without cluster read in another cluster",
+                with("web.promote-from", "argocd/web-dev"),
+                "prod",
+                false,
+            ),
+            (
+                "another upstream",
+                with("web.promote-from", "dev/argocd/api-dev"),
+                "prod",
+                false,
+            ),
+            (
+                "a setting that only ends like it",
+                with("web.not-promote-from", "dev/argocd/web-dev"),
+                "prod",
+                false,
+            ),
+            (
+                "a setting that does not read",
+                with("web.promote-from", "web-dev"),
+                "dev",
+                false,
+            ),
+        ];
+        for (case, annotations, here, want) in cases {
+            assert_eq!(promotes_from(&annotations, here, &upstream), want, "{case}");
+        }
+    }
+}
