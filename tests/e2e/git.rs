@@ -24,6 +24,15 @@ const VALUES: &str = "# Default values for invitation.\n# This is a YAML-formatt
 /// annotations).
 async fn git_standins(extra: &[(&str, &str)]) -> Scenario {
     let standins = with_git_vars(Scenario::seeded().await);
+    with_repository(&standins);
+    standins.annotate("argocd", SEED_APP, &[("write-back-method", "git")]);
+    standins.annotate("argocd", SEED_APP, extra);
+    standins
+}
+
+/// The GitHub repository the seed Application points at, and a write token for it in
+/// Secrets Manager.
+pub(crate) fn with_repository(standins: &Scenario) {
     standins.github.create_repository(
         REPO,
         "main",
@@ -39,9 +48,6 @@ async fn git_standins(extra: &[(&str, &str)]) -> Scenario {
     standins
         .aws
         .put_secret(SECRET_ARN, &json!({"token": TOKEN}).to_string(), true);
-    standins.annotate("argocd", SEED_APP, &[("write-back-method", "git")]);
-    standins.annotate("argocd", SEED_APP, extra);
-    standins
 }
 
 /// The seed written back by Git, with a sweep queue to follow its commits on; the queue's URL.
@@ -56,7 +62,7 @@ pub(crate) async fn git_following() -> (Scenario, String) {
 }
 
 /// The scenario's runs with the GitHub stand-in's API and CA, and the token's secret.
-fn with_git_vars(scenario: Scenario) -> Scenario {
+pub(crate) fn with_git_vars(scenario: Scenario) -> Scenario {
     let vars = vars(&scenario);
     vars.iter().fold(scenario, |s, (k, v)| s.var(k, v))
 }

@@ -27,6 +27,14 @@ const AFTER: &str = "argocd-ecr-updater.io/app.promote-after";
 /// dev (the seed) and staging in `barun-dev`, prod in `prod`; staging promotes from dev after
 /// 30 minutes, prod from staging at once. Every Application's controller runs `script`.
 async fn chain(script: Script) -> (Scenario, ExtraCluster, String) {
+    chain_to(script, &[]).await
+}
+
+/// [`chain`], with `prod` also annotated with `annotations`.
+async fn chain_to(
+    script: Script,
+    prod_annotations: &[(&str, &str)],
+) -> (Scenario, ExtraCluster, String) {
     let (standins, queue) = seeded(|_| {}, &[script]).await;
     copy_as(
         &standins.kube,
@@ -38,12 +46,9 @@ async fn chain(script: Script) -> (Scenario, ExtraCluster, String) {
         .add_cluster("prod", "ap-northeast-2", Options::default().identities)
         .await
         .unwrap();
-    copy_as(
-        &standins.kube,
-        &prod.kube,
-        PROD,
-        &[(FROM, "barun-dev/argocd/web-staging")],
-    );
+    let mut annotations = vec![(FROM, "barun-dev/argocd/web-staging")];
+    annotations.extend_from_slice(prod_annotations);
+    copy_as(&standins.kube, &prod.kube, PROD, &annotations);
     let clock = standins.test_clock();
     // Its API server checks tokens against the test's clock, as the seed cluster's does.
     prod.shared.follow_clock(clock.clone());
@@ -371,4 +376,57 @@ async fn a_cycle_and_a_missing_upstream_are_refused_with_their_reason_and_an_eve
     // The same refusal decided again is recorded once.
     push(&standins, "20250901-110000", 'c').await;
     assert_eq!(on(SEED_APP), 2);
+}
+
+#[tokio::test]
+async fn prod_written_back_by_pull_request_gets_one_pull_request_with_the_image_staging_verified() {
+    let (standins, prod, queue) = chain_to(
+        Script::Healthy,
+        &[
+            ("argocd-image-updater.argoproj.io/write-back-method", "git"),
+            ("argocd-ecr-updater.io/git-pull-request", "github"),
+        ],
+    )
+    .await;
+    crate::git::with_repository(&standins);
+    let standins = crate::git::with_git_vars(standins);
+    push(&standins, "20250901-100000", 'b').await;
+    let delivered = drain(&standins, &prod, &queue, time::Duration::hours(6)).await;
+    assert_eq!(delivered.ended(STAGING, "confirmed").len(), 1);
+    let opened: Vec<_> = delivered
+        .entries(PROD)
+        .into_iter()
+        .filter(|(_, e)| e.action == Action::Updated)
+        .collect();
+    assert_eq!(opened.len(), 1, "{opened:#?}");
+    assert!(
+        opened[0]
+            .1
+            .reason
+            .contains("pull request https://github.com/barun/invitation/pull/1"),
+        "{}",
+        opened[0].1.reason
+    );
+    let pulls = standins.github.pull_requests("barun/invitation");
+    assert_eq!(
+        pulls.len(),
+        1,
+        "one pull request, however often prod is re-decided"
+    );
+    let file = standins
+        .github
+        .file(
+            "barun/invitation",
+            &pulls[0].head,
+            "argocd/.argocd-source-web-prod.yaml",
+        )
+        .expect("the override file on the pull request's branch");
+    assert!(file.contains("20250901-100000"), "{file}");
+    // The spec in prod is left to the merge: nothing patched.
+    assert_eq!(tag_of(&prod.kube, PROD), SEED_TAG);
+    // A sweep after it opens no second pull request.
+    standins
+        .report(&[], &crate::common::event("scheduled-reconcile.json"))
+        .await;
+    assert_eq!(standins.github.pull_requests("barun/invitation").len(), 1);
 }
