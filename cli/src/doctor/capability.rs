@@ -189,7 +189,7 @@ fn verdicts(
                 config.git.argocd_namespace
             ),
             format!(
-                "deploy with ArgoCdNamespaces={ns} (Terraform: argocd_namespaces = [\"{ns}\"]), and bind the Role there: sed 's/namespace: argocd/namespace: {ns}/' deploy/rbac.yaml | kubectl apply -f -"
+                "deploy with ArgoCdNamespaces={ns} (Terraform: argocd_namespaces = \"{ns}\"), and bind the Role there: sed 's/namespace: argocd/namespace: {ns}/' deploy/rbac.yaml | kubectl apply -f -"
             ),
         ))
     };
