@@ -265,3 +265,53 @@ async fn the_update_and_its_rollout_go_out_as_chat_notifications_in_the_document
     }
     assert_eq!(kinds, [json!("ImagesUpdated"), json!("RolloutConfirmed")]);
 }
+
+/// Commit to Synced on the stand-in's clock, with the commit landing `offset` seconds into
+/// the capability's 6-minute Git poll; `refresh`: the function may patch Applications, so it
+/// asks for the refresh.
+async fn commit_to_synced(offset: u64, refresh: bool) -> u64 {
+    let mut grants = shipped_grants("argocd");
+    if !refresh {
+        for grant in grants.iter_mut().filter(|g| g.resource == "applications") {
+            grant.verbs.retain(|v| v != "patch");
+        }
+    }
+    let (standins, _queue) = hub(grants, true).await;
+    pass(&standins, offset);
+    let report = standins.report(&[], &event("push-date-tag.json")).await;
+    expect_decision(only(&report), Action::Updated, "committed");
+    let head = standins.github.head(crate::git::REPO, "main").unwrap();
+    seconds_to_synced(&standins, Some(&head), 400).expect("synced")
+}
+
+/// The figure docs/deploy.md states: a commit lands anywhere in the capability's poll cycle
+/// (offsets 0 to 330 s, every 30 s); with the refresh it is Synced in the same few seconds
+/// wherever it lands, without it when the next poll comes round, 6 minutes at worst.
+#[tokio::test]
+async fn with_the_refresh_a_commit_is_synced_in_seconds_wherever_it_lands_in_the_poll_cycle() {
+    let offsets: Vec<u64> = (0..12).map(|i| i * 30).collect();
+    let mut with = Vec::new();
+    let mut without = Vec::new();
+    for &offset in &offsets {
+        with.push(commit_to_synced(offset, true).await);
+        without.push(commit_to_synced(offset, false).await);
+    }
+    let summary = |seconds: &mut Vec<u64>| {
+        seconds.sort_unstable();
+        let median = (seconds[5] + seconds[6]) as f64 / 2.0;
+        (median, seconds[0], seconds[11])
+    };
+    let (with, without) = (summary(&mut with), summary(&mut without));
+    eprintln!(
+        "commit to Synced over {} offsets in the poll cycle: with the refresh median {} s (range {} to {} s), without median {} s (range {} to {} s)",
+        offsets.len(),
+        with.0,
+        with.1,
+        with.2,
+        without.0,
+        without.1,
+        without.2
+    );
+    assert!(with.2 < 30, "{with:?}");
+    assert!(without.0 > 150.0 && without.2 >= 330, "{without:?}");
+}
