@@ -50,7 +50,9 @@ pub fn custom_notification(report: &Report) -> Option<Value> {
                 .map(|r| format!("{}/{}", r.namespace, r.name)),
         )
         .fold(Vec::new(), |mut all, r| {
-            if !all.contains(&r) {
+            // As many as the description shows: a sweep's thousands would outgrow SNS's
+            // 256 KB and the message would be lost whole.
+            if all.len() < MAX_LINES && !all.contains(&r) {
                 all.push(r);
             }
             all
@@ -59,8 +61,12 @@ pub fn custom_notification(report: &Report) -> Option<Value> {
         "argocd-ecr-updater".to_string(),
         report.mode.as_str().to_string(),
     ];
-    keywords.extend(outcomes.iter().map(|r| format!("rollout-{}", r.state)));
-    keywords.dedup();
+    for outcome in &outcomes {
+        let keyword = format!("rollout-{}", outcome.state);
+        if !keywords.contains(&keyword) {
+            keywords.push(keyword);
+        }
+    }
     let mut notification = json!({
         "version": "1.0",
         "source": "custom",
@@ -283,5 +289,40 @@ mod tests {
             clipped(&"x".repeat(MAX_LINE + 10)).chars().count(),
             MAX_LINE + 1
         );
+    }
+
+    /// A sweep that moved or failed thousands of Applications with the longest names and
+    /// reasons still fits one SNS message (256 KB) many times over, and keeps to the schema's
+    /// keys: nothing grows with the number of entries but the count of those left out.
+    #[test]
+    fn a_sweep_of_ten_thousand_long_entries_stays_a_few_kilobytes() {
+        let mut report = Report::new(InvocationKind::Reconcile, "ev-4", false);
+        let long = "n".repeat(253);
+        for i in 0..10_000 {
+            let action = if i % 2 == 0 {
+                Action::Updated
+            } else {
+                Action::Failed
+            };
+            let name = format!("{long}{i}");
+            let entry = Entry::new(&long, &name, None, &long).with(action, "r".repeat(5_000));
+            report.entries.push(entry);
+            let mut outcome = rollout(["confirmed", "failed", "timed-out"][i % 3]);
+            outcome.name = name;
+            report.rollouts.push(outcome);
+        }
+        let n = custom_notification(&report).unwrap();
+        let size = serde_json::to_string(&n).unwrap().len();
+        assert!(size < 32 * 1024, "{size} bytes");
+        assert_eq!(
+            n["metadata"]["relatedResources"].as_array().unwrap().len(),
+            MAX_LINES
+        );
+        assert_eq!(
+            n["content"]["nextSteps"].as_array().unwrap().len(),
+            MAX_LINES
+        );
+        let keywords = n["content"]["keywords"].as_array().unwrap();
+        assert_eq!(keywords.len(), 5, "{keywords:?}");
     }
 }

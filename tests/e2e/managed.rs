@@ -264,6 +264,17 @@ async fn the_update_and_its_rollout_go_out_as_chat_notifications_in_the_document
         );
     }
     assert_eq!(kinds, [json!("ImagesUpdated"), json!("RolloutConfirmed")]);
+    let threads: Vec<Value> = published
+        .iter()
+        .map(|m| {
+            let n: Value = serde_json::from_str(m["Message"].as_str().unwrap()).unwrap();
+            n["metadata"]["threadId"].clone()
+        })
+        .collect();
+    assert_eq!(
+        threads[0], threads[1],
+        "one thread for the update and its rollout"
+    );
 }
 
 /// Commit to Synced on the stand-in's clock, with the commit landing `offset` seconds into
