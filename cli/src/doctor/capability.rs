@@ -67,6 +67,22 @@ pub(super) async fn capability(
         Err(described) if described.code.as_deref() == Some("ResourceNotFoundException") => {
             return;
         }
+        // An answer that is not the API's (a region or endpoint without capabilities, an
+        // emulator) matters only when the function is told the cluster has one.
+        Err(described) if config.eks_capability.is_none() => {
+            list.skip(
+                AREA,
+                name,
+                format!(
+                    "cannot read the cluster's capabilities ({described}); the function is not told of one (ARGOCD_EKS_CAPABILITY), so nothing depends on it"
+                ),
+                format!(
+                    "aws eks list-capabilities --cluster-name {} --region {region}",
+                    spec.name
+                ),
+            );
+            return;
+        }
         Err(described) => {
             let failure = failed_call("ListCapabilities", "eks:ListCapabilities", &described);
             list.add(AREA, name, Err(failure));
