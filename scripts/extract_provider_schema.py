@@ -18,6 +18,7 @@ import sys
 
 # The resources and data sources the module uses: add one here when the module does.
 USED = [
+    "aws_chatbot_slack_channel_configuration",
     "aws_cloudwatch_dashboard",
     "aws_cloudwatch_event_permission",
     "aws_cloudwatch_event_rule",
@@ -31,6 +32,7 @@ USED = [
     "aws_lambda_event_source_mapping",
     "aws_lambda_function_event_invoke_config",
     "aws_lambda_permission",
+    "aws_sns_topic",
     "aws_sqs_queue",
     "aws_sqs_queue_policy",
     "aws_sqs_queue_redrive_allow_policy",

@@ -61,6 +61,10 @@ resource "aws_lambda_function" "function" {
       condition     = var.reserved_concurrency < 0 || var.reserved_concurrency > var.sweep_concurrency
       error_message = "reserved_concurrency must exceed sweep_concurrency (or be -1): shards would otherwise take every slot and pushes would wait behind them."
     }
+    precondition {
+      condition     = !var.argocd_eks_capability || var.argocd_namespaces != "*"
+      error_message = "With argocd_eks_capability, argocd_namespaces is the capability's namespace (argocd unless the capability was created with another), not *: the capability reconciles no other, and the managed layout grants nothing cluster-wide."
+    }
   }
 
   logging_config {
@@ -74,6 +78,7 @@ resource "aws_lambda_function" "function" {
       CLUSTERS                        = var.clusters != "" ? var.clusters : (length(var.additional_cluster_names) > 0 ? join(",", local.same_region) : "")
       FUNCTION_ACCOUNT_ID             = local.account
       ARGOCD_NAMESPACES               = var.argocd_namespaces
+      ARGOCD_EKS_CAPABILITY           = tostring(var.argocd_eks_capability)
       APPLICATION_LABEL_SELECTOR      = var.application_label_selector
       DRY_RUN                         = tostring(var.dry_run)
       READ_IMAGEUPDATERS              = tostring(var.read_image_updaters)
@@ -85,6 +90,7 @@ resource "aws_lambda_function" "function" {
       LIST_PAGE_SIZE                  = tostring(var.list_page_size)
       CONFLICT_RETRIES                = tostring(var.conflict_retries)
       NOTIFICATION_TOPIC_ARN          = var.notification_topic_arn
+      NOTIFICATION_FORMAT             = var.notification_format
       GIT_CREDENTIALS_SECRET_ARNS     = join(",", var.git_credentials_secret_arns)
       GITHUB_ENTERPRISE_HOSTS         = var.github_enterprise_hosts
       GITLAB_HOSTS                    = var.gitlab_hosts

@@ -30,3 +30,15 @@ output "alarm_notifications" {
   description = "Who the alarms page."
   value       = var.alarm_topic_arn != "" ? var.alarm_topic_arn : "nobody: no alarm_topic_arn is set, so the alarms only show in the CloudWatch console"
 }
+
+output "rbac_manifest" {
+  description = "deploy/rbac.yaml's Role and RoleBinding (all namespaced) for each namespace of argocd_namespaces, bound to kubernetes_group: `terraform output -raw rbac_manifest | kubectl apply -f -`. Empty with argocd_namespaces = \"*\", which needs deploy/rbac-all-namespaces.yaml's ClusterRole instead."
+  value = var.argocd_namespaces == "*" ? "" : join("\n", [
+    for namespace in compact([for n in split(",", var.argocd_namespaces) : trimspace(n)]) :
+    replace(
+      replace(file("${path.module}/../rbac.yaml"), "namespace: argocd\n", "namespace: ${namespace}\n"),
+      "kind: Group\n    name: argocd-ecr-updater\n",
+      "kind: Group\n    name: ${var.kubernetes_group}\n"
+    )
+  ])
+}

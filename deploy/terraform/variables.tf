@@ -86,6 +86,12 @@ variable "argocd_namespaces" {
   default     = "argocd"
 }
 
+variable "argocd_eks_capability" {
+  description = "Argo CD is AWS's managed one (the EKS capability for Argo CD) and cluster_name is its hub: Applications outside the capability's namespace (argocd_namespaces, one entry) are skipped with the reason, and a cluster-wide listing is refused."
+  type        = bool
+  default     = false
+}
+
 variable "application_label_selector" {
   type    = string
   default = ""
@@ -325,6 +331,16 @@ variable "notification_topic_arn" {
   validation {
     condition     = can(regex("^$|^arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}$", var.notification_topic_arn))
     error_message = "notification_topic_arn: an SNS topic ARN, or empty."
+  }
+}
+
+variable "notification_format" {
+  description = "What notification_topic_arn receives: report (the report as JSON) or chat (a custom notification Amazon Q Developer in chat applications renders in Slack or Teams)."
+  type        = string
+  default     = "report"
+  validation {
+    condition     = contains(["report", "chat"], var.notification_format)
+    error_message = "notification_format: report or chat."
   }
 }
 

@@ -5,6 +5,7 @@
 //! `APPLICATION_LABEL_SELECTOR` as the API server does.
 
 pub mod label_selector;
+pub mod managed;
 
 use std::time::Duration;
 
@@ -122,6 +123,11 @@ pub struct Config {
     /// the rest of the configuration. `Handler::start` reads it once at cold start into
     /// `notation_trust_roots`.
     pub notation_trust_roots_secret_arn: Option<String>,
+    /// `ARGOCD_EKS_CAPABILITY`: Argo CD runs as the EKS capability, which reconciles one
+    /// namespace; Applications elsewhere are skipped.
+    pub eks_capability: Option<managed::Capability>,
+    /// `NOTIFICATION_FORMAT`: the SNS report as JSON, or as a chat notification.
+    pub notification_format: managed::NotificationFormat,
 }
 
 /// The most `NOTATION_TRUST_ROOTS` may hold, decoded: a few root certificates.
@@ -996,13 +1002,25 @@ impl Config {
                 format!("`{account}` is not 12 digits"),
             ));
         }
+        let git = git_settings(&env, &namespaces)?;
+        let eks_capability = managed::capability(
+            env.flag("ARGOCD_EKS_CAPABILITY", false)?,
+            &namespaces,
+            &git.argocd_namespace,
+        )
+        .map_err(|Refused(problem)| error("ARGOCD_EKS_CAPABILITY", problem))?;
+        let notification_format =
+            managed::notification_format(env.get("NOTIFICATION_FORMAT").as_deref())
+                .map_err(|Refused(problem)| error("NOTIFICATION_FORMAT", problem))?;
         Ok(Self {
             own_account,
+            eks_capability,
+            notification_format,
             sweep: sweep_settings(&env)?,
             rollouts: rollout_settings(&env)?,
             notation_trust_roots: notation_trust_roots(&env)?,
             notation_trust_roots_secret_arn: notation_trust_roots_secret_arn(&env)?,
-            git: git_settings(&env, &namespaces)?,
+            git,
             dry_run: env.flag("DRY_RUN", false)?,
             read_image_updaters: env.flag("READ_IMAGEUPDATERS", true)?,
             timeouts: KubeTimeouts {

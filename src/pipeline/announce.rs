@@ -77,11 +77,23 @@ pub async fn record_rollback(
 }
 
 /// Publishes the report to `topic` when something moved or failed.
-pub async fn publish_report(sns: &aws_sdk_sns::Client, topic: &str, report: &Report) {
+pub async fn publish_report(
+    sns: &aws_sdk_sns::Client,
+    topic: &str,
+    format: crate::config::managed::NotificationFormat,
+    report: &Report,
+) {
     let Some(subject) = report.notification_subject() else {
         return;
     };
-    let message = match serde_json::to_string_pretty(report) {
+    let message = match format {
+        crate::config::managed::NotificationFormat::Report => serde_json::to_string_pretty(report),
+        // A chat channel reads the custom notification; a report not worth one has no subject.
+        crate::config::managed::NotificationFormat::Chat => {
+            serde_json::to_string(&crate::report::chat::custom_notification(report))
+        }
+    };
+    let message = match message {
         Ok(message) => message,
         Err(e) => {
             tracing::warn!(error = %e, "cannot serialise the report for the notification");

@@ -117,7 +117,14 @@ async fn decide_configured(
     work: &Work<'_>,
 ) -> AppDecision {
     let concerned = concerned_images(config, work.mode);
-    if let Some(reason) = crate::decision::patch::app_skip_reason(&app.view, config) {
+    let outside = ctx
+        .config
+        .eks_capability
+        .as_ref()
+        .and_then(|capability| capability.skip_reason(app.identity().namespace));
+    if let Some(reason) =
+        outside.or_else(|| crate::decision::patch::app_skip_reason(&app.view, config))
+    {
         let entries = every_image(app, &concerned, Action::Skipped, &reason, false);
         return AppDecision::skipped(entries);
     }

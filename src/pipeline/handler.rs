@@ -85,7 +85,8 @@ impl Handler {
         if ending != Ending::Skipped
             && let Some(topic) = &ctx.config.notification_topic_arn
         {
-            announce::publish_report(&ctx.sns, topic, &report).await;
+            announce::publish_report(&ctx.sns, topic, ctx.config.notification_format, &report)
+                .await;
         }
         match (ending, report.failure.clone()) {
             (Ending::Batch { direct: true }, Some(summary)) => Err(HandlerError::Targets {

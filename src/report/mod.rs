@@ -4,6 +4,7 @@
 //! the logs show. Failures carry their retry class: if any can be fixed by a retry or an
 //! operator, the invocation fails after all other targets are done, so AWS retries the event.
 
+pub mod chat;
 pub mod entries;
 pub mod events;
 

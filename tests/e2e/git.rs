@@ -23,7 +23,12 @@ const VALUES: &str = "# Default values for invitation.\n# This is a YAML-formatt
 /// Secrets Manager, and the Application switched to `git` write-back (plus `extra`
 /// annotations).
 async fn git_standins(extra: &[(&str, &str)]) -> Scenario {
-    let standins = with_git_vars(Scenario::seeded().await);
+    git_on(Scenario::seeded().await, extra)
+}
+
+/// [`git_standins`] on stand-ins of the test's own.
+pub(crate) fn git_on(scenario: Scenario, extra: &[(&str, &str)]) -> Scenario {
+    let standins = with_git_vars(scenario);
     with_repository(&standins);
     standins.annotate("argocd", SEED_APP, &[("write-back-method", "git")]);
     standins.annotate("argocd", SEED_APP, extra);

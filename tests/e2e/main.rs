@@ -22,6 +22,7 @@ mod kube_conformance;
 mod kubectl;
 mod lambda;
 mod layout;
+mod managed;
 mod moving;
 mod operations;
 mod probe_verification;

@@ -1115,3 +1115,47 @@ fn a_full_configuration_fits_lambdas_environment_only_with_the_roots_in_a_secret
         "{secret} bytes: no kilobyte left of {LIMIT}"
     );
 }
+
+/// On the managed layout the function is told the capability is on and to send chat
+/// notifications; with the defaults neither variable is set (unset is the default), and the
+/// function accepts both environments.
+#[test]
+fn the_eks_capability_and_chat_notifications_reach_the_functions_environment_only_when_asked() {
+    let Some(t) = transformed() else { return };
+    let variables = &t["Resources"]["Function"]["Properties"]["Environment"]["Variables"];
+    let managed = [
+        ("ArgoCdEksCapability", json!("true")),
+        ("NotificationFormat", json!("chat")),
+        (
+            "NotificationTopicArn",
+            json!("arn:aws:sns:ap-northeast-2:768157413559:argocd-ecr-updater-chat"),
+        ),
+    ];
+    for (given, expected) in [
+        (&managed[..], (Some("true"), Some("chat"))),
+        (&[][..], (None, None)),
+    ] {
+        let environment = evaluator_for(&t, given).eval(variables);
+        let get = |k: &str| environment.get(k).and_then(Value::as_str).map(String::from);
+        assert_eq!(
+            (
+                get("ARGOCD_EKS_CAPABILITY").as_deref(),
+                get("NOTIFICATION_FORMAT").as_deref()
+            ),
+            expected,
+            "{given:?}"
+        );
+        // What these two settings are read against: the cluster and its namespaces.
+        let read = [
+            "ARGOCD_EKS_CAPABILITY",
+            "NOTIFICATION_FORMAT",
+            "NOTIFICATION_TOPIC_ARN",
+        ];
+        let read = read
+            .into_iter()
+            .chain(["CLUSTER_NAME", "ARGOCD_NAMESPACES"]);
+        let told: BTreeMap<&str, String> = read.filter_map(|k| get(k).map(|v| (k, v))).collect();
+        let config = argocd_ecr_updater::config::Config::from_lookup(|k| told.get(k).cloned());
+        assert!(config.is_ok(), "{given:?}: {:?}", config.err());
+    }
+}

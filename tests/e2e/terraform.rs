@@ -117,6 +117,7 @@ fn every_argument_and_block_of_the_module_and_its_example_is_in_the_providers_sc
     for folder in [
         "deploy/terraform",
         "deploy/terraform/examples/existing-cluster",
+        "deploy/terraform/examples/eks-capability",
     ] {
         let Some(files) = parsed(folder) else { return };
         let mut checked = 0;
@@ -773,6 +774,7 @@ fn snake(parameter: &str) -> String {
 /// Product names the module keeps whole where the SAM parameter splits them.
 const RENAMED: &[(&str, &str)] = &[
     ("ArgoCdNamespaces", "argocd_namespaces"),
+    ("ArgoCdEksCapability", "argocd_eks_capability"),
     ("GitHubEnterpriseHosts", "github_enterprise_hosts"),
     ("GitLabHosts", "gitlab_hosts"),
 ];

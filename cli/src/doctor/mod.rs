@@ -8,6 +8,7 @@
 //! thing it reads being absent; secrets are never printed.
 
 mod alarms;
+mod capability;
 mod cluster;
 mod ec2;
 mod function;
@@ -242,6 +243,7 @@ async fn diagnose(clients: &Clients, request: &DoctorRequest) -> Vec<Check> {
         None
     };
     for spec in &config.clusters {
+        capability::capability(clients, config, spec, &function.region, &mut list).await;
         let view = cluster::cluster(
             clients,
             config,

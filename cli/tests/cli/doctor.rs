@@ -24,7 +24,7 @@ fn rule(logical_id: &str) -> String {
 
 /// The seed stack (with its queue), and the function's role assumable by the operator (as a
 /// role whose trust policy allows the operator's principal would be).
-async fn deployed() -> StandIns {
+pub(crate) async fn deployed() -> StandIns {
     let standins = StandIns::start_seeded().await.unwrap();
     let grants = standins.options.identities[0].grants.clone();
     standins
@@ -34,7 +34,7 @@ async fn deployed() -> StandIns {
 }
 
 /// Runs `doctor --output json` on the deployed function: whether it passed, and its checks.
-fn doctor(standins: &StandIns) -> (bool, Vec<Value>) {
+pub(crate) fn doctor(standins: &StandIns) -> (bool, Vec<Value>) {
     let function = standins.aws.deployed().function_name;
     let topic = alarm_topic(standins);
     doctor_with(
@@ -70,7 +70,7 @@ fn doctor_with(standins: &StandIns, args: &[&str]) -> (bool, Vec<Value>) {
 }
 
 /// The one check whose name contains `name`.
-fn check<'c>(checks: &'c [Value], name: &str) -> &'c Value {
+pub(crate) fn check<'c>(checks: &'c [Value], name: &str) -> &'c Value {
     let found: Vec<&Value> = checks
         .iter()
         .filter(|c| c["name"].as_str().unwrap().contains(name))
@@ -80,7 +80,7 @@ fn check<'c>(checks: &'c [Value], name: &str) -> &'c Value {
 }
 
 /// The check named exactly `name`.
-fn named<'c>(checks: &'c [Value], name: &str) -> &'c Value {
+pub(crate) fn named<'c>(checks: &'c [Value], name: &str) -> &'c Value {
     checks
         .iter()
         .find(|c| c["name"] == name)
@@ -88,7 +88,7 @@ fn named<'c>(checks: &'c [Value], name: &str) -> &'c Value {
 }
 
 /// The failed checks of a run.
-fn failed(checks: &[Value]) -> Vec<&Value> {
+pub(crate) fn failed(checks: &[Value]) -> Vec<&Value> {
     checks.iter().filter(|c| c["status"] == "fail").collect()
 }
 
@@ -114,11 +114,11 @@ fn rule_names(standins: &StandIns) -> Vec<String> {
     standins.aws.deployed().rules.keys().cloned().collect()
 }
 
-fn fix(check: &Value) -> &str {
+pub(crate) fn fix(check: &Value) -> &str {
     check["fix"].as_str().unwrap()
 }
 
-fn detail(check: &Value) -> &str {
+pub(crate) fn detail(check: &Value) -> &str {
     check["detail"].as_str().unwrap()
 }
 

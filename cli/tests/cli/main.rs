@@ -5,6 +5,7 @@
 mod commands;
 mod doctor;
 mod local_credentials;
+mod managed;
 mod moto;
 mod redrive;
 mod select;

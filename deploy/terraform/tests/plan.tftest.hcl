@@ -324,6 +324,54 @@ run "subnets_without_security_groups_are_refused" {
   expect_failures = [aws_lambda_function.function]
 }
 
+run "the_eks_capability_for_argo_cd_on_its_hub" {
+  command = plan
+  variables {
+    argocd_eks_capability  = true
+    argocd_namespaces      = "gitops"
+    kubernetes_group       = "image-updates"
+    notification_format    = "chat"
+    notification_topic_arn = "arn:aws:sns:ap-northeast-2:768157413559:argocd-ecr-updater-chat"
+  }
+  assert {
+    condition     = aws_lambda_function.function.environment[0].variables["ARGOCD_EKS_CAPABILITY"] == "true" && aws_lambda_function.function.environment[0].variables["ARGOCD_NAMESPACES"] == "gitops"
+    error_message = "the function keeps to the capability's namespace"
+  }
+  assert {
+    condition     = length(regexall("namespace: gitops\n", output.rbac_manifest)) == 2 && length(regexall("namespace: argocd", output.rbac_manifest)) == 0 && length(regexall("kind: Group\n    name: image-updates\n", output.rbac_manifest)) == 1
+    error_message = "the Role and RoleBinding in the capability's namespace, bound to the access entry's group"
+  }
+  assert {
+    condition     = length(regexall("(?m)^kind: Cluster", output.rbac_manifest)) == 0 && length(regexall("(?m)^kind: (Role|RoleBinding)$", output.rbac_manifest)) == 2
+    error_message = "nothing cluster-wide"
+  }
+  assert {
+    condition     = aws_lambda_function.function.environment[0].variables["NOTIFICATION_FORMAT"] == "chat"
+    error_message = "the report goes out as a chat notification"
+  }
+  assert {
+    condition     = aws_eks_access_entry.function["barun-dev"].type == "STANDARD" && aws_eks_access_entry.function["barun-dev"].kubernetes_groups == toset(["image-updates"])
+    error_message = "a STANDARD access entry on the hub, mapped to the group deploy/rbac.yaml binds in the namespace"
+  }
+}
+
+run "the_eks_capability_with_every_namespace_is_refused" {
+  command = plan
+  variables {
+    argocd_eks_capability = true
+    argocd_namespaces     = "*"
+  }
+  expect_failures = [aws_lambda_function.function]
+}
+
+run "a_notification_format_of_neither_kind_is_refused" {
+  command = plan
+  variables {
+    notification_format = "slack"
+  }
+  expect_failures = [var.notification_format]
+}
+
 run "several_clusters" {
   command = plan
   variables {

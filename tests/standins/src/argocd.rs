@@ -50,10 +50,16 @@
 //!   (`initiatedBy.username`), and leaves the spec alone, so the next refresh finds the
 //!   Application OutOfSync.
 //!
+//! - **Git polling** ([`Timeline::poll`], `appcontroller.go` `needRefreshAppStatus`: a
+//!   `reconciledAt` older than the timeout): every Application the controller reconciles is
+//!   refreshed at each poll, so a commit nobody announced is compared at the next one. The
+//!   EKS capability for Argo CD polls every 6 minutes ([`Timeline::eks_capability`]).
+//! - **The EKS capability's hub** ([`Controller::hub`]): the managed controllers reconcile
+//!   the Applications of one namespace only; a write elsewhere is never acted on.
+//!
 //! A [`Controller::new`] script runs every step at once, its delay after the write (benches
 //! and examples, on the wall clock); [`Controller::timed`] spaces them as a [`Timeline`] says.
-//! Not modelled: the periodic reconciliation (every 120–180 s), self-heal's partial syncs,
-//! sync waves and hooks.
+//! Not modelled: self-heal's partial syncs, sync waves and hooks; the poll's jitter.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -102,6 +108,9 @@ pub struct Timeline {
     pub termination: Duration,
     /// Retries of a failing sync before it ends Failed.
     pub retries: u32,
+    /// Git polled (every Application refreshed) this often, from the controller's start;
+    /// `None`: only writes and the refresh annotation are noticed.
+    pub poll: Option<Duration>,
 }
 
 impl Timeline {
@@ -115,6 +124,7 @@ impl Timeline {
             rollout: Duration::ZERO,
             termination: Duration::ZERO,
             retries: 0,
+            poll: None,
         }
     }
 
@@ -129,6 +139,16 @@ impl Timeline {
             rollout: Duration::from_secs(20),
             termination: Duration::ZERO,
             retries: 0,
+            poll: None,
+        }
+    }
+
+    /// [`Timeline::typical`] on the EKS capability for Argo CD, which polls Git every 6
+    /// minutes (its default; a `reconciledAt` older than that is refreshed).
+    pub fn eks_capability() -> Self {
+        Self {
+            poll: Some(Duration::from_secs(360)),
+            ..Self::typical()
         }
     }
 }
@@ -151,6 +171,9 @@ pub struct Controller {
     pub scripts: Vec<Script>,
     pub render: Option<Render>,
     pub clock: Arc<SimClock>,
+    /// The one namespace whose Applications it reconciles (the EKS capability's); `None`:
+    /// every namespace.
+    pub namespace: Option<String>,
 }
 
 impl Controller {
@@ -166,7 +189,20 @@ impl Controller {
             scripts: vec![script],
             render: None,
             clock,
+            namespace: None,
         }
+    }
+
+    /// The EKS capability for Argo CD on its hub cluster: only the Applications of
+    /// `namespace` are reconciled.
+    pub fn hub(mut self, namespace: &str) -> Self {
+        self.namespace = Some(namespace.to_string());
+        self
+    }
+
+    /// Whether the controller reconciles Applications in `namespace`.
+    pub fn reconciles(&self, namespace: &str) -> bool {
+        self.namespace.as_deref().is_none_or(|n| n == namespace)
     }
 
     /// The next operation ends as `script` says (the first as `new`/`timed` said).
@@ -234,31 +270,48 @@ pub struct Run {
     pub controller: Controller,
     apps: BTreeMap<(String, String), Track>,
     sequence: u64,
+    /// The last Git poll (the controller's start before the first).
+    polled_at: OffsetDateTime,
 }
 
 impl Run {
     pub fn new(controller: Controller) -> Self {
+        let polled_at = controller.clock.now();
         Self {
             controller,
             apps: BTreeMap::new(),
             sequence: 0,
+            polled_at,
         }
     }
 
-    /// How many sync operations the controller ran on an Application.
-    pub fn operations(&self, key: &(String, String)) -> usize {
-        self.apps.get(key).map_or(0, |t| t.operations)
+    /// The next Git poll, if the controller polls and it is due at or before `until`.
+    pub fn poll_due(&self, until: OffsetDateTime) -> Option<OffsetDateTime> {
+        let poll = self.controller.timeline.poll?;
+        let at = self.polled_at + poll;
+        (at <= until).then_some(at)
     }
 
-    /// A write by anyone but the controller, from `before` to `after`, at the clock's now: a
-    /// spec or refresh-annotation change is compared at the next refresh; an operation set is
-    /// run.
-    pub fn observe(&mut self, key: (String, String), before: &Value, after: &Value) {
+    /// The Git poll at `at`: each of `apps` (every Application in the store) that the
+    /// controller reconciles is refreshed now.
+    pub fn poll(&mut self, at: OffsetDateTime, apps: &[((String, String), Value)]) {
+        self.polled_at = at;
         if self.controller.script(0) == Script::NeverSynced {
             return;
         }
-        let now = self.controller.clock.now();
-        let timeline = self.controller.timeline;
+        for (key, app) in apps {
+            if !self.controller.reconciles(&key.0) {
+                continue;
+            }
+            self.sequence += 1;
+            let sequence = self.sequence;
+            let track = self.track(key.clone(), app);
+            track.pending.push((at, sequence, Step::Refresh));
+        }
+    }
+
+    /// What the controller knows of `key`, first learnt from `before`.
+    fn track(&mut self, key: (String, String), before: &Value) -> &mut Track {
         let track = self.apps.entry(key).or_default();
         if track.live.is_none() {
             let mut images: Vec<String> = match before["status"]["summary"]["images"].as_array() {
@@ -279,6 +332,25 @@ impl Run {
                 None => json!({"status": "Healthy"}),
             };
         }
+        track
+    }
+
+    /// How many sync operations the controller ran on an Application.
+    pub fn operations(&self, key: &(String, String)) -> usize {
+        self.apps.get(key).map_or(0, |t| t.operations)
+    }
+
+    /// A write by anyone but the controller, from `before` to `after`, at the clock's now: a
+    /// spec or refresh-annotation change is compared at the next refresh; an operation set is
+    /// run.
+    pub fn observe(&mut self, key: (String, String), before: &Value, after: &Value) {
+        if self.controller.script(0) == Script::NeverSynced || !self.controller.reconciles(&key.0) {
+            return;
+        }
+        let now = self.controller.clock.now();
+        let timeline = self.controller.timeline;
+        let mut sequence = self.sequence;
+        let track = self.track(key, before);
         let refresh = "argocd.argoproj.io/refresh";
         let refreshed = after["metadata"]["annotations"][refresh].is_string()
             && before["metadata"]["annotations"][refresh]
@@ -292,9 +364,10 @@ impl Run {
             due.push((now + timeline.start, Step::Run));
         }
         for (at, step) in due {
-            self.sequence += 1;
-            track.pending.push((at, self.sequence, step));
+            sequence += 1;
+            track.pending.push((at, sequence, step));
         }
+        self.sequence = sequence;
     }
 
     /// Drops what the controller knows of a deleted Application.

@@ -736,6 +736,14 @@ pub fn router(state: Arc<AwsState>) -> Router {
             get(crate::deployment::describe_access_entry),
         )
         .route(
+            "/clusters/{name}/capabilities",
+            get(crate::capabilities::list_capabilities),
+        )
+        .route(
+            "/clusters/{name}/capabilities/{capability}",
+            get(crate::capabilities::describe_capability),
+        )
+        .route(
             "/2015-03-31/functions/{name}/configuration",
             get(crate::deployment::get_function_configuration),
         )

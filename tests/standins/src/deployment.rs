@@ -73,6 +73,8 @@ pub struct Deployment {
     pub cluster_ca_data: Option<String>,
     /// Access entries by principal ARN: their Kubernetes groups.
     pub access_entries: BTreeMap<String, Vec<String>>,
+    /// EKS capabilities created on the cluster (none: a self-managed Argo CD).
+    pub capabilities: Vec<crate::capabilities::Capability>,
     /// Repositories that exist, by registry account.
     pub repositories: BTreeMap<String, Vec<String>>,
     /// Repositories whose tags are `MUTABLE` (the rest are `IMMUTABLE`, as the seed's are).
@@ -627,6 +629,7 @@ impl Deployment {
                 role_arn.to_string(),
                 vec!["argocd-ecr-updater".to_string()],
             )]),
+            capabilities: Vec::new(),
             repositories: BTreeMap::from([(account.to_string(), repositories)]),
             mutable_repositories: Vec::new(),
             secret_kms_keys: BTreeMap::new(),

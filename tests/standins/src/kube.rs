@@ -140,7 +140,22 @@ impl KubeState {
         let Some(run) = guard.as_mut() else {
             return;
         };
-        while let Some((key, at)) = run.next_due(until) {
+        loop {
+            let due = run.next_due(until);
+            let poll = run.poll_due(until);
+            if let Some(at) = poll.filter(|p| due.as_ref().is_none_or(|(_, d)| p < d)) {
+                run.controller.clock.set(at);
+                let apps: Vec<((String, String), Value)> = {
+                    let store = lock(&self.apps);
+                    let keys = store.apps.keys();
+                    keys.into_iter()
+                        .filter_map(|k| store.apps.get(&k.0, &k.1).map(|s| (k, s.object())))
+                        .collect()
+                };
+                run.poll(at, &apps);
+                continue;
+            }
+            let Some((key, at)) = due else { break };
             run.controller.clock.set(at);
             let stepped = self.edit(&key.0, &key.1, |app| run.step(&key, app));
             if stepped.is_err() {

@@ -8,6 +8,8 @@
 pub mod access;
 pub mod argocd;
 pub mod aws;
+pub mod capabilities;
+pub mod chatbot;
 pub mod clock;
 pub mod cloudformation;
 pub mod cloudwatch;
