@@ -159,6 +159,9 @@ pub struct Verified {
     pub value: String,
     pub tag: TagRef,
     pub at: OffsetDateTime,
+    /// When ECR received the image the upstream's write wrote, as its record kept it: a tag
+    /// written alone names the same image only while ECR still says that push time.
+    pub pushed: Option<OffsetDateTime>,
 }
 
 impl Verified {
@@ -246,7 +249,12 @@ pub fn judge(
             "the upstream {place}'s write of {image} wrote `{value}`, not a tag: nothing to promote"
         ));
     };
-    let verified = Verified { value, tag, at };
+    let verified = Verified {
+        value,
+        tag,
+        at,
+        pushed: write.image.pushed,
+    };
     let ripe = at + after;
     if now < ripe {
         return Judged::Soaking { verified, ripe };

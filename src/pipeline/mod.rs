@@ -21,5 +21,6 @@ pub mod handler;
 mod image;
 pub(crate) mod listing;
 mod promoted;
+mod pushed;
 mod resolved;
 mod run;

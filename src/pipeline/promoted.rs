@@ -6,7 +6,7 @@
 //! follow-up for the end of promote-after, or the reason nothing moves.
 
 use super::context::{Context, Work};
-use super::image::{claim_hop, decide_again_later, decide_pushed};
+use super::pushed::{claim_hop, decide_again_later, decide_pushed};
 use crate::application::app::Application;
 use crate::application::soak_chains;
 use crate::cluster::kube::KubeError;
@@ -171,14 +171,21 @@ async fn promote(
             "ECR names no digest for `{}`: {wanted}, which {place} verified, cannot be matched",
             verified.tag.tag
         )),
+        // A tag written alone: ECR's push time for it must be the one the upstream's write
+        // recorded (a re-push between that write and its verification is another image), or,
+        // where the record kept none, no later than the verification.
         (None, _) => update
             .pushed_at
-            .filter(|pushed| *pushed > verified.at)
+            .filter(|pushed| match verified.pushed {
+                Some(written) => (*pushed - written).abs() >= time::Duration::seconds(1),
+                None => *pushed > verified.at,
+            })
             .map(|pushed| {
                 format!(
-                    "`{}` was pushed again at {} in ECR, after {place} verified it at {}",
+                    "`{}` was pushed again at {} in ECR: {place} was written the image pushed at {} and verified it at {}",
                     verified.tag.tag,
                     stamp(pushed),
+                    verified.pushed.map(stamp).unwrap_or_else(|| "an unrecorded time".into()),
                     stamp(verified.at)
                 )
             }),

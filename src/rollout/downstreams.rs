@@ -1,7 +1,7 @@
-//! After a rollout is verified: the Applications promoted from it
-//! (`<alias>.promote-from` naming it, in any cluster the function watches) found by a
-//! metadata-only listing and woken by a one-Application shard per image on the sweep queue,
-//! which starts the chain of follow-ups that promotes each when its promote-after ends. The
+//! After a rollout is verified: the Applications promoted from it (`<alias>.promote-from`
+//! naming it, in any cluster the function watches) found by a metadata-only listing, and the
+//! one-Application shard per image that wakes each on the sweep queue, which starts the chain
+//! of follow-ups that promotes each when its promote-after ends. The
 //! shard only names the downstream: its run reads the downstream and the upstream again and
 //! decides from what it reads then, so a shard delivered twice, late, or forged by another
 //! writer of the queue promotes nothing that is not verified.
@@ -11,8 +11,7 @@ use crate::application::audit::AuditRecord;
 use crate::cluster::connect::Connection;
 use crate::cluster::kube::{KubeClient, ListOptions};
 use crate::decision::promotion::{self, Place, Upstream};
-use crate::rollout::follow::Checks;
-use crate::sweep::shard::{self, SoakHop};
+use crate::sweep::shard::{self, Shard, SoakHop};
 
 /// The Applications listed per page while looking for downstreams.
 const PAGE_SIZE: u32 = 500;
@@ -32,15 +31,21 @@ pub fn promotes_from(
     })
 }
 
-/// Wakes every downstream of `upstream` for each image `record` verified; a note per
-/// downstream woken, or why none could be looked for. Never fails the check: a downstream
-/// not woken is promoted by the next sweep.
-pub async fn wake(
+/// One downstream to wake: the shard that wakes it, and what it promotes where.
+pub struct Wake {
+    pub shard: Shard,
+    pub what: String,
+}
+
+/// The shards that wake every downstream of `upstream`, one per image `record` verified,
+/// and a note per cluster where none could be looked for. Never fails the check: a
+/// downstream not woken is promoted by the next sweep.
+pub async fn find(
     clusters: &[Connection],
-    queue: &dyn Checks,
     upstream: &Place,
     record: &AuditRecord,
-) -> Vec<String> {
+) -> (Vec<Wake>, Vec<String>) {
+    let mut wakes = Vec::new();
     let mut notes = Vec::new();
     let id = format!(
         "promotion-{}-{}",
@@ -48,17 +53,13 @@ pub async fn wake(
         record.time.unix_timestamp()
     );
     for cluster in clusters {
-        let kube = match cluster.client().await {
-            Ok(kube) => kube,
-            Err(e) => {
-                notes.push(format!(
-                    "downstreams in {} not looked for: {e}",
-                    cluster.name()
-                ));
-                continue;
-            }
+        let found = match cluster.client().await {
+            Ok(kube) => downstreams(kube, cluster, upstream)
+                .await
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
         };
-        let found = match downstreams(kube, cluster, upstream).await {
+        let found = match found {
             Ok(found) => found,
             Err(e) => {
                 notes.push(format!(
@@ -75,19 +76,19 @@ pub async fn wake(
                     candidate: format!("{}{}", promotion::CANDIDATE_PREFIX, image.to),
                     hop: 0,
                 };
-                let shard = shard::follow_up(&id, cluster.name(), &namespace, &name, Some(hop));
-                let place = format!("{}/{namespace}/{name}", cluster.name());
-                notes.push(match queue.send_follow_up(&shard, 0).await {
-                    Ok(()) => format!("promotion of {}:{} to {place} woken", image.image, image.to),
-                    Err(e) => format!(
-                        "promotion of {}:{} to {place} not woken ({e}): the next sweep promotes it",
-                        image.image, image.to
+                wakes.push(Wake {
+                    shard: shard::follow_up(&id, cluster.name(), &namespace, &name, Some(hop)),
+                    what: format!(
+                        "promotion of {}:{} to {}/{namespace}/{name}",
+                        image.image,
+                        image.to,
+                        cluster.name()
                     ),
                 });
             }
         }
     }
-    notes
+    (wakes, notes)
 }
 
 /// The Applications of one cluster, in the namespaces the function watches there, that

@@ -537,9 +537,15 @@ impl Follow<'_> {
                 namespace: namespace.to_string(),
                 name: name.to_string(),
             };
-            let woken =
-                crate::rollout::downstreams::wake(self.clusters, queue, &upstream, &record).await;
-            for note in woken {
+            let (wakes, mut notes) =
+                crate::rollout::downstreams::find(self.clusters, &upstream, &record).await;
+            for wake in wakes {
+                notes.push(match queue.send_follow_up(&wake.shard, 0).await {
+                    Ok(()) => format!("{} woken", wake.what),
+                    Err(e) => format!("{} not woken ({e}): the next sweep promotes it", wake.what),
+                });
+            }
+            for note in notes {
                 tracing::info!(application = %format!("{namespace}/{name}"), note, "promotion");
             }
         }

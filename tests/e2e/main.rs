@@ -25,6 +25,7 @@ mod layout;
 mod managed;
 mod moving;
 mod operations;
+mod probe_promotion;
 mod probe_verification;
 mod promotion;
 mod push;

@@ -379,6 +379,13 @@ impl KubeState {
         lock(&self.apps).apps.len()
     }
 
+    /// Deletes an Application, as `kubectl delete application` would (no finalizers).
+    pub fn delete(&self, namespace: &str, name: &str) {
+        let mut store = lock(&self.apps);
+        store.resource_version += 1;
+        store.apps.remove(namespace, name);
+    }
+
     /// The Helm parameter `name` of `namespace/app` (its single source) as stored now.
     pub fn helm_parameter(&self, namespace: &str, app: &str, name: &str) -> Option<String> {
         self.get(namespace, app)?["spec"]["source"]["helm"]["parameters"]
