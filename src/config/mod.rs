@@ -452,6 +452,11 @@ pub fn is_namespace(name: &str) -> bool {
         && !name.ends_with('-')
 }
 
+/// A DNS-1123 subdomain: what an Application's name must be.
+pub fn is_object_name(name: &str) -> bool {
+    !name.is_empty() && name.len() <= 253 && name.split('.').all(is_namespace)
+}
+
 fn cluster_name_checked(variable: &'static str, name: &str) -> Result<String, ConfigError> {
     if name.is_empty()
         || name.len() > 100

@@ -75,8 +75,7 @@ impl Upstream {
                 crate::redact::scrub(value)
             ));
         }
-        if !crate::config::is_namespace(namespace) || !crate::rollout::message::is_object_name(name)
-        {
+        if !crate::config::is_namespace(namespace) || !crate::config::is_object_name(name) {
             return Err(format!(
                 "`{}` does not name a namespace and an Application (lowercase DNS names)",
                 crate::redact::scrub(value)

@@ -11,7 +11,6 @@ use crate::application::audit::AuditRecord;
 use crate::cluster::connect::Connection;
 use crate::cluster::kube::{KubeClient, ListOptions};
 use crate::decision::promotion::{self, Place, Upstream};
-use crate::sweep::shard::{self, Shard, SoakHop};
 
 /// The Applications listed per page while looking for downstreams.
 const PAGE_SIZE: u32 = 500;
@@ -31,9 +30,19 @@ pub fn promotes_from(
     })
 }
 
-/// One downstream to wake: the shard that wakes it, and what it promotes where.
+/// One downstream to wake for one image: the sweep queue sends it as a one-Application
+/// shard holding the promotion's candidate, which starts its chain of follow-ups.
 pub struct Wake {
-    pub shard: Shard,
+    /// Names the wake-up after the upstream and its write, so deliveries can be told apart.
+    pub id: String,
+    pub cluster: String,
+    pub namespace: String,
+    pub name: String,
+    /// `<registry id>/<repository>` of the image promoted.
+    pub image: String,
+    /// The candidate the downstream's chain holds: `promote:<tag or digest>`.
+    pub candidate: String,
+    /// What it promotes where, for the log.
     pub what: String,
 }
 
@@ -71,13 +80,13 @@ pub async fn find(
         };
         for (namespace, name) in found {
             for image in &record.images {
-                let hop = SoakHop {
+                wakes.push(Wake {
+                    id: id.clone(),
+                    cluster: cluster.name().to_string(),
+                    namespace: namespace.clone(),
+                    name: name.clone(),
                     image: image.image.clone(),
                     candidate: format!("{}{}", promotion::CANDIDATE_PREFIX, image.to),
-                    hop: 0,
-                };
-                wakes.push(Wake {
-                    shard: shard::follow_up(&id, cluster.name(), &namespace, &name, Some(hop)),
                     what: format!(
                         "promotion of {}:{} to {}/{namespace}/{name}",
                         image.image,

@@ -61,11 +61,10 @@ pub trait Checks: Send + Sync {
     /// `Err`: why it was not sent.
     async fn send_check(&self, check: &Confirmation, delay_seconds: u32) -> Result<(), String>;
 
-    /// Sends a one-Application shard (a downstream woken by a verified rollout); `Err`: why
-    /// it was not sent.
-    async fn send_follow_up(
+    /// Wakes a downstream of a verified rollout; `Err`: why it was not sent.
+    async fn send_wake(
         &self,
-        shard: &crate::sweep::shard::Shard,
+        wake: &crate::rollout::downstreams::Wake,
         delay_seconds: u32,
     ) -> Result<(), String>;
 }
@@ -540,7 +539,7 @@ impl Follow<'_> {
             let (wakes, mut notes) =
                 crate::rollout::downstreams::find(self.clusters, &upstream, &record).await;
             for wake in wakes {
-                notes.push(match queue.send_follow_up(&wake.shard, 0).await {
+                notes.push(match queue.send_wake(&wake, 0).await {
                     Ok(()) => format!("{} woken", wake.what),
                     Err(e) => format!("{} not woken ({e}): the next sweep promotes it", wake.what),
                 });

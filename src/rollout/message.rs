@@ -95,7 +95,8 @@ pub fn validate(check: Confirmation) -> Result<Confirmation, ConfirmationError> 
     if check.cluster.is_empty() {
         return bad("it names no cluster".into());
     }
-    if !crate::config::is_namespace(&check.namespace) || !is_object_name(&check.name) {
+    if !crate::config::is_namespace(&check.namespace) || !crate::config::is_object_name(&check.name)
+    {
         return bad(format!(
             "`{}/{}` is not a namespace and an object name",
             crate::redact::scrub(&check.namespace),
@@ -112,11 +113,6 @@ pub fn validate(check: Confirmation) -> Result<Confirmation, ConfirmationError> 
         return bad(format!("check number {} is out of range", check.check));
     }
     Ok(check)
-}
-
-/// A DNS-1123 subdomain: what an Application's name must be.
-pub fn is_object_name(name: &str) -> bool {
-    !name.is_empty() && name.len() <= 253 && name.split('.').all(crate::config::is_namespace)
 }
 
 #[cfg(test)]

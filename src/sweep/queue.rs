@@ -125,12 +125,24 @@ impl crate::rollout::follow::Checks for ShardQueue {
             .map_err(|e| e.to_string())
     }
 
-    async fn send_follow_up(
+    async fn send_wake(
         &self,
-        shard: &crate::sweep::shard::Shard,
+        wake: &crate::rollout::downstreams::Wake,
         delay_seconds: u32,
     ) -> Result<(), String> {
-        self.send_after(shard, delay_seconds)
+        let hop = crate::sweep::shard::SoakHop {
+            image: wake.image.clone(),
+            candidate: wake.candidate.clone(),
+            hop: 0,
+        };
+        let shard = crate::sweep::shard::follow_up(
+            &wake.id,
+            &wake.cluster,
+            &wake.namespace,
+            &wake.name,
+            Some(hop),
+        );
+        self.send_after(&shard, delay_seconds)
             .await
             .map_err(|e| e.to_string())
     }

@@ -211,8 +211,7 @@ fn validate(shard: Shard) -> Result<Shard, ShardError> {
         )));
     }
     if let Some(bad) = shard.applications.iter().find(|a| {
-        !crate::config::is_namespace(&a.namespace)
-            || !crate::rollout::message::is_object_name(&a.name)
+        !crate::config::is_namespace(&a.namespace) || !crate::config::is_object_name(&a.name)
     }) {
         return Err(ShardError::BadName {
             namespace: crate::redact::scrub(&bad.namespace),
