@@ -55,9 +55,10 @@
 //! - [`application`]: the Application as everything above reads it: [`application::view`],
 //!   one view of it as read; [`application::identity`], its namespace and name;
 //!   [`application::sources`], where each image lives and what it runs;
-//!   [`application::audit`], our audit record read back; [`application::failures`] and
-//!   [`application::rollbacks`], the failed rollouts and manual rollbacks it remembers per
-//!   image ([`application::remembered`]) (pure).
+//!   [`application::audit`], our audit record read back; [`application::failures`],
+//!   [`application::rollbacks`] and [`application::rolled_back`], the failed rollouts, manual
+//!   rollbacks and images auto-rollback took back it remembers per image
+//!   ([`application::remembered`]) (pure).
 //! - [`appconfig`]: [`appconfig::annotations`] and [`appconfig::imageupdater`], Image
 //!   Updater's configuration into one typed value; [`appconfig::charts`], our `chart-list`
 //!   of Helm charts; [`appconfig::cosign_key`], the key it names; [`appconfig::migration`],

@@ -115,6 +115,9 @@ pub struct ImageConfig {
     /// `hold-on-failure` (ours): after a failed rollout of this image, hold further writes
     /// of it until the Application is Healthy again.
     pub hold_on_failure: bool,
+    /// `auto-rollback` (ours): after a failed rollout of this image, write back what it
+    /// replaced, and never write the failed image again until a person releases it.
+    pub auto_rollback: bool,
     /// `signing-profile` (ours): roll out only a digest ECR managed signing has signed with
     /// this AWS Signer profile.
     pub signing_profile: Option<crate::policy::signing::SigningProfile>,
@@ -249,6 +252,22 @@ pub const FAILED_ROLLOUTS_ANNOTATION: &str = "argocd-ecr-updater.io/failed-rollo
 /// (`application::rollbacks`): ours, but no configuration.
 pub const ROLLBACKS_ANNOTATION: &str = "argocd-ecr-updater.io/rollbacks";
 
+/// The annotation the images auto-rollback took back are remembered in
+/// (`application::rolled_back`): ours, but no configuration; a person deletes an entry to
+/// release the image.
+pub const ROLLED_BACK_ANNOTATION: &str = "argocd-ecr-updater.io/rolled-back";
+
+/// Whether `annotations` turn auto-rollback on for some image (`<alias>.auto-rollback` or
+/// `auto-rollback`, true): what tells a rollout check that a failure is worth deciding again
+/// at once rather than at the next sweep.
+pub fn asks_auto_rollback(annotations: &BTreeMap<String, String>) -> bool {
+    annotations.iter().any(|(key, value)| {
+        key.strip_prefix(OWN_PREFIX).is_some_and(|setting| {
+            setting == "auto-rollback" || setting.ends_with(".auto-rollback")
+        }) && go_parse_bool(value) == Some(true)
+    })
+}
+
 /// Whether an annotation is one an Application's configuration is read from: Image
 /// Updater's, and ours (gates, keys, pull requests) but the records we keep.
 pub fn is_configuring(key: &str) -> bool {
@@ -256,7 +275,8 @@ pub fn is_configuring(key: &str) -> bool {
         || (key.starts_with(OWN_PREFIX)
             && key != AUDIT_ANNOTATION
             && key != FAILED_ROLLOUTS_ANNOTATION
-            && key != ROLLBACKS_ANNOTATION)
+            && key != ROLLBACKS_ANNOTATION
+            && key != ROLLED_BACK_ANNOTATION)
 }
 
 /// The annotations of an Application (its string annotations, as the typed Application
@@ -446,6 +466,7 @@ impl Reader<'_> {
         let cosign_key = self.cosign_key(alias)?;
         let min_age = self.min_age(alias)?;
         let hold_on_failure = self.own_flag(alias, "hold-on-failure")?;
+        let auto_rollback = self.own_flag(alias, "auto-rollback")?;
         let signing_profile = self.signing_profile(alias)?;
         Ok(ImageConfig {
             alias: alias.map(str::to_string),
@@ -458,6 +479,7 @@ impl Reader<'_> {
             cosign_key,
             min_age,
             hold_on_failure,
+            auto_rollback,
             signing_profile,
             helm,
             kustomize_image_name,
@@ -952,6 +974,52 @@ fn parse_platforms(key: &str, value: &str) -> Result<Vec<Platform>, AnnotationEr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn auto_rollback_is_asked_for_by_a_true_setting_for_some_image_or_every_image() {
+        let cases = [
+            (
+                "per alias",
+                "argocd-ecr-updater.io/app.auto-rollback",
+                "true",
+                true,
+            ),
+            (
+                "for every image",
+                "argocd-ecr-updater.io/auto-rollback",
+                "1",
+                true,
+            ),
+            (
+                "off",
+                "argocd-ecr-updater.io/app.auto-rollback",
+                "false",
+                false,
+            ),
+            (
+                "unreadable",
+                "argocd-ecr-updater.io/app.auto-rollback",
+                "yes please",
+                false,
+            ),
+            (
+                "Image Updater's prefix is not ours",
+                "argocd-image-updater.argoproj.io/app.auto-rollback",
+                "true",
+                false,
+            ),
+            (
+                "another setting ending alike",
+                "argocd-ecr-updater.io/app.no-auto-rollback",
+                "true",
+                false,
+            ),
+        ];
+        for (case, key, value, asked) in cases {
+            let annotations = BTreeMap::from([(key.to_string(), value.to_string())]);
+            assert_eq!(asks_auto_rollback(&annotations), asked, "{case}");
+        }
+    }
     use crate::policy::{Decision, TagInfo};
 
     fn annotations(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {

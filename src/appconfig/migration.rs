@@ -177,6 +177,7 @@ fn kept_on_annotations(read: &Reader<'_>, namespace: &str) -> Option<String> {
             "pin-digest",
             "min-age",
             "hold-on-failure",
+            "auto-rollback",
             "signing-profile",
         ]
         .iter()

@@ -70,6 +70,21 @@ impl<'a> Application<'a> {
         crate::application::failures::of(self.raw)
     }
 
+    /// The images auto-rollback took back, per image (`argocd-ecr-updater.io/rolled-back`).
+    pub fn rolled_back(
+        &self,
+    ) -> std::collections::BTreeMap<String, Vec<crate::application::rolled_back::RolledBack>> {
+        crate::application::rolled_back::of(self.raw)
+    }
+
+    /// The guarded patch operations that set the images taken back to `next`.
+    pub fn rolled_back_ops(
+        &self,
+        next: &std::collections::BTreeMap<String, Vec<crate::application::rolled_back::RolledBack>>,
+    ) -> Vec<Value> {
+        crate::application::rolled_back::patch_ops(self.raw, next)
+    }
+
     /// The manual rollbacks it remembers per image (`argocd-ecr-updater.io/rollbacks`).
     pub fn remembered_rollbacks(
         &self,

@@ -26,6 +26,10 @@ pub struct FailedRollout {
     /// When the failure was recorded (RFC 3339).
     pub at: String,
     pub reason: String,
+    /// What the failed write replaced, when it replaced something: what auto-rollback
+    /// writes back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
 }
 
 impl FailedRollout {
@@ -66,6 +70,7 @@ pub fn after_outcome(
                     outcome: outcome.to_string(),
                     at: at.to_string(),
                     reason: reason.chars().take(512).collect(),
+                    from: image.from.clone(),
                 },
             );
         }
@@ -101,6 +106,7 @@ mod tests {
             outcome: "failed".into(),
             at: at.into(),
             reason: "Degraded".into(),
+            from: Some("0".into()),
         }
     }
 
@@ -110,7 +116,7 @@ mod tests {
             [("r/web".to_string(), failed("1.1", "2026-12-03T10:05:00Z"))].into();
         let cases = [
             (
-                "a failed rollout marks the images it wrote",
+                "a failed rollout marks the images it wrote, with what each replaced",
                 BTreeMap::new(),
                 record(&[("r/web", "1.1")]),
                 "failed",

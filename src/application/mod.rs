@@ -9,6 +9,7 @@ pub(crate) mod failures;
 pub(crate) mod identity;
 pub(crate) mod remembered;
 pub(crate) mod rollbacks;
+pub(crate) mod rolled_back;
 pub(crate) mod soak_chains;
 pub(crate) mod sources;
 pub(crate) mod view;

@@ -128,6 +128,9 @@ pub fn hold_after_failure(
     let Some(update) = &outcome.update else {
         return outcome;
     };
+    if update.rolls_back {
+        return outcome;
+    }
     let failures = app.failed_rollouts();
     let Some(failure) = failures.get(&config.image.to_string()) else {
         return outcome;
@@ -241,6 +244,7 @@ mod tests {
                     sources: vec![0],
                     check_platforms: None,
                     pushed_at: pushed,
+                    rolls_back: false,
                 }),
             }
         };

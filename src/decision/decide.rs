@@ -17,6 +17,7 @@ use crate::appconfig::annotations::AUDIT_ANNOTATION;
 use crate::appconfig::annotations::{AppConfig, ImageConfig, ImageEntry, ImageRef, Platform};
 use crate::appconfig::imageupdater::ConfigSource;
 use crate::application::app::Application;
+use crate::application::failures::FailedRollout;
 use crate::application::identity::Identity;
 use crate::application::sources::{self, Targets};
 use crate::decision::patch::{self, Audit, ImageChange, ImageUpdate, WritePlan};
@@ -27,6 +28,19 @@ use crate::partition::registry_host;
 use crate::policy::{Decision, KeepReason, Strategy, TagInfo, TagRef};
 use crate::registry::manifest::{Platforms, ScanState, offers_any};
 use crate::report::{Action, Entry};
+
+use crate::report::events::AUTO_ROLLBACK;
+
+/// The failed rollout auto-rollback takes back for `config`'s image, if it is on and the
+/// image's last rollout failed (`failed`, not `timed-out`: a slow rollout is not a bad
+/// image) with something to go back to.
+pub fn rollback_due<'f>(
+    config: &ImageConfig,
+    failures: &'f std::collections::BTreeMap<String, FailedRollout>,
+) -> Option<&'f FailedRollout> {
+    let failed = failures.get(&config.image.to_string())?;
+    (config.auto_rollback && failed.outcome == "failed" && failed.from.is_some()).then_some(failed)
+}
 
 /// What the invocation compares against.
 #[derive(Debug, Clone, Copy)]
@@ -81,6 +95,9 @@ pub struct Move {
     /// When ECR received the image written, when known: the audit record keeps it, and a
     /// rollout check measures the lead time from it.
     pub pushed_at: Option<OffsetDateTime>,
+    /// Auto-rollback writing back what a failed write replaced: no gate, soak or
+    /// hold-on-failure stands between it and its write (it restores what ran before).
+    pub rolls_back: bool,
 }
 
 impl ImageOutcome {
@@ -612,6 +629,7 @@ impl ImageCase<'_> {
                                 sources: vec![source],
                                 check_platforms: None,
                                 pushed_at: None,
+                                rolls_back: false,
                             })
                         }
                     }
@@ -704,6 +722,42 @@ impl ImageCase<'_> {
             }
         };
         Verdict::Update(to, reason)
+    }
+
+    /// Auto-rollback (`<alias>.auto-rollback`): every target running the value whose
+    /// rollout `failed` goes back to what that write replaced; `None` when no target runs it
+    /// (someone moved it since, or the rollback is written already).
+    pub fn decide_rollback(&self, failed: &FailedRollout) -> Option<ImageOutcome> {
+        let from = TagRef::parse(failed.from.as_deref()?)?;
+        let bad = TagRef::from(failed.to.as_str());
+        if !self
+            .targets
+            .targets
+            .iter()
+            .any(|t| t.current.as_ref() == Some(&bad))
+        {
+            return None;
+        }
+        let mut outcome = self.each_target(|target| match &target.current {
+            Some(current) if current == &bad => Verdict::Update(
+                from.clone(),
+                format!(
+                    "{AUTO_ROLLBACK}: the rollout of `{bad}` failed at {} ({}); `{from}`, which it replaced, is written back",
+                    failed.at, failed.reason
+                ),
+            ),
+            current => Verdict::Keep(
+                Action::Unchanged,
+                format!(
+                    "runs `{}`, not `{bad}`, whose rollout failed",
+                    current.as_ref().map(ToString::to_string).unwrap_or_default()
+                ),
+            ),
+        });
+        if let Some(update) = outcome.update.as_mut() {
+            update.rolls_back = true;
+        }
+        Some(outcome)
     }
 
     /// Reconcile: the candidates in the order to try them. With a platforms annotation the
@@ -1036,6 +1090,7 @@ mod tests {
                 sources: vec![0],
                 check_platforms: None,
                 pushed_at: None,
+                rolls_back: false,
             }),
         };
         // (case, pushed at, now, held, follow-up at)
@@ -1667,5 +1722,110 @@ mod tests {
         let since = running_since(&app, image, &current).unwrap();
         assert_eq!(since.time, datetime!(2025-08-23 0:00 UTC));
         assert!(since.source.contains("last-update"));
+    }
+}
+
+#[cfg(test)]
+mod auto_rollback_tests {
+    use super::*;
+    use crate::appconfig::annotations::{AppConfig, PREFIX};
+    use crate::application::app::Application as Read;
+    use argocd_ecr_updater_standins::fixtures::Application;
+    use std::collections::BTreeMap;
+
+    const IMAGE: &str = "768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/web";
+
+    fn config(auto_rollback: Option<&str>) -> AppConfig {
+        let mut map = BTreeMap::from([(format!("{PREFIX}image-list"), format!("app={IMAGE}"))]);
+        if let Some(value) = auto_rollback {
+            map.insert(
+                "argocd-ecr-updater.io/app.auto-rollback".into(),
+                value.into(),
+            );
+        }
+        AppConfig::parse(&map).unwrap()
+    }
+
+    fn failed(to: &str, outcome: &str, from: Option<&str>) -> BTreeMap<String, FailedRollout> {
+        BTreeMap::from([(
+            IMAGE.to_string(),
+            FailedRollout {
+                to: to.into(),
+                outcome: outcome.into(),
+                at: "2026-12-06T10:00:00Z".into(),
+                reason: "alarm web-5xx went to ALARM".into(),
+                from: from.map(str::to_string),
+            },
+        )])
+    }
+
+    #[test]
+    fn a_rollback_is_due_only_when_asked_for_after_a_failure_with_something_to_go_back_to() {
+        let cases = [
+            (
+                "on, failed, with what it replaced",
+                Some("true"),
+                failed("1.1", "failed", Some("1.0")),
+                true,
+            ),
+            ("off", None, failed("1.1", "failed", Some("1.0")), false),
+            (
+                "turned off explicitly",
+                Some("false"),
+                failed("1.1", "failed", Some("1.0")),
+                false,
+            ),
+            (
+                "a rollout that timed out is slow, not bad",
+                Some("true"),
+                failed("1.1", "timed-out", Some("1.0")),
+                false,
+            ),
+            (
+                "the first write replaced nothing",
+                Some("true"),
+                failed("1.1", "failed", None),
+                false,
+            ),
+            ("no failure", Some("true"), BTreeMap::new(), false),
+        ];
+        for (case, setting, failures, due) in cases {
+            let cfg = config(setting);
+            let image = cfg.images[0].config.as_ref().unwrap();
+            assert_eq!(rollback_due(image, &failures).is_some(), due, "{case}");
+        }
+    }
+
+    #[test]
+    fn a_rollback_writes_back_what_the_failed_write_replaced_only_where_it_still_runs() {
+        let cfg = config(Some("true"));
+        // (case, the spec's tag, decided)
+        let cases = [
+            ("the failed image still asked for", "1.1", Some("1.0")),
+            ("moved since by someone or a newer push", "1.2", None),
+            ("already rolled back", "1.0", None),
+        ];
+        for (case, tag, to) in cases {
+            let app = Application::tracking("web", IMAGE, tag).build();
+            let view = Read::of(&app);
+            let image_case = prepare(&view, &cfg.images[0], "ap-northeast-2").unwrap();
+            let failures = failed("1.1", "failed", Some("1.0"));
+            let outcome = image_case.decide_rollback(&failures[IMAGE]);
+            let update = outcome.as_ref().and_then(|o| o.update.as_ref());
+            assert_eq!(update.map(|u| u.to.to_string()).as_deref(), to, "{case}");
+            if let Some(update) = update {
+                assert!(update.rolls_back, "{case}");
+                let entry = &outcome.as_ref().unwrap().entries[0];
+                assert!(
+                    entry.reason.starts_with(AUTO_ROLLBACK)
+                        && entry
+                            .reason
+                            .contains("`1.1` failed at 2026-12-06T10:00:00Z")
+                        && entry.reason.contains("alarm web-5xx"),
+                    "{case}: {}",
+                    entry.reason
+                );
+            }
+        }
     }
 }

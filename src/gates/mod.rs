@@ -14,6 +14,7 @@
 pub(crate) mod built_from;
 pub(crate) mod cosign;
 pub(crate) mod managed_signing;
+pub(crate) mod not_rolled_back;
 
 use async_trait::async_trait;
 
@@ -56,6 +57,14 @@ pub trait Facts: Sync {
         profile: &str,
     ) -> Option<Result<Result<Verified, String>, Failure>>;
 
+    /// The digest ECR names for `tag` now (`None`: no such tag).
+    async fn digest(
+        &self,
+        registry: &str,
+        repository: &str,
+        tag: &str,
+    ) -> Result<Option<String>, Failure>;
+
     /// Whether the digest carries a valid cosign signature by `key`, or exactly why not.
     async fn cosign_signed(
         &self,
@@ -70,6 +79,8 @@ pub trait Facts: Sync {
 #[derive(Debug, Clone, Copy)]
 pub struct Candidate<'a> {
     pub image: &'a ImageConfig,
+    /// The images of this image auto-rollback took back on the Application.
+    pub rolled_back: &'a [crate::application::rolled_back::RolledBack],
     /// The ECR registry (account id) and repository.
     pub registry: &'a str,
     pub repository: &'a str,
@@ -112,6 +123,7 @@ pub trait Gate: Sync {
 
 /// Every gate, in the order they run.
 pub const ALL: &[&dyn Gate] = &[
+    &not_rolled_back::NotRolledBack,
     &managed_signing::ManagedSigning,
     &built_from::BuiltFrom,
     &cosign::Cosign,
@@ -177,6 +189,7 @@ pub(crate) mod answers {
         pub cosign: Result<Result<(), String>, Failure>,
         pub signing: Result<Vec<SigningState>, Failure>,
         pub notation: Option<Result<Result<Verified, String>, Failure>>,
+        pub digest: Result<Option<String>, Failure>,
     }
 
     impl Default for Answers {
@@ -186,6 +199,7 @@ pub(crate) mod answers {
                 cosign: Ok(Err("no signature set by the test".into())),
                 signing: Ok(Vec::new()),
                 notation: None,
+                digest: Ok(None),
             }
         }
     }
@@ -224,6 +238,10 @@ pub(crate) mod answers {
         ) -> Result<Result<(), String>, Failure> {
             self.cosign.clone()
         }
+
+        async fn digest(&self, _: &str, _: &str, _: &str) -> Result<Option<String>, Failure> {
+            self.digest.clone()
+        }
     }
 
     /// A verdict as the tables read it.
@@ -244,6 +262,7 @@ pub(crate) mod answers {
     pub(crate) fn candidate<'a>(image: &'a ImageConfig, digest: Option<&'a str>) -> Candidate<'a> {
         Candidate {
             image,
+            rolled_back: &[],
             registry: "1",
             repository: "web",
             to: "1.4.0",

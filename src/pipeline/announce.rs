@@ -25,6 +25,14 @@ pub async fn record_event(
         now.unix_timestamp_nanos(),
     );
     send(kube, app, &event, "ImagesUpdated").await;
+    if let Some(event) = crate::report::events::rolled_back(&app.involved(), entries, &stamp) {
+        match kube.create_event(app.names().0, &event).await {
+            Ok(()) | Err(crate::cluster::kube::KubeError::Conflict { .. }) => {}
+            Err(e) => {
+                tracing::warn!(application = %app.identity(), error = %e, "cannot record the RolledBack event");
+            }
+        }
+    }
 }
 
 /// Records the `ChartUpdated` Event of a write of chart versions on the Application.

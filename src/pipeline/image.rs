@@ -14,13 +14,22 @@ pub(super) async fn decide_image(
     case: &ImageCase<'_>,
     work: &Work<'_>,
 ) -> ImageOutcome {
+    // A rollback restores what ran before the failure: no gate stands before it.
+    if let Some(rollback) = super::auto_rollback::decide_rollback(ctx, case, work).await {
+        return rollback;
+    }
     let (outcome, digest) = decide_image_facts(ctx, case, work).await;
     let Some(update) = outcome.update.as_ref() else {
         return outcome;
     };
     let to = update.to.to_string();
+    let rolled_back = crate::application::app::Application::of(case.object())
+        .rolled_back()
+        .remove(&case.config.image.to_string())
+        .unwrap_or_default();
     let candidate = crate::gates::Candidate {
         image: case.config,
+        rolled_back: &rolled_back,
         registry: &case.registry,
         repository: &case.repository,
         to: &to,
@@ -166,6 +175,19 @@ impl crate::gates::Facts for GateFacts<'_> {
                 .notation(&self.ctx.blobs, &expected, store, self.now)
                 .await,
         )
+    }
+
+    async fn digest(
+        &self,
+        registry: &str,
+        repository: &str,
+        tag: &str,
+    ) -> Result<Option<String>, Failure> {
+        let mut described = self
+            .registry
+            .describe(registry, repository, &[tag.to_string()])
+            .await?;
+        Ok(described.remove(tag).flatten().and_then(|info| info.digest))
     }
 
     async fn cosign_signed(

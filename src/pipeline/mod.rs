@@ -1,6 +1,7 @@
 //! The work of one invocation: the orchestration ([`handler`]) over the warm container's
 //! [`context`]; each cluster's Applications ([`run`]): which ones it concerns ([`listing`]),
-//! each resolved once ([`resolved`]), decided ([`decided`], image by image: [`image`]) and
+//! each resolved once ([`resolved`]), decided ([`decided`], image by image: [`image`], a
+//! failed one taken back by [`auto_rollback`]) and
 //! written back by patch ([`application`]) or commit ([`git_attempt`]), its Helm charts too
 //! ([`chart`]), each of the two a [`change::Change`] run from read to guarded write by one
 //! loop ([`change`]); the registry facts asked once ([`facts`]), and what it announces
@@ -10,6 +11,7 @@
 
 pub(crate) mod announce;
 mod application;
+mod auto_rollback;
 mod change;
 mod chart;
 pub(crate) mod context;

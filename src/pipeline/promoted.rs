@@ -68,7 +68,16 @@ pub(super) async fn decide_promoted(
             );
             Ok((skip(why), None))
         }
-        Judged::Ready(verified) => promote(ctx, case, work, &place, &verified).await,
+        Judged::Ready(verified) => {
+            // An image the upstream's auto-rollback took back is promoted nowhere, even once
+            // a person has put it back there.
+            let taken_back = Application::of(&upstream).rolled_back();
+            match crate::application::rolled_back::find(&taken_back, &image, &verified.value, None)
+            {
+                Some(entry) => Ok((skip(format!("upstream: {}", entry.refusal(&image))), None)),
+                None => promote(ctx, case, work, &place, &verified).await,
+            }
+        }
     }
 }
 

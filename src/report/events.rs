@@ -12,6 +12,10 @@ use crate::report::{Action, Entry};
 /// the entries that do.
 pub const ROLLBACK_RESPECTED: &str = "respecting a manual rollback";
 
+/// How the entry of a write auto-rollback decided begins; the `RolledBack` Event gathers
+/// the entries that do.
+pub const AUTO_ROLLBACK: &str = "auto-rollback";
+
 /// The Application an Event is about, as `involvedObject` names it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Involved {
@@ -108,6 +112,43 @@ pub fn rollback_respected(app: &Involved, entries: &[Entry], now: &str) -> Optio
         reason: "RollbackRespected",
         message: message.join("; "),
         kind: "Normal",
+        annotations: Default::default(),
+    };
+    Some(about(app, text, now))
+}
+
+/// The `RolledBack` Event (`Warning`) of a write that took a failed image back, or `None`.
+/// Named after what was taken back, so a rollback written again after a conflict records it
+/// once.
+pub fn rolled_back(app: &Involved, entries: &[Entry], now: &str) -> Option<Value> {
+    let taken: Vec<&Entry> = entries
+        .iter()
+        .filter(|e| e.action == Action::Updated && e.reason.starts_with(AUTO_ROLLBACK))
+        .collect();
+    let first = taken.first()?;
+    let key = short_key(&format!(
+        "{}|{}",
+        first.image,
+        first.from.as_deref().unwrap_or_default()
+    ));
+    let message: Vec<String> = taken
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {} {} -> {}: {}",
+                e.alias.as_deref().unwrap_or("-"),
+                e.image,
+                e.from.as_deref().unwrap_or("(none)"),
+                e.to.as_deref().unwrap_or(""),
+                e.reason
+            )
+        })
+        .collect();
+    let text = EventText {
+        suffix: format!("rolled-back-{key}"),
+        reason: "RolledBack",
+        message: crate::redact::scrub(&message.join("; ")),
+        kind: "Warning",
         annotations: Default::default(),
     };
     Some(about(app, text, now))

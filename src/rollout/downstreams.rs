@@ -30,20 +30,26 @@ pub fn promotes_from(
     })
 }
 
-/// One downstream to wake for one image: the sweep queue sends it as a one-Application
-/// shard holding the promotion's candidate, which starts its chain of follow-ups.
+/// One Application to decide again now: the sweep queue sends it as a one-Application
+/// shard (holding a promotion's candidate, which starts its chain of follow-ups).
 pub struct Wake {
-    /// Names the wake-up after the upstream and its write, so deliveries can be told apart.
+    /// Names the wake-up after what caused it, so deliveries can be told apart.
     pub id: String,
     pub cluster: String,
     pub namespace: String,
     pub name: String,
+    /// The image a downstream is woken to promote, if that is why.
+    pub promoting: Option<Promoting>,
+    /// Why it is woken, for the log.
+    pub what: String,
+}
+
+/// A downstream woken to promote one image.
+pub struct Promoting {
     /// `<registry id>/<repository>` of the image promoted.
     pub image: String,
     /// The candidate the downstream's chain holds: `promote:<tag or digest>`.
     pub candidate: String,
-    /// What it promotes where, for the log.
-    pub what: String,
 }
 
 /// The shards that wake every downstream of `upstream`, one per image `record` verified,
@@ -85,8 +91,10 @@ pub async fn find(
                     cluster: cluster.name().to_string(),
                     namespace: namespace.clone(),
                     name: name.clone(),
-                    image: image.image.clone(),
-                    candidate: format!("{}{}", promotion::CANDIDATE_PREFIX, image.to),
+                    promoting: Some(Promoting {
+                        image: image.image.clone(),
+                        candidate: format!("{}{}", promotion::CANDIDATE_PREFIX, image.to),
+                    }),
                     what: format!(
                         "promotion of {}:{} to {}/{namespace}/{name}",
                         image.image,

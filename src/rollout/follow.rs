@@ -506,6 +506,34 @@ impl Follow<'_> {
         Ok(Ok(app))
     }
 
+    /// After a failure with auto-rollback on: the Application decided again now, which
+    /// writes back what the failed write replaced; a wake not sent leaves it to the next
+    /// sweep.
+    async fn wake_for_rollback(
+        &self,
+        queue: &dyn Checks,
+        check: &Confirmation,
+        now: OffsetDateTime,
+    ) {
+        let (namespace, name) = (check.namespace.as_str(), check.name.as_str());
+        let wake = crate::rollout::downstreams::Wake {
+            id: format!("rollback-{name}-{}", now.unix_timestamp()),
+            cluster: check.cluster.clone(),
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            promoting: None,
+            what: format!("auto-rollback of {namespace}/{name}"),
+        };
+        match queue.send_wake(&wake, 0).await {
+            Ok(()) => {
+                tracing::info!(application = %format!("{namespace}/{name}"), "auto-rollback: the Application is decided again now")
+            }
+            Err(e) => {
+                tracing::warn!(application = %format!("{namespace}/{name}"), error = %e, "auto-rollback: the wake-up was not sent; the next sweep takes the image back")
+            }
+        }
+    }
+
     /// A recorded outcome, announced on the commits the write made.
     async fn announce(
         &self,
@@ -547,6 +575,12 @@ impl Follow<'_> {
             for note in notes {
                 tracing::info!(application = %format!("{namespace}/{name}"), note, "promotion");
             }
+        }
+        if outcome == Outcome::Failed
+            && let Some(queue) = self.checks
+            && crate::appconfig::annotations::asks_auto_rollback(&app.metadata.annotations)
+        {
+            self.wake_for_rollback(queue, check, now).await;
         }
         let live = record.verifying_since.unwrap_or(now);
         let timings = (outcome == Outcome::Confirmed).then(|| judge::timings(&record, live));

@@ -130,17 +130,20 @@ impl crate::rollout::follow::Checks for ShardQueue {
         wake: &crate::rollout::downstreams::Wake,
         delay_seconds: u32,
     ) -> Result<(), String> {
-        let hop = crate::sweep::shard::SoakHop {
-            image: wake.image.clone(),
-            candidate: wake.candidate.clone(),
-            hop: 0,
-        };
+        let hop = wake
+            .promoting
+            .as_ref()
+            .map(|promoting| crate::sweep::shard::SoakHop {
+                image: promoting.image.clone(),
+                candidate: promoting.candidate.clone(),
+                hop: 0,
+            });
         let shard = crate::sweep::shard::follow_up(
             &wake.id,
             &wake.cluster,
             &wake.namespace,
             &wake.name,
-            Some(hop),
+            hop,
         );
         self.send_after(&shard, delay_seconds)
             .await

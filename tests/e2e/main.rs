@@ -3,6 +3,7 @@
 //! module per area; one binary links the crate once instead of once per file.
 
 mod alarms;
+mod auto_rollback;
 mod aws_errors;
 mod charts;
 mod clusters;

@@ -1,0 +1,127 @@
+//! Auto-rollback of one image (`<alias>.auto-rollback`): when the image's last rollout
+//! failed and the Application still runs what that write wrote, the image taken back is
+//! remembered on the Application (with ECR's digest for it, so a push of the same image under
+//! another tag is known too), then what the write replaced is decided as the update, which
+//! the Application's own write-back method carries out like any other: a guarded patch or a
+//! commit. Remembered first: a rollback written but not remembered would let the next push of
+//! the same image deploy it again.
+
+use super::context::{Context, Work};
+use crate::application::app::Application;
+use crate::application::rolled_back::{self, RolledBack};
+use crate::cluster::kube::{KubeError, Patch};
+use crate::cluster::retry::retry_transient;
+use crate::decision::decide::{self, ImageCase, ImageOutcome};
+use crate::policy::TagRef;
+use crate::report::Action;
+
+/// The rollback of `case`'s image when one is due, else `None` (decided as usual).
+pub(super) async fn decide_rollback(
+    ctx: &Context,
+    case: &ImageCase<'_>,
+    work: &Work<'_>,
+) -> Option<ImageOutcome> {
+    let app = Application::of(case.object());
+    let failures = app.failed_rollouts();
+    let failed = decide::rollback_due(case.config, &failures)?;
+    // A rollback whose own rollout failed never goes "back" to the image it took back.
+    let image = case.config.image.to_string();
+    let from = failed.from.as_deref().unwrap_or_default();
+    if rolled_back::find(&app.rolled_back(), &image, from, None).is_some() {
+        return None;
+    }
+    let outcome = case.decide_rollback(failed)?;
+    if ctx.config.dry_run {
+        return Some(outcome);
+    }
+    let entry = RolledBack {
+        to: failed.to.clone(),
+        digest: digest_of(case, work, &failed.to).await,
+        from: failed.from.clone().unwrap_or_default(),
+        at: failed.at.clone(),
+        reason: failed.reason.clone(),
+    };
+    match remember(ctx, case, work, entry).await {
+        Ok(()) => Some(outcome),
+        Err(why) => Some(outcome.refuse(
+            Action::Failed,
+            &format!(
+                "{}: not written, since the image taken back could not be remembered ({why}); decided again on the next delivery or sweep",
+                crate::report::events::AUTO_ROLLBACK
+            ),
+            true,
+        )),
+    }
+}
+
+/// The digest of `value`: its own when it names one, else ECR's for its tag now (none when
+/// ECR cannot say: the tag alone is remembered then).
+async fn digest_of(case: &ImageCase<'_>, work: &Work<'_>, value: &str) -> Option<String> {
+    let value = TagRef::from(value);
+    if let Some(digest) = value.digest {
+        return Some(digest);
+    }
+    if value.tag.starts_with("sha256:") {
+        return Some(value.tag);
+    }
+    let described = work
+        .facts
+        .describe(
+            &case.registry,
+            &case.repository,
+            std::slice::from_ref(&value.tag),
+        )
+        .await;
+    match described {
+        Ok(mut described) => described
+            .remove(&value.tag)
+            .flatten()
+            .and_then(|info| info.digest),
+        Err(e) => {
+            tracing::warn!(image = %case.config.image, error = %e.message, "ECR did not name the digest of the image taken back; its tag alone is remembered");
+            None
+        }
+    }
+}
+
+/// Adds `entry` to the Application's images taken back, guarded by what was read, read
+/// again on a conflict; `Err`: why it is not recorded.
+async fn remember(
+    ctx: &Context,
+    case: &ImageCase<'_>,
+    work: &Work<'_>,
+    entry: RolledBack,
+) -> Result<(), String> {
+    let identity = case.identity();
+    let (namespace, name) = (identity.namespace, identity.name);
+    let image = case.config.image.to_string();
+    let mut read = case.object().clone();
+    for _ in 0..=ctx.config.conflict_retries {
+        let app = Application::of(&read);
+        let Some(next) = rolled_back::with(&app.rolled_back(), &image, entry.clone()) else {
+            return Ok(());
+        };
+        let patch = Patch::Json(serde_json::Value::Array(app.rolled_back_ops(&next)));
+        let kube = work.kube;
+        match retry_transient(work.deadline, || {
+            kube.patch_application(namespace, name, &patch)
+        })
+        .await
+        {
+            Ok(_) => return Ok(()),
+            Err(
+                KubeError::Invalid {
+                    validation: false, ..
+                }
+                | KubeError::Conflict { .. },
+            ) => {
+                read = kube
+                    .get_application(namespace, name)
+                    .await
+                    .map_err(|e| format!("the Application could not be read again: {e}"))?;
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Err("the Application kept changing".into())
+}
