@@ -7,5 +7,6 @@ mod doctor;
 mod local_credentials;
 mod managed;
 mod moto;
+mod probe_managed;
 mod redrive;
 mod select;
