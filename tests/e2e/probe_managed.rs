@@ -70,9 +70,11 @@ async fn the_commits_refresh_does_not_drop_an_audit_record_written_meanwhile() {
             "git": {"repository": "barun/invitation", "branch": "main", "commit": "0".repeat(40)}}]
     })
     .to_string();
-    standins.kube.race_next_patch("argocd", SEED_APP, move |app| {
-        app["metadata"]["annotations"][AUDIT_ANNOTATION] = json!(other);
-    });
+    standins
+        .kube
+        .race_next_patch("argocd", SEED_APP, move |app| {
+            app["metadata"]["annotations"][AUDIT_ANNOTATION] = json!(other);
+        });
     let report = standins.report(&[], &event("push-date-tag.json")).await;
     expect_decision(only(&report), Action::Updated, "committed");
     let app = standins.kube.get("argocd", SEED_APP).unwrap();
@@ -140,17 +142,16 @@ async fn hostile_text_in_a_reason_cannot_mention_the_channel_or_disguise_a_link(
     let mut report = Report::new(InvocationKind::Push, "ev-hostile", false);
     report.image = Some("768157413559.dkr.ecr.ap-northeast-2.amazonaws.com/web".into());
     report.tag = Some(PUSHED_TAG.into());
-    report.entries.push(
-        Entry::new("argocd", SEED_APP, None, "web").with(
+    report
+        .entries
+        .push(Entry::new("argocd", SEED_APP, None, "web").with(
             Action::Failed,
             "<!channel> <!here> @here <https://evil.example/login|Argo CD sign-in> `x` *y*",
-        ),
-    );
+        ));
     let n = argocd_ecr_updater::report::chat::custom_notification(&report).unwrap();
     let text = format!(
         "{}\n{}",
-        n["content"]["description"],
-        n["content"]["nextSteps"]
+        n["content"]["description"], n["content"]["nextSteps"]
     );
     for hostile in [
         "<!channel>",
