@@ -38,20 +38,31 @@ impl Capability {
 /// managed layout grants nothing cluster-wide).
 pub fn capability(
     on: bool,
-    scope: &NamespaceScope,
+    scopes: &[(&str, &NamespaceScope)],
     argocd_namespace: &str,
 ) -> Result<Option<Capability>, Refused> {
     if !on {
         return Ok(None);
     }
-    match scope {
-        NamespaceScope::All => Err(Refused(format!(
-            "is true but ARGOCD_NAMESPACES is `*`: the EKS capability for Argo CD reconciles only the Applications of its own namespace and the managed layout grants nothing cluster-wide; set ARGOCD_NAMESPACES={argocd_namespace}"
-        ))),
-        NamespaceScope::Only(_) => Ok(Some(Capability {
-            namespace: argocd_namespace.to_string(),
-        })),
+    for (cluster, scope) in scopes {
+        match scope {
+            NamespaceScope::All => {
+                return Err(Refused(format!(
+                    "is true but cluster `{cluster}` lists every namespace (`*`, in ARGOCD_NAMESPACES or its CLUSTERS entry): the EKS capability for Argo CD reconciles only the Applications of its own namespace and the managed layout grants nothing cluster-wide; list `{argocd_namespace}` only"
+                )));
+            }
+            NamespaceScope::Only(listed) if !listed.iter().any(|n| n == argocd_namespace) => {
+                return Err(Refused(format!(
+                    "is true but cluster `{cluster}` does not list the capability's namespace `{argocd_namespace}` (ARGOCD_NAMESPACE), only {}: every Application would be skipped; list `{argocd_namespace}`, or set ARGOCD_NAMESPACE to the namespace the capability was created with",
+                    listed.join(", ")
+                )));
+            }
+            NamespaceScope::Only(_) => {}
+        }
     }
+    Ok(Some(Capability {
+        namespace: argocd_namespace.to_string(),
+    }))
 }
 
 /// What the SNS report is sent as.
@@ -85,23 +96,58 @@ mod tests {
     }
 
     #[test]
-    fn the_capability_keeps_to_its_namespace_and_refuses_a_cluster_wide_listing() {
-        let cases: [(bool, NamespaceScope, Result<Option<&str>, &str>); 4] = [
-            (false, NamespaceScope::All, Ok(None)),
-            (false, only(&["team-a"]), Ok(None)),
-            (true, only(&["argocd"]), Ok(Some("argocd"))),
+    fn the_capability_keeps_to_its_namespace_and_refuses_a_listing_beyond_or_without_it() {
+        let argocd = only(&["argocd"]);
+        let teams = only(&["team-a", "team-b"]);
+        type Case<'a> = (
+            &'a str,
+            bool,
+            Vec<(&'a str, &'a NamespaceScope)>,
+            Result<Option<&'a str>, &'a str>,
+        );
+        let cases: [Case; 6] = [
             (
+                "off, cluster-wide",
+                false,
+                vec![("hub", &NamespaceScope::All)],
+                Ok(None),
+            ),
+            ("off, any list", false, vec![("hub", &teams)], Ok(None)),
+            (
+                "on, its namespace",
                 true,
-                NamespaceScope::All,
-                Err("set ARGOCD_NAMESPACES=argocd"),
+                vec![("hub", &argocd)],
+                Ok(Some("argocd")),
+            ),
+            (
+                "on, cluster-wide",
+                true,
+                vec![("hub", &NamespaceScope::All)],
+                Err("cluster `hub` lists every namespace"),
+            ),
+            (
+                "on, a later CLUSTERS entry cluster-wide",
+                true,
+                vec![("hub", &argocd), ("spoke", &NamespaceScope::All)],
+                Err("cluster `spoke` lists every namespace"),
+            ),
+            (
+                "on, its namespace not listed",
+                true,
+                vec![("hub", &teams)],
+                Err("does not list the capability's namespace `argocd`"),
             ),
         ];
-        for (on, scope, expected) in cases {
-            let got = capability(on, &scope, "argocd");
+        for (case, on, scopes, expected) in cases {
+            let got = capability(on, &scopes, "argocd");
             match (got, expected) {
-                (Ok(c), Ok(ns)) => assert_eq!(c.map(|c| c.namespace), ns.map(String::from)),
-                (Err(Refused(problem)), Err(fix)) => assert!(problem.contains(fix), "{problem}"),
-                (got, expected) => panic!("{on} {scope:?}: {got:?}, expected {expected:?}"),
+                (Ok(c), Ok(ns)) => {
+                    assert_eq!(c.map(|c| c.namespace), ns.map(String::from), "{case}")
+                }
+                (Err(Refused(problem)), Err(fix)) => {
+                    assert!(problem.contains(fix), "{case}: {problem}")
+                }
+                (got, expected) => panic!("{case}: {got:?}, expected {expected:?}"),
             }
         }
     }

@@ -1008,9 +1008,13 @@ impl Config {
             ));
         }
         let git = git_settings(&env, &namespaces)?;
+        let scopes: Vec<(&str, &NamespaceScope)> = clusters
+            .iter()
+            .map(|c| (c.name.as_str(), &c.namespaces))
+            .collect();
         let eks_capability = managed::capability(
             env.flag("ARGOCD_EKS_CAPABILITY", false)?,
-            &namespaces,
+            &scopes,
             &git.argocd_namespace,
         )
         .map_err(|Refused(problem)| error("ARGOCD_EKS_CAPABILITY", problem))?;

@@ -219,7 +219,7 @@ async fn report_commit(
         "commit": commit.oid,
         "pullRequest": pull_request,
     });
-    match request_refresh(app, plan, &record, work).await {
+    match request_refresh(app, plan, &record, work, ctx.config.conflict_retries).await {
         // A pull request's commit is live only once merged: nothing to follow yet.
         Ok(()) if pull_request.is_none() => {
             let on = work.on_cluster();
@@ -253,25 +253,77 @@ async fn report_commit(
     report.entries.extend(entries);
 }
 
-/// Asks Argo CD to refresh now (`argocd.argoproj.io/refresh: normal`) and records the
-/// commit in our audit annotation: a merge patch of those two keys, which cannot touch
-/// anything else of the Application.
+/// Asks Argo CD to refresh now (`argocd.argoproj.io/refresh: normal`, leaving a `hard` one
+/// someone asked for alone) and records the commit in our audit annotation, guarded by the
+/// Application's `resourceVersion` as read: a record another invocation wrote meanwhile is
+/// read again and carried forward under `earlier`, never overwritten.
 async fn request_refresh(
     app: &Application<'_>,
     plan: &WritePlan,
     record: &Value,
     work: &Work<'_>,
+    retries: u32,
 ) -> Result<(), KubeError> {
     let (ns, name) = app.names();
+    let kube = work.kube;
+    let mut read = app.raw.clone();
+    let mut attempt = 0;
+    loop {
+        let patch = crate::cluster::kube::Patch::Json(refresh_ops(&read, plan, record));
+        match retry_transient(work.deadline, || kube.patch_application(ns, name, &patch)).await {
+            Err(
+                KubeError::Invalid {
+                    validation: false, ..
+                }
+                | KubeError::Conflict { .. },
+            ) if attempt < retries => {
+                attempt += 1;
+                read = kube.get_application(ns, name).await?;
+            }
+            done => return done.map(|_| ()),
+        }
+    }
+}
+
+/// The guarded JSON patch of [`request_refresh`] on the Application as `read`.
+fn refresh_ops(read: &Value, plan: &WritePlan, record: &Value) -> Value {
+    let fresh = Application::of(read);
     let mut audit = plan.audit.clone();
     audit["git"] = record.clone();
-    let body = json!({"metadata": {"annotations": {
-        REFRESH_ANNOTATION: "normal",
-        crate::appconfig::annotations::AUDIT_ANNOTATION: audit.to_string(),
-    }}});
-    let merge = crate::cluster::kube::Patch::Merge(body);
-    let kube = work.kube;
-    retry_transient(work.deadline, || kube.patch_application(ns, name, &merge)).await
+    // Other images' last writes, as the record read now holds them.
+    let moved: Vec<String> = plan.changes.iter().map(|c| c.image.to_string()).collect();
+    let set_by = crate::decision::rollback::lists_manager(&fresh)
+        .filter(|manager| manager != crate::decision::rollback::OUR_MANAGER);
+    let earlier = fresh
+        .audit
+        .as_ref()
+        .map(|previous| previous.carried_forward(&moved, set_by.as_deref()))
+        .unwrap_or_default();
+    if let Some(fields) = audit.as_object_mut() {
+        if earlier.is_empty() {
+            fields.remove("earlier");
+        } else {
+            fields.insert("earlier".into(), Value::Array(earlier));
+        }
+    }
+    let annotation = |key: &str| {
+        format!(
+            "/metadata/annotations/{}",
+            crate::decision::patch::escape_pointer(key)
+        )
+    };
+    let mut ops = vec![json!({"op": "test", "path": "/metadata/resourceVersion",
+        "value": read["metadata"]["resourceVersion"]})];
+    if !read["metadata"]["annotations"].is_object() {
+        ops.push(json!({"op": "add", "path": "/metadata/annotations", "value": {}}));
+    }
+    ops.push(json!({"op": "add",
+        "path": annotation(crate::appconfig::annotations::AUDIT_ANNOTATION),
+        "value": audit.to_string()}));
+    if read["metadata"]["annotations"][REFRESH_ANNOTATION] != "hard" {
+        ops.push(json!({"op": "add", "path": annotation(REFRESH_ANNOTATION), "value": "normal"}));
+    }
+    Value::Array(ops)
 }
 
 /// A dry run's entries: each update says where it would be committed.

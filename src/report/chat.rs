@@ -32,12 +32,19 @@ pub fn custom_notification(report: &Report) -> Option<Value> {
     let next_steps: Vec<String> = changed
         .iter()
         .filter(|e| e.action == Action::Failed)
-        .map(|e| clipped(&format!("{}/{}: {}", e.namespace, e.name, e.reason)))
+        .map(|e| {
+            clipped(&format!(
+                "{}/{}: {}",
+                inert(&e.namespace),
+                inert(&e.name),
+                inert(&e.reason)
+            ))
+        })
         .chain(
             outcomes
                 .iter()
                 .filter(|r| r.state != "confirmed")
-                .map(|r| format!("argocd app get {}/{}", r.namespace, r.name)),
+                .map(|r| format!("argocd app get {}/{}", inert(&r.namespace), inert(&r.name))),
         )
         .take(MAX_LINES)
         .collect();
@@ -99,17 +106,13 @@ pub fn custom_notification(report: &Report) -> Option<Value> {
 
 /// One line per update or failure.
 fn entry_line(e: &Entry) -> String {
-    let from = e.from.as_deref().unwrap_or("-");
-    let to = e.to.as_deref().unwrap_or("-");
+    let from = code(e.from.as_deref().unwrap_or("-"));
+    let to = code(e.to.as_deref().unwrap_or("-"));
+    let (app, image) = (code(&format!("{}/{}", e.namespace, e.name)), code(&e.image));
+    let reason = inert(&e.reason);
     let line = match e.action {
-        Action::Failed => format!(
-            ":x: *failed* `{}/{}` `{}`: {}",
-            e.namespace, e.name, e.image, e.reason
-        ),
-        _ => format!(
-            ":arrow_up: *updated* `{}/{}` `{}` `{from}` → `{to}`: {}",
-            e.namespace, e.name, e.image, e.reason
-        ),
+        Action::Failed => format!(":x: *failed* {app} {image}: {reason}"),
+        _ => format!(":arrow_up: *updated* {app} {image} {from} → {to}: {reason}"),
     };
     clipped(&line)
 }
@@ -125,14 +128,31 @@ fn rollout_line(r: &RolloutReport) -> String {
         .write_to_live_seconds
         .map(|s| format!(" (live {s:.0} s after the write)"))
         .unwrap_or_default();
+    let images: Vec<String> = r.images.iter().map(|i| inert(i)).collect();
     clipped(&format!(
-        "{mark} *rollout {}* `{}/{}` {}{live}: {}",
-        r.state,
-        r.namespace,
-        r.name,
-        r.images.join(", "),
-        r.reason
+        "{mark} *rollout {}* {} {}{live}: {}",
+        inert(&r.state),
+        code(&format!("{}/{}", r.namespace, r.name)),
+        images.join(", "),
+        inert(&r.reason)
     ))
+}
+
+/// Text from outside the function (a reason quoting a Git host's or registry's error, an
+/// annotation's value) made inert for Slack and Teams: no `<!channel>`, `<!here>` or
+/// `<url|label>` (the `<`, `>` and `&` Slack reads as markup, escaped as it asks), no `@here`
+/// or `@channel` (a zero-width space after `@`), no Markdown link (`](`).
+fn inert(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('@', "@\u{200B}")
+        .replace("](", "]\u{200B}(")
+}
+
+/// `text` as a code span: inert, and with no backtick to end the span early.
+fn code(text: &str) -> String {
+    format!("`{}`", inert(text).replace('`', "'"))
 }
 
 fn description(lines: Vec<String>) -> String {
@@ -160,11 +180,19 @@ fn event_type(changed: &[&Entry], outcomes: &[&RolloutReport]) -> &'static str {
     }
 }
 
-/// The image and value written: a push's own, or the first of a rollout's.
+/// The image and tag written: a push's own, or the first of a rollout's, without the digest
+/// a pinned or digest write adds (`image:tag@sha256:…`), so an update and its rollout's
+/// outcome share one thread.
 fn thread_id(report: &Report, outcomes: &[&RolloutReport]) -> Option<String> {
     match (&report.image, &report.tag) {
         (Some(image), Some(tag)) => Some(format!("{image}:{tag}")),
-        _ => outcomes.first().and_then(|r| r.images.first().cloned()),
+        _ => outcomes
+            .first()
+            .and_then(|r| r.images.first())
+            .map(|written| match written.split_once('@') {
+                Some((tag, _)) => tag.to_string(),
+                None => written.clone(),
+            }),
     }
 }
 

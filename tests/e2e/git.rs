@@ -276,14 +276,33 @@ async fn the_seeds_terraform_managed_application_gets_a_commit_and_a_refresh_not
         .into_iter()
         .find(|r| r.service == Service::Kube && r.method == "PATCH")
         .unwrap();
-    assert_eq!(patch.content_type, "application/merge-patch+json");
+    // A JSON patch guarded by the resourceVersion as read, writing those two keys only.
+    assert_eq!(patch.content_type, "application/json-patch+json");
     let body: Value = serde_json::from_str(&patch.body).unwrap();
+    let ops: Vec<(String, String)> = body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|op| {
+            (
+                op["op"].as_str().unwrap().to_string(),
+                op["path"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
     assert_eq!(
-        body["metadata"]["annotations"].as_object().unwrap().len(),
-        2,
+        ops,
+        [
+            ("test", "/metadata/resourceVersion"),
+            (
+                "add",
+                "/metadata/annotations/argocd-ecr-updater.io~1last-update"
+            ),
+            ("add", "/metadata/annotations/argocd.argoproj.io~1refresh"),
+        ]
+        .map(|(op, path)| (op.to_string(), path.to_string())),
         "{body}"
     );
-    assert!(body.get("spec").is_none());
 
     // Read the head, read the file, commit: three requests on a token.
     assert_eq!(

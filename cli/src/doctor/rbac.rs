@@ -215,7 +215,8 @@ pub(super) async fn rbac(
         };
         list.add(AREA, format!("{} {scope}", spec.name), result);
     }
-    excess(kube, subject, spec, &namespaces, &who, list).await;
+    let managed = config.eks_capability.is_some();
+    excess(kube, subject, spec, &namespaces, &who, managed, list).await;
 }
 
 /// What the function is allowed beyond what it uses: each is a way in for whoever controls
@@ -226,10 +227,22 @@ async fn excess(
     spec: &ClusterSpec,
     namespaces: &[Option<String>],
     who: &str,
+    managed: bool,
     list: &mut Checklist,
 ) {
     let mut allowed = Vec::new();
-    for (need, cluster_wide) in EXCESS {
+    // The managed layout grants nothing cluster-wide: patching Applications in every
+    // namespace is a binding beyond its namespaced Role.
+    let beyond_the_namespace = managed.then_some((
+        AccessNeed {
+            group: "argoproj.io",
+            resource: "applications",
+            subresource: None,
+            verb: "patch",
+        },
+        true,
+    ));
+    for (need, cluster_wide) in EXCESS.into_iter().chain(beyond_the_namespace) {
         let scopes: Vec<Option<&str>> = if cluster_wide {
             vec![None]
         } else {
