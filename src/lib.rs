@@ -43,7 +43,9 @@
 //!   [`decision::appset`], whether an ApplicationSet keeps a write; [`decision::chart`], a
 //!   Helm chart pushed to ECR: its sources, its best version, its guarded patch;
 //!   [`decision::controls`], freezes, hold-on-failure and soak follow-ups;
-//!   [`decision::rollback`], manual rollbacks, by whom, and what they hold back (pure).
+//!   [`decision::rollback`], manual rollbacks, by whom, and what they hold back;
+//!   [`decision::promotion`], promotion from an upstream; [`decision::standing`], where each
+//!   image stands, for a person (pure).
 //! - [`registry`]: [`registry::ecr`], tags, push times and manifests; [`registry::manifest`],
 //!   what they say about scans and platforms (pure); [`registry::signatures`] and
 //!   [`registry::cosign`], signatures found in ECR and checked in Rust;

@@ -295,6 +295,10 @@ pub struct Health {
     pub status: Option<String>,
     #[serde(default, deserialize_with = "lenient")]
     pub message: Option<String>,
+    /// When the status last changed (the controller sets it only on a change,
+    /// `persistAppStatus`); absent before Argo CD kept it.
+    #[serde(default, rename = "lastTransitionTime", deserialize_with = "time")]
+    pub last_transition: Option<OffsetDateTime>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

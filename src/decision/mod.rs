@@ -3,7 +3,8 @@
 //! ([`appset`]); a Helm chart's sources, version and patch ([`chart`]); the release controls
 //! (freeze, hold after a failure, who sends a soak's follow-up: [`controls`]); manual
 //! rollbacks, by whom, and what they hold back ([`rollback`]); promotion from an upstream
-//! Application ([`promotion`]).
+//! Application ([`promotion`]); where each image of an Application stands, for a person
+//! ([`standing`]).
 
 pub(crate) mod appset;
 pub(crate) mod chart;
@@ -12,3 +13,4 @@ pub(crate) mod decide;
 pub(crate) mod patch;
 pub mod promotion;
 pub(crate) mod rollback;
+pub mod standing;

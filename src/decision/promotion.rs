@@ -180,6 +180,8 @@ pub enum Judged {
         verified: Verified,
         ripe: OffsetDateTime,
     },
+    /// Verified, but not Healthy now: promote-after starts again once it is; the reason.
+    Unhealthy { verified: Verified, why: String },
     /// Nothing to promote yet, or nothing that may be: the reason. Its next verified write
     /// (or a sweep that finds it promotable) moves the downstream.
     Waiting(String),
@@ -231,18 +233,6 @@ pub fn judge(
     if let Some(reason) = still_running(upstream, place, image, &write.image) {
         return Judged::Waiting(reason);
     }
-    let health = upstream
-        .status
-        .health
-        .status
-        .as_deref()
-        .unwrap_or("unknown");
-    if health != "Healthy" {
-        return Judged::Waiting(format!(
-            "the upstream {place} is {health} now (it verified {written} at {}): promoted once a look finds it Healthy",
-            stamp(at)
-        ));
-    }
     let Some(tag) = TagRef::parse(&value) else {
         return Judged::Waiting(format!(
             "the upstream {place}'s write of {image} wrote `{value}`, not a tag: nothing to promote"
@@ -254,11 +244,46 @@ pub fn judge(
         at,
         pushed: write.image.pushed,
     };
-    let ripe = at + after;
+    let health = &upstream.status.health;
+    let status = health.status.as_deref().unwrap_or("unknown");
+    if status != "Healthy" {
+        return Judged::Unhealthy {
+            why: format!(
+                "the upstream {place} is {status} now (it verified {written} at {}): promote-after starts again once it is Healthy",
+                stamp(at)
+            ),
+            verified,
+        };
+    }
+    // Healthy now, but its health changed after the verification: it was not Healthy in
+    // between (the controller moves lastTransitionTime only on a change), so promote-after
+    // counts from when it was Healthy again.
+    let healthy_since = health.last_transition.map_or(at, |changed| changed.max(at));
+    let ripe = healthy_since + after;
     if now < ripe {
         return Judged::Soaking { verified, ripe };
     }
     Judged::Ready(verified)
+}
+
+/// How long a downstream keeps looking at an upstream that is not Healthy, from when it
+/// stopped being Healthy (or from the verification): a dip is waited out by the chain; an
+/// upstream down for longer is left to the scheduled sweep, not looked at every 15 minutes.
+pub const UNHEALTHY_LOOKS_FOR: Duration = Duration::from_secs(3600);
+
+/// Whether a downstream looks again at `upstream`, not Healthy now, which verified at
+/// `verified_at`.
+pub fn looks_again(
+    upstream: &Application<'_>,
+    verified_at: OffsetDateTime,
+    now: OffsetDateTime,
+) -> bool {
+    let since = upstream
+        .status
+        .health
+        .last_transition
+        .map_or(verified_at, |changed| changed.max(verified_at));
+    now - since < UNHEALTHY_LOOKS_FOR
 }
 
 /// Why the upstream no longer runs its verified write, if it does not: its spec no longer
@@ -367,7 +392,7 @@ mod tests {
 
     fn reason(judged: &Judged) -> &str {
         match judged {
-            Judged::Waiting(why) | Judged::Refused(why) => why,
+            Judged::Waiting(why) | Judged::Refused(why) | Judged::Unhealthy { why, .. } => why,
             Judged::Ready(_) | Judged::Soaking { .. } => "",
         }
     }
@@ -447,10 +472,65 @@ mod tests {
                 (Judged::Soaking { ripe, .. }, "soaking") => {
                     assert_eq!(*ripe, datetime!(2026-12-06 12:30 UTC), "{case}");
                 }
-                (Judged::Waiting(why), want) => assert!(why.contains(want), "{case}: {why}"),
+                (Judged::Waiting(why) | Judged::Unhealthy { why, .. }, want) => {
+                    assert!(why.contains(want), "{case}: {why}")
+                }
                 (got, want) => panic!("{case}: {got:?}, wanted {want}"),
             }
         }
+    }
+
+    #[test]
+    fn promote_after_counts_from_when_the_upstream_was_healthy_again() {
+        let confirmed = Some(("confirmed", "2026-12-06T10:30:00Z"));
+        let healthy_since = |at: Option<&str>| {
+            let mut app = upstream("2", confirmed, "2", "Healthy");
+            if let Some(at) = at {
+                app["status"]["health"]["lastTransitionTime"] = json!(at);
+            }
+            app
+        };
+        // (case, health's last change, promote-after, ripe or "ready")
+        let cases = [
+            (
+                "no change recorded: from the verification",
+                None,
+                HOUR,
+                "ready",
+            ),
+            (
+                "healthy since before the verification",
+                Some("2026-12-06T10:20:00Z"),
+                HOUR,
+                "ready",
+            ),
+            (
+                "healthy again after a dip: from then",
+                Some("2026-12-06T11:30:00Z"),
+                HOUR,
+                "2026-12-06T12:30:00Z",
+            ),
+            (
+                "healthy again long enough ago",
+                Some("2026-12-06T10:50:00Z"),
+                HOUR,
+                "ready",
+            ),
+        ];
+        for (case, changed, after, want) in cases {
+            match (judged(&healthy_since(changed), after), want) {
+                (Judged::Ready(_), "ready") => {}
+                (Judged::Soaking { ripe, .. }, want) => {
+                    assert_eq!(ripe.format(&Rfc3339).unwrap(), want, "{case}")
+                }
+                (got, want) => panic!("{case}: {got:?}, wanted {want}"),
+            }
+        }
+        let degraded = judged(&upstream("2", confirmed, "2", "Degraded"), HOUR);
+        assert!(
+            matches!(&degraded, Judged::Unhealthy { verified, why } if verified.value == "2" && why.contains("starts again once it is Healthy")),
+            "a verified upstream that is not Healthy now keeps what it verified: {degraded:?}"
+        );
     }
 
     #[test]

@@ -59,6 +59,16 @@ pub(super) async fn decide_promoted(
     match judged {
         Judged::Refused(why) => Ok((refused(ctx, case, work, &why).await, None)),
         Judged::Waiting(why) => Ok((skip(why), None)),
+        Judged::Unhealthy { verified, why } => {
+            let next = if promotion::looks_again(&Application::of(&upstream), verified.at, now) {
+                // The next look lands within the queue's longest delay: a hop of its chain.
+                let look = now + time::Duration::seconds(i64::from(MAX_DELAY_SECONDS) - 1);
+                follow_up(ctx, case, work, &verified, look).await
+            } else {
+                "not Healthy for over an hour: the scheduled sweep promotes once it finds it Healthy".to_string()
+            };
+            Ok((skip(format!("{why}; {next}")), None))
+        }
         Judged::Soaking { verified, ripe } => {
             let next = follow_up(ctx, case, work, &verified, ripe).await;
             let why = format!(

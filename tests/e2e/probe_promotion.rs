@@ -9,9 +9,10 @@
 //! Found failing by the probe and fixed: a tag re-pushed between the upstream's write and its
 //! verification (now checked against the push time the upstream's record holds); a
 //! downstream's own min-age longer than promote-after (the promotion's push now starts the
-//! soak chain); hops sent from a shard run named `promotion-` (now after the Application).
-//! Still open, ignored with the gap named: health during promote-after is sampled at each hop,
-//! and a hop that finds the upstream not Healthy ends the chain until the scheduled sweep.
+//! soak chain); hops sent from a shard run named `promotion-` (now after the Application);
+//! a dip of the upstream's health between two hops (promote-after now counts from the
+//! health's last change, which the controller records); a hop finding the upstream not
+//! Healthy ended the chain (it now looks again for up to an hour).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -511,17 +512,20 @@ async fn probe_an_upstream_rolled_back_by_argocd_after_verification_does_not_pro
 /// minutes later. promote-after is "the time the upstream must stay live and Healthy after
 /// its rollout was verified": it did not, so staging may not be promoted at minute 30, only
 /// 30 minutes after dev was Healthy again (or not until dev verifies again).
-#[ignore = "open in issue 64: health during promote-after is sampled at each hop, so a dip between two hops is not seen"]
 #[tokio::test]
 async fn probe_an_upstream_degraded_during_promote_after_does_not_promote_at_its_end() {
     let mut w = world(Script::Healthy).await;
     w.push(T1, 'b').await;
     let confirmed = w.until_dev_confirmed().await;
+    // As the controller persists a change of health: the status, and when it changed
+    // (`persistAppStatus` moves lastTransitionTime only on a change).
     let health = |w: &World, status: &str| {
+        let at = argocd_ecr_updater_standins::argocd::stamp(w.now());
         w.standins
             .kube
             .edit("argocd", SEED_APP, |app| {
                 app["status"]["health"]["status"] = json!(status);
+                app["status"]["health"]["lastTransitionTime"] = json!(at);
             })
             .unwrap();
     };
@@ -780,17 +784,20 @@ async fn probe_the_same_image_pushed_again_promotes_once() {
 /// Healthy again for good. Staging should still be promoted (30 minutes after dev is Healthy
 /// again at the latest an hour later) without waiting for someone to run a sweep: the chain
 /// must not end on a transient Degraded.
-#[ignore = "open in issue 64: a hop that finds the upstream not Healthy ends the chain; only the scheduled sweep resumes the promotion"]
 #[tokio::test]
 async fn probe_an_upstream_degraded_at_a_hop_then_recovered_is_still_promoted_without_a_sweep() {
     let mut w = world(Script::Healthy).await;
     w.push(T1, 'b').await;
     let confirmed = w.until_dev_confirmed().await;
+    // As the controller persists a change of health: the status, and when it changed
+    // (`persistAppStatus` moves lastTransitionTime only on a change).
     let health = |w: &World, status: &str| {
+        let at = argocd_ecr_updater_standins::argocd::stamp(w.now());
         w.standins
             .kube
             .edit("argocd", SEED_APP, |app| {
                 app["status"]["health"]["status"] = json!(status);
+                app["status"]["health"]["lastTransitionTime"] = json!(at);
             })
             .unwrap();
     };
