@@ -101,7 +101,7 @@ pub const VERSION: &str = concat!(
 // (`crate::git::gitwrite`). Inside a folder, what the binaries, the CLI package, the tests and
 // the benchmarks use is `pub`; the rest is `pub(crate)`, so the dead-code lint sees it.
 pub mod appconfig;
-pub(crate) mod application;
+pub mod application;
 pub(crate) mod apply;
 pub mod aws;
 pub mod cluster;

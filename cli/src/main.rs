@@ -14,6 +14,7 @@ mod plan;
 mod redrive;
 mod run_as;
 mod select;
+mod status;
 mod token;
 
 use argocd_ecr_updater::telemetry::LogFormat;
@@ -24,6 +25,7 @@ use migrate::MigrateRequest;
 use plan::PlanRequest;
 use redrive::RedriveRequest;
 use select::SelectRequest;
+use status::StatusRequest;
 
 /// The laptop side of argocd-ecr-updater: pick a tag offline, print an EKS token, run the
 /// function's pipeline as a dry run, migrate annotations, redrive the dead-letter queue,
@@ -87,6 +89,17 @@ enum Command {
         region: Option<String>,
     },
     /// Print the ImageUpdater object equivalent to a namespace's Image Updater annotations.
+    /// Where each image of one Application stands, as the function would judge it now: what
+    /// the spec asks for and whether it runs, the last write and its rollout, the alarms it
+    /// is verified by, its promotion against its upstream, and what holds it back. Read-only,
+    /// with your credentials. Prints JSON.
+    Status {
+        /// The Application, as <namespace>/<name>.
+        application: String,
+        /// The cluster it is in (CLUSTER_NAME, or one of CLUSTERS; default the first).
+        #[arg(long)]
+        cluster: Option<String>,
+    },
     Migrate {
         /// The namespace whose Applications to read.
         #[arg(long, default_value = "argocd")]
@@ -252,6 +265,14 @@ fn main() -> ExitCode {
                 log_format: cli.log_format.into(),
             }))
         }
+        Command::Status {
+            application,
+            cluster,
+        } => runtime().block_on(status::run(StatusRequest {
+            application,
+            cluster,
+            log_format: cli.log_format.into(),
+        })),
         Command::Migrate {
             namespace,
             name,

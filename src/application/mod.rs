@@ -3,13 +3,13 @@
 //! which all read it the same way; it reads only the configuration (`appconfig`) and the tag
 //! model (`policy`).
 
-pub(crate) mod app;
-pub(crate) mod audit;
+pub mod app;
+pub mod audit;
 pub(crate) mod failures;
 pub(crate) mod identity;
 pub(crate) mod remembered;
 pub(crate) mod rollbacks;
-pub(crate) mod rolled_back;
+pub mod rolled_back;
 pub(crate) mod soak_chains;
 pub(crate) mod sources;
 pub(crate) mod view;

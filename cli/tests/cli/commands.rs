@@ -375,3 +375,83 @@ fn every_command_the_project_prints_or_documents_uses_flags_the_cli_accepts() {
         "only {seen} flags found: is the search still looking where commands are?"
     );
 }
+
+/// `status` on a promoted Application (staging, promoting the seed's image from the seed
+/// Application after 2h) shows, as the function would judge it: what it asks for and runs,
+/// the upstream's verified write and the soak left, the alarms it is verified by, and what
+/// holds it back (a freeze, an image auto-rollback took back) with how each is released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_shows_where_each_image_stands_in_its_chain_and_what_holds_it() {
+    use argocd_ecr_updater_standins::fixtures::{Application, SEED_APP, SEED_IMAGE, SEED_TAG};
+    use serde_json::json;
+    let standins = StandIns::start_seeded().await.unwrap();
+    let verified_at = time::OffsetDateTime::now_utc() - time::Duration::minutes(30);
+    let stamp = |t: time::OffsetDateTime| {
+        t.format(&time::format_description::well_known::Rfc3339)
+            .unwrap()
+    };
+    // The seed verified `PUSHED` half an hour ago.
+    let pushed = "20250825-153012";
+    let record = json!({"time": stamp(verified_at - time::Duration::minutes(5)), "eventId": "e",
+        "images": [{"alias": "app", "image": SEED_IMAGE, "from": SEED_TAG, "to": pushed}],
+        "rollout": {"outcome": "confirmed", "at": stamp(verified_at)}});
+    standins
+        .kube
+        .edit("argocd", SEED_APP, |app| {
+            app["metadata"]["annotations"]["argocd-ecr-updater.io/last-update"] =
+                json!(record.to_string());
+            for parameter in app["spec"]["source"]["helm"]["parameters"]
+                .as_array_mut()
+                .unwrap()
+            {
+                if parameter["name"] == "image.tag" {
+                    parameter["value"] = json!(pushed);
+                }
+            }
+            app["status"]["health"] = json!({"status": "Healthy"});
+            app["status"]["summary"]["images"] = json!([format!("{SEED_IMAGE}:{pushed}")]);
+        })
+        .unwrap();
+    let taken = json!({SEED_IMAGE: [{"to": "20250801-000000", "from": SEED_TAG,
+        "at": "2026-12-01T10:00:00Z", "reason": "alarm web-5xx went to ALARM"}]});
+    let staging = Application::tracking("web-staging", SEED_IMAGE, SEED_TAG)
+        .annotation(
+            "argocd-ecr-updater.io/app.promote-from",
+            &format!("argocd/{SEED_APP}"),
+        )
+        .annotation("argocd-ecr-updater.io/app.promote-after", "2h")
+        .annotation("argocd-ecr-updater.io/verify-alarms", "web-5xx")
+        .annotation("argocd-ecr-updater.io/freeze", "true")
+        .annotation("argocd-ecr-updater.io/rolled-back", &taken.to_string())
+        .build();
+    standins.kube.insert(staging).unwrap();
+    let status = json_output(&standins.function_env(), &["status", "argocd/web-staging"]);
+    let image = &status["images"][0];
+    assert_eq!(status["application"], "argocd/web-staging");
+    assert_eq!(image["asks_for"], json!([SEED_TAG]));
+    assert_eq!(image["running"], true);
+    let promotion = &image["promotion"];
+    assert_eq!(promotion["from"], format!("barun-dev/argocd/{SEED_APP}"));
+    assert_eq!(promotion["state"], "soaking", "{status:#}");
+    assert_eq!(promotion["verified"], pushed);
+    let left = promotion["soak_left"].as_str().unwrap();
+    assert!(
+        left.starts_with("1h29m") || left.starts_with("1h30m"),
+        "{left}"
+    );
+    assert_eq!(status["verification"]["alarms"], json!(["web-5xx"]));
+    let blocked = image["blocked_by"].to_string();
+    assert!(blocked.contains("freeze"), "{blocked}");
+    assert!(
+        blocked.contains("`20250801-000000` was rolled back") && blocked.contains("deletes it"),
+        "{blocked}"
+    );
+
+    // An Application that does not exist is a failure naming it.
+    let output = command(&standins.function_env())
+        .args(["status", "argocd/nothing-here"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("nothing-here"));
+}
