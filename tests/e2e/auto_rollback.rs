@@ -104,7 +104,24 @@ async fn an_alarm_in_the_window_rolls_back_and_neither_a_sweep_nor_a_repush_depl
     assert_eq!(woken.len(), 1, "the failure wakes the Application once");
     assert_eq!(woken[0].delay_seconds, 0);
 
+    let before = standins.shared.requests().len();
     let report = deliver(&standins, &woken[0]).await;
+    // What the rollback costs: the wake-up's one invocation, and in it these calls.
+    let calls: Vec<String> = standins.shared.requests()[before..]
+        .iter()
+        .map(|r| match r.operation.as_str() {
+            "" => format!("{:?} {}", r.service, r.method),
+            operation => format!("{:?} {operation}", r.service),
+        })
+        .collect();
+    println!("auto-rollback, the woken invocation: {calls:?}");
+    let count = |call: &str| calls.iter().filter(|c| *c == call).count();
+    assert_eq!(
+        count("Kube PATCH"),
+        2,
+        "one patch remembers the image, one writes it back: {calls:?}"
+    );
+    assert!(count("Ecr DescribeImages") <= 1, "{calls:?}");
     let entry = app_entry(&report);
     assert_eq!(entry.action, Action::Updated, "{entry:#?}");
     assert!(
