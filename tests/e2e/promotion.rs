@@ -430,3 +430,114 @@ async fn prod_written_back_by_pull_request_gets_one_pull_request_with_the_image_
         .await;
     assert_eq!(standins.github.pull_requests("barun/invitation").len(), 1);
 }
+
+/// Staging, verified by an alarm and rolling back on failure, takes dev's image after its
+/// soak; the alarm fires in staging's window: staging's rollout fails, staging is written
+/// back to what it ran, prod (promoted from staging) never gets the image, and neither a
+/// sweep nor the same image pushed again under a newer tag brings it back to staging.
+#[tokio::test]
+async fn an_alarm_in_stagings_window_rolls_staging_back_and_prod_never_gets_the_image() {
+    let (standins, prod, queue) = chain(Script::Healthy).await;
+    standins
+        .kube
+        .edit("argocd", STAGING, |app| {
+            let annotations = &mut app["metadata"]["annotations"];
+            annotations["argocd-ecr-updater.io/verify-alarms"] = json!("web-5xx");
+            annotations["argocd-ecr-updater.io/verify-for"] = json!("15m");
+            annotations["argocd-ecr-updater.io/app.auto-rollback"] = json!("true");
+        })
+        .unwrap();
+    let cloudwatch = &standins.aws.cloudwatch;
+    let now = standins.test_clock().now();
+    cloudwatch.create_alarm("web-5xx", now - time::Duration::hours(1));
+    let bad = "20250901-100000";
+    push(&standins, bad, 'b').await;
+    // Until staging takes the image (dev verified, then 30 minutes of promote-after).
+    let mut delivered = Delivered {
+        reports: Vec::new(),
+    };
+    for _ in 0..120 {
+        if !delivered.writes(STAGING).is_empty() {
+            break;
+        }
+        let until = standins.test_clock().now() + time::Duration::minutes(1);
+        let step = drain(&standins, &prod, &queue, time::Duration::minutes(1)).await;
+        delivered.reports.extend(step.reports);
+        pass_to(&standins, &prod, until);
+    }
+    assert_eq!(
+        delivered.writes(STAGING).len(),
+        1,
+        "staging took dev's image"
+    );
+    assert_eq!(tag_of(&standins.kube, STAGING), bad);
+    let fired = standins.test_clock().now() + time::Duration::minutes(2);
+    cloudwatch.set_state("web-5xx", "ALARM", "Threshold Crossed: 9 > 5", fired);
+    cloudwatch.set_state(
+        "web-5xx",
+        "OK",
+        "Threshold Crossed: 0 < 5",
+        fired + time::Duration::minutes(1),
+    );
+    let later = drain(&standins, &prod, &queue, time::Duration::hours(3)).await;
+    delivered.reports.extend(later.reports);
+    assert_eq!(
+        delivered.ended(STAGING, "failed").len(),
+        1,
+        "fired at {fired}: {:#?}",
+        delivered
+            .reports
+            .iter()
+            .map(|(at, r)| (
+                at,
+                r.rollouts
+                    .iter()
+                    .map(|o| format!("{} {} {}", o.name, o.state, o.reason))
+                    .collect::<Vec<_>>(),
+                r.entries
+                    .iter()
+                    .map(|e| format!("{} {:?} {}", e.name, e.action, e.reason))
+                    .collect::<Vec<_>>()
+            ))
+            .collect::<Vec<_>>()
+    );
+    let rolled_back: Vec<_> = delivered
+        .entries(STAGING)
+        .into_iter()
+        .filter(|(_, e)| e.action == Action::Updated && e.reason.starts_with("auto-rollback"))
+        .collect();
+    assert_eq!(rolled_back.len(), 1, "staging written back once");
+    assert_eq!(tag_of(&standins.kube, STAGING), SEED_TAG);
+    assert_eq!(
+        tag_of(&standins.kube, SEED_APP),
+        bad,
+        "dev keeps its verified image"
+    );
+    assert!(delivered.writes(PROD).is_empty(), "prod never gets it");
+    assert_eq!(tag_of(&prod.kube, PROD), SEED_TAG);
+    assert_eq!(events(&standins, "RolledBack").len(), 1);
+
+    let swept = standins
+        .report(&[], &crate::common::event("scheduled-reconcile.json"))
+        .await;
+    assert!(
+        reason_of(&swept, STAGING).contains("was rolled back at"),
+        "{}",
+        reason_of(&swept, STAGING)
+    );
+    let repushed = push(&standins, "20250902-100000", 'b').await;
+    assert_eq!(tag_of(&standins.kube, SEED_APP), "20250902-100000");
+    let _ = repushed;
+    let after = drain(&standins, &prod, &queue, time::Duration::hours(3)).await;
+    assert!(
+        after.writes(STAGING).is_empty(),
+        "the same image under a newer tag, verified on dev again, is refused on staging: {:?}",
+        after
+            .entries(STAGING)
+            .iter()
+            .map(|(at, e)| (at.to_string(), e.reason.clone()))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(tag_of(&standins.kube, STAGING), SEED_TAG);
+    assert!(after.writes(PROD).is_empty());
+}
