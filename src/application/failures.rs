@@ -30,6 +30,10 @@ pub struct FailedRollout {
     /// writes back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<String>,
+    /// Auto-rollback remembered the image as taken back (once: a person who deletes that
+    /// entry has released it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub taken_back: bool,
 }
 
 impl FailedRollout {
@@ -71,6 +75,7 @@ pub fn after_outcome(
                     at: at.to_string(),
                     reason: reason.chars().take(512).collect(),
                     from: image.from.clone(),
+                    taken_back: false,
                 },
             );
         }
@@ -107,6 +112,7 @@ mod tests {
             at: at.into(),
             reason: "Degraded".into(),
             from: Some("0".into()),
+            taken_back: false,
         }
     }
 

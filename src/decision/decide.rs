@@ -1755,6 +1755,7 @@ mod auto_rollback_tests {
                 at: "2026-12-06T10:00:00Z".into(),
                 reason: "alarm web-5xx went to ALARM".into(),
                 from: from.map(str::to_string),
+                taken_back: false,
             },
         )])
     }

@@ -1,10 +1,11 @@
-//! Auto-rollback of one image (`<alias>.auto-rollback`): when the image's last rollout
-//! failed and the Application still runs what that write wrote, the image taken back is
-//! remembered on the Application (with ECR's digest for it, so a push of the same image under
-//! another tag is known too), then what the write replaced is decided as the update, which
-//! the Application's own write-back method carries out like any other: a guarded patch or a
-//! commit. Remembered first: a rollback written but not remembered would let the next push of
-//! the same image deploy it again.
+//! Auto-rollback of one image (`<alias>.auto-rollback`): once the image's last rollout
+//! failed, the image is remembered as taken back on the Application (with ECR's digest for
+//! it, so a push of the same image under another tag is known too; once, marked on the
+//! failure, so a person who deletes the entry has released it), and while the Application
+//! still asks for what that write wrote, what the write replaced is decided as the update,
+//! which the Application's own write-back method carries out like any other: a guarded
+//! patch or a commit. Remembered first: a rollback written but not remembered would let the
+//! next push of the same image deploy it again.
 
 use super::context::{Context, Work};
 use crate::application::app::Application;
@@ -30,10 +31,12 @@ pub(super) async fn decide_rollback(
     if rolled_back::find(&app.rolled_back(), &image, from, None).is_some() {
         return None;
     }
-    let outcome = case.decide_rollback(failed)?;
-    if ctx.config.dry_run {
-        return Some(outcome);
+    let outcome = case.decide_rollback(failed);
+    if ctx.config.dry_run || failed.taken_back {
+        return outcome;
     }
+    // Remembered once the failure is known, whether or not the spec still asks for it (a
+    // person may have moved it already): no automatic path may write it again.
     let entry = RolledBack {
         to: failed.to.clone(),
         digest: digest_of(case, work, &failed.to).await,
@@ -41,9 +44,9 @@ pub(super) async fn decide_rollback(
         at: failed.at.clone(),
         reason: failed.reason.clone(),
     };
-    match remember(ctx, case, work, entry).await {
-        Ok(()) => Some(outcome),
-        Err(why) => Some(outcome.refuse(
+    match (remember(ctx, case, work, entry).await, outcome) {
+        (Ok(()), outcome) => outcome,
+        (Err(why), Some(outcome)) => Some(outcome.refuse(
             Action::Failed,
             &format!(
                 "{}: not written, since the image taken back could not be remembered ({why}); decided again on the next delivery or sweep",
@@ -51,6 +54,10 @@ pub(super) async fn decide_rollback(
             ),
             true,
         )),
+        (Err(why), None) => {
+            tracing::warn!(image = %case.config.image, why, "auto-rollback: the image taken back could not be remembered; the next decision tries again");
+            None
+        }
     }
 }
 
@@ -84,8 +91,9 @@ async fn digest_of(case: &ImageCase<'_>, work: &Work<'_>, value: &str) -> Option
     }
 }
 
-/// Adds `entry` to the Application's images taken back, guarded by what was read, read
-/// again on a conflict; `Err`: why it is not recorded.
+/// Adds `entry` to the Application's images taken back and marks its failure as taken back,
+/// in one patch guarded by what was read, read again on a conflict; `Err`: why it is not
+/// recorded.
 async fn remember(
     ctx: &Context,
     case: &ImageCase<'_>,
@@ -98,10 +106,22 @@ async fn remember(
     let mut read = case.object().clone();
     for _ in 0..=ctx.config.conflict_retries {
         let app = Application::of(&read);
-        let Some(next) = rolled_back::with(&app.rolled_back(), &image, entry.clone()) else {
-            return Ok(());
+        let mut ops = match rolled_back::with(&app.rolled_back(), &image, entry.clone()) {
+            Some(next) => app.rolled_back_ops(&next),
+            None => Vec::new(),
         };
-        let patch = Patch::Json(serde_json::Value::Array(app.rolled_back_ops(&next)));
+        let mut failures = app.failed_rollouts();
+        match failures.get_mut(&image) {
+            Some(failed) if failed.to == entry.to && !failed.taken_back => {
+                failed.taken_back = true;
+                ops.extend(app.failed_rollouts_ops(&failures));
+            }
+            _ => {}
+        }
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let patch = Patch::Json(serde_json::Value::Array(ops));
         let kube = work.kube;
         match retry_transient(work.deadline, || {
             kube.patch_application(namespace, name, &patch)

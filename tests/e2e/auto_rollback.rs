@@ -306,3 +306,51 @@ async fn a_forged_wake_up_before_any_failure_rolls_nothing_back() {
     assert!(remembered(&standins).is_null());
     assert!(wakes(&standins, &queue).is_empty());
 }
+
+#[tokio::test]
+async fn an_image_someone_moved_off_before_the_wake_up_is_still_remembered_and_a_release_sticks() {
+    let (standins, queue) = failed_by_an_alarm().await;
+    // A person moves the Application to another image before the wake-up is delivered.
+    crate::moving::set_tag(&standins, "kubectl-edit", "20250825-120000");
+    let woken = wakes(&standins, &queue);
+    let report = deliver(&standins, &woken[0]).await;
+    assert_ne!(
+        app_entry(&report).action,
+        Action::Updated,
+        "{:#?}",
+        report.entries
+    );
+    assert!(
+        events(&standins, "RolledBack").is_empty(),
+        "nothing written back"
+    );
+    assert_eq!(
+        remembered(&standins)[SEED_IMAGE][0]["to"],
+        PUSHED_TAG,
+        "the failed image is remembered all the same"
+    );
+    // The person's edit is a manual rollback, respected; the image is not written either way.
+    pass(&standins, 60);
+    let swept = sweep(&standins).await;
+    assert_ne!(
+        app_entry(&swept).action,
+        Action::Updated,
+        "{:#?}",
+        swept.entries
+    );
+    assert_eq!(spec_tag(&standins), "20250825-120000");
+    // A person releases it: no later decision remembers it again.
+    standins
+        .kube
+        .edit_as("kubectl-annotate", "argocd", SEED_APP, |app| {
+            app["metadata"]["annotations"]
+                .as_object_mut()
+                .unwrap()
+                .remove(ROLLED_BACK);
+        })
+        .unwrap();
+    sweep(&standins).await;
+    let woken_again = deliver(&standins, &woken[0]).await;
+    assert_ne!(app_entry(&woken_again).action, Action::Updated);
+    assert!(remembered(&standins).is_null(), "the release sticks");
+}
