@@ -399,6 +399,28 @@ mod tests {
 
     const HOUR: Duration = Duration::from_secs(3600);
 
+    /// Probe (issue 64): the upstream's `status.health.lastTransitionTime` is whatever the
+    /// Application's status says (Argo CD's CRD has no status subresource: anyone who may patch
+    /// the Application may write it). A far-future time must not panic the judge (a panic
+    /// takes down the whole invocation, every Application of the batch or sweep shard), and
+    /// is no reason to promote.
+    #[test]
+    fn probe_a_far_future_health_transition_time_does_not_panic_the_judge() {
+        let mut app = upstream(
+            "2",
+            Some(("confirmed", "2026-12-06T10:30:00Z")),
+            "2",
+            "Healthy",
+        );
+        app["status"]["health"]["lastTransitionTime"] = json!("9999-12-31T23:00:00Z");
+        let judged = std::panic::catch_unwind(|| judged(&app, 2 * HOUR));
+        let judged = judged.expect("judge panicked on a far-future lastTransitionTime");
+        assert!(
+            !matches!(judged, Judged::Ready(_)),
+            "promoted on a health change in the year 9999: {judged:?}"
+        );
+    }
+
     #[test]
     fn an_upstream_write_is_promoted_only_once_verified_long_enough_and_still_running() {
         let confirmed = Some(("confirmed", "2026-12-06T10:30:00Z"));

@@ -390,6 +390,56 @@ mod tests {
         }
     }
 
+    /// Probe (issue 64): "`status` with a bad annotation — does it lie?" An image whose own
+    /// settings do not read (here `web.auto-rollback: sometimes`) is one the function refuses
+    /// to write, with a configuration error on every decision. `status` drops it from the
+    /// list without a word: the person asking where `web` stands is told the Application has
+    /// no images.
+    #[test]
+    fn probe_an_image_whose_settings_do_not_read_is_listed_with_why_not_dropped() {
+        let bad = app(
+            "web-dev",
+            "2",
+            Some("confirmed"),
+            &[("argocd-ecr-updater.io/web.auto-rollback", "sometimes")],
+        );
+        let read = Application::of(&bad);
+        let config = AppConfig::parse(&read.metadata.annotations).unwrap();
+        assert!(
+            config.images[0].config.is_err(),
+            "the setting does not read"
+        );
+        let standing = stands(&bad, &BTreeMap::new());
+        assert_eq!(
+            standing.images.len(),
+            1,
+            "the image the function refuses for a configuration error is missing from status: {standing:?}"
+        );
+    }
+
+    /// Probe (issue 64): our last write went to a pull request. Such a write is never
+    /// followed (no check is sent; it is live only once merged, under another revision), so
+    /// its rollout never ends in the record. `status` calls it `followed`, as if a rollout
+    /// check were on its way: a person waits for a confirmation (and a promotion, and an
+    /// auto-rollback) that never comes.
+    #[test]
+    fn probe_a_write_that_went_to_a_pull_request_is_not_shown_as_followed() {
+        let mut opened = app("web-prod", "2", None, &[]);
+        let key = AUDIT_ANNOTATION;
+        let mut record: Value =
+            serde_json::from_str(opened["metadata"]["annotations"][key].as_str().unwrap()).unwrap();
+        record["git"] = json!({"repository": "barun/invitation", "branch": "main",
+            "commit": "0123456789abcdef0123456789abcdef01234567",
+            "pullRequest": "https://github.com/barun/invitation/pull/1"});
+        opened["metadata"]["annotations"][key] = json!(record.to_string());
+        let standing = stands(&opened, &BTreeMap::new());
+        let write = standing.images[0].last_write.clone().unwrap();
+        assert_ne!(
+            write.rollout, "followed",
+            "a pull request's write is shown as followed: {write:?}"
+        );
+    }
+
     #[test]
     fn what_holds_an_image_back_is_listed_with_how_it_is_released() {
         let taken = json!({IMAGE: [{"to": "3", "from": "2", "at": "2026-12-06T11:00:00Z", "reason": "alarm web-5xx"}]}).to_string();

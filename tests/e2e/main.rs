@@ -28,6 +28,7 @@ mod moving;
 mod operations;
 mod probe_managed;
 mod probe_promotion;
+mod probe_rollback;
 mod probe_verification;
 mod promotion;
 mod push;
