@@ -21,6 +21,7 @@ use time::{Duration, OffsetDateTime};
 
 const ROLLED_BACK: &str = "argocd-ecr-updater.io/rolled-back";
 const FAILED_ROLLOUTS: &str = "argocd-ecr-updater.io/failed-rollouts";
+const FREEZE: &str = "argocd-ecr-updater.io/freeze";
 
 fn rolled_back_on_alarm(app: &mut Value) {
     annotate(app, "argocd-ecr-updater.io/verify-alarms", "web-5xx");
@@ -221,6 +222,73 @@ async fn probe_the_failed_digest_is_remembered_even_when_its_tag_moved_before_th
         entry.reason
     );
     assert_eq!(spec_tag(&standins), SEED_TAG);
+}
+
+/// What the failed write replaced is gone from ECR by the time the rollback runs (a lifecycle
+/// policy expires old tags). Writing it back points the Application at an image no node can
+/// pull: the rollback cannot restore anything, and the Pods still on the failed image are
+/// the only ones that run. Nothing gates a rollback; the image to go back to is not even
+/// looked up. Expected: refused with the reason (and the failure left for a person).
+#[tokio::test]
+async fn probe_a_rollback_to_an_image_ecr_no_longer_has_is_not_written() {
+    let (standins, queue) = failed_by_an_alarm(false).await;
+    standins.aws.remove(SEED_REPOSITORY, SEED_TAG);
+    let woken = wakes(&standins, &queue);
+    let report = deliver(&standins, &woken[0]).await;
+    let entry = app_entry(&report);
+    assert_ne!(
+        (entry.action, spec_tag(&standins)),
+        (Action::Updated, SEED_TAG.to_string()),
+        "rolled back to `{SEED_TAG}`, which ECR no longer has: {}",
+        entry.reason
+    );
+}
+
+/// A freeze holds the rollback like any write (the docs say so), the RolledBack Event is not
+/// sent for a rollback not written, and the first decision after the freeze rolls back.
+#[tokio::test]
+async fn probe_a_freeze_holds_the_rollback_and_the_first_sweep_after_it_rolls_back() {
+    let (standins, queue) = failed_by_an_alarm(false).await;
+    standins.annotate("argocd", SEED_APP, &[(FREEZE, "true")]);
+    let woken = wakes(&standins, &queue);
+    let report = deliver(&standins, &woken[0]).await;
+    let entry = app_entry(&report);
+    assert_eq!(entry.action, Action::Skipped, "{entry:#?}");
+    assert!(entry.reason.contains("frozen"), "{}", entry.reason);
+    assert_eq!(spec_tag(&standins), PUSHED_TAG);
+    assert!(events(&standins, "RolledBack").is_empty());
+    standins.annotate("argocd", SEED_APP, &[(FREEZE, "false")]);
+    let swept = sweep(&standins).await;
+    let entry = app_entry(&swept);
+    assert_eq!(entry.action, Action::Updated, "{entry:#?}");
+    assert!(entry.reason.starts_with("auto-rollback"), "{}", entry.reason);
+    assert_eq!(spec_tag(&standins), SEED_TAG);
+    assert_eq!(events(&standins, "RolledBack").len(), 1);
+}
+
+/// The team pushes a fix (a new image, a new tag) right after the failure, before the
+/// wake-up is delivered. "An image pushed after it goes out as usual": the push's own
+/// decision should write the fix; the rollback is moot once something newer than the failed
+/// image is written.
+#[tokio::test]
+async fn probe_a_fix_pushed_before_the_wake_up_goes_out_with_its_push() {
+    let (standins, queue) = failed_by_an_alarm(false).await;
+    let fixed = crate::moving::push_now(&standins, SEED_REPOSITORY, "20251206-130000", '9').await;
+    let entry = app_entry(&fixed);
+    let pushed = (entry.action, spec_tag(&standins), entry.reason.clone());
+    let woken = wakes(&standins, &queue);
+    deliver(&standins, &woken[0]).await;
+    assert_eq!(
+        spec_tag(&standins),
+        "20251206-130000",
+        "the fix is not out after the wake-up either"
+    );
+    assert_eq!(
+        (pushed.0, pushed.1.as_str()),
+        (Action::Updated, "20251206-130000"),
+        "the fix's push wrote something else: {}",
+        pushed.2
+    );
 }
 
 // ---------------------------------------------------------------------------------------
