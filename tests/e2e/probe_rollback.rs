@@ -261,7 +261,11 @@ async fn probe_a_freeze_holds_the_rollback_and_the_first_sweep_after_it_rolls_ba
     let swept = sweep(&standins).await;
     let entry = app_entry(&swept);
     assert_eq!(entry.action, Action::Updated, "{entry:#?}");
-    assert!(entry.reason.starts_with("auto-rollback"), "{}", entry.reason);
+    assert!(
+        entry.reason.starts_with("auto-rollback"),
+        "{}",
+        entry.reason
+    );
     assert_eq!(spec_tag(&standins), SEED_TAG);
     assert_eq!(events(&standins, "RolledBack").len(), 1);
 }
@@ -500,5 +504,33 @@ async fn probe_a_fix_re_pushed_under_the_rolled_back_tag_is_promoted_once_dev_ve
         "staging never got the fix dev verified (staging writes {:?}): {}",
         w.writes(STAGING),
         w.story()
+    );
+}
+
+/// The upstream's `status.health.lastTransitionTime` reads as a far-future time (a clock gone
+/// wrong, or anyone who may patch the Application: Argo CD's CRD has no status subresource).
+/// Staging's promotion is judged on every push of the repository, and `healthy_since +
+/// promote-after` overflows: the whole invocation panics, so dev does not get the push
+/// either. Expected: the push is decided for dev, staging is told why it waits.
+#[tokio::test]
+async fn probe_a_far_future_upstream_health_time_does_not_take_the_push_down() {
+    let mut w = World::new().await;
+    w.push(T1, 'b').await;
+    w.drain(Duration::minutes(20)).await;
+    assert!(w.ended(SEED_APP, "confirmed") >= 1, "{}", w.story());
+    w.standins
+        .kube
+        .edit("argocd", SEED_APP, |app| {
+            app["status"]["health"]["lastTransitionTime"] = json!("9999-12-31T23:59:59Z");
+        })
+        .unwrap();
+    // Panics inside the handler ("resulting value is out of range") if the judge overflows.
+    let report = w.push("20250901-110000", 'c').await;
+    let dev = report.entries.iter().find(|e| e.name == SEED_APP).unwrap();
+    assert_eq!(dev.action, Action::Updated, "{dev:#?}");
+    assert!(
+        report.entries.iter().any(|e| e.name == STAGING),
+        "{:#?}",
+        report.entries
     );
 }
