@@ -534,3 +534,56 @@ async fn probe_a_far_future_upstream_health_time_does_not_take_the_push_down() {
         report.entries
     );
 }
+
+/// A person releases the image (deleting its entry), a sweep deploys it again, and it fails
+/// again within the hour: the second rollback is written, but its `RolledBack` Event is named
+/// after the image and the value taken back only, the same name as the first one's, so the
+/// API server refuses it as a conflict, which is ignored: the second rollback leaves no
+/// Event (Events live an hour by default).
+#[tokio::test]
+async fn probe_a_second_rollback_of_a_released_image_sends_its_own_rolled_back_event() {
+    let (standins, queue) = failed_by_an_alarm(false).await;
+    let woken = wakes(&standins, &queue);
+    deliver(&standins, &woken[0]).await;
+    pass(&standins, 40);
+    let states = followed_to_an_end(&standins, &queue).await;
+    assert_eq!(states.last().map(String::as_str), Some("confirmed"));
+    standins
+        .kube
+        .edit_as("kubectl-annotate", "argocd", SEED_APP, |app| {
+            app["metadata"]["annotations"]
+                .as_object_mut()
+                .unwrap()
+                .remove(ROLLED_BACK);
+        })
+        .unwrap();
+    let swept = sweep(&standins).await;
+    assert_eq!(app_entry(&swept).action, Action::Updated);
+    assert_eq!(spec_tag(&standins), PUSHED_TAG);
+    pass(&standins, 40);
+    let fired = now(&standins) + Duration::seconds(5);
+    let cloudwatch = &standins.aws.cloudwatch;
+    cloudwatch.set_state("web-5xx", "ALARM", "Threshold Crossed: 9 > 5", fired);
+    cloudwatch.set_state(
+        "web-5xx",
+        "OK",
+        "Threshold Crossed: 0 < 5",
+        fired + Duration::seconds(30),
+    );
+    let states = followed_to_an_end(&standins, &queue).await;
+    assert_eq!(
+        states.last().map(String::as_str),
+        Some("failed"),
+        "{states:?}"
+    );
+    let woken = wakes(&standins, &queue);
+    assert_eq!(woken.len(), 2);
+    let report = deliver(&standins, &woken[1]).await;
+    assert_eq!(app_entry(&report).action, Action::Updated);
+    assert_eq!(spec_tag(&standins), SEED_TAG, "rolled back a second time");
+    assert_eq!(
+        events(&standins, "RolledBack").len(),
+        2,
+        "the second rollback left no RolledBack Event"
+    );
+}
