@@ -24,6 +24,8 @@ pub struct AuditedImage {
     pub to: String,
     /// When ECR received the image written, when it was known at the write.
     pub pushed: Option<OffsetDateTime>,
+    /// ECR's digest of the image written, when the write knew it.
+    pub digest: Option<String>,
     /// Where a patch wrote it in the spec (empty for a commit, and in records written
     /// before places were kept): what tells whether a spec, or a source Argo CD synced,
     /// still asks for this write.
@@ -178,6 +180,10 @@ fn audited_image(i: &Value) -> Option<AuditedImage> {
         from: i["from"].as_str().map(str::to_string),
         to: i["to"].as_str()?.to_string(),
         pushed: rfc3339_at(&i["pushed"]),
+        digest: i["digest"]
+            .as_str()
+            .filter(|d| d.starts_with("sha256:") && d.len() <= 100)
+            .map(str::to_string),
         places: serde_json::from_value(i["at"].clone()).unwrap_or_default(),
     })
 }
@@ -305,7 +311,7 @@ impl AuditRecord {
                 let at = |t: OffsetDateTime| t.format(&Rfc3339).ok();
                 let kept_set_by = set_by.or(w.kept_set_by.as_deref());
                 serde_json::json!({"alias": w.image.alias, "image": w.image.image,
-                    "from": w.image.from, "to": w.image.to, "pushed": w.image.pushed.and_then(at),
+                    "from": w.image.from, "to": w.image.to, "pushed": w.image.pushed.and_then(at), "digest": w.image.digest,
                     "time": at(w.time), "commit": w.commit, "pullRequest": w.pull_request,
                     "branch": w.branch, "keptSetBy": kept_set_by,
                     "at": (!w.image.places.is_empty()).then_some(&w.image.places),

@@ -244,6 +244,7 @@ mod tests {
                     sources: vec![0],
                     check_platforms: None,
                     pushed_at: pushed,
+                    digest: None,
                     rolls_back: false,
                 }),
             }

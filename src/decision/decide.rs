@@ -95,6 +95,9 @@ pub struct Move {
     /// When ECR received the image written, when known: the audit record keeps it, and a
     /// rollout check measures the lead time from it.
     pub pushed_at: Option<OffsetDateTime>,
+    /// ECR's digest of the image written, when known: the audit record keeps it, and
+    /// auto-rollback remembers it.
+    pub digest: Option<String>,
     /// Auto-rollback writing back what a failed write replaced: no gate, soak or
     /// hold-on-failure stands between it and its write (it restores what ran before).
     pub rolls_back: bool,
@@ -327,7 +330,7 @@ pub fn assemble(
                     .entries
                     .iter()
                     .filter(|e| e.action == Action::Updated)
-                    .map(|e| audit_image(config, e, update.pushed_at)),
+                    .map(|e| audit_image(config, e, &update)),
             );
             updates.push(ImageUpdate {
                 config,
@@ -629,6 +632,7 @@ impl ImageCase<'_> {
                                 sources: vec![source],
                                 check_platforms: None,
                                 pushed_at: None,
+                                digest: None,
                                 rolls_back: false,
                             })
                         }
@@ -1024,13 +1028,14 @@ fn platform_list(platforms: &[Platform]) -> String {
 }
 
 /// The audit annotation's record of one image's move.
-fn audit_image(image: &ImageConfig, entry: &Entry, pushed: Option<OffsetDateTime>) -> ImageChange {
+fn audit_image(image: &ImageConfig, entry: &Entry, update: &Move) -> ImageChange {
     ImageChange {
         alias: image.alias.clone(),
         image: image.image.clone(),
         from: entry.from.clone(),
         to: entry.to.clone(),
-        pushed,
+        pushed: update.pushed_at,
+        digest: update.digest.clone(),
     }
 }
 
@@ -1090,6 +1095,7 @@ mod tests {
                 sources: vec![0],
                 check_platforms: None,
                 pushed_at: None,
+                digest: None,
                 rolls_back: false,
             }),
         };

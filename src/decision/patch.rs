@@ -81,6 +81,8 @@ pub struct ImageChange {
     pub to: Option<String>,
     /// When ECR received the image written, when known.
     pub pushed: Option<time::OffsetDateTime>,
+    /// ECR's digest of the image written, when known.
+    pub digest: Option<String>,
 }
 
 /// The audit record a plan writes into the Application: when, for which event, and what it
@@ -100,7 +102,11 @@ impl Audit {
             .iter()
             .map(|c| {
                 let pushed = c.pushed.and_then(|t| t.format(&Rfc3339).ok());
-                json!({"alias": c.alias, "image": c.image.to_string(), "from": c.from, "to": c.to, "pushed": pushed})
+                let mut image = json!({"alias": c.alias, "image": c.image.to_string(), "from": c.from, "to": c.to, "pushed": pushed});
+                if let Some(digest) = &c.digest {
+                    image["digest"] = json!(digest);
+                }
+                image
             })
             .collect();
         json!({"time": self.time, "eventId": self.event_id, "images": images})
@@ -451,6 +457,7 @@ mod tests {
                     from: None,
                     to: Some(to.to_string()),
                     pushed: None,
+                    digest: None,
                 }],
                 ..Audit::default()
             },

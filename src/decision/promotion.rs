@@ -258,8 +258,20 @@ pub fn judge(
     // Healthy now, but its health changed after the verification: it was not Healthy in
     // between (the controller moves lastTransitionTime only on a change), so promote-after
     // counts from when it was Healthy again.
-    let healthy_since = health.last_transition.map_or(at, |changed| changed.max(at));
-    let ripe = healthy_since + after;
+    // A change stamped after now (a skewed clock, or a hand-set status: the Application has
+    // no status subresource) is taken as now.
+    let healthy_since = health
+        .last_transition
+        .map_or(at, |changed| changed.min(now).max(at));
+    let Some(ripe) = healthy_since.checked_add(time::Duration::seconds(
+        i64::try_from(after.as_secs()).unwrap_or(i64::MAX),
+    )) else {
+        return Judged::Waiting(format!(
+            "promote-after `{}` from {} is past any time that can be written: nothing is promoted",
+            crate::appconfig::annotations::format_duration(after),
+            stamp(healthy_since)
+        ));
+    };
     if now < ripe {
         return Judged::Soaking { verified, ripe };
     }
@@ -282,7 +294,7 @@ pub fn looks_again(
         .status
         .health
         .last_transition
-        .map_or(verified_at, |changed| changed.max(verified_at));
+        .map_or(verified_at, |changed| changed.min(now).max(verified_at));
     now - since < UNHEALTHY_LOOKS_FOR
 }
 

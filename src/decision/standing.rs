@@ -31,6 +31,10 @@ pub struct Standing {
 pub struct ImageStanding {
     pub alias: Option<String>,
     pub image: String,
+    /// Why its configuration does not read, when it does not: the function fails every
+    /// decision of it with this until it is fixed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
     /// The values the spec asks for (one per source that carries the image).
     pub asks_for: Vec<String>,
     /// Whether Argo CD sees a Pod running one of them (`status.summary.images`).
@@ -48,7 +52,8 @@ pub struct ImageStanding {
 pub struct WriteStanding {
     pub to: String,
     pub at: String,
-    /// `followed` (not ended yet), or how it ended: `confirmed`, `failed`, `timed-out`, …
+    /// `followed` (not ended yet), `not followed (a pull request)`, or how it ended:
+    /// `confirmed`, `failed`, `timed-out`, …
     pub rollout: String,
     /// When it was seen live and its alarm window began, while it is verified.
     pub live_since: Option<String>,
@@ -60,7 +65,8 @@ pub struct WriteStanding {
 pub struct PromotionStanding {
     /// `cluster/namespace/application`.
     pub from: String,
-    /// `ready`, `soaking`, `unhealthy`, `waiting` or `refused`.
+    /// `ready`, `soaking`, `unhealthy`, `waiting`, `unread` (the upstream could not be read
+    /// now) or `refused`.
     pub state: &'static str,
     /// What the upstream verified, and when.
     pub verified: Option<String>,
@@ -83,8 +89,20 @@ pub fn standing(
     let images = config
         .images
         .iter()
-        .filter_map(|entry| entry.config.as_ref().ok())
-        .map(|image| image_standing(app, image, cluster, upstreams, now))
+        .map(|entry| match &entry.config {
+            Ok(image) => image_standing(app, image, cluster, upstreams, now),
+            Err(problem) => ImageStanding {
+                alias: entry.alias.clone(),
+                image: entry.image.to_string(),
+                error: Some(format!("configuration error: {problem}")),
+                asks_for: Vec::new(),
+                running: false,
+                last_write: None,
+                promotion: None,
+                blocked_by: Vec::new(),
+                rolled_back: Vec::new(),
+            },
+        })
         .collect();
     Standing {
         application: format!("{namespace}/{name}"),
@@ -132,6 +150,7 @@ fn image_standing(
     ImageStanding {
         alias: image.alias.clone(),
         image: name.clone(),
+        error: None,
         running,
         last_write: last_write(app, &name),
         promotion: promotion_standing(image, cluster, upstreams, now),
@@ -160,10 +179,13 @@ fn last_write(app: &Application<'_>, image: &str) -> Option<WriteStanding> {
     Some(WriteStanding {
         to: write.image.to.clone(),
         at: stamp(write.time),
-        rollout: write
-            .rollout
-            .as_ref()
-            .map_or_else(|| "followed".to_string(), |r| r.outcome.clone()),
+        rollout: match (&write.rollout, write.pull_request) {
+            (Some(ended), _) => ended.outcome.clone(),
+            // Live only once merged, under another revision: no check follows it, so no
+            // alarm verifies it and nothing rolls it back.
+            (None, true) => "not followed (a pull request)".to_string(),
+            (None, false) => "followed".to_string(),
+        },
         live_since: write.verifying_since.map(stamp),
         commit: write.commit.clone(),
     })
@@ -200,10 +222,12 @@ fn promotion_standing(
     let upstream = match upstreams.get(&place) {
         Some(Ok(upstream)) => upstream,
         Some(Err(why)) => {
+            standing.state = "unread";
             standing.reason = why.clone();
             return Some(standing);
         }
         None => {
+            standing.state = "unread";
             standing.reason = format!("{place} was not read");
             return Some(standing);
         }
@@ -370,7 +394,7 @@ mod tests {
             (
                 "not readable",
                 Err("forbidden".to_string()),
-                "refused",
+                "unread",
                 "forbidden",
             ),
         ];

@@ -12,7 +12,7 @@ use crate::application::app::Application;
 use crate::application::rolled_back::{self, RolledBack};
 use crate::cluster::kube::{KubeError, Patch};
 use crate::cluster::retry::retry_transient;
-use crate::decision::decide::{self, ImageCase, ImageOutcome};
+use crate::decision::decide::{self, ImageCase, ImageOutcome, Mode};
 use crate::policy::TagRef;
 use crate::report::Action;
 
@@ -31,7 +31,25 @@ pub(super) async fn decide_rollback(
     if rolled_back::find(&app.rolled_back(), &image, from, None).is_some() {
         return None;
     }
-    let outcome = case.decide_rollback(failed);
+    // Only while our last write of the image is the failed one: once the rollback (or any
+    // later write) is written, what the spec asks for is someone else's choice.
+    let ours = app
+        .audit
+        .as_ref()
+        .and_then(|record| record.last_write_of(&image))
+        .is_some_and(|write| write.image.to == failed.to);
+    // A push after the failure is a fix on its way: decided as a push (a newer image moves
+    // forward); if it is not written, the wake-up or the next sweep rolls back.
+    let fix_pushed = match (work.mode, failed.time()) {
+        // EventBridge stamps whole seconds: a push in the failure's second counts as after.
+        (Mode::Push(push), Some(failed_at)) => push.time + time::Duration::seconds(1) > failed_at,
+        _ => false,
+    };
+    let ours = ours && !fix_pushed;
+    let outcome = match (ours, case.decide_rollback(failed)) {
+        (true, Some(outcome)) => Some(still_in_ecr(case, work, from, outcome).await),
+        _ => None,
+    };
     if ctx.config.dry_run || failed.taken_back {
         return outcome;
     }
@@ -39,7 +57,7 @@ pub(super) async fn decide_rollback(
     // person may have moved it already): no automatic path may write it again.
     let entry = RolledBack {
         to: failed.to.clone(),
-        digest: digest_of(case, work, &failed.to).await,
+        digest: digest_of(&app, case, work, &failed.to).await,
         from: failed.from.clone().unwrap_or_default(),
         at: failed.at.clone(),
         reason: failed.reason.clone(),
@@ -61,9 +79,71 @@ pub(super) async fn decide_rollback(
     }
 }
 
-/// The digest of `value`: its own when it names one, else ECR's for its tag now (none when
-/// ECR cannot say: the tag alone is remembered then).
-async fn digest_of(case: &ImageCase<'_>, work: &Work<'_>, value: &str) -> Option<String> {
+/// The rollback, if ECR still has what it writes back (a lifecycle policy may have expired
+/// it, and an image no node can pull restores nothing); else refused with the reason.
+async fn still_in_ecr(
+    case: &ImageCase<'_>,
+    work: &Work<'_>,
+    from: &str,
+    outcome: ImageOutcome,
+) -> ImageOutcome {
+    let value = TagRef::from(from);
+    if value.tag.starts_with("sha256:") {
+        return outcome;
+    }
+    let described = work
+        .facts
+        .describe(
+            &case.registry,
+            &case.repository,
+            std::slice::from_ref(&value.tag),
+        )
+        .await;
+    let why = match described.map(|mut d| d.remove(&value.tag).flatten()) {
+        Ok(Some(info)) if !info.archived => return outcome,
+        Ok(Some(_)) => format!("`{from}` is archived in ECR"),
+        Ok(None) => format!("`{from}` is no longer in ECR"),
+        Err(e) => {
+            return outcome.refuse(
+                Action::Failed,
+                &format!(
+                    "{}: whether ECR still has `{from}` is unknown ({}); decided again on the next delivery or sweep",
+                    crate::report::events::AUTO_ROLLBACK,
+                    e.message
+                ),
+                e.retryable,
+            );
+        }
+    };
+    outcome.refuse(
+        Action::Failed,
+        &format!(
+            "{}: {why}, so nothing is written back (an image no node can pull restores nothing); roll back by hand to an image ECR has",
+            crate::report::events::AUTO_ROLLBACK
+        ),
+        false,
+    )
+}
+
+/// The digest of the failed write's image: the one its audit record kept, its own when the
+/// value names one, else ECR's for the tag now, only while ECR's push time for it is the one
+/// the record kept (a tag moved since names another image); none when nothing says, and the
+/// tag alone is remembered then.
+async fn digest_of(
+    app: &Application<'_>,
+    case: &ImageCase<'_>,
+    work: &Work<'_>,
+    value: &str,
+) -> Option<String> {
+    let image = case.config.image.to_string();
+    let written = app
+        .audit
+        .as_ref()
+        .and_then(|record| record.last_write_of(&image))
+        .filter(|write| write.image.to == value);
+    if let Some(digest) = written.as_ref().and_then(|w| w.image.digest.clone()) {
+        return Some(digest);
+    }
     let value = TagRef::from(value);
     if let Some(digest) = value.digest {
         return Some(digest);
@@ -71,6 +151,7 @@ async fn digest_of(case: &ImageCase<'_>, work: &Work<'_>, value: &str) -> Option
     if value.tag.starts_with("sha256:") {
         return Some(value.tag);
     }
+    let pushed = written.and_then(|w| w.image.pushed)?;
     let described = work
         .facts
         .describe(
@@ -83,6 +164,7 @@ async fn digest_of(case: &ImageCase<'_>, work: &Work<'_>, value: &str) -> Option
         Ok(mut described) => described
             .remove(&value.tag)
             .flatten()
+            .filter(|info| info.pushed_at == Some(pushed))
             .and_then(|info| info.digest),
         Err(e) => {
             tracing::warn!(image = %case.config.image, error = %e.message, "ECR did not name the digest of the image taken back; its tag alone is remembered");

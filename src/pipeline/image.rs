@@ -18,10 +18,13 @@ pub(super) async fn decide_image(
     if let Some(rollback) = super::auto_rollback::decide_rollback(ctx, case, work).await {
         return rollback;
     }
-    let (outcome, digest) = decide_image_facts(ctx, case, work).await;
-    let Some(update) = outcome.update.as_ref() else {
+    let (mut outcome, digest) = decide_image_facts(ctx, case, work).await;
+    let Some(update) = outcome.update.as_mut() else {
         return outcome;
     };
+    // The audit record keeps the digest written: what auto-rollback remembers.
+    update.digest.clone_from(&digest);
+    let update = &*update;
     let to = update.to.to_string();
     let rolled_back = crate::application::app::Application::of(case.object())
         .rolled_back()

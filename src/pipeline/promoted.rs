@@ -81,9 +81,29 @@ pub(super) async fn decide_promoted(
         Judged::Ready(verified) => {
             // An image the upstream's auto-rollback took back is promoted nowhere, even once
             // a person has put it back there.
+            // Told by digest where ECR names one: a fix re-pushed under the tag taken back
+            // is another image.
             let taken_back = Application::of(&upstream).rolled_back();
-            match crate::application::rolled_back::find(&taken_back, &image, &verified.value, None)
-            {
+            let digest = match &verified.tag.digest {
+                Some(digest) => Some(digest.clone()),
+                None => work
+                    .facts
+                    .describe(
+                        &case.registry,
+                        &case.repository,
+                        std::slice::from_ref(&verified.tag.tag),
+                    )
+                    .await?
+                    .remove(&verified.tag.tag)
+                    .flatten()
+                    .and_then(|info| info.digest),
+            };
+            match crate::application::rolled_back::find(
+                &taken_back,
+                &image,
+                &verified.value,
+                digest.as_deref(),
+            ) {
                 Some(entry) => Ok((skip(format!("upstream: {}", entry.refusal(&image))), None)),
                 None => promote(ctx, case, work, &place, &verified).await,
             }

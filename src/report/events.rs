@@ -126,10 +126,13 @@ pub fn rolled_back(app: &Involved, entries: &[Entry], now: &str) -> Option<Value
         .filter(|e| e.action == Action::Updated && e.reason.starts_with(AUTO_ROLLBACK))
         .collect();
     let first = taken.first()?;
+    // The reason names the failure and when it was recorded: a later failure of the same
+    // image, released in between, is another rollback with its own Event.
     let key = short_key(&format!(
-        "{}|{}",
+        "{}|{}|{}",
         first.image,
-        first.from.as_deref().unwrap_or_default()
+        first.from.as_deref().unwrap_or_default(),
+        first.reason
     ));
     let message: Vec<String> = taken
         .iter()

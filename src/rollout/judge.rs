@@ -1565,6 +1565,7 @@ mod tests {
             from: None,
             to: to.into(),
             pushed: None,
+            digest: None,
             places: Vec::new(),
         };
         let digest = "sha256:0123";

@@ -3,6 +3,14 @@
 //! moving harness (`moving.rs`) like `auto_rollback.rs`; the promotion probe uses a dev →
 //! staging world like `probe_promotion.rs` (dev is the seed, staging a copy that promotes
 //! from it after 30 minutes).
+//!
+//! Found failing by the probe and fixed: a released image deployed by hand rolled back again
+//! (a rollback now needs our last write of the image to be the failed one); the digest
+//! remembered when the tag had moved (the write's own digest, kept in the audit record, or
+//! ECR's only at the recorded push time); a fix re-pushed under the tag taken back never
+//! promoted (told by digest); a far-future health time overflowing the judge; a rollback to
+//! an image ECR no longer has (refused with the reason); a second rollback's Event; a fix
+//! pushed before the wake-up (decided as a push).
 
 use std::collections::{BTreeMap, BTreeSet};
 
