@@ -77,6 +77,11 @@ impl<'a> Application<'a> {
         crate::application::rolled_back::of(self.raw)
     }
 
+    /// Why its images-taken-back annotation does not read, when it is present and does not.
+    pub fn rolled_back_unreadable(&self) -> Option<String> {
+        crate::application::rolled_back::unreadable(self.raw)
+    }
+
     /// The guarded patch operations that set the images taken back to `next`.
     pub fn rolled_back_ops(
         &self,

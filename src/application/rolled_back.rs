@@ -70,6 +70,19 @@ pub fn of(app: &Value) -> BTreeMap<String, Vec<RolledBack>> {
     remembered::read(app, ROLLED_BACK_ANNOTATION)
 }
 
+/// Why the annotation, present, does not read (`None`: absent, or it reads). An entry a
+/// person broke while editing must not release every image it held: the gate holds every
+/// write of the Application's images until it reads again.
+pub fn unreadable(app: &Value) -> Option<String> {
+    let text = app["metadata"]["annotations"][ROLLED_BACK_ANNOTATION].as_str()?;
+    match serde_json::from_str::<BTreeMap<String, Vec<RolledBack>>>(text) {
+        Ok(_) => None,
+        Err(e) => Some(format!(
+            "the {ROLLED_BACK_ANNOTATION} annotation does not read ({e}): every write of its images is held until it is fixed or deleted (deleting it releases every image it held)"
+        )),
+    }
+}
+
 /// The first entry of `image` that `value` (with `digest`) is, if any.
 pub fn find<'r>(
     remembered: &'r BTreeMap<String, Vec<RolledBack>>,
@@ -234,6 +247,21 @@ mod tests {
         assert_eq!(of(&app), next);
         app["metadata"]["annotations"][ROLLED_BACK_ANNOTATION] = json!("released");
         assert!(of(&app).is_empty());
+    }
+
+    #[test]
+    fn a_broken_annotation_is_named_and_an_absent_or_readable_one_is_not() {
+        let with = |text: Option<&str>| match text {
+            Some(text) => json!({"metadata": {"annotations": {ROLLED_BACK_ANNOTATION: text}}}),
+            None => json!({"metadata": {"annotations": {}}}),
+        };
+        assert!(unreadable(&with(None)).is_none());
+        assert!(unreadable(&with(Some("{}"))).is_none());
+        let broken = unreadable(&with(Some("{\"r/web\": [{\"to\": 1}"))).unwrap();
+        assert!(
+            broken.contains("does not read") && broken.contains("held"),
+            "{broken}"
+        );
     }
 
     #[test]

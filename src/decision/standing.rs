@@ -297,6 +297,9 @@ fn blocked_by(
             failed.outcome, failed.to, failed.at
         ));
     }
+    if let Some(problem) = app.rolled_back_unreadable() {
+        blocked.push(problem);
+    }
     for entry in rolled_back {
         let runs = asks_for.iter().any(|value| entry.is(value, None));
         blocked.push(format!(

@@ -79,8 +79,9 @@ pub trait Facts: Sync {
 #[derive(Debug, Clone, Copy)]
 pub struct Candidate<'a> {
     pub image: &'a ImageConfig,
-    /// The images of this image auto-rollback took back on the Application.
-    pub rolled_back: &'a [crate::application::rolled_back::RolledBack],
+    /// The images of this image auto-rollback took back on the Application, or why the
+    /// annotation that holds them does not read.
+    pub rolled_back: Result<&'a [crate::application::rolled_back::RolledBack], &'a str>,
     /// The ECR registry (account id) and repository.
     pub registry: &'a str,
     pub repository: &'a str,
@@ -262,7 +263,7 @@ pub(crate) mod answers {
     pub(crate) fn candidate<'a>(image: &'a ImageConfig, digest: Option<&'a str>) -> Candidate<'a> {
         Candidate {
             image,
-            rolled_back: &[],
+            rolled_back: Ok(&[]),
             registry: "1",
             repository: "web",
             to: "1.4.0",

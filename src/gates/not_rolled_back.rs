@@ -18,9 +18,11 @@ pub struct NotRolledBack;
 #[async_trait]
 impl Gate for NotRolledBack {
     async fn judge(&self, candidate: &Candidate<'_>, facts: &dyn Facts) -> Option<Verdict> {
-        if candidate.rolled_back.is_empty() {
-            return None;
-        }
+        let taken_back = match candidate.rolled_back {
+            Ok([]) => return None,
+            Ok(taken_back) => taken_back,
+            Err(problem) => return Some(Verdict::Refuse(problem.to_string())),
+        };
         let written = TagRef::from(candidate.to);
         let digest = match (candidate.digest, &written.digest) {
             (Some(digest), _) => Some(digest.to_string()),
@@ -37,15 +39,14 @@ impl Gate for NotRolledBack {
         };
         let image = candidate.image.image.to_string();
         Some(
-            match candidate
-                .rolled_back
+            match taken_back
                 .iter()
                 .find(|entry| entry.is(candidate.to, digest.as_deref()))
             {
                 Some(entry) => Verdict::Refuse(entry.refusal(&image)),
                 None => Verdict::Pass(format!(
                     "not among the {} image(s) auto-rollback took back",
-                    candidate.rolled_back.len()
+                    taken_back.len()
                 )),
             },
         )
@@ -144,9 +145,16 @@ mod tests {
                 ..Answers::default()
             };
             let mut judged = candidate(config, digest);
-            judged.rolled_back = &entries;
+            judged.rolled_back = Ok(&entries);
             let said = said(NotRolledBack.judge(&judged, &facts).await);
             assert!(said.starts_with(verdict), "{case}: {said}");
         }
+        let mut judged = candidate(config, None);
+        judged.rolled_back = Err("the annotation does not read");
+        let said = said(NotRolledBack.judge(&judged, &Answers::default()).await);
+        assert_eq!(
+            said, "refuse: the annotation does not read",
+            "a broken memory holds"
+        );
     }
 }

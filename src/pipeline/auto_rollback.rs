@@ -188,6 +188,10 @@ async fn remember(
     let mut read = case.object().clone();
     for _ in 0..=ctx.config.conflict_retries {
         let app = Application::of(&read);
+        // A broken memory is a person's to fix: writing over it would release what it held.
+        if let Some(problem) = app.rolled_back_unreadable() {
+            return Err(problem);
+        }
         let mut ops = match rolled_back::with(&app.rolled_back(), &image, entry.clone()) {
             Some(next) => app.rolled_back_ops(&next),
             None => Vec::new(),

@@ -26,13 +26,18 @@ pub(super) async fn decide_image(
     update.digest.clone_from(&digest);
     let update = &*update;
     let to = update.to.to_string();
-    let rolled_back = crate::application::app::Application::of(case.object())
+    let read = crate::application::app::Application::of(case.object());
+    let unreadable = read.rolled_back_unreadable();
+    let rolled_back = read
         .rolled_back()
         .remove(&case.config.image.to_string())
         .unwrap_or_default();
     let candidate = crate::gates::Candidate {
         image: case.config,
-        rolled_back: &rolled_back,
+        rolled_back: match &unreadable {
+            Some(problem) => Err(problem),
+            None => Ok(&rolled_back),
+        },
         registry: &case.registry,
         repository: &case.repository,
         to: &to,

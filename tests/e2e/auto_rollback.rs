@@ -354,3 +354,32 @@ async fn an_image_someone_moved_off_before_the_wake_up_is_still_remembered_and_a
     assert_ne!(app_entry(&woken_again).action, Action::Updated);
     assert!(remembered(&standins).is_null(), "the release sticks");
 }
+
+#[tokio::test]
+async fn a_memory_broken_by_hand_holds_every_write_of_the_image_instead_of_releasing_it() {
+    let (standins, queue) = failed_by_an_alarm().await;
+    let woken = wakes(&standins, &queue);
+    deliver(&standins, &woken[0]).await;
+    assert_eq!(spec_tag(&standins), SEED_TAG);
+    // A slip in `kubectl edit`: the JSON no longer reads.
+    standins
+        .kube
+        .edit_as("kubectl-edit", "argocd", SEED_APP, |app| {
+            let text = app["metadata"]["annotations"][ROLLED_BACK]
+                .as_str()
+                .unwrap()
+                .to_string();
+            app["metadata"]["annotations"][ROLLED_BACK] =
+                serde_json::json!(&text[..text.len() - 2]);
+        })
+        .unwrap();
+    let swept = sweep(&standins).await;
+    let entry = app_entry(&swept);
+    assert_eq!(entry.action, Action::Skipped, "{entry:#?}");
+    assert!(entry.reason.contains("does not read"), "{}", entry.reason);
+    assert_eq!(
+        spec_tag(&standins),
+        SEED_TAG,
+        "the image taken back stays out"
+    );
+}
