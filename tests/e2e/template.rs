@@ -398,6 +398,27 @@ pub(crate) fn transformed() -> Option<serde_json::Value> {
 /// for the tools (`REQUIRE_TEMPLATE_TRANSFORM`); elsewhere it says loudly that it checked
 /// nothing, and returns.
 pub(crate) fn python_json(venv: &str, tool: &str, args: &[&str]) -> Option<serde_json::Value> {
+    // The files it reads do not change while the tests run: each script runs once per test
+    // process (the SAM translator alone took a CPU-second and a half per call, 30 calls).
+    static RUN: std::sync::Mutex<
+        std::collections::BTreeMap<Vec<String>, Option<serde_json::Value>>,
+    > = std::sync::Mutex::new(std::collections::BTreeMap::new());
+    let key: Vec<String> = std::iter::once(venv)
+        .chain(args.iter().copied())
+        .map(str::to_string)
+        .collect();
+    let mut runs = RUN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(known) = runs.get(&key) {
+        return known.clone();
+    }
+    let parsed = python_json_once(venv, tool, args);
+    runs.insert(key, parsed.clone());
+    parsed
+}
+
+fn python_json_once(venv: &str, tool: &str, args: &[&str]) -> Option<serde_json::Value> {
     let root = env!("CARGO_MANIFEST_DIR");
     let python = std::path::Path::new(root).join(venv).join("bin/python");
     if !python.exists() {
