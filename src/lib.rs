@@ -19,7 +19,8 @@
 //! - [`sweep`]: a large fleet's sweep in shards: [`sweep::gather`], what the coordinator keeps
 //!   of what it lists; [`sweep::shard`] plans the shards and reads a shard message back, once
 //!   (pure); [`sweep::queue`] sends them; [`sweep::run`] runs the coordinator and a batch of
-//!   shards and checks, asking the pipeline to process the Applications it names.
+//!   shards and checks, asking the pipeline to process the Applications it names
+//!   ([`sweep::applications`], the seam).
 //! - [`rollout`]: following a write until it is live: [`rollout::message`], the check the
 //!   sweep queue brings back after a delay; [`rollout::judge`], live, failed, superseded or
 //!   out of time, from the Application alone (pure); [`rollout::follow`], the first check

@@ -2,7 +2,7 @@
 //! ([`super::listing`]), each Application it concerns read, decided and written (its images,
 //! [`super::application`], then its charts, [`super::chart`]) while later pages are listed,
 //! and what the listing could not list and the ImageUpdater objects' status into the report.
-//! [`Invocation`] is the same work as a sweep asks for it ([`crate::sweep::run::Applications`]).
+//! [`Invocation`] is the same work as a sweep asks for it ([`crate::sweep::applications::Applications`]).
 
 use std::time::{Duration, Instant};
 
@@ -195,7 +195,7 @@ pub(super) struct Invocation<'a> {
     pub facts: RegistryFacts<'a>,
 }
 
-impl crate::sweep::run::Applications for Invocation<'_> {
+impl crate::sweep::applications::Applications for Invocation<'_> {
     type Found = Found;
     type Listed = Listed;
     type Error = HandlerError;

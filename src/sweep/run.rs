@@ -6,68 +6,20 @@
 //! messages may also hold rollout checks, each run by [`crate::rollout::follow`].
 //!
 //! How an Application is listed, read, decided and written is the pipeline's, behind
-//! [`Applications`]: this module only says which Applications, where, and how the outcomes
-//! add up.
+//! [`crate::sweep::applications::Applications`]: this module only says which Applications,
+//! where, and how the outcomes add up.
 
 use std::time::Instant;
 
 use crate::cluster::connect::Connection;
 use crate::config::SweepSettings;
 use crate::event::ShardRecord;
-use crate::report::{ClusterFailure, Report, SweepSummary};
+use crate::report::{Report, SweepSummary};
 use crate::rollout::follow::Follow;
+use crate::sweep::applications::Applications;
 use crate::sweep::gather::{self, Kept};
 use crate::sweep::queue::ShardQueue;
-use crate::sweep::shard::{self, QueueMessage, Shard, Tracked};
-
-/// "Process these Applications": what a sweep asks of the pipeline, which implements it for
-/// one invocation (the registry facts it asks once are shared by every cluster and shard).
-pub(crate) trait Applications {
-    /// An Application as a listing found it, kept whole while the sweep may be decided here.
-    type Found;
-    /// What a cluster's listing learnt besides its Applications: what it could not list, and
-    /// what each ImageUpdater object matched, for its status.
-    type Listed;
-    /// Why a cluster could not be listed, or its outcome not finished.
-    type Error;
-
-    /// The report's line for a cluster that failed, when there are several.
-    fn cluster_failure(&self, cluster: &str, error: &Self::Error) -> ClusterFailure;
-
-    /// What a shard carries of an Application found.
-    fn tracked(found: Self::Found) -> Tracked;
-
-    /// Lists `cluster` as a sweep does, keeping what it finds: whole while the cluster alone
-    /// is under `fan_out_at`, by name from there on.
-    async fn list(
-        &self,
-        cluster: &Connection,
-        part: &mut Report,
-        deadline: Option<Instant>,
-        fan_out_at: usize,
-    ) -> Result<(Self::Listed, Kept<Self::Found>), Self::Error>;
-
-    /// Reads, decides and writes `found` in `cluster`, then finishes what `listed` says
-    /// (what could not be listed, the ImageUpdater objects' status) into `part`.
-    async fn decide(
-        &self,
-        cluster: &Connection,
-        part: &mut Report,
-        listed: Self::Listed,
-        found: Vec<Self::Found>,
-        deadline: Option<Instant>,
-    ) -> Result<(), Self::Error>;
-
-    /// Reads again, decides and writes the Applications `shard` names in `cluster`, into
-    /// `part`. `Err`: the cluster could not be reached, and why.
-    async fn decide_named(
-        &self,
-        cluster: &Connection,
-        part: &mut Report,
-        shard: &Shard,
-        deadline: Option<Instant>,
-    ) -> Result<(), String>;
-}
+use crate::sweep::shard::{self, QueueMessage, Shard};
 
 /// A sweep's run: the Applications' side, the clusters and the sweep's settings.
 pub(crate) struct Sweep<'a, A> {
