@@ -93,13 +93,9 @@ async fn still_in_ecr(
     }
     let described = work
         .facts
-        .describe(
-            &case.registry,
-            &case.repository,
-            std::slice::from_ref(&value.tag),
-        )
+        .describe_one(&case.registry, &case.repository, &value.tag)
         .await;
-    let why = match described.map(|mut d| d.remove(&value.tag).flatten()) {
+    let why = match described {
         Ok(Some(info)) if !info.archived => return outcome,
         Ok(Some(_)) => format!("`{from}` is archived in ECR"),
         Ok(None) => format!("`{from}` is no longer in ECR"),
@@ -154,16 +150,10 @@ async fn digest_of(
     let pushed = written.and_then(|w| w.image.pushed)?;
     let described = work
         .facts
-        .describe(
-            &case.registry,
-            &case.repository,
-            std::slice::from_ref(&value.tag),
-        )
+        .describe_one(&case.registry, &case.repository, &value.tag)
         .await;
     match described {
-        Ok(mut described) => described
-            .remove(&value.tag)
-            .flatten()
+        Ok(described) => described
             .filter(|info| info.pushed_at == Some(pushed))
             .and_then(|info| info.digest),
         Err(e) => {

@@ -137,6 +137,19 @@ impl<'a> RegistryFacts<'a> {
             .collect())
     }
 
+    /// What ECR knows of one tag (`None`: no such tag), asked at most once per invocation.
+    pub async fn describe_one(
+        &self,
+        registry: &str,
+        repository: &str,
+        tag: &str,
+    ) -> Result<Option<TagInfo>, Failure> {
+        let mut described = self
+            .describe(registry, repository, &[tag.to_string()])
+            .await?;
+        Ok(described.remove(tag).flatten())
+    }
+
     /// A repository's full tag list, fetched at most once per invocation.
     pub async fn tag_list(&self, registry: &str, repository: &str) -> TagList {
         self.tag_lists

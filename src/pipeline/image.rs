@@ -191,11 +191,11 @@ impl crate::gates::Facts for GateFacts<'_> {
         repository: &str,
         tag: &str,
     ) -> Result<Option<String>, Failure> {
-        let mut described = self
+        let described = self
             .registry
-            .describe(registry, repository, &[tag.to_string()])
+            .describe_one(registry, repository, tag)
             .await?;
-        Ok(described.remove(tag).flatten().and_then(|info| info.digest))
+        Ok(described.and_then(|info| info.digest))
     }
 
     async fn cosign_signed(

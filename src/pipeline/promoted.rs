@@ -6,9 +6,8 @@
 //! follow-up for the end of promote-after, or the reason nothing moves.
 
 use super::context::{Context, Work};
-use super::pushed::{claim_hop, decide_again_later, decide_pushed};
+use super::pushed::{decide_pushed, send_hop};
 use crate::application::app::Application;
-use crate::application::soak_chains;
 use crate::cluster::kube::KubeError;
 use crate::cluster::retry::retry_transient;
 use crate::decision::controls::{self, Decider, FollowUp};
@@ -88,14 +87,8 @@ pub(super) async fn decide_promoted(
                 Some(digest) => Some(digest.clone()),
                 None => work
                     .facts
-                    .describe(
-                        &case.registry,
-                        &case.repository,
-                        std::slice::from_ref(&verified.tag.tag),
-                    )
+                    .describe_one(&case.registry, &case.repository, &verified.tag.tag)
                     .await?
-                    .remove(&verified.tag.tag)
-                    .flatten()
                     .and_then(|info| info.digest),
             };
             match crate::application::rolled_back::find(
@@ -290,22 +283,12 @@ async fn follow_up(
     let remaining = (ripe - now).whole_seconds();
     match controls::soak_follow_up(decider, remaining, MAX_DELAY_SECONDS) {
         FollowUp::Send(delay) => {
-            let link = match its_chain {
-                Some(hop) => soak_chains::Link::Hop(hop.hop),
-                None => soak_chains::Link::Start,
+            let hop = SoakHop {
+                image,
+                candidate,
+                hop: 0,
             };
-            let due = now + time::Duration::seconds(delay.into());
-            match claim_hop(ctx, case, work, &image, &candidate, link, due).await {
-                Ok(number) => {
-                    let hop = SoakHop {
-                        image,
-                        candidate,
-                        hop: number,
-                    };
-                    decide_again_later(ctx, case, work, "promotion", delay, Some(hop)).await
-                }
-                Err(why) => format!("no follow-up sent: {why}"),
-            }
+            send_hop(ctx, case, work, hop, its_chain, delay, "promotion").await
         }
         FollowUp::Leave(_) => "the chain its upstream's verification started re-decides it, or the sweep in its last 15 minutes".into(),
     }

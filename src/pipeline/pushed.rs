@@ -50,6 +50,33 @@ pub(super) async fn decide_again_later(
     }
 }
 
+/// Sends the next hop of `hop`'s chain in `delay` seconds: the hop after `its_chain`'s
+/// (the hop being run, when this decision is one), or the chain's first, claimed on the
+/// Application first so that one chain runs; says when, or why none was sent.
+pub(super) async fn send_hop(
+    ctx: &Context,
+    case: &ImageCase<'_>,
+    work: &Work<'_>,
+    mut hop: SoakHop,
+    its_chain: Option<&SoakHop>,
+    delay: u32,
+    why: &str,
+) -> String {
+    let link = match its_chain {
+        Some(running) => soak_chains::Link::Hop(running.hop),
+        None => soak_chains::Link::Start,
+    };
+    let now = time::OffsetDateTime::from(ctx.clock.now());
+    let due = now + time::Duration::seconds(delay.into());
+    match claim_hop(ctx, case, work, &hop.image, &hop.candidate, link, due).await {
+        Ok(number) => {
+            hop.hop = number;
+            decide_again_later(ctx, case, work, why, delay, Some(hop)).await
+        }
+        Err(why) => format!("no follow-up sent: {why}"),
+    }
+}
+
 /// Claims the next hop of `image`'s soak chain on the Application (guarded, read again
 /// on a conflict): its number, or why none is sent.
 pub(super) async fn claim_hop(
@@ -215,22 +242,12 @@ pub(super) async fn soaked(
     let remaining = (ripe - now).whole_seconds();
     let note = match controls::soak_follow_up(decider, remaining, MAX_DELAY_SECONDS) {
         FollowUp::Send(delay) => {
-            let link = match its_chain {
-                Some(hop) => soak_chains::Link::Hop(hop.hop),
-                None => soak_chains::Link::Start,
+            let hop = SoakHop {
+                image,
+                candidate,
+                hop: 0,
             };
-            let due = now + time::Duration::seconds(delay.into());
-            match claim_hop(ctx, case, work, &image, &candidate, link, due).await {
-                Ok(number) => {
-                    let hop = SoakHop {
-                        image,
-                        candidate,
-                        hop: number,
-                    };
-                    decide_again_later(ctx, case, work, "soak", delay, Some(hop)).await
-                }
-                Err(why) => format!("no follow-up sent: {why}"),
-            }
+            send_hop(ctx, case, work, hop, its_chain, delay, "soak").await
         }
         FollowUp::Leave(why) => format!("no follow-up sent: {why}"),
     };
