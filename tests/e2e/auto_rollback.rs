@@ -20,7 +20,7 @@ const ROLLED_BACK: &str = "argocd-ecr-updater.io/rolled-back";
 /// The seed's pushed image's digest (tests/standins/seed/images.json).
 const PUSHED_DIGEST: char = '3';
 
-fn rolled_back_on_alarm(app: &mut Value) {
+pub(crate) fn rolled_back_on_alarm(app: &mut Value) {
     annotate(app, "argocd-ecr-updater.io/verify-alarms", "web-5xx");
     annotate(app, "argocd-ecr-updater.io/verify-for", "15m");
     annotate(app, "argocd-ecr-updater.io/app.auto-rollback", "true");
@@ -30,19 +30,16 @@ fn now(standins: &Scenario) -> time::OffsetDateTime {
     standins.test_clock().now()
 }
 
-fn spec_tag(standins: &Scenario) -> String {
-    let app = standins.kube.get("argocd", SEED_APP).unwrap();
-    app["spec"]["source"]["helm"]["parameters"]
-        .as_array()
+/// The seed's image tag as its spec asks for it.
+pub(crate) fn spec_tag(standins: &Scenario) -> String {
+    standins
+        .kube
+        .helm_parameter("argocd", SEED_APP, "image.tag")
         .unwrap()
-        .iter()
-        .find(|p| p["name"] == "image.tag")
-        .and_then(|p| p["value"].as_str())
-        .unwrap()
-        .to_string()
 }
 
-fn remembered(standins: &Scenario) -> Value {
+/// The seed's images taken back, as the annotation holds them (`null`: none).
+pub(crate) fn remembered(standins: &Scenario) -> Value {
     let app = standins.kube.get("argocd", SEED_APP).unwrap();
     app["metadata"]["annotations"][ROLLED_BACK]
         .as_str()
@@ -50,7 +47,11 @@ fn remembered(standins: &Scenario) -> Value {
         .unwrap_or(Value::Null)
 }
 
-fn wakes(standins: &Scenario, queue: &str) -> Vec<argocd_ecr_updater_standins::aws::QueueMessage> {
+/// The wake-ups a failure sent on the queue.
+pub(crate) fn wakes(
+    standins: &Scenario,
+    queue: &str,
+) -> Vec<argocd_ecr_updater_standins::aws::QueueMessage> {
     standins
         .aws
         .queue(queue)
@@ -59,7 +60,8 @@ fn wakes(standins: &Scenario, queue: &str) -> Vec<argocd_ecr_updater_standins::a
         .collect()
 }
 
-fn app_entry(report: &Report) -> &argocd_ecr_updater::report::Entry {
+/// The report's entry of the seed's image (alias `app`).
+pub(crate) fn app_entry(report: &Report) -> &argocd_ecr_updater::report::Entry {
     report
         .entries
         .iter()
@@ -67,20 +69,23 @@ fn app_entry(report: &Report) -> &argocd_ecr_updater::report::Entry {
         .unwrap_or_else(|| panic!("no entry for app: {:#?}", report.entries))
 }
 
-/// The seed's push written, live, and failed by an alarm that fired in its window.
-async fn failed_by_an_alarm() -> (Scenario, String) {
+/// The seed's push written and live; `web-5xx` in ALARM 5 s later, and back to OK 30 s after
+/// that unless `stays`; the rollout followed until it fails.
+pub(crate) async fn failed_by_an_alarm(stays: bool) -> (Scenario, String) {
     let (standins, queue) = seeded(rolled_back_on_alarm, &[Script::Healthy]).await;
     let cloudwatch = &standins.aws.cloudwatch;
     cloudwatch.create_alarm("web-5xx", now(&standins) - time::Duration::minutes(60));
     pushed_and_deployed(&standins).await;
     let fired = now(&standins) + time::Duration::seconds(5);
     cloudwatch.set_state("web-5xx", "ALARM", "Threshold Crossed: 9 > 5", fired);
-    cloudwatch.set_state(
-        "web-5xx",
-        "OK",
-        "Threshold Crossed: 0 < 5",
-        fired + time::Duration::seconds(30),
-    );
+    if !stays {
+        cloudwatch.set_state(
+            "web-5xx",
+            "OK",
+            "Threshold Crossed: 0 < 5",
+            fired + time::Duration::seconds(30),
+        );
+    }
     let (states, reason) = follow_to_the_end(&standins, &queue).await;
     assert_eq!(
         states.last().map(String::as_str),
@@ -91,10 +96,24 @@ async fn failed_by_an_alarm() -> (Scenario, String) {
     (standins, queue)
 }
 
+/// Follows the newest write's checks until its rollout ends (not `pending` nor `verifying`).
+pub(crate) async fn followed_to_an_end(standins: &Scenario, queue: &str) -> Vec<String> {
+    let mut states = Vec::new();
+    while states
+        .last()
+        .is_none_or(|s: &String| s == "pending" || s == "verifying")
+    {
+        assert!(states.len() < 40, "never ended: {states:?}");
+        let (seen, _) = follow_to_the_end(standins, queue).await;
+        states.extend(seen);
+    }
+    states
+}
+
 #[tokio::test]
 async fn an_alarm_in_the_window_rolls_back_and_neither_a_sweep_nor_a_repush_deploys_the_image_again()
  {
-    let (standins, queue) = failed_by_an_alarm().await;
+    let (standins, queue) = failed_by_an_alarm(false).await;
     assert_eq!(
         spec_tag(&standins),
         PUSHED_TAG,
@@ -166,15 +185,7 @@ async fn an_alarm_in_the_window_rolls_back_and_neither_a_sweep_nor_a_repush_depl
 
     // The rollback is followed like any write, and confirmed once its window is quiet.
     pass(&standins, 40);
-    let mut states = Vec::new();
-    while states
-        .last()
-        .is_none_or(|s| s == "pending" || s == "verifying")
-    {
-        assert!(states.len() < 40, "never ended: {states:?}");
-        let (seen, _) = follow_to_the_end(&standins, &queue).await;
-        states.extend(seen);
-    }
+    let states = followed_to_an_end(&standins, &queue).await;
     assert_eq!(
         states.last().map(String::as_str),
         Some("confirmed"),
@@ -225,7 +236,7 @@ async fn an_alarm_in_the_window_rolls_back_and_neither_a_sweep_nor_a_repush_depl
 
 #[tokio::test]
 async fn a_person_deleting_the_entry_releases_the_image_taken_back() {
-    let (standins, queue) = failed_by_an_alarm().await;
+    let (standins, queue) = failed_by_an_alarm(false).await;
     let woken = wakes(&standins, &queue);
     deliver(&standins, &woken[0]).await;
     assert_eq!(spec_tag(&standins), SEED_TAG);
@@ -309,7 +320,7 @@ async fn a_forged_wake_up_before_any_failure_rolls_nothing_back() {
 
 #[tokio::test]
 async fn an_image_someone_moved_off_before_the_wake_up_is_still_remembered_and_a_release_sticks() {
-    let (standins, queue) = failed_by_an_alarm().await;
+    let (standins, queue) = failed_by_an_alarm(false).await;
     // A person moves the Application to another image before the wake-up is delivered.
     crate::moving::set_tag(&standins, "kubectl-edit", "20250825-120000");
     let woken = wakes(&standins, &queue);
@@ -357,7 +368,7 @@ async fn an_image_someone_moved_off_before_the_wake_up_is_still_remembered_and_a
 
 #[tokio::test]
 async fn a_memory_broken_by_hand_holds_every_write_of_the_image_instead_of_releasing_it() {
-    let (standins, queue) = failed_by_an_alarm().await;
+    let (standins, queue) = failed_by_an_alarm(false).await;
     let woken = wakes(&standins, &queue);
     deliver(&standins, &woken[0]).await;
     assert_eq!(spec_tag(&standins), SEED_TAG);

@@ -508,6 +508,19 @@ async fn probe_an_upstream_rolled_back_by_argocd_after_verification_does_not_pro
     assert_eq!(tag_of(&w.standins.kube, STAGING), SEED_TAG);
 }
 
+/// Dev's health changed, as the controller persists a change: the status, and when it
+/// changed (`persistAppStatus` moves lastTransitionTime only on a change).
+fn set_dev_health(w: &World, status: &str) {
+    let at = argocd_ecr_updater_standins::argocd::stamp(w.now());
+    w.standins
+        .kube
+        .edit("argocd", SEED_APP, |app| {
+            app["status"]["health"]["status"] = json!(status);
+            app["status"]["health"]["lastTransitionTime"] = json!(at);
+        })
+        .unwrap();
+}
+
 /// Dev goes Degraded two minutes into staging's 30-minute promote-after and recovers ten
 /// minutes later. promote-after is "the time the upstream must stay live and Healthy after
 /// its rollout was verified": it did not, so staging may not be promoted at minute 30, only
@@ -517,23 +530,11 @@ async fn probe_an_upstream_degraded_during_promote_after_does_not_promote_at_its
     let mut w = world(Script::Healthy).await;
     w.push(T1, 'b').await;
     let confirmed = w.until_dev_confirmed().await;
-    // As the controller persists a change of health: the status, and when it changed
-    // (`persistAppStatus` moves lastTransitionTime only on a change).
-    let health = |w: &World, status: &str| {
-        let at = argocd_ecr_updater_standins::argocd::stamp(w.now());
-        w.standins
-            .kube
-            .edit("argocd", SEED_APP, |app| {
-                app["status"]["health"]["status"] = json!(status);
-                app["status"]["health"]["lastTransitionTime"] = json!(at);
-            })
-            .unwrap();
-    };
     // Between the chain's hops (at about 0, 15 and 30 minutes): no hop sees it.
     w.drain(confirmed + Duration::minutes(2) - w.now()).await;
-    health(&w, "Degraded");
+    set_dev_health(&w, "Degraded");
     w.drain(Duration::minutes(10)).await;
-    health(&w, "Healthy");
+    set_dev_health(&w, "Healthy");
     let recovered = w.now();
     w.drain(Duration::hours(3)).await;
     for (at, to) in w.writes(STAGING) {
@@ -789,22 +790,10 @@ async fn probe_an_upstream_degraded_at_a_hop_then_recovered_is_still_promoted_wi
     let mut w = world(Script::Healthy).await;
     w.push(T1, 'b').await;
     let confirmed = w.until_dev_confirmed().await;
-    // As the controller persists a change of health: the status, and when it changed
-    // (`persistAppStatus` moves lastTransitionTime only on a change).
-    let health = |w: &World, status: &str| {
-        let at = argocd_ecr_updater_standins::argocd::stamp(w.now());
-        w.standins
-            .kube
-            .edit("argocd", SEED_APP, |app| {
-                app["status"]["health"]["status"] = json!(status);
-                app["status"]["health"]["lastTransitionTime"] = json!(at);
-            })
-            .unwrap();
-    };
     w.drain(confirmed + Duration::minutes(10) - w.now()).await;
-    health(&w, "Degraded");
+    set_dev_health(&w, "Degraded");
     w.drain(Duration::minutes(10)).await;
-    health(&w, "Healthy");
+    set_dev_health(&w, "Healthy");
     w.drain(Duration::hours(4)).await;
     let writes = w.writes(STAGING);
     assert_eq!(

@@ -14,10 +14,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::auto_rollback::{app_entry, failed_by_an_alarm, followed_to_an_end, spec_tag, wakes};
 use crate::common::Scenario;
-use crate::moving::{
-    annotate, deliver, events, follow_to_the_end, pass, pushed_and_deployed, seeded, sweep,
-};
+use crate::moving::{deliver, events, pass, seeded, sweep};
 use argocd_ecr_updater::report::{Action, Report};
 use argocd_ecr_updater_standins::argocd::{Script, stamp};
 use argocd_ecr_updater_standins::fixtures::{
@@ -31,79 +30,8 @@ const ROLLED_BACK: &str = "argocd-ecr-updater.io/rolled-back";
 const FAILED_ROLLOUTS: &str = "argocd-ecr-updater.io/failed-rollouts";
 const FREEZE: &str = "argocd-ecr-updater.io/freeze";
 
-fn rolled_back_on_alarm(app: &mut Value) {
-    annotate(app, "argocd-ecr-updater.io/verify-alarms", "web-5xx");
-    annotate(app, "argocd-ecr-updater.io/verify-for", "15m");
-    annotate(app, "argocd-ecr-updater.io/app.auto-rollback", "true");
-}
-
 fn now(standins: &Scenario) -> OffsetDateTime {
     standins.test_clock().now()
-}
-
-fn spec_tag(standins: &Scenario) -> String {
-    standins
-        .kube
-        .helm_parameter("argocd", SEED_APP, "image.tag")
-        .unwrap()
-}
-
-fn wakes(standins: &Scenario, queue: &str) -> Vec<argocd_ecr_updater_standins::aws::QueueMessage> {
-    standins
-        .aws
-        .queue(queue)
-        .into_iter()
-        .filter(|m| m.body.contains("\"rollback-"))
-        .collect()
-}
-
-fn app_entry(report: &Report) -> &argocd_ecr_updater::report::Entry {
-    report
-        .entries
-        .iter()
-        .find(|e| e.alias.as_deref() == Some("app"))
-        .unwrap_or_else(|| panic!("no entry for app: {:#?}", report.entries))
-}
-
-/// The seed's push written and live; `web-5xx` in ALARM 5 s later, and back to OK 30 s after
-/// that unless `stays`; the rollout followed until it fails.
-async fn failed_by_an_alarm(stays: bool) -> (Scenario, String) {
-    let (standins, queue) = seeded(rolled_back_on_alarm, &[Script::Healthy]).await;
-    let cloudwatch = &standins.aws.cloudwatch;
-    cloudwatch.create_alarm("web-5xx", now(&standins) - Duration::minutes(60));
-    pushed_and_deployed(&standins).await;
-    let fired = now(&standins) + Duration::seconds(5);
-    cloudwatch.set_state("web-5xx", "ALARM", "Threshold Crossed: 9 > 5", fired);
-    if !stays {
-        cloudwatch.set_state(
-            "web-5xx",
-            "OK",
-            "Threshold Crossed: 0 < 5",
-            fired + Duration::seconds(30),
-        );
-    }
-    let (states, reason) = follow_to_the_end(&standins, &queue).await;
-    assert_eq!(
-        states.last().map(String::as_str),
-        Some("failed"),
-        "{states:?}"
-    );
-    assert!(reason.contains("web-5xx"), "{reason}");
-    (standins, queue)
-}
-
-/// Follows the newest write's checks until its rollout ends (not `pending` nor `verifying`).
-async fn followed_to_an_end(standins: &Scenario, queue: &str) -> Vec<String> {
-    let mut states = Vec::new();
-    while states
-        .last()
-        .is_none_or(|s: &String| s == "pending" || s == "verifying")
-    {
-        assert!(states.len() < 40, "never ended: {states:?}");
-        let (seen, _) = follow_to_the_end(standins, queue).await;
-        states.extend(seen);
-    }
-    states
 }
 
 /// After a failure and its rollback, a person decides the alarm was a false positive:
