@@ -8,8 +8,8 @@
 //! late, twice or out of order cannot roll an Application back.
 
 pub mod constraint;
-pub mod gates;
 pub mod go_glob;
+pub mod scan_limits;
 pub mod signing;
 
 use std::cmp::Ordering;

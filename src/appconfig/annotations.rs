@@ -105,7 +105,7 @@ pub struct ImageConfig {
     pub force_update: bool,
     pub platforms: Vec<Platform>,
     /// `argocd-ecr-updater.io/<alias>.scan-gate`: hold the image back until its scan passes.
-    pub scan_gate: Option<crate::policy::gates::ScanGate>,
+    pub scan_gate: Option<crate::policy::scan_limits::ScanGate>,
     /// `argocd-ecr-updater.io/<alias>.cosign-key` (or an ImageUpdater object's
     /// `imagesVerification.cosignKey`): roll out only images signed with this key.
     pub cosign_key: Option<crate::appconfig::cosign_key::KeyRef>,
@@ -589,9 +589,9 @@ impl Reader<'_> {
     fn scan_gate(
         &self,
         alias: Option<&str>,
-    ) -> Result<Option<crate::policy::gates::ScanGate>, AnnotationError> {
+    ) -> Result<Option<crate::policy::scan_limits::ScanGate>, AnnotationError> {
         self.own_setting(alias, "scan-gate", |value| {
-            crate::policy::gates::ScanGate::parse(value).map_err(|Refused(problem)| problem)
+            crate::policy::scan_limits::ScanGate::parse(value).map_err(|Refused(problem)| problem)
         })
     }
 

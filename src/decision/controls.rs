@@ -1,5 +1,7 @@
 //! Release controls an operator sets on an Application (or on the ImageUpdater object that
-//! configures it), decided without I/O. A freeze: `argocd-ecr-updater.io/freeze: "true"`
+//! configures it), decided without I/O: when an update may go out, where the gates
+//! (`gates/`) decide whether the image may. The soak (`min-age`) holds an image until it has
+//! been in ECR long enough; hold-on-failure holds one whose rollout failed. A freeze: `argocd-ecr-updater.io/freeze: "true"`
 //! holds every write until the annotation goes, `"until=<RFC 3339 time>"` until that time.
 //! The decision is still taken and reported in full; only the write is held, so `plan` and
 //! the log say what would roll out, and the first event or sweep after the freeze rolls out
@@ -204,12 +206,165 @@ pub fn soak_follow_up(decider: Decider, remaining_seconds: i64, max_delay: u32) 
     }
 }
 
+/// The soak (`min-age`): an update stands only once the image it writes has been in ECR
+/// for `min_age`, by ECR's push time (not the event's delivery). Held, it says when it is
+/// written, which is when the caller re-decides (a newer push inside the window is chosen
+/// then instead, and starts its own window).
+pub fn soak(
+    outcome: ImageOutcome,
+    config: &ImageConfig,
+    pushed_at: Option<OffsetDateTime>,
+    now: OffsetDateTime,
+) -> (ImageOutcome, Option<OffsetDateTime>) {
+    let (Some(min_age), Some(update)) = (config.min_age, outcome.update.as_ref()) else {
+        return (outcome, None);
+    };
+    let soak = humantime_of(min_age);
+    let Some(pushed) = pushed_at else {
+        let reason = format!(
+            "min-age {soak}: ECR gave no push time for `{}`, so its age is unknown",
+            update.to
+        );
+        return (outcome.refuse(Action::Skipped, &reason, false), None);
+    };
+    let ripe = pushed + min_age;
+    if now >= ripe {
+        let note = format!("soaked {soak} (pushed {})", rfc3339(pushed));
+        return (outcome.noted(&note), None);
+    }
+    let reason = format!(
+        "soaking: `{}` was pushed {}, min-age {soak}: written from {} on",
+        update.to,
+        rfc3339(pushed),
+        rfc3339(ripe)
+    );
+    (outcome.refuse(Action::Skipped, &reason, false), Some(ripe))
+}
+
+fn rfc3339(time: OffsetDateTime) -> String {
+    time.format(&Rfc3339).unwrap_or_default()
+}
+
+/// `1h30m`, `45s`: a duration as the annotation writes it.
+fn humantime_of(duration: std::time::Duration) -> String {
+    let total = duration.as_secs();
+    let (h, m, s) = (total / 3600, total % 3600 / 60, total % 60);
+    let mut text = String::new();
+    for (n, unit) in [(h, "h"), (m, "m"), (s, "s")] {
+        if n > 0 {
+            text.push_str(&format!("{n}{unit}"));
+        }
+    }
+    if text.is_empty() { "0s".into() } else { text }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use time::macros::datetime;
 
     const NOW: OffsetDateTime = datetime!(2026-12-03 12:00 UTC);
+    const IMAGE: &str = "1.dkr.ecr.r.amazonaws.com/web";
+
+    fn soak_config(min_age: Option<&str>) -> crate::appconfig::annotations::AppConfig {
+        use crate::appconfig::annotations::{OWN_PREFIX, PREFIX};
+        let mut map = std::collections::BTreeMap::from([(
+            format!("{PREFIX}image-list"),
+            format!("app={IMAGE}"),
+        )]);
+        if let Some(value) = min_age {
+            map.insert(format!("{OWN_PREFIX}app.min-age"), value.into());
+        }
+        crate::appconfig::annotations::AppConfig::parse(&map).unwrap()
+    }
+
+    #[test]
+    fn a_soak_holds_an_update_until_the_image_is_old_enough_by_ecrs_push_time() {
+        let cfg = soak_config(Some("30m"));
+        let image = cfg.images[0].config.as_ref().unwrap();
+        use crate::decision::decide::Move;
+        use crate::policy::TagRef;
+        let pushed = datetime!(2026-12-03 12:00 UTC);
+        let update = || ImageOutcome {
+            entries: vec![
+                Entry::new("argocd", "web", Some("app"), IMAGE).with(Action::Updated, "newer"),
+            ],
+            update: Some(Move {
+                to: TagRef::tag("1.1.0"),
+                sources: vec![0],
+                check_platforms: None,
+                pushed_at: None,
+                digest: None,
+                rolls_back: false,
+            }),
+        };
+        // (case, pushed at, now, held, follow-up at)
+        let cases: &[(
+            &str,
+            Option<OffsetDateTime>,
+            OffsetDateTime,
+            bool,
+            Option<OffsetDateTime>,
+        )] = &[
+            (
+                "just pushed",
+                Some(pushed),
+                pushed,
+                true,
+                Some(datetime!(2026-12-03 12:30 UTC)),
+            ),
+            (
+                "a second before the window ends",
+                Some(pushed),
+                datetime!(2026-12-03 12:29:59 UTC),
+                true,
+                Some(datetime!(2026-12-03 12:30 UTC)),
+            ),
+            (
+                "exactly when it ends",
+                Some(pushed),
+                datetime!(2026-12-03 12:30 UTC),
+                false,
+                None,
+            ),
+            (
+                "long after",
+                Some(pushed),
+                datetime!(2026-12-04 00:00 UTC),
+                false,
+                None,
+            ),
+            ("no push time from ECR", None, pushed, true, None),
+        ];
+        for (case, at, now, held, follow_up) in cases {
+            let (outcome, next) = soak(update(), image, *at, *now);
+            assert_eq!(
+                outcome.update.is_none(),
+                *held,
+                "{case}: {:?}",
+                outcome.entries
+            );
+            assert_eq!(&next, follow_up, "{case}");
+        }
+        let (held, _) = soak(update(), image, Some(pushed), pushed);
+        assert!(
+            held.entries[0].reason.contains("soaking: `1.1.0` was pushed 2026-12-03T12:00:00Z, min-age 30m: written from 2026-12-03T12:30:00Z on"),
+            "{}",
+            held.entries[0].reason
+        );
+        let unset = soak_config(None);
+        let (kept, next) = soak(
+            update(),
+            unset.images[0].config.as_ref().unwrap(),
+            Some(pushed),
+            pushed,
+        );
+        assert!(
+            kept.update.is_some() && next.is_none(),
+            "no min-age, no soak"
+        );
+        assert_eq!(humantime_of(std::time::Duration::from_secs(5400)), "1h30m");
+    }
 
     #[test]
     fn a_failed_rollout_holds_the_image_until_a_newer_push_or_a_person_releases_it() {

@@ -26,7 +26,7 @@ use crate::event::PushEvent;
 use crate::failure::Refused;
 use crate::partition::registry_host;
 use crate::policy::{Decision, KeepReason, Strategy, TagInfo, TagRef};
-use crate::registry::manifest::{Platforms, ScanState, offers_any};
+use crate::registry::manifest::{Platforms, offers_any};
 use crate::report::{Action, Entry};
 
 use crate::report::events::AUTO_ROLLBACK;
@@ -129,7 +129,7 @@ impl ImageOutcome {
 }
 
 impl ImageOutcome {
-    /// Adds a note to the reason of every skip the soak gate made ([`gate_soak`]).
+    /// Adds a note to the reason of every skip the soak made (`controls::soak`).
     pub fn noted_on_soaking(mut self, note: &str) -> Self {
         for entry in self
             .entries
@@ -154,102 +154,10 @@ impl ImageOutcome {
     }
 }
 
-/// The digest whose findings [`gate_push`] needs from ECR: a scan event for a gated image
-/// whose update stands, for the digest the tag points at now when that is the one scanned.
-/// The event's own counts are never read: anyone who may invoke the function or send to its
-/// queues can write any counts.
-pub fn findings_needed<'d>(
-    outcome: &ImageOutcome,
-    config: &ImageConfig,
-    push: &PushEvent,
-    tag_digest: Option<&'d str>,
-) -> Option<&'d str> {
-    let scanned = push.digest.as_deref()?;
-    let now = tag_digest?;
-    (config.scan_gate.is_some()
-        && push.scan_completed
-        && outcome.update.is_some()
-        && now == scanned)
-        .then_some(now)
-}
-
-/// The scan gate on a push-shaped decision: a gated image moves only on its completed scan,
-/// and only within its limits; an image without a gate is moved by its push, never by a
-/// scan event. Never-downgrade was decided before this and still holds.
-///
-/// A scan event releases only the digest it scanned: `tag_digest` is where ECR says the tag
-/// points now, and a tag that moved since (a mutable `latest` re-pushed) is held back until
-/// its new digest's own scan. `findings` are ECR's for that digest ([`findings_needed`]).
-pub fn gate_push(
-    outcome: ImageOutcome,
-    config: &ImageConfig,
-    push: &PushEvent,
-    tag_digest: Option<&str>,
-    findings: Option<&ScanState>,
-) -> ImageOutcome {
-    // A scan event is no business of an image without a gate: its push moved it.
-    if config.scan_gate.is_none() && push.scan_completed {
-        return ImageOutcome {
-            entries: Vec::new(),
-            update: None,
-        };
-    }
-    if outcome.update.is_none() {
-        return outcome;
-    }
-    let digest = push.digest.as_deref().unwrap_or("the pushed image");
-    let Some(gate) = &config.scan_gate else {
-        return outcome;
-    };
-    if !push.scan_completed {
-        return outcome.refuse(
-            Action::Skipped,
-            &format!("waiting for the scan of {digest} (scan-gate `{gate}`)"),
-            false,
-        );
-    }
-    match (push.digest.as_deref(), tag_digest) {
-        (Some(scanned), Some(now)) if scanned == now => {}
-        (Some(scanned), Some(now)) => {
-            return outcome.refuse(
-                Action::Skipped,
-                &format!(
-                    "the scan of {scanned} cannot release `{}`, which now points at {now}: a scan result only releases the digest it scanned, so {now} moves on its own scan (scan-gate `{gate}`)",
-                    push.tag
-                ),
-                false,
-            );
-        }
-        _ => {
-            return outcome.refuse(
-                Action::Skipped,
-                &format!(
-                    "ECR does not say which digest `{}` points at now, so the scan of {digest} cannot release it (scan-gate `{gate}`)",
-                    push.tag
-                ),
-                false,
-            );
-        }
-    }
-    match findings {
-        Some(ScanState::Complete(counts)) => match gate.verdict(counts) {
-            Ok(()) => outcome.noted(&format!(
-                "ECR's findings for {digest} passed scan-gate `{gate}` ({})",
-                crate::policy::gates::describe(counts)
-            )),
-            Err(reason) => outcome.refuse(Action::Skipped, &format!("{reason} ({digest})"), false),
-        },
-        Some(ScanState::NotYet(why) | ScanState::Failed(why)) => outcome.refuse(
-            Action::Skipped,
-            &format!("scan-gate `{gate}`: the event says the scan completed, but ECR says: {why}"),
-            false,
-        ),
-        None => outcome.refuse(
-            Action::Skipped,
-            &format!("scan-gate `{gate}`: ECR's findings for {digest} were not read"),
-            false,
-        ),
-    }
+/// Whether a push-shaped event is this image's business: a scan-completed event moves only
+/// an image with a scan gate (its push moved an image without one).
+pub fn concerns(config: &ImageConfig, push: &PushEvent) -> bool {
+    !push.scan_completed || config.scan_gate.is_some()
 }
 
 /// Why a push of a tag ECR does not list is not written: the tag was deleted since the push,
@@ -258,31 +166,6 @@ pub fn tag_not_in_registry(tag: &str, repository: &str) -> String {
     format!(
         "ECR does not list tag `{tag}` in `{repository}` now (deleted since the push, or the event did not come from ECR): nothing is written for a tag ECR does not have"
     )
-}
-
-/// The scan gate on a reconcile choice, with the findings ECR has for it.
-pub fn gate_reconcile(
-    outcome: ImageOutcome,
-    config: &ImageConfig,
-    scan: &ScanState,
-) -> ImageOutcome {
-    let Some(gate) = &config.scan_gate else {
-        return outcome;
-    };
-    match scan {
-        ScanState::Complete(counts) => match gate.verdict(counts) {
-            Ok(()) => outcome.noted(&format!(
-                "its scan passed scan-gate `{gate}` ({})",
-                crate::policy::gates::describe(counts)
-            )),
-            Err(Refused(reason)) => outcome.refuse(Action::Skipped, &reason, false),
-        },
-        ScanState::NotYet(why) | ScanState::Failed(why) => outcome.refuse(
-            Action::Skipped,
-            &format!("scan-gate `{gate}`: {why}"),
-            false,
-        ),
-    }
 }
 
 /// What deciding one Application produced: its report entries and, if anything moves, the
@@ -938,58 +821,6 @@ pub fn running_since(
         })
 }
 
-/// The soak gate (`min-age`): an update stands only once the image it writes has been in ECR
-/// for `min_age`, by ECR's push time (not the event's delivery). Held, it says when it is
-/// written, which is when the caller re-decides (a newer push inside the window is chosen
-/// then instead, and starts its own window).
-pub fn gate_soak(
-    outcome: ImageOutcome,
-    config: &ImageConfig,
-    pushed_at: Option<OffsetDateTime>,
-    now: OffsetDateTime,
-) -> (ImageOutcome, Option<OffsetDateTime>) {
-    let (Some(min_age), Some(update)) = (config.min_age, outcome.update.as_ref()) else {
-        return (outcome, None);
-    };
-    let soak = humantime_of(min_age);
-    let Some(pushed) = pushed_at else {
-        let reason = format!(
-            "min-age {soak}: ECR gave no push time for `{}`, so its age is unknown",
-            update.to
-        );
-        return (outcome.refuse(Action::Skipped, &reason, false), None);
-    };
-    let ripe = pushed + min_age;
-    if now >= ripe {
-        let note = format!("soaked {soak} (pushed {})", rfc3339(pushed));
-        return (outcome.noted(&note), None);
-    }
-    let reason = format!(
-        "soaking: `{}` was pushed {}, min-age {soak}: written from {} on",
-        update.to,
-        rfc3339(pushed),
-        rfc3339(ripe)
-    );
-    (outcome.refuse(Action::Skipped, &reason, false), Some(ripe))
-}
-
-fn rfc3339(time: OffsetDateTime) -> String {
-    time.format(&Rfc3339).unwrap_or_default()
-}
-
-/// `1h30m`, `45s`: a duration as the annotation writes it.
-fn humantime_of(duration: std::time::Duration) -> String {
-    let total = duration.as_secs();
-    let (h, m, s) = (total / 3600, total % 3600 / 60, total % 60);
-    let mut text = String::new();
-    for (n, unit) in [(h, "h"), (m, "m"), (s, "s")] {
-        if n > 0 {
-            text.push_str(&format!("{n}{unit}"));
-        }
-    }
-    if text.is_empty() { "0s".into() } else { text }
-}
-
 /// Does a manifest offer a platform the annotation allows? `Err` holds the skip reason.
 pub fn platform_verdict(
     tag: &str,
@@ -1079,92 +910,6 @@ mod tests {
         map.entry(format!("{PREFIX}image-list"))
             .or_insert(format!("app={IMAGE}"));
         AppConfig::parse(&map).unwrap()
-    }
-
-    #[test]
-    fn a_soak_holds_an_update_until_the_image_is_old_enough_by_ecrs_push_time() {
-        let cfg = config(&[("argocd-ecr-updater.io/app.min-age", "30m")]);
-        let image = cfg.images[0].config.as_ref().unwrap();
-        let pushed = datetime!(2026-12-03 12:00 UTC);
-        let update = || ImageOutcome {
-            entries: vec![
-                Entry::new("argocd", "web", Some("app"), IMAGE).with(Action::Updated, "newer"),
-            ],
-            update: Some(Move {
-                to: TagRef::tag("1.1.0"),
-                sources: vec![0],
-                check_platforms: None,
-                pushed_at: None,
-                digest: None,
-                rolls_back: false,
-            }),
-        };
-        // (case, pushed at, now, held, follow-up at)
-        let cases: &[(
-            &str,
-            Option<OffsetDateTime>,
-            OffsetDateTime,
-            bool,
-            Option<OffsetDateTime>,
-        )] = &[
-            (
-                "just pushed",
-                Some(pushed),
-                pushed,
-                true,
-                Some(datetime!(2026-12-03 12:30 UTC)),
-            ),
-            (
-                "a second before the window ends",
-                Some(pushed),
-                datetime!(2026-12-03 12:29:59 UTC),
-                true,
-                Some(datetime!(2026-12-03 12:30 UTC)),
-            ),
-            (
-                "exactly when it ends",
-                Some(pushed),
-                datetime!(2026-12-03 12:30 UTC),
-                false,
-                None,
-            ),
-            (
-                "long after",
-                Some(pushed),
-                datetime!(2026-12-04 00:00 UTC),
-                false,
-                None,
-            ),
-            ("no push time from ECR", None, pushed, true, None),
-        ];
-        for (case, at, now, held, follow_up) in cases {
-            let (outcome, next) = gate_soak(update(), image, *at, *now);
-            assert_eq!(
-                outcome.update.is_none(),
-                *held,
-                "{case}: {:?}",
-                outcome.entries
-            );
-            assert_eq!(&next, follow_up, "{case}");
-        }
-        let (held, _) = gate_soak(update(), image, Some(pushed), pushed);
-        assert!(
-            held.entries[0].reason.contains("soaking: `1.1.0` was pushed 2026-12-03T12:00:00Z, min-age 30m: written from 2026-12-03T12:30:00Z on"),
-            "{}",
-            held.entries[0].reason
-        );
-        let unset = config(&[]);
-        let (kept, next) = gate_soak(
-            update(),
-            unset.images[0].config.as_ref().unwrap(),
-            Some(pushed),
-            pushed,
-        );
-        assert!(
-            kept.update.is_some() && next.is_none(),
-            "no min-age, no soak"
-        );
-        assert_eq!(humantime_of(std::time::Duration::from_secs(5400)), "1h30m");
     }
 
     #[test]
@@ -1392,137 +1137,29 @@ mod tests {
     }
 
     #[test]
-    fn a_scan_event_releases_a_gated_image_only_on_ecrs_findings_for_the_digest_it_scanned() {
-        let scanned = "sha256:aaaa";
-        let moved = "sha256:bbbb";
-        let clean = ScanState::Complete(Default::default());
-        let critical = ScanState::Complete([("CRITICAL".to_string(), 7)].into());
-        let scanning = ScanState::NotYet("scan of sha256:aaaa is IN_PROGRESS".into());
-        // (case, gate, a scan event?, where the tag points now, ECR's findings, whether the
-        // findings are asked for, action, reason part)
-        #[allow(clippy::type_complexity)]
-        let table: &[(
-            &str,
-            Option<&str>,
-            bool,
-            Option<&str>,
-            Option<&ScanState>,
-            bool,
-            Action,
-            &str,
-        )] = &[
+    fn a_scan_event_concerns_only_an_image_with_a_scan_gate() {
+        let table = [
+            ("a push of an ungated image", None, false, true),
+            ("a push of a gated image", Some("critical=0"), false, true),
+            ("a scan event of an ungated image", None, true, false),
             (
-                "an ungated push moves",
-                None,
-                false,
-                Some(scanned),
-                None,
-                false,
-                Action::Updated,
-                "ranks above",
-            ),
-            (
-                "a gated push waits for its scan",
-                Some("critical=0"),
-                false,
-                Some(scanned),
-                None,
-                false,
-                Action::Skipped,
-                "waiting for the scan",
-            ),
-            (
-                "a clean scan releases",
+                "a scan event of a gated image",
                 Some("critical=0"),
                 true,
-                Some(scanned),
-                Some(&clean),
                 true,
-                Action::Updated,
-                "ECR's findings for sha256:aaaa passed",
-            ),
-            (
-                "ECR's criticals hold it, whatever the event counted",
-                Some("critical=0"),
-                true,
-                Some(scanned),
-                Some(&critical),
-                true,
-                Action::Skipped,
-                "critical 7 > 0",
-            ),
-            (
-                "a scan ECR has not finished holds it",
-                Some("critical=0"),
-                true,
-                Some(scanned),
-                Some(&scanning),
-                true,
-                Action::Skipped,
-                "but ECR says: scan of sha256:aaaa is IN_PROGRESS",
-            ),
-            (
-                "a tag moved since the scan is held",
-                Some("critical=0"),
-                true,
-                Some(moved),
-                None,
-                false,
-                Action::Skipped,
-                "only releases the digest it scanned",
-            ),
-            (
-                "a tag ECR names no digest for is held",
-                Some("critical=0"),
-                true,
-                None,
-                None,
-                false,
-                Action::Skipped,
-                "does not say which digest",
             ),
         ];
-        for (case_name, gate, scan_event, now, findings, asked, action, reason) in table {
+        for (case_name, gate, scan_event, concerned) in table {
             let mut pairs = vec![("app.update-strategy", "semver")];
             if let Some(gate) = gate {
                 pairs.push(("argocd-ecr-updater.io/app.scan-gate", gate));
             }
             let cfg = config(&pairs);
-            let app = app("1.0.0", &running("1.0.0"));
-            let view = Read::of(&app);
-            let case = prepare(&view, &cfg.images[0], REGION).unwrap();
+            let image = cfg.images[0].config.as_ref().unwrap();
             let mut event = push("2.0.0");
-            event.digest = Some(scanned.into());
-            event.scan_completed = *scan_event;
-            let decided = case.decide_push(&event, &DescribedTags::new());
-            assert_eq!(
-                findings_needed(&decided, case.config, &event, *now).is_some(),
-                *asked,
-                "{case_name}"
-            );
-            let outcome = gate_push(decided, case.config, &event, *now, *findings);
-            assert_entry(case_name, &outcome.entries[0], *action, reason);
-            assert_eq!(
-                outcome.update.is_some(),
-                *action == Action::Updated,
-                "{case_name}"
-            );
+            event.scan_completed = scan_event;
+            assert_eq!(concerns(image, &event), concerned, "{case_name}");
         }
-        // A scan event is no business of an image without a gate: its push moved it.
-        let cfg = config(&[("app.update-strategy", "semver")]);
-        let app = app("1.0.0", &running("1.0.0"));
-        let view = Read::of(&app);
-        let case = prepare(&view, &cfg.images[0], REGION).unwrap();
-        let mut event = push("2.0.0");
-        event.scan_completed = true;
-        let outcome = gate_push(
-            case.decide_push(&event, &DescribedTags::new()),
-            case.config,
-            &event,
-            None,
-            None,
-        );
-        assert!(outcome.entries.is_empty() && outcome.update.is_none());
     }
 
     #[test]
@@ -1644,7 +1281,12 @@ mod tests {
                 "{name}: the newest is the candidate"
             );
             let outcome = case.decide_reconcile(&tags, chosen, 0);
-            let (outcome, next) = gate_soak(outcome, image, chosen.and_then(|t| t.pushed_at), now);
+            let (outcome, next) = crate::decision::controls::soak(
+                outcome,
+                image,
+                chosen.and_then(|t| t.pushed_at),
+                now,
+            );
             assert_eq!(
                 outcome.update.as_ref().map(|u| u.to.tag.as_str()),
                 written,

@@ -8,7 +8,7 @@
 use async_trait::async_trait;
 
 use crate::gates::{Candidate, Facts, Gate, Verdict};
-use crate::policy::signing::{SigningVerdict, verdict};
+use crate::policy::signing::{SigningProfile, SigningState};
 
 /// How long after its push an image whose signing is in progress is re-checked; past it, ECR's
 /// signing has stalled and the next push or sweep decides.
@@ -66,6 +66,55 @@ impl Gate for ManagedSigning {
                 }
             }
         })
+    }
+}
+
+/// What ECR's statuses say of a digest under the named profile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SigningVerdict {
+    /// Signed: the note, and the ARN of the profile ECR says signed.
+    Signed { note: String, profile_arn: String },
+    /// Not yet: held, and decided again.
+    InProgress(String),
+    /// Not to be rolled out: the reason.
+    Refused(String),
+}
+
+/// The gate for `digest` under `profile`, from ECR's statuses of it.
+pub fn verdict(profile: &SigningProfile, digest: &str, states: &[SigningState]) -> SigningVerdict {
+    let Some(state) = states.iter().find(|s| profile.is(&s.profile_arn)) else {
+        let others: Vec<&str> = states.iter().map(|s| s.profile_arn.as_str()).collect();
+        let signed_by = if others.is_empty() {
+            "no profile".to_string()
+        } else {
+            others.join(", ")
+        };
+        return SigningVerdict::Refused(format!(
+            "{digest} has no managed signature by signing profile `{profile}` (ECR lists {signed_by}): add the profile to the registry's signing rules for this repository (PutSigningConfiguration)"
+        ));
+    };
+    match state.status.as_str() {
+        "COMPLETE" => SigningVerdict::Signed {
+            note: format!(
+                "{digest} is signed by `{}` (ECR managed signing)",
+                state.profile_arn
+            ),
+            profile_arn: state.profile_arn.clone(),
+        },
+        "IN_PROGRESS" => SigningVerdict::InProgress(format!(
+            "managed signing of {digest} by `{}` is in progress",
+            state.profile_arn
+        )),
+        "FAILED" => SigningVerdict::Refused(format!(
+            "managed signing of {digest} by `{}` failed ({}: {}): not rolled out; push the image again once signing works",
+            state.profile_arn,
+            state.failure_code.as_deref().unwrap_or("no code"),
+            crate::redact::scrub(state.failure_reason.as_deref().unwrap_or("no reason given"))
+        )),
+        other => SigningVerdict::Refused(format!(
+            "managed signing of {digest} by `{}` reports `{other}`, which this version does not know: not rolled out",
+            state.profile_arn
+        )),
     }
 }
 
@@ -184,6 +233,69 @@ mod tests {
                 candidate.pushed_at = Some(candidate.now - time::Duration::minutes(minutes));
             }
             let got = said(ManagedSigning.judge(&candidate, &facts).await);
+            assert!(got.starts_with(expected), "{case}: {got}");
+        }
+    }
+
+    fn signing_state(arn: &str, status: &str) -> SigningState {
+        SigningState {
+            profile_arn: arn.into(),
+            status: status.into(),
+            failure_code: (status == "FAILED").then(|| "AccessDenied".into()),
+            failure_reason: (status == "FAILED").then(|| "the profile was revoked".into()),
+        }
+    }
+
+    #[test]
+    fn only_a_complete_signature_by_the_named_profile_lets_an_image_through() {
+        let profile = SigningProfile::Name("release_prod".into());
+        let other = "arn:aws:signer:ap-northeast-2:768157413559:/signing-profiles/nightly";
+        let cases: Vec<(&str, Vec<SigningState>, &str)> = vec![
+            (
+                "complete",
+                vec![signing_state(ARN, "COMPLETE")],
+                "signed: sha256:d is signed by",
+            ),
+            (
+                "in progress",
+                vec![signing_state(ARN, "IN_PROGRESS")],
+                "held: managed signing of sha256:d by",
+            ),
+            (
+                "failed",
+                vec![signing_state(ARN, "FAILED")],
+                "refused: managed signing of sha256:d by `arn:aws:signer:ap-northeast-2:768157413559:/signing-profiles/release_prod` failed (AccessDenied: the profile was revoked)",
+            ),
+            (
+                "signed by another profile only",
+                vec![signing_state(other, "COMPLETE")],
+                "refused: sha256:d has no managed signature by signing profile `release_prod` (ECR lists arn:aws:signer:ap-northeast-2:768157413559:/signing-profiles/nightly)",
+            ),
+            (
+                "no signing at all",
+                vec![],
+                "refused: sha256:d has no managed signature by signing profile `release_prod` (ECR lists no profile)",
+            ),
+            (
+                "complete beside another in progress",
+                vec![
+                    signing_state(other, "IN_PROGRESS"),
+                    signing_state(ARN, "COMPLETE"),
+                ],
+                "signed",
+            ),
+            (
+                "a status ECR adds later",
+                vec![signing_state(ARN, "REVOKED")],
+                "refused: managed signing of sha256:d by `arn:aws:signer:ap-northeast-2:768157413559:/signing-profiles/release_prod` reports `REVOKED`",
+            ),
+        ];
+        for (case, states, expected) in cases {
+            let got = match verdict(&profile, "sha256:d", &states) {
+                SigningVerdict::Signed { note, .. } => format!("signed: {note}"),
+                SigningVerdict::InProgress(r) => format!("held: {r}"),
+                SigningVerdict::Refused(r) => format!("refused: {r}"),
+            };
             assert!(got.starts_with(expected), "{case}: {got}");
         }
     }

@@ -15,6 +15,7 @@ pub(crate) mod built_from;
 pub(crate) mod cosign;
 pub(crate) mod managed_signing;
 pub(crate) mod not_rolled_back;
+pub(crate) mod scan;
 
 use async_trait::async_trait;
 
@@ -23,6 +24,7 @@ use crate::appconfig::cosign_key::KeyRef;
 use crate::decision::decide::ImageOutcome;
 use crate::failure::Failure;
 use crate::policy::signing::SigningState;
+use crate::registry::manifest::ScanState;
 use crate::registry::notation::Verified;
 use crate::registry::provenance::SourceCommit;
 use crate::report::Action;
@@ -57,6 +59,14 @@ pub trait Facts: Sync {
         profile: &str,
     ) -> Option<Result<Result<Verified, String>, Failure>>;
 
+    /// ECR's findings for the digest (`DescribeImageScanFindings`), never an event's counts.
+    async fn scan_findings(
+        &self,
+        registry: &str,
+        repository: &str,
+        digest: &str,
+    ) -> Result<ScanState, Failure>;
+
     /// The digest ECR names for `tag` now (`None`: no such tag).
     async fn digest(
         &self,
@@ -75,18 +85,33 @@ pub trait Facts: Sync {
     ) -> Result<Result<(), String>, Failure>;
 }
 
+/// What asked for the decision a gate judges: only the scan gate tells them apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger<'a> {
+    /// A push of the image (the event's digest, when it named one).
+    Push { digest: Option<&'a str> },
+    /// A scan-completed event of `digest`, or a promotion of a verified image (decided as
+    /// the completed scan of the digest verified upstream).
+    Scanned { digest: Option<&'a str> },
+    /// A sweep, or a follow-up of one Application.
+    Sweep,
+}
+
 /// The update a gate judges.
 #[derive(Debug, Clone, Copy)]
 pub struct Candidate<'a> {
     pub image: &'a ImageConfig,
+    /// What asked for the decision.
+    pub trigger: Trigger<'a>,
     /// The images of this image auto-rollback took back on the Application, or why the
     /// annotation that holds them does not read.
     pub rolled_back: Result<&'a [crate::application::rolled_back::RolledBack], &'a str>,
     /// The ECR registry (account id) and repository.
     pub registry: &'a str,
     pub repository: &'a str,
-    /// The value to be written (a tag, or `tag@sha256:…`).
+    /// The value to be written (a tag, or `tag@sha256:…`), and its tag.
     pub to: &'a str,
+    pub tag: &'a str,
     /// The digest ECR names for it, when it named one.
     pub digest: Option<&'a str>,
     /// When ECR received it, when known.
@@ -125,6 +150,7 @@ pub trait Gate: Sync {
 /// Every gate, in the order they run.
 pub const ALL: &[&dyn Gate] = &[
     &not_rolled_back::NotRolledBack,
+    &scan::Scan,
     &managed_signing::ManagedSigning,
     &built_from::BuiltFrom,
     &cosign::Cosign,
@@ -191,6 +217,15 @@ pub(crate) mod answers {
         pub signing: Result<Vec<SigningState>, Failure>,
         pub notation: Option<Result<Result<Verified, String>, Failure>>,
         pub digest: Result<Option<String>, Failure>,
+        pub scan: Result<ScanState, Failure>,
+        /// How many times the findings were asked for.
+        pub scans: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Answers {
+        pub(crate) fn scans_asked(&self) -> usize {
+            self.scans.load(std::sync::atomic::Ordering::SeqCst)
+        }
     }
 
     impl Default for Answers {
@@ -201,6 +236,8 @@ pub(crate) mod answers {
                 signing: Ok(Vec::new()),
                 notation: None,
                 digest: Ok(None),
+                scan: Ok(ScanState::Failed("no scan set by the test".into())),
+                scans: Default::default(),
             }
         }
     }
@@ -243,6 +280,11 @@ pub(crate) mod answers {
         async fn digest(&self, _: &str, _: &str, _: &str) -> Result<Option<String>, Failure> {
             self.digest.clone()
         }
+
+        async fn scan_findings(&self, _: &str, _: &str, _: &str) -> Result<ScanState, Failure> {
+            self.scans.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            self.scan.clone()
+        }
     }
 
     /// A verdict as the tables read it.
@@ -263,10 +305,12 @@ pub(crate) mod answers {
     pub(crate) fn candidate<'a>(image: &'a ImageConfig, digest: Option<&'a str>) -> Candidate<'a> {
         Candidate {
             image,
+            trigger: Trigger::Sweep,
             rolled_back: Ok(&[]),
             registry: "1",
             repository: "web",
             to: "1.4.0",
+            tag: "1.4.0",
             digest,
             pushed_at: Some(time::macros::datetime!(2026-12-03 10:00 UTC)),
             now: time::macros::datetime!(2026-12-03 10:05 UTC),

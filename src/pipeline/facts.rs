@@ -42,6 +42,7 @@ type TagList = Result<Arc<Vec<TagInfo>>, Failure>;
 type ArtifactList = Result<Arc<Vec<ArtifactTag>>, Failure>;
 type SigningStates = Result<Arc<Vec<SigningState>>, Failure>;
 type NotationVerdict = Result<Result<Verified, String>, Failure>;
+type ScanFact = Result<crate::registry::manifest::ScanState, Failure>;
 type SourceCommitFact = Result<Result<crate::registry::provenance::SourceCommit, String>, Failure>;
 
 /// One value per key, made on first use: a caller for a key that is being made waits for it,
@@ -85,8 +86,10 @@ pub struct RegistryFacts<'a> {
     /// profile verifies; the Applications of one image share one answer.
     signing: Slots<OnceCell<SigningStates>>,
     notation: Slots<OnceCell<NotationVerdict>>,
-    /// Per digest: the source repository and commit its labels name (the gates').
+    /// Per digest: the source repository and commit its labels name, and ECR's scan
+    /// findings (the gates').
     source_commits: Slots<OnceCell<SourceCommitFact>>,
+    scans: Slots<OnceCell<ScanFact>>,
 }
 
 impl<'a> RegistryFacts<'a> {
@@ -95,6 +98,7 @@ impl<'a> RegistryFacts<'a> {
             ecr,
             blobs,
             source_commits: Slots::new(),
+            scans: Slots::new(),
             described: Slots::new(),
             tag_lists: Slots::new(),
             artifact_lists: Slots::new(),
@@ -277,6 +281,20 @@ impl<'a> RegistryFacts<'a> {
 }
 
 impl RegistryFacts<'_> {
+    /// ECR's scan findings for the digest, read once per digest: every Application gated
+    /// on one image shares one `DescribeImageScanFindings`.
+    pub async fn scan_findings(&self, registry: &str, repository: &str, digest: &str) -> ScanFact {
+        let key = format!("{registry}/{repository}@{digest}");
+        self.scans
+            .get_or_make(key, || async {
+                self.ecr
+                    .scan_findings(registry, repository, digest)
+                    .await
+                    .map_err(Failure::from)
+            })
+            .await
+    }
+
     /// The source repository and commit the digest's labels name, read once per digest.
     pub async fn source_commit(
         &self,

@@ -1,14 +1,15 @@
-//! One image of one Application: the registry facts its strategy needs, the decision, and
-//! the signature check before an update is let through.
+//! One image of one Application: the registry facts its strategy needs, the decision, the
+//! gates (`gates/`) on an update, and last its soak.
 
 use super::context::{Context, Work};
-use super::pushed::{decide_again_later, decide_pushed, soaked};
+use super::pushed::{Chosen, decide_again_later, decide_pushed, soaked, trigger};
 use crate::decision::decide::{self, ImageCase, ImageOutcome, Mode};
 use crate::failure::Failure;
 use crate::report::Action;
 
 /// Fetches what the image's strategy needs from ECR, lets `decide` answer, then runs every
-/// gate of `gates` on an update; a gate's hold is decided again later where it asks.
+/// gate of `gates` on an update (a gate's hold is decided again later where it asks), and
+/// last the soak, so that an image a gate refuses never starts a soak's chain.
 pub(super) async fn decide_image(
     ctx: &Context,
     case: &ImageCase<'_>,
@@ -18,14 +19,22 @@ pub(super) async fn decide_image(
     if let Some(rollback) = super::auto_rollback::decide_rollback(ctx, case, work).await {
         return rollback;
     }
-    let (mut outcome, digest) = decide_image_facts(ctx, case, work).await;
+    let Chosen {
+        mut outcome,
+        digest,
+        pushed_at: ecr_pushed_at,
+        push,
+    } = decide_image_facts(ctx, case, work).await;
     let Some(update) = outcome.update.as_mut() else {
         return outcome;
     };
     // The audit record keeps the digest written: what auto-rollback remembers.
     update.digest.clone_from(&digest);
-    let update = &*update;
-    let to = update.to.to_string();
+    let (to, tag, pushed_at) = (
+        update.to.to_string(),
+        update.to.tag.clone(),
+        update.pushed_at,
+    );
     let read = crate::application::app::Application::of(case.object());
     let unreadable = read.rolled_back_unreadable();
     let rolled_back = read
@@ -34,6 +43,7 @@ pub(super) async fn decide_image(
         .unwrap_or_default();
     let candidate = crate::gates::Candidate {
         image: case.config,
+        trigger: trigger(push.as_ref()),
         rolled_back: match &unreadable {
             Some(problem) => Err(problem),
             None => Ok(&rolled_back),
@@ -41,8 +51,9 @@ pub(super) async fn decide_image(
         registry: &case.registry,
         repository: &case.repository,
         to: &to,
+        tag: &tag,
         digest: digest.as_deref(),
-        pushed_at: update.pushed_at,
+        pushed_at,
         now: time::OffsetDateTime::from(ctx.clock.now()),
     };
     let facts = GateFacts {
@@ -53,7 +64,7 @@ pub(super) async fn decide_image(
     };
     let gated = crate::gates::run(outcome, &candidate, &facts).await;
     let Some(held) = gated.hold else {
-        return gated.outcome;
+        return soaked(ctx, gated.outcome, case, ecr_pushed_at, push.as_ref(), work).await;
     };
     let next = match held.again_in {
         Some(delay) if !ctx.config.dry_run => {
@@ -68,67 +79,49 @@ pub(super) async fn decide_image(
     )
 }
 
-/// [`decide_image`] before the signature check, with the digest it would move to.
-async fn decide_image_facts(
-    ctx: &Context,
-    case: &ImageCase<'_>,
-    work: &Work<'_>,
-) -> (ImageOutcome, Option<String>) {
+/// [`decide_image`] before the gates and the soak.
+async fn decide_image_facts(ctx: &Context, case: &ImageCase<'_>, work: &Work<'_>) -> Chosen {
     let decided = match crate::decision::promotion::settings(case.config) {
         // A promoted image takes its upstream's verified image, never a push or a sweep's.
         Ok(Some(settings)) => super::promoted::decide_promoted(ctx, case, &settings, work).await,
         Err(problem) => Err(Failure::new(problem, false)),
         Ok(None) => match work.mode {
-            Mode::Push(push) => decide_pushed(ctx, case, push, work).await,
-            Mode::Reconcile => decide_reconciled(ctx, case, work).await,
+            Mode::Push(push) => decide_pushed(case, push, work).await,
+            Mode::Reconcile => decide_reconciled(case, work).await,
         },
     };
     decided.unwrap_or_else(|e| {
         let entries = vec![decide::failed_entry(case.entry(), &e.message, e.retryable)];
-        let outcome = ImageOutcome {
+        Chosen::only(ImageOutcome {
             entries,
             update: None,
-        };
-        (outcome, None)
+        })
     })
 }
 
-/// A reconcile: the whole tag list, the best candidate, and its scan when gated.
-async fn decide_reconciled(
-    ctx: &Context,
-    case: &ImageCase<'_>,
-    work: &Work<'_>,
-) -> Result<(ImageOutcome, Option<String>), Failure> {
+/// A reconcile: the whole tag list and the best candidate.
+async fn decide_reconciled(case: &ImageCase<'_>, work: &Work<'_>) -> Result<Chosen, Failure> {
     let (registry, repository) = (case.registry.as_str(), case.repository.as_str());
     let tags = work.facts.tag_list(registry, repository).await?;
     let candidates = case.candidates(&tags);
     let choice = work.facts.choose(case, &candidates).await?;
     let chosen_digest = choice.chosen.and_then(|t| t.digest.clone());
-    let outcome = case.decide_reconcile(&tags, choice.chosen, choice.platform_refusals);
-    // A gated image moves only to a candidate whose scan passes.
+    let mut outcome = case.decide_reconcile(&tags, choice.chosen, choice.platform_refusals);
     let digest = outcome
         .update
         .as_ref()
         .and_then(|u| u.to.digest.clone())
         .or(chosen_digest);
-    let gated = match (&case.config.scan_gate, &digest) {
-        (Some(_), Some(digest)) => {
-            let scan = ctx.ecr.scan_findings(registry, repository, digest).await?;
-            decide::gate_reconcile(outcome, case.config, &scan)
-        }
-        (Some(gate), None) if outcome.update.is_some() => outcome.refuse(
-            Action::Skipped,
-            &format!("scan-gate `{gate}`: ECR named no digest for the candidate"),
-            false,
-        ),
-        _ => outcome,
-    };
     let pushed_at = choice.chosen.and_then(|t| t.pushed_at);
-    let mut soaked = soaked(ctx, gated, case, pushed_at, None, work).await;
-    if let Some(update) = soaked.update.as_mut() {
+    if let Some(update) = outcome.update.as_mut() {
         update.pushed_at = pushed_at;
     }
-    Ok((soaked, digest))
+    Ok(Chosen {
+        outcome,
+        digest,
+        pushed_at,
+        push: None,
+    })
 }
 
 /// What the gates ask, answered by the invocation's registry facts and the context's
@@ -183,6 +176,17 @@ impl crate::gates::Facts for GateFacts<'_> {
                 .notation(&self.ctx.blobs, &expected, store, self.now)
                 .await,
         )
+    }
+
+    async fn scan_findings(
+        &self,
+        registry: &str,
+        repository: &str,
+        digest: &str,
+    ) -> Result<crate::registry::manifest::ScanState, Failure> {
+        self.registry
+            .scan_findings(registry, repository, digest)
+            .await
     }
 
     async fn digest(

@@ -6,7 +6,7 @@
 //! follow-up for the end of promote-after, or the reason nothing moves.
 
 use super::context::{Context, Work};
-use super::pushed::{decide_pushed, send_hop};
+use super::pushed::{Chosen, decide_pushed, send_hop};
 use crate::application::app::Application;
 use crate::cluster::kube::KubeError;
 use crate::cluster::retry::retry_transient;
@@ -25,7 +25,7 @@ pub(super) async fn decide_promoted(
     case: &ImageCase<'_>,
     settings: &Settings,
     work: &Work<'_>,
-) -> Result<(ImageOutcome, Option<String>), Failure> {
+) -> Result<Chosen, Failure> {
     let image = case.config.image.to_string();
     let identity = case.identity();
     let here = Place {
@@ -36,7 +36,7 @@ pub(super) async fn decide_promoted(
     let place = settings.from.from_cluster(work.cluster);
     let upstream = match read_chain(ctx, work, &here, &place, &image).await? {
         Ok(upstream) => upstream,
-        Err(why) => return Ok((refused(ctx, case, work, &why).await, None)),
+        Err(why) => return Ok(Chosen::only(refused(ctx, case, work, &why).await)),
     };
     let now = time::OffsetDateTime::from(ctx.clock.now());
     let judged = promotion::judge(
@@ -56,8 +56,8 @@ pub(super) async fn decide_promoted(
         }
     };
     match judged {
-        Judged::Refused(why) => Ok((refused(ctx, case, work, &why).await, None)),
-        Judged::Waiting(why) => Ok((skip(why), None)),
+        Judged::Refused(why) => Ok(Chosen::only(refused(ctx, case, work, &why).await)),
+        Judged::Waiting(why) => Ok(Chosen::only(skip(why))),
         Judged::Unhealthy { verified, why } => {
             let next = if promotion::looks_again(&Application::of(&upstream), verified.at, now) {
                 // The next look lands within the queue's longest delay: a hop of its chain.
@@ -66,7 +66,7 @@ pub(super) async fn decide_promoted(
             } else {
                 "not Healthy for over an hour: the scheduled sweep promotes once it finds it Healthy".to_string()
             };
-            Ok((skip(format!("{why}; {next}")), None))
+            Ok(Chosen::only(skip(format!("{why}; {next}"))))
         }
         Judged::Soaking { verified, ripe } => {
             let next = follow_up(ctx, case, work, &verified, ripe).await;
@@ -75,7 +75,7 @@ pub(super) async fn decide_promoted(
                 stamp(verified.at),
                 promotion::left(now, ripe)
             );
-            Ok((skip(why), None))
+            Ok(Chosen::only(skip(why)))
         }
         Judged::Ready(verified) => {
             // An image the upstream's auto-rollback took back is promoted nowhere, even once
@@ -97,7 +97,10 @@ pub(super) async fn decide_promoted(
                 &verified.value,
                 digest.as_deref(),
             ) {
-                Some(entry) => Ok((skip(format!("upstream: {}", entry.refusal(&image))), None)),
+                Some(entry) => Ok(Chosen::only(skip(format!(
+                    "upstream: {}",
+                    entry.refusal(&image)
+                )))),
                 None => promote(ctx, case, work, &place, &verified).await,
             }
         }
@@ -186,15 +189,16 @@ async fn promote(
     work: &Work<'_>,
     place: &Place,
     verified: &Verified,
-) -> Result<(ImageOutcome, Option<String>), Failure> {
+) -> Result<Chosen, Failure> {
     let push = as_push(ctx, case, work, verified);
-    let (outcome, digest) = decide_pushed(ctx, case, &push, work).await?;
-    let Some(update) = &outcome.update else {
-        return Ok((outcome, digest));
+    let mut chosen = decide_pushed(case, &push, work).await?;
+    let Some(update) = &chosen.outcome.update else {
+        return Ok(chosen);
     };
+    let digest = &chosen.digest;
     // The tag may have moved in ECR since the upstream verified it: only what it verified
     // is promoted.
-    let moved = match (&verified.tag.digest, &digest) {
+    let moved = match (&verified.tag.digest, digest) {
         (Some(wanted), Some(now)) if wanted != now => Some(format!(
             "`{}` now points at {now} in ECR, not at {wanted}, which {place} verified",
             verified.tag.tag
@@ -225,13 +229,15 @@ async fn promote(
     };
     if let Some(why) = moved {
         let reason = format!("promoted from {place}: {why}; nothing is promoted");
-        return Ok((outcome.refuse(Action::Skipped, &reason, false), digest));
+        chosen.outcome = chosen.outcome.refuse(Action::Skipped, &reason, false);
+        return Ok(chosen);
     }
     let note = format!(
         "promoted from {place}, verified there at {}",
         stamp(verified.at)
     );
-    Ok((outcome.noted(&note), digest))
+    chosen.outcome = chosen.outcome.noted(&note);
+    Ok(chosen)
 }
 
 /// The verified image as a push of its tag (with its digest, when the upstream wrote one),

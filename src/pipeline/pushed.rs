@@ -1,7 +1,7 @@
 //! A push decided for one image: the tags its strategy compares described, the tag checked
-//! against ECR, the scan gate, the soak gate with its follow-up chain, and the platforms;
-//! what an event's push and a promotion's push of an upstream's verified image share, with
-//! the follow-up shards both send.
+//! against ECR and the platforms; the soak with its follow-up chain, which runs after every
+//! gate; what an event's push and a promotion's push of an upstream's verified image share,
+//! with the follow-up shards both send.
 
 use super::context::{Context, Work};
 use crate::application::soak_chains;
@@ -124,16 +124,56 @@ pub(super) async fn claim_hop(
     Err("the Application kept changing while the follow-up was recorded; the next sweep re-decides it".into())
 }
 
+/// An image decided before its gates and its soak: the outcome, the digest it would move
+/// to, ECR's push time of that image (what the soak counts from), and the push that decided
+/// it (an event's, or a promotion's of its upstream's verified image), if one did.
+pub(super) struct Chosen {
+    pub outcome: ImageOutcome,
+    pub digest: Option<String>,
+    pub pushed_at: Option<time::OffsetDateTime>,
+    pub push: Option<PushEvent>,
+}
+
+impl Chosen {
+    /// An outcome that moves nothing, or moves without a digest, push time or push.
+    pub(super) fn only(outcome: ImageOutcome) -> Self {
+        Self {
+            outcome,
+            digest: None,
+            pushed_at: None,
+            push: None,
+        }
+    }
+}
+
+/// What asked for a decision, as the gates read it: the push that decided it (a scan event
+/// is a push whose scan completed), or none for a sweep.
+pub(super) fn trigger(push: Option<&PushEvent>) -> crate::gates::Trigger<'_> {
+    match push {
+        Some(push) if push.scan_completed => crate::gates::Trigger::Scanned {
+            digest: push.digest.as_deref(),
+        },
+        Some(push) => crate::gates::Trigger::Push {
+            digest: push.digest.as_deref(),
+        },
+        None => crate::gates::Trigger::Sweep,
+    }
+}
+
 /// A push: the tags the strategy compares described, the tag checked against ECR, the
-/// scan gate with ECR's findings, the platforms. The event only says what to look at:
-/// a tag is written only if ECR lists it now, and the digest returned (which the
-/// signature gate checks) is the one ECR says it points at now.
+/// platforms. The event only says what to look at: a tag is written only if ECR lists it
+/// now, and the digest returned (which the gates check) is the one ECR says it points at now.
 pub(super) async fn decide_pushed(
-    ctx: &Context,
     case: &ImageCase<'_>,
     push: &PushEvent,
     work: &Work<'_>,
-) -> Result<(ImageOutcome, Option<String>), Failure> {
+) -> Result<Chosen, Failure> {
+    if !decide::concerns(case.config, push) {
+        return Ok(Chosen::only(ImageOutcome {
+            entries: Vec::new(),
+            update: None,
+        }));
+    }
     let (registry, repository) = (case.registry.as_str(), case.repository.as_str());
     let needs = case.needs(Mode::Push(push));
     let mut described = if needs.describe.is_empty() {
@@ -153,29 +193,25 @@ pub(super) async fn decide_pushed(
     let tag_now = described.get(&push.tag).and_then(|d| d.as_ref());
     if decided.update.is_some() && tag_now.is_none() {
         let reason = decide::tag_not_in_registry(&push.tag, repository);
-        return Ok((decided.refuse(Action::Skipped, &reason, false), None));
+        return Ok(Chosen::only(decided.refuse(
+            Action::Skipped,
+            &reason,
+            false,
+        )));
     }
     // A strategy that ranked by name saw the tag only now: an archived image stays put.
     if decided.update.is_some() && tag_now.is_some_and(|t| t.archived) {
         let reason = crate::policy::KeepReason::Archived(push.tag.clone()).to_string();
-        return Ok((decided.refuse(Action::Skipped, &reason, false), None));
+        return Ok(Chosen::only(decided.refuse(
+            Action::Skipped,
+            &reason,
+            false,
+        )));
     }
-    // Where ECR says the tag points now.
+    // Where ECR says the tag points now, and when it was pushed there.
     let tag_digest = tag_now.and_then(|d| d.digest.clone());
-    let findings = match decide::findings_needed(&decided, case.config, push, tag_digest.as_deref())
-    {
-        Some(digest) => Some(ctx.ecr.scan_findings(registry, repository, digest).await?),
-        None => None,
-    };
     let pushed_at = tag_now.and_then(|t| t.pushed_at);
-    let outcome = decide::gate_push(
-        decided,
-        case.config,
-        push,
-        tag_digest.as_deref(),
-        findings.as_ref(),
-    );
-    let mut outcome = soaked(ctx, outcome, case, pushed_at, Some(push), work).await;
+    let mut outcome = decided;
     if let Some(update) = outcome.update.as_mut() {
         // ECR's push time; the event's when ECR did not say (it follows the push closely).
         update.pushed_at = pushed_at.or(Some(push.time));
@@ -185,17 +221,21 @@ pub(super) async fn decide_pushed(
         .as_ref()
         .and_then(|u| u.to.digest.clone())
         .or(tag_digest);
-    let Some(tag) = outcome
+    let checked = outcome
         .update
         .as_ref()
-        .and_then(|u| u.check_platforms.clone())
-    else {
-        return Ok((outcome, digest));
-    };
-    match work.facts.check_platforms(case, &tag).await? {
-        Ok(()) => Ok((outcome, digest)),
-        Err(Refused(reason)) => Ok((outcome.refuse(Action::Skipped, &reason, false), digest)),
+        .and_then(|u| u.check_platforms.clone());
+    if let Some(tag) = checked
+        && let Err(Refused(reason)) = work.facts.check_platforms(case, &tag).await?
+    {
+        outcome = outcome.refuse(Action::Skipped, &reason, false);
     }
+    Ok(Chosen {
+        outcome,
+        digest,
+        pushed_at,
+        push: Some(push.clone()),
+    })
 }
 
 /// The soak gate; an update it holds is re-decided when its window ends, by a follow-up
@@ -216,7 +256,7 @@ pub(super) async fn soaked(
         .update
         .as_ref()
         .map(|u| (u.to.tag.clone(), u.to.to_string()));
-    let (outcome, ripe) = decide::gate_soak(outcome, case.config, pushed_at, now);
+    let (outcome, ripe) = controls::soak(outcome, case.config, pushed_at, now);
     let (Some(ripe), Some((tag, candidate))) = (ripe, held) else {
         return outcome;
     };

@@ -1,6 +1,8 @@
-//! Gates before a rollout, decided without I/O: the scan gate holds an image back until ECR
-//! (or Amazon Inspector) has scanned it, and lets it through only with findings within the
-//! limits the Application sets.
+//! The scan gate's limits, read and compared without I/O: what `scan-gate` allows, and
+//! whether a completed scan's findings stay within it. Read with the image's configuration,
+//! so a bad value is reported whether or not anything moves; the gate itself, which asks ECR
+//! for the findings and knows what a push, a scan event and a sweep may release, is
+//! `gates/scan.rs`.
 //!
 //! Configured with `argocd-ecr-updater.io/<alias>.scan-gate` (or `…/scan-gate` for every
 //! image of the Application): `critical=0,high=3` (at most that many findings of each named

@@ -1,10 +1,8 @@
-//! The managed-signing gate, decided without I/O. ECR managed signing signs a pushed image
-//! with an AWS Signer profile after the push (`PutSigningConfiguration`), so a push event
-//! races its own signature: `DescribeImageSigningStatus` says, per signing profile,
-//! `IN_PROGRESS`, `COMPLETE` or `FAILED`. An image whose configuration names a profile
-//! (`argocd-ecr-updater.io/<alias>.signing-profile`) rolls out only once that profile's
-//! signature is `COMPLETE`; in progress it is held and decided again, failed it is refused
-//! with ECR's reason.
+//! ECR managed signing's values, without I/O: the signing profile an image's configuration
+//! names (`argocd-ecr-updater.io/<alias>.signing-profile`, read with the configuration, so a
+//! bad value is reported whether or not anything moves), and one profile's signing status of
+//! a digest as `DescribeImageSigningStatus` answers it. The gate that judges them is
+//! `gates/managed_signing.rs`.
 
 use std::fmt;
 
@@ -84,69 +82,11 @@ pub struct SigningState {
     pub failure_reason: Option<String>,
 }
 
-/// What the gate says of a digest.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SigningVerdict {
-    /// Signed: the note, and the ARN of the profile ECR says signed.
-    Signed { note: String, profile_arn: String },
-    /// Not yet: held, and decided again.
-    InProgress(String),
-    /// Not to be rolled out: the reason.
-    Refused(String),
-}
-
-/// The gate for `digest` under `profile`, from ECR's statuses of it.
-pub fn verdict(profile: &SigningProfile, digest: &str, states: &[SigningState]) -> SigningVerdict {
-    let Some(state) = states.iter().find(|s| profile.is(&s.profile_arn)) else {
-        let others: Vec<&str> = states.iter().map(|s| s.profile_arn.as_str()).collect();
-        let signed_by = if others.is_empty() {
-            "no profile".to_string()
-        } else {
-            others.join(", ")
-        };
-        return SigningVerdict::Refused(format!(
-            "{digest} has no managed signature by signing profile `{profile}` (ECR lists {signed_by}): add the profile to the registry's signing rules for this repository (PutSigningConfiguration)"
-        ));
-    };
-    match state.status.as_str() {
-        "COMPLETE" => SigningVerdict::Signed {
-            note: format!(
-                "{digest} is signed by `{}` (ECR managed signing)",
-                state.profile_arn
-            ),
-            profile_arn: state.profile_arn.clone(),
-        },
-        "IN_PROGRESS" => SigningVerdict::InProgress(format!(
-            "managed signing of {digest} by `{}` is in progress",
-            state.profile_arn
-        )),
-        "FAILED" => SigningVerdict::Refused(format!(
-            "managed signing of {digest} by `{}` failed ({}: {}): not rolled out; push the image again once signing works",
-            state.profile_arn,
-            state.failure_code.as_deref().unwrap_or("no code"),
-            crate::redact::scrub(state.failure_reason.as_deref().unwrap_or("no reason given"))
-        )),
-        other => SigningVerdict::Refused(format!(
-            "managed signing of {digest} by `{}` reports `{other}`, which this version does not know: not rolled out",
-            state.profile_arn
-        )),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const ARN: &str = "arn:aws:signer:ap-northeast-2:768157413559:/signing-profiles/release_prod";
-
-    fn state(arn: &str, status: &str) -> SigningState {
-        SigningState {
-            profile_arn: arn.into(),
-            status: status.into(),
-            failure_code: (status == "FAILED").then(|| "AccessDenied".into()),
-            failure_reason: (status == "FAILED").then(|| "the profile was revoked".into()),
-        }
-    }
 
     #[test]
     fn a_profile_is_named_by_its_arn_or_its_name() {
@@ -190,56 +130,5 @@ mod tests {
                 .is("arn:aws:signer:ap-northeast-2:768157413559:/signing-profiles/release_prod2")
         );
         assert!(SigningProfile::Arn(ARN.into()).is(ARN));
-    }
-
-    #[test]
-    fn only_a_complete_signature_by_the_named_profile_lets_an_image_through() {
-        let profile = SigningProfile::Name("release_prod".into());
-        let other = "arn:aws:signer:ap-northeast-2:768157413559:/signing-profiles/nightly";
-        let cases: Vec<(&str, Vec<SigningState>, &str)> = vec![
-            (
-                "complete",
-                vec![state(ARN, "COMPLETE")],
-                "signed: sha256:d is signed by",
-            ),
-            (
-                "in progress",
-                vec![state(ARN, "IN_PROGRESS")],
-                "held: managed signing of sha256:d by",
-            ),
-            (
-                "failed",
-                vec![state(ARN, "FAILED")],
-                "refused: managed signing of sha256:d by `arn:aws:signer:ap-northeast-2:768157413559:/signing-profiles/release_prod` failed (AccessDenied: the profile was revoked)",
-            ),
-            (
-                "signed by another profile only",
-                vec![state(other, "COMPLETE")],
-                "refused: sha256:d has no managed signature by signing profile `release_prod` (ECR lists arn:aws:signer:ap-northeast-2:768157413559:/signing-profiles/nightly)",
-            ),
-            (
-                "no signing at all",
-                vec![],
-                "refused: sha256:d has no managed signature by signing profile `release_prod` (ECR lists no profile)",
-            ),
-            (
-                "complete beside another in progress",
-                vec![state(other, "IN_PROGRESS"), state(ARN, "COMPLETE")],
-                "signed",
-            ),
-            (
-                "a status ECR adds later",
-                vec![state(ARN, "REVOKED")],
-                "refused: managed signing of sha256:d by `arn:aws:signer:ap-northeast-2:768157413559:/signing-profiles/release_prod` reports `REVOKED`",
-            ),
-        ];
-        for (case, states, expected) in cases {
-            let got = match verdict(&profile, "sha256:d", &states) {
-                SigningVerdict::Signed { note, .. } => format!("signed: {note}"),
-                SigningVerdict::InProgress(r) => format!("held: {r}"),
-                SigningVerdict::Refused(r) => format!("refused: {r}"),
-            };
-            assert!(got.starts_with(expected), "{case}: {got}");
-        }
     }
 }

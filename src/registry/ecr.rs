@@ -225,7 +225,7 @@ impl Ecr {
             .and_then(|s| s.description())
             .unwrap_or_default()
             .to_string();
-        let counts: crate::policy::gates::ScanCounts = answer
+        let counts: crate::policy::scan_limits::ScanCounts = answer
             .image_scan_findings()
             .and_then(|f| f.finding_severity_counts())
             .map(|counts| {

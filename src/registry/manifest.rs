@@ -9,7 +9,7 @@ use crate::failure::Refused;
 /// Where an image's scan stands, as `DescribeImageScanFindings` says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ScanState {
-    Complete(crate::policy::gates::ScanCounts),
+    Complete(crate::policy::scan_limits::ScanCounts),
     /// `IN_PROGRESS`, `PENDING`, … : not decided yet.
     NotYet(String),
     /// `FAILED`, `UNSUPPORTED_IMAGE`, …, or no scan at all: it will not pass by waiting.
@@ -26,7 +26,7 @@ pub fn scan_state(
     status: &str,
     description: &str,
     digest: &str,
-    counts: crate::policy::gates::ScanCounts,
+    counts: crate::policy::scan_limits::ScanCounts,
 ) -> ScanState {
     match status {
         "COMPLETE" | "ACTIVE" => ScanState::Complete(counts),
@@ -120,7 +120,7 @@ mod tests {
 
     #[test]
     fn only_a_completed_scan_of_an_image_still_scanned_can_show_it_clean() {
-        let clean = || crate::policy::gates::ScanCounts::default();
+        let clean = || crate::policy::scan_limits::ScanCounts::default();
         let cases: &[(&str, &str)] = &[
             ("COMPLETE", "complete"),
             ("ACTIVE", "complete"),
