@@ -15,7 +15,8 @@
 //!   it concerns; each is resolved once (which ImageUpdater object or annotations configure
 //!   it, and its write-back method), decided image by image with what [`pipeline::facts`]
 //!   asks the registry once, and written back by patch or by commit, by functions over the
-//!   context; [`pipeline::announce`] sends the Kubernetes Event and the SNS report.
+//!   context; [`pipeline::announce`] sends the Kubernetes Event and the SNS message that
+//!   `report/` builds.
 //! - [`sweep`]: a large fleet's sweep in shards: [`sweep::gather`], what the coordinator keeps
 //!   of what it lists; [`sweep::shard`] plans the shards and reads a shard message back, once
 //!   (pure); [`sweep::queue`] sends them; [`sweep::run`] runs the coordinator and a batch of
@@ -27,7 +28,9 @@
 //!   sent and each check run.
 //! - [`gates`]: what stands between a decided update and its write, one file per gate behind
 //!   [`gates::Gate`], run by [`gates::run`] on facts the pipeline asks for once
-//!   ([`gates::built_from`]: the source repository the image's labels name).
+//!   ([`gates::not_rolled_back`], [`gates::scan`], [`gates::managed_signing`],
+//!   [`gates::built_from`], [`gates::cosign`]); the soak, hold-on-failure and freeze, which
+//!   decide when rather than whether, are [`decision::controls`].
 //! - [`git`]: [`git::hosts`], opening the repository a change goes to on its host
 //!   ([`git::githost`]: [`git::github`], [`git::gitlab`], [`git::codecommit`]) with the
 //!   credentials [`git::gitcreds`] scopes to [`git::repourl`]'s parsed URLs;
@@ -43,7 +46,7 @@
 //!   [`decision::patch`], the guarded JSON patch that carries an update out;
 //!   [`decision::appset`], whether an ApplicationSet keeps a write; [`decision::chart`], a
 //!   Helm chart pushed to ECR: its sources, its best version, its guarded patch;
-//!   [`decision::controls`], freezes, hold-on-failure and soak follow-ups;
+//!   [`decision::controls`], freezes, hold-on-failure, the soak and its follow-ups;
 //!   [`decision::rollback`], manual rollbacks, by whom, and what they hold back;
 //!   [`decision::promotion`], promotion from an upstream; [`decision::standing`], where each
 //!   image stands, for a person (pure).
@@ -67,7 +70,8 @@
 //!   of Helm charts; [`appconfig::cosign_key`], the key it names; [`appconfig::migration`],
 //!   annotations into an equivalent object.
 //! - [`policy`]: strategies, filters and ranking of tags, Masterminds constraints, Go globs,
-//!   the scan [`policy::gates`] and the managed-signing gate [`policy::signing`] (pure).
+//!   the scan gate's limits [`policy::scan_limits`] and managed signing's statuses
+//!   [`policy::signing`] (pure).
 //! - [`aws`]: [`aws::sdk_env`] and [`aws::aws_http`], the SDK configuration Lambda provides and
 //!   the HTTP client; [`aws::aws_error`], errors by cause; [`aws::assume_role`];
 //!   [`aws::secrets`], Secrets Manager texts read once; [`aws::iam`], the IAM action of every
@@ -76,9 +80,10 @@
 //!   once; [`event`], the invocation payload; [`failure`], a failed operation (retryable or
 //!   not) and a refused input (permanent); [`http`], clients that carry a credential;
 //!   [`config::label_selector`], `APPLICATION_LABEL_SELECTOR` read as the API server reads
-//!   it; [`report`] and [`telemetry::metrics`], what happened and why ([`report::entries`]: why a
-//!   whole Application was not decided; [`report::events`], the Kubernetes Events about an
-//!   Application); [`partition`], AWS host names in every
+//!   it; [`report`], what happened and why, and every way it is told: the entries
+//!   ([`report::entries`]: why a whole Application was not decided), the Kubernetes Events
+//!   about an Application ([`report::events`]), the SNS message ([`report::sns`],
+//!   [`report::chat`]) and the CloudWatch metrics ([`report::metrics`]); [`partition`], AWS host names in every
 //!   partition; [`redact`], what may leave in a message and how much may come in;
 //!   [`telemetry`], how logs are written; [`yaml`], YAML from outside read only when what its
 //!   aliases expand to is bounded.

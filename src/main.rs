@@ -16,7 +16,7 @@ use argocd_ecr_updater::config::Config;
 use argocd_ecr_updater::pipeline::error::HandlerError;
 use argocd_ecr_updater::pipeline::handler::Handler;
 use argocd_ecr_updater::report::InvocationKind;
-use argocd_ecr_updater::telemetry::metrics;
+use argocd_ecr_updater::report::metrics;
 use argocd_ecr_updater::telemetry::{LogFormat, init_tracing};
 
 fn main() -> ExitCode {

@@ -1,8 +1,7 @@
 //! Logging set-up shared by the function and the laptop commands: our own events at a chosen
-//! level, the libraries' only when they warn, every URL scrubbed before a line is written; and [`metrics`], what an invocation
-//! reports as CloudWatch metrics.
-
-pub mod metrics;
+//! level, the libraries' only when they warn, every URL scrubbed before a line is written.
+//! What an invocation reports as CloudWatch metrics is built with the other reports, in
+//! [`crate::report::metrics`].
 
 /// Logging: our own events at `level`, the libraries' only when they warn; JSON lines (as
 /// CloudWatch Logs Insights parses them) or text.

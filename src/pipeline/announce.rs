@@ -84,26 +84,18 @@ pub async fn record_rollback(
     true
 }
 
-/// Publishes the report to `topic` when something moved or failed.
+/// Publishes the report to `topic` when something moved or failed, as
+/// [`crate::report::sns::message`] builds it.
 pub async fn publish_report(
     sns: &aws_sdk_sns::Client,
     topic: &str,
     format: crate::config::managed::NotificationFormat,
     report: &Report,
 ) {
-    let Some(subject) = report.notification_subject() else {
-        return;
-    };
-    let message = match format {
-        crate::config::managed::NotificationFormat::Report => serde_json::to_string_pretty(report),
-        // A chat channel reads the custom notification; a report not worth one has no subject.
-        crate::config::managed::NotificationFormat::Chat => {
-            serde_json::to_string(&crate::report::chat::custom_notification(report))
-        }
-    };
-    let message = match message {
-        Ok(message) => message,
-        Err(e) => {
+    let message = match crate::report::sns::message(report, format) {
+        None => return,
+        Some(Ok(message)) => message,
+        Some(Err(e)) => {
             tracing::warn!(error = %e, "cannot serialise the report for the notification");
             return;
         }
@@ -111,8 +103,8 @@ pub async fn publish_report(
     let sent = sns
         .publish()
         .topic_arn(topic)
-        .subject(subject)
-        .message(message)
+        .subject(message.subject)
+        .message(message.body)
         .send()
         .await;
     if let Err(e) = sent {

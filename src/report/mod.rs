@@ -7,6 +7,8 @@
 pub mod chat;
 pub mod entries;
 pub mod events;
+pub mod metrics;
+pub mod sns;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -519,16 +521,14 @@ impl Report {
                 .iter()
                 .map(|r| format!("{} {}/{}", r.state, r.namespace, r.name))
                 .collect();
-            let mut subject = format!("argocd-ecr-updater: rollout {}", states.join(", "));
-            subject.truncate(99);
-            return Some(subject);
+            let subject = format!("argocd-ecr-updater: rollout {}", states.join(", "));
+            return Some(clipped(subject, 99));
         }
         (updated + failed > 0).then(|| {
             let what = self.image.as_deref().unwrap_or(self.mode.as_str());
-            let mut subject =
+            let subject =
                 format!("argocd-ecr-updater: {updated} updated, {failed} failed ({what})");
-            subject.truncate(99);
-            subject
+            clipped(subject, 99)
         })
     }
 
@@ -561,9 +561,40 @@ impl Report {
     }
 }
 
+/// `text` cut to at most `max` bytes, at a character's boundary (SNS takes a subject of at
+/// most 100 characters; a name from outside may hold any).
+fn clipped(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let end = (0..=max)
+            .rev()
+            .find(|i| text.is_char_boundary(*i))
+            .unwrap_or(0);
+        text.truncate(end);
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_subject_is_cut_at_a_character_never_inside_one() {
+        let table = [
+            ("short text stays whole", "abc", 99, "abc"),
+            ("long text is cut to the limit", "abcdef", 4, "abcd"),
+            (
+                "a two-byte character across the limit goes whole",
+                "abcé",
+                4,
+                "abc",
+            ),
+            ("a character ending at the limit stays", "abé", 4, "abé"),
+        ];
+        for (case, text, max, expected) in table {
+            assert_eq!(clipped(text.to_string(), max), expected, "{case}");
+        }
+    }
 
     #[test]
     fn a_sweep_sums_its_quiet_decisions_by_reason_most_frequent_first() {

@@ -699,7 +699,7 @@ fn sweeps_that_stop_running_page_after_the_interval_the_stack_sets() {
         let metric = &stat["Metric"];
         assert_eq!(
             metric["Namespace"],
-            argocd_ecr_updater::telemetry::metrics::NAMESPACE
+            argocd_ecr_updater::report::metrics::NAMESPACE
         );
         // The function reports it on every invocation, so a sweep always leaves a sample.
         assert!(line.get(metric["MetricName"].as_str().unwrap()).is_some());
@@ -724,7 +724,7 @@ fn sweeps_that_stop_running_page_after_the_interval_the_stack_sets() {
 
 /// The metric line of a sweep that failed before it decided anything.
 fn failed_sweep_line() -> Value {
-    argocd_ecr_updater::telemetry::metrics::emf(
+    argocd_ecr_updater::report::metrics::emf(
         "fn",
         Some(InvocationKind::Reconcile),
         true,
@@ -741,7 +741,7 @@ fn the_failing_sweep_alarm_watches_the_dimensions_the_function_reports() {
     let alarm = &t["Resources"]["ReconcileFailingAlarm"]["Properties"];
     assert_eq!(
         alarm["Namespace"],
-        argocd_ecr_updater::telemetry::metrics::NAMESPACE
+        argocd_ecr_updater::report::metrics::NAMESPACE
     );
     let metric = alarm["MetricName"].as_str().unwrap();
     assert_eq!(line[metric], 1);
@@ -781,7 +781,7 @@ fn the_dashboard_shows_every_mode_with_metrics_the_function_reports() {
                 .iter()
                 .filter_map(Value::as_str)
                 .collect();
-            if fields[0] != argocd_ecr_updater::telemetry::metrics::NAMESPACE {
+            if fields[0] != argocd_ecr_updater::report::metrics::NAMESPACE {
                 continue;
             }
             // A rollout's metrics: by outcome, on the line each outcome reports.
@@ -800,7 +800,7 @@ fn the_dashboard_shows_every_mode_with_metrics_the_function_reports() {
                     write_to_live_seconds: Some(1.0),
                     own_metric: false,
                 };
-                let line = argocd_ecr_updater::telemetry::metrics::rollout_emf("fn", &rollout, 0)
+                let line = argocd_ecr_updater::report::metrics::rollout_emf("fn", &rollout, 0)
                     .unwrap_or_else(|| {
                         panic!("the dashboard shows Outcome `{outcome}`, which no rollout reports")
                     });
@@ -819,14 +819,8 @@ fn the_dashboard_shows_every_mode_with_metrics_the_function_reports() {
                 kind.is_some(),
                 "the dashboard shows Mode `{mode}`, which no invocation reports"
             );
-            let line = argocd_ecr_updater::telemetry::metrics::emf(
-                "fn",
-                kind,
-                true,
-                None,
-                Duration::ZERO,
-                0,
-            );
+            let line =
+                argocd_ecr_updater::report::metrics::emf("fn", kind, true, None, Duration::ZERO, 0);
             assert!(
                 line.get(fields[1]).is_some(),
                 "{} is not reported",
