@@ -26,6 +26,7 @@ mod layout;
 mod managed;
 mod moving;
 mod operations;
+mod probe_house;
 mod probe_managed;
 mod probe_promotion;
 mod probe_rollback;
