@@ -29,8 +29,9 @@
 //! - [`gates`]: what stands between a decided update and its write, one file per gate behind
 //!   [`gates::Gate`], run by [`gates::run`] on facts the pipeline asks for once
 //!   ([`gates::not_rolled_back`], [`gates::scan`], [`gates::managed_signing`],
-//!   [`gates::built_from`], [`gates::cosign`]); the soak, hold-on-failure and freeze, which
-//!   decide when rather than whether, are [`decision::controls`].
+//!   [`gates::built_from`], [`gates::cosign`]), run after the soak; the soak,
+//!   hold-on-failure and freeze, which decide when rather than whether, are
+//!   [`decision::controls`].
 //! - [`git`]: [`git::hosts`], opening the repository a change goes to on its host
 //!   ([`git::githost`]: [`git::github`], [`git::gitlab`], [`git::codecommit`]) with the
 //!   credentials [`git::gitcreds`] scopes to [`git::repourl`]'s parsed URLs;

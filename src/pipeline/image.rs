@@ -1,15 +1,22 @@
-//! One image of one Application: the registry facts its strategy needs, the decision, the
-//! gates (`gates/`) on an update, and last its soak.
+//! One image of one Application: the registry facts its strategy needs, the decision, its
+//! soak, the gates (`gates/`) on an update the soak lets go, and last the platforms its
+//! manifest offers.
 
 use super::context::{Context, Work};
 use super::pushed::{Chosen, decide_again_later, decide_pushed, soaked, trigger};
 use crate::decision::decide::{self, ImageCase, ImageOutcome, Mode};
-use crate::failure::Failure;
+use crate::event::PushEvent;
+use crate::failure::{Failure, Refused};
 use crate::report::Action;
 
-/// Fetches what the image's strategy needs from ECR, lets `decide` answer, then runs every
-/// gate of `gates` on an update (a gate's hold is decided again later where it asks), and
-/// last the soak, so that an image a gate refuses never starts a soak's chain.
+/// Fetches what the image's strategy needs from ECR and lets `decide` answer; then the soak
+/// says when, the gates whether, and the manifest which platforms.
+///
+/// The soak comes first: it is about time, and the chain of follow-ups it starts from the
+/// candidate's push is what decides the image again when the window ends. The gates then
+/// judge the image when it may go out, on what ECR says then (a signature ECR managed
+/// signing or cosign adds after the push, an Inspector finding published during the soak),
+/// and no hop in the middle of a window asks their facts.
 pub(super) async fn decide_image(
     ctx: &Context,
     case: &ImageCase<'_>,
@@ -30,6 +37,41 @@ pub(super) async fn decide_image(
     };
     // The audit record keeps the digest written: what auto-rollback remembers.
     update.digest.clone_from(&digest);
+    let outcome = soaked(ctx, outcome, case, ecr_pushed_at, push.as_ref(), work).await;
+    if outcome.update.is_none() {
+        return outcome;
+    }
+    let outcome = gated(ctx, case, work, outcome, digest.as_deref(), push.as_ref()).await;
+    let Some(tag) = outcome
+        .update
+        .as_ref()
+        .and_then(|u| u.check_platforms.clone())
+    else {
+        return outcome;
+    };
+    match work.facts.check_platforms(case, &tag).await {
+        Ok(Ok(())) => outcome,
+        Ok(Err(Refused(reason))) => outcome.refuse(Action::Skipped, &reason, false),
+        Err(e) => ImageOutcome {
+            entries: vec![decide::failed_entry(case.entry(), &e.message, e.retryable)],
+            update: None,
+        },
+    }
+}
+
+/// Every gate of `gates` on the update `outcome` carries; a gate's hold is decided again
+/// later where it asks.
+async fn gated(
+    ctx: &Context,
+    case: &ImageCase<'_>,
+    work: &Work<'_>,
+    outcome: ImageOutcome,
+    digest: Option<&str>,
+    push: Option<&PushEvent>,
+) -> ImageOutcome {
+    let Some(update) = outcome.update.as_ref() else {
+        return outcome;
+    };
     let (to, tag, pushed_at) = (
         update.to.to_string(),
         update.to.tag.clone(),
@@ -43,7 +85,7 @@ pub(super) async fn decide_image(
         .unwrap_or_default();
     let candidate = crate::gates::Candidate {
         image: case.config,
-        trigger: trigger(push.as_ref()),
+        trigger: trigger(push),
         rolled_back: match &unreadable {
             Some(problem) => Err(problem),
             None => Ok(&rolled_back),
@@ -52,7 +94,7 @@ pub(super) async fn decide_image(
         repository: &case.repository,
         to: &to,
         tag: &tag,
-        digest: digest.as_deref(),
+        digest,
         pushed_at,
         now: time::OffsetDateTime::from(ctx.clock.now()),
     };
@@ -64,7 +106,7 @@ pub(super) async fn decide_image(
     };
     let gated = crate::gates::run(outcome, &candidate, &facts).await;
     let Some(held) = gated.hold else {
-        return soaked(ctx, gated.outcome, case, ecr_pushed_at, push.as_ref(), work).await;
+        return gated.outcome;
     };
     let next = match held.again_in {
         Some(delay) if !ctx.config.dry_run => {
@@ -79,7 +121,7 @@ pub(super) async fn decide_image(
     )
 }
 
-/// [`decide_image`] before the gates and the soak.
+/// [`decide_image`] before the soak, the gates and the platforms.
 async fn decide_image_facts(ctx: &Context, case: &ImageCase<'_>, work: &Work<'_>) -> Chosen {
     let decided = match crate::decision::promotion::settings(case.config) {
         // A promoted image takes its upstream's verified image, never a push or a sweep's.

@@ -237,6 +237,13 @@ async fn promote(
         stamp(verified.at)
     );
     chosen.outcome = chosen.outcome.noted(&note);
+    // A tag the upstream wrote alone is judged by the digest ECR names for it now, which the
+    // push time checked above ties to the image verified.
+    if let Some(push) = chosen.push.as_mut()
+        && push.digest.is_none()
+    {
+        push.digest.clone_from(&chosen.digest);
+    }
     Ok(chosen)
 }
 

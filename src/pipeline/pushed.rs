@@ -1,7 +1,7 @@
-//! A push decided for one image: the tags its strategy compares described, the tag checked
-//! against ECR and the platforms; the soak with its follow-up chain, which runs after every
-//! gate; what an event's push and a promotion's push of an upstream's verified image share,
-//! with the follow-up shards both send.
+//! A push decided for one image: the tags its strategy compares described and the tag
+//! checked against ECR; the soak with its follow-up chain; what an event's push and a
+//! promotion's push of an upstream's verified image share, with the follow-up shards both
+//! send.
 
 use super::context::{Context, Work};
 use crate::application::soak_chains;
@@ -10,7 +10,6 @@ use crate::decision::controls::{self, Decider, FollowUp};
 use crate::decision::decide::{self, DescribedTags, ImageCase, ImageOutcome, Mode};
 use crate::event::PushEvent;
 use crate::failure::Failure;
-use crate::failure::Refused;
 use crate::report::Action;
 use crate::sweep::queue::MAX_DELAY_SECONDS;
 use crate::sweep::shard::SoakHop;
@@ -160,9 +159,9 @@ pub(super) fn trigger(push: Option<&PushEvent>) -> crate::gates::Trigger<'_> {
     }
 }
 
-/// A push: the tags the strategy compares described, the tag checked against ECR, the
-/// platforms. The event only says what to look at: a tag is written only if ECR lists it
-/// now, and the digest returned (which the gates check) is the one ECR says it points at now.
+/// A push: the tags the strategy compares described, the tag checked against ECR. The event
+/// only says what to look at: a tag is written only if ECR lists it now, and the digest
+/// returned (which the gates check) is the one ECR says it points at now.
 pub(super) async fn decide_pushed(
     case: &ImageCase<'_>,
     push: &PushEvent,
@@ -221,15 +220,6 @@ pub(super) async fn decide_pushed(
         .as_ref()
         .and_then(|u| u.to.digest.clone())
         .or(tag_digest);
-    let checked = outcome
-        .update
-        .as_ref()
-        .and_then(|u| u.check_platforms.clone());
-    if let Some(tag) = checked
-        && let Err(Refused(reason)) = work.facts.check_platforms(case, &tag).await?
-    {
-        outcome = outcome.refuse(Action::Skipped, &reason, false);
-    }
     Ok(Chosen {
         outcome,
         digest,

@@ -1,6 +1,8 @@
-//! Probes of 9cfb7ec/0f30667 (the scan gate behind `Gate`; every gate before the soak): what
-//! the new order broke off the happy path, against the stand-ins. The findings fail on the
-//! current code; the controls show what still holds.
+//! Probes of the scan gate behind `Gate` and of the order of the soak and the gates, as an
+//! adversary found them, against the stand-ins: a signature made after the push, a soak hop
+//! inside the window, a gated push waiting for its scan, a scan event delivered twice or
+//! after its tag moved. Each finding failed while every gate ran before the soak; the soak
+//! now runs first and the platforms last.
 
 use crate::common::{Scenario, event, expect_decision, only, seed_tag};
 use argocd_ecr_updater::report::{Action, Report};
@@ -82,11 +84,7 @@ async fn run_follow_ups(standins: &Scenario, queue: &str, max: usize) -> Vec<Rep
         standins
             .test_clock()
             .advance(std::time::Duration::from_secs(next.delay_seconds.into()));
-        reports.push(
-            standins
-                .settled(&[], &batch_of(&next.id, &next.body))
-                .await,
-        );
+        reports.push(standins.settled(&[], &batch_of(&next.id, &next.body)).await);
     }
     reports
 }
@@ -100,15 +98,19 @@ fn ecr_calls(standins: &Scenario, operation: &str) -> usize {
 fn reasons(reports: &[Report]) -> Vec<String> {
     reports
         .iter()
-        .flat_map(|r| r.entries.iter().map(|e| format!("{:?}: {}", e.action, e.reason)))
+        .flat_map(|r| {
+            r.entries
+                .iter()
+                .map(|e| format!("{:?}: {}", e.action, e.reason))
+        })
         .collect()
 }
 
 // ---------------------------------------------------------------------------------------
-// Findings
+// Findings (each failed while every gate ran before the soak)
 // ---------------------------------------------------------------------------------------
 
-/// FINDING: a push whose managed signing is still IN_PROGRESS (the usual case: ECR signs
+/// Found: a push whose managed signing is still IN_PROGRESS (the usual case: ECR signs
 /// after the push) is held by the signing gate before the soak is ever reached, and the
 /// signing re-decision a minute later is a sweep-shaped follow-up that is not "its push": the
 /// soak then sends no chain for a window longer than 15 minutes. Nothing re-decides the image
@@ -122,7 +124,12 @@ async fn a_push_held_for_its_signature_still_ships_when_its_soak_ends() {
         .aws
         .set_signing(REPO, &digest, &[(PROFILE_ARN, "IN_PROGRESS")]);
     let held = standins.report(&[], &push).await;
-    assert_eq!(only(&held).action, Action::Skipped, "{}", only(&held).reason);
+    assert_eq!(
+        only(&held).action,
+        Action::Skipped,
+        "{}",
+        only(&held).reason
+    );
     // AWS Signer finishes within the minute.
     standins
         .aws
@@ -148,7 +155,7 @@ async fn a_push_held_for_its_signature_still_ships_when_its_soak_ends() {
     );
 }
 
-/// FINDING: cosign signs after `docker push` (the `.sig` tag comes seconds later), so the push
+/// Found: cosign signs after `docker push` (the `.sig` tag comes seconds later), so the push
 /// of an image with a cosign key and a soak is refused "not signed" at once and starts no
 /// chain; once signed, nothing re-decides it at the window's end (only a sweep that happens
 /// to run in its last 15 minutes, or after it). Before, the push started the chain and the
@@ -173,7 +180,7 @@ async fn an_image_signed_just_after_its_push_ships_when_its_soak_ends() {
     );
 }
 
-/// FINDING (cost): a soak hop in the middle of the window re-asks every gate's facts though
+/// Found (cost): a soak hop in the middle of the window re-asks every gate's facts though
 /// the soak holds the image anyway (one DescribeImageSigningStatus per hop here; the cosign
 /// gate's BatchGetImage, blob download and Notation's referrers likewise). A 7-day soak is
 /// 673 hops (docs/operations.md). Before, the soak held the image first and the gates ran
@@ -201,7 +208,7 @@ async fn a_soak_hop_inside_the_window_asks_ecr_for_no_gate_fact() {
     );
 }
 
-/// FINDING (cost): the platform check now runs before the gates, so the push of a scan-gated
+/// Found (cost): the platform check now runs before the gates, so the push of a scan-gated
 /// image reads its manifest (BatchGetImage) only to be told "waiting for the scan"; the scan
 /// event reads it again. Before, the scan gate held the push first and the manifest was read
 /// once, on the scan event.
@@ -231,7 +238,10 @@ async fn a_gated_push_that_waits_for_its_scan_reads_no_manifest() {
         .await;
     expect_decision(only(&report), Action::Skipped, "waiting for the scan");
     let read = ecr_calls(&standins, "BatchGetImage") - before;
-    assert_eq!(read, 0, "{read} manifest reads for a push that waits anyway");
+    assert_eq!(
+        read, 0,
+        "{read} manifest reads for a push that waits anyway"
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -246,47 +256,75 @@ fn scan_of(tag: &str, digest: &str, counts: Value) -> Value {
     scan
 }
 
-/// CONTROL: scan gate + min-age: the push waits, the clean scan event starts the one chain
-/// (delivered twice: still one), the window's last hop re-reads ECR's findings and writes.
+/// CONTROL: scan gate + min-age: the push starts the one chain (the scan event, delivered
+/// twice, finds it), no finding is asked inside the window, the window's last hop reads
+/// ECR's findings, not the event's, and writes once.
 #[tokio::test]
 async fn control_a_scanned_image_soaks_on_one_chain_and_ships_at_the_end() {
-    let (standins, queue) =
-        soaking("20m", &[("argocd-ecr-updater.io/app.scan-gate", "critical=0")]).await;
+    let (standins, queue) = soaking(
+        "20m",
+        &[("argocd-ecr-updater.io/app.scan-gate", "critical=0")],
+    )
+    .await;
     let (digest, push) = push_fresh(&standins);
-    let waiting = standins.report(&[], &push).await;
-    expect_decision(only(&waiting), Action::Skipped, "waiting for the scan");
-    assert!(standins.aws.queue(&queue).is_empty());
+    // The push starts the candidate's chain; the scan is judged when the window ends.
+    let soaking = standins.report(&[], &push).await;
+    expect_decision(only(&soaking), Action::Skipped, "re-decided in 900 s");
+    assert_eq!(standins.aws.queue(&queue).len(), 1);
+    let scans_at_push = ecr_calls(&standins, "DescribeImageScanFindings");
+    assert_eq!(scans_at_push, 0, "no finding asked while it soaks");
     standins.aws.set_scan(REPO, &digest, "COMPLETE", &[]);
     // The event claims criticals; ECR's findings are clean: ECR's word counts.
     let scan = scan_of(FRESH, &digest, json!({"CRITICAL": 9}));
-    let first = standins.report(&[], &scan).await;
-    expect_decision(only(&first), Action::Skipped, "re-decided in");
-    let again = standins.report(&[], &scan).await;
-    expect_decision(only(&again), Action::Skipped, "already follows");
+    for _ in 0..2 {
+        let again = standins.report(&[], &scan).await;
+        expect_decision(only(&again), Action::Skipped, "already follows");
+    }
     assert_eq!(standins.aws.queue(&queue).len(), 1, "one chain");
-    let scans_before = ecr_calls(&standins, "DescribeImageScanFindings");
     let reports = run_follow_ups(&standins, &queue, 5).await;
-    assert_eq!(seed_tag(&standins).as_deref(), Some(FRESH), "{:#?}", reasons(&reports));
-    assert!(ecr_calls(&standins, "DescribeImageScanFindings") > scans_before);
+    assert_eq!(
+        seed_tag(&standins).as_deref(),
+        Some(FRESH),
+        "{:#?}",
+        reasons(&reports)
+    );
+    assert!(ecr_calls(&standins, "DescribeImageScanFindings") > scans_at_push);
     assert_eq!(standins.spec_writes(), 1);
 }
 
-/// CONTROL: a scan of the digest the tag pointed at before a re-push releases nothing and
-/// starts no chain; an image without a gate ignores scan events.
+/// CONTROL: a scan of the digest the tag pointed at before a re-push releases nothing: not
+/// at the end of the re-pushed tag's window, nor delivered again after it.
 #[tokio::test]
-async fn control_a_stale_scan_after_the_tag_moved_releases_nothing_and_starts_no_soak() {
-    let (standins, queue) =
-        soaking("20m", &[("argocd-ecr-updater.io/app.scan-gate", "critical=0")]).await;
+async fn control_a_stale_scan_after_the_tag_moved_never_releases_its_new_digest() {
+    let (standins, queue) = soaking(
+        "20m",
+        &[("argocd-ecr-updater.io/app.scan-gate", "critical=0")],
+    )
+    .await;
     let (old_digest, _) = push_fresh(&standins);
     standins.aws.set_scan(REPO, &old_digest, "COMPLETE", &[]);
-    // Re-pushed: `FRESH` now names the 7s.
+    // Re-pushed: `FRESH` now names the 7s, not scanned yet.
     let pushed = at(standins.test_clock().now());
     standins.aws.push(image(REPO, FRESH, '7', &pushed));
-    let report = standins
-        .report(&[], &scan_of(FRESH, &old_digest, json!({})))
-        .await;
-    expect_decision(only(&report), Action::Skipped, "only releases the digest it scanned");
-    assert!(standins.aws.queue(&queue).is_empty());
+    let stale = scan_of(FRESH, &old_digest, json!({}));
+    let report = standins.report(&[], &stale).await;
+    // The tag's window counts from the re-push; the late scan of the 6s releases nothing.
+    expect_decision(only(&report), Action::Skipped, "soaking");
+    let reports = run_follow_ups(&standins, &queue, 5).await;
+    assert!(
+        reasons(&reports)
+            .last()
+            .is_some_and(|r| r.contains(&digest('7')) && r.contains("never scanned")),
+        "{:#?}",
+        reasons(&reports)
+    );
+    // Delivered again once the window is over: the scan of the 6s cannot release the 7s.
+    let report = standins.report(&[], &stale).await;
+    expect_decision(
+        only(&report),
+        Action::Skipped,
+        "only releases the digest it scanned",
+    );
     assert_eq!(seed_tag(&standins).as_deref(), Some(SEED_TAG));
 }
 
@@ -311,10 +349,19 @@ async fn control_scan_then_signing_hold_then_write_without_a_soak() {
     let held = standins
         .report(&[], &scan_of(FRESH, &digest, json!({})))
         .await;
-    expect_decision(only(&held), Action::Skipped, "in progress: held; re-decided in 60 s");
+    expect_decision(
+        only(&held),
+        Action::Skipped,
+        "in progress: held; re-decided in 60 s",
+    );
     standins
         .aws
         .set_signing(REPO, &digest, &[(PROFILE_ARN, "COMPLETE")]);
     let reports = run_follow_ups(&standins, &queue, 3).await;
-    assert_eq!(seed_tag(&standins).as_deref(), Some(FRESH), "{:#?}", reasons(&reports));
+    assert_eq!(
+        seed_tag(&standins).as_deref(),
+        Some(FRESH),
+        "{:#?}",
+        reasons(&reports)
+    );
 }

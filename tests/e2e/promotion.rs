@@ -188,16 +188,6 @@ async fn a_push_reaches_dev_then_staging_after_its_soak_then_prod_in_another_clu
             && (staging.contains("is not verified yet") || staging.contains("has had no write")),
         "{staging}"
     );
-    eprintln!(
-        "QUEUE {:#?} {:#?}",
-        standins
-            .aws
-            .queue(&queue)
-            .iter()
-            .map(|m| (&m.body, m.delay_seconds))
-            .collect::<Vec<_>>(),
-        pushed.entries
-    );
     let delivered = drain(&standins, &prod, &queue, time::Duration::hours(6)).await;
     let dev_confirmed = delivered.ended(SEED_APP, "confirmed");
     let staging_writes = delivered.writes(STAGING);
@@ -540,4 +530,45 @@ async fn an_alarm_in_stagings_window_rolls_staging_back_and_prod_never_gets_the_
     );
     assert_eq!(tag_of(&standins.kube, STAGING), SEED_TAG);
     assert!(after.writes(PROD).is_empty());
+}
+
+/// A scan gate on a promoted Application judges the image verified upstream by ECR's
+/// findings for the digest ECR names for its tag (the upstream wrote the tag alone): clean,
+/// prod gets it; with a critical finding, prod never does.
+#[tokio::test]
+async fn a_scan_gate_on_prod_judges_the_promoted_image_by_ecrs_findings_for_its_digest() {
+    for (counts, promoted) in [(vec![], true), (vec![("CRITICAL", 1)], false)] {
+        let (standins, prod, queue) = chain_to(
+            Script::Healthy,
+            &[("argocd-ecr-updater.io/app.scan-gate", "critical=0")],
+        )
+        .await;
+        standins.aws.set_scan(
+            SEED_REPOSITORY,
+            &argocd_ecr_updater_standins::fixtures::digest('b'),
+            "COMPLETE",
+            &counts,
+        );
+        push(&standins, "20250901-100000", 'b').await;
+        let delivered = drain(&standins, &prod, &queue, time::Duration::hours(6)).await;
+        assert_eq!(delivered.writes(STAGING).len(), 1, "staging is not gated");
+        let prod_writes = delivered.writes(PROD);
+        let said: Vec<String> = delivered
+            .reports
+            .iter()
+            .map(|(_, r)| reason_of(r, PROD).to_string())
+            .filter(|r| !r.is_empty())
+            .collect();
+        if promoted {
+            assert_eq!(prod_writes.len(), 1, "{said:#?}");
+            assert_eq!(tag_of(&prod.kube, PROD), "20250901-100000");
+        } else {
+            assert!(prod_writes.is_empty(), "{said:#?}");
+            assert!(
+                said.iter().any(|r| r.contains("critical 1 > 0")),
+                "{said:#?}"
+            );
+            assert_eq!(tag_of(&prod.kube, PROD), SEED_TAG);
+        }
+    }
 }
