@@ -60,25 +60,7 @@ async fn released(
             ));
         }
     };
-    let findings = match facts
-        .scan_findings(candidate.registry, candidate.repository, digest)
-        .await
-    {
-        Ok(findings) => findings,
-        Err(failure) => return Verdict::Failed(failure),
-    };
-    match findings {
-        ScanState::Complete(counts) => match gate.verdict(&counts) {
-            Ok(()) => Verdict::Pass(format!(
-                "ECR's findings for {digest} passed scan-gate `{gate}` ({})",
-                describe(&counts)
-            )),
-            Err(refused) => Verdict::Refuse(format!("{} ({digest})", refused.0)),
-        },
-        ScanState::NotYet(why) | ScanState::Failed(why) => Verdict::Refuse(format!(
-            "scan-gate `{gate}`: the event says the scan completed, but ECR says: {why}"
-        )),
-    }
+    judged(gate, candidate, digest, facts, true).await
 }
 
 /// A sweep's candidate: ECR's findings for its digest.
@@ -88,6 +70,18 @@ async fn swept(gate: &ScanGate, candidate: &Candidate<'_>, facts: &dyn Facts) ->
             "scan-gate `{gate}`: ECR named no digest for the candidate"
         ));
     };
+    judged(gate, candidate, digest, facts, false).await
+}
+
+/// The verdict on ECR's findings for `digest`; `by_event` words it for a scan event, whose
+/// claim of a completed scan ECR may contradict.
+async fn judged(
+    gate: &ScanGate,
+    candidate: &Candidate<'_>,
+    digest: &str,
+    facts: &dyn Facts,
+    by_event: bool,
+) -> Verdict {
     let findings = match facts
         .scan_findings(candidate.registry, candidate.repository, digest)
         .await
@@ -96,13 +90,21 @@ async fn swept(gate: &ScanGate, candidate: &Candidate<'_>, facts: &dyn Facts) ->
         Err(failure) => return Verdict::Failed(failure),
     };
     match findings {
-        ScanState::Complete(counts) => match gate.verdict(&counts) {
-            Ok(()) => Verdict::Pass(format!(
+        ScanState::Complete(counts) => match (gate.verdict(&counts), by_event) {
+            (Ok(()), true) => Verdict::Pass(format!(
+                "ECR's findings for {digest} passed scan-gate `{gate}` ({})",
+                describe(&counts)
+            )),
+            (Ok(()), false) => Verdict::Pass(format!(
                 "its scan passed scan-gate `{gate}` ({})",
                 describe(&counts)
             )),
-            Err(refused) => Verdict::Refuse(refused.0),
+            (Err(refused), true) => Verdict::Refuse(format!("{} ({digest})", refused.0)),
+            (Err(refused), false) => Verdict::Refuse(refused.0),
         },
+        ScanState::NotYet(why) | ScanState::Failed(why) if by_event => Verdict::Refuse(format!(
+            "scan-gate `{gate}`: the event says the scan completed, but ECR says: {why}"
+        )),
         ScanState::NotYet(why) | ScanState::Failed(why) => {
             Verdict::Refuse(format!("scan-gate `{gate}`: {why}"))
         }

@@ -74,6 +74,15 @@ pub fn event(name: &str) -> serde_json::Value {
     argocd_ecr_updater_standins::fixtures::sample_event(name)
 }
 
+/// events/scan.json for `tag` at `digest`, claiming `counts` (which the function never reads).
+pub fn scan_event(tag: &str, digest: &str, counts: serde_json::Value) -> serde_json::Value {
+    let mut scan = event("scan.json");
+    scan["detail"]["image-tags"] = serde_json::json!([tag]);
+    scan["detail"]["image-digest"] = serde_json::json!(digest);
+    scan["detail"]["finding-severity-counts"] = counts;
+    scan
+}
+
 /// The Helm parameter `name` of `namespace/app` as the stand-in stores it now.
 pub fn helm_parameter(
     standins: &StandIns,

@@ -542,10 +542,7 @@ async fn a_soaking_image_meets_its_gates_on_what_ecr_says_when_its_window_ends()
     standins
         .aws
         .set_scan("barun-dev-ecr", &good_digest, "COMPLETE", &[]);
-    let mut scan = event("scan.json");
-    scan["detail"]["image-tags"] = json!([good]);
-    scan["detail"]["image-digest"] = json!(good_digest);
-    scan["detail"]["finding-severity-counts"] = json!({});
+    let scan = crate::common::scan_event(good, &good_digest, json!({}));
     let report = standins.report(&[], &scan).await;
     expect_decision(only(&report), Action::Skipped, "soaking: `20991231-000000`");
     let queued = standins.aws.queue(&queue);

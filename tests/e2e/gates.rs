@@ -3,7 +3,7 @@
 //! findings meet (the event's counts are never read); reconcile reads the findings of what
 //! it would move to. Against the ECR and Kubernetes stand-ins.
 
-use crate::common::{Scenario, event, expect_decision, helm_parameter, only};
+use crate::common::{Scenario, event, expect_decision, helm_parameter, only, scan_event};
 use argocd_ecr_updater::report::Action;
 use argocd_ecr_updater_standins::fixtures::{PUSHED_TAG, SEED_APP, SEED_TAG};
 use serde_json::{Value, json};
@@ -30,14 +30,6 @@ fn ecr_scanned(standins: &Scenario, digest: &str, counts: &[(&str, u64)]) {
     standins
         .aws
         .set_scan("barun-dev-ecr", digest, "COMPLETE", counts);
-}
-
-fn scan_event(tag: &str, digest: &str, counts: Value) -> Value {
-    let mut scan = event("scan.json");
-    scan["detail"]["image-tags"] = json!([tag]);
-    scan["detail"]["image-digest"] = json!(digest);
-    scan["detail"]["finding-severity-counts"] = counts;
-    scan
 }
 
 #[tokio::test]

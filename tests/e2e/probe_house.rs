@@ -4,7 +4,7 @@
 //! after its tag moved. Each finding failed while every gate ran before the soak; the soak
 //! now runs first and the platforms last.
 
-use crate::common::{Scenario, event, expect_decision, only, seed_tag};
+use crate::common::{Scenario, expect_decision, only, scan_event, seed_tag};
 use argocd_ecr_updater::report::{Action, Report};
 use argocd_ecr_updater_standins::Service;
 use argocd_ecr_updater_standins::cosign;
@@ -248,14 +248,6 @@ async fn a_gated_push_that_waits_for_its_scan_reads_no_manifest() {
 // Controls (pass): what was checked and holds
 // ---------------------------------------------------------------------------------------
 
-fn scan_of(tag: &str, digest: &str, counts: Value) -> Value {
-    let mut scan = event("scan.json");
-    scan["detail"]["image-tags"] = json!([tag]);
-    scan["detail"]["image-digest"] = json!(digest);
-    scan["detail"]["finding-severity-counts"] = counts;
-    scan
-}
-
 /// CONTROL: scan gate + min-age: the push starts the one chain (the scan event, delivered
 /// twice, finds it), no finding is asked inside the window, the window's last hop reads
 /// ECR's findings, not the event's, and writes once.
@@ -275,7 +267,7 @@ async fn control_a_scanned_image_soaks_on_one_chain_and_ships_at_the_end() {
     assert_eq!(scans_at_push, 0, "no finding asked while it soaks");
     standins.aws.set_scan(REPO, &digest, "COMPLETE", &[]);
     // The event claims criticals; ECR's findings are clean: ECR's word counts.
-    let scan = scan_of(FRESH, &digest, json!({"CRITICAL": 9}));
+    let scan = scan_event(FRESH, &digest, json!({"CRITICAL": 9}));
     for _ in 0..2 {
         let again = standins.report(&[], &scan).await;
         expect_decision(only(&again), Action::Skipped, "already follows");
@@ -306,7 +298,7 @@ async fn control_a_stale_scan_after_the_tag_moved_never_releases_its_new_digest(
     // Re-pushed: `FRESH` now names the 7s, not scanned yet.
     let pushed = at(standins.test_clock().now());
     standins.aws.push(image(REPO, FRESH, '7', &pushed));
-    let stale = scan_of(FRESH, &old_digest, json!({}));
+    let stale = scan_event(FRESH, &old_digest, json!({}));
     let report = standins.report(&[], &stale).await;
     // The tag's window counts from the re-push; the late scan of the 6s releases nothing.
     expect_decision(only(&report), Action::Skipped, "soaking");
@@ -347,7 +339,7 @@ async fn control_scan_then_signing_hold_then_write_without_a_soak() {
     let waiting = standins.report(&[], &push).await;
     expect_decision(only(&waiting), Action::Skipped, "waiting for the scan");
     let held = standins
-        .report(&[], &scan_of(FRESH, &digest, json!({})))
+        .report(&[], &scan_event(FRESH, &digest, json!({})))
         .await;
     expect_decision(
         only(&held),
